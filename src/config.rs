@@ -1,0 +1,1 @@
+//! airlockd / airlockctl configuration (YAML).

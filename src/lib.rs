@@ -1,0 +1,19 @@
+//! Airlock: launch AI agents as their own Unix uid inside namespaces, Landlock and seccomp,
+//! under the policy their role file grants.
+//!
+//! Layering (see README.md, "Architecture"):
+//! - [`role`] and [`policy`] are pure: they parse, validate and decide, with no syscalls
+//!   beyond reading the files they are pointed at.
+//! - [`sandbox`] is the only place that makes namespace, mount and credential syscalls.
+//! - [`supervisor`], [`journal`] and [`control`] turn the jail into a service.
+//! - The binaries in `src/bin` only parse arguments and call into [`cli`].
+
+pub mod cli;
+pub mod config;
+pub mod control;
+pub mod diag;
+pub mod journal;
+pub mod policy;
+pub mod role;
+pub mod sandbox;
+pub mod supervisor;

@@ -1,0 +1,6 @@
+//! The jail of one run. This layer is the only one that makes namespace, mount and
+//! credential syscalls. One file per isolation step.
+
+pub mod spec;
+
+pub use spec::RunSpec;
