@@ -1,1 +1,5 @@
-//! See README.md, "Architecture".
+//! The control socket: a versioned JSON-lines protocol between `airlockctl` and `airlockd`,
+//! and who may ask for what, decided from the peer's credentials (SO_PEERCRED).
+
+pub mod auth;
+pub mod protocol;

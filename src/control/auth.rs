@@ -1,0 +1,137 @@
+//! Who may ask airlockd for what. Decided from the peer's kernel-verified credentials
+//! (SO_PEERCRED uid and gid plus the peer's supplementary groups), never from anything the
+//! peer says about itself.
+
+use super::protocol::Op;
+
+/// What a peer may do, from least to most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    /// Not in any configured group: refused, and the refusal is logged.
+    None,
+    /// Launch, stop and read (ps, runs, show, logs, instances, status).
+    Operator,
+    /// Everything an operator may do, plus hire, fire and reload.
+    Admin,
+}
+
+/// The peer, as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+    /// Supplementary groups of the peer process.
+    pub groups: Vec<u32>,
+}
+
+/// The groups configured for access.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessGroups {
+    pub admin_gid: Option<u32>,
+    pub operator_gid: Option<u32>,
+}
+
+pub fn access_of(peer: &Peer, groups: &AccessGroups) -> Access {
+    let member = |gid: Option<u32>| gid.is_some_and(|g| peer.gid == g || peer.groups.contains(&g));
+    if peer.uid == 0 || member(groups.admin_gid) {
+        Access::Admin
+    } else if member(groups.operator_gid) {
+        Access::Operator
+    } else {
+        Access::None
+    }
+}
+
+/// The least access an operation needs.
+pub fn required(op: &Op) -> Access {
+    match op {
+        Op::Hire { .. } | Op::Fire { .. } | Op::Reload => Access::Admin,
+        Op::Launch { .. }
+        | Op::Stop { .. }
+        | Op::Ps
+        | Op::Runs
+        | Op::Show { .. }
+        | Op::Instances
+        | Op::Status => Access::Operator,
+    }
+}
+
+/// Allow or refuse one operation for one peer.
+pub fn authorize(peer: &Peer, groups: &AccessGroups, op: &Op) -> Result<Access, String> {
+    let have = access_of(peer, groups);
+    let need = required(op);
+    if have >= need && have > Access::None {
+        Ok(have)
+    } else {
+        let group = match need {
+            Access::Admin => "the admin group (or be root)",
+            _ => "the operator or admin group",
+        };
+        Err(format!(
+            "uid {} may not `{}`: be in {group} configured for airlockd",
+            peer.uid,
+            op.name()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GROUPS: AccessGroups = AccessGroups {
+        admin_gid: Some(900),
+        operator_gid: Some(901),
+    };
+
+    fn peer(uid: u32, gid: u32, groups: &[u32]) -> Peer {
+        Peer {
+            uid,
+            gid,
+            pid: None,
+            groups: groups.to_vec(),
+        }
+    }
+
+    #[test]
+    fn root_and_admins_may_do_everything() {
+        for p in [
+            peer(0, 0, &[]),
+            peer(1000, 1000, &[900]),
+            peer(1000, 900, &[]),
+        ] {
+            assert!(authorize(&p, &GROUPS, &Op::Reload).is_ok());
+            assert!(authorize(&p, &GROUPS, &Op::Ps).is_ok());
+        }
+    }
+
+    #[test]
+    fn operators_may_launch_but_not_hire() {
+        let p = peer(1000, 1000, &[901]);
+        assert!(authorize(&p, &GROUPS, &Op::Status).is_ok());
+        assert!(authorize(&p, &GROUPS, &Op::Stop { run: "r".into() }).is_ok());
+        assert!(authorize(
+            &p,
+            &GROUPS,
+            &Op::Fire {
+                instance: "tess".into()
+            }
+        )
+        .is_err());
+        assert!(authorize(&p, &GROUPS, &Op::Reload).is_err());
+    }
+
+    #[test]
+    fn everyone_else_is_refused() {
+        let p = peer(1000, 1000, &[4, 24, 27]);
+        let err = authorize(&p, &GROUPS, &Op::Ps).expect_err("refused");
+        assert!(err.contains("uid 1000"));
+        let none = AccessGroups {
+            admin_gid: None,
+            operator_gid: None,
+        };
+        assert!(authorize(&p, &none, &Op::Ps).is_err());
+        assert!(authorize(&peer(0, 0, &[]), &none, &Op::Ps).is_ok());
+    }
+}

@@ -1,0 +1,205 @@
+//! Wire format of the control socket: one JSON object per line, each carrying the protocol
+//! version. Requests are bounded in size; anything unknown is refused, never guessed at.
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks.
+pub const VERSION: u32 = 1;
+
+/// Longest request line accepted, in bytes (a launch with a long argv fits easily).
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Op {
+    Launch {
+        role: String,
+        instance: String,
+        #[serde(default)]
+        workspace: Option<String>,
+        #[serde(default)]
+        max_seconds: Option<u64>,
+        /// Replaces the role's agent command, under the same jail and budgets.
+        #[serde(default)]
+        command: Option<Vec<String>>,
+        /// Keep the connection open and stream the run's output, then its exit.
+        #[serde(default)]
+        wait: bool,
+    },
+    Stop {
+        run: String,
+    },
+    Ps,
+    Runs,
+    Show {
+        run: String,
+    },
+    Instances,
+    Status,
+    Hire {
+        instance: String,
+        role: String,
+    },
+    Fire {
+        instance: String,
+    },
+    Reload,
+}
+
+impl Op {
+    /// The name used in authorization decisions and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Launch { .. } => "launch",
+            Op::Stop { .. } => "stop",
+            Op::Ps => "ps",
+            Op::Runs => "runs",
+            Op::Show { .. } => "show",
+            Op::Instances => "instances",
+            Op::Status => "status",
+            Op::Hire { .. } => "hire",
+            Op::Fire { .. } => "fire",
+            Op::Reload => "reload",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    pub v: u32,
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// Machine-readable error codes; the message says what to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorCode {
+    BadRequest,
+    UnsupportedVersion,
+    TooLarge,
+    Forbidden,
+    NotFound,
+    Refused,
+    Busy,
+    Draining,
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// One response line. `ok: false` carries `error`; streamed output uses `event` lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub v: u32,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl Response {
+    pub fn ok(data: serde_json::Value) -> Self {
+        Response {
+            v: VERSION,
+            ok: true,
+            error: None,
+            data: Some(data),
+        }
+    }
+
+    pub fn err(code: ErrorCode, message: impl Into<String>) -> Self {
+        Response {
+            v: VERSION,
+            ok: false,
+            error: Some(ErrorBody {
+                code,
+                message: message.into(),
+            }),
+            data: None,
+        }
+    }
+}
+
+/// Parse one request line. Errors never quote the request: it may carry a secret.
+pub fn parse_request(line: &[u8]) -> Result<Request, Response> {
+    if line.len() > MAX_REQUEST_BYTES {
+        return Err(Response::err(
+            ErrorCode::TooLarge,
+            format!("request is over {MAX_REQUEST_BYTES} bytes"),
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|_| {
+        Response::err(
+            ErrorCode::BadRequest,
+            "request is not one JSON object on one line",
+        )
+    })?;
+    match value.get("v").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(VERSION) => {}
+        Some(_) => {
+            return Err(Response::err(
+                ErrorCode::UnsupportedVersion,
+                format!("this airlockd speaks protocol version {VERSION}; upgrade airlockctl or airlockd so they match"),
+            ))
+        }
+        None => {
+            return Err(Response::err(ErrorCode::BadRequest, "request has no protocol version `v`"))
+        }
+    }
+    serde_json::from_value(value).map_err(|_| {
+        Response::err(
+            ErrorCode::BadRequest,
+            "unknown operation or fields; see `airlockctl --help` for what airlockd accepts",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_a_launch() {
+        let req = Request {
+            v: VERSION,
+            op: Op::Launch {
+                role: "code".into(),
+                instance: "tess".into(),
+                workspace: None,
+                max_seconds: Some(5),
+                command: Some(vec!["/bin/true".into()]),
+                wait: true,
+            },
+        };
+        let line = serde_json::to_vec(&req).expect("serializes");
+        assert_eq!(parse_request(&line), Ok(req));
+    }
+
+    #[test]
+    fn refuses_bad_requests_without_echoing_them() {
+        let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
+        for line in [
+            format!("{{\"v\":1,\"op\":\"launch\",\"role\":\"{secret}\"}}"),
+            format!("{{\"v\":1,\"op\":\"{secret}\"}}"),
+            format!("{{\"v\":2,\"op\":\"ps\",\"x\":\"{secret}\"}}"),
+            format!("not json {secret}"),
+            format!("{{\"op\":\"ps\",\"x\":\"{secret}\"}}"),
+            format!("{{\"v\":1,\"op\":\"ps\",\"extra\":\"{secret}\"}}"),
+        ] {
+            let err = parse_request(line.as_bytes()).expect_err("refused");
+            assert!(!err.ok);
+            let text = serde_json::to_string(&err).expect("serializes");
+            assert!(!text.contains(secret), "{text}");
+        }
+        let big = vec![b' '; MAX_REQUEST_BYTES + 1];
+        let err = parse_request(&big).expect_err("too large");
+        assert_eq!(err.error.map(|e| e.code), Some(ErrorCode::TooLarge));
+    }
+}
