@@ -64,12 +64,28 @@ impl Op {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One request: the protocol version and the operation, flattened into one JSON object
+/// (`{"v":1,"op":"ps"}`). Serde cannot refuse unknown fields through `flatten`, so the
+/// version is taken off by hand and the rest must be exactly one `Op`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     pub v: u32,
-    #[serde(flatten)]
     pub op: Op,
+}
+
+impl Request {
+    pub fn new(op: Op) -> Self {
+        Request { v: VERSION, op }
+    }
+
+    /// The request as one line, without the trailing newline.
+    pub fn to_line(&self) -> String {
+        let mut value = serde_json::to_value(&self.op).unwrap_or(serde_json::Value::Null);
+        if let Some(map) = value.as_object_mut() {
+            map.insert("v".into(), self.v.into());
+        }
+        value.to_string()
+    }
 }
 
 /// Machine-readable error codes; the message says what to do next.
@@ -153,12 +169,13 @@ pub fn parse_request(line: &[u8]) -> Result<Request, Response> {
             return Err(Response::err(ErrorCode::BadRequest, "request has no protocol version `v`"))
         }
     }
-    serde_json::from_value(value).map_err(|_| {
+    let op = serde_json::from_value(value).map_err(|_| {
         Response::err(
             ErrorCode::BadRequest,
             "unknown operation or fields; see `airlockctl --help` for what airlockd accepts",
         )
-    })
+    })?;
+    Ok(Request { v: VERSION, op })
 }
 
 #[cfg(test)]
@@ -167,19 +184,17 @@ mod tests {
 
     #[test]
     fn round_trips_a_launch() {
-        let req = Request {
-            v: VERSION,
-            op: Op::Launch {
-                role: "code".into(),
-                instance: "tess".into(),
-                workspace: None,
-                max_seconds: Some(5),
-                command: Some(vec!["/bin/true".into()]),
-                wait: true,
-            },
-        };
-        let line = serde_json::to_vec(&req).expect("serializes");
-        assert_eq!(parse_request(&line), Ok(req));
+        let req = Request::new(Op::Launch {
+            role: "code".into(),
+            instance: "tess".into(),
+            workspace: None,
+            max_seconds: Some(5),
+            command: Some(vec!["/bin/true".into()]),
+            wait: true,
+        });
+        assert_eq!(parse_request(req.to_line().as_bytes()), Ok(req));
+        let ps = Request::new(Op::Ps);
+        assert_eq!(ps.to_line(), r#"{"op":"ps","v":1}"#);
     }
 
     #[test]
