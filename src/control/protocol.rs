@@ -9,8 +9,8 @@ pub const VERSION: u32 = 1;
 /// Longest request line accepted, in bytes (a launch with a long argv fits easily).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
 pub enum Op {
     Launch {
         role: String,
@@ -151,13 +151,14 @@ pub fn parse_request(line: &[u8]) -> Result<Request, Response> {
             format!("request is over {MAX_REQUEST_BYTES} bytes"),
         ));
     }
-    let value: serde_json::Value = serde_json::from_slice(line).map_err(|_| {
+    let mut value: serde_json::Value = serde_json::from_slice(line).map_err(|_| {
         Response::err(
             ErrorCode::BadRequest,
             "request is not one JSON object on one line",
         )
     })?;
-    match value.get("v").and_then(|v| v.as_u64()) {
+    let version = value.as_object_mut().and_then(|m| m.remove("v"));
+    match version.as_ref().and_then(|v| v.as_u64()) {
         Some(v) if v == u64::from(VERSION) => {}
         Some(_) => {
             return Err(Response::err(
@@ -169,13 +170,79 @@ pub fn parse_request(line: &[u8]) -> Result<Request, Response> {
             return Err(Response::err(ErrorCode::BadRequest, "request has no protocol version `v`"))
         }
     }
-    let op = serde_json::from_value(value).map_err(|_| {
+    let bad = || {
         Response::err(
             ErrorCode::BadRequest,
-            "unknown operation or fields; see `airlockctl --help` for what airlockd accepts",
+            "unknown operation, missing field or field the operation does not take; see `airlockctl --help`",
         )
-    })?;
-    Ok(Request { v: VERSION, op })
+    };
+    let wire: Wire = serde_json::from_value(value).map_err(|_| bad())?;
+    wire.into_op()
+        .ok_or_else(bad)
+        .map(|op| Request { v: VERSION, op })
+}
+
+/// Every field any operation takes. Serde refuses unknown fields here (it cannot through an
+/// internally tagged enum); `into_op` then refuses fields the named operation does not take.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    op: String,
+    role: Option<String>,
+    instance: Option<String>,
+    workspace: Option<String>,
+    max_seconds: Option<u64>,
+    command: Option<Vec<String>>,
+    wait: Option<bool>,
+    run: Option<String>,
+}
+
+impl Wire {
+    fn into_op(self) -> Option<Op> {
+        let Wire {
+            op,
+            role,
+            instance,
+            workspace,
+            max_seconds,
+            command,
+            wait,
+            run,
+        } = self;
+        let launch_only =
+            workspace.is_some() || max_seconds.is_some() || command.is_some() || wait.is_some();
+        let only = |role_ok: bool, instance_ok: bool, run_ok: bool| {
+            (role_ok || role.is_none())
+                && (instance_ok || instance.is_none())
+                && (run_ok || run.is_none())
+                && !launch_only
+        };
+        match op.as_str() {
+            "launch" if run.is_none() => Some(Op::Launch {
+                role: role?,
+                instance: instance?,
+                workspace,
+                max_seconds,
+                command,
+                wait: wait.unwrap_or(false),
+            }),
+            "stop" if only(false, false, true) => Some(Op::Stop { run: run? }),
+            "show" if only(false, false, true) => Some(Op::Show { run: run? }),
+            "hire" if only(true, true, false) => Some(Op::Hire {
+                instance: instance?,
+                role: role?,
+            }),
+            "fire" if only(false, true, false) => Some(Op::Fire {
+                instance: instance?,
+            }),
+            "ps" if only(false, false, false) => Some(Op::Ps),
+            "runs" if only(false, false, false) => Some(Op::Runs),
+            "instances" if only(false, false, false) => Some(Op::Instances),
+            "status" if only(false, false, false) => Some(Op::Status),
+            "reload" if only(false, false, false) => Some(Op::Reload),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -207,6 +274,8 @@ mod tests {
             format!("not json {secret}"),
             format!("{{\"op\":\"ps\",\"x\":\"{secret}\"}}"),
             format!("{{\"v\":1,\"op\":\"ps\",\"extra\":\"{secret}\"}}"),
+            format!("{{\"v\":1,\"op\":\"ps\",\"run\":\"{secret}\"}}"),
+            format!("{{\"v\":1,\"op\":\"stop\",\"run\":\"r\",\"command\":[\"{secret}\"]}}"),
         ] {
             let err = parse_request(line.as_bytes()).expect_err("refused");
             assert!(!err.ok);
