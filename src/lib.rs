@@ -16,4 +16,5 @@ pub mod journal;
 pub mod policy;
 pub mod role;
 pub mod sandbox;
+pub mod schedule;
 pub mod supervisor;
