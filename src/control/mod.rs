@@ -2,4 +2,5 @@
 //! and who may ask for what, decided from the peer's credentials (SO_PEERCRED).
 
 pub mod auth;
+pub mod listener;
 pub mod protocol;

@@ -1,1 +1,2 @@
 //! See README.md, "Architecture".
+pub mod notify;
