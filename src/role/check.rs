@@ -88,11 +88,15 @@ impl<'f> Ctx<'f> {
             if allowed.contains(&k) {
                 known.push((k, val));
             } else {
-                let where_ = if path.is_empty() { "the top level" } else { path };
+                let where_ = if path.is_empty() {
+                    "at the top level".to_string()
+                } else {
+                    format!("in `{path}`")
+                };
                 self.add(
                     &key_seg(path, k, n, false),
                     format!(
-                        "is not a known key at {where_}; allowed keys are: {}",
+                        "is not a known key {where_}; allowed keys are: {}",
                         allowed.join(", ")
                     ),
                 );

@@ -77,10 +77,13 @@ pub fn tool_patterns(tools: Option<&Value>) -> impl Iterator<Item = (String, &st
         })
         .flat_map(|(n, k, items)| {
             let conn = key_seg("tools", k, n, names::is_connector(k));
-            items.iter().enumerate().filter_map(move |(i, it)| match it {
-                Value::String(s) => Some((diag::index(&conn, i), s.as_str())),
-                _ => None,
-            })
+            items
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, it)| match it {
+                    Value::String(s) => Some((diag::index(&conn, i), s.as_str())),
+                    _ => None,
+                })
         })
 }
 
@@ -161,7 +164,10 @@ fn arg_rule(c: &mut Ctx, v: &Value, path: &str) {
     }
     if let (Some(a), Some(b)) = (min, max) {
         if a > b {
-            c.add(path, "has `min` greater than `max`; `min` must be at most `max`");
+            c.add(
+                path,
+                "has `min` greater than `max`; `min` must be at most `max`",
+            );
         }
     }
 }
@@ -171,7 +177,10 @@ fn scalar(c: &mut Ctx, v: &Value, path: &str) {
     match v {
         Value::String(_) | Value::Bool(_) => {}
         Value::Number(n) if n.as_f64().is_some_and(f64::is_finite) => {}
-        Value::Number(_) => c.add(path, "is not a finite number; use a string, a finite number or a boolean"),
+        Value::Number(_) => c.add(
+            path,
+            "is not a finite number; use a string, a finite number or a boolean",
+        ),
         _ => c.add(path, "must be a string, a number or a boolean"),
     }
 }

@@ -67,9 +67,7 @@ pub fn is_resource_pattern(s: &str) -> bool {
         None => !s.contains('*'),
         Some(head) if head.contains('*') => false,
         Some("") => true,
-        Some(head) => {
-            head.ends_with('/') || head.strip_suffix(':').is_some_and(is_scheme)
-        }
+        Some(head) => head.ends_with('/') || head.strip_suffix(':').is_some_and(is_scheme),
     }
 }
 
@@ -93,7 +91,9 @@ pub fn is_judge_repo(s: &str) -> bool {
             !owner.is_empty()
                 && !name.is_empty()
                 && all(owner, |b| b.is_ascii_alphanumeric() || b == b'-')
-                && all(name, |b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+                && all(name, |b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+                })
         }
         None => false,
     }
@@ -102,13 +102,21 @@ pub fn is_judge_repo(s: &str) -> bool {
 /// `^[A-Za-z0-9._-]+\.ya?ml$`: a workflow file name.
 pub fn is_workflow_file(s: &str) -> bool {
     let stem = s.strip_suffix(".yml").or_else(|| s.strip_suffix(".yaml"));
-    stem.is_some_and(|st| !st.is_empty() && all(st, |b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')))
+    stem.is_some_and(|st| {
+        !st.is_empty()
+            && all(st, |b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+            })
+    })
 }
 
 /// `^(github|airlock|ssm:/[A-Za-z0-9/_.-]+|local:~/[A-Za-z0-9/_.-]+)$`: where a role's key is kept.
 pub fn is_key_store(s: &str) -> bool {
     let path_ok = |p: &str| {
-        !p.is_empty() && all(p, |b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'.' | b'-'))
+        !p.is_empty()
+            && all(p, |b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'.' | b'-')
+            })
     };
     s == "github"
         || s == "airlock"
@@ -151,7 +159,11 @@ mod tests {
         assert!(is_repo("Org-1/name.x") && !is_repo("a/B") && !is_repo("a/b/c") && !is_repo("/b"));
         assert!(is_judge_repo("a/B_c.d") && !is_judge_repo("a_b/c"));
         assert!(is_workflow_file("ci.yml") && is_workflow_file("a.b.yaml"));
-        assert!(!is_workflow_file(".yml") && !is_workflow_file("ci.yml2") && !is_workflow_file("c i.yml"));
+        assert!(
+            !is_workflow_file(".yml")
+                && !is_workflow_file("ci.yml2")
+                && !is_workflow_file("c i.yml")
+        );
         assert!(is_key_store("github") && is_key_store("ssm:/a/b") && is_key_store("local:~/k"));
         assert!(!is_key_store("ssm:/") && !is_key_store("local:/x") && !is_key_store("vault"));
         for m in ["*", "b*", "board*", "board_*", "board_post", "board_x*"] {

@@ -301,7 +301,10 @@ fn scan(file: &Path, text: &str) -> Vec<Problem> {
     let mut nodes = 0usize;
     loop {
         if s.full() {
-            s.add("", format!("has more problems; only the first {MAX_PROBLEMS} are shown"));
+            s.add(
+                "",
+                format!("has more problems; only the first {MAX_PROBLEMS} are shown"),
+            );
             break;
         }
         let Some((event, mark)) = parser.next() else {
@@ -479,14 +482,28 @@ mod tests {
     #[test]
     fn refuses_anchor_alias_tag_duplicate() {
         let e = load_err("a: &x 1\nb: *x\n");
-        assert!(e.iter().any(|m| m.contains("r.yaml: a: has an anchor")), "{e:?}");
-        assert!(e.iter().any(|m| m.contains("r.yaml: b: is an alias")), "{e:?}");
+        assert!(
+            e.iter().any(|m| m.contains("r.yaml: a: has an anchor")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter().any(|m| m.contains("r.yaml: b: is an alias")),
+            "{e:?}"
+        );
         let e = load_err("a: !secret 1\n");
         assert!(e.iter().any(|m| m.contains("a: has a YAML tag")), "{e:?}");
         let e = load_err("tools:\n  gh: []\n  gh: []\n");
-        assert!(e.iter().any(|m| m.contains("tools.gh: appears more than once")), "{e:?}");
+        assert!(
+            e.iter()
+                .any(|m| m.contains("tools.gh: appears more than once")),
+            "{e:?}"
+        );
         let e = load_err("? [a]\n: 1\n");
-        assert!(e.iter().any(|m| m.contains("<key #1>: is not a plain string key")), "{e:?}");
+        assert!(
+            e.iter()
+                .any(|m| m.contains("<key #1>: is not a plain string key")),
+            "{e:?}"
+        );
     }
 
     #[test]
