@@ -44,7 +44,8 @@ pub fn document(c: &mut Ctx, doc: &Value) {
     for &(k, v) in &top {
         match k {
             "schema" => {
-                if c.integer(v, "schema", None, None).is_some_and(|n| n != 1) {
+                let n = c.integer(v, "schema", None, None);
+                if n.is_some_and(|n| n != 1) {
                     c.add("schema", "must be 1 (the only schema version there is)");
                 }
             }
@@ -394,7 +395,8 @@ fn run(c: &mut Ctx, v: &Value) {
         let p = diag::key("run", k);
         match k {
             "schedule" => {
-                if c.string(val, &p).is_some_and(str::is_empty) {
+                let s = c.string(val, &p);
+                if s.is_some_and(str::is_empty) {
                     c.add(
                         &p,
                         "is empty; give a 5-field cron line (UTC) or leave the key out",

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::path::Path;
-use unsafe_libyaml as sys;
+use unsafe_libyaml as unsafe_sys;
 
 /// Largest role file accepted, in bytes.
 pub const MAX_FILE_BYTES: usize = 256 * 1024;
@@ -172,22 +172,22 @@ enum Event {
 /// A libyaml parser reading a borrowed string. Boxed because libyaml keeps a pointer to the
 /// parser itself for its read handler, so it must not move after initialisation.
 struct Parser<'a> {
-    raw: Box<MaybeUninit<sys::yaml_parser_t>>,
+    raw: Box<MaybeUninit<unsafe_sys::yaml_parser_t>>,
     _input: PhantomData<&'a [u8]>,
 }
 
 impl<'a> Parser<'a> {
     fn new(input: &'a [u8]) -> Option<Parser<'a>> {
-        let mut raw = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+        let mut raw = Box::new(MaybeUninit::<unsafe_sys::yaml_parser_t>::uninit());
         let p = raw.as_mut_ptr();
         // SAFETY: `p` points at boxed, writable memory that libyaml initialises; the input
         // slice outlives the parser (lifetime 'a) and is only read.
         unsafe {
-            if sys::yaml_parser_initialize(p).fail {
+            if unsafe_sys::yaml_parser_initialize(p).fail {
                 return None;
             }
-            sys::yaml_parser_set_encoding(p, sys::YAML_UTF8_ENCODING);
-            sys::yaml_parser_set_input_string(p, input.as_ptr(), input.len() as u64);
+            unsafe_sys::yaml_parser_set_encoding(p, unsafe_sys::YAML_UTF8_ENCODING);
+            unsafe_sys::yaml_parser_set_input_string(p, input.as_ptr(), input.len() as u64);
         }
         Some(Parser {
             raw,
@@ -198,11 +198,11 @@ impl<'a> Parser<'a> {
     /// The next event, or `None` on a syntax error (after which the parser is not used).
     fn next(&mut self) -> Option<(Event, Mark)> {
         let p = self.raw.as_mut_ptr();
-        let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
+        let mut ev = MaybeUninit::<unsafe_sys::yaml_event_t>::uninit();
         // SAFETY: the parser was initialised in `new`; on success libyaml fully initialises
         // the event, we copy what we need out of it and then free it exactly once.
         unsafe {
-            if sys::yaml_parser_parse(p, ev.as_mut_ptr()).fail {
+            if unsafe_sys::yaml_parser_parse(p, ev.as_mut_ptr()).fail {
                 return None;
             }
             let e = ev.as_mut_ptr();
@@ -211,10 +211,10 @@ impl<'a> Parser<'a> {
                 column: (*e).start_mark.column + 1,
             };
             let out = match (*e).type_ {
-                sys::YAML_STREAM_END_EVENT => Event::StreamEnd,
-                sys::YAML_DOCUMENT_START_EVENT => Event::DocumentStart,
-                sys::YAML_ALIAS_EVENT => Event::Alias,
-                sys::YAML_SCALAR_EVENT => {
+                unsafe_sys::YAML_STREAM_END_EVENT => Event::StreamEnd,
+                unsafe_sys::YAML_DOCUMENT_START_EVENT => Event::DocumentStart,
+                unsafe_sys::YAML_ALIAS_EVENT => Event::Alias,
+                unsafe_sys::YAML_SCALAR_EVENT => {
                     let s = (*e).data.scalar;
                     let value = if s.value.is_null() {
                         Vec::new()
@@ -227,24 +227,26 @@ impl<'a> Parser<'a> {
                         tag: !s.tag.is_null(),
                     }
                 }
-                sys::YAML_SEQUENCE_START_EVENT => {
+                unsafe_sys::YAML_SEQUENCE_START_EVENT => {
                     let s = (*e).data.sequence_start;
                     Event::SequenceStart {
                         anchor: !s.anchor.is_null(),
                         tag: !s.tag.is_null(),
                     }
                 }
-                sys::YAML_MAPPING_START_EVENT => {
+                unsafe_sys::YAML_MAPPING_START_EVENT => {
                     let s = (*e).data.mapping_start;
                     Event::MappingStart {
                         anchor: !s.anchor.is_null(),
                         tag: !s.tag.is_null(),
                     }
                 }
-                sys::YAML_SEQUENCE_END_EVENT | sys::YAML_MAPPING_END_EVENT => Event::End,
+                unsafe_sys::YAML_SEQUENCE_END_EVENT | unsafe_sys::YAML_MAPPING_END_EVENT => {
+                    Event::End
+                }
                 _ => Event::Other,
             };
-            sys::yaml_event_delete(e);
+            unsafe_sys::yaml_event_delete(e);
             Some((out, mark))
         }
     }
@@ -253,7 +255,7 @@ impl<'a> Parser<'a> {
 impl Drop for Parser<'_> {
     fn drop(&mut self) {
         // SAFETY: a `Parser` only exists once libyaml initialised it; deleted exactly once.
-        unsafe { sys::yaml_parser_delete(self.raw.as_mut_ptr()) }
+        unsafe { unsafe_sys::yaml_parser_delete(self.raw.as_mut_ptr()) }
     }
 }
 
