@@ -1,7 +1,17 @@
 //! Role files: `roles/<role>/role.yaml` read safely, validated to the letter of the schema,
 //! and turned into a typed [`Role`].
+//!
+//! - [`yaml`]: bounded, alias-free, tag-free, duplicate-free YAML loading.
+//! - [`validate`] and [`grants`]: every schema rule and the rules it implies.
+//! - [`files`]: the role folder on disk (brief, goals, folder name).
 
+mod check;
+pub mod files;
+mod grants;
 pub mod model;
+pub mod names;
+mod validate;
+pub mod yaml;
 
 pub use model::*;
 
@@ -22,46 +32,61 @@ pub struct LoadedRole {
     pub goals_text: Option<String>,
 }
 
-/// Parse and validate one role document. Pure: no file system access.
-/// `file` is only used to name the file in problems.
+/// Parse and validate one role document. Pure: no file system access. `file` is only used
+/// to name the file in problems. Every problem found is returned at once.
 pub fn parse_role(file: &Path, text: &str) -> Result<(Role, serde_yaml::Value), Vec<Problem>> {
-    // Placeholder until the validator lands: serde alone, problems without values.
-    let doc: serde_yaml::Value = serde_yaml::from_str(text)
-        .map_err(|_| vec![Problem::new(file, "", "not a valid YAML document")])?;
-    let role: Role = serde_yaml::from_value(doc.clone())
-        .map_err(|_| vec![Problem::new(file, "", "does not match the role schema")])?;
+    let doc = yaml::load(file, text)?;
+    let mut c = check::Ctx::new(file);
+    validate::document(&mut c, &doc);
+    if !c.problems.is_empty() {
+        return Err(c.problems);
+    }
+    // The document passed every rule, so this cannot fail unless the model and the
+    // validator disagree; serde's text would quote values, so it is not shown.
+    let role: Role = serde_yaml::from_value(doc.clone()).map_err(|_| {
+        vec![Problem::new(
+            file,
+            "",
+            "passed validation but could not be read into a role (an Airlock bug; please report it)",
+        )]
+    })?;
     Ok((role, doc))
 }
 
-/// Load `dir/role.yaml`, validate it, and read the brief and goals it names.
+/// Load `dir/role.yaml`, validate it, check that `role` matches the folder's name, and read
+/// the brief and goals it names (regular files inside the folder, symlinks resolved).
 pub fn load_role_dir(dir: &Path) -> Result<LoadedRole, Vec<Problem>> {
     let file = dir.join("role.yaml");
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| vec![Problem::new(&file, "", format!("cannot read: {e}"))])?;
+    let text = files::read_bounded(&file, yaml::MAX_FILE_BYTES as u64)
+        .map_err(|m| vec![Problem::new(&file, "", m)])?;
     let (role, doc) = parse_role(&file, &text)?;
-    let brief_text = std::fs::read_to_string(dir.join(&role.brief)).map_err(|_| {
-        vec![Problem::new(
+    let mut problems = Vec::new();
+    match dir.file_name().and_then(|n| n.to_str()) {
+        Some(name) if name == role.role => {}
+        _ => problems.push(Problem::new(
             &file,
-            "brief",
-            "the brief file cannot be read",
-        )]
-    })?;
+            "role",
+            "does not match the name of the role's folder; a role lives in roles/<role>/role.yaml",
+        )),
+    }
+    let brief_text = files::read_text(dir, &file, "brief", &role.brief)
+        .map_err(|p| problems.push(p))
+        .ok();
     let goals_text = match &role.goals {
-        Some(g) => Some(std::fs::read_to_string(dir.join(g)).map_err(|_| {
-            vec![Problem::new(
-                &file,
-                "goals",
-                "the goals file cannot be read",
-            )]
-        })?),
+        Some(g) => files::read_text(dir, &file, "goals", g)
+            .map_err(|p| problems.push(p))
+            .ok(),
         None => None,
     };
-    Ok(LoadedRole {
-        role,
-        dir: dir.to_path_buf(),
-        file,
-        doc,
-        brief_text,
-        goals_text,
-    })
+    match brief_text {
+        Some(brief_text) if problems.is_empty() => Ok(LoadedRole {
+            role,
+            dir: dir.to_path_buf(),
+            file,
+            doc,
+            brief_text,
+            goals_text,
+        }),
+        _ => Err(problems),
+    }
 }
