@@ -2,8 +2,8 @@
 //! config.toml, and the default argv.
 
 use airlock::policy::agent_config::{
-    agent_command, claude_mcp_config, claude_settings, codex_config, codex_home,
-    AgentConfigError, GatewayEndpoints, BASH_SERVER,
+    agent_command, claude_mcp_config, claude_settings, codex_config, codex_home, AgentConfigError,
+    GatewayEndpoints, BASH_SERVER,
 };
 use airlock::role::Role;
 use serde_json::Value;
@@ -39,8 +39,14 @@ fn role(yaml: &str) -> Role {
 
 fn gateway() -> GatewayEndpoints {
     let mut mcp = BTreeMap::new();
-    mcp.insert("board".to_string(), "http://10.0.0.1:9000/board".to_string());
-    mcp.insert("github".to_string(), "http://10.0.0.1:9000/github".to_string());
+    mcp.insert(
+        "board".to_string(),
+        "http://10.0.0.1:9000/board".to_string(),
+    );
+    mcp.insert(
+        "github".to_string(),
+        "http://10.0.0.1:9000/github".to_string(),
+    );
     GatewayEndpoints {
         bash_url: "http://10.0.0.1:9000/bash".to_string(),
         mcp,
@@ -81,7 +87,9 @@ fn claude_settings_are_dont_ask_and_lock_the_escape_hatches() {
 fn builtin_bash_is_always_denied_and_never_allowed() {
     let s = claude_settings(&role(BASE), &gateway()).unwrap();
     assert!(deny(&s).contains(&"Bash".to_string()));
-    assert!(!allow(&s).iter().any(|r| r == "Bash" || r.starts_with("Bash(")));
+    assert!(!allow(&s)
+        .iter()
+        .any(|r| r == "Bash" || r.starts_with("Bash(")));
     // Airlock's bash tool replaces it.
     assert!(allow(&s).contains(&"mcp__airlock__bash".to_string()));
 }
@@ -105,7 +113,10 @@ fn web_tools_only_when_granted() {
         assert!(!allow(&s).contains(&tool.to_string()), "{tool} allowed");
         assert!(deny(&s).contains(&tool.to_string()), "{tool} not denied");
     }
-    let granted = BASE.replace("  max_turns: 42\n", "  max_turns: 42\n  tools: [WebFetch]\n");
+    let granted = BASE.replace(
+        "  max_turns: 42\n",
+        "  max_turns: 42\n  tools: [WebFetch]\n",
+    );
     let s = claude_settings(&role(&granted), &gateway()).unwrap();
     assert!(allow(&s).contains(&"WebFetch".to_string()));
     assert!(!deny(&s).contains(&"WebFetch".to_string()));
@@ -178,9 +189,15 @@ fn allowed_servers_and_mcp_config_point_at_the_gateway() {
     assert_eq!(names, ["airlock", "board", "github"]);
 
     let m = claude_mcp_config(&r, &gateway()).unwrap();
-    assert_eq!(m["mcpServers"]["airlock"]["url"], "http://10.0.0.1:9000/bash");
+    assert_eq!(
+        m["mcpServers"]["airlock"]["url"],
+        "http://10.0.0.1:9000/bash"
+    );
     assert_eq!(m["mcpServers"]["airlock"]["type"], "http");
-    assert_eq!(m["mcpServers"]["github"]["url"], "http://10.0.0.1:9000/github");
+    assert_eq!(
+        m["mcpServers"]["github"]["url"],
+        "http://10.0.0.1:9000/github"
+    );
     assert_eq!(m["mcpServers"].as_object().unwrap().len(), 3);
 }
 
@@ -209,7 +226,10 @@ fn errors_fail_closed_and_name_keys_not_values() {
     assert_eq!(err, AgentConfigError::MissingEndpoint("board".into()));
     assert!(err.to_string().starts_with("run.mcp.board:"));
 
-    let reserved = BASE.replace("    board: {via: airlock}\n", "    airlock: {via: airlock}\n");
+    let reserved = BASE.replace(
+        "    board: {via: airlock}\n",
+        "    airlock: {via: airlock}\n",
+    );
     let err = codex_config(&role(&reserved), &gateway()).unwrap_err();
     assert_eq!(err, AgentConfigError::ReservedConnector("airlock".into()));
 
@@ -239,7 +259,10 @@ fn errors_fail_closed_and_name_keys_not_values() {
 fn table<'a>(toml: &'a str, header: &str) -> Vec<&'a str> {
     let mut lines = toml.lines().skip_while(|l| *l != header);
     assert!(lines.next().is_some(), "no table {header} in:\n{toml}");
-    lines.take_while(|l| !l.starts_with('[')).filter(|l| !l.is_empty()).collect()
+    lines
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 #[test]
@@ -292,7 +315,10 @@ fn codex_config_disables_the_shell_and_never_asks() {
 
 #[test]
 fn codex_web_search_follows_run_tools() {
-    let yaml = BASE.replace("  max_turns: 42\n", "  max_turns: 42\n  tools: [WebSearch, Agent]\n");
+    let yaml = BASE.replace(
+        "  max_turns: 42\n",
+        "  max_turns: 42\n  tools: [WebSearch, Agent]\n",
+    );
     let toml = codex_config(&role(&yaml), &gateway()).unwrap();
     assert!(toml.contains("\nweb_search = \"live\"\n"));
     assert!(toml.contains("\nmulti_agent = true\n"));

@@ -157,7 +157,10 @@ pub(crate) struct Grants<'a> {
 }
 
 impl<'a> Grants<'a> {
-    pub fn resolve(role: &'a Role, gateway: &'a GatewayEndpoints) -> Result<Self, AgentConfigError> {
+    pub fn resolve(
+        role: &'a Role,
+        gateway: &'a GatewayEndpoints,
+    ) -> Result<Self, AgentConfigError> {
         let run = agent_run(role)?;
         let mut builtins = Vec::new();
         for (i, name) in run.tools.iter().enumerate() {

@@ -25,7 +25,9 @@
 //! they go in `managed-mcp.json` ([`claude_mcp_config`]), which Claude Code treats as the
 //! exclusive server set.
 
-use super::{AgentConfigError, Builtin, GatewayEndpoints, Grants, ToolPattern, BASH_SERVER, BASH_TOOL};
+use super::{
+    AgentConfigError, Builtin, GatewayEndpoints, Grants, ToolPattern, BASH_SERVER, BASH_TOOL,
+};
 use crate::role::Role;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -55,7 +57,11 @@ pub fn claude_settings(role: &Role, gateway: &GatewayEndpoints) -> Result<Value,
         // `Task` is the subagent tool's earlier name; both are covered.
         (Builtin::Agent, &["Agent", "Task"][..]),
     ] {
-        let list = if grants.has(tool) { &mut allow } else { &mut deny };
+        let list = if grants.has(tool) {
+            &mut allow
+        } else {
+            &mut deny
+        };
         list.extend(names.iter().map(|n| n.to_string()));
     }
 
@@ -70,9 +76,7 @@ pub fn claude_settings(role: &Role, gateway: &GatewayEndpoints) -> Result<Value,
         for pattern in patterns {
             let rule = match ToolPattern::parse(pattern) {
                 Some(ToolPattern::Exact(tool)) => mcp_rule(connector, Some(tool)),
-                Some(ToolPattern::Prefix(_)) | Some(ToolPattern::All) => {
-                    mcp_rule(connector, None)
-                }
+                Some(ToolPattern::Prefix(_)) | Some(ToolPattern::All) => mcp_rule(connector, None),
                 None => continue, // refused by Grants::resolve already
             };
             if seen.insert(rule.clone()) {
@@ -123,7 +127,10 @@ pub fn claude_settings(role: &Role, gateway: &GatewayEndpoints) -> Result<Value,
 /// Airlock's bash tool when the role has bash prefixes, and the gateway endpoint of every
 /// `run.mcp` connector that goes through Airlock. All are streamable HTTP; the gateway knows
 /// the run by its endpoint, so no credential appears here.
-pub fn claude_mcp_config(role: &Role, gateway: &GatewayEndpoints) -> Result<Value, AgentConfigError> {
+pub fn claude_mcp_config(
+    role: &Role,
+    gateway: &GatewayEndpoints,
+) -> Result<Value, AgentConfigError> {
     let grants = Grants::resolve(role, gateway)?;
     let mut servers = serde_json::Map::new();
     if grants.has_bash() {

@@ -19,7 +19,9 @@
 //! Codex has no turn limit setting; `budget.minutes_per_run` bounds a Codex run.
 
 use super::toml_text::{line, string, string_array, table};
-use super::{AgentConfigError, Builtin, GatewayEndpoints, Grants, ToolPattern, BASH_SERVER, BASH_TOOL};
+use super::{
+    AgentConfigError, Builtin, GatewayEndpoints, Grants, ToolPattern, BASH_SERVER, BASH_TOOL,
+};
 use crate::role::Role;
 
 /// `config.toml` for a Codex run of `role`.
