@@ -2,6 +2,7 @@
 //! decision engine (bash command, MCP tool call, MCP resource). Everything here is a pure
 //! function of its inputs; the gateway and `airlockctl check` call the same code.
 
+pub mod agent_config;
 pub mod decision;
 pub mod pattern;
 
