@@ -45,6 +45,8 @@ pub struct Entry {
     pub message: Vec<u8>,
     /// Read from the fallback file rather than journald.
     pub from_fallback: bool,
+    /// journald's cursor of this record (journald records only).
+    pub cursor: Option<String>,
 }
 
 impl Entry {
@@ -111,12 +113,21 @@ pub fn read_run_with(
     }
 }
 
-fn spawn_journalctl(run: &str, follow: bool, config: &ReaderConfig) -> io::Result<Child> {
+/// `follow`: `None` to read what is there and exit; `Some(cursor)` to follow, starting
+/// after `cursor` when given.
+fn spawn_journalctl(
+    run: &str,
+    follow: Option<Option<&str>>,
+    config: &ReaderConfig,
+) -> io::Result<Child> {
     let mut cmd = Command::new(&config.journalctl);
     cmd.args(["--no-pager", "--quiet", "--all", "--output=json"]);
-    if follow {
+    if let Some(after) = follow {
         // --follow alone starts at the last 10 records.
         cmd.args(["--follow", "--no-tail"]);
+        if let Some(cursor) = after {
+            cmd.arg(format!("--after-cursor={cursor}"));
+        }
     }
     cmd.arg(format!("{}={run}", fields::AIRLOCK_RUN))
         .stdin(Stdio::null())
@@ -231,6 +242,13 @@ fn parse_entry(
             .and_then(value_bytes)
             .unwrap_or_default(),
         from_fallback,
+        cursor: if from_fallback {
+            None
+        } else {
+            obj.get("__CURSOR")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        },
     })
 }
 
@@ -312,8 +330,25 @@ fn check_exit(child: &mut Child, config: &ReaderConfig) -> io::Result<()> {
     }
 }
 
+/// What a dump saw: journald's last cursor and whether the run's final record was printed.
+struct Dumped {
+    cursor: Option<String>,
+    ended: bool,
+}
+
 fn dump_run(run: &str, path: &Path, out: &mut dyn Write, config: &ReaderConfig) -> io::Result<()> {
-    let mut child = spawn_journalctl(run, false, config)?;
+    let mut file = FallbackEntries::open(path, run)?;
+    dump(run, &mut file, out, config).map(|_| ())
+}
+
+/// Print every record there is now, both sources merged in order.
+fn dump(
+    run: &str,
+    file: &mut FallbackEntries,
+    out: &mut dyn Write,
+    config: &ReaderConfig,
+) -> io::Result<Dumped> {
+    let mut child = spawn_journalctl(run, None, config)?;
     let Some(stdout) = child.stdout.take() else {
         return Err(io::Error::other("journalctl output not captured"));
     };
@@ -323,11 +358,14 @@ fn dump_run(run: &str, path: &Path, out: &mut dyn Write, config: &ReaderConfig) 
         trusted_uid: config.trusted_uid,
     }
     .peekable();
-    let mut file = FallbackEntries::open(path, run)?;
-    let mut file_next = file.next_entry()?;
+    let mut seen = Dumped {
+        cursor: None,
+        ended: false,
+    };
     let mut last_seq: Option<u64> = None;
 
     let result = (|| -> io::Result<()> {
+        let mut file_next = file.next_entry()?;
         loop {
             let from_journald = match (journald.peek(), &file_next) {
                 (None, None) => return Ok(()),
@@ -358,15 +396,20 @@ fn dump_run(run: &str, path: &Path, out: &mut dyn Write, config: &ReaderConfig) 
             }
             last_seq = Some(entry.seq);
             print_entry(out, &entry)?;
+            seen.ended |= entry.ends_run();
+            if entry.cursor.is_some() {
+                seen.cursor = entry.cursor;
+            }
         }
     })();
-    if result.is_err() {
+    if let Err(e) = result {
         // We spawned it; stop it rather than leave it writing into a closed pipe.
         let _ = child.kill();
         let _ = child.wait();
-        return result;
+        return Err(e);
     }
-    check_exit(&mut child, config)
+    check_exit(&mut child, config)?;
+    Ok(seen)
 }
 
 fn follow_run(
@@ -375,7 +418,15 @@ fn follow_run(
     out: &mut dyn Write,
     config: &ReaderConfig,
 ) -> io::Result<()> {
-    let mut child = spawn_journalctl(run, true, config)?;
+    // What is already there prints merged and in order; only newer records print as they
+    // arrive.
+    let mut file = FallbackEntries::open(path, run)?;
+    let dumped = dump(run, &mut file, out, config)?;
+    out.flush()?;
+    if dumped.ended {
+        return Ok(());
+    }
+    let mut child = spawn_journalctl(run, Some(dumped.cursor.as_deref()), config)?;
     let Some(stdout) = child.stdout.take() else {
         return Err(io::Error::other("journalctl output not captured"));
     };
@@ -396,7 +447,7 @@ fn follow_run(
     });
 
     let result = (|| -> io::Result<()> {
-        let mut file = FallbackEntries::open(path, run)?;
+        let mut ended = false;
         loop {
             if file.reader.is_none() {
                 // The run may start falling back at any moment.
@@ -404,18 +455,17 @@ fn follow_run(
             }
             while let Some(e) = file.next_entry()? {
                 print_entry(out, &e)?;
-                if e.ends_run() {
-                    return Ok(());
-                }
+                ended |= e.ends_run();
             }
             match rx.recv_timeout(config.poll) {
                 Ok(e) => {
                     let e = e?;
                     print_entry(out, &e)?;
-                    if e.ends_run() {
-                        return Ok(());
-                    }
+                    ended |= e.ends_run();
                 }
+                // After the final record, one quiet poll interval lets the other source's
+                // last records arrive before we stop.
+                Err(mpsc::RecvTimeoutError::Timeout) if ended => return Ok(()),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     // journalctl --follow only ends on error.
