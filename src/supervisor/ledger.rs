@@ -1,0 +1,431 @@
+//! The write-once run ledger: `<state_dir>/ledger.jsonl`, one JSON record per line, each
+//! appended with a single `O_APPEND` write and fsync'd before the append returns.
+//!
+//! Records are hash-chained: `seq` counts from 1, `prev` is the `hash` of the previous
+//! record (64 zeros for the first), and `hash` is the hex SHA-256 of the record's canonical
+//! line without `hash`: `{"seq":N,"prev":"…","event":{…}}` exactly as serde_json writes it
+//! (struct fields in declaration order, object keys of `budgets` sorted). A stored line must
+//! be byte-identical to the canonical form, so any edit to a record (or a removed or
+//! reordered one) breaks the chain at that record, and [`verify`] names it. Removing
+//! records from the end cannot be seen from the file alone.
+//!
+//! A run is open from its `run_opened` record until a `run_closed` record for the same run
+//! exists; [`open_runs`] lists the ones a crash left open. One process appends at a time:
+//! [`Ledger::open`] takes an exclusive `flock` and refuses if another holder has it.
+//!
+//! Readers ([`records`], [`verify`], [`open_runs`], [`runs_since`]) need no lock: they read
+//! complete lines only and verify the chain before answering; a broken ledger is an error,
+//! never a silently partial answer.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::role::model::Level;
+
+/// `prev` of the first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The ledger's file name inside the state directory.
+pub const FILE_NAME: &str = "ledger.jsonl";
+
+/// Milliseconds since the Unix epoch, as the ledger records times.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Exited,
+    Killed,
+    TimedOut,
+    Stopped,
+    Aborted,
+    Refused,
+}
+
+/// A run was launched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunOpened {
+    pub run: String,
+    /// The uid of the control-socket peer that asked for the launch.
+    pub launched_by_uid: u32,
+    pub role: String,
+    pub instance: String,
+    /// The instance uid the run executes as.
+    pub uid: u32,
+    pub level: Level,
+    /// The budgets in force for this run (as resolved by the supervisor).
+    pub budgets: serde_json::Value,
+    /// Unix milliseconds.
+    pub started_at: u64,
+    pub deadline_s: u64,
+}
+
+/// A run ended (or was refused before it started).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunClosed {
+    pub run: String,
+    /// Unix milliseconds.
+    pub ended_at: u64,
+    pub outcome: Outcome,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Written by airlock, never copied from the agent or a secret.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LedgerEvent {
+    RunOpened(RunOpened),
+    RunClosed(RunClosed),
+}
+
+/// One ledger line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    pub seq: u64,
+    pub prev: String,
+    pub event: LedgerEvent,
+    pub hash: String,
+}
+
+/// What `hash` covers.
+#[derive(Serialize)]
+struct Unsigned<'a> {
+    seq: u64,
+    prev: &'a str,
+    event: &'a LedgerEvent,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("ledger {}: cannot {op}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        source: io::Error,
+    },
+    #[error("ledger {} is held by another process (is airlockd already running?)", path.display())]
+    Locked { path: PathBuf },
+    #[error("ledger {} is broken at line {line} (record {seq}): {why}; keep it as evidence and start a new ledger", path.display())]
+    Broken {
+        path: PathBuf,
+        seq: u64,
+        line: u64,
+        why: String,
+    },
+    #[error("ledger {}: an earlier append failed; reopen the ledger to repair it", path.display())]
+    Poisoned { path: PathBuf },
+    #[error("ledger: a record would not read back identically (budgets must hold only strings, integers, booleans, null, arrays and objects)")]
+    NotCanonical,
+}
+
+fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> LedgerError + 'a {
+    move |source| LedgerError::Io {
+        path: path.to_path_buf(),
+        op,
+        source,
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in digest {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+fn serialize<T: Serialize>(v: &T) -> Result<String, LedgerError> {
+    serde_json::to_string(v).map_err(|_| LedgerError::NotCanonical)
+}
+
+/// The hash and full line (without newline) of a record.
+fn seal(seq: u64, prev: &str, event: &LedgerEvent) -> Result<(String, String), LedgerError> {
+    let unsigned = serialize(&Unsigned { seq, prev, event })?;
+    let hash = sha256_hex(unsigned.as_bytes());
+    let record = Record {
+        seq,
+        prev: prev.to_string(),
+        event: event.clone(),
+        hash: hash.clone(),
+    };
+    Ok((hash, serialize(&record)?))
+}
+
+/// Chain state after the records seen so far.
+struct Chain {
+    next_seq: u64,
+    last_hash: String,
+}
+
+impl Chain {
+    fn new() -> Chain {
+        Chain {
+            next_seq: 1,
+            last_hash: GENESIS.to_string(),
+        }
+    }
+
+    /// Check one complete line (without its newline) as the next record.
+    fn check(&mut self, path: &Path, line_no: u64, line: &[u8]) -> Result<Record, LedgerError> {
+        let seq = self.next_seq;
+        let broken = |why: String| LedgerError::Broken {
+            path: path.to_path_buf(),
+            seq,
+            line: line_no,
+            why,
+        };
+        let record: Record =
+            serde_json::from_slice(line).map_err(|_| broken("not a ledger record".to_string()))?;
+        if record.seq != seq {
+            return Err(broken(format!(
+                "expected record {seq}, found record {} (a record was removed, added or reordered)",
+                record.seq
+            )));
+        }
+        if record.prev != self.last_hash {
+            return Err(broken(
+                "its prev does not match the previous record's hash".to_string(),
+            ));
+        }
+        let (hash, canonical) = seal(record.seq, &record.prev, &record.event)?;
+        if record.hash != hash {
+            return Err(broken("its hash does not match its contents".to_string()));
+        }
+        if canonical.as_bytes() != line {
+            return Err(broken("it is not in canonical form (edited)".to_string()));
+        }
+        self.next_seq += 1;
+        self.last_hash = hash;
+        Ok(record)
+    }
+}
+
+/// Verify every complete line of `data`; returns the records and the chain state.
+fn check_all(path: &Path, data: &[u8]) -> Result<(Vec<Record>, Chain), LedgerError> {
+    let mut chain = Chain::new();
+    let mut records = Vec::new();
+    // Only complete lines count: an unterminated tail is an append in progress or torn.
+    let Some(last_nl) = data.iter().rposition(|&c| c == b'\n') else {
+        return Ok((records, chain));
+    };
+    for (i, line) in data[..last_nl].split(|&c| c == b'\n').enumerate() {
+        records.push(chain.check(path, i as u64 + 1, line)?);
+    }
+    Ok((records, chain))
+}
+
+fn read_all(path: &Path) -> Result<Vec<u8>, LedgerError> {
+    match std::fs::read(path) {
+        Ok(d) => Ok(d),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(io_err(path, "read")(e)),
+    }
+}
+
+/// The appending side. The daemon holds exactly one.
+#[derive(Debug)]
+pub struct Ledger {
+    path: PathBuf,
+    file: Flock<File>,
+    next_seq: u64,
+    last_hash: String,
+    len: u64,
+    torn_bytes: u64,
+    poisoned: bool,
+}
+
+impl Ledger {
+    /// Open (creating if missing) and lock the ledger, cut away a torn final line left by a
+    /// crash mid-append, and verify the whole chain.
+    pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
+        let mut created = false;
+        let file = match OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .mode(0o640)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+        {
+            Ok(f) => {
+                created = true;
+                f
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new()
+                .read(true)
+                .append(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(path)
+                .map_err(io_err(path, "open"))?,
+            Err(e) => return Err(io_err(path, "create")(e)),
+        };
+        if created {
+            // The new directory entry must survive a crash along with the first record.
+            let dir = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io_err(path, "sync its directory"))?;
+        }
+        let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(f) => f,
+            Err((_, Errno::EWOULDBLOCK)) => {
+                return Err(LedgerError::Locked {
+                    path: path.to_path_buf(),
+                })
+            }
+            Err((_, e)) => return Err(io_err(path, "lock")(io::Error::from(e))),
+        };
+
+        let mut data = Vec::new();
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.read_to_end(&mut data))
+            .map_err(io_err(path, "read"))?;
+        // Only an unterminated last line is torn; every complete line is kept and verified.
+        let keep = data.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+        let torn_bytes = (data.len() - keep) as u64;
+        if torn_bytes > 0 {
+            file.set_len(keep as u64)
+                .and_then(|_| file.sync_all())
+                .map_err(io_err(path, "truncate its torn last line"))?;
+            data.truncate(keep);
+        }
+        let (_, chain) = check_all(path, &data)?;
+        Ok(Ledger {
+            path: path.to_path_buf(),
+            file,
+            next_seq: chain.next_seq,
+            last_hash: chain.last_hash,
+            len: keep as u64,
+            torn_bytes,
+            poisoned: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes of a torn final line removed by [`Ledger::open`] (0 after a clean shutdown).
+    pub fn torn_bytes_removed(&self) -> u64 {
+        self.torn_bytes
+    }
+
+    /// Records in the ledger.
+    pub fn len(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.next_seq == 1
+    }
+
+    /// Append one record and make it durable before returning it.
+    pub fn append(&mut self, event: LedgerEvent) -> Result<Record, LedgerError> {
+        if self.poisoned {
+            return Err(LedgerError::Poisoned {
+                path: self.path.clone(),
+            });
+        }
+        let seq = self.next_seq;
+        let (hash, line) = seal(seq, &self.last_hash, &event)?;
+        // Refuse what a verifier would reject later (e.g. floats that do not round-trip).
+        let mut check = Chain {
+            next_seq: seq,
+            last_hash: self.last_hash.clone(),
+        };
+        if check.check(&self.path, 0, line.as_bytes()).is_err() {
+            return Err(LedgerError::NotCanonical);
+        }
+        let mut bytes = line.into_bytes();
+        bytes.push(b'\n');
+        let written = self
+            .file
+            .write_all(&bytes)
+            .and_then(|_| self.file.sync_data());
+        if let Err(e) = written {
+            // The tail is unknown now: try to cut back to the last good record, and refuse
+            // further appends until a reopen has checked the file.
+            self.poisoned = true;
+            let _ = self
+                .file
+                .set_len(self.len)
+                .and_then(|_| self.file.sync_all());
+            return Err(io_err(&self.path, "append")(e));
+        }
+        self.len += bytes.len() as u64;
+        self.next_seq += 1;
+        let record = Record {
+            seq,
+            prev: std::mem::replace(&mut self.last_hash, hash.clone()),
+            event,
+            hash,
+        };
+        Ok(record)
+    }
+}
+
+/// Every record, after verifying the chain. A missing ledger has no records.
+pub fn records(path: &Path) -> Result<Vec<Record>, LedgerError> {
+    let data = read_all(path)?;
+    Ok(check_all(path, &data)?.0)
+}
+
+/// Verify the chain; returns the number of records, or the first broken one.
+pub fn verify(path: &Path) -> Result<u64, LedgerError> {
+    Ok(records(path)?.len() as u64)
+}
+
+/// Runs with an opening record and no closing one, in ledger order (crash recovery).
+pub fn open_runs(path: &Path) -> Result<Vec<RunOpened>, LedgerError> {
+    let all = records(path)?;
+    let closed: HashSet<&str> = all
+        .iter()
+        .filter_map(|r| match &r.event {
+            LedgerEvent::RunClosed(c) => Some(c.run.as_str()),
+            LedgerEvent::RunOpened(_) => None,
+        })
+        .collect();
+    Ok(all
+        .iter()
+        .filter_map(|r| match &r.event {
+            LedgerEvent::RunOpened(o) if !closed.contains(o.run.as_str()) => Some(o.clone()),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Runs of `instance` opened at or after `since_ms` (for a rolling runs-per-week budget:
+/// `since_ms = now_ms() - 7 days`).
+pub fn runs_since(path: &Path, instance: &str, since_ms: u64) -> Result<usize, LedgerError> {
+    Ok(records(path)?
+        .iter()
+        .filter(|r| {
+            matches!(&r.event, LedgerEvent::RunOpened(o)
+                if o.instance == instance && o.started_at >= since_ms)
+        })
+        .count())
+}

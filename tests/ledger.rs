@@ -1,0 +1,318 @@
+//! The write-once run ledger: chain, tamper detection, crash repair, locking, queries.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use airlock::role::model::Level;
+use airlock::supervisor::ledger::{
+    self, Ledger, LedgerError, LedgerEvent, Outcome, RunClosed, RunOpened, GENESIS,
+};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+fn opened(run: &str, instance: &str, started_at: u64) -> LedgerEvent {
+    LedgerEvent::RunOpened(RunOpened {
+        run: run.to_string(),
+        launched_by_uid: 1000,
+        role: "code".to_string(),
+        instance: instance.to_string(),
+        uid: 60001,
+        level: Level::L2,
+        budgets: json!({"minutes": 30, "runs_per_week": 20, "writes": {"max": 100, "files": null}}),
+        started_at,
+        deadline_s: 1800,
+    })
+}
+
+fn closed(run: &str) -> LedgerEvent {
+    LedgerEvent::RunClosed(RunClosed {
+        run: run.to_string(),
+        ended_at: 5000,
+        outcome: Outcome::Exited,
+        exit_code: Some(0),
+        signal: None,
+        reason: "agent exited".to_string(),
+    })
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(ledger::FILE_NAME);
+    (dir, path)
+}
+
+fn three_records(path: &Path) {
+    let mut l = Ledger::open(path).unwrap();
+    l.append(opened("run-a", "tess", 1000)).unwrap();
+    l.append(opened("run-b", "tess", 2000)).unwrap();
+    l.append(closed("run-a")).unwrap();
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    fs::write(path, text).unwrap();
+}
+
+fn broken_at(r: Result<u64, LedgerError>) -> (u64, u64) {
+    match r {
+        Err(LedgerError::Broken { seq, line, .. }) => (seq, line),
+        other => panic!("expected a broken ledger, got {other:?}"),
+    }
+}
+
+#[test]
+fn append_chains_and_verifies() {
+    let (_d, path) = setup();
+    let mut l = Ledger::open(&path).unwrap();
+    assert!(l.is_empty());
+    let r1 = l.append(opened("run-a", "tess", 1000)).unwrap();
+    let r2 = l.append(closed("run-a")).unwrap();
+    assert_eq!((r1.seq, r2.seq), (1, 2));
+    assert_eq!(r1.prev, GENESIS);
+    assert_eq!(r2.prev, r1.hash);
+    assert_eq!(l.len(), 2);
+    drop(l);
+
+    assert_eq!(ledger::verify(&path).unwrap(), 2);
+    assert_eq!(
+        ledger::records(&path).unwrap(),
+        vec![r1.clone(), r2.clone()]
+    );
+
+    // The documented hash: SHA-256 of the line without its `hash` member.
+    for (line, rec) in lines(&path).iter().zip([&r1, &r2]) {
+        let cut = line.find(",\"hash\":").unwrap();
+        let unsigned = format!("{}}}", &line[..cut]);
+        let digest = Sha256::digest(unsigned.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, rec.hash);
+        assert!(line.starts_with(&format!("{{\"seq\":{},\"prev\":\"", rec.seq)));
+    }
+    // Budgets keys are written sorted, so the canonical form does not depend on map order.
+    assert!(lines(&path)[0].contains(
+        r#""budgets":{"minutes":30,"runs_per_week":20,"writes":{"files":null,"max":100}}"#
+    ));
+
+    // Reopening continues the chain.
+    let mut l = Ledger::open(&path).unwrap();
+    let r3 = l.append(opened("run-b", "tess", 3000)).unwrap();
+    assert_eq!(r3.seq, 3);
+    assert_eq!(r3.prev, r2.hash);
+    drop(l);
+    assert_eq!(ledger::verify(&path).unwrap(), 3);
+}
+
+#[test]
+fn missing_ledger_is_empty() {
+    let (_d, path) = setup();
+    assert_eq!(ledger::verify(&path).unwrap(), 0);
+    assert!(ledger::open_runs(&path).unwrap().is_empty());
+}
+
+#[test]
+fn edited_byte_in_middle_record_is_named() {
+    let (_d, path) = setup();
+    three_records(&path);
+    let mut l = lines(&path);
+    assert!(l[1].contains("\"run-b\""));
+    l[1] = l[1].replacen("\"run-b\"", "\"run-c\"", 1);
+    write_lines(&path, &l);
+    assert_eq!(broken_at(ledger::verify(&path)), (2, 2));
+    // The appender refuses a broken ledger too.
+    assert!(matches!(
+        Ledger::open(&path),
+        Err(LedgerError::Broken { seq: 2, .. })
+    ));
+    assert!(ledger::open_runs(&path).is_err());
+}
+
+#[test]
+fn rehashed_forgery_breaks_the_next_link() {
+    let (_d, path) = setup();
+    three_records(&path);
+    let recs = ledger::records(&path).unwrap();
+    // A forger who rewrites record 2 with a valid hash of its own still breaks record 3.
+    let (_fd, forged) = setup();
+    let mut f = Ledger::open(&forged).unwrap();
+    f.append(recs[0].event.clone()).unwrap();
+    f.append(opened("run-evil", "tess", 2000)).unwrap();
+    drop(f);
+    let mut l = lines(&path);
+    l[1] = lines(&forged)[1].clone();
+    write_lines(&path, &l);
+    assert_eq!(broken_at(ledger::verify(&path)), (3, 3));
+}
+
+#[test]
+fn whitespace_or_extra_member_is_detected() {
+    let (_d, path) = setup();
+    three_records(&path);
+    let mut l = lines(&path);
+    l[0] = l[0].replacen("{\"seq\":1,", "{\"seq\": 1,", 1);
+    write_lines(&path, &l);
+    assert_eq!(broken_at(ledger::verify(&path)), (1, 1));
+
+    three_records(&{
+        fs::remove_file(&path).unwrap();
+        path.clone()
+    });
+    let mut l = lines(&path);
+    l[2] = l[2].replacen("{\"seq\":3,", "{\"seq\":3,\"note\":\"x\",", 1);
+    write_lines(&path, &l);
+    assert_eq!(broken_at(ledger::verify(&path)), (3, 3));
+}
+
+#[test]
+fn deleted_record_is_detected() {
+    let (_d, path) = setup();
+    three_records(&path);
+    let mut l = lines(&path);
+    l.remove(1);
+    write_lines(&path, &l);
+    let err = ledger::verify(&path).unwrap_err();
+    assert_eq!(broken_at(Err(err)), (2, 2));
+    // The first record removed: the chain must start at 1.
+    three_records(&{
+        fs::remove_file(&path).unwrap();
+        path.clone()
+    });
+    let mut l = lines(&path);
+    l.remove(0);
+    write_lines(&path, &l);
+    assert_eq!(broken_at(ledger::verify(&path)), (1, 1));
+}
+
+#[test]
+fn torn_last_line_is_cut_and_chain_continues() {
+    let (_d, path) = setup();
+    three_records(&path);
+    let good_len = fs::metadata(&path).unwrap().len();
+    let last_hash = ledger::records(&path).unwrap()[2].hash.clone();
+    // A crash in the middle of an append leaves an unterminated line.
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(b"{\"seq\":4,\"prev\":\"ab").unwrap();
+    drop(f);
+    // Readers ignore the unterminated tail.
+    assert_eq!(ledger::verify(&path).unwrap(), 3);
+
+    let mut l = Ledger::open(&path).unwrap();
+    assert_eq!(l.torn_bytes_removed(), 19);
+    assert_eq!(fs::metadata(&path).unwrap().len(), good_len);
+    let r4 = l.append(closed("run-b")).unwrap();
+    assert_eq!(r4.seq, 4);
+    assert_eq!(r4.prev, last_hash);
+    drop(l);
+    assert_eq!(ledger::verify(&path).unwrap(), 4);
+}
+
+#[test]
+fn complete_bad_last_line_is_not_truncated() {
+    let (_d, path) = setup();
+    three_records(&path);
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(b"{\"seq\":4}\n").unwrap();
+    drop(f);
+    let before = fs::read(&path).unwrap();
+    assert!(matches!(
+        Ledger::open(&path),
+        Err(LedgerError::Broken {
+            seq: 4,
+            line: 4,
+            ..
+        })
+    ));
+    assert_eq!(fs::read(&path).unwrap(), before, "evidence must be kept");
+}
+
+#[test]
+fn second_opener_is_refused() {
+    let (_d, path) = setup();
+    let first = Ledger::open(&path).unwrap();
+    let err = Ledger::open(&path).unwrap_err();
+    assert!(matches!(err, LedgerError::Locked { .. }), "{err:?}");
+    assert!(err.to_string().contains("held by another process"));
+    drop(first);
+    Ledger::open(&path).unwrap();
+}
+
+#[test]
+fn open_runs_lists_unclosed_runs() {
+    let (_d, path) = setup();
+    three_records(&path);
+    let open = ledger::open_runs(&path).unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].run, "run-b");
+    assert_eq!(open[0].level, Level::L2);
+    let mut l = Ledger::open(&path).unwrap();
+    l.append(LedgerEvent::RunClosed(RunClosed {
+        run: "run-b".into(),
+        ended_at: 9000,
+        outcome: Outcome::Aborted,
+        exit_code: None,
+        signal: Some(9),
+        reason: "daemon restarted".into(),
+    }))
+    .unwrap();
+    drop(l);
+    assert!(ledger::open_runs(&path).unwrap().is_empty());
+}
+
+#[test]
+fn runs_since_counts_within_window() {
+    let (_d, path) = setup();
+    let mut l = Ledger::open(&path).unwrap();
+    for (run, inst, at) in [
+        ("r1", "tess", 1000),
+        ("r2", "tess", 5000),
+        ("r3", "tess", 9000),
+        ("r4", "ivan", 9000),
+    ] {
+        l.append(opened(run, inst, at)).unwrap();
+    }
+    l.append(closed("r1")).unwrap();
+    drop(l);
+    assert_eq!(ledger::runs_since(&path, "tess", 0).unwrap(), 3);
+    assert_eq!(ledger::runs_since(&path, "tess", 5000).unwrap(), 2);
+    assert_eq!(ledger::runs_since(&path, "tess", 9001).unwrap(), 0);
+    assert_eq!(ledger::runs_since(&path, "ivan", 0).unwrap(), 1);
+    assert_eq!(ledger::runs_since(&path, "nobody", 0).unwrap(), 0);
+}
+
+#[test]
+fn outcomes_round_trip() {
+    let (_d, path) = setup();
+    let mut l = Ledger::open(&path).unwrap();
+    for o in [
+        Outcome::Exited,
+        Outcome::Killed,
+        Outcome::TimedOut,
+        Outcome::Stopped,
+        Outcome::Aborted,
+        Outcome::Refused,
+    ] {
+        l.append(LedgerEvent::RunClosed(RunClosed {
+            run: "r".into(),
+            ended_at: 1,
+            outcome: o,
+            exit_code: None,
+            signal: None,
+            reason: String::new(),
+        }))
+        .unwrap();
+    }
+    drop(l);
+    assert_eq!(ledger::verify(&path).unwrap(), 6);
+    assert!(fs::read_to_string(&path)
+        .unwrap()
+        .contains("\"outcome\":\"timed_out\""));
+}
