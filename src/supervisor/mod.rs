@@ -1,7 +1,4 @@
-//! See README.md, "Architecture".
-<<<<<<< HEAD
-pub mod notify;
-=======
+//! The service around the jail: instances, launches, the ledger, systemd notifications.
 
 pub mod ledger;
->>>>>>> daemon-records
+pub mod notify;
