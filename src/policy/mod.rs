@@ -2,7 +2,14 @@
 //! decision engine (bash command, MCP tool call, MCP resource). Everything here is a pure
 //! function of its inputs; the gateway and `airlockctl check` call the same code.
 
+pub mod autonomy;
+pub mod classes;
 pub mod decision;
+pub mod levels;
 pub mod pattern;
+pub mod rails;
+pub mod secrets;
+pub mod store;
 
 pub use decision::Decision;
+pub use store::Policies;
