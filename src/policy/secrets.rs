@@ -146,10 +146,7 @@ fn walk(file: &Path, path: &str, v: &Value, problems: &mut Vec<Problem>) {
 
 /// A key we may repeat in a path: short and plain. Others are named by position.
 fn safe_key(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-*".contains(&b))
+    super::store::is_plain_key(s)
 }
 
 fn key_placeholder(path: &str, i: usize) -> String {

@@ -337,12 +337,14 @@ pub(crate) fn string_list(
     out
 }
 
-/// A key safe to repeat in a problem path: short, and from a plain alphabet.
+/// A key safe to repeat in a problem path: short, from a plain alphabet, and not shaped
+/// like a credential.
 pub(crate) fn is_plain_key(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_.-/*?".contains(&b))
+        && super::secrets::find_secret(s).is_none()
 }
 
 /// Parse a level name (`L1`..`L4`).
