@@ -69,7 +69,13 @@ fn shipped_policies_load() {
 
 #[test]
 fn a_clean_role_passes_every_rail() {
-    let y = role_yaml("code", "L2", "[open, comment]", "[\"git log\", \"cargo test\"]", "");
+    let y = role_yaml(
+        "code",
+        "L2",
+        "[open, comment]",
+        "[\"git log\", \"cargo test\"]",
+        "",
+    );
     assert_eq!(check("code", &y), vec![]);
 }
 
@@ -80,7 +86,15 @@ fn only_three_aliases() {
     assert_eq!(canonicalize("implementer"), "code");
     assert_eq!(canonicalize("reviewer"), "review");
     assert_eq!(canonicalize("operator-interaction"), "interaction");
-    for not_alias in ["worker", "analyst", "canary", "tess", "ultron", "implementers", "review"] {
+    for not_alias in [
+        "worker",
+        "analyst",
+        "canary",
+        "tess",
+        "ultron",
+        "implementers",
+        "review",
+    ] {
         assert!(!is_legacy_alias(not_alias), "{not_alias}");
         assert_eq!(canonicalize(not_alias), not_alias);
     }
@@ -90,12 +104,18 @@ fn only_three_aliases() {
 fn authority_comes_from_the_canonical_class_only() {
     let p = shipped();
     assert_eq!(p.classes.authority_of("merge-gate"), ["merge"]);
-    assert_eq!(p.classes.authority_of("validator"), ["validation-certificate"]);
+    assert_eq!(
+        p.classes.authority_of("validator"),
+        ["validation-certificate"]
+    );
     let orch = p.classes.authority_of("orchestrator");
     for a in ["orchestrate", "manage-topology", "issue-leases"] {
         assert!(orch.iter().any(|x| x == a), "{a}");
     }
-    assert_eq!(p.classes.authority_of("team-leader"), ["use-leased-capacity"]);
+    assert_eq!(
+        p.classes.authority_of("team-leader"),
+        ["use-leased-capacity"]
+    );
     assert_eq!(
         p.classes.authority_of("operator-interaction"),
         ["request-status-surface"]
@@ -115,7 +135,14 @@ fn authority_comes_from_the_canonical_class_only() {
 
 #[test]
 fn merge_is_refused_outside_merge_gate() {
-    for folder in ["code", "review", "merge-gate-2", "my-merge-gate", "validator", "orchestrator"] {
+    for folder in [
+        "code",
+        "review",
+        "merge-gate-2",
+        "my-merge-gate",
+        "validator",
+        "orchestrator",
+    ] {
         let y = role_yaml(folder, "L3", "[open, merge]", "[]", "");
         let problems = check(folder, &y);
         assert!(
@@ -289,7 +316,14 @@ fn hire_fire_and_control_tools_are_refused() {
     assert!(p.rails.forbidden_tool("board_post").is_none());
     assert!(p.rails.forbidden_command("git push origin x").is_some());
     assert!(p.rails.forbidden_command("git log").is_none());
-    for ok in ["board_*", "board_post", "get_issue", "github_*", "firebase_get", "list_*"] {
+    for ok in [
+        "board_*",
+        "board_post",
+        "get_issue",
+        "github_*",
+        "firebase_get",
+        "list_*",
+    ] {
         let tools = format!("  ops: [{ok:?}]\n");
         let y = role_yaml("code", "L2", "[open]", "[]", &tools);
         assert_eq!(check("code", &y), vec![], "{ok:?}");
@@ -309,7 +343,7 @@ fn secret_samples() -> Vec<(&'static str, String)> {
         ("GitHub", format!("github_pat_11ABCDEFG0{}", "x".repeat(59))),
         ("AWS", "AKIAIOSFODNN7EXAMPL3".to_string()),
         ("AWS", "ASIAY34FZKBOKMUTVV7A".to_string()),
-        ("Google", format!("AIza{}", "Sy0123456789abcdefghijklmnopqrstu_-"[..35].to_string())),
+        ("Google", format!("AIza{}", &"Sy0123456789abcdefghijklmnopqrstu_-"[..35])),
         ("Slack", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp".to_string()),
         ("Slack", "xoxp-1234567890-abcdefghij".to_string()),
         ("OpenAI", format!("sk-{}", "Zz9".repeat(16))),
@@ -346,7 +380,10 @@ fn secret_shapes_are_detected_in_values_keys_brief_and_goals() {
     for (kind, secret) in secret_samples() {
         assert!(find_secret(&secret).is_some(), "{kind} not detected");
         let embedded = format!("before {secret} after");
-        assert!(find_secret(&embedded).is_some(), "{kind} not detected inside text");
+        assert!(
+            find_secret(&embedded).is_some(),
+            "{kind} not detected inside text"
+        );
 
         // A value.
         let y = format!("{clean}floors:\n  - {:?}\n", embedded);
@@ -435,14 +472,23 @@ fn levels_permit_what_they_say() {
 fn role_writes_stay_within_its_level() {
     let y = role_yaml("code", "L1", "[open]", "[]", "");
     let problems = check("code", &y);
-    assert!(paths(&problems).contains(&"writes.pull_requests[0]"), "{problems:#?}");
+    assert!(
+        paths(&problems).contains(&"writes.pull_requests[0]"),
+        "{problems:#?}"
+    );
     let y = role_yaml("merge-gate", "L2", "[merge]", "[]", "");
     let problems = check("merge-gate", &y);
-    assert!(paths(&problems).contains(&"writes.pull_requests[0]"), "{problems:#?}");
+    assert!(
+        paths(&problems).contains(&"writes.pull_requests[0]"),
+        "{problems:#?}"
+    );
     let y = role_yaml("code", "L1", "[comment]", "[]", "")
         .replace("issues: [comment]", "issues: [comment]\n  workflows: true");
     let problems = check("code", &y);
-    assert!(paths(&problems).contains(&"writes.workflows"), "{problems:#?}");
+    assert!(
+        paths(&problems).contains(&"writes.workflows"),
+        "{problems:#?}"
+    );
 }
 
 // ---- autonomy ----
@@ -553,12 +599,18 @@ fn has(problems: &[Problem], file: &str, key: &str) -> bool {
         .any(|p| p.file == Path::new(file) && p.path == key)
 }
 
+type Edit = Box<dyn Fn(String) -> String>;
+
 #[test]
 fn store_errors_name_file_and_key() {
     let secret = format!("sk-ant-{}", "k".repeat(30));
-    let cases: Vec<(&str, Box<dyn Fn(String) -> String>, &str)> = vec![
+    let cases: Vec<(&str, Edit, &str)> = vec![
         ("classes.yaml", Box::new(|t| t + "\nextra: 1\n"), "extra"),
-        ("classes.yaml", Box::new(|t| t.replace("schema: 1", "schema: 2")), "schema"),
+        (
+            "classes.yaml",
+            Box::new(|t| t.replace("schema: 1", "schema: 2")),
+            "schema",
+        ),
         (
             "classes.yaml",
             Box::new(|t| t.replace("  merge-gate: [merge]", "  code: [merge]")),
@@ -566,7 +618,12 @@ fn store_errors_name_file_and_key() {
         ),
         (
             "classes.yaml",
-            Box::new(|t| t.replace("  validator: [validation-certificate]", "  validator: [validation-certificate, merge]")),
+            Box::new(|t| {
+                t.replace(
+                    "  validator: [validation-certificate]",
+                    "  validator: [validation-certificate, merge]",
+                )
+            }),
             "authorities.merge",
         ),
         (
@@ -579,10 +636,19 @@ fn store_errors_name_file_and_key() {
             Box::new(|t| t.replace("description: sole", "descripton: sole")),
             "authorities.merge.descripton",
         ),
-        ("rails.yaml", Box::new(|t| t.replace("schema: 1", "schema: 1\nsecrets: off")), "secrets"),
         (
             "rails.yaml",
-            Box::new(|t| t.replace("    prefixes:\n      - \"sudo\"", "    prefix:\n      - \"sudo\"")),
+            Box::new(|t| t.replace("schema: 1", "schema: 1\nsecrets: off")),
+            "secrets",
+        ),
+        (
+            "rails.yaml",
+            Box::new(|t| {
+                t.replace(
+                    "    prefixes:\n      - \"sudo\"",
+                    "    prefix:\n      - \"sudo\"",
+                )
+            }),
             "bash[0].prefix",
         ),
         (
@@ -616,7 +682,11 @@ fn store_errors_name_file_and_key() {
             Box::new(move |t| t.replace("default: L2", &format!("default: {secret}"))),
             "default",
         ),
-        ("autonomy/example-org/notes.txt", Box::new(|_| "x".into()), "(file)"),
+        (
+            "autonomy/example-org/notes.txt",
+            Box::new(|_| "x".into()),
+            "(file)",
+        ),
         ("classes.yaml", Box::new(|_| "a: [\n".into()), "(file)"),
     ];
     for (file, edit, key) in cases {
@@ -624,7 +694,10 @@ fn store_errors_name_file_and_key() {
         assert!(has(&problems, file, key), "{file} {key}: {problems:#?}");
         assert_hidden(&problems, &format!("sk-ant-{}", "k".repeat(30)));
         for p in &problems {
-            assert!(!p.message.contains("invalid type"), "serde text leaked: {p}");
+            assert!(
+                !p.message.contains("invalid type"),
+                "serde text leaked: {p}"
+            );
         }
     }
 }
@@ -635,7 +708,10 @@ fn a_missing_policy_file_is_reported() {
     copy_shipped(tmp.path());
     std::fs::remove_file(tmp.path().join("rails.yaml")).unwrap();
     let problems = Policies::load(tmp.path()).unwrap_err();
-    assert!(problems.iter().any(|p| p.file.ends_with("rails.yaml")), "{problems:#?}");
+    assert!(
+        problems.iter().any(|p| p.file.ends_with("rails.yaml")),
+        "{problems:#?}"
+    );
 }
 
 #[test]

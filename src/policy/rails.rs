@@ -48,7 +48,7 @@ impl Rails {
         };
         top.schema_one(&mut problems);
         let mut bash = Vec::new();
-        for (path, o) in groups(&top, "bash", &["rule", "reason", "prefixes"], &mut problems) {
+        for o in groups(&top, "bash", &["rule", "reason", "prefixes"], &mut problems) {
             let (rule, reason) = rule_and_reason(&o, &mut problems);
             let prefixes = o.strings("prefixes", &mut problems);
             if prefixes.is_empty() {
@@ -67,7 +67,6 @@ impl Rails {
                     ));
                 }
             }
-            let _ = path;
             bash.push(BashRail {
                 rule,
                 reason,
@@ -75,7 +74,7 @@ impl Rails {
             });
         }
         let mut tools = Vec::new();
-        for (_, o) in groups(&top, "tools", &["rule", "reason", "globs"], &mut problems) {
+        for o in groups(&top, "tools", &["rule", "reason", "globs"], &mut problems) {
             let (rule, reason) = rule_and_reason(&o, &mut problems);
             let globs = o.strings("globs", &mut problems);
             if globs.is_empty() {
@@ -161,7 +160,7 @@ fn groups<'a>(
     key: &str,
     allowed: &[&str],
     problems: &mut Vec<Problem>,
-) -> Vec<(String, Obj<'a>)> {
+) -> Vec<Obj<'a>> {
     let Some(v) = top.required(key, problems) else {
         return Vec::new();
     };
@@ -173,7 +172,7 @@ fn groups<'a>(
     for (i, item) in seq.iter().enumerate() {
         let path = diag::index(key, i);
         if let Some(o) = Obj::new(top.file, &path, item, allowed, problems) {
-            out.push((path, o));
+            out.push(o);
         }
     }
     out
