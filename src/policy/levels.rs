@@ -11,7 +11,8 @@ use crate::role::Level;
 use serde_yaml::Value;
 use std::path::Path;
 
-const ISSUE_ACTIONS: [&str; 7] = [
+/// Every `writes.issues` action the role schema knows.
+pub const ISSUE_ACTIONS: [&str; 7] = [
     "create",
     "label",
     "edit_body",
@@ -21,7 +22,7 @@ const ISSUE_ACTIONS: [&str; 7] = [
     "assign",
 ];
 /// Pull-request writes a level lists. `merge` is not one: landing is `land`.
-const PR_ACTIONS: [&str; 4] = ["open", "review", "label", "comment"];
+pub const PR_ACTIONS: [&str; 4] = ["open", "review", "label", "comment"];
 
 /// Whether and how a change at this level may land.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -11,7 +11,8 @@
 
 use super::classes::{self, canonicalize, is_class_name, is_legacy_alias};
 use super::store::{Obj, Policies};
-use super::{levels::Landing, secrets};
+use super::levels::{self, Landing};
+use super::secrets;
 use crate::diag::{self, Problem};
 use crate::role::LoadedRole;
 use serde_yaml::Value;
@@ -418,7 +419,8 @@ pub fn check_role(loaded: &LoadedRole, policies: &Policies) -> Vec<Problem> {
                 file,
                 diag::index("writes.issues", i),
                 format!(
-                    "`{a}` is not permitted at level {} (permits: {})",
+                    "{} is not permitted at level {} (permits: {})",
+                    named(a, &levels::ISSUE_ACTIONS),
                     role.level,
                     list_or_none(&def.issues)
                 ),
@@ -436,7 +438,8 @@ pub fn check_role(loaded: &LoadedRole, policies: &Policies) -> Vec<Problem> {
                 file,
                 diag::index("writes.pull_requests", i),
                 format!(
-                    "`{a}` is not permitted at level {} (permits: {}; landing: {})",
+                    "{} is not permitted at level {} (permits: {}; landing: {})",
+                    named(a, &[&levels::PR_ACTIONS[..], &[classes::MERGE_ACTION]].concat()),
                     role.level,
                     list_or_none(&def.pull_requests),
                     def.land.as_str()
@@ -452,6 +455,15 @@ pub fn check_role(loaded: &LoadedRole, policies: &Policies) -> Vec<Problem> {
         ));
     }
     problems
+}
+
+/// A known action by name; anything else without repeating it (it may not be an action).
+fn named(value: &str, known: &[&str]) -> String {
+    if known.contains(&value) {
+        format!("`{value}`")
+    } else {
+        "this value".to_string()
+    }
 }
 
 fn list_or_none(v: &[String]) -> String {
