@@ -10,9 +10,9 @@
 //! [`check_role`] runs all of them on one loaded role.
 
 use super::classes::{self, canonicalize, is_class_name, is_legacy_alias};
-use super::store::{Obj, Policies};
 use super::levels::{self, Landing};
 use super::secrets;
+use super::store::{Obj, Policies};
 use crate::diag::{self, Problem};
 use crate::role::LoadedRole;
 use serde_yaml::Value;
@@ -439,7 +439,10 @@ pub fn check_role(loaded: &LoadedRole, policies: &Policies) -> Vec<Problem> {
                 diag::index("writes.pull_requests", i),
                 format!(
                     "{} is not permitted at level {} (permits: {}; landing: {})",
-                    named(a, &[&levels::PR_ACTIONS[..], &[classes::MERGE_ACTION]].concat()),
+                    named(
+                        a,
+                        &[&levels::PR_ACTIONS[..], &[classes::MERGE_ACTION]].concat()
+                    ),
                     role.level,
                     list_or_none(&def.pull_requests),
                     def.land.as_str()
