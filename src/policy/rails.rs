@@ -509,6 +509,41 @@ mod tests {
         assert!(glob_match("**a**b**", "xxaxxbxx"));
     }
 
+    /// Plain recursive matcher, the reference for the DP one.
+    fn naive(p: &[u8], s: &[u8]) -> bool {
+        match (p.first(), s.first()) {
+            (None, _) => s.is_empty(),
+            (Some(b'*'), _) => naive(&p[1..], s) || (!s.is_empty() && naive(p, &s[1..])),
+            (Some(_), None) => false,
+            (Some(b'?'), Some(_)) => naive(&p[1..], &s[1..]),
+            (Some(a), Some(b)) => a == b && naive(&p[1..], &s[1..]),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn dp_matches_reference(p in "[ab*?]{0,8}", s in "[ab]{0,8}") {
+            proptest::prop_assert_eq!(
+                wildcard(p.as_bytes(), s.as_bytes(), false, false),
+                naive(p.as_bytes(), s.as_bytes())
+            );
+        }
+
+        #[test]
+        fn prefix_only_means_some_completion_matches(p in "[ab*?]{0,6}", s in "[ab]{0,4}") {
+            // Over this alphabet a completion of at most |p| more characters suffices.
+            let mut any = false;
+            for n in 0..=p.len() {
+                for bits in 0..(1u32 << n) {
+                    let mut t = s.clone().into_bytes();
+                    t.extend((0..n).map(|i| if bits >> i & 1 == 1 { b'a' } else { b'b' }));
+                    any |= naive(p.as_bytes(), &t);
+                }
+            }
+            proptest::prop_assert_eq!(wildcard(p.as_bytes(), s.as_bytes(), false, true), any);
+        }
+    }
+
     #[test]
     fn reach_cases() {
         assert!(tool_reaches("hire_agent", "*hire*"));
