@@ -3,7 +3,14 @@
 //! function of its inputs; the gateway and `airlockctl check` call the same code.
 
 pub mod agent_config;
+pub mod autonomy;
+pub mod classes;
 pub mod decision;
+pub mod levels;
 pub mod pattern;
+pub mod rails;
+pub mod secrets;
+pub mod store;
 
 pub use decision::Decision;
+pub use store::Policies;

@@ -1,0 +1,136 @@
+//! The role catalog: layered lookup over role directories (`roles/`, then the operator's
+//! `roles.local/`). A later layer overrides an earlier one for the same canonical class.
+//!
+//! Every subfolder that holds a `role.yaml` is loaded and must pass the schema and every rail
+//! ([`crate::policy::rails::check_role`]); one that fails is reported and left out (fail
+//! closed). A failing override also hides the layer below it: an operator who meant to
+//! replace a role never silently gets the baseline instead. A folder named after a legacy
+//! alias (`implementer`, `reviewer`, `operator-interaction`) is refused in every layer; a
+//! request for an alias resolves to its canonical class.
+
+use crate::diag::Problem;
+use crate::policy::classes::{canonicalize, is_legacy_alias};
+use crate::policy::{rails, Policies};
+use crate::role::{self, LoadedRole};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One usable role.
+#[derive(Debug, Clone)]
+pub struct CatalogEntry {
+    pub loaded: LoadedRole,
+    /// The canonical class (the folder name).
+    pub class: String,
+    /// Protected authority held by the class (from `policies/classes.yaml`).
+    pub authority: Vec<String>,
+    /// Index into the `role_dirs` the catalog was loaded from.
+    pub layer: usize,
+    /// The role directory of that layer (`roles/` or `roles.local/`).
+    pub layer_dir: PathBuf,
+}
+
+/// The roles that passed, by canonical class.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    entries: BTreeMap<String, CatalogEntry>,
+}
+
+impl Catalog {
+    /// Load every layer in order; later layers override earlier ones. A layer directory
+    /// that does not exist is an empty layer; one that exists but cannot be read is a problem.
+    pub fn load(role_dirs: &[PathBuf], policies: &Policies) -> (Catalog, Vec<Problem>) {
+        let mut entries: BTreeMap<String, CatalogEntry> = BTreeMap::new();
+        let mut problems = Vec::new();
+        for (layer, dir) in role_dirs.iter().enumerate() {
+            if !dir.exists() {
+                continue;
+            }
+            let folders = match role_folders(dir) {
+                Ok(f) => f,
+                Err(p) => {
+                    problems.push(p);
+                    continue;
+                }
+            };
+            for (name, folder) in folders {
+                let file = folder.join("role.yaml");
+                if is_legacy_alias(&name) {
+                    problems.push(Problem::new(
+                        &file,
+                        "",
+                        format!(
+                            "`{name}` is a legacy alias of `{}` and cannot be defined or \
+                             redefined; move this role to {}/",
+                            canonicalize(&name),
+                            canonicalize(&name)
+                        ),
+                    ));
+                    continue;
+                }
+                // Whatever happens next, this layer now decides this class.
+                entries.remove(&name);
+                let loaded = match role::load_role_dir(&folder) {
+                    Ok(l) => l,
+                    Err(mut p) => {
+                        problems.append(&mut p);
+                        continue;
+                    }
+                };
+                let mut refusals = rails::check_role(&loaded, policies);
+                if !refusals.is_empty() {
+                    problems.append(&mut refusals);
+                    continue;
+                }
+                let authority = policies.classes.authority_of(&name).to_vec();
+                entries.insert(
+                    name.clone(),
+                    CatalogEntry {
+                        loaded,
+                        class: name,
+                        authority,
+                        layer,
+                        layer_dir: dir.clone(),
+                    },
+                );
+            }
+        }
+        (Catalog { entries }, problems)
+    }
+
+    /// The role for a requested class or role name, after canonicalization.
+    pub fn resolve(&self, requested: &str) -> Option<&CatalogEntry> {
+        self.entries.get(canonicalize(requested))
+    }
+
+    /// Every usable role, by canonical class.
+    pub fn entries(&self) -> impl Iterator<Item = &CatalogEntry> {
+        self.entries.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Subfolders of `dir` that hold a `role.yaml`, sorted by name. Hidden folders are skipped.
+fn role_folders(dir: &Path) -> Result<Vec<(String, PathBuf)>, Problem> {
+    let unreadable = |e: std::io::Error| {
+        Problem::new(dir, "", format!("cannot read role directory: {}", e.kind()))
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+        let entry = entry.map_err(unreadable)?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !path.is_dir() || !path.join("role.yaml").exists() {
+            continue;
+        }
+        out.push((name, path));
+    }
+    out.sort();
+    Ok(out)
+}
