@@ -4,5 +4,8 @@
 
 pub mod decision;
 pub mod pattern;
+pub mod bash;
+pub mod resource;
+pub mod tool;
 
 pub use decision::Decision;
