@@ -429,10 +429,14 @@ impl Guard {
             if let Some(x) = self.words.iter().find(|x| *x == w) {
                 return Some(x.clone());
             }
-            for opt in &self.options {
-                if option_matches(opt, w) {
-                    return Some(opt.clone());
-                }
+            // Exact spellings first, so `--exec` names itself rather than `--exec-path`.
+            if let Some(opt) = self
+                .options
+                .iter()
+                .find(|o| option_exact(o, w))
+                .or_else(|| self.options.iter().find(|o| option_abbrev(o, w)))
+            {
+                return Some(opt.clone());
             }
             let cluster = if w.len() >= 2 && w.starts_with('-') && !w.starts_with("--") {
                 Some(&w[1..])
@@ -451,23 +455,18 @@ impl Guard {
     }
 }
 
-fn option_matches(opt: &str, word: &str) -> bool {
-    if word == opt {
-        return true;
+fn option_exact(opt: &str, word: &str) -> bool {
+    word.strip_prefix(opt)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+}
+
+/// Abbreviated long options: `--exec-pa` or `--exec-pa=x` for `--exec-path`.
+fn option_abbrev(opt: &str, word: &str) -> bool {
+    if !opt.starts_with("--") || !word.starts_with("--") {
+        return false;
     }
-    if let Some(rest) = word.strip_prefix(opt) {
-        if rest.starts_with('=') {
-            return true;
-        }
-    }
-    // Abbreviated long options: `--exec-pa` or `--exec-pa=x` for `--exec-path`.
-    if opt.starts_with("--") && word.starts_with("--") {
-        let name = word.split('=').next().unwrap_or(word);
-        if name.len() > 2 && opt.starts_with(name) {
-            return true;
-        }
-    }
-    false
+    let name = word.split('=').next().unwrap_or(word);
+    name.len() > 2 && opt.starts_with(name)
 }
 
 /// A program name as the program word must be: bare, ASCII, no path.
