@@ -98,12 +98,32 @@ fn main() {
     let tools = ToolPolicy::compile(&role);
     let calls: Vec<(&str, &str, Value)> = vec![
         ("board", "board_read", Value::Null),
-        ("github", "get_issue", json!({"owner": "acme", "repo": "web", "number": 7})),
+        (
+            "github",
+            "get_issue",
+            json!({"owner": "acme", "repo": "web", "number": 7}),
+        ),
         ("github", "list_issues", json!({"state": "open"})),
-        ("github", "create_issue", json!({"repo": "acme/web", "title": "Fix the flaky test", "priority": 2})),
-        ("github", "create_issue", json!({"repo": "acme/evil", "title": "x", "priority": 2})),
-        ("github", "add_comment", json!({"body": "Looks good to me.", "issue": "1234"})),
-        ("github", "add_comment", json!({"body": "x", "issue": "12a"})),
+        (
+            "github",
+            "create_issue",
+            json!({"repo": "acme/web", "title": "Fix the flaky test", "priority": 2}),
+        ),
+        (
+            "github",
+            "create_issue",
+            json!({"repo": "acme/evil", "title": "x", "priority": 2}),
+        ),
+        (
+            "github",
+            "add_comment",
+            json!({"body": "Looks good to me.", "issue": "1234"}),
+        ),
+        (
+            "github",
+            "add_comment",
+            json!({"body": "x", "issue": "12a"}),
+        ),
         ("github", "merge_pull_request", json!({})),
         ("github", "delete_repo", json!({})),
         ("github", "search_code", json!({"q": "fn main"})),
@@ -141,7 +161,11 @@ fn role_load() {
         std::fs::create_dir(&dir).expect("mkdir");
         let text = ROLE.replace("role: bench", &format!("role: bench-{i}"));
         std::fs::write(dir.join("role.yaml"), text).expect("write role");
-        std::fs::write(dir.join("brief.md"), format!("# Brief {i}\n\nDo the work.\n")).expect("write brief");
+        std::fs::write(
+            dir.join("brief.md"),
+            format!("# Brief {i}\n\nDo the work.\n"),
+        )
+        .expect("write brief");
         dirs.push(dir);
     }
     // One untimed pass warms the page cache, as on a daemon reload.

@@ -127,7 +127,11 @@ const CORPUS: &[(&str, bool, &str)] = &[
     ("FOO=bar git log", D, "lexer: environment assignment"),
     ("GIT_DIR=/etc git log", D, "lexer: environment assignment"),
     ("PAGER=sh git log", D, "lexer: environment assignment"),
-    ("'LD_PRELOAD=/x.so' git log", D, "lexer: environment assignment"),
+    (
+        "'LD_PRELOAD=/x.so' git log",
+        D,
+        "lexer: environment assignment",
+    ),
     ("git=1 log", D, "lexer: environment assignment"),
     // Wrappers: no prefix can allow them.
     ("env git log", D, "guard: wrapper env"),
@@ -154,12 +158,28 @@ const CORPUS: &[(&str, bool, &str)] = &[
     ("git\u{200B} log", D, "lexer: invisible or format character"),
     ("git log\u{200B}", D, "lexer: invisible or format character"),
     ("\u{FEFF}git log", D, "lexer: invisible or format character"),
-    ("git log '\u{202E}gol'", D, "lexer: invisible or format character"),
-    ("git log \u{2066}x", D, "lexer: invisible or format character"),
+    (
+        "git log '\u{202E}gol'",
+        D,
+        "lexer: invisible or format character",
+    ),
+    (
+        "git log \u{2066}x",
+        D,
+        "lexer: invisible or format character",
+    ),
     ("git\u{00A0}log", D, "lexer: invisible or format character"),
     ("git\u{3000}log", D, "lexer: invisible or format character"),
-    ("git log '\u{00AD}'", D, "lexer: invisible or format character"),
-    ("git log '\u{E0041}'", D, "lexer: invisible or format character"),
+    (
+        "git log '\u{00AD}'",
+        D,
+        "lexer: invisible or format character",
+    ),
+    (
+        "git log '\u{E0041}'",
+        D,
+        "lexer: invisible or format character",
+    ),
     ("git log '\u{FF1B} id'", D, "lexer: lookalike character"),
     ("git log\u{FF1B}id", D, "lexer: lookalike character"),
     // Global options before a subcommand (and the same options anywhere).
@@ -173,7 +193,11 @@ const CORPUS: &[(&str, bool, &str)] = &[
     ("git -C/etc log", D, "guard: git -C"),
     ("git --exec-path=/tmp log", D, "guard: git --exec-path"),
     ("git --exec-pa=/tmp log", D, "guard: git --exec-path"),
-    ("git --config-env=core.pager=X log", D, "guard: git --config-env"),
+    (
+        "git --config-env=core.pager=X log",
+        D,
+        "guard: git --config-env",
+    ),
     ("git --namespace=x log", D, "guard: git --namespace"),
     ("git log --output=/etc/passwd", D, "guard: git --output"),
     ("git diff --output /tmp/x", D, "guard: git --output"),
@@ -191,12 +215,24 @@ const CORPUS: &[(&str, bool, &str)] = &[
     // Cargo toolchains and config.
     ("cargo +nightly test", D, "guard: cargo +"),
     ("cargo test +nightly", D, "guard: cargo +"),
-    ("cargo --config build.rustc=/tmp/x test", D, "guard: cargo --config"),
+    (
+        "cargo --config build.rustc=/tmp/x test",
+        D,
+        "guard: cargo --config",
+    ),
     ("cargo test --config=x", D, "guard: cargo --config"),
-    ("cargo test --manifest-path /etc/Cargo.toml", D, "guard: cargo --manifest-path"),
+    (
+        "cargo test --manifest-path /etc/Cargo.toml",
+        D,
+        "guard: cargo --manifest-path",
+    ),
     ("cargo test -Zbuild-std", D, "guard: cargo -Z"),
     ("cargo -Z unstable-options test", D, "guard: cargo -Z"),
-    ("cargo build --target-dir /tmp/x", D, "guard: cargo --target-dir"),
+    (
+        "cargo build --target-dir /tmp/x",
+        D,
+        "guard: cargo --target-dir",
+    ),
     ("cargo -C /etc build", D, "guard: cargo -C"),
     // Other tools' guards (rg is allowed by prefix).
     ("rg --pre sh x", D, "guard: rg --pre"),
@@ -215,7 +251,10 @@ fn corpus_is_large_enough() {
     assert!(CORPUS.len() >= 80, "corpus has {} entries", CORPUS.len());
     let denied = CORPUS.iter().filter(|c| !c.1).count();
     let allowed = CORPUS.len() - denied;
-    assert!(allowed >= 25 && denied >= 80, "allowed {allowed}, denied {denied}");
+    assert!(
+        allowed >= 25 && denied >= 80,
+        "allowed {allowed}, denied {denied}"
+    );
 }
 
 #[test]
@@ -238,7 +277,12 @@ fn corpus_verdicts_and_rules() {
 fn quoting_is_consistent() {
     let p = policy();
     // Any quoting of the same argv decides the same way.
-    let same = ["git log -n 3", "'git' 'log' '-n' '3'", "\"git\" \"log\" -n 3", "gi't' lo\"g\" -n 3"];
+    let same = [
+        "git log -n 3",
+        "'git' 'log' '-n' '3'",
+        "\"git\" \"log\" -n 3",
+        "gi't' lo\"g\" -n 3",
+    ];
     let first = p.decide(same[0]);
     for cmd in same {
         assert_eq!(p.decide(cmd), first, "{cmd:?}");
@@ -247,10 +291,17 @@ fn quoting_is_consistent() {
 
 #[test]
 fn prefixes_that_cannot_match_match_nothing() {
-    let prefixes: Vec<String> = ["", "   ", "git log; id", "/usr/bin/git log", "FOO=1 ls", "sudo ls"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let prefixes: Vec<String> = [
+        "",
+        "   ",
+        "git log; id",
+        "/usr/bin/git log",
+        "FOO=1 ls",
+        "sudo ls",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let p = BashPolicy::compile(&prefixes, &ArgGuards::builtin());
     assert_eq!(p.invalid_prefixes(), &[0, 1, 2, 3, 4]);
     for cmd in ["git log", "ls", "sudo ls", "git"] {
@@ -260,7 +311,10 @@ fn prefixes_that_cannot_match_match_nothing() {
 
 #[test]
 fn guards_hold_even_for_broad_prefixes() {
-    let prefixes: Vec<String> = ["git", "cargo", "find", "tar", "sed"].iter().map(|s| s.to_string()).collect();
+    let prefixes: Vec<String> = ["git", "cargo", "find", "tar", "sed"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let p = BashPolicy::compile(&prefixes, &ArgGuards::builtin());
     for (cmd, rule) in [
         ("git fetch -u x origin", "guard: git -u"),
@@ -275,7 +329,10 @@ fn guards_hold_even_for_broad_prefixes() {
         ("find . -delete", "guard: find -delete"),
         ("find . -fprintf /x y", "guard: find -fprintf"),
         ("tar --to-command=id -xf a.tar", "guard: tar --to-command"),
-        ("tar --checkpoint-action=exec=id -xf a", "guard: tar --checkpoint-action"),
+        (
+            "tar --checkpoint-action=exec=id -xf a",
+            "guard: tar --checkpoint-action",
+        ),
         ("tar xIf id a.tar", "guard: tar -I"),
         ("tar -I id -xf a.tar", "guard: tar -I"),
         ("sed -i s/a/b/ f", "guard: sed -i"),
@@ -286,15 +343,26 @@ fn guards_hold_even_for_broad_prefixes() {
         assert!(!d.allow, "{cmd}");
         assert_eq!(d.rule, rule, "{cmd}");
     }
-    for cmd in ["git status -uno", "git log -n 3", "find . -name x", "tar tvf a.tar", "sed -n p f"] {
+    for cmd in [
+        "git status -uno",
+        "git log -n 3",
+        "find . -name x",
+        "tar tvf a.tar",
+        "sed -n p f",
+    ] {
         assert!(p.decide(cmd).allow, "{cmd}");
     }
 }
 
 #[test]
 fn operator_guards_extend_builtins() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/policies/bash-guards.yaml")).unwrap();
-    let shipped = ArgGuards::from_yaml(std::path::Path::new("policies/bash-guards.yaml"), &text).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/policies/bash-guards.yaml"
+    ))
+    .unwrap();
+    let shipped =
+        ArgGuards::from_yaml(std::path::Path::new("policies/bash-guards.yaml"), &text).unwrap();
     let extended = ArgGuards::from_yaml(
         std::path::Path::new("x.yaml"),
         "version: 1\nwrappers: [myexec]\nguards:\n  - program: git\n    words: [filter-branch]\n",
@@ -307,6 +375,28 @@ fn operator_guards_extend_builtins() {
         assert!(p.decide("git log").allow);
     }
     let p = BashPolicy::compile(&prefixes, &extended);
-    assert_eq!(p.decide("git filter-branch x").rule, "guard: git filter-branch");
+    assert_eq!(
+        p.decide("git filter-branch x").rule,
+        "guard: git filter-branch"
+    );
     assert_eq!(p.decide("myexec ls").rule, "guard: wrapper myexec");
+}
+
+#[test]
+fn inline_code_flags_of_interpreters() {
+    let prefixes: Vec<String> = ["python3", "perl", "node"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let p = BashPolicy::compile(&prefixes, &ArgGuards::builtin());
+    for (cmd, rule) in [
+        ("python3 -c 'import os'", "guard: python3 -c"),
+        ("python3 -Ic 'x'", "guard: python3 -c"),
+        ("perl -e 'system 1'", "guard: perl -e"),
+        ("node --eval=x", "guard: node --eval"),
+        ("node -p x", "guard: node -p"),
+    ] {
+        assert_eq!(p.decide(cmd).rule, rule, "{cmd}");
+    }
+    assert!(p.decide("python3 -m pytest -q").allow);
 }

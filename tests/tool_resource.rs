@@ -103,7 +103,10 @@ fn tools_allow_and_deny() {
         assert_eq!((a, r.as_str()), (*allow, *rule), "{c}/{t}");
     }
     let long = "a".repeat(129);
-    assert_eq!(tool_rule(&p, "files", &long, Value::Null).1, "tool: invalid name");
+    assert_eq!(
+        tool_rule(&p, "files", &long, Value::Null).1,
+        "tool: invalid name"
+    );
     assert!(tool_rule(&p, "files", &"a".repeat(128), Value::Null).0);
 }
 
@@ -111,7 +114,10 @@ fn tools_allow_and_deny() {
 fn tool_args_rules() {
     let p = ToolPolicy::compile(&role());
     let ok = json!({"repo": "acme/web", "title": "short", "labels_count": 2, "draft": false});
-    assert_eq!(tool_rule(&p, "github", "create_issue", ok.clone()), (true, "tools.github[2]".into()));
+    assert_eq!(
+        tool_rule(&p, "github", "create_issue", ok.clone()),
+        (true, "tools.github[2]".into())
+    );
     let with = |k: &str, v: Value| {
         let mut o = ok.clone();
         o[k] = v;
@@ -124,31 +130,107 @@ fn tool_args_rules() {
     };
     let r = "args.github.create_issue";
     let cases: Vec<(Value, bool, String)> = vec![
-        (with("extra", json!("ignored")), true, "tools.github[2]".into()),
+        (
+            with("extra", json!("ignored")),
+            true,
+            "tools.github[2]".into(),
+        ),
         (without("repo"), false, format!("{r}.repo: required")),
         (without("draft"), false, format!("{r}.draft: required")),
-        (with("repo", json!("acme/evil")), false, format!("{r}.repo: enum")),
-        (with("repo", json!("ACME/WEB")), false, format!("{r}.repo: enum")),
+        (
+            with("repo", json!("acme/evil")),
+            false,
+            format!("{r}.repo: enum"),
+        ),
+        (
+            with("repo", json!("ACME/WEB")),
+            false,
+            format!("{r}.repo: enum"),
+        ),
         (with("repo", json!(1)), false, format!("{r}.repo: enum")),
-        (with("title", json!("0123456789")), true, "tools.github[2]".into()),
-        (with("title", json!("01234567890")), false, format!("{r}.title: maxLength")),
+        (
+            with("title", json!("0123456789")),
+            true,
+            "tools.github[2]".into(),
+        ),
+        (
+            with("title", json!("01234567890")),
+            false,
+            format!("{r}.title: maxLength"),
+        ),
         // Ten code points, more than ten bytes.
-        (with("title", json!("éééééééééé")), true, "tools.github[2]".into()),
-        (with("title", json!("😀😀😀😀😀😀😀😀😀😀😀")), false, format!("{r}.title: maxLength")),
+        (
+            with("title", json!("éééééééééé")),
+            true,
+            "tools.github[2]".into(),
+        ),
+        (
+            with("title", json!("😀😀😀😀😀😀😀😀😀😀😀")),
+            false,
+            format!("{r}.title: maxLength"),
+        ),
         (with("title", json!(12)), false, format!("{r}.title: type")),
-        (with("labels_count", json!(0)), true, "tools.github[2]".into()),
-        (with("labels_count", json!(3)), true, "tools.github[2]".into()),
-        (with("labels_count", json!(3.0)), true, "tools.github[2]".into()),
-        (with("labels_count", json!(3.0001)), false, format!("{r}.labels_count: max")),
-        (with("labels_count", json!(4)), false, format!("{r}.labels_count: max")),
-        (with("labels_count", json!(-1)), false, format!("{r}.labels_count: min")),
-        (with("labels_count", json!(-0.5)), false, format!("{r}.labels_count: min")),
-        (with("labels_count", json!("2")), false, format!("{r}.labels_count: type")),
-        (with("labels_count", json!(u64::MAX)), false, format!("{r}.labels_count: max")),
-        (with("draft", json!(true)), false, format!("{r}.draft: const")),
-        (with("draft", json!("false")), false, format!("{r}.draft: const")),
+        (
+            with("labels_count", json!(0)),
+            true,
+            "tools.github[2]".into(),
+        ),
+        (
+            with("labels_count", json!(3)),
+            true,
+            "tools.github[2]".into(),
+        ),
+        (
+            with("labels_count", json!(3.0)),
+            true,
+            "tools.github[2]".into(),
+        ),
+        (
+            with("labels_count", json!(3.0001)),
+            false,
+            format!("{r}.labels_count: max"),
+        ),
+        (
+            with("labels_count", json!(4)),
+            false,
+            format!("{r}.labels_count: max"),
+        ),
+        (
+            with("labels_count", json!(-1)),
+            false,
+            format!("{r}.labels_count: min"),
+        ),
+        (
+            with("labels_count", json!(-0.5)),
+            false,
+            format!("{r}.labels_count: min"),
+        ),
+        (
+            with("labels_count", json!("2")),
+            false,
+            format!("{r}.labels_count: type"),
+        ),
+        (
+            with("labels_count", json!(u64::MAX)),
+            false,
+            format!("{r}.labels_count: max"),
+        ),
+        (
+            with("draft", json!(true)),
+            false,
+            format!("{r}.draft: const"),
+        ),
+        (
+            with("draft", json!("false")),
+            false,
+            format!("{r}.draft: const"),
+        ),
         (with("draft", json!(0)), false, format!("{r}.draft: const")),
-        (with("draft", Value::Null), false, format!("{r}.draft: const")),
+        (
+            with("draft", Value::Null),
+            false,
+            format!("{r}.draft: const"),
+        ),
     ];
     for (args, allow, rule) in cases {
         let d = p.decide("github", "create_issue", &args);
@@ -156,7 +238,10 @@ fn tool_args_rules() {
     }
     // Arguments must be an object (or absent).
     for bad in [json!([1]), json!("x"), json!(3), json!(true)] {
-        assert_eq!(tool_rule(&p, "github", "create_issue", bad).1, "args: not an object");
+        assert_eq!(
+            tool_rule(&p, "github", "create_issue", bad).1,
+            "args: not an object"
+        );
     }
     assert_eq!(
         tool_rule(&p, "github", "create_issue", Value::Null).1,
@@ -165,13 +250,41 @@ fn tool_args_rules() {
     // Numbers in enums compare numerically; patterns match the whole value.
     let sp = "args.github.set_priority";
     for (args, allow, rule) in [
-        (json!({"priority": 2, "code": "P1"}), true, "tools.github[4]".to_string()),
-        (json!({"priority": 2.0, "code": "P9"}), true, "tools.github[4]".into()),
-        (json!({"priority": 4, "code": "P1"}), false, format!("{sp}.priority: enum")),
-        (json!({"priority": "2", "code": "P1"}), false, format!("{sp}.priority: enum")),
-        (json!({"priority": 1, "code": "P12"}), false, format!("{sp}.code: pattern")),
-        (json!({"priority": 1, "code": "xP1"}), false, format!("{sp}.code: pattern")),
-        (json!({"priority": 1, "code": 1}), false, format!("{sp}.code: type")),
+        (
+            json!({"priority": 2, "code": "P1"}),
+            true,
+            "tools.github[4]".to_string(),
+        ),
+        (
+            json!({"priority": 2.0, "code": "P9"}),
+            true,
+            "tools.github[4]".into(),
+        ),
+        (
+            json!({"priority": 4, "code": "P1"}),
+            false,
+            format!("{sp}.priority: enum"),
+        ),
+        (
+            json!({"priority": "2", "code": "P1"}),
+            false,
+            format!("{sp}.priority: enum"),
+        ),
+        (
+            json!({"priority": 1, "code": "P12"}),
+            false,
+            format!("{sp}.code: pattern"),
+        ),
+        (
+            json!({"priority": 1, "code": "xP1"}),
+            false,
+            format!("{sp}.code: pattern"),
+        ),
+        (
+            json!({"priority": 1, "code": 1}),
+            false,
+            format!("{sp}.code: type"),
+        ),
     ] {
         let d = p.decide("github", "set_priority", &args);
         assert_eq!((d.allow, d.rule.as_str()), (allow, rule.as_str()), "{args}");
@@ -196,14 +309,29 @@ fn tool_reasons_do_not_echo_values() {
     let secret = "ghp_SECRET0123456789abcdef";
     for (c, t, a) in [
         ("github", secret, json!({})),
-        ("github", "create_issue", json!({"repo": secret, "title": "x", "labels_count": 1, "draft": false})),
-        ("github", "create_issue", json!({"repo": "acme/web", "title": secret, "labels_count": 1, "draft": false})),
-        ("github", "set_priority", json!({"priority": 1, "code": secret})),
+        (
+            "github",
+            "create_issue",
+            json!({"repo": secret, "title": "x", "labels_count": 1, "draft": false}),
+        ),
+        (
+            "github",
+            "create_issue",
+            json!({"repo": "acme/web", "title": secret, "labels_count": 1, "draft": false}),
+        ),
+        (
+            "github",
+            "set_priority",
+            json!({"priority": 1, "code": secret}),
+        ),
         (secret, "get_issue", json!({})),
     ] {
         let d = p.decide(c, t, &a);
         assert!(!d.allow);
-        assert!(!d.reason.contains("SECRET") && !d.rule.contains("SECRET"), "{d:?}");
+        assert!(
+            !d.reason.contains("SECRET") && !d.rule.contains("SECRET"),
+            "{d:?}"
+        );
     }
 }
 
@@ -216,76 +344,296 @@ fn res(p: &ResourcePolicy, c: &str, uri: &str) -> (bool, String) {
 fn resources_allow_and_deny() {
     let p = ResourcePolicy::compile(&role());
     let cases: &[(&str, &str, bool, &str)] = &[
-        ("files", "file:///data/report.csv", true, "resources.files[0]"),
+        (
+            "files",
+            "file:///data/report.csv",
+            true,
+            "resources.files[0]",
+        ),
         ("files", "file:///data/a/b/c", true, "resources.files[0]"),
         ("files", "file:///data/a?page=2", true, "resources.files[0]"),
         ("files", "FILE:///data/x", true, "resources.files[0]"),
-        ("files", "file:///data", false, "default: resource not listed"),
-        ("files", "file:///data/", false, "default: resource not listed"),
-        ("files", "file:///data-evil/x", false, "default: resource not listed"),
-        ("files", "file:///dataevil", false, "default: resource not listed"),
-        ("files", "file:///Data/x", false, "default: resource not listed"),
-        ("files", "file:///data/../etc/passwd", false, "default: resource not listed"),
-        ("files", "file:///data/x/../../etc/passwd", false, "default: resource not listed"),
+        (
+            "files",
+            "file:///data",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "file:///data/",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "file:///data-evil/x",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "file:///dataevil",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "file:///Data/x",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "file:///data/../etc/passwd",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "file:///data/x/../../etc/passwd",
+            false,
+            "default: resource not listed",
+        ),
         ("files", "file:///data/./x", true, "resources.files[0]"),
         ("files", "file:///data/x/../y", true, "resources.files[0]"),
-        ("files", "file:///../data/x", false, "uri: '..' above the root"),
-        ("files", "file:///data/%2e%2e/etc", false, "uri: encoded dot segment"),
-        ("files", "file:///data/.%2E/etc", false, "uri: encoded dot segment"),
-        ("files", "file:///data/..%2Fetc", false, "uri: encoded slash or backslash"),
-        ("files", "file:///data%2Fx", false, "uri: encoded slash or backslash"),
-        ("files", "file:///data%2fx", false, "uri: encoded slash or backslash"),
-        ("files", "file:///data/%5c..", false, "uri: encoded slash or backslash"),
-        ("files", "file:///data/x%00", false, "uri: encoded control or non-ASCII byte"),
-        ("files", "file:///data/%C3%A9", false, "uri: encoded control or non-ASCII byte"),
-        ("files", "file:///data/%zz", false, "uri: malformed percent-escape"),
+        (
+            "files",
+            "file:///../data/x",
+            false,
+            "uri: '..' above the root",
+        ),
+        (
+            "files",
+            "file:///data/%2e%2e/etc",
+            false,
+            "uri: encoded dot segment",
+        ),
+        (
+            "files",
+            "file:///data/.%2E/etc",
+            false,
+            "uri: encoded dot segment",
+        ),
+        (
+            "files",
+            "file:///data/..%2Fetc",
+            false,
+            "uri: encoded slash or backslash",
+        ),
+        (
+            "files",
+            "file:///data%2Fx",
+            false,
+            "uri: encoded slash or backslash",
+        ),
+        (
+            "files",
+            "file:///data%2fx",
+            false,
+            "uri: encoded slash or backslash",
+        ),
+        (
+            "files",
+            "file:///data/%5c..",
+            false,
+            "uri: encoded slash or backslash",
+        ),
+        (
+            "files",
+            "file:///data/x%00",
+            false,
+            "uri: encoded control or non-ASCII byte",
+        ),
+        (
+            "files",
+            "file:///data/%C3%A9",
+            false,
+            "uri: encoded control or non-ASCII byte",
+        ),
+        (
+            "files",
+            "file:///data/%zz",
+            false,
+            "uri: malformed percent-escape",
+        ),
         ("files", "file:///%64ata/x", true, "resources.files[0]"),
-        ("files", "file:///data//etc/passwd", false, "uri: empty path segment"),
-        ("files", "file:///data/x\\..\\..\\etc", false, "uri: backslash"),
+        (
+            "files",
+            "file:///data//etc/passwd",
+            false,
+            "uri: empty path segment",
+        ),
+        (
+            "files",
+            "file:///data/x\\..\\..\\etc",
+            false,
+            "uri: backslash",
+        ),
         ("files", "file:///data/é", false, "uri: not printable ASCII"),
-        ("files", "file:///data/a b", false, "uri: not printable ASCII"),
-        ("files", "file:///data/a\nb", false, "uri: not printable ASCII"),
-        ("files", "file:///data/a\u{200B}", false, "uri: not printable ASCII"),
+        (
+            "files",
+            "file:///data/a b",
+            false,
+            "uri: not printable ASCII",
+        ),
+        (
+            "files",
+            "file:///data/a\nb",
+            false,
+            "uri: not printable ASCII",
+        ),
+        (
+            "files",
+            "file:///data/a\u{200B}",
+            false,
+            "uri: not printable ASCII",
+        ),
         ("files", "", false, "uri: empty URI"),
         ("files", "/data/x", false, "uri: no scheme"),
         ("files", "file:///etc/hostname", true, "resources.files[1]"),
-        ("files", "file:///etc/hostname/", false, "default: resource not listed"),
-        ("files", "file:///etc/hostname?x", false, "default: resource not listed"),
-        ("files", "file:///etc/hostnames", false, "default: resource not listed"),
+        (
+            "files",
+            "file:///etc/hostname/",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "file:///etc/hostname?x",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "file:///etc/hostnames",
+            false,
+            "default: resource not listed",
+        ),
         // Scheme and host in any case; path in case.
-        ("files", "REPO://acme/docs/intro", true, "resources.files[2]"),
-        ("files", "repo://ACME/docs/intro", true, "resources.files[2]"),
-        ("files", "repo://acme/Docs/intro", false, "default: resource not listed"),
-        ("files", "repo://acme-evil/docs/intro", false, "default: resource not listed"),
-        ("files", "repo://u@acme/docs/intro", false, "uri: userinfo in authority"),
+        (
+            "files",
+            "REPO://acme/docs/intro",
+            true,
+            "resources.files[2]",
+        ),
+        (
+            "files",
+            "repo://ACME/docs/intro",
+            true,
+            "resources.files[2]",
+        ),
+        (
+            "files",
+            "repo://acme/Docs/intro",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "repo://acme-evil/docs/intro",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "repo://u@acme/docs/intro",
+            false,
+            "uri: userinfo in authority",
+        ),
         ("files", "notes:anything/at/all", true, "resources.files[3]"),
         ("files", "NOTES:x", true, "resources.files[3]"),
         ("files", "notesx:y", false, "default: resource not listed"),
-        ("files", "file:///exact/page?x=1", true, "resources.files[4]"),
-        ("files", "file:///exact/page?x=2", false, "default: resource not listed"),
-        ("files", "file:///exact/page", false, "default: resource not listed"),
+        (
+            "files",
+            "file:///exact/page?x=1",
+            true,
+            "resources.files[4]",
+        ),
+        (
+            "files",
+            "file:///exact/page?x=2",
+            false,
+            "default: resource not listed",
+        ),
+        (
+            "files",
+            "file:///exact/page",
+            false,
+            "default: resource not listed",
+        ),
         // Deny: any case, without query, fragment or trailing slash; prefix covers itself.
         ("files", "file:///data/private/key", false, "deny.files[0]"),
         ("files", "file:///data/private", false, "deny.files[0]"),
         ("files", "file:///data/private/", false, "deny.files[0]"),
         ("files", "file:///data/PRIVATE/key", false, "deny.files[0]"),
-        ("files", "file:///data/Private/key?x=1#y", false, "deny.files[0]"),
-        ("files", "file:///data/x/../private/key", false, "deny.files[0]"),
-        ("files", "file:///data/%70rivate/key", false, "deny.files[0]"),
+        (
+            "files",
+            "file:///data/Private/key?x=1#y",
+            false,
+            "deny.files[0]",
+        ),
+        (
+            "files",
+            "file:///data/x/../private/key",
+            false,
+            "deny.files[0]",
+        ),
+        (
+            "files",
+            "file:///data/%70rivate/key",
+            false,
+            "deny.files[0]",
+        ),
         ("files", "file:///data/privatex", true, "resources.files[0]"),
         ("files", "file:///data/secret.txt", false, "deny.files[1]"),
         ("files", "file:///data/SECRET.txt/", false, "deny.files[1]"),
-        ("files", "file:///data/secret.txt?v=2", false, "deny.files[1]"),
-        ("files", "file:///data/secret.txt#top", false, "deny.files[1]"),
-        ("files", "file:///data/secret.txt.bak", true, "resources.files[0]"),
+        (
+            "files",
+            "file:///data/secret.txt?v=2",
+            false,
+            "deny.files[1]",
+        ),
+        (
+            "files",
+            "file:///data/secret.txt#top",
+            false,
+            "deny.files[1]",
+        ),
+        (
+            "files",
+            "file:///data/secret.txt.bak",
+            true,
+            "resources.files[0]",
+        ),
         // `*` and deny by scheme.
-        ("everything", "anything:at/all", true, "resources.everything[0]"),
-        ("everything", "https://example.com/x", true, "resources.everything[0]"),
+        (
+            "everything",
+            "anything:at/all",
+            true,
+            "resources.everything[0]",
+        ),
+        (
+            "everything",
+            "https://example.com/x",
+            true,
+            "resources.everything[0]",
+        ),
         ("everything", "secret:x", false, "deny.everything[0]"),
         ("everything", "SECRET:x", false, "deny.everything[0]"),
         // Unknown connector; a connector with only malformed patterns; broken deny.
-        ("github", "file:///anything/x", false, "default: unknown connector"),
-        ("nope", "file:///data/x", false, "default: unknown connector"),
+        (
+            "github",
+            "file:///anything/x",
+            false,
+            "default: unknown connector",
+        ),
+        (
+            "nope",
+            "file:///data/x",
+            false,
+            "default: unknown connector",
+        ),
         ("bad", "file:///a", false, "default: resource not listed"),
         ("bad", "file:///axb", false, "default: resource not listed"),
     ];
@@ -307,10 +655,16 @@ fn resources_allow_and_deny() {
 
 #[test]
 fn malformed_resource_deny_fails_closed() {
-    let text = ROLE.replace("    - \"secret:*\"", "    - \"secret:*\"\n    - \"x:/a*/b\"");
+    let text = ROLE.replace(
+        "    - \"secret:*\"",
+        "    - \"secret:*\"\n    - \"x:/a*/b\"",
+    );
     let role: Role = serde_yaml::from_str(&text).unwrap();
     let p = ResourcePolicy::compile(&role);
-    assert_eq!(res(&p, "everything", "https://example.com/").1, "deny.everything[1]");
+    assert_eq!(
+        res(&p, "everything", "https://example.com/").1,
+        "deny.everything[1]"
+    );
     // Tool patterns in deny do not affect resources, and resource patterns do not affect tools.
     let t = ToolPolicy::compile(&role);
     assert!(t.decide("github", "get_issue", &Value::Null).allow);
@@ -329,6 +683,9 @@ fn resource_reasons_do_not_echo_values() {
     ] {
         let d = p.decide("files", &uri);
         assert!(!d.allow, "{uri}");
-        assert!(!d.reason.contains("SECRET") && !d.rule.contains("SECRET"), "{d:?}");
+        assert!(
+            !d.reason.contains("SECRET") && !d.rule.contains("SECRET"),
+            "{d:?}"
+        );
     }
 }

@@ -319,7 +319,10 @@ impl ResourcePolicy {
             Err(e) => {
                 return Decision::deny(
                     format!("uri: {}", e.what()),
-                    format!("the URI is refused ({}); send a plain, printable ASCII URI", e.what()),
+                    format!(
+                        "the URI is refused ({}); send a plain, printable ASCII URI",
+                        e.what()
+                    ),
                 )
             }
         };
@@ -385,7 +388,10 @@ mod tests {
         assert_eq!(u.segments, ["isbn:123"]);
         assert_eq!(u.query.as_deref(), Some("x"));
         assert_eq!(u.fragment.as_deref(), Some("y"));
-        assert_eq!(parse_uri("file:///a/%2e%2e/x"), Err(UriError::EncodedDotSegment));
+        assert_eq!(
+            parse_uri("file:///a/%2e%2e/x"),
+            Err(UriError::EncodedDotSegment)
+        );
         assert_eq!(parse_uri("file:///a%2Fb"), Err(UriError::EncodedSeparator));
         assert_eq!(parse_uri("file:///a%5cb"), Err(UriError::EncodedSeparator));
         assert_eq!(parse_uri("file:///a%00"), Err(UriError::EncodedControl));

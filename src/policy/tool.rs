@@ -158,7 +158,10 @@ impl ToolPolicy {
             if rules.is_empty() {
                 "the role lists this tool".to_string()
             } else {
-                format!("the role lists this tool and its {} argument rule(s) pass", rules.len())
+                format!(
+                    "the role lists this tool and its {} argument rule(s) pass",
+                    rules.len()
+                )
             },
         )
     }
@@ -169,7 +172,9 @@ pub fn decide(role: &Role, connector: &str, tool: &str, args: &Value) -> Decisio
     ToolPolicy::compile(role).decide(connector, tool, args)
 }
 
-fn compile_args(tools: &BTreeMap<String, BTreeMap<String, ArgRule>>) -> HashMap<String, Vec<CompiledArg>> {
+fn compile_args(
+    tools: &BTreeMap<String, BTreeMap<String, ArgRule>>,
+) -> HashMap<String, Vec<CompiledArg>> {
     tools
         .iter()
         .map(|(tool, params)| {
@@ -193,7 +198,10 @@ type Refusal = (&'static str, &'static str);
 
 fn check_arg(r: &CompiledArg, value: Option<&Value>) -> Result<(), Refusal> {
     let Some(v) = value else {
-        return Err(("required", "this parameter has a rule, so it must be present"));
+        return Err((
+            "required",
+            "this parameter has a rule, so it must be present",
+        ));
     };
     let rule = &r.rule;
     if let Some(choices) = &rule.enum_ {
@@ -240,11 +248,10 @@ fn check_arg(r: &CompiledArg, value: Option<&Value>) -> Result<(), Refusal> {
                     "the role's pattern for this parameter is invalid, so the tool is refused",
                 ))
             }
-            Some(Some(re)) => {
-                if !re.is_match(s) {
-                    return Err(("pattern", "the string does not match the required pattern"));
-                }
+            Some(Some(re)) if !re.is_match(s) => {
+                return Err(("pattern", "the string does not match the required pattern"));
             }
+            Some(Some(_)) => {}
         }
     }
     Ok(())
@@ -299,7 +306,10 @@ mod tests {
     #[test]
     fn numbers_compare_exactly() {
         let big: Number = serde_json::from_str("9007199254740993").unwrap();
-        assert_eq!(num_cmp(&big, 9_007_199_254_740_992.0), Some(Ordering::Greater));
+        assert_eq!(
+            num_cmp(&big, 9_007_199_254_740_992.0),
+            Some(Ordering::Greater)
+        );
         let n: Number = 5.into();
         assert_eq!(num_cmp(&n, 5.0), Some(Ordering::Equal));
         assert_eq!(num_cmp(&n, 5.5), Some(Ordering::Less));

@@ -52,12 +52,63 @@ pub struct GuardHit {
 
 /// Programs that run another command, open a shell, or change who or where it runs.
 const WRAPPERS: &[&str] = &[
-    "env", "timeout", "nice", "nohup", "command", "exec", "eval", "source", ".", "builtin",
-    "time", "coproc", "sudo", "su", "doas", "pkexec", "runuser", "setpriv", "capsh", "chroot",
-    "unshare", "nsenter", "setsid", "stdbuf", "ionice", "taskset", "chrt", "flock", "watch",
-    "script", "xargs", "parallel", "busybox", "toybox", "bash", "sh", "dash", "zsh", "ksh",
-    "mksh", "fish", "csh", "tcsh", "rbash", "strace", "ltrace", "gdb", "valgrind", "firejail",
-    "systemd-run", "at", "batch", "fakeroot", "proot", "expect", "ssh-agent", "dbus-run-session",
+    "env",
+    "timeout",
+    "nice",
+    "nohup",
+    "command",
+    "exec",
+    "eval",
+    "source",
+    ".",
+    "builtin",
+    "time",
+    "coproc",
+    "sudo",
+    "su",
+    "doas",
+    "pkexec",
+    "runuser",
+    "setpriv",
+    "capsh",
+    "chroot",
+    "unshare",
+    "nsenter",
+    "setsid",
+    "stdbuf",
+    "ionice",
+    "taskset",
+    "chrt",
+    "flock",
+    "watch",
+    "script",
+    "xargs",
+    "parallel",
+    "busybox",
+    "toybox",
+    "bash",
+    "sh",
+    "dash",
+    "zsh",
+    "ksh",
+    "mksh",
+    "fish",
+    "csh",
+    "tcsh",
+    "rbash",
+    "strace",
+    "ltrace",
+    "gdb",
+    "valgrind",
+    "firejail",
+    "systemd-run",
+    "at",
+    "batch",
+    "fakeroot",
+    "proot",
+    "expect",
+    "ssh-agent",
+    "dbus-run-session",
 ];
 
 struct BuiltinGuard {
@@ -77,11 +128,27 @@ const BUILTIN: &[BuiltinGuard] = &[
         program: "git",
         subcommands: NONE,
         options: &[
-            "--exec-path", "--git-dir", "--work-tree", "--namespace", "--config-env",
-            "--super-prefix", "--output", "--output-directory", "--ext-diff", "--textconv",
-            "--upload-pack", "--receive-pack", "--exec", "--template", "--config",
-            "--open-files-in-pager", "--separate-git-dir", "--reference", "--server-option",
-            "--upload-archive", "--remote",
+            "--exec-path",
+            "--git-dir",
+            "--work-tree",
+            "--namespace",
+            "--config-env",
+            "--super-prefix",
+            "--output",
+            "--output-directory",
+            "--ext-diff",
+            "--textconv",
+            "--upload-pack",
+            "--receive-pack",
+            "--exec",
+            "--template",
+            "--config",
+            "--open-files-in-pager",
+            "--separate-git-dir",
+            "--reference",
+            "--server-option",
+            "--upload-archive",
+            "--remote",
         ],
         short: "cCO",
         word_prefixes: &["!"],
@@ -91,7 +158,15 @@ const BUILTIN: &[BuiltinGuard] = &[
     // Short options that only mean "run a program" or "write elsewhere" in some subcommands.
     BuiltinGuard {
         program: "git",
-        subcommands: &["fetch", "clone", "pull", "ls-remote", "archive", "submodule", "push"],
+        subcommands: &[
+            "fetch",
+            "clone",
+            "pull",
+            "ls-remote",
+            "archive",
+            "submodule",
+            "push",
+        ],
         options: NONE,
         short: "u",
         word_prefixes: NONE,
@@ -100,7 +175,14 @@ const BUILTIN: &[BuiltinGuard] = &[
     },
     BuiltinGuard {
         program: "git",
-        subcommands: &["format-patch", "bundle", "rebase", "bisect", "difftool", "mergetool"],
+        subcommands: &[
+            "format-patch",
+            "bundle",
+            "rebase",
+            "bisect",
+            "difftool",
+            "mergetool",
+        ],
         options: &["--tool", "--extcmd", "--run"],
         short: "ox",
         word_prefixes: NONE,
@@ -111,8 +193,17 @@ const BUILTIN: &[BuiltinGuard] = &[
         program: "cargo",
         subcommands: NONE,
         options: &[
-            "--config", "--manifest-path", "--target-dir", "--out-dir", "--artifact-dir",
-            "--lockfile-path", "--root", "--index", "--registry", "--git", "--path",
+            "--config",
+            "--manifest-path",
+            "--target-dir",
+            "--out-dir",
+            "--artifact-dir",
+            "--lockfile-path",
+            "--root",
+            "--index",
+            "--registry",
+            "--git",
+            "--path",
         ],
         short: "CZ",
         word_prefixes: &["+"],
@@ -162,8 +253,14 @@ const BUILTIN: &[BuiltinGuard] = &[
         program: "tar",
         subcommands: NONE,
         options: &[
-            "--to-command", "--checkpoint-action", "--use-compress-program", "--info-script",
-            "--new-volume-script", "--rsh-command", "--rmt-command", "--directory",
+            "--to-command",
+            "--checkpoint-action",
+            "--use-compress-program",
+            "--info-script",
+            "--new-volume-script",
+            "--rsh-command",
+            "--rmt-command",
+            "--directory",
         ],
         short: "IFC",
         word_prefixes: NONE,
@@ -191,7 +288,16 @@ const BUILTIN: &[BuiltinGuard] = &[
     BuiltinGuard {
         program: "go",
         subcommands: NONE,
-        options: &["-exec", "--exec", "-toolexec", "--toolexec", "-overlay", "--overlay", "-modfile", "--modfile"],
+        options: &[
+            "-exec",
+            "--exec",
+            "-toolexec",
+            "--toolexec",
+            "-overlay",
+            "--overlay",
+            "-modfile",
+            "--modfile",
+        ],
         short: "",
         word_prefixes: NONE,
         words: NONE,
@@ -228,9 +334,18 @@ const BUILTIN: &[BuiltinGuard] = &[
         program: "curl",
         subcommands: NONE,
         options: &[
-            "--output", "--output-dir", "--remote-name", "--remote-name-all", "--config",
-            "--dump-header", "--trace", "--trace-ascii", "--stderr", "--libcurl",
-            "--cookie-jar", "--upload-file",
+            "--output",
+            "--output-dir",
+            "--remote-name",
+            "--remote-name-all",
+            "--config",
+            "--dump-header",
+            "--trace",
+            "--trace-ascii",
+            "--stderr",
+            "--libcurl",
+            "--cookie-jar",
+            "--upload-file",
         ],
         short: "oOKDcT",
         word_prefixes: NONE,
@@ -241,8 +356,14 @@ const BUILTIN: &[BuiltinGuard] = &[
         program: "wget",
         subcommands: NONE,
         options: &[
-            "--output-document", "--output-file", "--append-output", "--directory-prefix",
-            "--execute", "--input-file", "--config", "--use-askpass",
+            "--output-document",
+            "--output-file",
+            "--append-output",
+            "--directory-prefix",
+            "--execute",
+            "--input-file",
+            "--config",
+            "--use-askpass",
         ],
         short: "OoaPei",
         word_prefixes: NONE,
@@ -279,8 +400,64 @@ const BUILTIN: &[BuiltinGuard] = &[
     BuiltinGuard {
         program: "npm",
         subcommands: NONE,
-        options: &["--prefix", "--script-shell", "--userconfig", "--globalconfig", "--global"],
+        options: &[
+            "--prefix",
+            "--script-shell",
+            "--userconfig",
+            "--globalconfig",
+            "--global",
+        ],
         short: "g",
+        word_prefixes: NONE,
+        words: NONE,
+        old_style_first_arg: false,
+    },
+    // Inline code from the command line; a role that means to run scripts names them.
+    BuiltinGuard {
+        program: "python",
+        subcommands: NONE,
+        options: &["--command"],
+        short: "c",
+        word_prefixes: NONE,
+        words: NONE,
+        old_style_first_arg: false,
+    },
+    // Inline code from the command line; a role that means to run scripts names them.
+    BuiltinGuard {
+        program: "python3",
+        subcommands: NONE,
+        options: &["--command"],
+        short: "c",
+        word_prefixes: NONE,
+        words: NONE,
+        old_style_first_arg: false,
+    },
+    // Inline code from the command line; a role that means to run scripts names them.
+    BuiltinGuard {
+        program: "perl",
+        subcommands: NONE,
+        options: NONE,
+        short: "eE",
+        word_prefixes: NONE,
+        words: NONE,
+        old_style_first_arg: false,
+    },
+    // Inline code from the command line; a role that means to run scripts names them.
+    BuiltinGuard {
+        program: "ruby",
+        subcommands: NONE,
+        options: NONE,
+        short: "e",
+        word_prefixes: NONE,
+        words: NONE,
+        old_style_first_arg: false,
+    },
+    // Inline code from the command line; a role that means to run scripts names them.
+    BuiltinGuard {
+        program: "node",
+        subcommands: NONE,
+        options: &["--eval", "--print", "--require", "--import"],
+        short: "epr",
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
@@ -338,7 +515,11 @@ impl ArgGuards {
         let mut saw_version = false;
         for (k, v) in &map {
             let Some(k) = k.as_str() else {
-                problems.push(Problem::new(file, "", "keys must be strings: version, wrappers, guards"));
+                problems.push(Problem::new(
+                    file,
+                    "",
+                    "keys must be strings: version, wrappers, guards",
+                ));
                 continue;
             };
             match k {
@@ -380,7 +561,10 @@ impl ArgGuards {
     }
 
     fn add(&mut self, program: &str, guard: Guard) {
-        self.guards.entry(program.to_string()).or_default().push(guard);
+        self.guards
+            .entry(program.to_string())
+            .or_default()
+            .push(guard);
     }
 
     /// True when the program may never be the program word.
@@ -404,7 +588,9 @@ impl ArgGuards {
             .find(|w| !w.starts_with('-') && !w.starts_with('+'))
             .map(String::as_str);
         for g in guards {
-            if !g.subcommands.is_empty() && !sub.is_some_and(|s| g.subcommands.iter().any(|c| c == s)) {
+            if !g.subcommands.is_empty()
+                && !sub.is_some_and(|s| g.subcommands.iter().any(|c| c == s))
+            {
                 continue;
             }
             if let Some(what) = g.trips(args) {
@@ -476,10 +662,16 @@ pub fn is_program_name(s: &str) -> bool {
         && s != "."
         && s != ".."
         && !s.starts_with('-')
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-'))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-'))
 }
 
-fn string_list(file: &Path, path: &str, v: &Value, problems: &mut Vec<Problem>) -> Vec<(usize, String)> {
+fn string_list(
+    file: &Path,
+    path: &str,
+    v: &Value,
+    problems: &mut Vec<Problem>,
+) -> Vec<(usize, String)> {
     let Value::Sequence(items) = v else {
         problems.push(Problem::new(file, path, "must be a list of strings"));
         return Vec::new();
@@ -499,12 +691,18 @@ fn is_option(s: &str) -> bool {
         && s.len() <= 64
         && s.starts_with('-')
         && s != "--"
-        && s[1..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && s[1..]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 fn parse_guards(file: &Path, v: &Value, out: &mut ArgGuards, problems: &mut Vec<Problem>) {
     let Value::Sequence(items) = v else {
-        problems.push(Problem::new(file, "guards", "must be a list of guard entries"));
+        problems.push(Problem::new(
+            file,
+            "guards",
+            "must be a list of guard entries",
+        ));
         return;
     };
     for (i, item) in items.iter().enumerate() {
@@ -596,7 +794,11 @@ fn parse_guards(file: &Path, v: &Value, out: &mut ArgGuards, problems: &mut Vec<
             && guard.word_prefixes.is_empty()
             && guard.words.is_empty()
         {
-            problems.push(Problem::new(file, &at, "must list at least one of options, short, word_prefixes, words"));
+            problems.push(Problem::new(
+                file,
+                &at,
+                "must list at least one of options, short, word_prefixes, words",
+            ));
             continue;
         }
         out.add(&program, guard);
@@ -612,30 +814,52 @@ mod tests {
     }
 
     fn hit(g: &ArgGuards, s: &str) -> Option<String> {
-        g.check(&argv(s)).map(|h| format!("{} {}", h.program, h.what))
+        g.check(&argv(s))
+            .map(|h| format!("{} {}", h.program, h.what))
     }
 
     #[test]
     fn builtin_git_and_cargo() {
         let g = ArgGuards::builtin();
-        assert_eq!(hit(&g, "git -c core.pager=x log").as_deref(), Some("git -c"));
+        assert_eq!(
+            hit(&g, "git -c core.pager=x log").as_deref(),
+            Some("git -c")
+        );
         assert_eq!(hit(&g, "git -C/etc log").as_deref(), Some("git -C"));
-        assert_eq!(hit(&g, "git --git-dir=/x log").as_deref(), Some("git --git-dir"));
-        assert_eq!(hit(&g, "git --git-d=/x log").as_deref(), Some("git --git-dir"));
-        assert_eq!(hit(&g, "git log --output=/tmp/x").as_deref(), Some("git --output"));
+        assert_eq!(
+            hit(&g, "git --git-dir=/x log").as_deref(),
+            Some("git --git-dir")
+        );
+        assert_eq!(
+            hit(&g, "git --git-d=/x log").as_deref(),
+            Some("git --git-dir")
+        );
+        assert_eq!(
+            hit(&g, "git log --output=/tmp/x").as_deref(),
+            Some("git --output")
+        );
         assert_eq!(hit(&g, "git fetch -u origin").as_deref(), Some("git -u"));
         assert_eq!(hit(&g, "git status -uno"), None);
         assert_eq!(hit(&g, "git log --oneline -n 5"), None);
         assert_eq!(hit(&g, "git diff --no-ext-diff"), None);
         assert_eq!(hit(&g, "cargo +nightly test").as_deref(), Some("cargo +"));
-        assert_eq!(hit(&g, "cargo test -Zbuild-std").as_deref(), Some("cargo -Z"));
-        assert_eq!(hit(&g, "cargo --config x test").as_deref(), Some("cargo --config"));
+        assert_eq!(
+            hit(&g, "cargo test -Zbuild-std").as_deref(),
+            Some("cargo -Z")
+        );
+        assert_eq!(
+            hit(&g, "cargo --config x test").as_deref(),
+            Some("cargo --config")
+        );
         assert_eq!(hit(&g, "cargo test --release -- --nocapture"), None);
         assert_eq!(hit(&g, "tar xIf a.tar").as_deref(), Some("tar -I"));
         assert_eq!(hit(&g, "tar tvf a.tar"), None);
         assert_eq!(hit(&g, "find . -name x -exec"), Some("find -exec".into()));
         assert_eq!(hit(&g, "sudo ls").as_deref(), Some("sudo wrapper"));
-        assert_eq!(hit(&g, "gh extension exec x").as_deref(), Some("gh extension"));
+        assert_eq!(
+            hit(&g, "gh extension exec x").as_deref(),
+            Some("gh extension")
+        );
         assert_eq!(hit(&g, "gh pr view 3"), None);
     }
 

@@ -197,7 +197,8 @@ fn push_word(words: &mut Vec<String>, word: &mut String) -> Result<(), LexError>
 
 /// Characters taken literally outside quotes. Everything else is refused.
 fn is_plain(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':' | ',' | '@' | '%' | '+' | '=')
+    c.is_ascii_alphanumeric()
+        || matches!(c, '-' | '_' | '.' | '/' | ':' | ',' | '@' | '%' | '+' | '=')
 }
 
 fn classify_unquoted(c: char) -> LexError {
@@ -278,10 +279,10 @@ pub(crate) fn refused_non_ascii(c: char) -> Option<LexError> {
         (0xFFF0, 0xFFFB), // interlinear annotation, specials
         (0x110BD, 0x110BD),
         (0x110CD, 0x110CD),
-        (0x13430, 0x1343F), // Egyptian format controls
-        (0x1BCA0, 0x1BCA3), // shorthand format controls
-        (0x1D173, 0x1D17A), // musical format controls
-        (0xE0000, 0xE0FFF), // tags and variation selectors supplement
+        (0x13430, 0x1343F),  // Egyptian format controls
+        (0x1BCA0, 0x1BCA3),  // shorthand format controls
+        (0x1D173, 0x1D17A),  // musical format controls
+        (0xE0000, 0xE0FFF),  // tags and variation selectors supplement
         (0xF0000, 0x10FFFF), // supplementary private use
     ];
     if INVISIBLE.iter().any(|&(lo, hi)| (lo..=hi).contains(&u)) || (u & 0xFFFE) == 0xFFFE {
@@ -312,7 +313,10 @@ mod tests {
         assert_eq!(ok("git l'o'g"), ["git", "log"]);
         assert_eq!(ok("echo ''"), ["echo", ""]);
         assert_eq!(ok("rg 'a;b|c$d`e'"), ["rg", "a;b|c$d`e"]);
-        assert_eq!(ok("git commit -m \"café ok\""), ["git", "commit", "-m", "café ok"]);
+        assert_eq!(
+            ok("git commit -m \"café ok\""),
+            ["git", "commit", "-m", "café ok"]
+        );
         assert_eq!(ok("git log --format=%h"), ["git", "log", "--format=%h"]);
     }
 
@@ -368,7 +372,10 @@ mod tests {
 
     #[test]
     fn bounds() {
-        assert_eq!(lex(&"a".repeat(MAX_COMMAND_BYTES + 1)), Err(LexError::TooLong));
+        assert_eq!(
+            lex(&"a".repeat(MAX_COMMAND_BYTES + 1)),
+            Err(LexError::TooLong)
+        );
         assert!(lex(&"a".repeat(MAX_COMMAND_BYTES)).is_ok());
         let many = vec!["a"; MAX_WORDS + 1].join(" ");
         assert_eq!(lex(&many), Err(LexError::TooManyWords));

@@ -80,7 +80,14 @@ mod tests {
 
     #[test]
     fn word_by_word() {
-        let t = PrefixTable::compile(&v(&["git log", "ls", "", "a;b", "/usr/bin/git log", "'gh' pr"]));
+        let t = PrefixTable::compile(&v(&[
+            "git log",
+            "ls",
+            "",
+            "a;b",
+            "/usr/bin/git log",
+            "'gh' pr",
+        ]));
         assert_eq!(t.invalid(), &[2, 3, 4]);
         assert_eq!(t.find(&v(&["git", "log", "-p"])).map(|m| m.index), Some(0));
         assert_eq!(t.find(&v(&["git", "log"])).map(|m| m.index), Some(0));

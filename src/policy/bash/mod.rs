@@ -48,7 +48,7 @@ impl BashPolicy {
             Err(e) => {
                 return Decision::deny(
                     format!("lexer: {}", e.construct()),
-                    format!("the command uses a {}; {}", e.construct(), e.hint()),
+                    format!("refused construct: {}; {}", e.construct(), e.hint()),
                 )
             }
         };
@@ -120,7 +120,10 @@ mod tests {
         assert_eq!(p.decide("git -c a=b log").rule, "guard: git -c");
         assert_eq!(p.decide("ls $(id)").rule, "lexer: command substitution");
         assert_eq!(p.decide("git push").rule, "default: no prefix matches");
-        assert_eq!(p.decide("/usr/bin/git log").rule, "program: not a bare name");
+        assert_eq!(
+            p.decide("/usr/bin/git log").rule,
+            "program: not a bare name"
+        );
         // A prefix naming a wrapper never allows it.
         assert_eq!(p.decide("sudo ls").rule, "guard: wrapper sudo");
         assert!(!p.decide("sudo ls").allow);
