@@ -1,1 +1,194 @@
-fn main() {}
+//! Policy throughput on one core, with plain `std::time` (no harness):
+//! bash, tool and resource decisions per second over a mixed, realistic input set with
+//! precompiled policies, and the time to load and validate 1,000 role directories.
+//!
+//! Run: `cargo bench --bench policy`. Targets: >= 1,000,000 decisions/s for each kind,
+//! < 200 ms for 1,000 role files.
+
+use airlock::policy::bash::{ArgGuards, BashPolicy};
+use airlock::policy::resource::ResourcePolicy;
+use airlock::policy::tool::ToolPolicy;
+use airlock::role::{load_role_dir, Role};
+use serde_json::{json, Value};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const ROLE: &str = r#"schema: 1
+role: bench
+level: L2
+brief: brief.md
+writes:
+  repos: [acme/web]
+  issues: [create, comment, label]
+  pull_requests: [open, comment]
+tools:
+  board: ["board_*"]
+  github: [get_issue, list_issues, list_pull_requests, create_issue, add_comment, "search_*"]
+resources:
+  files: ["file:///data/*", "file:///etc/hostname", "notes:*"]
+deny:
+  github: [merge_pull_request, "delete_*"]
+  files: ["file:///data/private/*", "file:///data/secret.txt"]
+args:
+  github:
+    create_issue:
+      repo: {enum: ["acme/web", "acme/api"]}
+      title: {maxLength: 120}
+      priority: {min: 1, max: 5}
+    add_comment:
+      body: {maxLength: 4000}
+      issue: {pattern: "[0-9]{1,6}"}
+budget:
+  runs_per_week: 20
+  minutes_per_run: 30
+run:
+  model: claude-sonnet
+  bash: ["git log", "git status", "git diff", "cargo test", "cargo build", "ls", "cat", "rg", "gh pr view"]
+"#;
+
+/// Run `f` over `inputs` in rounds until `min` has passed; return decisions per second.
+fn rate<T>(inputs: &[T], min: Duration, mut f: impl FnMut(&T) -> bool) -> f64 {
+    // Warm up.
+    for x in inputs {
+        black_box(f(black_box(x)));
+    }
+    let start = Instant::now();
+    let mut n: u64 = 0;
+    let mut allowed: u64 = 0;
+    while start.elapsed() < min {
+        for _ in 0..100 {
+            for x in inputs {
+                allowed += u64::from(black_box(f(black_box(x))));
+            }
+            n += inputs.len() as u64;
+        }
+    }
+    black_box(allowed);
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let role: Role = serde_yaml::from_str(ROLE).expect("bench role parses");
+    let min = Duration::from_secs(2);
+
+    let bash = BashPolicy::compile(role.bash_prefixes(), &ArgGuards::builtin());
+    let commands = [
+        "git log --oneline -n 20",
+        "git status -sb",
+        "git diff --stat HEAD",
+        "cargo test --release -- --nocapture",
+        "ls -la src",
+        "cat Cargo.toml",
+        "rg -n 'fn main' src",
+        "gh pr view 42 --comments",
+        "git push origin main",
+        "git log; rm -rf /",
+        "git -c core.pager=sh log",
+        "cargo +nightly test",
+        "FOO=bar git log",
+        "sudo ls",
+        "git log $(id)",
+        "/usr/bin/git log",
+        "cat \"file with spaces.txt\"",
+        "g\u{0456}t log",
+    ];
+    let r = rate(&commands, min, |c| bash.decide(c).allow);
+    println!("bash decisions/s: {r:.0}");
+
+    let tools = ToolPolicy::compile(&role);
+    let calls: Vec<(&str, &str, Value)> = vec![
+        ("board", "board_read", Value::Null),
+        (
+            "github",
+            "get_issue",
+            json!({"owner": "acme", "repo": "web", "number": 7}),
+        ),
+        ("github", "list_issues", json!({"state": "open"})),
+        (
+            "github",
+            "create_issue",
+            json!({"repo": "acme/web", "title": "Fix the flaky test", "priority": 2}),
+        ),
+        (
+            "github",
+            "create_issue",
+            json!({"repo": "acme/evil", "title": "x", "priority": 2}),
+        ),
+        (
+            "github",
+            "add_comment",
+            json!({"body": "Looks good to me.", "issue": "1234"}),
+        ),
+        (
+            "github",
+            "add_comment",
+            json!({"body": "x", "issue": "12a"}),
+        ),
+        ("github", "merge_pull_request", json!({})),
+        ("github", "delete_repo", json!({})),
+        ("github", "search_code", json!({"q": "fn main"})),
+        ("unknown", "get_issue", Value::Null),
+        ("github", "bad name", Value::Null),
+    ];
+    let r = rate(&calls, min, |(c, t, a)| tools.decide(c, t, a).allow);
+    println!("tool decisions/s: {r:.0}");
+
+    let resources = ResourcePolicy::compile(&role);
+    let uris = [
+        ("files", "file:///data/report.csv"),
+        ("files", "file:///data/a/b/c/d.txt"),
+        ("files", "file:///data-evil/x"),
+        ("files", "file:///data/../etc/passwd"),
+        ("files", "file:///data/private/key"),
+        ("files", "FILE:///DATA/Secret.TXT"),
+        ("files", "file:///data/%2e%2e/etc"),
+        ("files", "file:///etc/hostname"),
+        ("files", "notes:today"),
+        ("files", "https://example.com/x?y=1#z"),
+        ("other", "file:///data/x"),
+    ];
+    let r = rate(&uris, min, |(c, u)| resources.decide(c, u).allow);
+    println!("resource decisions/s: {r:.0}");
+
+    role_load();
+}
+
+fn role_load() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let mut dirs = Vec::with_capacity(1000);
+    for i in 0..1000 {
+        let dir = tmp.path().join(format!("role-{i}"));
+        std::fs::create_dir(&dir).expect("mkdir");
+        let text = ROLE.replace("role: bench", &format!("role: bench-{i}"));
+        std::fs::write(dir.join("role.yaml"), text).expect("write role");
+        std::fs::write(
+            dir.join("brief.md"),
+            format!("# Brief {i}\n\nDo the work.\n"),
+        )
+        .expect("write brief");
+        dirs.push(dir);
+    }
+    // One untimed pass warms the page cache, as on a daemon reload.
+    for d in &dirs {
+        black_box(load_role_dir(d).is_ok());
+    }
+    let mut best = Duration::MAX;
+    let mut failed = 0;
+    for _ in 0..5 {
+        let start = Instant::now();
+        failed = 0;
+        for d in &dirs {
+            if black_box(load_role_dir(black_box(d))).is_err() {
+                failed += 1;
+            }
+        }
+        best = best.min(start.elapsed());
+    }
+    println!(
+        "load+validate 1000 role dirs: {:.1} ms (best of 5; {failed} refused)",
+        best.as_secs_f64() * 1000.0
+    );
+    if failed > 0 {
+        println!("warning: {failed} generated roles were refused by load_role_dir");
+    }
+}

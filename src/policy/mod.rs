@@ -4,13 +4,16 @@
 
 pub mod agent_config;
 pub mod autonomy;
+pub mod bash;
 pub mod classes;
 pub mod decision;
 pub mod levels;
 pub mod pattern;
 pub mod rails;
+pub mod resource;
 pub mod secrets;
 pub mod store;
+pub mod tool;
 
 pub use decision::Decision;
 pub use store::Policies;
