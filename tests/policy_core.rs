@@ -715,9 +715,25 @@ fn a_missing_policy_file_is_reported() {
 }
 
 #[test]
-fn bash_guards_file_is_not_read_by_the_store() {
+fn bash_guards_file_extends_the_builtin_guards_and_a_broken_one_refuses_the_set() {
     let tmp = tempfile::tempdir().unwrap();
     copy_shipped(tmp.path());
+    let guards = "version: 1\nwrappers: [mytool]\nguards: []\n";
+    std::fs::write(tmp.path().join("bash-guards.yaml"), guards).unwrap();
+    let policies = Policies::load(tmp.path()).unwrap();
+    assert!(policies.bash_guards.is_wrapper("mytool"));
+    assert!(policies.bash_guards.is_wrapper("sudo"), "built-ins stay");
+
     std::fs::write(tmp.path().join("bash-guards.yaml"), "anything: [\n").unwrap();
-    assert!(Policies::load(tmp.path()).is_ok());
+    let problems = Policies::load(tmp.path()).unwrap_err();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.file.ends_with("bash-guards.yaml")),
+        "{problems:#?}"
+    );
+
+    std::fs::remove_file(tmp.path().join("bash-guards.yaml")).unwrap();
+    let policies = Policies::load(tmp.path()).unwrap();
+    assert!(policies.bash_guards.is_wrapper("sudo"));
 }

@@ -7,6 +7,7 @@ pub mod autonomy;
 pub mod bash;
 pub mod classes;
 pub mod decision;
+pub mod engine;
 pub mod levels;
 pub mod pattern;
 pub mod rails;
@@ -16,4 +17,5 @@ pub mod store;
 pub mod tool;
 
 pub use decision::Decision;
+pub use engine::RolePolicy;
 pub use store::Policies;

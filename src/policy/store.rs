@@ -7,6 +7,7 @@
 //! layer cannot loosen a rail.
 
 use super::autonomy::RepoAutonomy;
+use super::bash::ArgGuards;
 use super::classes::ClassTable;
 use super::levels::{LevelDef, LevelTable};
 use super::rails::Rails;
@@ -28,6 +29,8 @@ pub struct Policies {
     pub levels: LevelTable,
     /// `owner/repo` -> that repository's autonomy policy.
     pub autonomy: BTreeMap<String, RepoAutonomy>,
+    /// Bash argument guards: the built-in ones plus `bash-guards.yaml`, which only adds.
+    pub bash_guards: ArgGuards,
 }
 
 impl Policies {
@@ -41,18 +44,23 @@ impl Policies {
         let levels = read_yaml(&dir.join("levels.yaml"))
             .and_then(|(file, doc)| LevelTable::parse(&file, &doc));
         let autonomy = load_autonomy_dir(&dir.join("autonomy"));
+        let guards = load_guards(&dir.join("bash-guards.yaml"));
         let classes = collect(classes, &mut problems);
         let rails = collect(rails, &mut problems);
         let levels = collect(levels, &mut problems);
         let autonomy = collect(autonomy, &mut problems);
-        match (classes, rails, levels, autonomy) {
-            (Some(classes), Some(rails), Some(levels), Some(autonomy)) if problems.is_empty() => {
+        let bash_guards = collect(guards, &mut problems);
+        match (classes, rails, levels, autonomy, bash_guards) {
+            (Some(classes), Some(rails), Some(levels), Some(autonomy), Some(bash_guards))
+                if problems.is_empty() =>
+            {
                 Ok(Policies {
                     dir: dir.to_path_buf(),
                     classes,
                     rails,
                     levels,
                     autonomy,
+                    bash_guards,
                 })
             }
             _ => Err(problems),
@@ -78,6 +86,32 @@ fn collect<T>(r: Result<T, Vec<Problem>>, problems: &mut Vec<Problem>) -> Option
             None
         }
     }
+}
+
+/// The operator's bash guards extend the built-in ones. The file is optional: without it the
+/// built-in guards apply alone.
+fn load_guards(file: &Path) -> Result<ArgGuards, Vec<Problem>> {
+    match std::fs::symlink_metadata(file) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ArgGuards::builtin()),
+        Err(e) => {
+            return Err(vec![Problem::new(
+                file,
+                "",
+                format!("cannot read: {}", e.kind()),
+            )])
+        }
+        Ok(meta) if !meta.is_file() || meta.len() > MAX_POLICY_FILE => {
+            return Err(vec![Problem::new(
+                file,
+                "",
+                format!("must be a regular file of at most {MAX_POLICY_FILE} bytes"),
+            )])
+        }
+        Ok(_) => {}
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| vec![Problem::new(file, "", format!("cannot read: {}", e.kind()))])?;
+    ArgGuards::from_yaml(file, &text)
 }
 
 /// Read a policy file and parse it as one YAML document. Errors never quote the file.
