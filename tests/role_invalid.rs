@@ -807,6 +807,20 @@ fn cases() -> Vec<Case> {
             None,
         ),
         case(
+            "run schedule not cron",
+            &[("run.schedule", &q(s))],
+            "run.schedule",
+            "5-field cron",
+            S,
+        ),
+        case(
+            "run schedule names a weekday",
+            &[("run.schedule", "'0 6 * * mon'")],
+            "run.schedule",
+            "day of week field",
+            None,
+        ),
+        case(
             "run provider enum",
             &[("run.provider", &q(s))],
             "run.provider",

@@ -395,12 +395,19 @@ fn run(c: &mut Ctx, v: &Value) {
         let p = diag::key("run", k);
         match k {
             "schedule" => {
-                let s = c.string(val, &p);
-                if s.is_some_and(str::is_empty) {
-                    c.add(
+                match c.string(val, &p) {
+                    Some("") => c.add(
                         &p,
                         "is empty; give a 5-field cron line (UTC) or leave the key out",
-                    );
+                    ),
+                    // Airlock turns the schedule into a systemd timer; refuse what it
+                    // cannot translate exactly.
+                    Some(s) => {
+                        if let Err(why) = crate::schedule::parse(s) {
+                            c.add(&p, why);
+                        }
+                    }
+                    None => {}
                 }
             }
             "model" => {
