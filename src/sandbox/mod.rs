@@ -2,6 +2,8 @@
 //! credential syscalls. One file per isolation step.
 
 pub mod error;
+pub mod landlock;
+pub mod seccomp;
 pub mod spec;
 
 pub use error::SandboxError;
