@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::OFlag;
 use nix::sys::signal::{kill, Signal};
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::unistd::{fork, ForkResult};
 
 use super::landlock::{self, LandlockRules};
 use super::limits::{self, RunCgroup};
@@ -44,8 +44,6 @@ pub fn run(spec: &RunSpec, status: StatusFd) -> i32 {
 
 fn run_inner(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
     spec.validate()?;
-    // Open the bind sources now, on the host view, refusing symlinked components.
-    let sources = rootfs::Sources::open(spec)?;
     let cgroup = match &spec.cgroup_parent {
         Some(parent) => {
             let (cg, report) = RunCgroup::create_and_join(parent, &spec.run_id, &spec.limits)?;
@@ -71,7 +69,7 @@ fn run_inner(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
             None
         }
     };
-    let result = unshare_and_fork(spec, status, sources);
+    let result = unshare_and_fork(spec, status);
     if let Some(cg) = &cgroup {
         // Backstop: nothing of the run survives pid 1, whatever it did.
         if let Err(e) = cg.kill_and_remove() {
@@ -83,12 +81,11 @@ fn run_inner(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
     result
 }
 
-fn unshare_and_fork(
-    spec: &RunSpec,
-    status: StatusFd,
-    sources: rootfs::Sources,
-) -> Result<i32, SandboxError> {
+fn unshare_and_fork(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
     namespaces::unshare_all()?;
+    // Open the bind sources refusing symlinked components. After the unshare: a bind
+    // source must be a mount of the namespace that binds it.
+    let sources = rootfs::Sources::open(spec)?;
     let (life_r, life_w) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("lifeline pipe", e))?;
     // SAFETY: the helper is single-threaded, so the child may allocate and run Rust code.

@@ -416,7 +416,7 @@ fn proc(root: &Path) -> Res {
     for name in PROC_READ_ONLY {
         let p = proc.join(name);
         if !p.exists() {
-            if matches!(*name, "sys" | "sysrq-trigger") {
+            if *name == "sys" {
                 return Err(SandboxError::Unsupported {
                     step: "make /proc/sys read-only",
                     why: "expected /proc entry is missing".to_string(),
