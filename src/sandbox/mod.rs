@@ -4,6 +4,7 @@
 pub mod error;
 pub mod landlock;
 pub mod seccomp;
+pub mod seccomp_table;
 pub mod spec;
 
 pub use error::SandboxError;
