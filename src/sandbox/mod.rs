@@ -12,6 +12,7 @@ pub mod limits;
 pub mod namespaces;
 pub mod rootfs;
 pub mod seccomp;
+pub mod seccomp_table;
 pub mod spec;
 pub mod status;
 
