@@ -197,7 +197,7 @@ pub fn landlock_rules(spec: &RunSpec) -> LandlockRules {
     let sys: Vec<&str> = SYSTEM_DIRS.iter().copied().filter(|d| *d != "/etc").collect();
     LandlockRules {
         read_exec: existing(&sys),
-        read_only: existing(&["/etc", "/proc", "/dev/random", "/dev/urandom"]),
+        read_only: existing(&["/etc", "/proc", "/dev"]),
         read_write: {
             let mut v = vec![spec.workspace.clone(), spec.jail_home()];
             v.extend(existing(&[
@@ -232,7 +232,10 @@ fn agent(spec: &RunSpec, status: StatusFd, go_r: OwnedFd) -> Result<Infallible, 
     drop(go_r);
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid agent", e))?;
     fds::close_all_except(&[status.raw()])?;
-    fds::set_cloexec(status.raw())?;
+    if status.raw() > 2 {
+        // Closed by the exec itself: end-of-file tells the launcher the agent started.
+        fds::set_cloexec(status.raw())?;
+    }
     identity::become_instance(spec.uid, spec.gid)?;
     nix::unistd::chdir(&spec.workspace).map_err(|e| SandboxError::errno("chdir workspace", e))?;
 
