@@ -54,7 +54,10 @@ fn prepare(status: StatusFd) -> Result<RunSpec, SandboxError> {
         .map_err(|e| SandboxError::sys("start helper", e))?
         .count();
     if threads != 1 {
-        return Err(invalid("start helper", "the helper must be single-threaded"));
+        return Err(invalid(
+            "start helper",
+            "the helper must be single-threaded",
+        ));
     }
     let mut text = Vec::new();
     std::io::stdin()

@@ -50,8 +50,16 @@ fn run_inner(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
             status.info(&format!(
                 "cgroup: {} (pids.max {}, memory.max {})",
                 cg.dir.display(),
-                if report.pids_max { "set" } else { "not delegated" },
-                if report.memory_max { "set" } else { "not delegated" },
+                if report.pids_max {
+                    "set"
+                } else {
+                    "not delegated"
+                },
+                if report.memory_max {
+                    "set"
+                } else {
+                    "not delegated"
+                },
             ));
             if !report.pids_max {
                 status.info(&format!(
@@ -86,8 +94,8 @@ fn unshare_and_fork(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxErro
     // Open the bind sources refusing symlinked components. After the unshare: a bind
     // source must be a mount of the namespace that binds it.
     let sources = rootfs::Sources::open(spec)?;
-    let (life_r, life_w) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("lifeline pipe", e))?;
+    let (life_r, life_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| SandboxError::errno("lifeline pipe", e))?;
     // SAFETY: the helper is single-threaded, so the child may allocate and run Rust code.
     match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
         ForkResult::Child => {
@@ -189,12 +197,13 @@ fn helper_gone(life_r: &OwnedFd) -> bool {
 /// readable, the workspace, home and scratch spaces writable, a few device nodes.
 pub fn landlock_rules(spec: &RunSpec) -> LandlockRules {
     let existing = |v: &[&str]| -> Vec<PathBuf> {
-        v.iter()
-            .map(PathBuf::from)
-            .filter(|p| p.exists())
-            .collect()
+        v.iter().map(PathBuf::from).filter(|p| p.exists()).collect()
     };
-    let sys: Vec<&str> = SYSTEM_DIRS.iter().copied().filter(|d| *d != "/etc").collect();
+    let sys: Vec<&str> = SYSTEM_DIRS
+        .iter()
+        .copied()
+        .filter(|d| *d != "/etc")
+        .collect();
     LandlockRules {
         read_exec: existing(&sys),
         read_only: existing(&["/etc", "/proc", "/dev"]),
@@ -286,4 +295,3 @@ fn program_candidates(prog: &str) -> Vec<CString> {
         .filter_map(|p| CString::new(p.as_os_str().as_encoded_bytes()).ok())
         .collect()
 }
-

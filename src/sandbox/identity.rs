@@ -82,12 +82,15 @@ pub fn no_new_privs() -> Result<(), SandboxError> {
 /// uid) and nothing else, and is not dumpable, so the agent can neither ptrace it nor read
 /// its /proc entries.
 pub fn reduce_init() -> Result<(), SandboxError> {
-    nix::sys::prctl::set_dumpable(false).map_err(|e| SandboxError::errno("init not dumpable", e))?;
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|e| SandboxError::errno("init not dumpable", e))?;
     drop_bounding_set()?;
     clear_ambient_inheritable()?;
     let mut keep = CapsHashSet::new();
     keep.insert(Capability::CAP_KILL);
-    caps::set(None, CapSet::Effective, &keep).map_err(|e| caps_err("reduce init capabilities", e))?;
-    caps::set(None, CapSet::Permitted, &keep).map_err(|e| caps_err("reduce init capabilities", e))?;
+    caps::set(None, CapSet::Effective, &keep)
+        .map_err(|e| caps_err("reduce init capabilities", e))?;
+    caps::set(None, CapSet::Permitted, &keep)
+        .map_err(|e| caps_err("reduce init capabilities", e))?;
     no_new_privs()
 }

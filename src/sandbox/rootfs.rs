@@ -169,7 +169,14 @@ fn tmpfs(target: &Path, flags: MsFlags, data: &str, step: &'static str) -> Res {
 /// Bind `src` on `target`, then remount the bind with `flags` (read-only, nosuid...).
 /// Not recursive: mounts below a system directory are not carried into the jail.
 fn bind(src: &Path, target: &Path, flags: MsFlags, step: &'static str) -> Res {
-    mount(Some(src), target, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(sys(step))?;
+    mount(
+        Some(src),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(sys(step))?;
     mount(
         None::<&str>,
         target,
@@ -321,7 +328,8 @@ fn etc(root: &Path, spec: &RunSpec) -> Res {
     for (name, text) in files {
         let p = etc.join(name);
         fs::write(&p, text).map_err(io("write /etc files"))?;
-        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).map_err(io("write /etc files"))?;
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644))
+            .map_err(io("write /etc files"))?;
     }
     for name in ETC_ALLOW {
         let host = Path::new("/etc").join(name);
@@ -435,14 +443,25 @@ fn proc(root: &Path) -> Res {
     for name in PROC_MASK_FILES {
         let p = proc.join(name);
         if p.exists() {
-            mount(Some(&null), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-                .map_err(sys("mask /proc files"))?;
+            mount(
+                Some(&null),
+                &p,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .map_err(sys("mask /proc files"))?;
         }
     }
     for name in PROC_MASK_DIRS {
         let p = proc.join(name);
         if p.is_dir() {
-            tmpfs(&p, ro() | MsFlags::MS_NOEXEC, "size=4k,mode=0555", "mask /proc dirs")?;
+            tmpfs(
+                &p,
+                ro() | MsFlags::MS_NOEXEC,
+                "size=4k,mode=0555",
+                "mask /proc dirs",
+            )?;
         }
     }
     Ok(())

@@ -17,10 +17,7 @@ const SYS_OPEN_TREE_ATTR: c_long = 467;
 /// Namespaces: a new user namespace hands the run a full capability set over fresh kernel
 /// objects (the most common route to kernel bugs); `setns` could join the host's.
 /// `clone` is handled separately (flag check), `clone3` returns ENOSYS.
-pub const NAMESPACES: &[Entry] = &[
-    ("unshare", libc::SYS_unshare),
-    ("setns", libc::SYS_setns),
-];
+pub const NAMESPACES: &[Entry] = &[("unshare", libc::SYS_unshare), ("setns", libc::SYS_setns)];
 
 /// Mounts: the mount layout is the jail's filesystem view; the run must not reshape it,
 /// change its root, or build detached mounts with the new mount API.

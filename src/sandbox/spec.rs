@@ -111,8 +111,7 @@ pub fn valid_run_id(s: &str) -> bool {
 fn plain_absolute(p: &Path) -> bool {
     p.is_absolute()
         && p.components().count() > 1
-        && p
-            .components()
+        && p.components()
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
         && !p.as_os_str().as_encoded_bytes().contains(&0)
 }
@@ -261,7 +260,15 @@ mod tests {
 
     #[test]
     fn refuses_workspace_exposing_hidden_or_system_paths() {
-        for ws in ["/var", "/var/lib", "/usr/src", "/etc/x", "/proc/1", "/", "/srv/../etc"] {
+        for ws in [
+            "/var",
+            "/var/lib",
+            "/usr/src",
+            "/etc/x",
+            "/proc/1",
+            "/",
+            "/srv/../etc",
+        ] {
             let mut s = sample();
             s.workspace = ws.into();
             assert!(s.validate().is_err(), "{ws} accepted");

@@ -1,1 +1,3 @@
 //! See README.md, "Architecture".
+pub mod instances;
+pub mod launch;
