@@ -17,10 +17,7 @@ const SYS_OPEN_TREE_ATTR: c_long = 467;
 /// Namespaces: a new user namespace hands the run a full capability set over fresh kernel
 /// objects (the most common route to kernel bugs); `setns` could join the host's.
 /// `clone` is handled separately (flag check), `clone3` returns ENOSYS.
-pub const NAMESPACES: &[Entry] = &[
-    ("unshare", libc::SYS_unshare),
-    ("setns", libc::SYS_setns),
-];
+pub const NAMESPACES: &[Entry] = &[("unshare", libc::SYS_unshare), ("setns", libc::SYS_setns)];
 
 /// Mounts: the mount layout is the jail's filesystem view; the run must not reshape it,
 /// change its root, or build detached mounts with the new mount API.
@@ -160,6 +157,8 @@ pub const NAMESPACE_CLONE_FLAGS: &[(&str, libc::c_int)] = &[
 
 /// ioctl requests refused on any fd: TIOCSTI pushes input into a terminal (typing commands
 /// into the operator's shell), TIOCLINUX reaches console selection and input tricks.
+// libc's Ioctl type is c_ulong on glibc but c_int on musl; the cast keeps both building.
+#[allow(clippy::unnecessary_cast)]
 pub const IOCTL_REQUESTS: &[(&str, u64)] = &[
     ("TIOCSTI", libc::TIOCSTI as u64),
     ("TIOCLINUX", libc::TIOCLINUX as u64),
