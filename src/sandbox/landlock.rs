@@ -40,7 +40,10 @@ pub const MIN_ABI: i32 = 3;
 /// Highest ABI whose features are requested (see module doc).
 pub const POLICY_ABI: i32 = 6;
 
-/// What the jailed run may touch. Paths must exist; a missing one fails the run.
+/// What the jailed run may touch. Paths must exist; a missing one fails the run. A path may
+/// name a single file (rights are clipped to those a file can carry): e.g. `/dev/null` must be
+/// in `read_write` for any program that redirects to it, as `Command::output` does for stdin.
+/// Descriptors opened before `apply` (stdio, sockets) keep working.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LandlockRules {
     /// Read files and list directories.

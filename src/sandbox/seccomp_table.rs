@@ -157,6 +157,8 @@ pub const NAMESPACE_CLONE_FLAGS: &[(&str, libc::c_int)] = &[
 
 /// ioctl requests refused on any fd: TIOCSTI pushes input into a terminal (typing commands
 /// into the operator's shell), TIOCLINUX reaches console selection and input tricks.
+// libc's Ioctl type is c_ulong on glibc but c_int on musl; the cast keeps both building.
+#[allow(clippy::unnecessary_cast)]
 pub const IOCTL_REQUESTS: &[(&str, u64)] = &[
     ("TIOCSTI", libc::TIOCSTI as u64),
     ("TIOCLINUX", libc::TIOCLINUX as u64),
