@@ -194,12 +194,15 @@ impl Parser<'_> {
         let socket = get("socket")
             .and_then(|v| self.path(v, "socket"))
             .unwrap_or_else(|| PathBuf::from("/run/airlock/airlockd.sock"));
+        let default_range = UidRange {
+            first: 1_880_000_000,
+            last: 1_880_099_999,
+        };
+        // On a bad range keep parsing, to report every problem at once; the problem
+        // already recorded makes the whole config fail.
         let uid_range = match get("uid_range") {
-            None => UidRange {
-                first: 1_880_000_000,
-                last: 1_880_099_999,
-            },
-            Some(v) => self.uid_range(v)?,
+            None => default_range,
+            Some(v) => self.uid_range(v).unwrap_or(default_range),
         };
         let mut instances = BTreeMap::new();
         if let Some(v) = get("instances") {
