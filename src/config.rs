@@ -1,1 +1,359 @@
-//! airlockd / airlockctl configuration (YAML).
+//! airlockd / airlockctl configuration (YAML). Keys: `roles` (list of dirs, later overrides
+//! earlier), `policies`, `state_dir`, `socket`, `uid_range`, `instances` (name -> `{role,
+//! uid?}`), `limits`. An embedded default makes the CLI work with no installed file.
+//!
+//! Default `uid_range` 1880000000-1880099999, chosen to collide with nothing common:
+//! above systemd's container range (524288-1879048191) and therefore above every
+//! /etc/subuid range useradd hands out by default (100000 up to 600100000), above
+//! DynamicUser (61184-65519), homed (60001-60513), regular users (1000-60000) and nobody,
+//! below systemd's foreign range (2147352576-2147418111) and below 2^31, so no signed
+//! 32-bit uid handling breaks. Every uid is still checked against NSS before use.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_yaml::Value;
+
+use crate::diag::{key, Problem};
+use crate::sandbox::spec::{valid_name, Limits};
+
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/airlock/airlock.yaml";
+
+/// The configuration used when no file is given and none is installed.
+pub const BUILTIN: &str = "\
+roles:
+  - /usr/share/airlock/roles
+  - /etc/airlock/roles.local
+policies: /etc/airlock/policies
+state_dir: /var/lib/airlock
+socket: /run/airlock/airlockd.sock
+uid_range: 1880000000-1880099999
+instances: {}
+";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UidRange {
+    pub first: u32,
+    pub last: u32,
+}
+
+impl UidRange {
+    pub fn contains(&self, uid: u32) -> bool {
+        (self.first..=self.last).contains(&uid)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceConf {
+    pub role: String,
+    pub uid: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it came from (`(built-in)` for the embedded default).
+    pub file: PathBuf,
+    pub roles: Vec<PathBuf>,
+    pub policies: PathBuf,
+    pub state_dir: PathBuf,
+    pub socket: PathBuf,
+    pub uid_range: UidRange,
+    pub instances: BTreeMap<String, InstanceConf>,
+    pub limits: Limits,
+}
+
+impl Config {
+    /// The role directory for `role`: the last roles dir that has it wins.
+    pub fn role_dir(&self, role: &str) -> Option<PathBuf> {
+        self.roles
+            .iter()
+            .rev()
+            .map(|d| d.join(role))
+            .find(|d| d.join("role.yaml").is_file())
+    }
+}
+
+/// Load `path`, or the installed default file, or the embedded default.
+pub fn load(path: Option<&Path>) -> Result<Config, Vec<Problem>> {
+    let file = match path {
+        Some(p) => p.to_path_buf(),
+        None if Path::new(DEFAULT_CONFIG_PATH).is_file() => PathBuf::from(DEFAULT_CONFIG_PATH),
+        None => return parse(Path::new("(built-in)"), BUILTIN),
+    };
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| vec![Problem::new(&file, "", format!("cannot read: {e}"))])?;
+    parse(&file, &text)
+}
+
+/// Parse a config document. Relative paths are relative to the file's directory.
+pub fn parse(file: &Path, text: &str) -> Result<Config, Vec<Problem>> {
+    let doc: Value = serde_yaml::from_str(text)
+        .map_err(|_| vec![Problem::new(file, "", "not a valid YAML document")])?;
+    let base = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let mut p = Parser {
+        file,
+        base,
+        problems: Vec::new(),
+    };
+    let cfg = p.config(&doc);
+    match cfg {
+        Some(c) if p.problems.is_empty() => Ok(c),
+        _ => Err(p.problems),
+    }
+}
+
+struct Parser<'a> {
+    file: &'a Path,
+    base: PathBuf,
+    problems: Vec<Problem>,
+}
+
+const TOP_KEYS: &[&str] = &[
+    "roles",
+    "policies",
+    "state_dir",
+    "socket",
+    "uid_range",
+    "instances",
+    "limits",
+];
+const LIMIT_KEYS: &[&str] = &[
+    "max_procs",
+    "memory_bytes",
+    "tmp_bytes",
+    "shm_bytes",
+    "nofile",
+];
+
+impl Parser<'_> {
+    fn problem(&mut self, path: &str, msg: &str) {
+        self.problems.push(Problem::new(self.file, path, msg));
+    }
+
+    fn mapping<'v>(
+        &mut self,
+        v: &'v Value,
+        path: &str,
+        allowed: &[&str],
+    ) -> Option<&'v serde_yaml::Mapping> {
+        let Some(m) = v.as_mapping() else {
+            self.problem(path, "must be a mapping");
+            return None;
+        };
+        for k in m.keys() {
+            match k.as_str() {
+                Some(k) if allowed.is_empty() || allowed.contains(&k) => {}
+                Some(k) => {
+                    let at = key(path, k);
+                    self.problem(
+                        &at,
+                        &format!("unknown key; allowed: {}", allowed.join(", ")),
+                    );
+                }
+                None => self.problem(path, "keys must be strings"),
+            }
+        }
+        Some(m)
+    }
+
+    fn path(&mut self, v: &Value, path: &str) -> Option<PathBuf> {
+        match v.as_str() {
+            Some(s) if !s.is_empty() && !s.contains('\0') => Some(self.base.join(s)),
+            _ => {
+                self.problem(path, "must be a non-empty path string");
+                None
+            }
+        }
+    }
+
+    fn config(&mut self, doc: &Value) -> Option<Config> {
+        let m = self.mapping(doc, "", TOP_KEYS)?;
+        let get = |k: &str| m.get(Value::from(k));
+        let roles = match get("roles") {
+            Some(Value::Sequence(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| self.path(v, &crate::diag::index("roles", i)))
+                .collect(),
+            Some(_) => {
+                self.problem("roles", "must be a list of directories");
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        let policies = get("policies")
+            .and_then(|v| self.path(v, "policies"))
+            .unwrap_or_else(|| PathBuf::from("/etc/airlock/policies"));
+        let state_dir = get("state_dir")
+            .and_then(|v| self.path(v, "state_dir"))
+            .unwrap_or_else(|| PathBuf::from("/var/lib/airlock"));
+        let socket = get("socket")
+            .and_then(|v| self.path(v, "socket"))
+            .unwrap_or_else(|| PathBuf::from("/run/airlock/airlockd.sock"));
+        let default_range = UidRange {
+            first: 1_880_000_000,
+            last: 1_880_099_999,
+        };
+        // On a bad range keep parsing, to report every problem at once; the problem
+        // already recorded makes the whole config fail.
+        let uid_range = match get("uid_range") {
+            None => default_range,
+            Some(v) => self.uid_range(v).unwrap_or(default_range),
+        };
+        let mut instances = BTreeMap::new();
+        if let Some(v) = get("instances") {
+            if let Some(im) = self.mapping(v, "instances", &[]) {
+                for (k, v) in im {
+                    let Some(name) = k.as_str() else { continue };
+                    let at = key("instances", name);
+                    if !valid_name(name) {
+                        self.problem(&at, "instance names match [a-z][a-z0-9_-]{0,31}");
+                        continue;
+                    }
+                    if let Some(i) = self.instance(v, &at) {
+                        instances.insert(name.to_string(), i);
+                    }
+                }
+            }
+        }
+        let limits = match get("limits") {
+            None => Limits::default(),
+            Some(v) => self.limits(v)?,
+        };
+        Some(Config {
+            file: self.file.to_path_buf(),
+            roles,
+            policies,
+            state_dir,
+            socket,
+            uid_range,
+            instances,
+            limits,
+        })
+    }
+
+    fn uid_range(&mut self, v: &Value) -> Option<UidRange> {
+        const MSG: &str = "must be FIRST-LAST with 1000 <= FIRST <= LAST < 2147483648";
+        let parsed = v.as_str().and_then(|s| {
+            let (a, b) = s.split_once('-')?;
+            Some((a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?))
+        });
+        match parsed {
+            Some((first, last)) if first >= 1000 && first <= last && last < 1 << 31 => {
+                if (first..=last).contains(&65534) || (first..=last).contains(&65535) {
+                    self.problem("uid_range", "must not contain 65534 (nobody) or 65535");
+                    return None;
+                }
+                Some(UidRange { first, last })
+            }
+            _ => {
+                self.problem("uid_range", MSG);
+                None
+            }
+        }
+    }
+
+    fn instance(&mut self, v: &Value, at: &str) -> Option<InstanceConf> {
+        let m = self.mapping(v, at, &["role", "uid"])?;
+        let role = match m.get(Value::from("role")).and_then(Value::as_str) {
+            Some(r) if valid_name(r) => r.to_string(),
+            _ => {
+                self.problem(
+                    &key(at, "role"),
+                    "required; a role name [a-z][a-z0-9_-]{0,31}",
+                );
+                return None;
+            }
+        };
+        let uid = match m.get(Value::from("uid")) {
+            None => None,
+            Some(u) => match u.as_u64() {
+                Some(n) if n < 1 << 31 => Some(n as u32),
+                _ => {
+                    self.problem(&key(at, "uid"), "must be an integer below 2147483648");
+                    return None;
+                }
+            },
+        };
+        Some(InstanceConf { role, uid })
+    }
+
+    fn limits(&mut self, v: &Value) -> Option<Limits> {
+        let m = self.mapping(v, "limits", LIMIT_KEYS)?;
+        let mut l = Limits::default();
+        let num = |p: &mut Self, k: &str, min: u64| -> Option<Option<u64>> {
+            match m.get(Value::from(k)) {
+                None => Some(None),
+                Some(v) => match v.as_u64() {
+                    Some(n) if n >= min => Some(Some(n)),
+                    _ => {
+                        p.problem(&key("limits", k), &format!("must be an integer >= {min}"));
+                        None
+                    }
+                },
+            }
+        };
+        if let Some(n) = num(self, "max_procs", 1)? {
+            l.max_procs = n;
+        }
+        if let Some(n) = num(self, "nofile", 16)? {
+            l.nofile = n;
+        }
+        if let Some(n) = num(self, "tmp_bytes", 4096)? {
+            l.tmp_bytes = n;
+        }
+        if let Some(n) = num(self, "shm_bytes", 4096)? {
+            l.shm_bytes = n;
+        }
+        if let Some(n) = num(self, "memory_bytes", 1 << 20)? {
+            l.memory_bytes = Some(n);
+        }
+        Some(l)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_parses() {
+        let c = parse(Path::new("(built-in)"), BUILTIN).unwrap();
+        assert_eq!(c.state_dir, PathBuf::from("/var/lib/airlock"));
+        assert_eq!(c.uid_range.first, 1_880_000_000);
+        assert!(c.instances.is_empty());
+    }
+
+    #[test]
+    fn instances_and_relative_paths() {
+        let c = parse(
+            Path::new("/etc/airlock/airlock.yaml"),
+            "roles: [roles]\nstate_dir: /srv/st\ninstances:\n  tess: {role: code, uid: 1880000005}\n  max: {role: code}\nlimits: {max_procs: 32}\n",
+        )
+        .unwrap();
+        assert_eq!(c.roles, vec![PathBuf::from("/etc/airlock/roles")]);
+        assert_eq!(c.instances["tess"].uid, Some(1_880_000_005));
+        assert_eq!(c.instances["max"].uid, None);
+        assert_eq!(c.limits.max_procs, 32);
+    }
+
+    #[test]
+    fn problems_name_keys_not_values() {
+        let errs = parse(
+            Path::new("c.yaml"),
+            "uid_range: 5-1\nsecret_key: hunter2\ninstances:\n  Bad: {role: code}\n  ok: {role: code, uid: -4}\n",
+        )
+        .unwrap_err();
+        let text: Vec<String> = errs.iter().map(|p| p.to_string()).collect();
+        assert!(text.iter().any(|t| t.contains("uid_range")));
+        assert!(text
+            .iter()
+            .any(|t| t.contains("secret_key") && t.contains("unknown key")));
+        assert!(text.iter().any(|t| t.contains("instances.ok.uid")));
+        assert!(text.iter().all(|t| !t.contains("hunter2")));
+    }
+}

@@ -1,1 +1,3 @@
-//! See README.md, "Architecture".
+//! What the binaries call: one module per subcommand. See README.md, "Architecture".
+
+pub mod launch;

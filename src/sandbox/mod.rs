@@ -1,8 +1,20 @@
 //! The jail of one run. This layer is the only one that makes namespace, mount and
-//! credential syscalls. One file per isolation step.
+//! credential syscalls. One file per isolation step; [`helper`] runs them in order.
 
+pub mod env;
 pub mod error;
+pub mod fds;
+pub mod helper;
+pub mod identity;
+pub mod init;
+pub mod landlock;
+pub mod limits;
+pub mod namespaces;
+pub mod rootfs;
+pub mod seccomp;
+pub mod seccomp_table;
 pub mod spec;
+pub mod status;
 
 pub use error::SandboxError;
 pub use spec::RunSpec;

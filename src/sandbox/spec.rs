@@ -2,9 +2,12 @@
 //! single-threaded helper process (`airlock-jail`), never interpreted by the agent.
 
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
+
+use super::SandboxError;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunSpec {
     /// Run id, e.g. `r-20261129-1a2b3c`. Also the jail's hostname.
     pub run_id: String,
@@ -13,15 +16,20 @@ pub struct RunSpec {
     /// The instance's uid and gid on the host.
     pub uid: u32,
     pub gid: u32,
-    /// The instance's persistent home (read-write, mode 0700, owned by uid).
+    /// The instance's persistent home on the host (read-write, mode 0700, owned by uid).
+    /// Inside the jail it is mounted at [`RunSpec::jail_home`].
     pub home: PathBuf,
-    /// The run's workspace (read-write, the cwd, `AIRLOCK_WORKSPACE`).
+    /// The run's workspace (read-write, the cwd, `AIRLOCK_WORKSPACE`). Mounted at the same
+    /// path inside the jail so absolute paths recorded in it keep working.
     pub workspace: PathBuf,
     /// Program and arguments. The program is resolved on the jail's trusted PATH.
     pub argv: Vec<String>,
-    /// The whole environment of the agent; nothing is inherited from the launcher.
+    /// Extra environment of the agent, on top of the fixed variables the jail sets;
+    /// nothing is inherited from the launcher.
     pub env: Vec<(String, String)>,
     /// Host paths that must not be visible inside the jail (state dir, other homes, sockets).
+    /// The jail's root is built from an allowlist, so these are only used to refuse binds
+    /// that would expose them.
     pub hide: Vec<PathBuf>,
     /// Loopback TCP ports the run may connect to (its gateway endpoints).
     pub connect_tcp: Vec<u16>,
@@ -31,6 +39,7 @@ pub struct RunSpec {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Most processes (tasks) the run may have at once.
     pub max_procs: u64,
@@ -53,5 +62,239 @@ impl Default for Limits {
             shm_bytes: 64 << 20,
             nofile: 1024,
         }
+    }
+}
+
+/// Host paths that the jail shows read-only (when they exist). Never bind targets.
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+/// Host paths a workspace or home may never be at or under: the system view, kernel
+/// interfaces, and the helper's own mount point.
+const FORBIDDEN_BIND_ROOTS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys",
+    "/dev", "/boot", "/run",
+];
+
+/// Environment names the jail sets itself; a spec may not override them.
+pub const RESERVED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "LANG",
+    "AIRLOCK_WORKSPACE",
+    "AIRLOCK_RUN",
+    "AIRLOCK_ROLE",
+    "AIRLOCK_INSTANCE",
+];
+
+/// A name usable as a path component and a passwd entry: `[a-z][a-z0-9_-]{0,31}`.
+pub fn valid_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && s.len() <= 32
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-' | '_'))
+}
+
+/// A run id: `[a-z0-9-]{1,64}` starting with a letter (also the jail's hostname).
+pub fn valid_run_id(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && s.len() <= 64
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
+}
+
+/// Absolute, no `.`/`..`, no empty components, not `/` itself.
+fn plain_absolute(p: &Path) -> bool {
+    p.is_absolute()
+        && p.components().count() > 1
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && !p.as_os_str().as_encoded_bytes().contains(&0)
+}
+
+fn invalid(step: &'static str, why: impl Into<String>) -> SandboxError {
+    SandboxError::Invalid {
+        step,
+        why: why.into(),
+    }
+}
+
+impl RunSpec {
+    /// Where the home is mounted inside the jail.
+    pub fn jail_home(&self) -> PathBuf {
+        PathBuf::from("/home").join(&self.instance)
+    }
+
+    /// Pure checks on the spec: names, paths, ids, environment, limits. The helper also
+    /// checks the paths on the file system (no symlinks, directories) before binding them.
+    pub fn validate(&self) -> Result<(), SandboxError> {
+        const STEP: &str = "validate spec";
+        if !valid_run_id(&self.run_id) {
+            return Err(invalid(STEP, "run_id must match [a-z][a-z0-9-]{0,63}"));
+        }
+        if !valid_name(&self.instance) {
+            return Err(invalid(STEP, "instance must match [a-z][a-z0-9_-]{0,31}"));
+        }
+        if !valid_name(&self.role) {
+            return Err(invalid(STEP, "role must match [a-z][a-z0-9_-]{0,31}"));
+        }
+        // Never run an agent as root or as a system account.
+        if self.uid < 1000 || self.gid < 1000 || self.uid >= 1 << 31 || self.gid >= 1 << 31 {
+            return Err(invalid(
+                STEP,
+                "uid and gid must be between 1000 and 2147483647",
+            ));
+        }
+        if self.uid == 65534 || self.gid == 65534 {
+            return Err(invalid(STEP, "uid and gid must not be the nobody account"));
+        }
+        for (key, p) in [("workspace", &self.workspace), ("home", &self.home)] {
+            if !plain_absolute(p) {
+                return Err(invalid(
+                    STEP,
+                    format!("{key} must be an absolute path without . or .. components"),
+                ));
+            }
+            if FORBIDDEN_BIND_ROOTS.iter().any(|r| p.starts_with(r)) {
+                return Err(invalid(
+                    STEP,
+                    format!("{key} must not be at or under a system or kernel directory"),
+                ));
+            }
+            for h in &self.hide {
+                if h.starts_with(p) {
+                    return Err(invalid(
+                        STEP,
+                        format!("{key} contains a path that must stay hidden from the jail"),
+                    ));
+                }
+            }
+        }
+        for h in &self.hide {
+            if !plain_absolute(h) {
+                return Err(invalid(STEP, "hide entries must be absolute plain paths"));
+            }
+        }
+        if self.argv.is_empty() || self.argv[0].is_empty() {
+            return Err(invalid(STEP, "argv must name a program"));
+        }
+        if self.argv.iter().any(|a| a.contains('\0')) {
+            return Err(invalid(STEP, "argv must not contain NUL bytes"));
+        }
+        for (i, (k, v)) in self.env.iter().enumerate() {
+            let ok_name = !k.is_empty()
+                && !k.starts_with(|c: char| c.is_ascii_digit())
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok_name || v.contains('\0') {
+                return Err(invalid(
+                    STEP,
+                    format!("env[{i}]: names are [A-Za-z_][A-Za-z0-9_]*, values without NUL"),
+                ));
+            }
+            if RESERVED_ENV.contains(&k.as_str()) {
+                return Err(invalid(
+                    STEP,
+                    format!("env[{i}]: this name is set by the jail and cannot be overridden"),
+                ));
+            }
+        }
+        let l = &self.limits;
+        if l.max_procs == 0 || l.nofile < 16 || l.tmp_bytes == 0 || l.shm_bytes == 0 {
+            return Err(invalid(
+                STEP,
+                "limits: max_procs >= 1, nofile >= 16, tmp_bytes and shm_bytes > 0",
+            ));
+        }
+        if let Some(p) = &self.cgroup_parent {
+            if !plain_absolute(p) || !p.starts_with("/sys/fs/cgroup") {
+                return Err(invalid(
+                    STEP,
+                    "cgroup_parent must be a plain path under /sys/fs/cgroup",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub fn sample() -> RunSpec {
+        RunSpec {
+            run_id: "r-20260101-abcdef".into(),
+            role: "code".into(),
+            instance: "tess".into(),
+            uid: 1879900000,
+            gid: 1879900000,
+            home: "/var/lib/airlock/homes/tess".into(),
+            workspace: "/srv/work/ws".into(),
+            argv: vec!["/bin/true".into()],
+            env: vec![("FOO".into(), "bar".into())],
+            hide: vec!["/var/lib/airlock".into()],
+            connect_tcp: vec![],
+            limits: Limits::default(),
+            cgroup_parent: None,
+        }
+    }
+
+    #[test]
+    fn sample_is_valid() {
+        sample().validate().unwrap();
+    }
+
+    #[test]
+    fn refuses_root_and_nobody() {
+        let mut s = sample();
+        s.uid = 0;
+        assert!(s.validate().is_err());
+        let mut s = sample();
+        s.gid = 65534;
+        assert!(s.validate().is_err());
+    }
+
+    #[test]
+    fn refuses_workspace_exposing_hidden_or_system_paths() {
+        for ws in [
+            "/var",
+            "/var/lib",
+            "/usr/src",
+            "/etc/x",
+            "/proc/1",
+            "/",
+            "/srv/../etc",
+        ] {
+            let mut s = sample();
+            s.workspace = ws.into();
+            assert!(s.validate().is_err(), "{ws} accepted");
+        }
+    }
+
+    #[test]
+    fn refuses_reserved_env_and_bad_names() {
+        let mut s = sample();
+        s.env = vec![("PATH".into(), "/tmp".into())];
+        assert!(s.validate().is_err());
+        let mut s = sample();
+        s.env = vec![("A=B".into(), "x".into())];
+        assert!(s.validate().is_err());
+        let mut s = sample();
+        s.instance = "../x".into();
+        assert!(s.validate().is_err());
+        let mut s = sample();
+        s.run_id = "R/1".into();
+        assert!(s.validate().is_err());
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let s = sample();
+        let j = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<RunSpec>(&j).unwrap(), s);
     }
 }

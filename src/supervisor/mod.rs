@@ -1,4 +1,6 @@
 //! The service around the jail: instances, launches, the ledger, systemd notifications.
 
+pub mod instances;
+pub mod launch;
 pub mod ledger;
 pub mod notify;

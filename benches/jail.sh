@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Jail setup cost, side by side with bubblewrap: N runs of /bin/true each through
+#  (1) airlock-jail alone (spec on stdin: namespaces, rootfs, identity, Landlock, seccomp),
+#  (2) the whole `airlockctl launch --standalone --wait` (config, instance, run dir, jail),
+#  (3) bwrap --unshare-all with a comparable read-only /usr view.
+# Prints hyperfine's table, then medians and ratios. Must run as root.
+set -euo pipefail
+N=${N:-200}
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "benches/jail.sh: run as root" >&2; exit 1; }
+
+need() { command -v "$1" >/dev/null || { apt-get install -y "$2" >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y "$2" >/dev/null; }; }; }
+need bwrap bubblewrap
+need hyperfine hyperfine
+
+cargo build --release --bins >/dev/null
+BIN=$PWD/target/release
+
+W=$(mktemp -d /tmp/airlock-bench.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+UID_=1880099900
+mkdir -p "$W/roles/code" "$W/home" "$W/ws"
+printf 'schema: 1\nrole: code\nlevel: L2\nbrief: brief.md\nwrites: {}\ntools: {}\nbudget:\n  minutes_per_run: 10\n' >"$W/roles/code/role.yaml"
+echo work >"$W/roles/code/brief.md"
+printf 'roles: [roles]\nstate_dir: state\ninstances:\n  bench: {role: code, uid: %s}\n' "$UID_" >"$W/airlock.yaml"
+chown "$UID_:$UID_" "$W/home" "$W/ws"
+CG=""
+if [ -d /sys/fs/cgroup/unified ]; then CG=null; fi
+cat >"$W/spec.json" <<JSON
+{"run_id":"r-bench","role":"code","instance":"bench","uid":$UID_,"gid":$UID_,
+ "home":"$W/home","workspace":"$W/ws","argv":["/bin/true"],"env":[],"hide":["$W/state"],
+ "connect_tcp":[],"limits":{"max_procs":256,"memory_bytes":null,"tmp_bytes":67108864,
+ "shm_bytes":67108864,"nofile":1024},"cgroup_parent":null}
+JSON
+
+# Fail loudly if any variant does not work before timing it.
+"$BIN/airlock-jail" <"$W/spec.json" 2>/dev/null
+"$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait -- /bin/true 2>/dev/null
+BWRAP=(bwrap --unshare-all --die-with-parent --new-session --cap-drop ALL --ro-bind /usr /usr
+       --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64
+       --proc /proc --dev /dev /bin/true)
+"${BWRAP[@]}"
+
+# Through a shell for all three (the spec goes in by redirection), so shell startup
+# cost is the same in every row.
+hyperfine --warmup 10 --runs "$N" --export-json "$W/h.json" \
+  -n airlock-jail "$BIN/airlock-jail --status-fd 2 < $W/spec.json 2>/dev/null" \
+  -n airlockctl-launch "$BIN/airlockctl --config $W/airlock.yaml launch code --instance bench --standalone --wait -- /bin/true 2>/dev/null" \
+  -n bwrap "${BWRAP[*]}"
+
+python3 - "$W/h.json" <<'PY'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+b = r["bwrap"]["median"]
+print(f"{'variant':20} {'median ms':>10} {'mean ms':>9} {'vs bwrap':>9}")
+for k, x in r.items():
+    print(f"{k:20} {x['median']*1e3:10.2f} {x['mean']*1e3:9.2f} {x['median']/b:8.2f}x")
+PY

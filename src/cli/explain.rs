@@ -1,0 +1,214 @@
+//! `airlockctl explain ROLE`: everything Airlock would grant a run of the role, in one
+//! place: class and protected authority, level and what it permits, tools, resources,
+//! deny, args, bash prefixes, budgets, credential source, and the agent configuration
+//! generated from the role.
+
+use super::output;
+use super::sources::{self, SourceArgs};
+use crate::catalog::CatalogEntry;
+use crate::config::Config;
+use crate::policy::agent_config::{self, GatewayEndpoints};
+use crate::policy::levels::LevelDef;
+use crate::policy::Policies;
+use crate::role::Role;
+use serde_json::{json, Value};
+
+pub fn run(args: &SourceArgs, config: &Config, name: &str, as_json: bool) -> i32 {
+    let loaded = sources::load(args, config);
+    let Some(policies) = &loaded.policies else {
+        output::problems(&loaded.problems);
+        eprintln!(
+            "the policies are invalid, so no role is; fix them first (`airlockctl validate`)"
+        );
+        return output::ERROR;
+    };
+    let Some(entry) = loaded.catalog.resolve(name) else {
+        return not_found(name, &loaded.problems);
+    };
+    let report = report(entry, policies);
+    if as_json {
+        return output::json(&report);
+    }
+    print_human(entry, policies, &report);
+    output::OK
+}
+
+/// A role that is absent may have failed validation: say so rather than "unknown".
+pub fn not_found(name: &str, problems: &[crate::diag::Problem]) -> i32 {
+    let canonical = crate::policy::classes::canonicalize(name);
+    let failed: Vec<_> = problems
+        .iter()
+        .filter(|p| {
+            p.file
+                .parent()
+                .and_then(|d| d.file_name())
+                .is_some_and(|d| d == canonical)
+        })
+        .cloned()
+        .collect();
+    if failed.is_empty() {
+        eprintln!("no valid role `{canonical}` in the role directories; `airlockctl validate` lists the roles");
+    } else {
+        output::problems(&failed);
+        eprintln!(
+            "role `{canonical}` is invalid, so Airlock grants it nothing; fix the problems above"
+        );
+    }
+    output::ERROR
+}
+
+/// What the role's credentials come from (`identity.key_store`).
+pub fn credential_source(role: &Role) -> String {
+    match role.identity.as_ref().and_then(|i| i.key_store.as_deref()).unwrap_or("github") {
+        "airlock" => "airlock: a GitHub token minted for each run as the organization's Airlock App, held outside the jail and revoked when the run ends".into(),
+        other => format!("{other}: a key of the role's own App kept outside Airlock; Airlock mints nothing for this role"),
+    }
+}
+
+fn level_json(def: &LevelDef) -> Value {
+    json!({
+        "level": def.level,
+        "summary": def.summary,
+        "issues": def.issues,
+        "pull_requests": def.pull_requests,
+        "land": def.land.as_str(),
+        "workflow_files": def.workflow_files,
+    })
+}
+
+pub fn report(entry: &CatalogEntry, policies: &Policies) -> Value {
+    let role = &entry.loaded.role;
+    let gateway = GatewayEndpoints::placeholder_for(role, "RUN");
+    let config_or_reason = |r: Result<Value, agent_config::AgentConfigError>| match r {
+        Ok(v) => v,
+        Err(e) => json!({ "none": e.to_string() }),
+    };
+    let claude = config_or_reason(agent_config::claude_settings(role, &gateway));
+    let claude_mcp = config_or_reason(agent_config::claude_mcp_config(role, &gateway));
+    let codex = match agent_config::codex_config(role, &gateway) {
+        Ok(text) => Value::String(text),
+        Err(e) => json!({ "none": e.to_string() }),
+    };
+    let command = agent_config::agent_command(role, "brief.md", "settings")
+        .map(Value::from)
+        .unwrap_or(Value::Null);
+    json!({
+        "role": role.role,
+        "file": entry.loaded.file.display().to_string(),
+        "layer": entry.layer_dir.display().to_string(),
+        "kind": role.kind,
+        "class": entry.class,
+        "protected_authority": entry.authority,
+        "level": level_json(policies.permits(role.level)),
+        "writes": role.writes,
+        "tools": role.tools,
+        "resources": role.resources,
+        "deny": role.deny,
+        "args": role.args,
+        "bash": role.bash_prefixes(),
+        "builtin_tools": role.run.as_ref().map(|r| r.tools.clone()).unwrap_or_default(),
+        "budget": role.budget,
+        "credential_source": credential_source(role),
+        "agent": {
+            "provider": role.run.as_ref().map(|r| r.provider),
+            "command": command,
+            "claude_managed_settings": claude,
+            "claude_managed_mcp": claude_mcp,
+            "codex_config_toml": codex,
+        },
+    })
+}
+
+fn print_human(entry: &CatalogEntry, policies: &Policies, report: &Value) {
+    let role = &entry.loaded.role;
+    let def = policies.permits(role.level);
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "(none)".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    println!(
+        "role        {} ({})",
+        role.role,
+        entry.loaded.file.display()
+    );
+    println!("class       {}", entry.class);
+    println!("authority   {}", list(&entry.authority));
+    println!("level       {}: {}", role.level, def.summary);
+    println!("  issues          {}", list(&def.issues));
+    println!("  pull requests   {}", list(&def.pull_requests));
+    println!("  landing         {}", def.land.as_str());
+    println!(
+        "  workflow files  {}",
+        if def.workflow_files {
+            "may propose"
+        } else {
+            "no"
+        }
+    );
+    println!("  (a change's effective level is the stricter of this and the repository's level for its path)");
+    let w = &role.writes;
+    println!("writes      repos: {}", list(&w.repos));
+    println!(
+        "            issues: {}; pull requests: {}",
+        list(&w.issues),
+        list(&w.pull_requests)
+    );
+    println!(
+        "            board: {}; workflows: {}; dispatch: {}",
+        list(&w.board),
+        w.workflows,
+        w.dispatch
+    );
+    println!("tools");
+    for (c, pats) in &role.tools {
+        println!("  {c}: {}", pats.join(", "));
+    }
+    for (title, map) in [("resources", &role.resources), ("deny", &role.deny)] {
+        println!("{title}");
+        for (c, pats) in map {
+            println!("  {c}: {}", pats.join(", "));
+        }
+    }
+    println!("args");
+    for (c, tools) in &role.args {
+        for (t, params) in tools {
+            for (p, rule) in params {
+                println!(
+                    "  {c}.{t}.{p}: {}",
+                    serde_json::to_string(rule).unwrap_or_default()
+                );
+            }
+        }
+    }
+    println!("bash        {}", list(role.bash_prefixes()));
+    let b = &role.budget;
+    let n = |v: Option<u64>| {
+        v.map(|x| x.to_string())
+            .unwrap_or_else(|| "unbounded".into())
+    };
+    println!(
+        "budget      runs/week {}; minutes/run {}; GitHub writes/run {}; spend USD {}",
+        n(b.runs_per_week),
+        n(b.minutes_per_run),
+        n(b.github_writes_per_run),
+        b.spend_usd.unwrap_or(0.0)
+    );
+    println!("credentials {}", credential_source(role));
+    let agent = &report["agent"];
+    println!("agent command  {}", agent["command"]);
+    println!(
+        "claude code managed settings (dontAsk; built-in Bash off, airlock's bash tool instead):"
+    );
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&agent["claude_managed_settings"]).unwrap_or_default()
+    );
+    println!("codex config.toml:");
+    match &agent["codex_config_toml"] {
+        Value::String(s) => print!("{s}"),
+        other => println!("{other}"),
+    }
+}

@@ -1,0 +1,93 @@
+//! `airlockctl launch`: parse nothing here (clap does it in the binary), just turn the
+//! arguments into a launch and map the outcome to an exit code.
+
+use std::path::PathBuf;
+
+use crate::config;
+use crate::supervisor::launch::{self, LaunchError, LaunchRequest};
+
+/// Arguments of `airlockctl launch`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LaunchArgs {
+    /// The role to run.
+    pub role: String,
+    /// The hired instance to run as.
+    #[arg(long)]
+    pub instance: String,
+    /// Workspace directory (default: a fresh one under the state dir).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Narrow the run's deadline (never widens the role's minutes_per_run).
+    #[arg(long)]
+    pub max_seconds: Option<u64>,
+    /// Stream the run's output and exit with its exit code.
+    #[arg(long)]
+    pub wait: bool,
+    /// Run the supervisor in this process (no daemon).
+    #[arg(long)]
+    pub standalone: bool,
+    /// Replace the role's agent command, under the same jail and budgets.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// Exit code for refused input and failed jail setup.
+pub const EXIT_REFUSED: i32 = 2;
+
+pub fn run(config_path: Option<&std::path::Path>, args: &LaunchArgs) -> i32 {
+    let cfg = match config::load(config_path) {
+        Ok(c) => c,
+        Err(problems) => {
+            for p in problems {
+                eprintln!("airlockctl: {p}");
+            }
+            return EXIT_REFUSED;
+        }
+    };
+    if !args.standalone {
+        eprintln!(
+            "airlockctl launch: talking to airlockd is not available in this build; pass --standalone to run the supervisor in this process"
+        );
+        return EXIT_REFUSED;
+    }
+    let req = LaunchRequest {
+        role: args.role.clone(),
+        instance: args.instance.clone(),
+        workspace: args.workspace.clone(),
+        max_seconds: args.max_seconds,
+        command: args.command.clone(),
+    };
+    let prepared = match launch::prepare(&cfg, &req) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("airlockctl launch: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let run_id = prepared.spec.run_id.clone();
+    if args.wait {
+        eprintln!("{run_id}");
+    } else {
+        println!("{run_id}");
+    }
+    match launch::execute(&prepared, args.wait) {
+        Ok(outcome) => {
+            if outcome.deadline_hit {
+                eprintln!("airlockctl: run {run_id}: deadline reached, run stopped");
+            }
+            if args.wait {
+                outcome.exit_code
+            } else {
+                0
+            }
+        }
+        Err(e @ LaunchError::Jail(_)) | Err(e @ LaunchError::Refused(_)) => {
+            eprintln!("airlockctl: run {run_id}: {e}; the agent was not started");
+            EXIT_REFUSED
+        }
+        Err(e) => {
+            eprintln!("airlockctl: run {run_id}: {e}");
+            EXIT_REFUSED
+        }
+    }
+}

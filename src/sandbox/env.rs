@@ -1,0 +1,74 @@
+//! The agent's whole environment, built from the spec. Nothing is inherited from the
+//! launcher or the daemon: an inherited variable may carry a token.
+
+use std::ffi::CString;
+
+use super::{RunSpec, SandboxError};
+
+/// The trusted PATH inside the jail: only the read-only system directories.
+pub const JAIL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// `NAME=value` pairs in a stable order: the fixed variables, then the spec's extras.
+pub fn build(spec: &RunSpec) -> Vec<(String, String)> {
+    let home = spec.jail_home().to_string_lossy().into_owned();
+    let mut env = vec![
+        ("PATH".to_string(), JAIL_PATH.to_string()),
+        ("HOME".to_string(), home),
+        ("USER".to_string(), spec.instance.clone()),
+        ("LOGNAME".to_string(), spec.instance.clone()),
+        (
+            "AIRLOCK_WORKSPACE".to_string(),
+            spec.workspace.to_string_lossy().into_owned(),
+        ),
+        ("AIRLOCK_RUN".to_string(), spec.run_id.clone()),
+        ("AIRLOCK_ROLE".to_string(), spec.role.clone()),
+        ("AIRLOCK_INSTANCE".to_string(), spec.instance.clone()),
+        ("TMPDIR".to_string(), "/tmp".to_string()),
+        ("LANG".to_string(), "C.UTF-8".to_string()),
+    ];
+    env.extend(spec.env.iter().cloned());
+    env
+}
+
+/// The same, as C strings for execve.
+pub fn to_cstrings(env: &[(String, String)]) -> Result<Vec<CString>, SandboxError> {
+    env.iter()
+        .map(|(k, v)| {
+            CString::new(format!("{k}={v}")).map_err(|_| SandboxError::Invalid {
+                step: "environment",
+                why: "a variable contains a NUL byte".to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_variables_first_then_extras() {
+        let spec = RunSpec {
+            run_id: "r-1".into(),
+            role: "code".into(),
+            instance: "tess".into(),
+            uid: 5000,
+            gid: 5000,
+            home: "/var/lib/airlock/homes/tess".into(),
+            workspace: "/srv/ws".into(),
+            argv: vec!["true".into()],
+            env: vec![("EXTRA".into(), "1".into())],
+            hide: vec![],
+            connect_tcp: vec![],
+            limits: Default::default(),
+            cgroup_parent: None,
+        };
+        let env = build(&spec);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("HOME"), Some("/home/tess"));
+        assert_eq!(get("PATH"), Some(JAIL_PATH));
+        assert_eq!(get("AIRLOCK_WORKSPACE"), Some("/srv/ws"));
+        assert_eq!(get("EXTRA"), Some("1"));
+        assert_eq!(env.len(), 11);
+    }
+}

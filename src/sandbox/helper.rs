@@ -1,0 +1,297 @@
+//! The jail setup sequence, run by the single-threaded `airlock-jail` helper (never by a
+//! fork of the multi-threaded daemon):
+//!
+//! helper (host): validate spec, open bind sources, create and join the run cgroup, unshare
+//! namespaces, fork pid 1, wait for it, forward signals, kill the cgroup at the end.
+//! pid 1 (init): private mounts, new root, pivot_root, hostname, `lo`, rlimits, setsid,
+//! close fds, fork the agent, keep only CAP_KILL, reap until the agent exits.
+//! agent child: wait for init to be reduced, setsid, drop to the instance uid with no
+//! capabilities and no_new_privs, chdir, Landlock, seccomp, execve with a clean env.
+//!
+//! Any failure is written to the status fd with the step that failed, and the agent is
+//! never exec'd.
+
+use std::convert::Infallible;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::{fork, ForkResult};
+
+use super::landlock::{self, LandlockRules};
+use super::limits::{self, RunCgroup};
+use super::spec::SYSTEM_DIRS;
+use super::status::StatusFd;
+use super::{env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec, SandboxError};
+
+/// Exit code of the helper (and of pid 1) when the jail could not be built.
+pub const EXIT_SETUP_FAILED: i32 = 125;
+
+/// Build the jail for `spec` and run the agent in it. Returns the exit code the helper
+/// process should exit with: the agent's (128 + signal if killed), or
+/// [`EXIT_SETUP_FAILED`] after writing the failing step to `status`.
+pub fn run(spec: &RunSpec, status: StatusFd) -> i32 {
+    match run_inner(spec, status) {
+        Ok(code) => code,
+        Err(e) => {
+            status.error(&e);
+            EXIT_SETUP_FAILED
+        }
+    }
+}
+
+fn run_inner(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
+    spec.validate()?;
+    let cgroup = match &spec.cgroup_parent {
+        Some(parent) => {
+            let (cg, report) = RunCgroup::create_and_join(parent, &spec.run_id, &spec.limits)?;
+            status.info(&format!(
+                "cgroup: {} (pids.max {}, memory.max {})",
+                cg.dir.display(),
+                if report.pids_max {
+                    "set"
+                } else {
+                    "not delegated"
+                },
+                if report.memory_max {
+                    "set"
+                } else {
+                    "not delegated"
+                },
+            ));
+            if !report.pids_max {
+                status.info(&format!(
+                    "process limit: RLIMIT_NPROC={} on uid {} (no delegated cgroup v2 pids controller)",
+                    spec.limits.max_procs, spec.uid
+                ));
+            }
+            Some(cg)
+        }
+        None => {
+            status.info(&format!(
+                "cgroup: none (no writable cgroup v2); process limit: RLIMIT_NPROC={} on uid {}",
+                spec.limits.max_procs, spec.uid
+            ));
+            None
+        }
+    };
+    let result = unshare_and_fork(spec, status);
+    if let Some(cg) = &cgroup {
+        // Backstop: nothing of the run survives pid 1, whatever it did.
+        if let Err(e) = cg.kill_and_remove() {
+            if result.is_ok() {
+                status.error(&e);
+            }
+        }
+    }
+    result
+}
+
+fn unshare_and_fork(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
+    namespaces::unshare_all()?;
+    // Open the bind sources refusing symlinked components. After the unshare: a bind
+    // source must be a mount of the namespace that binds it.
+    let sources = rootfs::Sources::open(spec)?;
+    let (life_r, life_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| SandboxError::errno("lifeline pipe", e))?;
+    // SAFETY: the helper is single-threaded, so the child may allocate and run Rust code.
+    match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
+        ForkResult::Child => {
+            drop(life_w);
+            let code = match pid1(spec, status, sources, life_r) {
+                Ok(code) => code,
+                Err(e) => {
+                    status.error(&e);
+                    EXIT_SETUP_FAILED
+                }
+            };
+            // SAFETY: _exit ends the process without running parent-owned destructors.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => {
+            drop(sources);
+            drop(life_r);
+            init::block_signals()?;
+            // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
+            let _ = nix::unistd::close(status.raw());
+            let code = init::reap_until(child, |sig| {
+                let _ = kill(child, sig);
+            });
+            drop(life_w);
+            Ok(code)
+        }
+    }
+}
+
+/// Pid 1 of the run.
+fn pid1(
+    spec: &RunSpec,
+    status: StatusFd,
+    sources: rootfs::Sources,
+    life_r: OwnedFd,
+) -> Result<i32, SandboxError> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+        .map_err(|e| SandboxError::errno("set parent-death signal", e))?;
+    // The helper may have died before the line above: then the lifeline is already closed.
+    if helper_gone(&life_r) {
+        return Err(SandboxError::Invalid {
+            step: "start pid 1",
+            why: "the jail helper exited".to_string(),
+        });
+    }
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|e| SandboxError::errno("init not dumpable", e))?;
+    rootfs::build(spec, &sources)?;
+    drop(sources);
+    namespaces::set_hostname(&spec.run_id)?;
+    namespaces::loopback_up()?;
+    limits::apply_rlimits(&spec.limits)?;
+    nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid", e))?;
+    fds::close_all_except(&[status.raw(), life_r.as_raw_fd()])?;
+    init::block_signals()?;
+
+    let (go_r, go_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("start pipe", e))?;
+    // SAFETY: pid 1 is single-threaded.
+    match unsafe { fork() }.map_err(|e| SandboxError::errno("fork agent", e))? {
+        ForkResult::Child => {
+            drop(go_w);
+            drop(life_r);
+            let err = match agent(spec, status, go_r) {
+                Ok(never) => match never {},
+                Err(e) => e,
+            };
+            status.error(&err);
+            // SAFETY: see above.
+            unsafe { libc::_exit(EXIT_SETUP_FAILED) }
+        }
+        ForkResult::Parent { child } => {
+            drop(go_r);
+            if let Err(e) = identity::reduce_init() {
+                let _ = kill(child, Signal::SIGKILL);
+                return Err(e);
+            }
+            // Only now may the agent go on: init no longer has anything worth stealing.
+            nix::unistd::write(&go_w, b"g").map_err(|e| SandboxError::errno("start agent", e))?;
+            drop(go_w);
+            let _ = nix::unistd::close(status.raw());
+            Ok(init::reap_until(child, init::forward_to_all))
+        }
+    }
+}
+
+fn helper_gone(life_r: &OwnedFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: life_r.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one valid pollfd with a zero timeout.
+    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+    rc != 0
+}
+
+/// The jail's Landlock rules: system dirs readable and executable, /etc and /proc
+/// readable, the workspace, home and scratch spaces writable, a few device nodes.
+pub fn landlock_rules(spec: &RunSpec) -> LandlockRules {
+    let existing = |v: &[&str]| -> Vec<PathBuf> {
+        v.iter().map(PathBuf::from).filter(|p| p.exists()).collect()
+    };
+    let sys: Vec<&str> = SYSTEM_DIRS
+        .iter()
+        .copied()
+        .filter(|d| *d != "/etc")
+        .collect();
+    LandlockRules {
+        read_exec: existing(&sys),
+        read_only: existing(&["/etc", "/proc", "/dev"]),
+        read_write: {
+            let mut v = vec![spec.workspace.clone(), spec.jail_home()];
+            v.extend(existing(&[
+                "/tmp",
+                "/dev/shm",
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full",
+                "/dev/tty",
+                "/dev/pts",
+            ]));
+            v
+        },
+        connect_tcp: spec.connect_tcp.clone(),
+        bind_tcp: Vec::new(),
+    }
+}
+
+/// The agent child: become the instance and exec. Returns only on failure.
+fn agent(spec: &RunSpec, status: StatusFd, go_r: OwnedFd) -> Result<Infallible, SandboxError> {
+    init::reset_signals()?;
+    let mut byte = [0u8; 1];
+    match nix::unistd::read(go_r.as_raw_fd(), &mut byte) {
+        Ok(1) => {}
+        _ => {
+            return Err(SandboxError::Invalid {
+                step: "start agent",
+                why: "pid 1 did not finish its own setup".to_string(),
+            })
+        }
+    }
+    drop(go_r);
+    nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid agent", e))?;
+    fds::close_all_except(&[status.raw()])?;
+    if status.raw() > 2 {
+        // Closed by the exec itself: end-of-file tells the launcher the agent started.
+        fds::set_cloexec(status.raw())?;
+    }
+    identity::become_instance(spec.uid, spec.gid)?;
+    nix::unistd::chdir(&spec.workspace).map_err(|e| SandboxError::errno("chdir workspace", e))?;
+
+    let report = landlock::apply(&landlock_rules(spec))?;
+    status.info(&report.to_string());
+
+    let env_pairs = env::build(spec);
+    let envp = env::to_cstrings(&env_pairs)?;
+    let argv: Vec<CString> = spec
+        .argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| SandboxError::Invalid {
+            step: "exec",
+            why: "an argument contains a NUL byte".to_string(),
+        })?;
+    let candidates = program_candidates(&spec.argv[0]);
+
+    seccomp::install()?;
+    let mut last = nix::errno::Errno::ENOENT;
+    for prog in &candidates {
+        match nix::unistd::execve(prog, &argv, &envp) {
+            Ok(never) => match never {},
+            Err(e) => {
+                // Keep the most telling error: EACCES beats ENOENT, like execvp.
+                if e != nix::errno::Errno::ENOENT || last == nix::errno::Errno::ENOENT {
+                    last = e;
+                }
+            }
+        }
+    }
+    Err(SandboxError::errno("exec agent program", last))
+}
+
+/// Where to look for the program: as given when it has a slash, else on the jail's PATH.
+fn program_candidates(prog: &str) -> Vec<CString> {
+    let paths: Vec<PathBuf> = if prog.contains('/') {
+        vec![PathBuf::from(prog)]
+    } else {
+        env::JAIL_PATH
+            .split(':')
+            .map(|d| Path::new(d).join(prog))
+            .collect()
+    };
+    paths
+        .into_iter()
+        .filter_map(|p| CString::new(p.as_os_str().as_encoded_bytes()).ok())
+        .collect()
+}

@@ -1,0 +1,482 @@
+//! The jail's file system view, built from an allowlist on a fresh tmpfs: read-only system
+//! directories, a filtered /etc, the workspace and home read-write, private /tmp and
+//! /dev/shm, a minimal /dev, a fresh /proc with its dangerous parts read-only or masked, and
+//! nothing else. Host sockets (/run), the state dir, other homes and /sys are simply absent.
+
+use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+
+use super::spec::SYSTEM_DIRS;
+use super::{RunSpec, SandboxError};
+
+/// Where the new root is assembled (inside the run's private mount namespace only).
+pub const BUILD_DIR: &str = "/run/airlock/jail";
+
+/// Host /etc entries the jail may see (read-only). passwd, group, hosts and hostname are
+/// generated instead, so host account names stay private.
+const ETC_ALLOW: &[&str] = &[
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "crypto-policies",
+    "debian_version",
+    "gai.conf",
+    "host.conf",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "localtime",
+    "login.defs",
+    "lsb-release",
+    "mime.types",
+    "networks",
+    "nsswitch.conf",
+    "os-release",
+    "pam.d",
+    "pki",
+    "profile",
+    "profile.d",
+    "protocols",
+    "resolv.conf",
+    "security",
+    "services",
+    "shells",
+    "ssl",
+    "terminfo",
+    "timezone",
+];
+
+/// Device nodes bind-mounted from the host. No block devices, no kmsg, no mem.
+const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// /proc entries made read-only, and entries masked entirely.
+const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
+const PROC_MASK_FILES: &[&str] = &[
+    "kcore",
+    "keys",
+    "key-users",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+    "kmsg",
+];
+const PROC_MASK_DIRS: &[&str] = &["acpi", "scsi", "asound"];
+
+type Res = Result<(), SandboxError>;
+
+fn sys(step: &'static str) -> impl Fn(nix::errno::Errno) -> SandboxError {
+    move |e| SandboxError::errno(step, e)
+}
+
+fn io(step: &'static str) -> impl Fn(std::io::Error) -> SandboxError {
+    move |e| SandboxError::sys(step, e)
+}
+
+/// Open a directory for binding, refusing symlinks in every component: a path component
+/// swapped for a symlink between the supervisor's check and the mount cannot redirect the
+/// bind. The returned O_PATH fd is what gets mounted.
+pub fn open_dir_nofollow(path: &Path, step: &'static str) -> Result<OwnedFd, SandboxError> {
+    let root = c"/";
+    // SAFETY: open(2) with a static NUL-terminated path; the fd is owned right away.
+    let fd = unsafe {
+        libc::open(
+            root.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(SandboxError::sys(step, std::io::Error::last_os_error()));
+    }
+    // SAFETY: fd was just returned by open and is not owned elsewhere.
+    let mut cur = unsafe { OwnedFd::from_raw_fd(fd) };
+    for c in path.components() {
+        let name = match c {
+            Component::RootDir => continue,
+            Component::Normal(n) => n,
+            _ => {
+                return Err(SandboxError::Invalid {
+                    step,
+                    why: "path has . or .. components".to_string(),
+                })
+            }
+        };
+        let cname = std::ffi::CString::new(name.as_bytes()).map_err(|_| SandboxError::Invalid {
+            step,
+            why: "path contains a NUL byte".to_string(),
+        })?;
+        // SAFETY: openat on a directory fd we own, with a NUL-terminated name.
+        let next = unsafe {
+            libc::openat(
+                cur.as_raw_fd(),
+                cname.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if next < 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(match err.raw_os_error() {
+                Some(libc::ENOTDIR) | Some(libc::ELOOP) => SandboxError::Invalid {
+                    step,
+                    why: "a path component is a symlink or not a directory".to_string(),
+                },
+                _ => SandboxError::sys(step, err),
+            });
+        }
+        // SAFETY: next was just returned by openat.
+        cur = unsafe { OwnedFd::from_raw_fd(next) };
+    }
+    Ok(cur)
+}
+
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+fn under(root: &Path, p: &Path) -> PathBuf {
+    root.join(p.strip_prefix("/").unwrap_or(p))
+}
+
+fn mkdir_p(p: &Path, step: &'static str) -> Res {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(p)
+        .map_err(io(step))
+}
+
+fn touch(p: &Path, step: &'static str) -> Res {
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(p)
+        .map(|_| ())
+        .map_err(io(step))
+}
+
+fn tmpfs(target: &Path, flags: MsFlags, data: &str, step: &'static str) -> Res {
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(data)).map_err(sys(step))
+}
+
+/// Bind `src` on `target`, then remount the bind with `flags` (read-only, nosuid...).
+/// Not recursive: mounts below a system directory are not carried into the jail.
+fn bind(src: &Path, target: &Path, flags: MsFlags, step: &'static str) -> Res {
+    mount(
+        Some(src),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(sys(step))?;
+    mount(
+        None::<&str>,
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | flags,
+        None::<&str>,
+    )
+    .map_err(sys(step))
+}
+
+fn ro() -> MsFlags {
+    MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV
+}
+
+fn remount_ro(target: &Path, extra: MsFlags, step: &'static str) -> Res {
+    mount(
+        None::<&str>,
+        target,
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | extra,
+        None::<&str>,
+    )
+    .map_err(sys(step))
+}
+
+/// The opened, checked bind sources of a run.
+pub struct Sources {
+    pub workspace: OwnedFd,
+    pub home: OwnedFd,
+}
+
+impl Sources {
+    pub fn open(spec: &RunSpec) -> Result<Sources, SandboxError> {
+        Ok(Sources {
+            workspace: open_dir_nofollow(&spec.workspace, "open workspace")?,
+            home: open_dir_nofollow(&spec.home, "open home")?,
+        })
+    }
+}
+
+/// Build the new root and switch to it. Runs as pid 1 of the new pid namespace, as root,
+/// in the run's private mount namespace.
+pub fn build(spec: &RunSpec, src: &Sources) -> Res {
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(sys("make mounts private"))?;
+    let root = Path::new(BUILD_DIR);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .map_err(io("create build dir"))?;
+    tmpfs(
+        root,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=0755,size=4m",
+        "mount root tmpfs",
+    )?;
+
+    system_dirs(root)?;
+    etc(root, spec)?;
+    let tmp = root.join("tmp");
+    mkdir_p(&tmp, "create /tmp")?;
+    tmpfs(
+        &tmp,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("mode=1777,size={}", spec.limits.tmp_bytes),
+        "mount /tmp",
+    )?;
+    dev(root, spec)?;
+    proc(root)?;
+    for d in ["sys", "run", "home"] {
+        mkdir_p(&root.join(d), "create empty dirs")?;
+    }
+
+    let rw = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let home = under(root, &spec.jail_home());
+    mkdir_p(&home, "create home mount point")?;
+    bind(&fd_path(&src.home), &home, rw, "bind home")?;
+    let ws = under(root, &spec.workspace);
+    mkdir_p(&ws, "create workspace mount point")?;
+    bind(&fd_path(&src.workspace), &ws, rw, "bind workspace")?;
+
+    switch_root(root)
+}
+
+fn system_dirs(root: &Path) -> Res {
+    for d in SYSTEM_DIRS.iter().filter(|d| **d != "/etc") {
+        let host = Path::new(d);
+        let meta = match fs::symlink_metadata(host) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && *d != "/usr" => continue,
+            Err(e) => return Err(SandboxError::sys("inspect system dirs", e)),
+        };
+        let target = under(root, host);
+        if meta.file_type().is_symlink() {
+            // Merged /usr: /bin -> usr/bin. Recreate the link; it resolves inside the jail.
+            let to = fs::read_link(host).map_err(io("read system dir link"))?;
+            std::os::unix::fs::symlink(to, &target).map_err(io("link system dir"))?;
+        } else if meta.is_dir() {
+            mkdir_p(&target, "create system dir")?;
+            bind(host, &target, ro(), "bind system dir read-only")?;
+        }
+    }
+    Ok(())
+}
+
+fn etc(root: &Path, spec: &RunSpec) -> Res {
+    let etc = root.join("etc");
+    mkdir_p(&etc, "create /etc")?;
+    tmpfs(
+        &etc,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        "mode=0755,size=1m",
+        "mount /etc",
+    )?;
+    let shell = if Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    };
+    let home = spec.jail_home();
+    let files = [
+        (
+            "passwd",
+            format!(
+                "root:x:0:0:root:/root:/usr/sbin/nologin\n{n}:x:{u}:{g}:airlock instance:{h}:{shell}\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                n = spec.instance,
+                u = spec.uid,
+                g = spec.gid,
+                h = home.display()
+            ),
+        ),
+        (
+            "group",
+            format!("root:x:0:\n{}:x:{}:\nnogroup:x:65534:\n", spec.instance, spec.gid),
+        ),
+        ("hostname", format!("{}\n", spec.run_id)),
+        (
+            "hosts",
+            format!("127.0.0.1\tlocalhost {}\n::1\tlocalhost\n", spec.run_id),
+        ),
+    ];
+    for (name, text) in files {
+        let p = etc.join(name);
+        fs::write(&p, text).map_err(io("write /etc files"))?;
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644))
+            .map_err(io("write /etc files"))?;
+    }
+    for name in ETC_ALLOW {
+        let host = Path::new("/etc").join(name);
+        // Follows links: the jail gets the file or directory the host entry names.
+        let Ok(meta) = fs::metadata(&host) else {
+            continue;
+        };
+        let target = etc.join(name);
+        if meta.is_dir() {
+            mkdir_p(&target, "create /etc entry")?;
+        } else if meta.is_file() {
+            touch(&target, "create /etc entry")?;
+        } else {
+            continue;
+        }
+        bind(&host, &target, ro(), "bind /etc entry read-only")?;
+    }
+    remount_ro(
+        &etc,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        "make /etc read-only",
+    )
+}
+
+fn dev(root: &Path, spec: &RunSpec) -> Res {
+    let dev = root.join("dev");
+    mkdir_p(&dev, "create /dev")?;
+    tmpfs(
+        &dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "mode=0755,size=64k",
+        "mount /dev",
+    )?;
+    for n in DEV_NODES {
+        let host = Path::new("/dev").join(n);
+        let target = dev.join(n);
+        touch(&target, "create device node")?;
+        bind(
+            &host,
+            &target,
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            "bind device node",
+        )?;
+    }
+    let shm = dev.join("shm");
+    mkdir_p(&shm, "create /dev/shm")?;
+    tmpfs(
+        &shm,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        &format!("mode=1777,size={}", spec.limits.shm_bytes),
+        "mount /dev/shm",
+    )?;
+    let pts = dev.join("pts");
+    mkdir_p(&pts, "create /dev/pts")?;
+    // A private devpts instance: the jail's ptys are its own, never the host's terminals.
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(sys("mount /dev/pts"))?;
+    for (link, to) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(to, dev.join(link)).map_err(io("create /dev links"))?;
+    }
+    remount_ro(
+        &dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "make /dev read-only",
+    )
+}
+
+fn proc(root: &Path) -> Res {
+    let proc = root.join("proc");
+    mkdir_p(&proc, "create /proc")?;
+    // hidepid=2: processes of other uids (pid 1 of the run) are invisible to the agent.
+    mount(
+        Some("proc"),
+        &proc,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("hidepid=2"),
+    )
+    .map_err(sys("mount /proc"))?;
+    for name in PROC_READ_ONLY {
+        let p = proc.join(name);
+        if !p.exists() {
+            if *name == "sys" {
+                return Err(SandboxError::Unsupported {
+                    step: "make /proc/sys read-only",
+                    why: "expected /proc entry is missing".to_string(),
+                });
+            }
+            continue;
+        }
+        bind(
+            &p,
+            &p,
+            ro() | MsFlags::MS_NOEXEC,
+            "make /proc entries read-only",
+        )?;
+    }
+    let null = root.join("dev/null");
+    for name in PROC_MASK_FILES {
+        let p = proc.join(name);
+        if p.exists() {
+            mount(
+                Some(&null),
+                &p,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .map_err(sys("mask /proc files"))?;
+        }
+    }
+    for name in PROC_MASK_DIRS {
+        let p = proc.join(name);
+        if p.is_dir() {
+            tmpfs(
+                &p,
+                ro() | MsFlags::MS_NOEXEC,
+                "size=4k,mode=0555",
+                "mask /proc dirs",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// pivot_root into the new root, detach the old one, and make the root tmpfs read-only.
+fn switch_root(root: &Path) -> Res {
+    nix::unistd::chdir(root).map_err(sys("enter new root"))?;
+    // pivot_root(".", "."): the old root ends up stacked on the new one, then detached.
+    nix::unistd::pivot_root(".", ".").map_err(sys("pivot_root"))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(sys("detach old root"))?;
+    nix::unistd::chdir("/").map_err(sys("enter new root"))?;
+    remount_ro(
+        Path::new("/"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "make root read-only",
+    )
+}

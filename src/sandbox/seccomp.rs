@@ -1,0 +1,205 @@
+//! Seccomp layer of the jail: a filter for the native architecture that lets everything
+//! through except the calls in [`seccomp_table`](super::seccomp_table).
+//!
+//! Three stacked filters (the kernel runs all and takes the strictest verdict):
+//! 1. x86_64 only, hand-written: syscalls of the x32 ABI share the x86_64 audit arch but
+//!    carry bit 30 in their number, so a list of x86_64 numbers would not match them. They
+//!    get ENOSYS, as on a kernel built without x32.
+//! 2. The deny list (EPERM): unconditional entries, `clone` with a namespace flag (masked
+//!    compare on the low 32 bits, where all those flags live), `ioctl` with a refused request
+//!    (compared as 32 bits, as the kernel truncates it) and `personality` other than default
+//!    or query.
+//! 3. `clone3` → ENOSYS: its flags sit in memory that seccomp cannot read, so libc is made to
+//!    fall back to `clone`, whose flags filter 2 inspects.
+//!
+//! Each seccompiler filter starts with an architecture check that kills the process on any
+//! other audit arch (e.g. 32-bit `int 0x80` calls on x86_64), so nothing runs unfiltered.
+//!
+//! `install` needs no_new_privs (or CAP_SYS_ADMIN); seccompiler sets `PR_SET_NO_NEW_PRIVS`
+//! before loading each filter, so it holds afterwards whatever the caller did. Filters bind
+//! the calling thread and its future children: call it in the single-threaded jail child,
+//! last before `execve` (after Landlock, which itself needs no syscall refused here).
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule, TargetArch,
+};
+
+use super::seccomp_table as table;
+use super::SandboxError;
+
+const STEP: &str = "seccomp";
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: TargetArch = TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const ARCH: TargetArch = TargetArch::aarch64;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("the seccomp layer supports x86_64 and aarch64 only");
+
+fn build_error(e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Invalid {
+        step: STEP,
+        why: format!("the filter could not be built: {e}"),
+    }
+}
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SandboxError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(build_error)
+}
+
+/// `clone` is refused when any namespace flag is set: one rule per flag, rules are ORed.
+fn clone_rules() -> Result<Vec<SeccompRule>, SandboxError> {
+    table::NAMESPACE_CLONE_FLAGS
+        .iter()
+        .map(|&(_, flag)| {
+            // The flags are positive c_int constants; the cast is lossless.
+            let bit = flag as u32 as u64;
+            SeccompRule::new(vec![cond(0, SeccompCmpOp::MaskedEq(bit), bit)?]).map_err(build_error)
+        })
+        .collect()
+}
+
+fn ioctl_rules() -> Result<Vec<SeccompRule>, SandboxError> {
+    table::IOCTL_REQUESTS
+        .iter()
+        .map(|&(_, req)| {
+            SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, req)?]).map_err(build_error)
+        })
+        .collect()
+}
+
+/// One rule: personality's argument differs from every allowed value (conditions are ANDed).
+fn personality_rules() -> Result<Vec<SeccompRule>, SandboxError> {
+    let conds = table::PERSONALITY_ALLOWED
+        .iter()
+        .map(|&v| cond(0, SeccompCmpOp::Ne, v))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(vec![SeccompRule::new(conds).map_err(build_error)?])
+}
+
+/// The EPERM deny list as BPF.
+pub fn deny_program() -> Result<BpfProgram, SandboxError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for (_, nr) in table::unconditional() {
+        // An empty rule list matches on the syscall number alone.
+        rules.insert(nr, Vec::new());
+    }
+    rules.insert(libc::SYS_clone, clone_rules()?);
+    rules.insert(libc::SYS_ioctl, ioctl_rules()?);
+    rules.insert(libc::SYS_personality, personality_rules()?);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )
+    .map_err(build_error)?;
+    BpfProgram::try_from(filter).map_err(build_error)
+}
+
+/// `clone3` → ENOSYS as BPF.
+pub fn clone3_program() -> Result<BpfProgram, SandboxError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(libc::SYS_clone3, Vec::new());
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        ARCH,
+    )
+    .map_err(build_error)?;
+    BpfProgram::try_from(filter).map_err(build_error)
+}
+
+/// x32 syscalls → ENOSYS; other x86_64 calls pass to the next filter; other arches die.
+#[cfg(target_arch = "x86_64")]
+pub fn x32_program() -> BpfProgram {
+    // Classic BPF opcodes and seccomp_data offsets from <linux/filter.h>, <linux/seccomp.h>.
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const JGE_K: u16 = 0x35;
+    const RET_K: u16 = 0x06;
+    const OFF_NR: u32 = 0;
+    const OFF_ARCH: u32 = 4;
+    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    const RET_KILL_PROCESS: u32 = 0x8000_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    vec![
+        ins(LD_W_ABS, 0, 0, OFF_ARCH),
+        ins(JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+        ins(RET_K, 0, 0, RET_KILL_PROCESS),
+        ins(LD_W_ABS, 0, 0, OFF_NR),
+        ins(JGE_K, 0, 1, X32_SYSCALL_BIT),
+        ins(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+        ins(RET_K, 0, 0, RET_ALLOW),
+    ]
+}
+
+fn load(program: &BpfProgram) -> Result<(), SandboxError> {
+    seccompiler::apply_filter(program).map_err(|e| match e {
+        seccompiler::Error::Prctl(io) | seccompiler::Error::Seccomp(io) => {
+            SandboxError::sys(STEP, io)
+        }
+        other => build_error(other),
+    })
+}
+
+/// Install the jail's filters on the calling thread (inherited by its children and kept
+/// across `execve`). Sets no_new_privs. All programs are built before any is loaded, so a
+/// build error leaves the thread unfiltered and the caller refuses the run.
+pub fn install() -> Result<(), SandboxError> {
+    let deny = deny_program()?;
+    let clone3 = clone3_program()?;
+    #[cfg(target_arch = "x86_64")]
+    load(&x32_program())?;
+    load(&deny)?;
+    load(&clone3)?;
+    Ok(())
+}
+
+/// The calling thread's `Seccomp:` mode (0 off, 1 strict, 2 filter), for logs and tests.
+/// Reads /proc/thread-self: filters bind threads, and /proc/self shows the main thread.
+pub fn seccomp_mode_of_self() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Seccomp:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_build_and_fit() {
+        let deny = deny_program().unwrap();
+        // Arch check (3) + number load + at least one block per denied call.
+        assert!(deny.len() > table::unconditional().len() + 4);
+        assert!(deny.len() < 4096);
+        assert!(!clone3_program().unwrap().is_empty());
+    }
+
+    #[test]
+    fn table_has_no_duplicates() {
+        let all = table::unconditional();
+        let mut nrs: Vec<_> = all.iter().map(|&(_, n)| n).collect();
+        nrs.sort_unstable();
+        nrs.dedup();
+        assert_eq!(nrs.len(), all.len());
+        for special in [
+            libc::SYS_clone,
+            libc::SYS_clone3,
+            libc::SYS_ioctl,
+            libc::SYS_personality,
+        ] {
+            assert!(!nrs.contains(&special));
+        }
+    }
+}

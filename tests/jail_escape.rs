@@ -1,0 +1,513 @@
+//! Escape tests of the jail, run for real as root through the built binaries: each test
+//! launches `airlockctl launch --standalone --wait` with its own config, state dir and
+//! instance uids, and checks from inside (and outside) that an escape class is closed.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Each test gets its own uids so parallel tests never share an instance identity.
+static NEXT_UID: AtomicU32 = AtomicU32::new(0);
+
+fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the jail escape tests must run as root (they build real jails)"
+    );
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    cfg: PathBuf,
+    state: PathBuf,
+}
+
+impl Env {
+    /// A config with `names` hired for role `code`, each with a fresh explicit uid.
+    fn new(names: &[&str]) -> (Env, Vec<u32>) {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir_all(root.join("roles/code")).unwrap();
+        std::fs::write(
+            root.join("roles/code/role.yaml"),
+            "schema: 1\nrole: code\nlevel: L2\nbrief: brief.md\nwrites: {}\ntools: {}\nbudget:\n  minutes_per_run: 10\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("roles/code/brief.md"), "Work.\n").unwrap();
+        let base = 1_880_095_000 + (std::process::id() % 200) * 20;
+        let mut uids = Vec::new();
+        let mut inst = String::new();
+        for n in names {
+            let uid = base + NEXT_UID.fetch_add(1, Ordering::SeqCst);
+            uids.push(uid);
+            inst.push_str(&format!("  {n}: {{role: code, uid: {uid}}}\n"));
+        }
+        let cfg = root.join("airlock.yaml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "roles: [roles]\nstate_dir: state\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\ninstances:\n{inst}"
+            ),
+        )
+        .unwrap();
+        let state = root.join("state");
+        (
+            Env {
+                _dir: dir,
+                root,
+                cfg,
+                state,
+            },
+            uids,
+        )
+    }
+
+    fn cmd(&self, instance: &str, extra: &[&str], argv: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_airlockctl"));
+        c.arg("--config")
+            .arg(&self.cfg)
+            .args([
+                "launch",
+                "code",
+                "--instance",
+                instance,
+                "--standalone",
+                "--wait",
+            ])
+            .args(extra)
+            .arg("--")
+            .args(argv)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, instance: &str, extra: &[&str], argv: &[&str]) -> Output {
+        self.cmd(instance, extra, argv).output().unwrap()
+    }
+
+    fn sh(&self, instance: &str, script: &str) -> Output {
+        self.run(instance, &[], &["/bin/sh", "-c", script])
+    }
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assert_ok(o: &Output) {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        text(o),
+        err(o)
+    );
+}
+
+/// Host processes whose real uid is `uid`.
+fn pids_of_uid(uid: u32) -> Vec<i32> {
+    airlock::supervisor::launch::pids_of_uid(uid)
+}
+
+#[test]
+fn identity_is_the_instance_with_no_privileges() {
+    let (env, uids) = Env::new(&["tess"]);
+    let uid = uids[0];
+    let o = env.sh(
+        "tess",
+        "id -u; id -g; id -G; grep -E '^(Cap|NoNewPrivs|Seccomp:)' /proc/self/status",
+    );
+    assert_ok(&o);
+    let out = text(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], uid.to_string());
+    assert_eq!(lines[1], uid.to_string());
+    assert_eq!(lines[2], uid.to_string(), "supplementary groups present");
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        let line = lines.iter().find(|l| l.starts_with(cap)).unwrap();
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.contains("Seccomp:\t2"), "{out}");
+}
+
+#[test]
+fn network_is_only_loopback_and_host_sockets_are_unreachable() {
+    let (env, _) = Env::new(&["tess"]);
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("airlock-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _abs = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    let script = format!(
+        r#"
+import socket
+print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))
+try:
+    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('tcp-connected')
+except OSError: print('tcp-failed')
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect('\0{name}'); print('abstract-connected')
+except OSError: print('abstract-failed')
+try:
+    srv = socket.socket(); srv.bind(('127.0.0.1', 0)); print('bound')
+except OSError: print('bind-denied')
+"#
+    );
+    let o = env.run("tess", &[], &["/usr/bin/python3", "-c", &script]);
+    assert_ok(&o);
+    let out = text(&o);
+    assert!(out.contains("['lo']"), "{out}");
+    assert!(out.contains("tcp-failed"), "{out}");
+    assert!(out.contains("abstract-failed"), "{out}");
+    // No bind ports granted: Landlock denies listening even on the jail's own lo.
+    assert!(out.contains("bind-denied"), "{out}");
+    let o2 = env.sh(
+        "tess",
+        "test ! -e /run/systemd/journal/socket && test ! -e /run/dbus && test ! -e /var/run && echo nosock",
+    );
+    assert!(text(&o2).contains("nosock"), "{}{}", text(&o2), err(&o2));
+}
+
+#[test]
+fn setuid_binaries_do_not_give_root() {
+    let (env, _) = Env::new(&["tess"]);
+    let meta = std::fs::metadata("/usr/bin/passwd").expect("package passwd must be installed");
+    assert!(
+        meta.permissions().mode() & 0o4000 != 0,
+        "passwd is not setuid"
+    );
+    let o = env.sh("tess", "passwd -S root; echo rc=$?");
+    let out = text(&o);
+    assert!(
+        out.contains("rc=") && !out.contains("rc=0"),
+        "{out}{}",
+        err(&o)
+    );
+    assert!(!out.lines().any(|l| l.starts_with("root ")), "{out}");
+}
+
+#[test]
+fn fork_bomb_hits_the_process_limit_and_the_run_ends() {
+    let (env, uids) = Env::new(&["tess"]);
+    let script = r#"
+import os, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60); os._exit(0)
+    n += 1
+print('forked', n)
+"#;
+    let o = env.run("tess", &[], &["/usr/bin/python3", "-c", script]);
+    assert_ok(&o);
+    let n: u32 = text(&o)
+        .trim()
+        .strip_prefix("forked ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n < 64, "forked {n} processes with max_procs 64");
+    // The classic bomb: the deadline ends it, and nothing of the uid survives.
+    let start = Instant::now();
+    let o = env.run(
+        "tess",
+        &["--max-seconds", "3"],
+        &["/bin/bash", "-c", ":(){ :|:& };:; sleep 60"],
+    );
+    assert_ne!(o.status.code(), Some(0));
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert!(
+        pids_of_uid(uids[0]).is_empty(),
+        "processes of the uid survived"
+    );
+}
+
+#[test]
+fn writes_outside_workspace_home_and_tmp_fail() {
+    let (env, _) = Env::new(&["tess"]);
+    let o = env.sh(
+        "tess",
+        "for p in /usr/x /etc/x /var/tmp/x /x /home/x /bin/x /dev/x /proc/x; do touch $p 2>/dev/null && echo WROTE $p; done; \
+         touch \"$AIRLOCK_WORKSPACE/ok\" \"$HOME/ok\" /tmp/ok /dev/shm/ok && echo inside-ok",
+    );
+    let out = text(&o);
+    assert!(!out.contains("WROTE"), "{out}");
+    assert!(out.contains("inside-ok"), "{out}{}", err(&o));
+}
+
+#[test]
+fn state_dir_and_other_homes_are_invisible() {
+    let (env, _) = Env::new(&["tess", "max"]);
+    assert_ok(&env.sh("max", "echo secret > $HOME/note"));
+    let state = env.state.display().to_string();
+    let o = env.sh(
+        "tess",
+        &format!(
+            "test ! -e {state}/instances.json && test ! -e {state}/homes/max && test ! -e {state}/homes/tess && ls {state}/runs | wc -l; cat /home/max/note 2>/dev/null || echo no-note"
+        ),
+    );
+    let out = text(&o);
+    assert_eq!(out.lines().next(), Some("1"), "{out}{}", err(&o));
+    assert!(out.contains("no-note"), "{out}");
+}
+
+#[test]
+fn proc_sys_read_only_and_sysrq_not_writable() {
+    let (env, _) = Env::new(&["tess"]);
+    let o = env.sh(
+        "tess",
+        "grep ' /proc/sys ' /proc/self/mountinfo | cut -d' ' -f6 | cut -d, -f1; \
+         echo x > /proc/sys/kernel/hostname 2>/dev/null && echo WROTE-SYS; \
+         echo h > /proc/sysrq-trigger 2>/dev/null && echo WROTE-SYSRQ; \
+         cat /proc/1/status 2>/dev/null && echo SAW-INIT; echo done",
+    );
+    let out = text(&o);
+    assert_eq!(out.lines().next(), Some("ro"), "{out}{}", err(&o));
+    assert!(!out.contains("WROTE") && !out.contains("SAW-INIT"), "{out}");
+    assert!(out.contains("done"));
+}
+
+#[test]
+fn dev_is_minimal_and_cgroupfs_is_absent() {
+    let (env, _) = Env::new(&["tess"]);
+    let o = env.sh(
+        "tess",
+        "find /dev -type b | wc -l; for d in /dev/kmsg /dev/mem /dev/kmem /dev/port /dev/vda /dev/sda /sys/fs/cgroup; do test -e $d && echo HAS $d; done; \
+         mkdir /sys/fs 2>/dev/null && echo MKDIR; mount -t cgroup2 none /tmp 2>/dev/null && echo MOUNTED; \
+         ls /sys | wc -l; echo done",
+    );
+    let out = text(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "0", "{out}{}", err(&o));
+    assert!(
+        !out.contains("HAS") && !out.contains("MKDIR") && !out.contains("MOUNTED"),
+        "{out}"
+    );
+    assert!(out.contains("done"));
+}
+
+#[test]
+fn leaked_fds_and_environment_do_not_reach_the_jail() {
+    let (env, _) = Env::new(&["tess"]);
+    let secret = env.root.join("secret.txt");
+    std::fs::write(&secret, "token").unwrap();
+    let path = std::ffi::CString::new(secret.to_str().unwrap()).unwrap();
+    // Opened without O_CLOEXEC: the launcher inherits them; the jail must not.
+    let f = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY) };
+    let d = unsafe { libc::open(c"/".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+    assert!(f > 2 && d > 2);
+    let mut c = env.cmd(
+        "tess",
+        &[],
+        &[
+            "/bin/sh",
+            "-c",
+            "ls /proc/self/fd | wc -l; ls -l /proc/self/fd; env",
+        ],
+    );
+    c.env("AIRLOCK_TEST_SECRET", "hunter2");
+    let o = c.output().unwrap();
+    unsafe {
+        libc::close(f);
+        libc::close(d);
+    }
+    assert_ok(&o);
+    let out = text(&o);
+    // 0, 1, 2 and the fd ls uses to read the directory.
+    assert_eq!(out.lines().next(), Some("4"), "{out}");
+    assert!(!out.contains("secret.txt"), "{out}");
+    assert!(
+        !out.contains("hunter2") && !out.contains("AIRLOCK_TEST_SECRET"),
+        "{out}"
+    );
+    assert!(out.contains("PATH=/usr/local/bin:/usr/bin:/bin"), "{out}");
+}
+
+#[test]
+fn instances_cannot_signal_each_other_and_runs_do_not_share_tmp() {
+    let (env, _) = Env::new(&["tess", "max"]);
+    let a = env
+        .cmd(
+            "tess",
+            &[],
+            &[
+                "/bin/sh",
+                "-c",
+                "echo mine > /tmp/m; sleep 3; cat /tmp/m; echo alive",
+            ],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    // Another instance tries to kill everything it can, and to see the first run.
+    let b = env.sh(
+        "max",
+        "kill -9 -1 2>/dev/null; ls /proc | grep -c '^[0-9]'; test -e /tmp/m && echo SHARED; echo b-done",
+    );
+    // Another run of the same instance does not see its /tmp either.
+    let c = env.sh("tess", "test -e /tmp/m && echo SHARED; echo c-done");
+    let a = a.wait_with_output().unwrap();
+    assert_ok(&a);
+    assert!(text(&a).contains("mine\nalive"), "{}", text(&a));
+    assert!(
+        !text(&b).contains("SHARED") && text(&b).contains("b-done"),
+        "{}",
+        text(&b)
+    );
+    assert!(
+        !text(&c).contains("SHARED") && text(&c).contains("c-done"),
+        "{}",
+        text(&c)
+    );
+}
+
+#[test]
+fn double_forked_daemons_do_not_outlive_the_run() {
+    let (env, uids) = Env::new(&["tess"]);
+    let o = env.sh(
+        "tess",
+        "(setsid sleep 120 >/dev/null 2>&1 &); (nohup sleep 121 >/dev/null 2>&1 &); sleep 0.3; exit 0",
+    );
+    assert_ok(&o);
+    assert!(
+        pids_of_uid(uids[0]).is_empty(),
+        "a process of the instance uid outlived the run"
+    );
+}
+
+#[test]
+fn init_cannot_be_signalled_or_traced_by_the_agent() {
+    let (env, _) = Env::new(&["tess"]);
+    let script = r#"
+import ctypes, os, signal
+try:
+    os.kill(1, signal.SIGKILL); print('KILLED-INIT')
+except OSError: print('kill-denied')
+libc = ctypes.CDLL(None, use_errno=True)
+print('ptrace', libc.ptrace(16, 1, None, None))
+print('alive')
+"#;
+    let o = env.run("tess", &[], &["/usr/bin/python3", "-c", script]);
+    assert_ok(&o);
+    let out = text(&o);
+    assert!(
+        out.contains("kill-denied") && out.contains("ptrace -1") && out.contains("alive"),
+        "{out}"
+    );
+}
+
+#[test]
+fn namespaces_mounts_and_terminal_injection_are_denied() {
+    let (env, _) = Env::new(&["tess"]);
+    let script = r#"
+import os, fcntl, termios, ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for name, flag in (('user', 0x10000000), ('mnt', 0x00020000), ('net', 0x40000000)):
+    if libc.unshare(flag) == 0: print('UNSHARED', name)
+    else: print('unshare-denied', name)
+try:
+    fcntl.ioctl(1, termios.TIOCSTI, b'x'); print('TIOCSTI-OK')
+except OSError: print('tiocsti-denied')
+try:
+    os.open('/dev/tty', os.O_RDWR); print('TTY-OPEN')
+except OSError: print('no-tty')
+"#;
+    let o = env.run("tess", &[], &["/usr/bin/python3", "-c", script]);
+    let out = text(&o);
+    assert!(
+        !out.contains("UNSHARED") && !out.contains("TIOCSTI-OK") && !out.contains("TTY-OPEN"),
+        "{out}{}",
+        err(&o)
+    );
+    assert_eq!(out.matches("unshare-denied").count(), 3, "{out}");
+    let o = env.sh("tess", "unshare -Ur true 2>/dev/null && echo NESTED; mount -t tmpfs none /tmp 2>/dev/null && echo MOUNTED; echo done");
+    assert_eq!(text(&o).trim(), "done");
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_starts() {
+    let (env, _) = Env::new(&["tess"]);
+    // Missing workspace.
+    let o = env.run("tess", &["--workspace", "/nonexistent/ws"], &["/bin/true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("--workspace"), "{}", err(&o));
+    // Unknown instance: nothing is created for it.
+    let o = env.run("nobody-here", &[], &["/bin/true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("not hired"), "{}", err(&o));
+    assert!(!env.state.join("homes/nobody-here").exists());
+    // A uid that belongs to an existing account: root and nobody.
+    for (name, uid) in [("rooty", 0u32), ("nob", 65534)] {
+        let cfg = std::fs::read_to_string(&env.cfg).unwrap()
+            + &format!("  {name}: {{role: code, uid: {uid}}}\n");
+        std::fs::write(&env.cfg, cfg).unwrap();
+        let o = env.run(name, &[], &["/bin/true"]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
+        assert!(
+            err(&o).contains(&format!("instances.{name}.uid")),
+            "{}",
+            err(&o)
+        );
+        assert!(!env.state.join("homes").join(name).exists());
+    }
+    // A program that does not exist: the jail reports the failing step, exit 2.
+    let o = env.run("tess", &[], &["no-such-program-xyz"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("exec agent program"), "{}", err(&o));
+}
+
+#[test]
+fn the_deadline_kills_the_run() {
+    let (env, uids) = Env::new(&["tess"]);
+    let start = Instant::now();
+    let o = env.run("tess", &["--max-seconds", "2"], &["/bin/sleep", "30"]);
+    let took = start.elapsed();
+    assert_eq!(o.status.code(), Some(128 + 15), "{}", err(&o));
+    assert!(err(&o).contains("deadline"), "{}", err(&o));
+    assert!(took < Duration::from_secs(20), "the run was not stopped");
+    assert!(pids_of_uid(uids[0]).is_empty());
+}
+
+#[test]
+fn workspace_given_is_mounted_read_write_at_its_path() {
+    let (env, uids) = Env::new(&["tess"]);
+    let ws = env.root.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    nix::unistd::chown(
+        &ws,
+        Some(nix::unistd::Uid::from_raw(uids[0])),
+        Some(nix::unistd::Gid::from_raw(uids[0])),
+    )
+    .unwrap();
+    let o = env.run(
+        "tess",
+        &["--workspace", ws.to_str().unwrap()],
+        &["/bin/sh", "-c", "pwd; echo made > out.txt"],
+    );
+    assert_ok(&o);
+    assert_eq!(text(&o).trim(), ws.to_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "made\n"
+    );
+    let _ = std::io::stdout().flush();
+    let _: &Path = &env.state;
+}
