@@ -32,13 +32,8 @@ impl Env {
         require_root();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
-        std::fs::create_dir_all(root.join("roles/code")).unwrap();
-        std::fs::write(
-            root.join("roles/code/role.yaml"),
-            "schema: 1\nrole: code\nlevel: L2\nbrief: brief.md\nwrites: {}\ntools: {}\nbudget:\n  minutes_per_run: 10\n",
-        )
-        .unwrap();
-        std::fs::write(root.join("roles/code/brief.md"), "Work.\n").unwrap();
+        // The shipped roles and policies: launches go through the same catalog as validate.
+        let repo = env!("CARGO_MANIFEST_DIR");
         let base = 1_880_095_000 + (std::process::id() % 200) * 20;
         let mut uids = Vec::new();
         let mut inst = String::new();
@@ -51,7 +46,7 @@ impl Env {
         std::fs::write(
             &cfg,
             format!(
-                "roles: [roles]\nstate_dir: state\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\ninstances:\n{inst}"
+                "roles: [{repo}/roles]\npolicies: {repo}/policies\nstate_dir: state\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\ninstances:\n{inst}"
             ),
         )
         .unwrap();

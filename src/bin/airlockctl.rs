@@ -1,36 +1,136 @@
 //! airlockctl: thin argument parsing over `airlock::cli`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use airlock::cli::check::Query;
+use airlock::cli::sources::SourceArgs;
+use airlock::cli::{check, explain, output, validate};
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
     name = "airlockctl",
-    about = "Launch and supervise jailed AI agent runs"
+    version,
+    about = "Validate roles, check policy decisions, and launch jailed AI agent runs"
 )]
 struct Cli {
     /// Config file (default /etc/airlock/airlock.yaml, else the built-in default).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
-    /// airlockd control socket.
+    /// airlockd control socket (default: the config's `socket`).
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
+    #[command(flatten)]
+    sources: Sources,
     #[command(subcommand)]
     command: Cmd,
 }
 
+/// Where roles and policies are read from, overriding the config.
+#[derive(Args, Clone, Default)]
+struct Sources {
+    /// A role directory; repeat for layers, later overrides earlier (roles/ then roles.local/).
+    #[arg(long = "roles", value_name = "DIR", global = true)]
+    roles: Vec<PathBuf>,
+    /// The policies directory.
+    #[arg(long, value_name = "DIR", global = true)]
+    policies: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+impl Sources {
+    fn args(&self) -> SourceArgs {
+        SourceArgs {
+            roles: self.roles.clone(),
+            policies: self.policies.clone(),
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
+    /// Check every role file and policy file, offline. Exit 0 valid, 1 invalid.
+    Validate,
+    /// Show everything Airlock would grant a run of ROLE.
+    Explain { role: String },
+    /// Decide one request as the gateway would. Exit 0 allow, 1 deny, 2 error.
+    Check {
+        role: String,
+        #[command(subcommand)]
+        what: CheckCmd,
+    },
     /// Start a run of ROLE as a hired instance.
     Launch(airlock::cli::launch::LaunchArgs),
+}
+
+#[derive(Subcommand)]
+enum CheckCmd {
+    /// An agent's bash command string, as one argument.
+    Bash { command: String },
+    /// An MCP tool call with optional JSON arguments.
+    Tool {
+        connector: String,
+        tool: String,
+        args_json: Option<String>,
+    },
+    /// An MCP resource read.
+    Resource { connector: String, uri: String },
+    /// Whether the role may change PATH in OWNER/REPO, at which effective level.
+    Write { repo: String, path: String },
+}
+
+fn load_config(path: Option<&Path>) -> Result<airlock::config::Config, i32> {
+    airlock::config::load(path).map_err(|problems| {
+        output::problems(&problems);
+        output::ERROR
+    })
 }
 
 fn main() {
     let cli = Cli::parse();
     let _ = &cli.socket;
+    let config = cli.config.as_deref();
+    let sources = &cli.sources;
     let code = match &cli.command {
-        Cmd::Launch(args) => airlock::cli::launch::run(cli.config.as_deref(), args),
+        Cmd::Validate => match load_config(config) {
+            Ok(cfg) => validate::run(&sources.args(), &cfg, sources.json),
+            Err(code) => code,
+        },
+        Cmd::Explain { role } => match load_config(config) {
+            Ok(cfg) => explain::run(&sources.args(), &cfg, role, sources.json),
+            Err(code) => code,
+        },
+        Cmd::Check { role, what } => {
+            let query = match what {
+                CheckCmd::Bash { command } => Query::Bash {
+                    command: command.clone(),
+                },
+                CheckCmd::Tool {
+                    connector,
+                    tool,
+                    args_json,
+                } => Query::Tool {
+                    connector: connector.clone(),
+                    tool: tool.clone(),
+                    args: args_json.clone(),
+                },
+                CheckCmd::Resource { connector, uri } => Query::Resource {
+                    connector: connector.clone(),
+                    uri: uri.clone(),
+                },
+                CheckCmd::Write { repo, path } => Query::Write {
+                    repo: repo.clone(),
+                    path: path.clone(),
+                },
+            };
+            match load_config(config) {
+                Ok(cfg) => check::run(&sources.args(), &cfg, role, &query, sources.json),
+                Err(code) => code,
+            }
+        }
+        Cmd::Launch(args) => airlock::cli::launch::run(config, args),
     };
     std::process::exit(code);
 }

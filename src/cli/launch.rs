@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use super::sources::{self, SourceArgs};
+use super::{explain, output};
 use crate::config;
 use crate::supervisor::launch::{self, LaunchError, LaunchRequest};
 
@@ -57,7 +59,17 @@ pub fn run(config_path: Option<&std::path::Path>, args: &LaunchArgs) -> i32 {
         max_seconds: args.max_seconds,
         command: args.command.clone(),
     };
-    let prepared = match launch::prepare(&cfg, &req) {
+    // The same catalog `validate` checks: rails, classes and canonical names apply.
+    let loaded = sources::load(&SourceArgs::default(), &cfg);
+    if loaded.policies.is_none() {
+        output::problems(&loaded.problems);
+        eprintln!("airlockctl launch: the policies are invalid, so nothing may run; fix them first (`airlockctl validate`)");
+        return EXIT_REFUSED;
+    }
+    let Some(entry) = loaded.catalog.resolve(&args.role) else {
+        return explain::not_found(&args.role, &loaded.problems);
+    };
+    let prepared = match launch::prepare(&cfg, &req, &entry.loaded) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("airlockctl launch: {e}");

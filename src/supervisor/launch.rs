@@ -15,7 +15,8 @@ use nix::fcntl::OFlag;
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::Config;
-use crate::role::{self, Provider, Role};
+use crate::policy::classes::canonicalize;
+use crate::role::{LoadedRole, Provider, Role};
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::sandbox::{limits, status};
 use crate::supervisor::instances::{self, Instance};
@@ -137,10 +138,12 @@ pub fn deadline(role_secs: Option<u64>, max_seconds: Option<u64>) -> Option<Dura
 }
 
 /// Check everything and create the run directory and workspace. Nothing runs yet.
-pub fn prepare(cfg: &Config, req: &LaunchRequest) -> Result<Prepared, LaunchError> {
-    if !valid_name(&req.role) {
-        return Err(refused("ROLE: role names match [a-z][a-z0-9_-]{0,31}"));
-    }
+/// `role` is the role as the catalog resolved it (validated, rails and class checked).
+pub fn prepare(
+    cfg: &Config,
+    req: &LaunchRequest,
+    role: &LoadedRole,
+) -> Result<Prepared, LaunchError> {
     if !valid_name(&req.instance) {
         return Err(refused(
             "--instance: instance names match [a-z][a-z0-9_-]{0,31}",
@@ -157,25 +160,16 @@ pub fn prepare(cfg: &Config, req: &LaunchRequest) -> Result<Prepared, LaunchErro
             req.instance
         ))
     })?;
-    if conf.role != req.role {
+    // The instance is hired for a class; compare canonical names so `implementer` and
+    // `code` are the same role and nothing else is.
+    if canonicalize(&conf.role) != role.role.role {
         return Err(refused(format!(
             "{}: instances.{}.role: the instance is hired for another role",
             cfg.file.display(),
             req.instance
         )));
     }
-    let dir = cfg.role_dir(&req.role).ok_or_else(|| {
-        refused("ROLE: no role.yaml for this role in any configured roles directory")
-    })?;
-    let loaded = role::load_role_dir(&dir).map_err(|problems| {
-        refused(
-            problems
-                .iter()
-                .map(|p| p.to_string())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )
-    })?;
+    let loaded = role;
     let workspace = match &req.workspace {
         Some(w) => {
             let canon = fs::canonicalize(w)
@@ -220,7 +214,7 @@ pub fn prepare(cfg: &Config, req: &LaunchRequest) -> Result<Prepared, LaunchErro
     };
     let spec = RunSpec {
         run_id,
-        role: req.role.clone(),
+        role: loaded.role.role.clone(),
         instance: inst.name.clone(),
         uid: inst.uid,
         gid: inst.gid,
