@@ -287,3 +287,78 @@ mod tests {
         assert_eq!(err.error.map(|e| e.code), Some(ErrorCode::TooLarge));
     }
 }
+
+/// One run as `ps`, `runs` and `show` report it (`data.runs[]` / `data.run`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub run: String,
+    pub role: String,
+    pub instance: String,
+    pub uid: u32,
+    pub launched_by_uid: u32,
+    /// `running`, or the outcome once closed: exited, killed, timed_out, stopped, aborted.
+    pub state: String,
+    /// Unix milliseconds.
+    pub started_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Seconds the run may last from its start (0: no deadline).
+    pub deadline_s: u64,
+}
+
+/// One hired instance (`data.instances[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceInfo {
+    pub instance: String,
+    pub role: String,
+    pub uid: u32,
+    /// `config` (declared in the config file) or `hired` (through `airlockctl hire`).
+    pub source: String,
+    pub fired: bool,
+    pub active_runs: usize,
+}
+
+/// `status` (`data`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusInfo {
+    pub version: String,
+    pub pid: u32,
+    pub active_runs: usize,
+    pub max_concurrent_runs: usize,
+    pub draining: bool,
+    pub roles: usize,
+    /// Unix milliseconds of the last successful (re)load of roles, policies and config.
+    pub loaded_at: u64,
+    pub ledger_records: u64,
+}
+
+/// A `launch` with `wait: true` answers with a stream of frames (`data`), one per line:
+/// `started`, then `output` lines, then `exited`. Without `wait` only `started` is sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "frame", rename_all = "snake_case")]
+pub enum Frame {
+    Started {
+        run: String,
+    },
+    Output {
+        /// `stdout` or `stderr`.
+        stream: String,
+        /// One line of output with its newline, as UTF-8 (invalid bytes replaced; the
+        /// journal keeps the exact bytes).
+        data: String,
+    },
+    Exited {
+        run: String,
+        /// The run's exit code, 128 + signal when killed.
+        exit_code: i32,
+        /// exited, killed, timed_out, stopped, aborted.
+        outcome: String,
+        reason: String,
+    },
+}
