@@ -48,7 +48,7 @@ pub const MERGE_ACTION: &str = "merge";
 /// The class that alone may land changes (seed 001); checked when classes.yaml loads.
 pub const MERGE_GATE: &str = "merge-gate";
 
-const PR_ACTIONS: [&str; 5] = ["open", "merge", "review", "label", "comment"];
+use crate::role::model::PULL_REQUEST_ACTIONS as PR_ACTIONS;
 
 /// One protected power and the role grants that would exercise it.
 #[derive(Debug, Clone, PartialEq, Eq)]

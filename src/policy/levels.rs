@@ -11,16 +11,7 @@ use crate::role::Level;
 use serde_yaml::Value;
 use std::path::Path;
 
-/// Every `writes.issues` action the role schema knows.
-pub const ISSUE_ACTIONS: [&str; 7] = [
-    "create",
-    "label",
-    "edit_body",
-    "comment",
-    "close",
-    "reopen",
-    "assign",
-];
+pub use crate::role::model::ISSUE_ACTIONS;
 /// Pull-request writes a level lists. `merge` is not one: landing is `land`.
 pub const PR_ACTIONS: [&str; 4] = ["open", "review", "label", "comment"];
 

@@ -41,6 +41,20 @@ impl std::fmt::Display for Level {
     }
 }
 
+/// Every `writes.issues` action the schema knows.
+pub const ISSUE_ACTIONS: [&str; 7] = [
+    "create",
+    "label",
+    "edit_body",
+    "comment",
+    "close",
+    "reopen",
+    "assign",
+];
+
+/// Every `writes.pull_requests` action the schema knows.
+pub const PULL_REQUEST_ACTIONS: [&str; 5] = ["open", "merge", "review", "label", "comment"];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {

@@ -4,6 +4,7 @@
 //! brief and goals stay inside the role's folder). Every problem is reported, not just the first.
 
 use super::check::{key_seg, Ctx};
+use super::model::{ISSUE_ACTIONS, PULL_REQUEST_ACTIONS};
 use super::{grants, names};
 use crate::diag;
 use serde_yaml::Value;
@@ -303,26 +304,8 @@ fn writes(c: &mut Ctx, v: &Value) {
         let p = diag::key("writes", k);
         match k {
             "repos" => repo_list(c, val, &p),
-            "issues" => c.enum_list(
-                val,
-                &p,
-                &[
-                    "create",
-                    "label",
-                    "edit_body",
-                    "comment",
-                    "close",
-                    "reopen",
-                    "assign",
-                ],
-                false,
-            ),
-            "pull_requests" => c.enum_list(
-                val,
-                &p,
-                &["open", "merge", "review", "label", "comment"],
-                false,
-            ),
+            "issues" => c.enum_list(val, &p, &ISSUE_ACTIONS, false),
+            "pull_requests" => c.enum_list(val, &p, &PULL_REQUEST_ACTIONS, false),
             "board" => c.string_list(val, &p),
             "reads" => c.enum_list(val, &p, &["actions"], false),
             _ => {
