@@ -68,10 +68,12 @@ impl Rails {
                     ));
                 }
             }
+            // Stored normalized: every check compares normalized forms, so do it once here
+            // rather than on every role prefix and every call.
             bash.push(BashRail {
                 rule,
                 reason,
-                prefixes,
+                prefixes: prefixes.iter().map(|p| normalize_prefix(p)).collect(),
             });
         }
         let mut tools = Vec::new();
@@ -105,11 +107,12 @@ impl Rails {
 
     /// The rail and forbidden prefix a role's bash prefix would reach, if any.
     pub fn bash_grant_refusal(&self, role_prefix: &str) -> Option<(&BashRail, &str)> {
-        self.bash.iter().find_map(|r| {
-            r.prefixes
+        let r = normalize_prefix(role_prefix);
+        self.bash.iter().find_map(|rail| {
+            rail.prefixes
                 .iter()
-                .find(|f| bash_overlaps(role_prefix, f))
-                .map(|f| (r, f.as_str()))
+                .find(|f| overlaps_normalized(&r, f))
+                .map(|f| (rail, f.as_str()))
         })
     }
 
@@ -135,11 +138,9 @@ impl Rails {
     /// Call-time check for the bash decision: the rail whose prefix `command` starts with.
     pub fn forbidden_command(&self, command: &str) -> Option<&BashRail> {
         let cmd = normalize_prefix(command);
-        self.bash.iter().find(|r| {
-            r.prefixes
-                .iter()
-                .any(|f| token_prefix(&normalize_prefix(f), &cmd))
-        })
+        self.bash
+            .iter()
+            .find(|r| r.prefixes.iter().any(|f| token_prefix(f, &cmd)))
     }
 }
 
@@ -212,12 +213,11 @@ fn token_prefix(short: &str, long: &str) -> bool {
 /// the role prefix is the forbidden one or narrower (`git push origin` under `git push`), or
 /// it is broader and could be completed into it (`git`, `gi`, or the empty prefix).
 pub fn bash_overlaps(role_prefix: &str, forbidden: &str) -> bool {
-    let r = normalize_prefix(role_prefix);
-    let f = normalize_prefix(forbidden);
-    if f.is_empty() {
-        return false;
-    }
-    f.starts_with(&r) || token_prefix(&f, &r)
+    overlaps_normalized(&normalize_prefix(role_prefix), &normalize_prefix(forbidden))
+}
+
+fn overlaps_normalized(r: &str, f: &str) -> bool {
+    !f.is_empty() && (f.starts_with(r) || token_prefix(f, r))
 }
 
 // ---- MCP tool names ----
@@ -244,6 +244,77 @@ pub fn glob_match(glob: &str, name: &str) -> bool {
 /// Wildcard matching by dynamic programming (no backtracking blow-up). With `prefix_only`,
 /// true when some string that starts with `s` matches `pat`.
 pub(crate) fn wildcard(pat: &[u8], s: &[u8], fold_case: bool, prefix_only: bool) -> bool {
+    if !pat.contains(&b'?') {
+        return star_glob(pat, s, fold_case, prefix_only);
+    }
+    wildcard_dp(pat, s, fold_case, prefix_only)
+}
+
+/// Globs with `*` only (nearly all of them): literal pieces matched greedily, left to right.
+/// Greedy is exact here: taking the earliest place for each piece never rules out a match.
+fn star_glob(pat: &[u8], s: &[u8], fold_case: bool, prefix_only: bool) -> bool {
+    let eq = |a: &[u8], b: &[u8]| {
+        if fold_case {
+            a.eq_ignore_ascii_case(b)
+        } else {
+            a == b
+        }
+    };
+    let mut pieces = pat.split(|&b| b == b'*');
+    let first = pieces.next().unwrap_or(&[]);
+    let starred = pat.contains(&b'*');
+    if prefix_only {
+        // Some string starting with `s` matches: `s` and the first piece agree as far as
+        // both go, and then either `s` ends inside the piece or a `*` absorbs the rest.
+        let n = first.len().min(s.len());
+        return eq(&first[..n], &s[..n]) && (s.len() <= first.len() || starred);
+    }
+    if !starred {
+        return eq(first, s);
+    }
+    if s.len() < first.len() || !eq(first, &s[..first.len()]) {
+        return false;
+    }
+    let rest = &s[first.len()..];
+    // `starred`, so there is a last `*`; what follows it must end the string.
+    let last_star = pat.iter().rposition(|&b| b == b'*').unwrap_or(0);
+    let last = &pat[last_star + 1..];
+    if rest.len() < last.len() || !eq(last, &rest[rest.len() - last.len()..]) {
+        return false;
+    }
+    let mut rest = &rest[..rest.len() - last.len()];
+    let middle = if last_star > first.len() {
+        &pat[first.len() + 1..last_star]
+    } else {
+        &[][..]
+    };
+    for piece in middle.split(|&b| b == b'*').filter(|p| !p.is_empty()) {
+        if rest.len() < piece.len() {
+            return false;
+        }
+        match (0..=rest.len() - piece.len()).find(|&i| eq(piece, &rest[i..i + piece.len()])) {
+            Some(i) => rest = &rest[i + piece.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The general case (`?` present), by dynamic programming: no backtracking blow-up.
+fn wildcard_dp(pat: &[u8], s: &[u8], fold_case: bool, prefix_only: bool) -> bool {
+    // Two DP rows. Patterns are short (policy globs are at most 128 bytes), so the rows
+    // live on the stack; this runs for every grant at load and every gateway call.
+    const STACK: usize = 129;
+    let n = pat.len() + 1;
+    let mut stack = [false; 2 * STACK];
+    let mut heap;
+    let rows: &mut [bool] = if n <= STACK {
+        &mut stack[..2 * n]
+    } else {
+        heap = vec![false; 2 * n];
+        &mut heap
+    };
+    let (mut live, mut next) = rows.split_at_mut(n);
     let eq = |a: u8, b: u8| {
         if fold_case {
             a.eq_ignore_ascii_case(&b)
@@ -252,11 +323,11 @@ pub(crate) fn wildcard(pat: &[u8], s: &[u8], fold_case: bool, prefix_only: bool)
         }
     };
     // live[j]: pat[..j] can match s[..i].
-    let mut live = vec![false; pat.len() + 1];
     live[0] = true;
-    close_stars(pat, &mut live);
+    close_stars(pat, live);
     for &c in s {
-        let mut next = vec![false; pat.len() + 1];
+        next.fill(false);
+        let mut any = false;
         for j in 0..pat.len() {
             if !live[j] {
                 continue;
@@ -265,14 +336,15 @@ pub(crate) fn wildcard(pat: &[u8], s: &[u8], fold_case: bool, prefix_only: bool)
                 b'*' => next[j] = true,
                 b'?' => next[j + 1] = true,
                 p if eq(p, c) => next[j + 1] = true,
-                _ => {}
+                _ => continue,
             }
+            any = true;
         }
-        close_stars(pat, &mut next);
-        live = next;
-        if !live.iter().any(|&l| l) {
+        if !any {
             return false;
         }
+        close_stars(pat, next);
+        std::mem::swap(&mut live, &mut next);
     }
     if prefix_only {
         // Whatever is left of the pattern can always be satisfied by some suffix.
@@ -526,6 +598,18 @@ mod tests {
             proptest::prop_assert_eq!(
                 wildcard(p.as_bytes(), s.as_bytes(), false, false),
                 naive(p.as_bytes(), s.as_bytes())
+            );
+        }
+
+        #[test]
+        fn star_only_globs_match_the_reference(p in "[ab*]{0,10}", s in "[ab]{0,10}") {
+            proptest::prop_assert_eq!(
+                wildcard(p.as_bytes(), s.as_bytes(), false, false),
+                naive(p.as_bytes(), s.as_bytes())
+            );
+            proptest::prop_assert_eq!(
+                wildcard(p.as_bytes(), s.as_bytes(), false, true),
+                wildcard_dp(p.as_bytes(), s.as_bytes(), false, true)
             );
         }
 
