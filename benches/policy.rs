@@ -159,6 +159,56 @@ fn main() {
     println!("resource decisions/s: {r:.0}");
 
     role_load();
+    hostile_yaml();
+}
+
+/// Hostile role files are refused quickly and without memory blow-up; the figure is the
+/// worst time over the set (the limits cut each one off early).
+fn hostile_yaml() {
+    let laughs = {
+        let mut t = String::from(
+            "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
+        for i in 1..10 {
+            let prev = if i == 1 {
+                "a".to_string()
+            } else {
+                format!("a{}", i - 1)
+            };
+            t.push_str(&format!("a{i}: &a{i} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
+        }
+        t
+    };
+    let cases: Vec<(&str, String)> = vec![
+        ("100k-deep flow nesting", "[".repeat(100_000)),
+        ("50k-deep mapping nesting", "{a: ".repeat(50_000)),
+        ("billion laughs", laughs),
+        (
+            "10 MB scalar",
+            format!("role: \"{}\"\n", "x".repeat(10 << 20)),
+        ),
+        (
+            "25k keys",
+            (0..25_000).map(|i| format!("k{i}: 1\n")).collect(),
+        ),
+    ];
+    let file = Path::new("hostile/role.yaml");
+    let mut worst = Duration::ZERO;
+    for (name, text) in &cases {
+        let start = Instant::now();
+        let refused = airlock::role::parse_role(file, black_box(text)).is_err();
+        let took = start.elapsed();
+        worst = worst.max(took);
+        println!(
+            "hostile yaml, {name}: {:.2} ms (refused: {refused})",
+            took.as_secs_f64() * 1000.0
+        );
+        assert!(refused, "{name} must be refused");
+    }
+    println!(
+        "hostile yaml worst case: {:.2} ms",
+        worst.as_secs_f64() * 1000.0
+    );
 }
 
 fn role_load() {
