@@ -323,7 +323,9 @@ impl Parser<'_> {
         } else if let Some(s) = v.as_str() {
             let ok = !s.is_empty()
                 && s.len() <= 32
-                && s.bytes().next().is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
+                && s.bytes()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
                 && s.bytes().all(|c| {
                     c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-')
                 });
@@ -461,7 +463,11 @@ mod tests {
 
     #[test]
     fn daemon_keys() {
-        let c = parse(Path::new("/c.yaml"), "admin_group: wheel\noperator_group: 901\n").unwrap();
+        let c = parse(
+            Path::new("/c.yaml"),
+            "admin_group: wheel\noperator_group: 901\n",
+        )
+        .unwrap();
         assert_eq!(c.admin_group, Some(GroupRef::Name("wheel".into())));
         assert_eq!(c.operator_group, Some(GroupRef::Gid(901)));
         assert_eq!(c.socket_group, Some(GroupRef::Gid(901)));

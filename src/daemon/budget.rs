@@ -38,7 +38,10 @@ mod tests {
         assert!(check_weekly("tess", 0, Some(2)).is_ok());
         assert!(check_weekly("tess", 1, Some(2)).is_ok());
         let e = check_weekly("tess", 2, Some(2)).unwrap_err();
-        assert!(e.contains("runs_per_week") && e.contains("2 of its 2"), "{e}");
+        assert!(
+            e.contains("runs_per_week") && e.contains("2 of its 2"),
+            "{e}"
+        );
         assert!(check_weekly("tess", 10_000, None).is_ok());
         assert!(check_weekly("tess", 0, Some(0)).is_err());
     }
@@ -46,7 +49,9 @@ mod tests {
     #[test]
     fn concurrency_cap() {
         assert!(check_concurrency(15, 16).is_ok());
-        assert!(check_concurrency(16, 16).unwrap_err().contains("max_concurrent_runs"));
+        assert!(check_concurrency(16, 16)
+            .unwrap_err()
+            .contains("max_concurrent_runs"));
     }
 
     #[test]

@@ -32,8 +32,7 @@ fn from_socket(sock: &impl AsRawFd) -> Option<Vec<u32>> {
             buf.truncate(n.min(buf.len()));
             return Some(buf);
         }
-        if std::io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE) && n > buf.len()
-        {
+        if std::io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE) && n > buf.len() {
             buf.resize(n, 0);
             continue;
         }

@@ -90,8 +90,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             "instance names match [a-z][a-z0-9_-]{0,31}",
         ));
     }
-    let inst = instances::lookup(cfg, &a.instance)
-        .map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
+    let inst =
+        instances::lookup(cfg, &a.instance).map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
     if inst.fired {
         return Err(err(
             ErrorCode::Refused,
@@ -482,7 +482,10 @@ fn close(
     if let Err(e) = lock(&d.ledger).append(LedgerEvent::RunClosed(closed)) {
         d.events.log(
             EventKind::RunAborted,
-            &format!("run {}: its ledger record could not be closed: {e}", info.run),
+            &format!(
+                "run {}: its ledger record could not be closed: {e}",
+                info.run
+            ),
             &[],
         );
     }
@@ -490,14 +493,14 @@ fn close(
     d.changed.notify_one();
 }
 
-/// Ask one active run to stop. `Err` when no active run has this id.
-pub fn stop(d: &Daemon, run: &str, reason: &str) -> Result<(), ()> {
+/// Ask one active run to stop. `false` when no active run has this id.
+pub fn stop(d: &Daemon, run: &str, reason: &str) -> bool {
     match lock(&d.active).get(run) {
         Some(r) => {
             r.control.request_stop(reason);
-            Ok(())
+            true
         }
-        None => Err(()),
+        None => false,
     }
 }
 

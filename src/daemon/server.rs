@@ -130,8 +130,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
                 wait,
             };
             let d2 = d.clone();
-            let started = match tokio::task::spawn_blocking(move || runs::launch(&d2, args)).await
-            {
+            let started = match tokio::task::spawn_blocking(move || runs::launch(&d2, args)).await {
                 Ok(r) => r,
                 Err(_) => Err(Response::err(ErrorCode::Internal, "launch failed")),
             };
@@ -144,8 +143,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
         }
         op => {
             let d2 = d.clone();
-            let resp = match tokio::task::spawn_blocking(move || answer(&d2, peer.uid, op)).await
-            {
+            let resp = match tokio::task::spawn_blocking(move || answer(&d2, peer.uid, op)).await {
                 Ok(r) => r,
                 Err(_) => Response::err(ErrorCode::Internal, "the request failed inside airlockd"),
             };
@@ -202,8 +200,8 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
         },
         Op::Stop { run } => {
             match runs::stop(d, &run, &format!("stop requested by uid {peer_uid}")) {
-                Ok(()) => ok(serde_json::json!({ "run": run, "stopping": true })),
-                Err(()) => Response::err(
+                true => ok(serde_json::json!({ "run": run, "stopping": true })),
+                false => Response::err(
                     ErrorCode::NotFound,
                     "no active run with this id (it may have ended already); `airlockctl ps` lists active runs",
                 ),

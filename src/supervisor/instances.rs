@@ -34,7 +34,9 @@ pub struct Instance {
 pub enum InstanceError {
     #[error("instance `{0}` is not hired: no `instances.{0}` in the config and not hired through airlockd (`airlockctl hire`)")]
     Unknown(String),
-    #[error("instance `{0}` was fired and can never run again; hire a new instance under a new name")]
+    #[error(
+        "instance `{0}` was fired and can never run again; hire a new instance under a new name"
+    )]
     Fired(String),
     #[error("instance name `{0}` is taken (declared in the config, hired, or fired before); names are never reused, pick another")]
     NameTaken(String),
@@ -195,7 +197,8 @@ pub fn resolve(cfg: &Config, name: &str) -> Result<Instance, InstanceError> {
     let _guard = lock(state)?;
     let reg_path = state.join("instances.json");
     let mut reg = load_registry(&reg_path)?;
-    let entry = entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
+    let entry =
+        entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
     if entry.fired {
         return Err(InstanceError::Fired(name.to_string()));
     }
@@ -203,7 +206,8 @@ pub fn resolve(cfg: &Config, name: &str) -> Result<Instance, InstanceError> {
     let uid = match entry.uid {
         Some(uid) => uid,
         None => {
-            let uid = free_uid(cfg, &others).ok_or_else(|| InstanceError::RangeFull(name.to_string()))?;
+            let uid =
+                free_uid(cfg, &others).ok_or_else(|| InstanceError::RangeFull(name.to_string()))?;
             reg.uids.insert(name.to_string(), uid);
             save_registry(&reg_path, &reg)?;
             uid
@@ -342,7 +346,8 @@ pub fn fire(cfg: &Config, name: &str, now_ms: u64) -> Result<Entry, InstanceErro
     let _guard = lock(state)?;
     let reg_path = state.join("instances.json");
     let mut reg = load_registry(&reg_path)?;
-    let entry = entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
+    let entry =
+        entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
     if entry.fired {
         return Err(InstanceError::Fired(name.to_string()));
     }

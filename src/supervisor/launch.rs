@@ -13,8 +13,8 @@ use nix::unistd::{chown, Gid, Uid};
 use crate::config::Config;
 use crate::policy::classes::canonicalize;
 use crate::role::{LoadedRole, Provider, Role};
-use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::sandbox::limits;
+use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::process::{self, Ending, Milestone, RunControl, WriteSink};
 

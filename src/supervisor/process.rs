@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use nix::fcntl::OFlag;
 
 use super::launch::{LaunchError, Prepared};
+use crate::sandbox::limits;
 use crate::sandbox::spec::RunSpec;
 use crate::sandbox::status::{self, StatusReport};
-use crate::sandbox::limits;
 
 /// How often the supervisor looks at stop requests and the deadline while a run is alive.
 const TICK: Duration = Duration::from_millis(100);
@@ -339,8 +339,16 @@ pub fn supervise(
         }
         Ok(())
     };
-    let spawned_pumps = start_pump(out_pipe.map(|p| Box::new(p) as Box<dyn Read + Send>), stdout)
-        .and_then(|_| start_pump(err_pipe.map(|p| Box::new(p) as Box<dyn Read + Send>), stderr));
+    let spawned_pumps = start_pump(
+        out_pipe.map(|p| Box::new(p) as Box<dyn Read + Send>),
+        stdout,
+    )
+    .and_then(|_| {
+        start_pump(
+            err_pipe.map(|p| Box::new(p) as Box<dyn Read + Send>),
+            stderr,
+        )
+    });
     if let Err(e) = spawned_pumps {
         let _ = child.kill();
         let _ = child.wait();
