@@ -805,3 +805,31 @@ fn hire_and_fire() {
     let c = poll(30, || ledger_closed(&env.ledger(), &run)).expect("closed");
     assert_eq!(c.outcome, ledger::Outcome::Stopped);
 }
+
+#[test]
+fn concurrency_cap_refuses_then_frees() {
+    let mut env = Env::new(Opts {
+        extra: "max_concurrent_runs: 1\n".into(),
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let run = run_id(&env.launch("tess", &["/bin/sleep", "60"], json!({})));
+    let r = env.launch("max", &["/bin/true"], json!({"wait": true}));
+    assert_eq!(r[0]["error"]["code"], "busy", "{r:?}");
+    assert!(r[0]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_concurrent_runs"));
+    let ps = env.one(json!({"v":1,"op":"ps"}));
+    assert_eq!(ps["data"]["runs"][0]["run"], run.as_str());
+    assert_eq!(ps["data"]["runs"][0]["state"], "running");
+    assert_eq!(env.one(json!({"v":1,"op":"stop","run":run}))["ok"], true);
+    assert!(poll(30, || ledger_closed(&env.ledger(), &run)).is_some());
+    let r = env.launch("max", &["/bin/true"], json!({"wait": true}));
+    assert_eq!(exited(&r)["exit_code"], 0);
+    let st = env.one(json!({"v":1,"op":"status"}));
+    assert_eq!(st["data"]["active_runs"], 0);
+    assert_eq!(st["data"]["max_concurrent_runs"], 1);
+    assert_eq!(st["data"]["ledger_records"], 4);
+}

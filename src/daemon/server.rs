@@ -252,24 +252,45 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
                 );
             };
             match instances::hire(&set.config, &instance, &entry.class, ledger::now_ms()) {
-                Ok(i) => ok(serde_json::json!({
+                Ok(i) => {
+                    d.events.log(
+                        EventKind::InstanceHired,
+                        &format!(
+                            "instance `{}` hired for role {} as uid {} by uid {peer_uid}",
+                            i.name, i.role, i.uid
+                        ),
+                        &[("AIRLOCK_SUBJECT_INSTANCE", &i.name)],
+                    );
+                    ok(serde_json::json!({
                     "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired"
-                })),
+                    }))
+                }
                 Err(e) => Response::err(ErrorCode::Refused, e.to_string()),
             }
         }
         Op::Fire { instance } => {
             let set = d.set();
-            match instances::fire(&set.config, &instance, ledger::now_ms()) {
-                Ok(_) => {
-                    let n = runs::stop_instance(d, &instance, "the instance was fired");
+            // Under the ledger lock, which a launch holds from its checks until its run is
+            // in the active table: no launch can slip between the fire and the stop.
+            let fired = {
+                let _launches = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
+                instances::fire(&set.config, &instance, ledger::now_ms())
+                    .map(|_| runs::stop_instance(d, &instance, "the instance was fired"))
+            };
+            match fired {
+                Ok(n) => {
+                    d.events.log(
+                        EventKind::InstanceFired,
+                        &format!("instance `{instance}` fired by uid {peer_uid}; {n} active run(s) stopped"),
+                        &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
+                    );
                     // Credential leases do not exist yet (no credential broker in this
                     // build): there is nothing to revoke, and nothing is claimed revoked.
                     ok(serde_json::json!({
                         "instance": instance,
                         "fired": true,
                         "stopped_runs": n,
-                        "credentials_revoked": 0,
+                        "credentials": "none held: this airlockd does not mint credential leases yet",
                     }))
                 }
                 Err(instances::InstanceError::Unknown(_)) => Response::err(
