@@ -73,6 +73,8 @@ struct Env {
     uid: u32,
     range: (u32, u32),
     child: Option<Child>,
+    /// Extra environment for airlockd.
+    vars: Vec<(String, String)>,
 }
 
 impl Env {
@@ -123,13 +125,24 @@ impl Env {
             uid,
             range,
             child: None,
+            vars: Vec::new(),
         }
     }
 
     fn spawn(&self) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_airlockd"))
-            .arg("--config")
+        // systemd sets WATCHDOG_PID to the service's pid: a shell that execs airlockd
+        // knows that pid in advance ($$).
+        let mut cmd = if self.vars.iter().any(|(k, _)| k == "WATCHDOG_USEC") {
+            let mut c = Command::new("/bin/sh");
+            c.args(["-c", "export WATCHDOG_PID=$$; exec \"$0\" \"$@\""])
+                .arg(env!("CARGO_BIN_EXE_airlockd"));
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_airlockd"))
+        };
+        cmd.arg("--config")
             .arg(&self.cfg)
+            .envs(self.vars.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(
@@ -832,4 +845,69 @@ fn concurrency_cap_refuses_then_frees() {
     assert_eq!(st["data"]["active_runs"], 0);
     assert_eq!(st["data"]["max_concurrent_runs"], 1);
     assert_eq!(st["data"]["ledger_records"], 4);
+}
+
+#[test]
+fn sd_notify_ready_status_reloading_watchdog_stopping() {
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    let path = env.root.join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    env.vars = vec![
+        ("NOTIFY_SOCKET".into(), path.display().to_string()),
+        ("WATCHDOG_USEC".into(), "400000".into()),
+    ];
+    env.start();
+    let mut seen: Vec<String> = Vec::new();
+    let mut wait_for = |what: &dyn Fn(&str) -> bool, seen: &mut Vec<String>| {
+        poll(20, || {
+            let mut buf = [0u8; 4096];
+            if let Ok(n) = sock.recv(&mut buf) {
+                seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
+            seen.iter().any(|m| what(m)).then_some(())
+        })
+        .is_some()
+    };
+    assert!(
+        wait_for(
+            &|m| m.contains("READY=1") && m.contains("STATUS=0 active runs"),
+            &mut seen
+        ),
+        "{seen:?}"
+    );
+    assert!(
+        wait_for(&|m| m.contains("WATCHDOG=1"), &mut seen),
+        "{seen:?}"
+    );
+    seen.clear();
+    env.signal(nix::sys::signal::Signal::SIGHUP);
+    assert!(
+        wait_for(
+            &|m| m.contains("RELOADING=1") && m.contains("MONOTONIC_USEC="),
+            &mut seen
+        ),
+        "{seen:?}"
+    );
+    assert!(wait_for(&|m| m.contains("READY=1"), &mut seen), "{seen:?}");
+    seen.clear();
+    let run = run_id(&env.launch("tess", &["/bin/sleep", "60"], json!({})));
+    assert!(
+        wait_for(&|m| m.contains("STATUS=1 active run"), &mut seen),
+        "{seen:?}"
+    );
+    env.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(
+        wait_for(&|m| m.contains("STOPPING=1"), &mut seen),
+        "{seen:?}"
+    );
+    assert_eq!(env.wait_exit(60), Some(0));
+    assert_eq!(
+        ledger_closed(&env.ledger(), &run).unwrap().outcome,
+        ledger::Outcome::Stopped
+    );
 }
