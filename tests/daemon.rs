@@ -863,7 +863,7 @@ fn sd_notify_ready_status_reloading_watchdog_stopping() {
     ];
     env.start();
     let mut seen: Vec<String> = Vec::new();
-    let mut wait_for = |what: &dyn Fn(&str) -> bool, seen: &mut Vec<String>| {
+    let wait_for = |what: &dyn Fn(&str) -> bool, seen: &mut Vec<String>| {
         poll(20, || {
             let mut buf = [0u8; 4096];
             if let Ok(n) = sock.recv(&mut buf) {
