@@ -4,6 +4,7 @@
 //! Runs as root (jails need it); waits are bounded polls, never timing assertions.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -75,6 +76,8 @@ struct Env {
     child: Option<Child>,
     /// Extra environment for airlockd.
     vars: Vec<(String, String)>,
+    /// Start airlockd in this cgroup v2 directory (as systemd starts it in its service's).
+    cgroup: Option<PathBuf>,
 }
 
 impl Env {
@@ -126,6 +129,7 @@ impl Env {
             range,
             child: None,
             vars: Vec::new(),
+            cgroup: None,
         }
     }
 
@@ -140,6 +144,26 @@ impl Env {
         } else {
             Command::new(env!("CARGO_BIN_EXE_airlockd"))
         };
+        if let Some(cg) = &self.cgroup {
+            let procs = std::ffi::CString::new(cg.join("cgroup.procs").into_os_string().into_vec())
+                .unwrap();
+            // SAFETY: only open/write/close (async-signal-safe) between fork and exec.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                    libc::close(fd);
+                    if ok {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         cmd.arg("--config")
             .arg(&self.cfg)
             .envs(self.vars.iter().map(|(k, v)| (k, v)))
@@ -910,4 +934,64 @@ fn sd_notify_ready_status_reloading_watchdog_stopping() {
         ledger_closed(&env.ledger(), &run).unwrap().outcome,
         ledger::Outcome::Stopped
     );
+}
+
+fn cgroup2_mount() -> PathBuf {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mi.lines()
+        .find_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            (post.split_whitespace().next()? == "cgroup2")
+                .then(|| PathBuf::from(pre.split_whitespace().nth(4).unwrap()))
+        })
+        .expect("a cgroup2 mount (the daemon tests need cgroup v2)")
+}
+
+/// The systemd layout (Delegate=yes): airlockd starts in its own cgroup, moves itself into
+/// a `supervisor` leaf, runs live in `airlock/<run>`; after kill -9 and a restart in the same
+/// cgroup, recovery kills the orphan through its cgroup.
+#[test]
+fn delegated_cgroup_layout_and_recovery() {
+    let mount = cgroup2_mount();
+    let base = mount.join(format!("airlock-dtest-{}", std::process::id()));
+    std::fs::create_dir(&base).unwrap();
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.cgroup = Some(base.clone());
+    env.start();
+    let own = std::fs::read_to_string(format!("/proc/{}/cgroup", env.pid())).unwrap();
+    assert!(
+        own.lines()
+            .any(|l| l.starts_with("0::") && l.ends_with("/supervisor")),
+        "{own}"
+    );
+    let run = run_id(&env.launch(
+        "tess",
+        &["/bin/sh", "-c", "sleep 100 & sleep 100"],
+        json!({}),
+    ));
+    let run_cg = base.join("airlock").join(&run);
+    let members = poll(20, || {
+        let p = std::fs::read_to_string(run_cg.join("cgroup.procs")).ok()?;
+        (p.lines().count() >= 3).then_some(p)
+    });
+    assert!(members.is_some(), "the run is not in {}", run_cg.display());
+    let mut child = env.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!pids(env.uid).is_empty());
+    env.start();
+    assert!(poll(10, || pids(env.uid).is_empty().then_some(())).is_some());
+    assert!(!run_cg.exists(), "the orphan's cgroup is still there");
+    assert_eq!(
+        ledger_closed(&env.ledger(), &run).unwrap().outcome,
+        ledger::Outcome::Aborted
+    );
+    env.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(env.wait_exit(30), Some(0));
+    for d in ["airlock", "supervisor", ""] {
+        let _ = std::fs::remove_dir(base.join(d));
+    }
 }

@@ -7,6 +7,7 @@
 //! single-threaded `airlock-jail` helper. The daemon itself never forks.
 
 pub mod budget;
+pub mod cgroup;
 pub mod events;
 pub mod peer;
 pub mod recovery;
@@ -46,6 +47,8 @@ pub struct Daemon {
     pub changed: Notify,
     draining: AtomicBool,
     pub events: Events,
+    /// Parent of every run's cgroup, settled once at startup.
+    pub cgroup_parent: Option<PathBuf>,
 }
 
 impl Daemon {
@@ -141,7 +144,8 @@ pub fn main(config_path: &Path) -> i32 {
         ..JournalConfig::default()
     };
     let events = Events::open(&journal_dir, &jcfg);
-    match recovery::recover(&mut ledger, &journal_dir, &jcfg) {
+    let cgroup_parent = cgroup::settle();
+    match recovery::recover(&mut ledger, &journal_dir, &jcfg, cgroup_parent.as_deref()) {
         Ok(0) => {}
         Ok(n) => events.log(
             EventKind::RunAborted,
@@ -172,6 +176,7 @@ pub fn main(config_path: &Path) -> i32 {
         changed: Notify::new(),
         draining: AtomicBool::new(false),
         events,
+        cgroup_parent,
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -12,17 +12,15 @@ use crate::supervisor::process;
 pub const REASON: &str = "airlockd restarted; the run was not supervised";
 
 /// Returns how many runs were aborted.
+/// `cgroup_parent`: where run cgroups live ([`super::cgroup::settle`]).
 pub fn recover(
     ledger: &mut Ledger,
     journal_dir: &Path,
     journal: &JournalConfig,
+    cgroup_parent: Option<&Path>,
 ) -> Result<usize, String> {
     let open = ledger::open_runs(ledger.path()).map_err(|e| e.to_string())?;
-    let parent = if open.is_empty() {
-        None
-    } else {
-        limits::prepare_parent()
-    };
+    let parent = cgroup_parent;
     for run in &open {
         if let Some(parent) = &parent {
             // A leftover cgroup that will not go away still has the uid backstop below.

@@ -119,7 +119,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
     budget::check_weekly(&a.instance, used, role.budget.runs_per_week)
         .map_err(|m| err(ErrorCode::Refused, m))?;
-    let prepared = launch::prepare(cfg, &req, &entry.loaded)
+    let prepared = launch::prepare_in(cfg, &req, &entry.loaded, d.cgroup_parent.clone())
         .map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
     let run = prepared.spec.run_id.clone();
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);

@@ -144,6 +144,17 @@ pub fn prepare(
     req: &LaunchRequest,
     role: &LoadedRole,
 ) -> Result<Prepared, LaunchError> {
+    prepare_in(cfg, req, role, limits::prepare_parent())
+}
+
+/// [`prepare`] with the parent of the run's cgroup chosen by the caller (airlockd settles
+/// its own cgroup layout once at startup; `None`: no cgroup, the uid backstop applies).
+pub fn prepare_in(
+    cfg: &Config,
+    req: &LaunchRequest,
+    role: &LoadedRole,
+    cgroup_parent: Option<PathBuf>,
+) -> Result<Prepared, LaunchError> {
     if !valid_name(&req.instance) {
         return Err(refused(
             "--instance: instance names match [a-z][a-z0-9_-]{0,31}",
@@ -225,7 +236,7 @@ pub fn prepare(
         hide: vec![cfg.state_dir.clone(), cfg.socket.clone()],
         connect_tcp: Vec::new(),
         limits: cfg.limits.clone(),
-        cgroup_parent: limits::prepare_parent(),
+        cgroup_parent,
     };
     spec.validate()
         .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
