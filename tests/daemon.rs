@@ -519,6 +519,25 @@ fn peers_outside_the_groups_are_refused_and_logged() {
         json!({"v":1,"op":"reload"}),
     );
     assert_eq!(r[0]["error"]["code"], "forbidden");
+    // An operator launches; the workspace must be theirs (or the instance's).
+    let ws = env.root.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let launch = |ws: &Path| {
+        json!({"v":1,"op":"launch","role":"code","instance":"tess","wait":true,
+               "workspace": ws.display().to_string(),
+               "command":["/bin/sh","-c","pwd"]})
+    };
+    let r = request_as(&env.sock, outsider, &[operator], launch(&ws));
+    assert_eq!(r[0]["error"]["code"], "refused", "{r:?}");
+    assert!(r[0]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("owned by you"));
+    std::os::unix::fs::chown(&ws, Some(outsider), Some(outsider)).unwrap();
+    let r = request_as(&env.sock, outsider, &[operator], launch(&ws));
+    assert_eq!(exited(&r)["exit_code"], 0, "{r:?}");
+    assert_eq!(stdout_of(&r), format!("{}\n", ws.display()));
+    assert_eq!(record_of(&env, &run_id(&r))["launched_by_uid"], outsider);
     // An admin may reload.
     let r = request_as(&env.sock, outsider, &[admin], json!({"v":1,"op":"reload"}));
     assert_eq!(r[0]["ok"], true, "{r:?}");

@@ -98,6 +98,9 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             instances::InstanceError::Fired(a.instance.clone()).to_string(),
         ));
     }
+    if let Some(ws) = &a.workspace {
+        check_workspace_owner(ws, a.peer_uid, inst.uid)?;
+    }
     let req = LaunchRequest {
         role: a.role.clone(),
         instance: a.instance.clone(),
@@ -193,6 +196,36 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         run,
         frames: client,
     })
+}
+
+/// A workspace is bind-mounted into the jail, which bypasses the permissions of the
+/// directories above it. So a peer other than root may only hand over a directory it owns
+/// or the instance owns: never a way into a place the peer could not reach itself.
+fn check_workspace_owner(
+    ws: &str,
+    peer_uid: u32,
+    instance_uid: Option<u32>,
+) -> Result<(), Response> {
+    use std::os::unix::fs::MetadataExt;
+    if peer_uid == 0 {
+        return Ok(());
+    }
+    let meta = std::fs::canonicalize(ws)
+        .and_then(std::fs::metadata)
+        .map_err(|_| {
+            err(
+                ErrorCode::Refused,
+                "--workspace: the directory does not exist",
+            )
+        })?;
+    if meta.uid() == peer_uid || Some(meta.uid()) == instance_uid {
+        Ok(())
+    } else {
+        Err(err(
+            ErrorCode::Refused,
+            format!("--workspace: the directory must be owned by you (uid {peer_uid}) or by the instance; chown it or let airlock create a fresh workspace"),
+        ))
+    }
 }
 
 /// The budgets in force, integers only (the ledger refuses floats that may not round-trip).
