@@ -262,6 +262,8 @@ async fn main_loop(
         }
     }
     handle.close();
+    // New connections are refused from here on instead of waiting in the backlog.
+    drop(listener);
     drain(&d, watchdog).await;
     0
 }
