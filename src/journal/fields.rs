@@ -20,6 +20,8 @@
 //! | `daemon_stopping`  | `1595bf20ec17464ca564b34699794f48` | 5 notice   |
 //! | `reloaded`         | `4bb75c00a1ea47f79993c4e18e6b535f` | 5 notice   |
 //! | `reload_refused`   | `8d06ee4da3124bc3a4bc535ba6c1f343` | 4 warning  |
+//! | `instance_hired`   | `c442d70523704501b777e03f9b73fab4` | 5 notice   |
+//! | `instance_fired`   | `a615d5abbb654d4c88237db15efdaf10` | 5 notice   |
 //!
 //! Agent output lines carry `AIRLOCK_STREAM=stdout|stderr` instead of an event and have no
 //! `MESSAGE_ID`; stdout lines are priority 6, stderr lines priority 5.
@@ -119,10 +121,12 @@ pub enum EventKind {
     DaemonStopping,
     Reloaded,
     ReloadRefused,
+    InstanceHired,
+    InstanceFired,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::RunStarted,
         EventKind::RunExited,
         EventKind::RunKilled,
@@ -137,6 +141,8 @@ impl EventKind {
         EventKind::DaemonStopping,
         EventKind::Reloaded,
         EventKind::ReloadRefused,
+        EventKind::InstanceHired,
+        EventKind::InstanceFired,
     ];
 
     /// The `AIRLOCK_EVENT` value.
@@ -156,6 +162,8 @@ impl EventKind {
             EventKind::DaemonStopping => "daemon_stopping",
             EventKind::Reloaded => "reloaded",
             EventKind::ReloadRefused => "reload_refused",
+            EventKind::InstanceHired => "instance_hired",
+            EventKind::InstanceFired => "instance_fired",
         }
     }
 
@@ -180,6 +188,8 @@ impl EventKind {
             EventKind::DaemonStopping => "1595bf20ec17464ca564b34699794f48",
             EventKind::Reloaded => "4bb75c00a1ea47f79993c4e18e6b535f",
             EventKind::ReloadRefused => "8d06ee4da3124bc3a4bc535ba6c1f343",
+            EventKind::InstanceHired => "c442d70523704501b777e03f9b73fab4",
+            EventKind::InstanceFired => "a615d5abbb654d4c88237db15efdaf10",
         }
     }
 
@@ -196,7 +206,9 @@ impl EventKind {
             EventKind::RunStopped
             | EventKind::DaemonStarted
             | EventKind::DaemonStopping
-            | EventKind::Reloaded => 5,
+            | EventKind::Reloaded
+            | EventKind::InstanceHired
+            | EventKind::InstanceFired => 5,
             EventKind::RunStarted | EventKind::RunExited | EventKind::JailReport => 6,
         }
     }

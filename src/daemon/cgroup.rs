@@ -1,0 +1,75 @@
+//! Where airlockd puts its runs' cgroups. Under systemd (`Delegate=yes`) airlockd owns its
+//! service cgroup, but cgroup v2 lets a cgroup either hold processes or hand controllers to
+//! children, not both. So airlockd moves itself into a `supervisor` leaf of its cgroup,
+//! which frees the service cgroup to delegate `pids` and `memory` to `airlock/`, the parent
+//! of every run's cgroup (`airlock/<run>`; the jail helper moves itself there). In the root
+//! cgroup (a test or a container) there is no such rule and the plain layout is used.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::limits;
+
+fn write(path: &Path, text: &str) -> std::io::Result<()> {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(text.as_bytes())
+}
+
+/// Our cgroup v2 directory: the cgroup2 mount joined with `/proc/self/cgroup`'s `0::` path.
+fn own_cgroup() -> Option<(PathBuf, String)> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let fstype = post.split_whitespace().next()?;
+        (fstype == "cgroup2").then(|| pre.split_whitespace().nth(4).map(PathBuf::from))?
+    })?;
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .trim()
+        .to_string();
+    Some((mount, rel))
+}
+
+/// Settle airlockd in its cgroup and return the parent of run cgroups, or `None` when no
+/// writable cgroup v2 is there (runs then rely on their pid namespace and the uid backstop).
+/// Call once at startup, before any run starts.
+pub fn settle() -> Option<PathBuf> {
+    let (mount, rel) = own_cgroup()?;
+    let rel = rel.trim_start_matches('/');
+    if rel.is_empty() {
+        return limits::prepare_parent();
+    }
+    let mut base = mount.join(rel);
+    // Restarted after a crash inside our own leaf (not under systemd, which starts us in
+    // the service cgroup): the base is the leaf's parent.
+    if base.file_name().is_some_and(|n| n == "supervisor") {
+        if let Some(p) = base.parent() {
+            base = p.to_path_buf();
+        }
+    }
+    let leaf = base.join("supervisor");
+    if !leaf.is_dir() && fs::create_dir(&leaf).is_err() {
+        return limits::prepare_parent();
+    }
+    if write(&leaf.join("cgroup.procs"), &std::process::id().to_string()).is_err() {
+        return limits::prepare_parent();
+    }
+    let parent = base.join("airlock");
+    if !parent.is_dir() && fs::create_dir(&parent).is_err() {
+        return None;
+    }
+    // Best effort: the controllers the host gives us, on both levels.
+    let available = fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
+    for c in ["pids", "memory"] {
+        if available.split_whitespace().any(|x| x == c) {
+            let _ = write(&base.join("cgroup.subtree_control"), &format!("+{c}"));
+            let _ = write(&parent.join("cgroup.subtree_control"), &format!("+{c}"));
+        }
+    }
+    Some(parent)
+}
