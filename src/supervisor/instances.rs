@@ -46,6 +46,8 @@ pub enum InstanceError {
     UidTaken(String),
     #[error("instances.{0}.uid: another instance already uses this uid")]
     UidShared(String),
+    #[error("instances.{0}.uid: inside {1}; pick a uid in Airlock's uid_range")]
+    UidReserved(String, &'static str),
     #[error("instances.{0}: no free uid left in uid_range")]
     RangeFull(String),
     #[error("{0}")]
@@ -115,6 +117,50 @@ fn state_err(what: &str, path: &Path, e: impl std::fmt::Display) -> InstanceErro
 pub fn id_in_use(id: u32) -> bool {
     !matches!(User::from_uid(Uid::from_raw(id)), Ok(None))
         || !matches!(Group::from_gid(Gid::from_raw(id)), Ok(None))
+}
+
+/// Ranges other parts of the host hand out on their own, without an NSS entry: an
+/// instance sharing one would share an identity with whatever gets it.
+pub fn reserved_range(id: u32) -> Option<&'static str> {
+    if id < 1000 {
+        return Some("the system accounts' range (below 1000)");
+    }
+    if (61184..=65519).contains(&id) {
+        return Some("systemd's DynamicUser range (61184-65519)");
+    }
+    if (524_288..=1_879_048_191).contains(&id) {
+        return Some("systemd's container range (524288-1879048191)");
+    }
+    if (2_147_352_576..=2_147_418_111).contains(&id) {
+        return Some("systemd's foreign range");
+    }
+    if id >= 0x8000_0000 {
+        return Some("the ids above 2^31 that some tools read as negative");
+    }
+    for file in ["/etc/subuid", "/etc/subgid"] {
+        if let Ok(text) = fs::read_to_string(file) {
+            if in_sub_ranges(&text, id) {
+                return Some("a subordinate id range of /etc/subuid or /etc/subgid");
+            }
+        }
+    }
+    None
+}
+
+/// `/etc/subuid` lines are `owner:first:count`.
+fn in_sub_ranges(text: &str, id: u32) -> bool {
+    text.lines().any(|line| {
+        let mut f = line.trim().split(':').skip(1);
+        match (
+            f.next().and_then(|v| v.parse::<u64>().ok()),
+            f.next().and_then(|v| v.parse::<u64>().ok()),
+        ) {
+            (Some(first), Some(count)) => {
+                (first..first.saturating_add(count)).contains(&u64::from(id))
+            }
+            _ => false,
+        }
+    })
 }
 
 /// Create a root-owned directory with `mode` if missing, and fix its mode if present.
@@ -213,7 +259,10 @@ pub fn resolve(cfg: &Config, name: &str) -> Result<Instance, InstanceError> {
             uid
         }
     };
-    if uid < 1000 || id_in_use(uid) {
+    if let Some(range) = reserved_range(uid) {
+        return Err(InstanceError::UidReserved(name.to_string(), range));
+    }
+    if id_in_use(uid) {
         return Err(InstanceError::UidTaken(name.to_string()));
     }
     if others.contains(&uid) {
@@ -269,7 +318,8 @@ fn uids_held(cfg: &Config, reg: &Registry, except: Option<&str>) -> Vec<u32> {
 }
 
 fn free_uid(cfg: &Config, held: &[u32]) -> Option<u32> {
-    (cfg.uid_range.first..=cfg.uid_range.last).find(|u| !held.contains(u) && !id_in_use(*u))
+    (cfg.uid_range.first..=cfg.uid_range.last)
+        .find(|u| !held.contains(u) && reserved_range(*u).is_none() && !id_in_use(*u))
 }
 
 /// The declaration of one instance, without allocating anything.
@@ -395,6 +445,29 @@ fn ensure_home(home: &Path, uid: u32, gid: u32) -> Result<(), InstanceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_ranges_are_refused() {
+        for id in [
+            0,
+            999,
+            61184,
+            65519,
+            524_288,
+            1_000_000,
+            2_147_400_000,
+            3_000_000_000,
+        ] {
+            assert!(reserved_range(id).is_some(), "{id}");
+        }
+        assert_eq!(reserved_range(1_880_000_000), None);
+        assert!(in_sub_ranges(
+            "alice:100000:65536\nbob:165536:65536\n",
+            170_000
+        ));
+        assert!(!in_sub_ranges("alice:100000:65536\n", 165_536));
+        assert!(!in_sub_ranges("garbage\n::\n", 5));
+    }
 
     #[test]
     fn existing_accounts_are_in_use() {

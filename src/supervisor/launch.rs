@@ -17,6 +17,7 @@ use crate::sandbox::limits;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::process::{self, Ending, Milestone, RunControl, WriteSink};
+use crate::supervisor::workspace;
 
 pub use crate::supervisor::process::pids_of_uid;
 
@@ -182,14 +183,7 @@ pub fn prepare_in(
     }
     let loaded = role;
     let workspace = match &req.workspace {
-        Some(w) => {
-            let canon = fs::canonicalize(w)
-                .map_err(|_| refused("--workspace: the directory does not exist"))?;
-            if !canon.is_dir() {
-                return Err(refused("--workspace: not a directory"));
-            }
-            Some(canon)
-        }
+        Some(w) => Some(workspace::check(w, &cfg.state_dir).map_err(refused)?),
         None => None,
     };
     let argv = if req.command.is_empty() {

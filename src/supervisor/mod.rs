@@ -5,3 +5,4 @@ pub mod launch;
 pub mod ledger;
 pub mod notify;
 pub mod process;
+pub mod workspace;
