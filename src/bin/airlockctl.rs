@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use airlock::cli::check::Query;
-use airlock::cli::sources::SourceArgs;
 use airlock::cli::remote::Ctx;
+use airlock::cli::sources::SourceArgs;
 use airlock::cli::{
     check, explain, instances, logs, output, runs, status, timers, validate, verify_ledger,
 };

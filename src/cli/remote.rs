@@ -58,7 +58,9 @@ pub fn client_error(e: &ClientError) -> i32 {
 /// Print airlockd's refusal and map its code to an exit code.
 pub fn daemon_error(op: &str, error: Option<&ErrorBody>) -> i32 {
     let Some(error) = error else {
-        eprintln!("airlockctl {op}: airlockd refused without saying why; check `journalctl -u airlockd`");
+        eprintln!(
+            "airlockctl {op}: airlockd refused without saying why; check `journalctl -u airlockd`"
+        );
         return output::ERROR;
     };
     let hint = match error.code {

@@ -38,7 +38,15 @@ fn list(ctx: &Ctx, op: Op, empty: &str) -> i32 {
     print!(
         "{}",
         table::render(
-            &["RUN", "ROLE", "INSTANCE", "STATE", "STARTED (UTC)", "TIME", "EXIT"],
+            &[
+                "RUN",
+                "ROLE",
+                "INSTANCE",
+                "STATE",
+                "STARTED (UTC)",
+                "TIME",
+                "EXIT"
+            ],
             &rows
         )
     );
@@ -116,7 +124,11 @@ pub fn stop(ctx: &Ctx, run: &str) -> i32 {
         Ok(data) => remote::confirm(
             ctx,
             &data,
-            &format!("stopping run {}; `airlockctl show {}` tells how it ended", clean(run), clean(run)),
+            &format!(
+                "stopping run {}; `airlockctl show {}` tells how it ended",
+                clean(run),
+                clean(run)
+            ),
         ),
         Err(code) => code,
     }

@@ -113,7 +113,10 @@ mod tests {
     fn aligns_columns_and_cleans_text() {
         let out = render(
             &["RUN", "STATE"],
-            &[vec!["r-1".into(), "running".into()], vec!["r-22222".into(), "exited".into()]],
+            &[
+                vec!["r-1".into(), "running".into()],
+                vec!["r-22222".into(), "exited".into()],
+            ],
         );
         assert_eq!(out, "RUN      STATE\nr-1      running\nr-22222  exited\n");
         assert_eq!(clean("a\x1b[2Jb\n"), "a\\u{1b}[2Jb\\u{a}");

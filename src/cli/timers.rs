@@ -59,7 +59,10 @@ impl Planned {
     }
 
     pub fn dropin_text(&self) -> String {
-        format!("{MARKER}\n[Service]\nEnvironment=AIRLOCK_ROLE={}\n", self.role)
+        format!(
+            "{MARKER}\n[Service]\nEnvironment=AIRLOCK_ROLE={}\n",
+            self.role
+        )
     }
 }
 
@@ -121,7 +124,8 @@ pub fn run(ctx: &Ctx, args: &SourceArgs, output_dir: Option<&Path>) -> i32 {
         let timer = dir.join(p.timer_name());
         let dropin_dir = dir.join(p.dropin_dir());
         let dropin = dropin_dir.join("role.conf");
-        let result = refuse_foreign(&timer)
+        let result = fs::create_dir_all(dir)
+            .and_then(|_| refuse_foreign(&timer))
             .and_then(|_| refuse_foreign(&dropin))
             .and_then(|_| write_atomic(&timer, &p.timer_text()))
             .and_then(|_| fs::create_dir_all(&dropin_dir))
@@ -153,7 +157,9 @@ pub fn run(ctx: &Ctx, args: &SourceArgs, output_dir: Option<&Path>) -> i32 {
             })
             .collect();
         let r: Vec<_> = removed.iter().map(|p| p.display().to_string()).collect();
-        return output::json(&json!({"output": dir.display().to_string(), "written": w, "removed": r}));
+        return output::json(
+            &json!({"output": dir.display().to_string(), "written": w, "removed": r}),
+        );
     }
     for (p, timer, dropin) in &written {
         println!("wrote {} ({})", timer.display(), p.on_calendar.join("; "));
@@ -272,6 +278,8 @@ mod tests {
         assert!(t.contains("\nPersistent=true\n"));
         assert!(t.contains("\nUnit=airlock-run@tess.service\n"));
         assert_eq!(p.dropin_dir(), "airlock-run@tess.service.d");
-        assert!(p.dropin_text().contains("\n[Service]\nEnvironment=AIRLOCK_ROLE=code\n"));
+        assert!(p
+            .dropin_text()
+            .contains("\n[Service]\nEnvironment=AIRLOCK_ROLE=code\n"));
     }
 }
