@@ -88,7 +88,7 @@ fn validate_names_file_and_key_of_a_broken_role_without_its_value() {
         .unwrap()
         .replace("level: L3", &format!("level: {secret}"));
     std::fs::write(&file, text).unwrap();
-    write_config(dir.path(), &[roles.clone()], &[]);
+    write_config(dir.path(), std::slice::from_ref(&roles), &[]);
 
     let (code, out, err) = run(ctl(dir.path()).args(["validate"]));
     assert_eq!(code, 1, "{out}{err}");
@@ -185,7 +185,7 @@ fn timers_for_a_scheduled_role() {
     .unwrap();
     write_config(
         dir.path(),
-        &[roles.clone()],
+        std::slice::from_ref(&roles),
         &[("tess", "code"), ("rex", "review")],
     );
     let out_dir = dir.path().join("units");
@@ -210,7 +210,11 @@ fn timers_for_a_scheduled_role() {
     assert!(!out_dir.join("airlock-run@rex.timer").exists());
 
     // JSON, and an instance whose schedule went away loses the timer this command wrote.
-    write_config(dir.path(), &[roles.clone()], &[("rex", "review")]);
+    write_config(
+        dir.path(),
+        std::slice::from_ref(&roles),
+        &[("rex", "review")],
+    );
     let (code, out, _) = run(ctl(dir.path())
         .args(["timers", "--json", "--output"])
         .arg(&out_dir));
@@ -221,7 +225,11 @@ fn timers_for_a_scheduled_role() {
     assert!(!out_dir.join("airlock-run@tess.timer").exists());
 
     // An operator's own file is never replaced.
-    write_config(dir.path(), &[roles.clone()], &[("tess", "code")]);
+    write_config(
+        dir.path(),
+        std::slice::from_ref(&roles),
+        &[("tess", "code")],
+    );
     std::fs::write(out_dir.join("airlock-run@tess.timer"), "[Timer]\n").unwrap();
     let (code, _, err) = run(ctl(dir.path()).args(["timers", "--output"]).arg(&out_dir));
     assert_eq!(code, 2, "{err}");
