@@ -9,10 +9,10 @@ use super::remote::Ctx;
 use crate::config::Config;
 use crate::journal;
 
-/// Where airlockd writes a run's fallback journal file (`<dir>/<run>.journal`): the run's
-/// own directory under the state directory.
-pub fn fallback_dir(cfg: &Config, run: &str) -> PathBuf {
-    cfg.state_dir.join("runs").join(run)
+/// Where airlockd writes a run's fallback journal file (`<dir>/<run>.journal`):
+/// `<state_dir>/journal/`, the same directory for every run.
+pub fn fallback_dir(cfg: &Config, _run: &str) -> PathBuf {
+    cfg.state_dir.join("journal")
 }
 
 pub fn logs(ctx: &Ctx, run: &str, follow: bool) -> i32 {
