@@ -134,11 +134,23 @@ fi
 # 4. systemd units, pointed at the binaries' real location.
 unitdir="$(root /etc/systemd/system)"
 mkdir -p "$unitdir"
+# systemd 253 and later know Type=notify-reload, which is what airlockd speaks; older ones
+# get Type=notify with ExecReload= sending SIGHUP (see the unit's comment).
+sysv="$(systemctl --version 2>/dev/null | awk 'NR==1 {print $2}')"
+reload_edit=()
+if [ "${sysv:-0}" -ge 253 ] 2>/dev/null; then
+  reload_edit=(-e 's/^Type=notify$/Type=notify-reload/' -e '/^ExecReload=/d')
+fi
 for u in airlockd.service airlockd.socket airlock-run@.service; do
-  sed "s#/usr/local/bin/#$prefix/bin/#g" "$here/systemd/$u" >"$config_src.unit"
+  if [ "$u" = airlockd.service ]; then
+    sed -e "s#/usr/local/bin/#$prefix/bin/#g" "${reload_edit[@]}" "$here/systemd/$u" >"$config_src.unit"
+  else
+    sed -e "s#/usr/local/bin/#$prefix/bin/#g" "$here/systemd/$u" >"$config_src.unit"
+  fi
   put "$config_src.unit" "$unitdir/$u" 0644
   rm -f "$config_src.unit"
 done
+put "$here/README.md" "$(root /usr/share/doc/airlock/README.md)" 0644
 put "$here/systemd/airlock.sysusers.conf" "$(root /usr/lib/sysusers.d/airlock.conf)" 0644
 put "$here/systemd/airlock.tmpfiles.conf" "$(root /usr/lib/tmpfiles.d/airlock.conf)" 0644
 
