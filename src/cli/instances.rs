@@ -12,11 +12,19 @@ pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
         role: role.into(),
     };
     match ctx.call(op) {
-        Ok(data) => remote::confirm(
-            ctx,
-            &data,
-            &format!("hired {} as {}", clean(name), clean(role)),
-        ),
+        Ok(data) => {
+            let uid = data
+                .get("uid")
+                .and_then(|u| u.as_u64())
+                .map(|u| format!(" (uid {u})"))
+                .unwrap_or_default();
+            let role = data.get("role").and_then(|r| r.as_str()).unwrap_or(role);
+            remote::confirm(
+                ctx,
+                &data,
+                &format!("hired {} as {}{uid}", clean(name), clean(role)),
+            )
+        }
         Err(code) => code,
     }
 }
@@ -52,7 +60,11 @@ pub fn list(ctx: &Ctx) -> i32 {
             vec![
                 clean(&i.instance),
                 clean(&i.role),
-                i.uid.to_string(),
+                // 0: not allocated yet (a config instance gets its uid on its first run).
+                match i.uid {
+                    0 => "-".into(),
+                    uid => uid.to_string(),
+                },
                 clean(&i.source),
                 if i.fired { "fired" } else { "hired" }.into(),
                 i.active_runs.to_string(),
