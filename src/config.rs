@@ -2,6 +2,14 @@
 //! earlier), `policies`, `state_dir`, `socket`, `uid_range`, `instances` (name -> `{role,
 //! uid?}`), `limits`. An embedded default makes the CLI work with no installed file.
 //!
+//! airlockd's keys: `admin_group` (may hire, fire, reload; root always may), `operator_group`
+//! (may launch, stop and read), `socket_group` (group of the bound control socket, mode 0660;
+//! default the operator group), each a group name or a numeric gid, resolved through NSS when
+//! airlockd starts; `max_concurrent_runs` (default 16), `grace_seconds` between SIGTERM and
+//! SIGKILL when a run is stopped or hits its deadline (default 10), `journal_socket`
+//! (journald's native socket, default `/run/systemd/journal/socket`; when it cannot take
+//! records they go to `<state_dir>/journal/<run>.journal`).
+//!
 //! Default `uid_range` 1880000000-1880099999, chosen to collide with nothing common:
 //! above systemd's container range (524288-1879048191) and therefore above every
 //! /etc/subuid range useradd hands out by default (100000 up to 600100000), above
@@ -49,6 +57,30 @@ pub struct InstanceConf {
     pub uid: Option<u32>,
 }
 
+/// A group named in the config: by name (resolved through NSS when used) or by number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupRef {
+    Name(String),
+    Gid(u32),
+}
+
+impl GroupRef {
+    /// The gid, looked up through NSS for a name. `Err` says which key could not be resolved.
+    pub fn resolve(&self) -> Result<u32, String> {
+        match self {
+            GroupRef::Gid(g) => Ok(*g),
+            GroupRef::Name(n) => match nix::unistd::Group::from_name(n) {
+                Ok(Some(g)) => Ok(g.gid.as_raw()),
+                _ => Err("no such group on this host (create it, or give a numeric gid)".into()),
+            },
+        }
+    }
+}
+
+pub const DEFAULT_MAX_CONCURRENT_RUNS: usize = 16;
+pub const DEFAULT_GRACE_SECONDS: u64 = 10;
+pub const DEFAULT_JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The file it came from (`(built-in)` for the embedded default).
@@ -60,6 +92,12 @@ pub struct Config {
     pub uid_range: UidRange,
     pub instances: BTreeMap<String, InstanceConf>,
     pub limits: Limits,
+    pub admin_group: Option<GroupRef>,
+    pub operator_group: Option<GroupRef>,
+    pub socket_group: Option<GroupRef>,
+    pub max_concurrent_runs: usize,
+    pub grace_seconds: u64,
+    pub journal_socket: PathBuf,
 }
 
 impl Config {
@@ -120,6 +158,12 @@ const TOP_KEYS: &[&str] = &[
     "uid_range",
     "instances",
     "limits",
+    "admin_group",
+    "operator_group",
+    "socket_group",
+    "max_concurrent_runs",
+    "grace_seconds",
+    "journal_socket",
 ];
 const LIMIT_KEYS: &[&str] = &[
     "max_procs",
@@ -224,7 +268,42 @@ impl Parser<'_> {
             None => Limits::default(),
             Some(v) => self.limits(v)?,
         };
+        let admin_group = get("admin_group").and_then(|v| self.group(v, "admin_group"));
+        let operator_group = get("operator_group").and_then(|v| self.group(v, "operator_group"));
+        let socket_group = match get("socket_group") {
+            Some(v) => self.group(v, "socket_group"),
+            None => operator_group.clone(),
+        };
+        let max_concurrent_runs = match get("max_concurrent_runs") {
+            None => DEFAULT_MAX_CONCURRENT_RUNS,
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=4096).contains(&n) => n as usize,
+                _ => {
+                    self.problem("max_concurrent_runs", "must be an integer from 1 to 4096");
+                    DEFAULT_MAX_CONCURRENT_RUNS
+                }
+            },
+        };
+        let grace_seconds = match get("grace_seconds") {
+            None => DEFAULT_GRACE_SECONDS,
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=3600).contains(&n) => n,
+                _ => {
+                    self.problem("grace_seconds", "must be an integer from 1 to 3600");
+                    DEFAULT_GRACE_SECONDS
+                }
+            },
+        };
+        let journal_socket = get("journal_socket")
+            .and_then(|v| self.path(v, "journal_socket"))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_JOURNAL_SOCKET));
         Some(Config {
+            admin_group,
+            operator_group,
+            socket_group,
+            max_concurrent_runs,
+            grace_seconds,
+            journal_socket,
             file: self.file.to_path_buf(),
             roles,
             policies,
@@ -234,6 +313,29 @@ impl Parser<'_> {
             instances,
             limits,
         })
+    }
+
+    fn group(&mut self, v: &Value, at: &str) -> Option<GroupRef> {
+        if let Some(n) = v.as_u64() {
+            if n < 1 << 31 {
+                return Some(GroupRef::Gid(n as u32));
+            }
+        } else if let Some(s) = v.as_str() {
+            let ok = !s.is_empty()
+                && s.len() <= 32
+                && s.bytes().next().is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
+                && s.bytes().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-')
+                });
+            if ok {
+                return Some(GroupRef::Name(s.to_string()));
+            }
+        }
+        self.problem(
+            at,
+            "must be a group name ([a-z_][a-z0-9_-]{0,31}) or a numeric gid below 2147483648",
+        );
+        None
     }
 
     fn uid_range(&mut self, v: &Value) -> Option<UidRange> {
@@ -355,5 +457,27 @@ mod tests {
             .any(|t| t.contains("secret_key") && t.contains("unknown key")));
         assert!(text.iter().any(|t| t.contains("instances.ok.uid")));
         assert!(text.iter().all(|t| !t.contains("hunter2")));
+    }
+
+    #[test]
+    fn daemon_keys() {
+        let c = parse(Path::new("/c.yaml"), "admin_group: wheel\noperator_group: 901\n").unwrap();
+        assert_eq!(c.admin_group, Some(GroupRef::Name("wheel".into())));
+        assert_eq!(c.operator_group, Some(GroupRef::Gid(901)));
+        assert_eq!(c.socket_group, Some(GroupRef::Gid(901)));
+        assert_eq!(c.max_concurrent_runs, DEFAULT_MAX_CONCURRENT_RUNS);
+        assert_eq!(c.grace_seconds, DEFAULT_GRACE_SECONDS);
+        assert_eq!(c.journal_socket, PathBuf::from(DEFAULT_JOURNAL_SOCKET));
+        let errs = parse(
+            Path::new("/c.yaml"),
+            "admin_group: \"Bad Group s3cret\"\nmax_concurrent_runs: 0\ngrace_seconds: -1\n",
+        )
+        .unwrap_err();
+        let text: Vec<String> = errs.iter().map(|p| p.to_string()).collect();
+        assert!(text.iter().any(|t| t.contains("admin_group")));
+        assert!(text.iter().any(|t| t.contains("max_concurrent_runs")));
+        assert!(text.iter().any(|t| t.contains("grace_seconds")));
+        assert!(text.iter().all(|t| !t.contains("s3cret")));
+        assert_eq!(GroupRef::Name("root".into()).resolve(), Ok(0));
     }
 }

@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod daemon;
 pub mod diag;
 pub mod journal;
 pub mod policy;

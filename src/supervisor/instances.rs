@@ -3,8 +3,14 @@
 //! with a group of the same number, and a persistent home `<state_dir>/homes/<name>`
 //! (owned by the instance, mode 0700). A uid or gid that any existing account or group
 //! uses is refused: the agent must never share an identity with anything else on the host.
+//!
+//! Instances come from two places: the config's `instances` map, and `airlockctl hire`
+//! (admins, through airlockd), recorded in the registry's `hired` map. Firing marks an
+//! instance fired in the registry, for either kind: a fired instance never launches again,
+//! and its name is never hired again, so the trail of a name stays unambiguous. Its uid stays
+//! recorded and is never handed to another instance.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -26,8 +32,14 @@ pub struct Instance {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum InstanceError {
-    #[error("instance is not hired: no `instances.{0}` in the config")]
+    #[error("instance `{0}` is not hired: no `instances.{0}` in the config and not hired through airlockd (`airlockctl hire`)")]
     Unknown(String),
+    #[error("instance `{0}` was fired and can never run again; hire a new instance under a new name")]
+    Fired(String),
+    #[error("instance name `{0}` is taken (declared in the config, hired, or fired before); names are never reused, pick another")]
+    NameTaken(String),
+    #[error("instance names match [a-z][a-z0-9_-]{{0,31}}")]
+    BadName,
     #[error("instances.{0}.uid: belongs to an existing account or group; pick a uid no account or group uses")]
     UidTaken(String),
     #[error("instances.{0}.uid: another instance already uses this uid")]
@@ -38,10 +50,59 @@ pub enum InstanceError {
     State(String),
 }
 
-/// The uids recorded for allocated instances.
+/// `<state_dir>/instances.json`. Every field defaults, so registries written before hiring
+/// existed still load.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Registry {
+    /// uids allocated for config-declared instances without an explicit uid.
+    #[serde(default)]
     uids: BTreeMap<String, u32>,
+    /// Instances hired through airlockd.
+    #[serde(default)]
+    hired: BTreeMap<String, Hired>,
+    /// Config-declared instances fired through airlockd.
+    #[serde(default)]
+    fired: BTreeSet<String>,
+}
+
+/// One instance hired through airlockd.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hired {
+    pub role: String,
+    pub uid: u32,
+    pub fired: bool,
+    /// Unix milliseconds.
+    #[serde(default)]
+    pub hired_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fired_at: Option<u64>,
+}
+
+/// Where an instance is declared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Config,
+    Hired,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Config => "config",
+            Source::Hired => "hired",
+        }
+    }
+}
+
+/// An instance as declared, before its identity is resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub role: String,
+    /// Explicit or recorded uid; `None` until a config instance first runs.
+    pub uid: Option<u32>,
+    pub source: Source,
+    pub fired: bool,
 }
 
 fn state_err(what: &str, path: &Path, e: impl std::fmt::Display) -> InstanceError {
@@ -127,31 +188,22 @@ fn lock(state: &Path) -> Result<fs::File, InstanceError> {
 
 /// Resolve a hired instance to its identity, allocating and recording a uid on first use,
 /// and make sure its home exists with the right owner and mode.
+/// Refuses fired instances.
 pub fn resolve(cfg: &Config, name: &str) -> Result<Instance, InstanceError> {
-    let conf = cfg
-        .instances
-        .get(name)
-        .ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
     let state = &cfg.state_dir;
     ensure_state_dir(state)?;
     let _guard = lock(state)?;
     let reg_path = state.join("instances.json");
     let mut reg = load_registry(&reg_path)?;
-
-    // Every uid another instance holds, explicit or recorded.
-    let others: Vec<u32> = cfg
-        .instances
-        .iter()
-        .filter(|(n, _)| n.as_str() != name)
-        .filter_map(|(n, c)| c.uid.or_else(|| reg.uids.get(n).copied()))
-        .collect();
-
-    let uid = match conf.uid.or_else(|| reg.uids.get(name).copied()) {
+    let entry = entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
+    if entry.fired {
+        return Err(InstanceError::Fired(name.to_string()));
+    }
+    let others = uids_held(cfg, &reg, Some(name));
+    let uid = match entry.uid {
         Some(uid) => uid,
         None => {
-            let uid = (cfg.uid_range.first..=cfg.uid_range.last)
-                .find(|u| !others.contains(u) && !id_in_use(*u))
-                .ok_or_else(|| InstanceError::RangeFull(name.to_string()))?;
+            let uid = free_uid(cfg, &others).ok_or_else(|| InstanceError::RangeFull(name.to_string()))?;
             reg.uids.insert(name.to_string(), uid);
             save_registry(&reg_path, &reg)?;
             uid
@@ -167,11 +219,146 @@ pub fn resolve(cfg: &Config, name: &str) -> Result<Instance, InstanceError> {
     ensure_home(&home, uid, uid)?;
     Ok(Instance {
         name: name.to_string(),
-        role: conf.role.clone(),
+        role: entry.role,
         uid,
         gid: uid,
         home,
     })
+}
+
+/// The declaration of `name`: the config first, then the hired registry.
+fn entry_of(cfg: &Config, reg: &Registry, name: &str) -> Option<Entry> {
+    if let Some(c) = cfg.instances.get(name) {
+        // A hired record under the same name (config edited later) still carries its
+        // fired flag: firing is never undone by editing the config.
+        let fired = reg.fired.contains(name) || reg.hired.get(name).is_some_and(|h| h.fired);
+        return Some(Entry {
+            name: name.to_string(),
+            role: c.role.clone(),
+            uid: c.uid.or_else(|| reg.uids.get(name).copied()),
+            source: Source::Config,
+            fired,
+        });
+    }
+    reg.hired.get(name).map(|h| Entry {
+        name: name.to_string(),
+        role: h.role.clone(),
+        uid: Some(h.uid),
+        source: Source::Hired,
+        fired: h.fired,
+    })
+}
+
+/// Every uid held by an instance other than `except`: explicit, recorded or hired (fired
+/// ones included: their uids are never reused).
+fn uids_held(cfg: &Config, reg: &Registry, except: Option<&str>) -> Vec<u32> {
+    let not = |n: &str| except != Some(n);
+    let mut out: Vec<u32> = cfg
+        .instances
+        .iter()
+        .filter(|(n, _)| not(n))
+        .filter_map(|(n, c)| c.uid.or_else(|| reg.uids.get(n).copied()))
+        .collect();
+    out.extend(reg.uids.iter().filter(|(n, _)| not(n)).map(|(_, u)| *u));
+    out.extend(reg.hired.iter().filter(|(n, _)| not(n)).map(|(_, h)| h.uid));
+    out
+}
+
+fn free_uid(cfg: &Config, held: &[u32]) -> Option<u32> {
+    (cfg.uid_range.first..=cfg.uid_range.last).find(|u| !held.contains(u) && !id_in_use(*u))
+}
+
+/// The declaration of one instance, without allocating anything.
+pub fn lookup(cfg: &Config, name: &str) -> Result<Entry, InstanceError> {
+    let reg = load_registry(&cfg.state_dir.join("instances.json"))?;
+    entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))
+}
+
+/// Every instance: the config's, then the hired ones, each once.
+pub fn list(cfg: &Config) -> Result<Vec<Entry>, InstanceError> {
+    let reg = load_registry(&cfg.state_dir.join("instances.json"))?;
+    let names: BTreeSet<&String> = cfg.instances.keys().chain(reg.hired.keys()).collect();
+    Ok(names
+        .into_iter()
+        .filter_map(|n| entry_of(cfg, &reg, n))
+        .collect())
+}
+
+/// Hire `name` for `role` (a canonical role name the caller checked against the catalog):
+/// allocate a fresh uid from `uid_range`, record it, create the home.
+pub fn hire(cfg: &Config, name: &str, role: &str, now_ms: u64) -> Result<Instance, InstanceError> {
+    if !crate::sandbox::spec::valid_name(name) {
+        return Err(InstanceError::BadName);
+    }
+    let state = &cfg.state_dir;
+    ensure_state_dir(state)?;
+    let _guard = lock(state)?;
+    let reg_path = state.join("instances.json");
+    let mut reg = load_registry(&reg_path)?;
+    if cfg.instances.contains_key(name)
+        || reg.hired.contains_key(name)
+        || reg.fired.contains(name)
+        || reg.uids.contains_key(name)
+    {
+        return Err(InstanceError::NameTaken(name.to_string()));
+    }
+    let held = uids_held(cfg, &reg, None);
+    let uid = free_uid(cfg, &held).ok_or_else(|| InstanceError::RangeFull(name.to_string()))?;
+    let home = state.join("homes").join(name);
+    // A leftover home of the same name belongs to nobody we know: refuse, never adopt it.
+    if fs::symlink_metadata(&home).is_ok() {
+        return Err(state_err(
+            "a home of this name already exists",
+            &home,
+            "move it away or pick another name",
+        ));
+    }
+    reg.hired.insert(
+        name.to_string(),
+        Hired {
+            role: role.to_string(),
+            uid,
+            fired: false,
+            hired_at: now_ms,
+            fired_at: None,
+        },
+    );
+    save_registry(&reg_path, &reg)?;
+    ensure_home(&home, uid, uid)?;
+    Ok(Instance {
+        name: name.to_string(),
+        role: role.to_string(),
+        uid,
+        gid: uid,
+        home,
+    })
+}
+
+/// Fire `name`: recorded before anything else, so no new run can start from here on.
+/// Returns the entry as it was (its uid, if any, for killing what is left).
+pub fn fire(cfg: &Config, name: &str, now_ms: u64) -> Result<Entry, InstanceError> {
+    let state = &cfg.state_dir;
+    ensure_state_dir(state)?;
+    let _guard = lock(state)?;
+    let reg_path = state.join("instances.json");
+    let mut reg = load_registry(&reg_path)?;
+    let entry = entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
+    if entry.fired {
+        return Err(InstanceError::Fired(name.to_string()));
+    }
+    match entry.source {
+        Source::Config => {
+            reg.fired.insert(name.to_string());
+        }
+        Source::Hired => {
+            if let Some(h) = reg.hired.get_mut(name) {
+                h.fired = true;
+                h.fired_at = Some(now_ms);
+            }
+        }
+    }
+    save_registry(&reg_path, &reg)?;
+    Ok(entry)
 }
 
 /// The home: a real directory (not a symlink), owned by the instance, mode 0700.

@@ -3,25 +3,25 @@
 //! whole run killed at the end, exit code returned.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nix::fcntl::OFlag;
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::Config;
 use crate::policy::classes::canonicalize;
 use crate::role::{LoadedRole, Provider, Role};
 use crate::sandbox::spec::{valid_name, RunSpec};
-use crate::sandbox::{limits, status};
+use crate::sandbox::limits;
 use crate::supervisor::instances::{self, Instance};
+use crate::supervisor::process::{self, Ending, Milestone, RunControl, WriteSink};
 
-/// Time between SIGTERM and SIGKILL when a run hits its deadline.
+pub use crate::supervisor::process::pids_of_uid;
+
+/// Time between SIGTERM and SIGKILL when a standalone run hits its deadline (airlockd uses
+/// its config's `grace_seconds`).
 pub const GRACE: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone, Default)]
@@ -152,14 +152,14 @@ pub fn prepare(
     if req.max_seconds == Some(0) {
         return Err(refused("--max-seconds: must be at least 1"));
     }
-    // Unknown instance first: nothing is created for it.
-    let conf = cfg.instances.get(&req.instance).ok_or_else(|| {
-        refused(format!(
-            "{}: instances.{}: not hired (no such instance in the config)",
-            cfg.file.display(),
-            req.instance
-        ))
-    })?;
+    // Unknown or fired instance first: nothing is created for it.
+    let conf = instances::lookup(cfg, &req.instance)
+        .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
+    if conf.fired {
+        return Err(refused(
+            instances::InstanceError::Fired(req.instance.clone()).to_string(),
+        ));
+    }
     // The instance is hired for a class; compare canonical names so `implementer` and
     // `code` are the same role and nothing else is.
     if canonicalize(&conf.role) != role.role.role {
@@ -236,84 +236,6 @@ pub fn prepare(
     })
 }
 
-fn jail_binary() -> Result<PathBuf, LaunchError> {
-    let exe = std::env::current_exe().map_err(|e| LaunchError::Io(format!("current_exe: {e}")))?;
-    let jail = exe
-        .parent()
-        .map(|d| d.join("airlock-jail"))
-        .ok_or_else(|| LaunchError::Io("cannot locate airlock-jail".into()))?;
-    if !jail.is_file() {
-        return Err(io_err(
-            "the jail helper is not installed next to this binary",
-            &jail,
-            "missing",
-        ));
-    }
-    Ok(jail)
-}
-
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: raw syscall with integer arguments; the returned fd is owned right away.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-fn pidfd_signal(fd: &OwnedFd, sig: libc::c_int) {
-    // SAFETY: raw syscall on a pidfd we own; a dead process yields ESRCH, ignored.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        );
-    }
-}
-
-/// Wait until the pidfd is readable (the process exited) or the timeout passes.
-fn exited_within(fd: &OwnedFd, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    loop {
-        // SAFETY: poll on one valid pollfd.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc >= 0 {
-            return rc > 0;
-        }
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return false;
-        }
-    }
-}
-
-fn copy_thread(
-    mut from: impl Read + Send + 'static,
-    mut to: Box<dyn Write + Send>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    if to.write_all(&buf[..n]).is_err() {
-                        // Keep draining so the agent never blocks on a full pipe.
-                        continue;
-                    }
-                    let _ = to.flush();
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            }
-        }
-    })
-}
-
 fn append_log(run_dir: &Path, line: &str) {
     if let Ok(mut f) = fs::OpenOptions::new()
         .create(true)
@@ -324,107 +246,10 @@ fn append_log(run_dir: &Path, line: &str) {
     }
 }
 
-/// Kill anything of the run that is still alive: the cgroup if there is one, else every
-/// process of the instance uid on the host.
-fn backstop(spec: &RunSpec) {
-    if let Some(parent) = &spec.cgroup_parent {
-        let _ = limits::kill_and_remove(&parent.join(&spec.run_id));
-        return;
-    }
-    for _ in 0..50 {
-        let pids = pids_of_uid(spec.uid);
-        if pids.is_empty() {
-            return;
-        }
-        for pid in pids {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Host pids whose real uid is `uid`.
-pub fn pids_of_uid(uid: u32) -> Vec<i32> {
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/status"))
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("Uid:"))
-                        .and_then(|v| v.split_whitespace().next()?.parse::<u32>().ok())
-                })
-                == Some(uid)
-        })
-        .collect()
-}
-
-/// Run a prepared launch. `stream`: the agent's stdout/stderr go to ours; otherwise to
-/// `<run_dir>/output.log`. Blocks until the run is over.
+/// Run a prepared launch in this process (the standalone path; airlockd uses the same
+/// [`process::spawn`] and [`process::supervise`]). `stream`: the agent's stdout/stderr go
+/// to ours; otherwise to `<run_dir>/output.log`. Blocks until the run is over.
 pub fn execute(p: &Prepared, stream: bool) -> Result<RunOutcome, LaunchError> {
-    let jail = jail_binary()?;
-    let spec_json =
-        serde_json::to_vec(&p.spec).map_err(|e| LaunchError::Io(format!("encode spec: {e}")))?;
-    let (st_r, st_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
-        .map_err(|e| LaunchError::Io(format!("status pipe: {e}")))?;
-    let st_w_raw = st_w.as_raw_fd();
-    let mut cmd = Command::new(&jail);
-    cmd.arg("--status-fd")
-        .arg("3")
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if st_w_raw == 3 {
-                if libc::fcntl(3, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(st_w_raw, 3) != 3 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| io_err("cannot start the jail helper", &jail, e))?;
-    drop(st_w);
-    let pidfd = pidfd_open(child.id());
-
-    // Deadline watcher: SIGTERM (forwarded to every process of the run), grace, SIGKILL.
-    let deadline_hit = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = match (p.deadline, &pidfd) {
-        (Some(limit), Some(fd)) => {
-            let fd = fd
-                .try_clone()
-                .map_err(|e| LaunchError::Io(format!("pidfd: {e}")))?;
-            let hit = deadline_hit.clone();
-            Some(std::thread::spawn(move || {
-                if !exited_within(&fd, limit) {
-                    hit.store(true, std::sync::atomic::Ordering::SeqCst);
-                    pidfd_signal(&fd, libc::SIGTERM);
-                    if !exited_within(&fd, GRACE) {
-                        pidfd_signal(&fd, libc::SIGKILL);
-                    }
-                }
-            }))
-        }
-        _ => None,
-    };
-
-    if let Some(mut stdin) = child.stdin.take() {
-        // A helper that died early closes its end; its status line says why.
-        let _ = stdin.write_all(&spec_json);
-    }
     let (out, err): (Box<dyn Write + Send>, Box<dyn Write + Send>) = if stream {
         (Box::new(std::io::stdout()), Box::new(std::io::stderr()))
     } else {
@@ -440,52 +265,39 @@ pub fn execute(p: &Prepared, stream: bool) -> Result<RunOutcome, LaunchError> {
             .map_err(|e| io_err("cannot open output log", &path, e))?;
         (Box::new(f), Box::new(f2))
     };
-    let mut copiers = Vec::new();
-    if let Some(o) = child.stdout.take() {
-        copiers.push(copy_thread(o, out));
-    }
-    if let Some(e) = child.stderr.take() {
-        copiers.push(copy_thread(e, err));
-    }
-
-    // Blocks until the agent is exec'd (EOF) or setup failed.
-    let mut text = String::new();
-    let _ = fs::File::from(st_r).read_to_string(&mut text);
-    let report = status::parse(&text);
-    for info in &report.infos {
-        append_log(&p.run_dir, &format!("jail: {info}"));
-    }
-
-    let waited = child.wait();
-    for c in copiers {
-        let _ = c.join();
-    }
-    if let Some(w) = watcher {
-        let _ = w.join();
-    }
-    backstop(&p.spec);
-
-    if let Some(e) = report.error {
+    let spawned = process::spawn(p)?;
+    let ctl = RunControl::new(p.deadline, GRACE);
+    let run_dir = p.run_dir.clone();
+    let done = process::supervise(
+        p,
+        spawned,
+        &ctl,
+        Box::new(WriteSink(out)),
+        Box::new(WriteSink(err)),
+        &mut |m| {
+            if let Milestone::Setup(report) = m {
+                for info in &report.infos {
+                    append_log(&run_dir, &format!("jail: {info}"));
+                }
+            }
+        },
+    )?;
+    if let Some(e) = done.report.error {
         append_log(&p.run_dir, &format!("jail setup failed: {e}"));
         return Err(LaunchError::Jail(e));
     }
-    let status = waited.map_err(|e| LaunchError::Io(format!("wait for the jail helper: {e}")))?;
-    let exit_code = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        (None, None) => 125,
-    };
-    let hit = deadline_hit.load(std::sync::atomic::Ordering::SeqCst);
+    let hit = done.ending == Ending::DeadlineReached;
     append_log(
         &p.run_dir,
         &format!(
-            "run ended: exit code {exit_code}{}",
+            "run ended: exit code {}{}",
+            done.exit_code,
             if hit { " (deadline reached)" } else { "" }
         ),
     );
     Ok(RunOutcome {
         run_id: p.spec.run_id.clone(),
-        exit_code,
+        exit_code: done.exit_code,
         deadline_hit: hit,
     })
 }

@@ -4,3 +4,4 @@ pub mod instances;
 pub mod launch;
 pub mod ledger;
 pub mod notify;
+pub mod process;

@@ -1,0 +1,292 @@
+//! airlockd: the supervisor as a service. Startup (load, lock the ledger, crash recovery,
+//! socket, READY=1), the main loop (connections, signals, watchdog, STATUS=), and the drain
+//! on SIGTERM/SIGINT.
+//!
+//! Threads: a tokio runtime serves the control socket; each run has a supervisor thread
+//! of its own (blocking pipe reads and pidfd waits, bounded buffers) that spawns the
+//! single-threaded `airlock-jail` helper. The daemon itself never forks.
+
+pub mod budget;
+pub mod events;
+pub mod peer;
+pub mod recovery;
+pub mod reload;
+pub mod runs;
+pub mod server;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Notify, Semaphore};
+
+use crate::control::listener;
+use crate::journal::{EventKind, JournalConfig};
+use crate::supervisor::ledger::{self, Ledger};
+use crate::supervisor::{instances, notify};
+use events::Events;
+use reload::LoadedSet;
+use runs::ActiveRun;
+
+/// Connections reading their request at once; more are answered `busy` and closed.
+pub const MAX_CONNECTIONS: usize = 128;
+
+/// The daemon's shared state.
+pub struct Daemon {
+    config_path: PathBuf,
+    set: RwLock<Arc<LoadedSet>>,
+    reload_lock: Mutex<()>,
+    pub ledger: Mutex<Ledger>,
+    pub ledger_path: PathBuf,
+    pub journal_dir: PathBuf,
+    pub active: Mutex<BTreeMap<String, Arc<ActiveRun>>>,
+    /// Poked whenever the active table changes.
+    pub changed: Notify,
+    draining: AtomicBool,
+    pub events: Events,
+}
+
+impl Daemon {
+    /// The set in force (config, policies, catalog), whole.
+    pub fn set(&self) -> Arc<LoadedSet> {
+        self.set.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn swap(&self, new: LoadedSet) {
+        *self.set.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+    }
+
+    pub fn journal_config(&self) -> JournalConfig {
+        JournalConfig {
+            socket: self.set().config.journal_socket.clone(),
+            ..JournalConfig::default()
+        }
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    pub fn active_count(&self) -> usize {
+        self.active.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn ledger_len(&self) -> u64 {
+        self.ledger.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn status_line(&self) -> String {
+        let n = self.active_count();
+        let runs = if n == 1 { "run" } else { "runs" };
+        if self.is_draining() {
+            format!("{n} active {runs}; draining")
+        } else {
+            format!("{n} active {runs}")
+        }
+    }
+}
+
+fn fail(lines: &[String]) -> i32 {
+    for l in lines {
+        eprintln!("airlockd: {l}");
+    }
+    1
+}
+
+/// Run airlockd with the config at `config_path`; returns the process exit code.
+/// Call from `main` before any other thread exists: it takes systemd's listening socket.
+pub fn main(config_path: &Path) -> i32 {
+    // LISTEN_FDS is read (and cleared) while the process is still single-threaded.
+    let activated = match listener::from_systemd() {
+        Ok(l) => l,
+        Err(e) => return fail(&[format!("socket activation: {e}")]),
+    };
+    let set = match reload::load(config_path) {
+        Ok(s) => s,
+        Err(problems) => {
+            let mut lines = problems;
+            lines.push(
+                "refusing to start: fix the files above (`airlockctl validate` checks roles and policies)"
+                    .into(),
+            );
+            return fail(&lines);
+        }
+    };
+    // Signals are caught from here on: a SIGTERM during startup drains instead of killing.
+    let signals = match signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ]) {
+        Ok(s) => s,
+        Err(e) => return fail(&[format!("cannot install signal handlers: {e}")]),
+    };
+    let cfg = &set.config;
+    if let Err(e) = instances::ensure_state_dir(&cfg.state_dir) {
+        return fail(&[format!("state_dir: {e}")]);
+    }
+    let journal_dir = cfg.state_dir.join("journal");
+    if let Err(e) = crate::journal::fallback::ensure_dir(&journal_dir) {
+        return fail(&[format!("{}: cannot create: {e}", journal_dir.display())]);
+    }
+    let ledger_path = cfg.state_dir.join(ledger::FILE_NAME);
+    let mut ledger = match Ledger::open(&ledger_path) {
+        Ok(l) => l,
+        Err(e) => return fail(&[e.to_string()]),
+    };
+    let jcfg = JournalConfig {
+        socket: cfg.journal_socket.clone(),
+        ..JournalConfig::default()
+    };
+    let events = Events::open(&journal_dir, &jcfg);
+    match recovery::recover(&mut ledger, &journal_dir, &jcfg) {
+        Ok(0) => {}
+        Ok(n) => events.log(
+            EventKind::RunAborted,
+            &format!("crash recovery: {n} run(s) left by a previous airlockd were killed and closed as aborted"),
+            &[],
+        ),
+        Err(e) => return fail(&[format!("crash recovery failed, refusing to start: {e}")]),
+    }
+    let (std_listener, origin) = match activated {
+        Some(l) => (l, "socket activation"),
+        None => match listener::bind(&cfg.socket, set.socket_gid) {
+            Ok(l) => (l, "bound"),
+            Err(e) => return fail(&[format!("socket {}: {e}", cfg.socket.display())]),
+        },
+    };
+    if let Err(e) = std_listener.set_nonblocking(true) {
+        return fail(&[format!("socket: {e}")]);
+    }
+    let socket_path = cfg.socket.clone();
+    let daemon = Arc::new(Daemon {
+        config_path: config_path.to_path_buf(),
+        set: RwLock::new(Arc::new(set)),
+        reload_lock: Mutex::new(()),
+        ledger: Mutex::new(ledger),
+        ledger_path,
+        journal_dir,
+        active: Mutex::new(BTreeMap::new()),
+        changed: Notify::new(),
+        draining: AtomicBool::new(false),
+        events,
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("airlockd")
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&[format!("cannot start the runtime: {e}")]),
+    };
+    let code = runtime.block_on(main_loop(
+        daemon.clone(),
+        std_listener,
+        signals,
+        format!("{origin} {}", socket_path.display()),
+    ));
+    // Connections still streaming to clients are cut; every run is closed by now.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
+}
+
+async fn main_loop(
+    d: Arc<Daemon>,
+    std_listener: std::os::unix::net::UnixListener,
+    mut signals: signal_hook::iterator::Signals,
+    where_: String,
+) -> i32 {
+    let listener = match tokio::net::UnixListener::from_std(std_listener) {
+        Ok(l) => l,
+        Err(e) => return fail(&[format!("socket: {e}")]),
+    };
+    let (sig_tx, mut sig_rx) = mpsc::unbounded_channel();
+    let handle = signals.handle();
+    let sig_thread = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for s in signals.forever() {
+                if sig_tx.send(s).is_err() {
+                    break;
+                }
+            }
+        });
+    if let Err(e) = sig_thread {
+        return fail(&[format!("cannot start the signal thread: {e}")]);
+    }
+    let watchdog = notify::watchdog_interval();
+    let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
+    let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+
+    notify::ready(&d.status_line());
+    d.events.log(
+        EventKind::DaemonStarted,
+        &format!(
+            "airlockd {} ready (pid {}, socket {where_}, {} roles)",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            d.set().catalog.len()
+        ),
+        &[],
+    );
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => match conns.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        tokio::spawn(server::serve(d.clone(), stream, permit));
+                    }
+                    Err(_) => {
+                        tokio::spawn(server::busy(stream));
+                    }
+                },
+                // Out of descriptors or similar: back off instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            },
+            sig = sig_rx.recv() => match sig {
+                Some(signal_hook::consts::SIGHUP) => {
+                    let d2 = d.clone();
+                    tokio::task::spawn_blocking(move || { let _ = server::reload_now(&d2); });
+                }
+                _ => break,
+            },
+            _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
+            _ = d.changed.notified() => notify::status(&d.status_line()),
+        }
+    }
+    handle.close();
+    drain(&d, watchdog).await;
+    0
+}
+
+/// Refuse new launches, stop every run (SIGTERM, grace, SIGKILL), wait for their records
+/// to close.
+async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
+    d.draining.store(true, Ordering::SeqCst);
+    notify::stopping();
+    let n = d.active_count();
+    d.events.log(
+        EventKind::DaemonStopping,
+        &format!("airlockd stopping: {n} active run(s) will be stopped"),
+        &[],
+    );
+    // Take the ledger lock once so no launch that passed its draining check before the
+    // flag was set can still add a run after the stop below.
+    drop(d.ledger.lock().unwrap_or_else(|e| e.into_inner()));
+    runs::stop_all(d, "airlockd is shutting down");
+    let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
+    while d.active_count() > 0 {
+        tokio::select! {
+            _ = d.changed.notified() => notify::status(&d.status_line()),
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
+        }
+    }
+    d.events.log(
+        EventKind::DaemonStopping,
+        "airlockd stopped: every run is closed",
+        &[],
+    );
+}

@@ -1,0 +1,91 @@
+//! The set airlockd works from: config, policies and the role catalog, loaded together and
+//! swapped whole. A new set with any problem (an invalid role, policy, config key or
+//! unknown group) is refused whole and the old one stays in force.
+
+use std::path::{Path, PathBuf};
+
+use crate::catalog::Catalog;
+use crate::cli::sources::{self, SourceArgs};
+use crate::config::{self, Config, GroupRef};
+use crate::control::auth::AccessGroups;
+use crate::policy::Policies;
+
+pub struct LoadedSet {
+    pub config: Config,
+    pub policies: Policies,
+    pub catalog: Catalog,
+    pub groups: AccessGroups,
+    pub socket_gid: Option<u32>,
+    /// Unix milliseconds of this load.
+    pub loaded_at: u64,
+}
+
+fn group(cfg: &Config, key: &str, g: &Option<GroupRef>) -> Result<Option<u32>, String> {
+    match g {
+        None => Ok(None),
+        Some(g) => g
+            .resolve()
+            .map(Some)
+            .map_err(|why| format!("{}: {key}: {why}", cfg.file.display())),
+    }
+}
+
+/// Load everything from the config file at `path`. `Err` lists every problem, each naming
+/// its file and key.
+pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
+    let cfg = config::load(Some(path))
+        .map_err(|ps| ps.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+    let loaded = sources::load(&SourceArgs::default(), &cfg);
+    let mut problems: Vec<String> = loaded.problems.iter().map(ToString::to_string).collect();
+    let admin = group(&cfg, "admin_group", &cfg.admin_group);
+    let operator = group(&cfg, "operator_group", &cfg.operator_group);
+    let socket = group(&cfg, "socket_group", &cfg.socket_group);
+    for r in [&admin, &operator, &socket] {
+        if let Err(e) = r {
+            problems.push(e.clone());
+        }
+    }
+    let policies = match loaded.policies {
+        Some(p) if problems.is_empty() => p,
+        Some(_) => return Err(problems),
+        None => {
+            problems.push(format!(
+                "{}: the policies are invalid, so no role is valid",
+                cfg.policies.display()
+            ));
+            return Err(problems);
+        }
+    };
+    Ok(LoadedSet {
+        groups: AccessGroups {
+            admin_gid: admin.ok().flatten(),
+            operator_gid: operator.ok().flatten(),
+        },
+        socket_gid: socket.ok().flatten(),
+        config: cfg,
+        policies,
+        catalog: loaded.catalog,
+        loaded_at: crate::supervisor::ledger::now_ms(),
+    })
+}
+
+/// What a running daemon cannot change without a restart: where its state, ledger and
+/// socket live.
+pub fn check_swap(old: &Config, new: &Config) -> Result<(), Vec<String>> {
+    let mut problems = Vec::new();
+    let mut fixed = |key: &str, a: &PathBuf, b: &PathBuf| {
+        if a != b {
+            problems.push(format!(
+                "{}: {key}: cannot change while airlockd runs; restart airlockd to move it",
+                new.file.display()
+            ));
+        }
+    };
+    fixed("state_dir", &old.state_dir, &new.state_dir);
+    fixed("socket", &old.socket, &new.socket);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}

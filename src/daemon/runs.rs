@@ -1,0 +1,568 @@
+//! The run manager: launch checks, the ledger's opening and closing records, one supervisor
+//! thread per run (over the shared launch path in [`crate::supervisor::process`]), the
+//! active table behind `ps`, `stop` and fire, and the per-run journal.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{budget, Daemon};
+use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
+use crate::journal::{EventKind, LineSplitter, RunFields, RunJournal, Stream};
+use crate::supervisor::instances;
+use crate::supervisor::launch::{self, LaunchRequest, Prepared};
+use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened};
+use crate::supervisor::process::{self, Ending, Milestone, OutputSink, RunControl};
+
+/// Output frames buffered for a `--wait` client. A client that reads slower than the run
+/// writes loses frames beyond this (counted and journaled); the journal keeps every line.
+pub const FRAME_BUFFER: usize = 256;
+
+/// A run being supervised.
+pub struct ActiveRun {
+    pub info: RunInfo,
+    pub control: Arc<RunControl>,
+}
+
+/// What a launch hands the connection: the run id, and for `--wait` its frames.
+pub struct Started {
+    pub run: String,
+    pub frames: Option<(mpsc::Receiver<Frame>, oneshot::Receiver<Frame>)>,
+}
+
+fn err(code: ErrorCode, msg: impl Into<String>) -> Response {
+    Response::err(code, msg)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The parameters of one launch request.
+pub struct LaunchArgs {
+    pub peer_uid: u32,
+    pub role: String,
+    pub instance: String,
+    pub workspace: Option<String>,
+    pub max_seconds: Option<u64>,
+    pub command: Option<Vec<String>>,
+    pub wait: bool,
+}
+
+/// Check, record and start one run. Blocking (ledger fsync, NSS, mkdir): call from a
+/// blocking task. Refusals are journaled as `launch_refused`.
+pub fn launch(d: &Arc<Daemon>, a: LaunchArgs) -> Result<Started, Response> {
+    let r = launch_inner(d, &a);
+    if let Err(resp) = &r {
+        if let Some(e) = &resp.error {
+            d.events.log(
+                EventKind::LaunchRefused,
+                &format!("launch refused (uid {}): {}", a.peer_uid, e.message),
+                &[],
+            );
+        }
+    }
+    r
+}
+
+fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
+    if d.is_draining() {
+        return Err(err(
+            ErrorCode::Draining,
+            "airlockd is shutting down and starts no new runs; launch again once it is back",
+        ));
+    }
+    let set = d.set();
+    let cfg = &set.config;
+    let entry = set.catalog.resolve(&a.role).ok_or_else(|| {
+        err(
+            ErrorCode::NotFound,
+            "the requested role is not in the catalog (missing, or it failed validation); see `airlockctl validate`",
+        )
+    })?;
+    let role = &entry.loaded.role;
+    if !crate::sandbox::spec::valid_name(&a.instance) {
+        return Err(err(
+            ErrorCode::BadRequest,
+            "instance names match [a-z][a-z0-9_-]{0,31}",
+        ));
+    }
+    let inst = instances::lookup(cfg, &a.instance)
+        .map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
+    if inst.fired {
+        return Err(err(
+            ErrorCode::Refused,
+            instances::InstanceError::Fired(a.instance.clone()).to_string(),
+        ));
+    }
+    let req = LaunchRequest {
+        role: a.role.clone(),
+        instance: a.instance.clone(),
+        workspace: a.workspace.as_ref().map(Into::into),
+        max_seconds: a.max_seconds,
+        command: a.command.clone().unwrap_or_default(),
+    };
+
+    // Checks, the opening record and the active table change under the ledger lock, so two
+    // launches cannot both take the last run of a budget or the last slot.
+    let mut ledger = lock(&d.ledger);
+    if d.is_draining() {
+        return Err(err(ErrorCode::Draining, "airlockd is shutting down"));
+    }
+    budget::check_concurrency(d.active_count(), cfg.max_concurrent_runs)
+        .map_err(|m| err(ErrorCode::Busy, m))?;
+    let now = ledger::now_ms();
+    let used = ledger::runs_since(ledger.path(), &a.instance, budget::window_start(now))
+        .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
+    budget::check_weekly(&a.instance, used, role.budget.runs_per_week)
+        .map_err(|m| err(ErrorCode::Refused, m))?;
+    let prepared = launch::prepare(cfg, &req, &entry.loaded)
+        .map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
+    let run = prepared.spec.run_id.clone();
+    let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
+    let opened = RunOpened {
+        run: run.clone(),
+        launched_by_uid: a.peer_uid,
+        role: role.role.clone(),
+        instance: a.instance.clone(),
+        uid: prepared.spec.uid,
+        level: role.level,
+        budgets: budgets_json(role, a.max_seconds, deadline_s),
+        started_at: now,
+        deadline_s,
+    };
+    ledger
+        .append(LedgerEvent::RunOpened(opened))
+        .map_err(|e| err(ErrorCode::Internal, format!("the run was not started: {e}")))?;
+    let control = Arc::new(RunControl::new(
+        prepared.deadline,
+        Duration::from_secs(cfg.grace_seconds),
+    ));
+    let info = RunInfo {
+        run: run.clone(),
+        role: role.role.clone(),
+        instance: a.instance.clone(),
+        uid: prepared.spec.uid,
+        launched_by_uid: a.peer_uid,
+        state: "running".into(),
+        started_at: now,
+        ended_at: None,
+        exit_code: None,
+        signal: None,
+        reason: None,
+        deadline_s,
+    };
+    lock(&d.active).insert(
+        run.clone(),
+        Arc::new(ActiveRun {
+            info: info.clone(),
+            control: control.clone(),
+        }),
+    );
+    drop(ledger);
+    d.changed.notify_one();
+
+    let (frames, client) = if a.wait {
+        let (tx, rx) = mpsc::channel(FRAME_BUFFER);
+        let (etx, erx) = oneshot::channel();
+        (Some((tx, etx)), Some((rx, erx)))
+    } else {
+        (None, None)
+    };
+    let d2 = d.clone();
+    let info2 = info.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("run {run}"))
+        .spawn(move || supervise_run(d2, prepared, info2, control, frames));
+    if let Err(e) = spawned {
+        // The thread never started: close what was opened.
+        close(
+            d,
+            &info,
+            Outcome::Refused,
+            None,
+            None,
+            &format!("airlockd could not start a supervisor thread: {e}"),
+        );
+        return Err(err(ErrorCode::Internal, "airlockd could not start the run"));
+    }
+    Ok(Started {
+        run,
+        frames: client,
+    })
+}
+
+/// The budgets in force, integers only (the ledger refuses floats that may not round-trip).
+fn budgets_json(
+    role: &crate::role::Role,
+    max_seconds: Option<u64>,
+    deadline_s: u64,
+) -> serde_json::Value {
+    let b = &role.budget;
+    let mut m = serde_json::Map::new();
+    let mut put = |k: &str, v: Option<u64>| {
+        if let Some(v) = v {
+            m.insert(k.to_string(), v.into());
+        }
+    };
+    put("runs_per_week", b.runs_per_week);
+    put("minutes_per_run", b.minutes_per_run);
+    put("github_writes_per_run", b.github_writes_per_run);
+    put(
+        "spend_usd_cents",
+        b.spend_usd
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| (v * 100.0).round() as u64),
+    );
+    put("max_seconds", max_seconds);
+    put("deadline_s", Some(deadline_s));
+    serde_json::Value::Object(m)
+}
+
+/// One output stream of a run: split into lines, each line to the journal (every one) and
+/// to a waiting client (when it keeps up).
+struct LineSink {
+    stream: Stream,
+    splitter: LineSplitter,
+    journal: Arc<Mutex<RunJournal>>,
+    frames: Option<mpsc::Sender<Frame>>,
+    dropped: Arc<AtomicU64>,
+    lost: Arc<AtomicU64>,
+}
+
+impl LineSink {
+    fn emit(&mut self, line: &[u8]) {
+        if lock(&self.journal).line(self.stream, line).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(tx) = &self.frames {
+            let mut data = String::from_utf8_lossy(line).into_owned();
+            data.push('\n');
+            let frame = Frame::Output {
+                stream: self.stream.as_str().to_string(),
+                data,
+            };
+            match tx.try_send(frame) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                // The client went away: stop building frames for it.
+                Err(mpsc::error::TrySendError::Closed(_)) => self.frames = None,
+            }
+        }
+    }
+}
+
+impl OutputSink for LineSink {
+    fn data(&mut self, bytes: &[u8]) {
+        let mut splitter = std::mem::take(&mut self.splitter);
+        let _ = splitter.push(bytes, |line| {
+            self.emit(line);
+            Ok::<(), ()>(())
+        });
+        self.splitter = splitter;
+    }
+
+    fn finish(&mut self) {
+        let mut splitter = std::mem::take(&mut self.splitter);
+        let _ = splitter.finish(|line| {
+            self.emit(line);
+            Ok::<(), ()>(())
+        });
+        self.splitter = splitter;
+        self.frames = None;
+    }
+}
+
+type ClientFrames = (mpsc::Sender<Frame>, oneshot::Sender<Frame>);
+
+/// The body of a run's supervisor thread.
+fn supervise_run(
+    d: Arc<Daemon>,
+    prepared: Prepared,
+    info: RunInfo,
+    control: Arc<RunControl>,
+    frames: Option<ClientFrames>,
+) {
+    let fields = RunFields {
+        run: info.run.clone(),
+        role: info.role.clone(),
+        instance: info.instance.clone(),
+    };
+    let journal = match RunJournal::open_with(fields, &d.journal_dir, d.journal_config()) {
+        Ok(j) => Arc::new(Mutex::new(j)),
+        Err(e) => {
+            let reason = format!("the run's journal could not be opened: {e}");
+            close(&d, &info, Outcome::Refused, None, None, &reason);
+            if let Some((_, exit)) = frames {
+                let _ = exit.send(exited_frame(&info.run, 125, Outcome::Refused, &reason));
+            }
+            return;
+        }
+    };
+    let event = |kind: EventKind, msg: &str| {
+        let _ = lock(&journal).event(kind, msg, &[]);
+    };
+    event(
+        EventKind::RunStarted,
+        &format!(
+            "run started: role {}, instance {} (uid {}), launched by uid {}, deadline {}",
+            info.role,
+            info.instance,
+            info.uid,
+            info.launched_by_uid,
+            if info.deadline_s == 0 {
+                "none".to_string()
+            } else {
+                format!("{} s", info.deadline_s)
+            }
+        ),
+    );
+    let (frame_tx, exit_tx) = match frames {
+        Some((f, e)) => (Some(f), Some(e)),
+        None => (None, None),
+    };
+    let dropped = Arc::new(AtomicU64::new(0));
+    let lost = Arc::new(AtomicU64::new(0));
+    let sink = |stream| {
+        Box::new(LineSink {
+            stream,
+            splitter: LineSplitter::default(),
+            journal: journal.clone(),
+            frames: frame_tx.clone(),
+            dropped: dropped.clone(),
+            lost: lost.clone(),
+        }) as Box<dyn OutputSink>
+    };
+    let (out, errs) = (sink(Stream::Stdout), sink(Stream::Stderr));
+    drop(frame_tx);
+    let grace = control.grace.as_secs();
+    let mut sigkilled = false;
+    let result = process::spawn(&prepared).and_then(|sp| {
+        process::supervise(&prepared, sp, &control, out, errs, &mut |m| match m {
+            Milestone::Setup(report) => {
+                for i in &report.infos {
+                    event(EventKind::JailReport, &format!("jail: {i}"));
+                }
+            }
+            Milestone::DeadlineReached => event(
+                EventKind::DeadlineReached,
+                &format!(
+                    "deadline of {} s reached; SIGTERM sent, SIGKILL after {grace} s",
+                    info.deadline_s
+                ),
+            ),
+            // Stop and kill are told by the run's last record (which ends `logs -f`), so
+            // nothing that ends a run is logged before the output is drained.
+            Milestone::Stopping(_) => {}
+            Milestone::Killing => sigkilled = true,
+        })
+    });
+    let (outcome, code, signal, reason, kind) = match result {
+        Err(e) => (
+            Outcome::Refused,
+            125,
+            None,
+            format!("the jail could not be started: {e}"),
+            EventKind::RunAborted,
+        ),
+        Ok(s) => match (&s.report.error, &s.ending) {
+            (Some(e), _) => (
+                Outcome::Refused,
+                s.exit_code,
+                None,
+                format!("jail setup failed: {e}; the agent never ran"),
+                EventKind::RunAborted,
+            ),
+            (None, Ending::Stopped(r)) => (
+                Outcome::Stopped,
+                s.exit_code,
+                s.signal,
+                format!("stopped: {r}"),
+                EventKind::RunStopped,
+            ),
+            (None, Ending::DeadlineReached) => (
+                Outcome::TimedOut,
+                s.exit_code,
+                s.signal,
+                format!(
+                    "deadline of {} s reached (budget.minutes_per_run, narrowed by max_seconds); the run was terminated",
+                    info.deadline_s
+                ),
+                EventKind::RunKilled,
+            ),
+            (None, Ending::Exited) => match s.signal {
+                Some(sig) => (
+                    Outcome::Killed,
+                    s.exit_code,
+                    Some(sig),
+                    format!("killed by signal {sig}"),
+                    EventKind::RunKilled,
+                ),
+                None => (
+                    Outcome::Exited,
+                    s.exit_code,
+                    None,
+                    format!("exited with code {}", s.exit_code),
+                    EventKind::RunExited,
+                ),
+            },
+        },
+    };
+    let reason = if sigkilled {
+        format!("{reason}; it did not exit within {grace} s of SIGTERM and was killed")
+    } else {
+        reason
+    };
+    let n = dropped.load(Ordering::Relaxed);
+    if n > 0 {
+        event(
+            EventKind::OutputDropped,
+            &format!("{n} output lines were not sent to the waiting client (it read too slowly); the journal has every line"),
+        );
+    }
+    let l = lost.load(Ordering::Relaxed);
+    if l > 0 {
+        event(
+            EventKind::OutputDropped,
+            &format!("{l} output lines reached neither journald nor the fallback file"),
+        );
+    }
+    let exit_code = (outcome != Outcome::Refused || code != 125).then_some(code);
+    event(kind, &reason);
+    let _ = lock(&journal).sync();
+    close(&d, &info, outcome, exit_code, signal, &reason);
+    if let Some(exit) = exit_tx {
+        let _ = exit.send(exited_frame(&info.run, code, outcome, &reason));
+    }
+}
+
+fn outcome_str(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Exited => "exited",
+        Outcome::Killed => "killed",
+        Outcome::TimedOut => "timed_out",
+        Outcome::Stopped => "stopped",
+        Outcome::Aborted => "aborted",
+        Outcome::Refused => "refused",
+    }
+}
+
+fn exited_frame(run: &str, code: i32, outcome: Outcome, reason: &str) -> Frame {
+    Frame::Exited {
+        run: run.to_string(),
+        exit_code: code,
+        outcome: outcome_str(outcome).to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Close a run's record and take it off the active table. A failed append leaves the
+/// record open; the next start of airlockd closes it as aborted.
+fn close(
+    d: &Daemon,
+    info: &RunInfo,
+    outcome: Outcome,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    reason: &str,
+) {
+    let closed = RunClosed {
+        run: info.run.clone(),
+        ended_at: ledger::now_ms(),
+        outcome,
+        exit_code,
+        signal,
+        reason: reason.to_string(),
+    };
+    if let Err(e) = lock(&d.ledger).append(LedgerEvent::RunClosed(closed)) {
+        d.events.log(
+            EventKind::RunAborted,
+            &format!("run {}: its ledger record could not be closed: {e}", info.run),
+            &[],
+        );
+    }
+    lock(&d.active).remove(&info.run);
+    d.changed.notify_one();
+}
+
+/// Ask one active run to stop. `Err` when no active run has this id.
+pub fn stop(d: &Daemon, run: &str, reason: &str) -> Result<(), ()> {
+    match lock(&d.active).get(run) {
+        Some(r) => {
+            r.control.request_stop(reason);
+            Ok(())
+        }
+        None => Err(()),
+    }
+}
+
+/// Stop every active run of `instance`; returns how many.
+pub fn stop_instance(d: &Daemon, instance: &str, reason: &str) -> usize {
+    let active = lock(&d.active);
+    let mut n = 0;
+    for r in active.values().filter(|r| r.info.instance == instance) {
+        r.control.request_stop(reason);
+        n += 1;
+    }
+    n
+}
+
+/// Stop every active run (shutdown).
+pub fn stop_all(d: &Daemon, reason: &str) {
+    for r in lock(&d.active).values() {
+        r.control.request_stop(reason);
+    }
+}
+
+/// Active runs, for `ps`.
+pub fn active(d: &Daemon) -> Vec<RunInfo> {
+    lock(&d.active).values().map(|r| r.info.clone()).collect()
+}
+
+/// Every run the ledger knows, in launch order, with its outcome once closed (`runs`,
+/// `show`). Runs open in the ledger but not in the active table do not exist while this
+/// daemon runs (crash recovery closed them), so open means running.
+pub fn from_ledger(d: &Daemon) -> Result<Vec<RunInfo>, String> {
+    let records = ledger::records(&d.ledger_path).map_err(|e| e.to_string())?;
+    let mut order = Vec::new();
+    let mut runs: BTreeMap<String, RunInfo> = BTreeMap::new();
+    for r in records {
+        match r.event {
+            LedgerEvent::RunOpened(o) => {
+                order.push(o.run.clone());
+                runs.insert(
+                    o.run.clone(),
+                    RunInfo {
+                        run: o.run,
+                        role: o.role,
+                        instance: o.instance,
+                        uid: o.uid,
+                        launched_by_uid: o.launched_by_uid,
+                        state: "running".into(),
+                        started_at: o.started_at,
+                        ended_at: None,
+                        exit_code: None,
+                        signal: None,
+                        reason: None,
+                        deadline_s: o.deadline_s,
+                    },
+                );
+            }
+            LedgerEvent::RunClosed(c) => {
+                if let Some(info) = runs.get_mut(&c.run) {
+                    info.state = outcome_str(c.outcome).to_string();
+                    info.ended_at = Some(c.ended_at);
+                    info.exit_code = c.exit_code;
+                    info.signal = c.signal;
+                    info.reason = Some(c.reason);
+                }
+            }
+        }
+    }
+    Ok(order.into_iter().filter_map(|r| runs.remove(&r)).collect())
+}

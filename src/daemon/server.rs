@@ -1,0 +1,334 @@
+//! One control-socket connection: read one request line (bounded in size and time), find
+//! out who the peer is from the kernel, authorize, answer. A `launch` with `wait` then
+//! streams the run's frames on the same connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::UnixStream;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{peer, reload, runs, Daemon};
+use crate::control::auth::{self, Peer};
+use crate::control::protocol::{
+    self, ErrorCode, Frame, InstanceInfo, Op, Response, StatusInfo, MAX_REQUEST_BYTES,
+};
+use crate::journal::EventKind;
+use crate::supervisor::{instances, ledger};
+
+/// How long a peer has to send its request line.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one response line may take to be written before the peer is dropped.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+async fn send(w: &mut OwnedWriteHalf, resp: &Response) -> bool {
+    let mut line = match serde_json::to_vec(resp) {
+        Ok(l) => l,
+        Err(_) => return false,
+    };
+    line.push(b'\n');
+    matches!(
+        tokio::time::timeout(WRITE_TIMEOUT, w.write_all(&line)).await,
+        Ok(Ok(()))
+    )
+}
+
+/// Answer a peer that came in over the connection cap, then hang up.
+pub async fn busy(stream: UnixStream) {
+    let (_, mut w) = stream.into_split();
+    let resp = Response::err(
+        ErrorCode::Busy,
+        "airlockd has too many connections open; try again in a moment",
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), send(&mut w, &resp)).await;
+}
+
+pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePermit) {
+    let Ok(cred) = stream.peer_cred() else {
+        return;
+    };
+    let groups = peer::groups(&stream, cred.pid());
+    let peer = Peer {
+        uid: cred.uid(),
+        gid: cred.gid(),
+        pid: cred.pid(),
+        groups,
+    };
+    let (r, mut w) = stream.into_split();
+    // One byte over the bound is enough to know the request is too large.
+    let mut reader = BufReader::new(r.take(MAX_REQUEST_BYTES as u64 + 1));
+    let mut line = Vec::new();
+    match tokio::time::timeout(READ_TIMEOUT, reader.read_until(b'\n', &mut line)).await {
+        Err(_) => {
+            let resp = Response::err(
+                ErrorCode::BadRequest,
+                format!(
+                    "no complete request line within {} s; send one JSON object ending in a newline",
+                    READ_TIMEOUT.as_secs()
+                ),
+            );
+            send(&mut w, &resp).await;
+            return;
+        }
+        Ok(Err(_)) => return,
+        Ok(Ok(_)) => {}
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    } else if line.len() > MAX_REQUEST_BYTES {
+        let resp = Response::err(
+            ErrorCode::TooLarge,
+            format!("request is over {MAX_REQUEST_BYTES} bytes"),
+        );
+        send(&mut w, &resp).await;
+        return;
+    }
+    let req = match protocol::parse_request(&line) {
+        Ok(r) => r,
+        Err(resp) => {
+            send(&mut w, &resp).await;
+            return;
+        }
+    };
+    if let Err(msg) = auth::authorize(&peer, &d.set().groups, &req.op) {
+        let uid = peer.uid.to_string();
+        let gid = peer.gid.to_string();
+        let pid = peer.pid.map(|p| p.to_string()).unwrap_or_default();
+        d.events.log(
+            EventKind::ControlRefused,
+            &format!("refused `{}` from uid {}: {msg}", req.op.name(), peer.uid),
+            &[
+                ("AIRLOCK_PEER_UID", &uid),
+                ("AIRLOCK_PEER_GID", &gid),
+                ("AIRLOCK_PEER_PID", &pid),
+                ("AIRLOCK_OP", req.op.name()),
+            ],
+        );
+        send(&mut w, &Response::err(ErrorCode::Forbidden, msg)).await;
+        return;
+    }
+    // The cap guards reading requests; a streaming launch is bounded by the run cap.
+    drop(permit);
+    match req.op {
+        Op::Launch {
+            role,
+            instance,
+            workspace,
+            max_seconds,
+            command,
+            wait,
+        } => {
+            let args = runs::LaunchArgs {
+                peer_uid: peer.uid,
+                role,
+                instance,
+                workspace,
+                max_seconds,
+                command,
+                wait,
+            };
+            let d2 = d.clone();
+            let started = match tokio::task::spawn_blocking(move || runs::launch(&d2, args)).await
+            {
+                Ok(r) => r,
+                Err(_) => Err(Response::err(ErrorCode::Internal, "launch failed")),
+            };
+            match started {
+                Err(resp) => {
+                    send(&mut w, &resp).await;
+                }
+                Ok(s) => stream_run(&mut w, s).await,
+            }
+        }
+        op => {
+            let d2 = d.clone();
+            let resp = match tokio::task::spawn_blocking(move || answer(&d2, peer.uid, op)).await
+            {
+                Ok(r) => r,
+                Err(_) => Response::err(ErrorCode::Internal, "the request failed inside airlockd"),
+            };
+            send(&mut w, &resp).await;
+        }
+    }
+}
+
+fn frame(f: &Frame) -> Response {
+    Response::ok(serde_json::to_value(f).unwrap_or(serde_json::Value::Null))
+}
+
+async fn stream_run(w: &mut OwnedWriteHalf, s: runs::Started) {
+    let started = Frame::Started { run: s.run.clone() };
+    if !send(w, &frame(&started)).await {
+        return;
+    }
+    let Some((mut frames, exit)) = s.frames else {
+        return;
+    };
+    let mut connected = true;
+    while let Some(f) = frames.recv().await {
+        if connected && !send(w, &frame(&f)).await {
+            // Keep receiving (and discarding) so the run's pumps never wait on us.
+            connected = false;
+            frames.close();
+        }
+    }
+    if let Ok(f) = exit.await {
+        if connected {
+            send(w, &frame(&f)).await;
+        }
+    }
+}
+
+/// Every operation but launch. Blocking (ledger reads, registry writes).
+fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
+    let ok = |v: serde_json::Value| Response::ok(v);
+    match op {
+        Op::Ps => ok(serde_json::json!({ "runs": runs::active(d) })),
+        Op::Runs => match runs::from_ledger(d) {
+            Ok(r) => ok(serde_json::json!({ "runs": r })),
+            Err(e) => Response::err(ErrorCode::Internal, e),
+        },
+        Op::Show { run } => match runs::from_ledger(d) {
+            Ok(all) => match all.into_iter().find(|r| r.run == run) {
+                Some(r) => ok(serde_json::json!({ "run": r })),
+                None => Response::err(
+                    ErrorCode::NotFound,
+                    "no run with this id in the ledger; `airlockctl runs` lists them",
+                ),
+            },
+            Err(e) => Response::err(ErrorCode::Internal, e),
+        },
+        Op::Stop { run } => {
+            match runs::stop(d, &run, &format!("stop requested by uid {peer_uid}")) {
+                Ok(()) => ok(serde_json::json!({ "run": run, "stopping": true })),
+                Err(()) => Response::err(
+                    ErrorCode::NotFound,
+                    "no active run with this id (it may have ended already); `airlockctl ps` lists active runs",
+                ),
+            }
+        }
+        Op::Status => {
+            let set = d.set();
+            let info = StatusInfo {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                pid: std::process::id(),
+                active_runs: d.active_count(),
+                max_concurrent_runs: set.config.max_concurrent_runs,
+                draining: d.is_draining(),
+                roles: set.catalog.len(),
+                loaded_at: set.loaded_at,
+                ledger_records: d.ledger_len(),
+            };
+            ok(serde_json::to_value(info).unwrap_or_default())
+        }
+        Op::Instances => {
+            let set = d.set();
+            match instances::list(&set.config) {
+                Ok(list) => {
+                    let active = runs::active(d);
+                    let infos: Vec<InstanceInfo> = list
+                        .into_iter()
+                        .map(|e| InstanceInfo {
+                            active_runs: active.iter().filter(|r| r.instance == e.name).count(),
+                            // 0: a config instance whose uid is allocated on its first run.
+                            uid: e.uid.unwrap_or(0),
+                            instance: e.name,
+                            role: e.role,
+                            source: e.source.as_str().to_string(),
+                            fired: e.fired,
+                        })
+                        .collect();
+                    ok(serde_json::json!({ "instances": infos }))
+                }
+                Err(e) => Response::err(ErrorCode::Internal, e.to_string()),
+            }
+        }
+        Op::Hire { instance, role } => {
+            let set = d.set();
+            let Some(entry) = set.catalog.resolve(&role) else {
+                return Response::err(
+                    ErrorCode::NotFound,
+                    "the requested role is not in the catalog (missing, or it failed validation); see `airlockctl validate`",
+                );
+            };
+            match instances::hire(&set.config, &instance, &entry.class, ledger::now_ms()) {
+                Ok(i) => ok(serde_json::json!({
+                    "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired"
+                })),
+                Err(e) => Response::err(ErrorCode::Refused, e.to_string()),
+            }
+        }
+        Op::Fire { instance } => {
+            let set = d.set();
+            match instances::fire(&set.config, &instance, ledger::now_ms()) {
+                Ok(_) => {
+                    let n = runs::stop_instance(d, &instance, "the instance was fired");
+                    // Credential leases do not exist yet (no credential broker in this
+                    // build): there is nothing to revoke, and nothing is claimed revoked.
+                    ok(serde_json::json!({
+                        "instance": instance,
+                        "fired": true,
+                        "stopped_runs": n,
+                        "credentials_revoked": 0,
+                    }))
+                }
+                Err(instances::InstanceError::Unknown(_)) => Response::err(
+                    ErrorCode::NotFound,
+                    "no such instance; `airlockctl instances` lists them",
+                ),
+                Err(e) => Response::err(ErrorCode::Refused, e.to_string()),
+            }
+        }
+        Op::Reload => match reload_now(d) {
+            Ok(at) => ok(serde_json::json!({ "loaded_at": at })),
+            Err(problems) => Response::err(
+                ErrorCode::Refused,
+                format!(
+                    "reload refused, the previous roles, policies and config stay in force: {}",
+                    problems.join("; ")
+                ),
+            ),
+        },
+        Op::Launch { .. } => Response::err(ErrorCode::Internal, "launch is handled elsewhere"),
+    }
+}
+
+/// Reload (SIGHUP or `reload`): RELOADING=1, load anew, swap whole or keep the old set,
+/// READY=1 again.
+pub fn reload_now(d: &Daemon) -> Result<u64, Vec<String>> {
+    crate::supervisor::notify::reloading();
+    let _one = d.reload_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let old = d.set();
+    let result = reload::load(&d.config_path).and_then(|new| {
+        reload::check_swap(&old.config, &new.config)?;
+        Ok(new)
+    });
+    let out = match result {
+        Ok(new) => {
+            let at = new.loaded_at;
+            let roles = new.catalog.len();
+            d.swap(new);
+            d.events.log(
+                EventKind::Reloaded,
+                &format!("reloaded config, policies and {roles} roles"),
+                &[],
+            );
+            Ok(at)
+        }
+        Err(problems) => {
+            d.events.log(
+                EventKind::ReloadRefused,
+                &format!(
+                    "reload refused; the previous set stays in force: {}",
+                    problems.join("; ")
+                ),
+                &[],
+            );
+            Err(problems)
+        }
+    };
+    crate::supervisor::notify::ready(&d.status_line());
+    out
+}

@@ -1,0 +1,474 @@
+//! The one launch path shared by airlockd and `airlockctl launch --standalone`: spawn the
+//! single-threaded `airlock-jail` helper (never a fork of the caller, which may be a
+//! multi-threaded daemon), pump its output into sinks with bounded buffers, enforce the
+//! deadline and stop requests on the monotonic clock (SIGTERM, grace, SIGKILL), and kill
+//! whatever is left of the run at the end.
+//!
+//! Everything here blocks; the daemon runs [`supervise`] on a thread of its own per run.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::fcntl::OFlag;
+
+use super::launch::{LaunchError, Prepared};
+use crate::sandbox::spec::RunSpec;
+use crate::sandbox::status::{self, StatusReport};
+use crate::sandbox::limits;
+
+/// How often the supervisor looks at stop requests and the deadline while a run is alive.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Bytes read from the agent's pipes at a time. Only this much (plus one journal line in
+/// the sink's splitter) is ever held per stream: a flooding agent blocks on its full pipe.
+const CHUNK: usize = 16 * 1024;
+
+/// Where one output stream of the run goes.
+pub trait OutputSink: Send {
+    /// A chunk read from the agent, in order. Must not block for long.
+    fn data(&mut self, bytes: &[u8]);
+    /// End of the stream.
+    fn finish(&mut self) {}
+}
+
+/// Raw bytes to a writer (standalone: the terminal or `output.log`).
+pub struct WriteSink(pub Box<dyn Write + Send>);
+
+impl OutputSink for WriteSink {
+    fn data(&mut self, bytes: &[u8]) {
+        // A failed write must not stop the draining: the agent would block on its pipe.
+        if self.0.write_all(bytes).is_ok() {
+            let _ = self.0.flush();
+        }
+    }
+}
+
+/// Deadline, grace period and stop requests of one run, shared with whoever may stop it.
+#[derive(Debug)]
+pub struct RunControl {
+    pub deadline: Option<Duration>,
+    pub grace: Duration,
+    stop: Mutex<Option<String>>,
+}
+
+impl RunControl {
+    pub fn new(deadline: Option<Duration>, grace: Duration) -> RunControl {
+        RunControl {
+            deadline,
+            grace,
+            stop: Mutex::new(None),
+        }
+    }
+
+    /// Ask for the run to end (SIGTERM, grace, SIGKILL). The first reason is kept; returns
+    /// whether this request was the first.
+    pub fn request_stop(&self, reason: &str) -> bool {
+        let mut s = self.stop.lock().unwrap_or_else(|e| e.into_inner());
+        if s.is_some() {
+            return false;
+        }
+        *s = Some(reason.to_string());
+        true
+    }
+
+    pub fn stop_reason(&self) -> Option<String> {
+        self.stop.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Why the run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// On its own (or killed by something other than airlock).
+    Exited,
+    /// The deadline passed and airlock ended it.
+    DeadlineReached,
+    /// Someone asked airlock to stop it (the reason given with the request).
+    Stopped(String),
+}
+
+/// Things worth logging as they happen.
+#[derive(Debug)]
+pub enum Milestone<'a> {
+    /// The jail is built (or failed): what it reported on the status pipe.
+    Setup(&'a StatusReport),
+    /// The deadline passed: SIGTERM sent.
+    DeadlineReached,
+    /// A stop request was acted on: SIGTERM sent.
+    Stopping(&'a str),
+    /// The grace period passed: SIGKILL sent.
+    Killing,
+}
+
+/// How a supervised run ended.
+#[derive(Debug, Clone)]
+pub struct Supervised {
+    pub report: StatusReport,
+    /// The agent's exit code, shell style: 128 + signal when it was killed.
+    pub exit_code: i32,
+    /// The signal that ended the run, when one did (the agent's, or the helper's own).
+    pub signal: Option<i32>,
+    pub ending: Ending,
+}
+
+/// A started jail helper, its pipes, and its pidfd.
+pub struct Spawned {
+    child: Child,
+    pidfd: Option<OwnedFd>,
+    status: fs::File,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+    spec_json: Vec<u8>,
+}
+
+impl Spawned {
+    /// The helper's host pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+fn jail_binary() -> Result<PathBuf, LaunchError> {
+    let exe = std::env::current_exe().map_err(|e| LaunchError::Io(format!("current_exe: {e}")))?;
+    let jail = exe
+        .parent()
+        .map(|d| d.join("airlock-jail"))
+        .ok_or_else(|| LaunchError::Io("cannot locate airlock-jail".into()))?;
+    if !jail.is_file() {
+        return Err(LaunchError::Io(format!(
+            "{}: the jail helper is not installed next to this binary",
+            jail.display()
+        )));
+    }
+    Ok(jail)
+}
+
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: raw syscall with integer arguments; the returned fd is owned right away.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn pidfd_signal(fd: &OwnedFd, sig: libc::c_int) {
+    // SAFETY: raw syscall on a pidfd we own; a dead process yields ESRCH, ignored.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        );
+    }
+}
+
+/// Wait until the pidfd is readable (the process exited) or the timeout passes.
+fn exited_within(fd: &OwnedFd, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: poll on one valid pollfd.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    // EINTR counts as "not yet": the caller loops.
+    rc > 0
+}
+
+/// Start the jail helper for a prepared run. The helper gets the spec on stdin and the
+/// status pipe on fd 3; nothing else of ours (the environment included) reaches it.
+pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
+    let jail = jail_binary()?;
+    let spec_json =
+        serde_json::to_vec(&p.spec).map_err(|e| LaunchError::Io(format!("encode spec: {e}")))?;
+    let (st_r, st_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| LaunchError::Io(format!("status pipe: {e}")))?;
+    let st_w_raw = st_w.as_raw_fd();
+    let mut cmd = Command::new(&jail);
+    cmd.arg("--status-fd")
+        .arg("3")
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if st_w_raw == 3 {
+                if libc::fcntl(3, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(st_w_raw, 3) != 3 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        LaunchError::Io(format!(
+            "{}: cannot start the jail helper: {e}",
+            jail.display()
+        ))
+    })?;
+    drop(st_w);
+    let pidfd = pidfd_open(child.id());
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    Ok(Spawned {
+        child,
+        pidfd,
+        status: fs::File::from(st_r),
+        stdout,
+        stderr,
+        spec_json,
+    })
+}
+
+fn pump(
+    mut from: impl Read + Send + 'static,
+    mut sink: Box<dyn OutputSink>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("run-output".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => sink.data(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+            sink.finish();
+        })
+}
+
+/// Kill anything of the run that is still alive: the cgroup if there is one, else every
+/// process of the instance uid on the host.
+pub fn backstop(spec: &RunSpec) {
+    if let Some(parent) = &spec.cgroup_parent {
+        let dir = parent.join(&spec.run_id);
+        if limits::kill_and_remove(&dir).is_ok() {
+            return;
+        }
+    }
+    kill_uid(spec.uid);
+}
+
+/// SIGKILL every host process whose real uid is `uid`, until none is left (bounded).
+pub fn kill_uid(uid: u32) {
+    for _ in 0..100 {
+        let pids = pids_of_uid(uid);
+        if pids.is_empty() {
+            return;
+        }
+        for pid in pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Host pids whose real uid is `uid`.
+pub fn pids_of_uid(uid: u32) -> Vec<i32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("Uid:"))
+                        .and_then(|v| v.split_whitespace().next()?.parse::<u32>().ok())
+                })
+                == Some(uid)
+        })
+        .collect()
+}
+
+fn exit_of(status: &ExitStatus) -> (i32, Option<i32>) {
+    match (status.code(), status.signal()) {
+        // The helper passes on the agent's status shell style: above 128 is a signal.
+        (Some(c), _) if c > 128 && c <= 128 + 64 => (c, Some(c - 128)),
+        (Some(c), _) => (c, None),
+        (None, Some(s)) => (128 + s, Some(s)),
+        (None, None) => (125, None),
+    }
+}
+
+/// Run a spawned jail to its end. Blocks. `on` hears about milestones as they happen.
+/// The whole run is killed before this returns, and both output streams are drained.
+pub fn supervise(
+    p: &Prepared,
+    sp: Spawned,
+    ctl: &RunControl,
+    stdout: Box<dyn OutputSink>,
+    stderr: Box<dyn OutputSink>,
+    on: &mut dyn FnMut(Milestone<'_>),
+) -> Result<Supervised, LaunchError> {
+    let Spawned {
+        mut child,
+        pidfd,
+        status,
+        stdout: out_pipe,
+        stderr: err_pipe,
+        spec_json,
+    } = sp;
+    let started = Instant::now();
+    let mut pumps = Vec::new();
+    let mut start_pump = |pipe: Option<Box<dyn Read + Send>>, sink: Box<dyn OutputSink>| {
+        if let Some(pipe) = pipe {
+            match pump(pipe, sink) {
+                Ok(h) => pumps.push(h),
+                Err(e) => return Err(LaunchError::Io(format!("output thread: {e}"))),
+            }
+        }
+        Ok(())
+    };
+    let spawned_pumps = start_pump(out_pipe.map(|p| Box::new(p) as Box<dyn Read + Send>), stdout)
+        .and_then(|_| start_pump(err_pipe.map(|p| Box::new(p) as Box<dyn Read + Send>), stderr));
+    if let Err(e) = spawned_pumps {
+        let _ = child.kill();
+        let _ = child.wait();
+        backstop(&p.spec);
+        return Err(e);
+    }
+
+    // The status pipe reaches EOF when the agent is exec'd or setup failed.
+    let (report_tx, report_rx) = mpsc::channel();
+    let reader = std::thread::Builder::new()
+        .name("run-status".into())
+        .spawn(move || {
+            let mut text = String::new();
+            let mut st = status;
+            let _ = (&mut st).take(1 << 20).read_to_string(&mut text);
+            let _ = report_tx.send(status::parse(&text));
+        });
+    if let Some(mut stdin) = child.stdin.take() {
+        // A helper that died early closes its end; its status line says why.
+        let _ = stdin.write_all(&spec_json);
+    }
+
+    let mut report: Option<StatusReport> = None;
+    let mut ending = Ending::Exited;
+    let mut term_at: Option<Instant> = None;
+    let mut killed = false;
+    let waited = loop {
+        let gone = match &pidfd {
+            Some(fd) => exited_within(fd, TICK),
+            None => {
+                std::thread::sleep(TICK);
+                false
+            }
+        };
+        if gone || pidfd.is_none() {
+            match child.try_wait() {
+                Ok(Some(st)) => break Ok(st),
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+        }
+        if report.is_none() {
+            if let Ok(r) = report_rx.try_recv() {
+                on(Milestone::Setup(&r));
+                report = Some(r);
+            }
+        }
+        let signal = |sig: libc::c_int, child: &mut Child| match &pidfd {
+            Some(fd) => pidfd_signal(fd, sig),
+            None if sig == libc::SIGKILL => {
+                let _ = child.kill();
+            }
+            None => {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+        };
+        match term_at {
+            None => {
+                if let Some(reason) = ctl.stop_reason() {
+                    on(Milestone::Stopping(&reason));
+                    ending = Ending::Stopped(reason);
+                    signal(libc::SIGTERM, &mut child);
+                    term_at = Some(Instant::now());
+                } else if ctl.deadline.is_some_and(|d| started.elapsed() >= d) {
+                    on(Milestone::DeadlineReached);
+                    ending = Ending::DeadlineReached;
+                    signal(libc::SIGTERM, &mut child);
+                    term_at = Some(Instant::now());
+                }
+            }
+            Some(t) if !killed && t.elapsed() >= ctl.grace => {
+                on(Milestone::Killing);
+                signal(libc::SIGKILL, &mut child);
+                killed = true;
+            }
+            Some(_) => {}
+        }
+    };
+    // Whatever is left (double-forked processes, a stuck init) dies now, which also closes
+    // every copy of the pipes so the pumps and the status reader reach EOF.
+    backstop(&p.spec);
+    for h in pumps {
+        let _ = h.join();
+    }
+    if let Ok(h) = reader {
+        let _ = h.join();
+    }
+    let report = match report {
+        Some(r) => r,
+        None => {
+            let r = report_rx.try_recv().unwrap_or_else(|_| StatusReport {
+                infos: Vec::new(),
+                error: Some("the jail helper sent no status".to_string()),
+            });
+            on(Milestone::Setup(&r));
+            r
+        }
+    };
+    let status = waited.map_err(|e| LaunchError::Io(format!("wait for the jail helper: {e}")))?;
+    let (exit_code, signal) = exit_of(&status);
+    Ok(Supervised {
+        report,
+        exit_code,
+        signal,
+        ending,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_keeps_the_first_reason() {
+        let c = RunControl::new(None, Duration::from_secs(1));
+        assert_eq!(c.stop_reason(), None);
+        assert!(c.request_stop("fired"));
+        assert!(!c.request_stop("shutdown"));
+        assert_eq!(c.stop_reason().as_deref(), Some("fired"));
+    }
+
+    #[test]
+    fn exit_codes_shell_style() {
+        assert_eq!(exit_of(&ExitStatus::from_raw(7 << 8)), (7, None));
+        assert_eq!(exit_of(&ExitStatus::from_raw(137 << 8)), (137, Some(9)));
+        assert_eq!(exit_of(&ExitStatus::from_raw(9)), (137, Some(9)));
+    }
+}

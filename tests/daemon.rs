@@ -1,0 +1,728 @@
+//! airlockd for real: each test starts the built daemon with its own config, state dir,
+//! socket and instance uids, talks to it over the control socket (JSON lines), and checks
+//! the runs, the journal (journald or the fallback file), the ledger and the processes.
+//! Runs as root (jails need it); waits are bounded polls, never timing assertions.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use airlock::supervisor::ledger;
+use serde_json::{json, Value};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+const REFUSED_ID: &str = "7f0597ea86e342529c908cd66b8072e6";
+
+fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the daemon tests must run as root (airlockd builds real jails)"
+    );
+}
+
+/// Poll `f` until it returns Some, for at most `secs`.
+fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+struct Opts {
+    /// Extra top-level config lines.
+    extra: String,
+    /// Use a copy of the shipped roles (so a test may edit them).
+    copy_roles: bool,
+    /// journald socket: None = the real one.
+    no_journald: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            extra: String::new(),
+            copy_roles: false,
+            no_journald: false,
+        }
+    }
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    cfg: PathBuf,
+    state: PathBuf,
+    sock: PathBuf,
+    roles: PathBuf,
+    /// uid of instance `tess` (role code); `uid + 1` of `max` (role code).
+    uid: u32,
+    range: (u32, u32),
+    child: Option<Child>,
+}
+
+impl Env {
+    fn new(opts: Opts) -> Env {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        // Peers with other uids must reach the socket (its own mode decides the rest).
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let roles = if opts.copy_roles {
+            let r = root.join("roles");
+            copy_dir(&repo.join("roles"), &r);
+            r
+        } else {
+            repo.join("roles")
+        };
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let uid = 1_880_080_000 + (std::process::id() % 400) * 40 + n * 10;
+        let range = (uid + 2, uid + 9);
+        let journal = if opts.no_journald {
+            format!("journal_socket: {}/no-journald.socket\n", root.display())
+        } else {
+            String::new()
+        };
+        let cfg = root.join("airlock.yaml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "roles: [{roles}]\npolicies: {policies}\nstate_dir: state\nsocket: {root}/airlockd.sock\nuid_range: {a}-{b}\ngrace_seconds: 2\nlimits: {{max_procs: 64}}\n{journal}{extra}instances:\n  tess: {{role: code, uid: {uid}}}\n  max: {{role: code, uid: {uid2}}}\n",
+                roles = roles.display(),
+                policies = repo.join("policies").display(),
+                root = root.display(),
+                a = range.0,
+                b = range.1,
+                extra = opts.extra,
+                uid2 = uid + 1,
+            ),
+        )
+        .unwrap();
+        Env {
+            state: root.join("state"),
+            sock: root.join("airlockd.sock"),
+            _dir: dir,
+            root,
+            cfg,
+            roles,
+            uid,
+            range,
+            child: None,
+        }
+    }
+
+    fn spawn(&self) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_airlockd"))
+            .arg("--config")
+            .arg(&self.cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.root.join("airlockd.err"))
+                    .unwrap(),
+            )
+            .spawn()
+            .unwrap()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.root.join("airlockd.err")).unwrap_or_default()
+    }
+
+    /// Start airlockd and wait until it answers `status`.
+    fn start(&mut self) {
+        let mut child = self.spawn();
+        let ready = poll(30, || {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("airlockd exited early ({st}):\n{}", self.stderr());
+            }
+            let r = try_request(&self.sock, &json!({"v":1,"op":"status"})).ok()?;
+            (r.first()?["ok"] == true).then_some(())
+        });
+        assert!(ready.is_some(), "airlockd never became ready:\n{}", self.stderr());
+        self.child = Some(child);
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).unwrap();
+    }
+
+    /// Wait (bounded) for the daemon to exit; returns its exit code.
+    fn wait_exit(&mut self, secs: u64) -> Option<i32> {
+        let child = self.child.as_mut().unwrap();
+        let st = poll(secs, || child.try_wait().ok().flatten());
+        match st {
+            Some(st) => {
+                self.child = None;
+                st.code()
+            }
+            None => panic!("airlockd did not exit within {secs} s:\n{}", self.stderr()),
+        }
+    }
+
+    fn req(&self, v: Value) -> Vec<Value> {
+        try_request(&self.sock, &v).unwrap()
+    }
+
+    /// A one-line answer.
+    fn one(&self, v: Value) -> Value {
+        let mut r = self.req(v);
+        assert_eq!(r.len(), 1, "{r:?}");
+        r.remove(0)
+    }
+
+    fn launch(&self, instance: &str, argv: &[&str], extra: Value) -> Vec<Value> {
+        let mut v = json!({"v":1,"op":"launch","role":"code","instance":instance,"command":argv});
+        if let (Some(m), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            for (k, x) in e {
+                m.insert(k.clone(), x.clone());
+            }
+        }
+        self.req(v)
+    }
+
+    fn ledger(&self) -> PathBuf {
+        self.state.join("ledger.jsonl")
+    }
+
+    /// Daemon-level events from the fallback file (tests with `no_journald`).
+    fn daemon_fallback(&self) -> String {
+        std::fs::read_to_string(self.state.join("journal/airlockd.journal")).unwrap_or_default()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for u in [self.uid, self.uid + 1] {
+            airlock::supervisor::process::kill_uid(u);
+        }
+    }
+}
+
+fn try_request(sock: &Path, v: &Value) -> std::io::Result<Vec<Value>> {
+    let mut s = UnixStream::connect(sock)?;
+    s.set_read_timeout(Some(Duration::from_secs(120)))?;
+    s.write_all(format!("{v}\n").as_bytes())?;
+    let mut out = Vec::new();
+    for line in BufReader::new(s).lines() {
+        let line = line?;
+        out.push(serde_json::from_str(&line).map_err(std::io::Error::other)?);
+    }
+    Ok(out)
+}
+
+/// The `data` of each frame of a launch answer.
+fn frames(r: &[Value]) -> Vec<Value> {
+    r.iter()
+        .map(|l| {
+            assert_eq!(l["ok"], true, "{l}");
+            l["data"].clone()
+        })
+        .collect()
+}
+
+fn exited(r: &[Value]) -> Value {
+    let f = frames(r);
+    let last = f.last().cloned().unwrap();
+    assert_eq!(last["frame"], "exited", "{f:?}");
+    last
+}
+
+fn run_id(r: &[Value]) -> String {
+    let f = frames(r);
+    assert_eq!(f[0]["frame"], "started", "{f:?}");
+    f[0]["run"].as_str().unwrap().to_string()
+}
+
+fn stdout_of(r: &[Value]) -> String {
+    frames(r)
+        .iter()
+        .filter(|f| f["frame"] == "output" && f["stream"] == "stdout")
+        .map(|f| f["data"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn journal_json(filter: &[&str]) -> Vec<Value> {
+    let out = Command::new("journalctl")
+        .args(["-o", "json", "--no-pager"])
+        .args(filter)
+        .output()
+        .expect("journalctl runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn require_journald() {
+    assert!(
+        Path::new("/run/systemd/journal/socket").exists(),
+        "journald is not running (no /run/systemd/journal/socket): start it (scripts/start-journald.sh) — these tests need the real journal"
+    );
+}
+
+fn record_of(env: &Env, run: &str) -> Value {
+    let r = env.one(json!({"v":1,"op":"show","run":run}));
+    assert_eq!(r["ok"], true, "{r}");
+    r["data"]["run"].clone()
+}
+
+fn ledger_closed(path: &Path, run: &str) -> Option<ledger::RunClosed> {
+    ledger::records(path).unwrap().into_iter().find_map(|r| match r.event {
+        ledger::LedgerEvent::RunClosed(c) if c.run == run => Some(c),
+        _ => None,
+    })
+}
+
+fn pids(uid: u32) -> Vec<i32> {
+    airlock::supervisor::process::pids_of_uid(uid)
+}
+
+#[test]
+fn launch_wait_exit_codes_and_journald_fields() {
+    require_journald();
+    let mut env = Env::new(Opts::default());
+    env.start();
+    let r = env.launch("tess", &["/bin/sh", "-c", "echo hello-from-run; echo oops >&2"], json!({"wait": true}));
+    let run = run_id(&r);
+    assert_eq!(stdout_of(&r), "hello-from-run\n");
+    let e = exited(&r);
+    assert_eq!(e["exit_code"], 0, "{e}");
+    assert_eq!(e["outcome"], "exited");
+    assert_eq!(e["run"], run.as_str());
+
+    let r7 = env.launch("tess", &["/bin/sh", "-c", "exit 7"], json!({"wait": true}));
+    let run7 = run_id(&r7);
+    assert_eq!(exited(&r7)["exit_code"], 7);
+
+    // Without wait: only `started`, the run goes on.
+    let r0 = env.launch("max", &["/bin/true"], json!({}));
+    assert_eq!(frames(&r0).len(), 1);
+    let run0 = run_id(&r0);
+    let closed = poll(20, || ledger_closed(&env.ledger(), &run0));
+    assert_eq!(closed.unwrap().exit_code, Some(0));
+
+    let rec = record_of(&env, &run7);
+    assert_eq!(rec["state"], "exited");
+    assert_eq!(rec["exit_code"], 7);
+    assert_eq!(rec["uid"], env.uid);
+    assert_eq!(rec["launched_by_uid"], 0);
+    assert_eq!(rec["instance"], "tess");
+    let ps = env.one(json!({"v":1,"op":"ps"}));
+    assert_eq!(ps["data"]["runs"].as_array().unwrap().len(), 0, "{ps}");
+
+    // The run's stdout line in journald, with its fields.
+    let filter = format!("AIRLOCK_RUN={run}");
+    let found = poll(15, || {
+        let recs = journal_json(&[&filter]);
+        let line = recs
+            .iter()
+            .find(|j| j["MESSAGE"] == "hello-from-run")?
+            .clone();
+        let exited = recs.iter().any(|j| j["AIRLOCK_EVENT"] == "run_exited");
+        exited.then_some((line, recs))
+    });
+    let (line, recs) = found.unwrap_or_else(|| panic!("run {run} never showed up in journald"));
+    assert_eq!(line["AIRLOCK_STREAM"], "stdout");
+    assert_eq!(line["AIRLOCK_ROLE"], "code");
+    assert_eq!(line["AIRLOCK_INSTANCE"], "tess");
+    assert_eq!(line["SYSLOG_IDENTIFIER"], "airlockd");
+    assert!(recs
+        .iter()
+        .any(|j| j["MESSAGE"] == "oops" && j["AIRLOCK_STREAM"] == "stderr"));
+    let started = recs.iter().find(|j| j["AIRLOCK_EVENT"] == "run_started").unwrap();
+    assert_eq!(started["MESSAGE_ID"], "449cbb726be1461eb409c263dcabbeb5");
+    assert!(
+        recs.iter().any(|j| j["AIRLOCK_EVENT"] == "jail_report"
+            && j["MESSAGE"].as_str().unwrap_or("").contains("landlock")),
+        "jail report missing"
+    );
+}
+
+#[test]
+fn no_line_lost_without_journald() {
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let r = env.launch("tess", &["/bin/sh", "-c", "seq 1 20000; echo done >&2"], json!({"wait": true}));
+    let run = run_id(&r);
+    assert_eq!(exited(&r)["exit_code"], 0);
+    let text = std::fs::read_to_string(env.state.join(format!("journal/{run}.journal"))).unwrap();
+    let mut n = 0u32;
+    let mut events = Vec::new();
+    for l in text.lines() {
+        let j: Value = serde_json::from_str(l).unwrap();
+        assert_eq!(j["AIRLOCK_RUN"], run.as_str());
+        assert_eq!(j["SYSLOG_IDENTIFIER"], "airlockd");
+        if j["AIRLOCK_STREAM"] == "stdout" {
+            n += 1;
+            assert_eq!(j["MESSAGE"], n.to_string(), "line {n} lost or out of order");
+        }
+        if let Some(e) = j["AIRLOCK_EVENT"].as_str() {
+            events.push(e.to_string());
+        }
+    }
+    assert_eq!(n, 20000);
+    assert!(text.contains("\"MESSAGE\":\"done\""));
+    assert_eq!(events.first().map(String::as_str), Some("run_started"));
+    assert_eq!(events.last().map(String::as_str), Some("run_exited"));
+    // Daemon-level events fall back too.
+    assert!(env.daemon_fallback().contains("daemon_started"));
+}
+
+/// Connect from a thread whose credentials are changed with raw syscalls (they are
+/// per-thread in the kernel), so the daemon sees a different peer uid, gid and groups.
+fn request_as(sock: &Path, uid: u32, groups: &[u32], v: Value) -> Vec<Value> {
+    let sock = sock.to_path_buf();
+    let groups = groups.to_vec();
+    std::thread::spawn(move || {
+        // SAFETY: raw credential syscalls on this thread only; it never runs as root again.
+        unsafe {
+            assert_eq!(
+                libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()),
+                0
+            );
+            assert_eq!(libc::syscall(libc::SYS_setresgid, uid, uid, uid), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresuid, uid, uid, uid), 0);
+        }
+        try_request(&sock, &v).unwrap()
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn peers_outside_the_groups_are_refused_and_logged() {
+    require_journald();
+    // A peer uid nobody uses; the socket's group is its gid so it can connect at all, but it
+    // is in neither the admin nor the operator group.
+    let probe = Env::new(Opts::default());
+    let outsider = probe.uid + 7;
+    let (admin, operator) = (probe.uid + 8, probe.uid + 9);
+    drop(probe);
+    let mut env = Env::new(Opts {
+        extra: format!("admin_group: {admin}\noperator_group: {operator}\nsocket_group: {outsider}\n"),
+        ..Opts::default()
+    });
+    env.start();
+    let mode = std::fs::metadata(&env.sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660);
+
+    let r = request_as(&env.sock, outsider, &[], json!({"v":1,"op":"ps"}));
+    assert_eq!(r[0]["ok"], false, "{r:?}");
+    assert_eq!(r[0]["error"]["code"], "forbidden");
+    let r = request_as(
+        &env.sock,
+        outsider,
+        &[],
+        json!({"v":1,"op":"launch","role":"code","instance":"tess","command":["/bin/true"]}),
+    );
+    assert_eq!(r[0]["error"]["code"], "forbidden");
+
+    // An operator (by supplementary group) may read but not reload.
+    let r = request_as(&env.sock, outsider, &[operator], json!({"v":1,"op":"status"}));
+    assert_eq!(r[0]["ok"], true, "{r:?}");
+    let r = request_as(&env.sock, outsider, &[operator], json!({"v":1,"op":"reload"}));
+    assert_eq!(r[0]["error"]["code"], "forbidden");
+    // An admin may reload.
+    let r = request_as(&env.sock, outsider, &[admin], json!({"v":1,"op":"reload"}));
+    assert_eq!(r[0]["ok"], true, "{r:?}");
+
+    let want = format!("from uid {outsider}");
+    let found = poll(15, || {
+        let recs = journal_json(&["AIRLOCK_RUN=airlockd", &format!("MESSAGE_ID={REFUSED_ID}")]);
+        let hits: Vec<Value> = recs
+            .into_iter()
+            .filter(|j| j["MESSAGE"].as_str().unwrap_or("").contains(&want))
+            .collect();
+        (hits.len() >= 3).then_some(hits)
+    });
+    let hits = found.expect("three refusals in journald");
+    assert_eq!(hits[0]["AIRLOCK_EVENT"], "control_refused");
+    assert_eq!(hits[0]["AIRLOCK_PEER_UID"], outsider.to_string());
+    assert_eq!(hits[0]["SYSLOG_IDENTIFIER"], "airlockd");
+}
+
+#[test]
+fn malformed_oversize_and_slow_requests_get_errors() {
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let raw = |bytes: &[u8]| -> Value {
+        let mut s = UnixStream::connect(&env.sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let _ = s.write_all(bytes);
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        serde_json::from_str(out.lines().next().unwrap_or("null")).unwrap()
+    };
+    assert_eq!(raw(b"not json\n")["error"]["code"], "bad-request");
+    assert_eq!(raw(b"{\"v\":1,\"op\":\"nope\"}\n")["error"]["code"], "bad-request");
+    assert_eq!(raw(b"{\"v\":9,\"op\":\"ps\"}\n")["error"]["code"], "unsupported-version");
+    assert_eq!(raw(&vec![b'x'; 200_000])["error"]["code"], "too-large");
+    // A peer that says nothing does not stall anyone else.
+    let mut slow = UnixStream::connect(&env.sock).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    assert_eq!(env.one(json!({"v":1,"op":"status"}))["ok"], true);
+    let mut out = String::new();
+    let _ = slow.read_to_string(&mut out);
+    let v: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["error"]["code"], "bad-request");
+    assert_eq!(env.one(json!({"v":1,"op":"status"}))["ok"], true);
+}
+
+#[test]
+fn sighup_with_a_broken_role_keeps_the_old_set() {
+    let mut env = Env::new(Opts {
+        copy_roles: true,
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let before = env.one(json!({"v":1,"op":"status"}))["data"].clone();
+    let role = env.roles.join("code/role.yaml");
+    let good = std::fs::read_to_string(&role).unwrap();
+    std::fs::write(&role, format!("{good}\nnot_a_role_key: true\n")).unwrap();
+    env.signal(nix::sys::signal::Signal::SIGHUP);
+    let refused = poll(20, || env.daemon_fallback().contains("reload_refused").then_some(()));
+    assert!(refused.is_some(), "no reload_refused event:\n{}", env.daemon_fallback());
+    assert!(env.daemon_fallback().contains("not_a_role_key"));
+    let after = env.one(json!({"v":1,"op":"status"}))["data"].clone();
+    assert_eq!(after["loaded_at"], before["loaded_at"]);
+    assert_eq!(after["roles"], before["roles"]);
+    // The old `code` role is still in force.
+    let r = env.launch("tess", &["/bin/true"], json!({"wait": true}));
+    assert_eq!(exited(&r)["exit_code"], 0);
+
+    // Fixed: the next reload (through the socket this time) swaps the set.
+    std::fs::write(&role, good).unwrap();
+    let r = env.one(json!({"v":1,"op":"reload"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let later = env.one(json!({"v":1,"op":"status"}))["data"].clone();
+    assert!(later["loaded_at"].as_u64() > before["loaded_at"].as_u64());
+    assert!(env.daemon_fallback().contains("\"reloaded\""));
+}
+
+#[test]
+fn sigterm_drains_running_runs() {
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let r = env.launch("tess", &["/bin/sleep", "60"], json!({}));
+    let run = run_id(&r);
+    assert!(poll(20, || (!pids(env.uid).is_empty()).then_some(())).is_some());
+    env.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(env.wait_exit(60), Some(0), "{}", env.stderr());
+    let c = ledger_closed(&env.ledger(), &run).expect("record closed");
+    assert_eq!(c.outcome, ledger::Outcome::Stopped);
+    assert!(c.reason.contains("shutting down"), "{}", c.reason);
+    assert!(pids(env.uid).is_empty());
+}
+
+#[test]
+fn deadline_kills_the_run_and_its_descendants() {
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let r = env.launch(
+        "tess",
+        &["/bin/sh", "-c", "sleep 100 & sleep 100"],
+        json!({"wait": true, "max_seconds": 2}),
+    );
+    let run = run_id(&r);
+    let e = exited(&r);
+    assert_eq!(e["outcome"], "timed_out", "{e}");
+    assert!(e["reason"].as_str().unwrap().contains("deadline"), "{e}");
+    assert!(pids(env.uid).is_empty(), "processes of the instance survived");
+    let c = ledger_closed(&env.ledger(), &run).unwrap();
+    assert_eq!(c.outcome, ledger::Outcome::TimedOut);
+    assert!(c.reason.contains("deadline of 2 s"), "{}", c.reason);
+    let text = std::fs::read_to_string(env.state.join(format!("journal/{run}.journal"))).unwrap();
+    assert!(text.contains("deadline_reached"));
+}
+
+#[test]
+fn weekly_budget_refuses_after_the_last_allowed_run() {
+    let mut env = Env::new(Opts {
+        copy_roles: true,
+        no_journald: true,
+        ..Opts::default()
+    });
+    let role = env.roles.join("code/role.yaml");
+    let text = std::fs::read_to_string(&role).unwrap();
+    assert!(text.contains("runs_per_week: 20"));
+    std::fs::write(&role, text.replace("runs_per_week: 20", "runs_per_week: 2")).unwrap();
+    env.start();
+    for _ in 0..2 {
+        let r = env.launch("tess", &["/bin/true"], json!({"wait": true}));
+        assert_eq!(exited(&r)["exit_code"], 0);
+    }
+    let r = env.launch("tess", &["/bin/true"], json!({"wait": true}));
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0]["ok"], false);
+    assert_eq!(r[0]["error"]["code"], "refused");
+    let msg = r[0]["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("runs_per_week") && msg.contains("2 of its 2"), "{msg}");
+    // The budget is per instance.
+    let r = env.launch("max", &["/bin/true"], json!({"wait": true}));
+    assert_eq!(exited(&r)["exit_code"], 0);
+    assert!(env.daemon_fallback().contains("launch_refused"));
+    // The refused launch opened no record.
+    assert_eq!(ledger::records(&env.ledger()).unwrap().len(), 6);
+}
+
+#[test]
+fn kill9_mid_run_then_restart_aborts_the_orphan() {
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let r = env.launch("tess", &["/bin/sh", "-c", "sleep 100 & sleep 100"], json!({}));
+    let run = run_id(&r);
+    assert!(poll(20, || (pids(env.uid).len() >= 2).then_some(())).is_some());
+    let mut child = env.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Nobody supervises the run now, and it is still there.
+    assert!(!pids(env.uid).is_empty(), "the orphan died with the daemon");
+    assert!(ledger_closed(&env.ledger(), &run).is_none());
+
+    env.start();
+    let left = poll(10, || pids(env.uid).is_empty().then_some(()));
+    assert!(left.is_some(), "processes of the instance survived the restart");
+    let c = ledger_closed(&env.ledger(), &run).expect("closed by recovery");
+    assert_eq!(c.outcome, ledger::Outcome::Aborted);
+    assert!(c.reason.contains("not supervised"), "{}", c.reason);
+    assert_eq!(record_of(&env, &run)["state"], "aborted");
+    let text = std::fs::read_to_string(env.state.join(format!("journal/{run}.journal"))).unwrap();
+    assert!(text.contains("run_aborted"));
+    assert!(ledger::verify(&env.ledger()).is_ok());
+}
+
+#[test]
+fn ledger_verifies_and_tampering_is_detected() {
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    for code in [0, 3] {
+        let r = env.launch("tess", &["/bin/sh", "-c", &format!("exit {code}")], json!({"wait": true}));
+        assert_eq!(exited(&r)["exit_code"], code);
+    }
+    // A second airlockd on the same state refuses to start.
+    let mut second = env.spawn();
+    let st = poll(20, || second.try_wait().ok().flatten()).expect("second airlockd exits");
+    assert_eq!(st.code(), Some(1));
+    assert!(env.stderr().contains("held by another process"), "{}", env.stderr());
+
+    env.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(env.wait_exit(30), Some(0));
+    assert_eq!(ledger::verify(&env.ledger()).unwrap(), 4);
+    let text = std::fs::read_to_string(env.ledger()).unwrap();
+    assert!(text.contains("exited with code 3"));
+    std::fs::write(env.ledger(), text.replace("exited with code 3", "exited with code 0")).unwrap();
+    match ledger::verify(&env.ledger()) {
+        Err(ledger::LedgerError::Broken { seq, .. }) => assert_eq!(seq, 4),
+        other => panic!("tampering not detected: {other:?}"),
+    }
+    // airlockd refuses to run on a broken ledger.
+    let mut child = env.spawn();
+    let st = poll(20, || child.try_wait().ok().flatten()).expect("airlockd exits");
+    assert_eq!(st.code(), Some(1));
+    assert!(env.stderr().contains("broken at line 4"), "{}", env.stderr());
+}
+
+#[test]
+fn hire_and_fire() {
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let r = env.one(json!({"v":1,"op":"hire","instance":"nova","role":"implementer"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["role"], "code");
+    let uid = r["data"]["uid"].as_u64().unwrap() as u32;
+    assert!((env.range.0..=env.range.1).contains(&uid));
+    let r = env.launch("nova", &["/bin/sh", "-c", "id -u"], json!({"wait": true}));
+    assert_eq!(stdout_of(&r), format!("{uid}\n"));
+
+    let r = env.launch("nova", &["/bin/sleep", "60"], json!({}));
+    let run = run_id(&r);
+    assert!(poll(20, || (!pids(uid).is_empty()).then_some(())).is_some());
+    let f = env.one(json!({"v":1,"op":"fire","instance":"nova"}));
+    assert_eq!(f["ok"], true, "{f}");
+    assert_eq!(f["data"]["stopped_runs"], 1);
+    let c = poll(30, || ledger_closed(&env.ledger(), &run)).expect("closed");
+    assert_eq!(c.outcome, ledger::Outcome::Stopped);
+    assert!(c.reason.contains("fired"), "{}", c.reason);
+    assert!(poll(10, || pids(uid).is_empty().then_some(())).is_some());
+
+    let r = env.launch("nova", &["/bin/true"], json!({"wait": true}));
+    assert_eq!(r[0]["error"]["code"], "refused", "{r:?}");
+    assert!(r[0]["error"]["message"].as_str().unwrap().contains("fired"));
+    let r = env.one(json!({"v":1,"op":"hire","instance":"nova","role":"code"}));
+    assert_eq!(r["error"]["code"], "refused", "{r}");
+    // Config-declared instances can be fired too, for good.
+    assert_eq!(env.one(json!({"v":1,"op":"fire","instance":"max"}))["ok"], true);
+    let r = env.launch("max", &["/bin/true"], json!({"wait": true}));
+    assert_eq!(r[0]["error"]["code"], "refused");
+    let list = env.one(json!({"v":1,"op":"instances"}));
+    let all = list["data"]["instances"].as_array().unwrap();
+    let nova = all.iter().find(|i| i["instance"] == "nova").unwrap();
+    assert_eq!(nova["fired"], true);
+    assert_eq!(nova["source"], "hired");
+    assert_eq!(all.iter().find(|i| i["instance"] == "max").unwrap()["fired"], true);
+    assert_eq!(all.iter().find(|i| i["instance"] == "tess").unwrap()["fired"], false);
+    // Stop of an active run, by an operator request.
+    let r = env.launch("tess", &["/bin/sleep", "60"], json!({}));
+    let run = run_id(&r);
+    assert_eq!(env.one(json!({"v":1,"op":"stop","run":run}))["ok"], true);
+    let c = poll(30, || ledger_closed(&env.ledger(), &run)).expect("closed");
+    assert_eq!(c.outcome, ledger::Outcome::Stopped);
+}
