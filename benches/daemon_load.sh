@@ -12,6 +12,7 @@ hwm_before="$(vmhwm_kb "$DPID")"
 closed_before="$(grep -c '"kind":"run_closed"' "$STATE/ledger.jsonl" 2>/dev/null || true)"
 mkdir -p "$W/lat"
 start_all="$(date +%s%N)"
+clients=()
 for i in $(seq 1 "$N"); do
   (
     t0="$(date +%s%N)"
@@ -21,8 +22,10 @@ for i in $(seq 1 "$N"); do
     t1="$(date +%s%N)"
     echo "$(( (t1 - t0) / 1000 )) $code" >"$W/lat/$i"
   ) &
+  clients+=($!)
 done
-wait
+# Only the clients: airlockd is a child of this shell too.
+wait "${clients[@]}"
 end_all="$(date +%s%N)"
 
 failed="$(awk '$2 != 0' "$W"/lat/[0-9]* | wc -l)"
