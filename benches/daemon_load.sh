@@ -20,7 +20,7 @@ for i in $(seq 1 "$N"); do
     ctl launch --wait code --instance "b$((i % INSTANCES))" -- /bin/true \
       >/dev/null 2>"$W/lat/$i.err" || code=$?
     t1="$(date +%s%N)"
-    echo "$(( (t1 - t0) / 1000 )) $code" >"$W/lat/$i"
+    echo "$(( (t1 - t0) / 1000 )) $code" >"$W/lat/$i.t"
   ) &
   clients+=($!)
 done
@@ -28,7 +28,7 @@ done
 wait "${clients[@]}"
 end_all="$(date +%s%N)"
 
-failed="$(awk '$2 != 0' "$W"/lat/[0-9]* | wc -l)"
+failed="$(awk '$2 != 0' "$W"/lat/*.t | wc -l)"
 if [ "$failed" -ne 0 ]; then
   echo "daemon_load: $failed of $N runs did not exit 0; first error:" >&2
   for f in "$W"/lat/*.err; do [ -s "$f" ] && { cat "$f" >&2; break; }; done
@@ -39,7 +39,7 @@ recorded=$((closed - closed_before))
 "$BIN/airlockctl" verify-ledger --ledger "$STATE/ledger.jsonl" >/dev/null \
   && chain=intact || chain=BROKEN
 
-sort -n "$W"/lat/[0-9]* | awk '{print $1}' >"$W/sorted"
+sort -n "$W"/lat/*.t | awk '{print $1}' >"$W/sorted"
 pct() { awk -v p="$1" '{a[NR]=$1} END {i=int((NR*p+99)/100); if (i<1) i=1; printf "%.1f", a[i]/1000}' "$W/sorted"; }
 echo "daemon_load: $N runs at once over $INSTANCES instances"
 echo "  completed with exit 0:  $((N - failed)) / $N"
