@@ -61,7 +61,7 @@ fn follow(client: &mut Client, wait: bool) -> Result<i32, ClientError> {
     // Output goes where the run wrote it; a closed stdout (`| head`) must not stop us from
     // reading on to the exit code, so write errors are ignored.
     loop {
-        let Some(resp) = client.recv()? else {
+        let Some(resp) = client.recv_as::<Frame>()? else {
             let _ = stdout.flush();
             let _ = stderr.flush();
             return Ok(match &run {
@@ -77,10 +77,7 @@ fn follow(client: &mut Client, wait: bool) -> Result<i32, ClientError> {
             let _ = stderr.flush();
             return Ok(remote::daemon_error("launch", resp.error.as_ref()));
         }
-        let frame: Frame = resp
-            .data
-            .and_then(|d| serde_json::from_value(d).ok())
-            .ok_or(ClientError::Malformed)?;
+        let frame = resp.data.ok_or(ClientError::Malformed)?;
         match frame {
             Frame::Started { run: id } => {
                 if !wait {

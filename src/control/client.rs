@@ -7,7 +7,10 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::protocol::{Request, Response, VERSION};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use super::protocol::{ErrorBody, Request, Response, VERSION};
 
 /// Longest response line read, in bytes. Output frames carry one agent line each; anything
 /// longer than this is a broken or hostile peer, not a reason to exhaust memory.
@@ -47,6 +50,8 @@ pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     timeout: Option<Duration>,
+    /// The line being read, kept to reuse its allocation.
+    line: Vec<u8>,
 }
 
 impl Client {
@@ -63,6 +68,7 @@ impl Client {
             reader: BufReader::new(stream),
             writer,
             timeout: None,
+            line: Vec::new(),
         };
         client.set_timeout(Some(DEFAULT_TIMEOUT))?;
         Ok(client)
@@ -99,12 +105,25 @@ impl Client {
 
     /// The next response line; `None` when airlockd closed the connection cleanly.
     pub fn recv(&mut self) -> Result<Option<Response>, ClientError> {
-        let mut line = Vec::new();
+        Ok(self.recv_as::<serde_json::Value>()?.map(|r| Response {
+            v: r.v,
+            ok: r.ok,
+            error: r.error,
+            data: r.data,
+        }))
+    }
+
+    /// The next response line with `data` parsed straight into `T` (one parse per line,
+    /// for streams of frames). `data` of another shape is [`ClientError::Malformed`].
+    pub fn recv_as<T: DeserializeOwned>(&mut self) -> Result<Option<Typed<T>>, ClientError> {
+        self.line.clear();
+        let line = &mut self.line;
         let limit = MAX_RESPONSE_BYTES as u64 + 1;
         let read = (&mut self.reader)
             .take(limit)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| self.classify("read the answer", e))?;
+            .read_until(b'\n', line)
+            .map_err(|e| classify(&self.socket, self.timeout, "read the answer", e))?;
+        let line = &self.line;
         if read == 0 {
             return Ok(None);
         }
@@ -116,8 +135,8 @@ impl Client {
                 ClientError::Closed
             });
         }
-        let response: Response =
-            serde_json::from_slice(&line).map_err(|_| ClientError::Malformed)?;
+        let response: Typed<T> =
+            serde_json::from_slice(line).map_err(|_| ClientError::Malformed)?;
         if response.v != VERSION {
             return Err(ClientError::Version(response.v));
         }
@@ -142,16 +161,44 @@ impl Client {
     }
 
     fn classify(&self, op: &'static str, e: io::Error) -> ClientError {
-        match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Timeout {
-                timeout: self.timeout.unwrap_or_default(),
-            },
-            io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::UnexpectedEof => ClientError::Closed,
-            _ => self.io(op, e),
-        }
+        classify(&self.socket, self.timeout, op, e)
     }
+}
+
+fn classify(
+    socket: &Path,
+    timeout: Option<Duration>,
+    op: &'static str,
+    e: io::Error,
+) -> ClientError {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Timeout {
+            timeout: timeout.unwrap_or_default(),
+        },
+        io::ErrorKind::BrokenPipe
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::UnexpectedEof => ClientError::Closed,
+        _ => ClientError::Io {
+            socket: socket.to_path_buf(),
+            op,
+            source: e,
+        },
+    }
+}
+
+/// A response whose `data` has a known shape.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Typed<T> {
+    pub v: u32,
+    pub ok: bool,
+    #[serde(default)]
+    pub error: Option<ErrorBody>,
+    #[serde(default = "none")]
+    pub data: Option<T>,
+}
+
+fn none<T>() -> Option<T> {
+    None
 }
 
 /// Connect, send one request, read one answer.
