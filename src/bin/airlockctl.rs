@@ -3,15 +3,20 @@
 use std::path::{Path, PathBuf};
 
 use airlock::cli::check::Query;
+use airlock::cli::remote::Ctx;
 use airlock::cli::sources::SourceArgs;
-use airlock::cli::{check, explain, output, validate};
+use airlock::cli::{
+    check, explain, instances, logs, output, runs, status, timers, validate, verify_ledger,
+};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
     name = "airlockctl",
     version,
-    about = "Validate roles, check policy decisions, and launch jailed AI agent runs"
+    about = "Validate roles, check policy decisions, and launch jailed AI agent runs",
+    after_help = "Exit codes: 0 ok or allowed, 1 denied, invalid or not found, 2 usage or I/O error \
+                  (launch --wait: the run's exit code)."
 )]
 struct Cli {
     /// Config file (default /etc/airlock/airlock.yaml, else the built-in default).
@@ -61,8 +66,49 @@ enum Cmd {
         #[command(subcommand)]
         what: CheckCmd,
     },
-    /// Start a run of ROLE as a hired instance.
+    /// Start a run of ROLE as a hired instance (through airlockd unless --standalone).
     Launch(airlock::cli::launch::LaunchArgs),
+    /// Active runs.
+    Ps,
+    /// Every run the ledger records.
+    Runs,
+    /// One run in detail.
+    Show { run: String },
+    /// A run's output and events, from the journal or the run's fallback file.
+    Logs {
+        run: String,
+        /// Keep printing until the run ends.
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// Stop a run: SIGTERM, a grace period, then kill.
+    Stop { run: String },
+    /// Hire an instance of ROLE with its own uid (admin).
+    Hire {
+        name: String,
+        #[arg(long)]
+        role: String,
+    },
+    /// Fire an instance: it may not run again (admin).
+    Fire { name: String },
+    /// Hired instances.
+    Instances,
+    /// airlockd's state.
+    Status,
+    /// Reload roles, policies and config; an invalid new set is refused whole (admin).
+    Reload,
+    /// Check the ledger's hash chain offline. Exit 0 intact, 1 broken.
+    VerifyLedger {
+        /// The ledger file (default: <state_dir>/ledger.jsonl).
+        #[arg(long, value_name = "PATH")]
+        ledger: Option<PathBuf>,
+    },
+    /// Write systemd timers for hired instances whose role has run.schedule.
+    Timers {
+        /// Where to write the units.
+        #[arg(long, value_name = "DIR", default_value = timers::DEFAULT_OUTPUT)]
+        output: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -90,9 +136,13 @@ fn load_config(path: Option<&Path>) -> Result<airlock::config::Config, i32> {
 
 fn main() {
     let cli = Cli::parse();
-    let _ = &cli.socket;
     let config = cli.config.as_deref();
     let sources = &cli.sources;
+    let ctx = Ctx {
+        config,
+        socket: cli.socket.as_deref(),
+        json: sources.json,
+    };
     let code = match &cli.command {
         Cmd::Validate => match load_config(config) {
             Ok(cfg) => validate::run(&sources.args(), &cfg, sources.json),
@@ -130,7 +180,19 @@ fn main() {
                 Err(code) => code,
             }
         }
-        Cmd::Launch(args) => airlock::cli::launch::run(config, args),
+        Cmd::Launch(args) => airlock::cli::launch::run(&ctx, args),
+        Cmd::Ps => runs::ps(&ctx),
+        Cmd::Runs => runs::runs(&ctx),
+        Cmd::Show { run } => runs::show(&ctx, run),
+        Cmd::Logs { run, follow } => logs::logs(&ctx, run, *follow),
+        Cmd::Stop { run } => runs::stop(&ctx, run),
+        Cmd::Hire { name, role } => instances::hire(&ctx, name, role),
+        Cmd::Fire { name } => instances::fire(&ctx, name),
+        Cmd::Instances => instances::list(&ctx),
+        Cmd::Status => status::status(&ctx),
+        Cmd::Reload => status::reload(&ctx),
+        Cmd::VerifyLedger { ledger } => verify_ledger::run(&ctx, ledger.as_deref()),
+        Cmd::Timers { output } => timers::run(&ctx, &sources.args(), Some(output)),
     };
     std::process::exit(code);
 }

@@ -36,7 +36,11 @@ pub struct LaunchArgs {
 /// Exit code for refused input and failed jail setup.
 pub const EXIT_REFUSED: i32 = 2;
 
-pub fn run(config_path: Option<&std::path::Path>, args: &LaunchArgs) -> i32 {
+pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
+    if !args.standalone {
+        return super::launch_daemon::run(ctx, args);
+    }
+    let config_path = ctx.config;
     let cfg = match config::load(config_path) {
         Ok(c) => c,
         Err(problems) => {
@@ -46,12 +50,6 @@ pub fn run(config_path: Option<&std::path::Path>, args: &LaunchArgs) -> i32 {
             return EXIT_REFUSED;
         }
     };
-    if !args.standalone {
-        eprintln!(
-            "airlockctl launch: talking to airlockd is not available in this build; pass --standalone to run the supervisor in this process"
-        );
-        return EXIT_REFUSED;
-    }
     let req = LaunchRequest {
         role: args.role.clone(),
         instance: args.instance.clone(),

@@ -2,7 +2,16 @@
 
 pub mod check;
 pub mod explain;
+pub mod instances;
 pub mod launch;
+pub mod launch_daemon;
+pub mod logs;
 pub mod output;
+pub mod remote;
+pub mod runs;
 pub mod sources;
+pub mod status;
+pub mod table;
+pub mod timers;
 pub mod validate;
+pub mod verify_ledger;

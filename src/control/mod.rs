@@ -2,5 +2,6 @@
 //! and who may ask for what, decided from the peer's credentials (SO_PEERCRED).
 
 pub mod auth;
+pub mod client;
 pub mod listener;
 pub mod protocol;

@@ -1,0 +1,82 @@
+//! `airlockctl hire NAME --role ROLE`, `fire NAME` and `instances`: who may run, as which
+//! role and uid.
+
+use super::output;
+use super::remote::{self, Ctx};
+use super::table::{self, clean};
+use crate::control::protocol::{InstanceInfo, Op};
+
+pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
+    let op = Op::Hire {
+        instance: name.into(),
+        role: role.into(),
+    };
+    match ctx.call(op) {
+        Ok(data) => {
+            let uid = data
+                .get("uid")
+                .and_then(|u| u.as_u64())
+                .map(|u| format!(" (uid {u})"))
+                .unwrap_or_default();
+            let role = data.get("role").and_then(|r| r.as_str()).unwrap_or(role);
+            remote::confirm(
+                ctx,
+                &data,
+                &format!("hired {} as {}{uid}", clean(name), clean(role)),
+            )
+        }
+        Err(code) => code,
+    }
+}
+
+pub fn fire(ctx: &Ctx, name: &str) -> i32 {
+    match ctx.call(Op::Fire {
+        instance: name.into(),
+    }) {
+        Ok(data) => remote::confirm(ctx, &data, &format!("fired {}", clean(name))),
+        Err(code) => code,
+    }
+}
+
+pub fn list(ctx: &Ctx) -> i32 {
+    let data = match ctx.call(Op::Instances) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let all: Vec<InstanceInfo> = match remote::field(&data, "instances") {
+        Ok(i) => i,
+        Err(code) => return code,
+    };
+    if ctx.json {
+        return output::json(&data);
+    }
+    if all.is_empty() {
+        eprintln!("no instances hired; `airlockctl hire NAME --role ROLE` hires one");
+        return output::OK;
+    }
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|i| {
+            vec![
+                clean(&i.instance),
+                clean(&i.role),
+                // 0: not allocated yet (a config instance gets its uid on its first run).
+                match i.uid {
+                    0 => "-".into(),
+                    uid => uid.to_string(),
+                },
+                clean(&i.source),
+                if i.fired { "fired" } else { "hired" }.into(),
+                i.active_runs.to_string(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table::render(
+            &["INSTANCE", "ROLE", "UID", "SOURCE", "STATE", "RUNS"],
+            &rows
+        )
+    );
+    output::OK
+}

@@ -1,0 +1,127 @@
+//! `airlockctl launch` through airlockd (without `--standalone`): ask for the run, then
+//! either print its id, or stream its output and exit with its exit code.
+
+use std::io::{BufWriter, Write};
+
+use super::launch::LaunchArgs;
+use super::output;
+use super::remote::{self, Ctx};
+use super::table::clean;
+use crate::control::client::{Client, ClientError};
+use crate::control::protocol::{Frame, Op, Request};
+
+pub fn run(ctx: &Ctx, args: &LaunchArgs) -> i32 {
+    let workspace = match &args.workspace {
+        None => None,
+        // airlockd resolves paths in its own working directory: send an absolute one.
+        Some(w) => match std::fs::canonicalize(w) {
+            Ok(abs) => match abs.into_os_string().into_string() {
+                Ok(s) => Some(s),
+                Err(_) => {
+                    eprintln!("airlockctl launch: --workspace must be a UTF-8 path");
+                    return output::ERROR;
+                }
+            },
+            Err(e) => {
+                eprintln!("airlockctl launch: --workspace {}: {e}", w.display());
+                return output::ERROR;
+            }
+        },
+    };
+    let op = Op::Launch {
+        role: args.role.clone(),
+        instance: args.instance.clone(),
+        workspace,
+        max_seconds: args.max_seconds,
+        command: (!args.command.is_empty()).then(|| args.command.clone()),
+        wait: args.wait,
+    };
+    let socket = match ctx.socket_path() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let mut client = match Client::connect(&socket) {
+        Ok(c) => c,
+        Err(e) => return remote::client_error(&e),
+    };
+    if let Err(e) = client.send(&Request::new(op)) {
+        return remote::client_error(&e);
+    }
+    match follow(&mut client, args.wait) {
+        Ok(code) => code,
+        Err(e) => remote::client_error(&e),
+    }
+}
+
+/// Read frames until the run is started (without wait) or has exited (with wait).
+fn follow(client: &mut Client, wait: bool) -> Result<i32, ClientError> {
+    let mut stdout = BufWriter::new(std::io::stdout().lock());
+    let mut stderr = BufWriter::new(std::io::stderr().lock());
+    let mut run: Option<String> = None;
+    // Output goes where the run wrote it; a closed stdout (`| head`) must not stop us from
+    // reading on to the exit code, so write errors are ignored.
+    loop {
+        let Some(resp) = client.recv_as::<Frame>()? else {
+            let _ = stdout.flush();
+            let _ = stderr.flush();
+            return Ok(match &run {
+                Some(id) => {
+                    eprintln!("airlockctl: lost airlockd before run {id} ended; the run is still supervised: `airlockctl show {id}`");
+                    output::ERROR
+                }
+                None => return Err(ClientError::Closed),
+            });
+        };
+        if !resp.ok {
+            let _ = stdout.flush();
+            let _ = stderr.flush();
+            return Ok(remote::daemon_error("launch", resp.error.as_ref()));
+        }
+        let frame = resp.data.ok_or(ClientError::Malformed)?;
+        match frame {
+            Frame::Started { run: id } => {
+                if !wait {
+                    println!("{}", clean(&id));
+                    return Ok(output::OK);
+                }
+                let _ = writeln!(stderr, "{}", clean(&id));
+                let _ = stderr.flush();
+                run = Some(id);
+            }
+            Frame::Output { stream, data } => {
+                if stream == "stderr" {
+                    let _ = stdout.flush();
+                    let _ = stderr.write_all(data.as_bytes());
+                } else {
+                    let _ = stderr.flush();
+                    let _ = stdout.write_all(data.as_bytes());
+                }
+                // Flush once nothing more is waiting, so a quiet run still shows its lines
+                // at once and a chatty one is written in large blocks.
+                if !client.has_buffered() {
+                    let _ = stdout.flush();
+                    let _ = stderr.flush();
+                }
+            }
+            Frame::Exited {
+                run: id,
+                exit_code,
+                outcome,
+                reason,
+            } => {
+                let _ = stdout.flush();
+                if outcome != "exited" {
+                    let _ = writeln!(
+                        stderr,
+                        "airlockctl: run {} {}: {}",
+                        clean(&id),
+                        clean(&outcome),
+                        clean(&reason)
+                    );
+                }
+                let _ = stderr.flush();
+                return Ok(exit_code);
+            }
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! `airlockctl status` and `reload`.
+
+use super::output;
+use super::remote::{self, Ctx};
+use super::table::{self, clean};
+use crate::control::protocol::{Op, StatusInfo};
+
+pub fn status(ctx: &Ctx) -> i32 {
+    let data = match ctx.call(Op::Status) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let s: StatusInfo = match remote::whole(&data) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if ctx.json {
+        return output::json(&data);
+    }
+    let pairs = [
+        ("airlockd", clean(&s.version)),
+        ("pid", s.pid.to_string()),
+        (
+            "state",
+            if s.draining { "draining" } else { "running" }.into(),
+        ),
+        (
+            "active runs",
+            format!("{} of at most {}", s.active_runs, s.max_concurrent_runs),
+        ),
+        ("roles", s.roles.to_string()),
+        ("loaded", format!("{} UTC", table::utc(s.loaded_at))),
+        ("ledger records", s.ledger_records.to_string()),
+    ];
+    print!("{}", table::render_pairs(&pairs));
+    output::OK
+}
+
+/// Reload roles, policies and config; airlockd keeps the old set when the new one is invalid.
+pub fn reload(ctx: &Ctx) -> i32 {
+    match ctx.call(Op::Reload) {
+        Ok(data) => remote::confirm(ctx, &data, "reloaded roles, policies and config"),
+        Err(code) => code,
+    }
+}
