@@ -280,7 +280,14 @@ fn runs_since_counts_within_window() {
         l.append(opened(run, inst, at)).unwrap();
     }
     l.append(closed("r1")).unwrap();
+    // The appender's in-memory index agrees with the file, before and after a reopen.
+    assert_eq!(l.opened_since("tess", 5000), 2);
     drop(l);
+    let reopened = Ledger::open(&path).unwrap();
+    assert_eq!(reopened.opened_since("tess", 0), 3);
+    assert_eq!(reopened.opened_since("tess", 9001), 0);
+    assert_eq!(reopened.opened_since("ivan", 0), 1);
+    drop(reopened);
     assert_eq!(ledger::runs_since(&path, "tess", 0).unwrap(), 3);
     assert_eq!(ledger::runs_since(&path, "tess", 5000).unwrap(), 2);
     assert_eq!(ledger::runs_since(&path, "tess", 9001).unwrap(), 0);

@@ -118,8 +118,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     budget::check_concurrency(d.active_count(), cfg.max_concurrent_runs)
         .map_err(|m| err(ErrorCode::Busy, m))?;
     let now = ledger::now_ms();
-    let used = ledger::runs_since(ledger.path(), &a.instance, budget::window_start(now))
-        .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
+    let used = ledger.opened_since(&a.instance, budget::window_start(now));
     budget::check_weekly(&a.instance, used, role.budget.runs_per_week)
         .map_err(|m| err(ErrorCode::Refused, m))?;
     let prepared = launch::prepare_in(cfg, &req, &entry.loaded, d.cgroup_parent.clone())

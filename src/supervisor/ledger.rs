@@ -17,6 +17,7 @@
 //! complete lines only and verify the chain before answering; a broken ledger is an error,
 //! never a silently partial answer.
 
+use std::collections::BTreeMap;
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -253,6 +254,9 @@ pub struct Ledger {
     len: u64,
     torn_bytes: u64,
     poisoned: bool,
+    /// Start times of every opened run, by instance: the weekly budget is checked on each
+    /// launch, and re-reading the whole ledger for it would grow with its history.
+    starts: BTreeMap<String, Vec<u64>>,
 }
 
 impl Ledger {
@@ -313,7 +317,16 @@ impl Ledger {
                 .map_err(io_err(path, "truncate its torn last line"))?;
             data.truncate(keep);
         }
-        let (_, chain) = check_all(path, &data)?;
+        let (records, chain) = check_all(path, &data)?;
+        let mut starts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for r in &records {
+            if let LedgerEvent::RunOpened(o) = &r.event {
+                starts
+                    .entry(o.instance.clone())
+                    .or_default()
+                    .push(o.started_at);
+            }
+        }
         Ok(Ledger {
             path: path.to_path_buf(),
             file,
@@ -322,11 +335,20 @@ impl Ledger {
             len: keep as u64,
             torn_bytes,
             poisoned: false,
+            starts,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Runs of `instance` opened at or after `since_ms`, from the index kept in memory
+    /// (same answer as [`runs_since`] on the file, without reading it).
+    pub fn opened_since(&self, instance: &str, since_ms: u64) -> usize {
+        self.starts
+            .get(instance)
+            .map_or(0, |v| v.iter().filter(|&&t| t >= since_ms).count())
     }
 
     /// Bytes of a torn final line removed by [`Ledger::open`] (0 after a clean shutdown).
@@ -378,6 +400,12 @@ impl Ledger {
         }
         self.len += bytes.len() as u64;
         self.next_seq += 1;
+        if let LedgerEvent::RunOpened(o) = &event {
+            self.starts
+                .entry(o.instance.clone())
+                .or_default()
+                .push(o.started_at);
+        }
         let record = Record {
             seq,
             prev: std::mem::replace(&mut self.last_hash, hash.clone()),
