@@ -176,6 +176,32 @@ except OSError: print('bind-denied')
 }
 
 #[test]
+fn vsock_and_other_socket_families_are_refused_in_the_jail() {
+    let (env, _) = Env::new(&["tess"]);
+    let script = r#"
+import errno, socket
+def try_family(name, fam, ty):
+    try:
+        s = socket.socket(fam, ty); s.close(); print(name, 'OPENED')
+    except OSError as e:
+        print(name, 'eafnosupport' if e.errno == errno.EAFNOSUPPORT else 'other-%d' % e.errno)
+try_family('vsock', socket.AF_VSOCK, socket.SOCK_STREAM)
+try_family('vsock-dgram', socket.AF_VSOCK, socket.SOCK_DGRAM)
+try_family('packet', socket.AF_PACKET, socket.SOCK_RAW)
+try_family('alg', socket.AF_ALG, socket.SOCK_SEQPACKET)
+try_family('bluetooth', 31, socket.SOCK_STREAM)
+for fam, ty in ((socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM)):
+    socket.socket(fam, ty).close()
+print('allowed-ok')
+"#;
+    let o = env.run("tess", &[], &["/usr/bin/python3", "-c", script]);
+    assert_ok(&o);
+    let out = text(&o);
+    assert_eq!(out.matches("eafnosupport").count(), 5, "{out}{}", err(&o));
+    assert!(out.contains("allowed-ok"), "{out}");
+}
+
+#[test]
 fn setuid_binaries_do_not_give_root() {
     let (env, _) = Env::new(&["tess"]);
     let meta = std::fs::metadata("/usr/bin/passwd").expect("package passwd must be installed");
