@@ -532,3 +532,193 @@ fn workspace_given_is_mounted_read_write_at_its_path() {
     let _ = std::io::stdout().flush();
     let _: &Path = &env.state;
 }
+
+// ------------------------------------------------ airlock-jail run directly (no launcher)
+
+/// Uids for runs that bypass airlockctl, apart from the ones `Env` hands out.
+static NEXT_DIRECT_UID: AtomicU32 = AtomicU32::new(0);
+
+/// A run spec for `airlock-jail` with its own uid, home and workspace.
+struct Direct {
+    _dir: tempfile::TempDir,
+    spec: airlock::sandbox::RunSpec,
+}
+
+impl Direct {
+    fn new(argv: &[&str]) -> Direct {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let uid = 1_880_097_000
+            + (std::process::id() % 200) * 20
+            + NEXT_DIRECT_UID.fetch_add(1, Ordering::SeqCst);
+        let (home, ws) = (dir.path().join("home"), dir.path().join("ws"));
+        for d in [&home, &ws] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+            nix::unistd::chown(
+                d,
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(uid)),
+            )
+            .unwrap();
+        }
+        let n = NEXT_DIRECT_UID.load(Ordering::SeqCst);
+        let spec = airlock::sandbox::RunSpec {
+            run_id: format!("r-direct-{}-{n}", std::process::id()),
+            role: "code".into(),
+            instance: "tess".into(),
+            uid,
+            gid: uid,
+            home,
+            workspace: ws,
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            hide: Vec::new(),
+            connect_tcp: Vec::new(),
+            limits: airlock::sandbox::spec::Limits {
+                max_procs: 64,
+                tmp_bytes: 8 << 20,
+                ..Default::default()
+            },
+            cgroup_parent: airlock::sandbox::limits::prepare_parent(),
+        };
+        Direct { _dir: dir, spec }
+    }
+
+    fn spec_file(&self) -> PathBuf {
+        let p = self._dir.path().join("spec.json");
+        std::fs::write(&p, serde_json::to_vec(&self.spec).unwrap()).unwrap();
+        p
+    }
+
+    /// `airlock-jail` with the spec on stdin and the status lines on stderr.
+    fn jail(&self, extra: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_airlock-jail"));
+        c.args(extra)
+            .stdin(std::fs::File::open(self.spec_file()).unwrap())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+}
+
+/// The helper's output, or a failure (after SIGKILLing the helper, which takes the run
+/// with it) if it has not exited within `limit`: a run that is never stopped fails the test
+/// instead of hanging it.
+fn output_within(mut child: std::process::Child, limit: Duration) -> Output {
+    let ended = eventually(limit, || child.try_wait().unwrap().is_some());
+    if !ended {
+        let _ = child.kill();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(ended, "the run was not stopped: {}", err(&o));
+    o
+}
+
+/// Wait (bounded) until `cond` holds; false if it never did.
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+#[test]
+fn the_helper_enforces_the_spec_deadline_without_a_launcher_watcher() {
+    let mut d = Direct::new(&["/bin/sh", "-c", "(setsid sleep 120 &); sleep 60"]);
+    d.spec.limits.deadline_ms = Some(1500);
+    d.spec.limits.grace_ms = Some(500);
+    // The test is the launcher here, and it has no deadline watcher at all.
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(128 + 15), "{}", err(&o));
+    assert!(err(&o).contains("deadline 1500 ms"), "{}", err(&o));
+    assert!(
+        pids_of_uid(d.spec.uid).is_empty(),
+        "processes of the run survived"
+    );
+}
+
+#[test]
+fn the_grace_ends_with_sigkill_when_the_agent_ignores_sigterm() {
+    let mut d = Direct::new(&["/bin/sh", "-c", "trap '' TERM; while :; do sleep 1; done"]);
+    d.spec.limits.deadline_ms = Some(500);
+    d.spec.limits.grace_ms = Some(500);
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    // Pid 1 forwards SIGTERM, the agent ignores it; SIGKILL of pid 1 ends the run.
+    assert_eq!(o.status.code(), Some(128 + 9), "{}", err(&o));
+    assert!(
+        pids_of_uid(d.spec.uid).is_empty(),
+        "processes of the run survived"
+    );
+}
+
+/// Start `airlock-jail` under a throwaway `sh` launcher (so the test can SIGKILL the
+/// launcher) and wait until the agent runs. Returns the launcher.
+fn start_under_sh_launcher(d: &Direct, extra: &str) -> std::process::Child {
+    let spec = d.spec_file();
+    let script = format!("\"$0\" {extra} < \"$1\"; echo helper-exited");
+    let launcher = Command::new("/bin/sh")
+        .args(["-c", &script, env!("CARGO_BIN_EXE_airlock-jail")])
+        .arg(&spec)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || !pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run never started"
+    );
+    launcher
+}
+
+#[test]
+fn a_run_dies_with_its_sigkilled_launcher() {
+    let d = Direct::new(&["/bin/sh", "-c", "(setsid sleep 300 &); sleep 300"]);
+    let mut launcher = start_under_sh_launcher(&d, "");
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run outlived its SIGKILLed launcher"
+    );
+}
+
+#[test]
+fn a_run_dies_when_its_lifeline_closes() {
+    let d = Direct::new(&["/bin/sh", "-c", "(setsid sleep 300 &); sleep 300"]);
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+    let r_raw = std::os::fd::AsRawFd::as_raw_fd(&r);
+    let mut c = d.jail(&["--lifeline-fd", "5"]);
+    // SAFETY: only dup2 between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, move || {
+            if libc::dup2(r_raw, 5) != 5 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = c.spawn().unwrap();
+    drop(r);
+    assert!(
+        eventually(Duration::from_secs(20), || !pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run never started"
+    );
+    // The launcher (this test) stays alive and only drops its end of the lifeline.
+    drop(w);
+    let o = output_within(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(128 + 9), "{}", err(&o));
+    assert!(err(&o).contains("lifeline fd"), "{}", err(&o));
+    assert!(
+        pids_of_uid(d.spec.uid).is_empty(),
+        "the run outlived its lifeline"
+    );
+}

@@ -2,7 +2,8 @@
 //! fork of the multi-threaded daemon):
 //!
 //! helper (host): validate spec, open bind sources, create and join the run cgroup, unshare
-//! namespaces, fork pid 1, wait for it, forward signals, kill the cgroup at the end.
+//! namespaces, fork pid 1, then watch it ([`watch`](super::watch)): forward signals,
+//! enforce the deadline, kill pid 1 when the launcher dies, kill the cgroup at the end.
 //! pid 1 (init): private mounts, new root, pivot_root, hostname, `lo`, rlimits, setsid,
 //! close fds, fork the agent, keep only CAP_KILL, reap until the agent exits.
 //! agent child: wait for init to be reduced, setsid, drop to the instance uid with no
@@ -15,25 +16,37 @@ use std::convert::Infallible;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 use nix::sys::signal::{kill, Signal};
-use nix::unistd::{fork, ForkResult};
+use nix::unistd::{fork, ForkResult, Pid};
 
 use super::landlock::{self, LandlockRules};
 use super::limits::{self, RunCgroup};
-use super::spec::SYSTEM_DIRS;
+use super::spec::{DEFAULT_GRACE_MS, SYSTEM_DIRS};
 use super::status::StatusFd;
+use super::watch::Watch;
 use super::{env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec, SandboxError};
 
 /// Exit code of the helper (and of pid 1) when the jail could not be built.
 pub const EXIT_SETUP_FAILED: i32 = 125;
 
+/// Who launched the helper and how to notice that it died; see [`watch`](super::watch).
+pub struct Launch {
+    /// The launcher's pid, read before the parent-death signal was armed.
+    pub launcher: Pid,
+    /// Read end of the launcher's lifeline pipe, if it passed one.
+    pub lifeline: Option<OwnedFd>,
+    /// When the helper started; the deadline counts from here.
+    pub start: Instant,
+}
+
 /// Build the jail for `spec` and run the agent in it. Returns the exit code the helper
 /// process should exit with: the agent's (128 + signal if killed), or
 /// [`EXIT_SETUP_FAILED`] after writing the failing step to `status`.
-pub fn run(spec: &RunSpec, status: StatusFd) -> i32 {
-    match run_inner(spec, status) {
+pub fn run(spec: &RunSpec, status: StatusFd, launch: Launch) -> i32 {
+    match run_inner(spec, status, launch) {
         Ok(code) => code,
         Err(e) => {
             status.error(&e);
@@ -42,7 +55,7 @@ pub fn run(spec: &RunSpec, status: StatusFd) -> i32 {
     }
 }
 
-fn run_inner(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
+fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
     spec.validate()?;
     let cgroup = match &spec.cgroup_parent {
         Some(parent) => {
@@ -77,7 +90,32 @@ fn run_inner(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
             None
         }
     };
-    let result = unshare_and_fork(spec, status);
+    let deadline = spec.limits.deadline_ms.map(Duration::from_millis);
+    let grace = Duration::from_millis(spec.limits.grace_ms.unwrap_or(DEFAULT_GRACE_MS));
+    status.info(&format!(
+        "watch: deadline {}; launcher death by parent-death signal{}",
+        match deadline {
+            Some(d) => format!(
+                "{} ms (grace {} ms) enforced by the helper",
+                d.as_millis(),
+                grace.as_millis()
+            ),
+            None => "none".to_string(),
+        },
+        if launch.lifeline.is_some() {
+            " and lifeline fd"
+        } else {
+            " only (no lifeline fd)"
+        },
+    ));
+    let watch = Watch::new(
+        launch.launcher,
+        launch.lifeline,
+        launch.start,
+        deadline,
+        grace,
+    )?;
+    let result = unshare_and_fork(spec, status, watch);
     if let Some(cg) = &cgroup {
         // Backstop: nothing of the run survives pid 1, whatever it did.
         if let Err(e) = cg.kill_and_remove() {
@@ -89,7 +127,20 @@ fn run_inner(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
     result
 }
 
-fn unshare_and_fork(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
+/// Pid 1 of the run, killed (and reaped) if the helper leaves before it was reaped: on
+/// every error path after the fork, the run's pid namespace dies with it.
+struct Pid1Guard(Option<Pid>);
+
+impl Drop for Pid1Guard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = kill(pid, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
+        }
+    }
+}
+
+fn unshare_and_fork(spec: &RunSpec, status: StatusFd, watch: Watch) -> Result<i32, SandboxError> {
     namespaces::unshare_all()?;
     // Open the bind sources refusing symlinked components. After the unshare: a bind
     // source must be a mount of the namespace that binds it.
@@ -111,16 +162,16 @@ fn unshare_and_fork(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxErro
             unsafe { libc::_exit(code) }
         }
         ForkResult::Parent { child } => {
+            let mut guard = Pid1Guard(Some(child));
             drop(sources);
             drop(life_r);
-            init::block_signals()?;
             // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
             let _ = nix::unistd::close(status.raw());
-            let code = init::reap_until(child, |sig| {
-                let _ = kill(child, sig);
-            });
+            let outcome = watch.supervise(child);
+            // Reaped: nothing left to kill, and the pid may be reused.
+            guard.0 = None;
             drop(life_w);
-            Ok(code)
+            Ok(outcome.code)
         }
     }
 }

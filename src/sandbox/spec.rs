@@ -51,7 +51,20 @@ pub struct Limits {
     pub shm_bytes: u64,
     /// Most open files per process.
     pub nofile: u64,
+    /// Wall-clock budget of the run in milliseconds, counted from the helper's start. The
+    /// helper enforces it itself (SIGTERM to every process of the run, then SIGKILL after
+    /// [`Limits::grace_ms`]), so a run cannot outlive its budget even when the launcher's
+    /// own watcher is gone. `None`: no deadline. Absent in older specs.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// Time between SIGTERM and SIGKILL when the deadline is reached; `None` means
+    /// [`DEFAULT_GRACE_MS`].
+    #[serde(default)]
+    pub grace_ms: Option<u64>,
 }
+
+/// Grace between SIGTERM and SIGKILL when a spec does not say.
+pub const DEFAULT_GRACE_MS: u64 = 3000;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -61,6 +74,8 @@ impl Default for Limits {
             tmp_bytes: 256 << 20,
             shm_bytes: 64 << 20,
             nofile: 1024,
+            deadline_ms: None,
+            grace_ms: None,
         }
     }
 }
@@ -207,6 +222,17 @@ impl RunSpec {
             return Err(invalid(
                 STEP,
                 "limits: max_procs >= 1, nofile >= 16, tmp_bytes and shm_bytes > 0",
+            ));
+        }
+        if l.deadline_ms == Some(0) {
+            return Err(invalid(STEP, "limits: deadline_ms must be at least 1"));
+        }
+        // Kept well below what poll's int millisecond timeout and Instant can take.
+        const MAX_MS: u64 = 1 << 40;
+        if l.deadline_ms.unwrap_or(0) > MAX_MS || l.grace_ms.unwrap_or(0) > MAX_MS {
+            return Err(invalid(
+                STEP,
+                "limits: deadline_ms and grace_ms must be below 2^40",
             ));
         }
         if let Some(p) = &self.cgroup_parent {
