@@ -585,6 +585,26 @@ impl Direct {
         Direct { _dir: dir, spec }
     }
 
+    /// The run's cgroup directories on the host (each must be gone after the run).
+    fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        let parent = self
+            .spec
+            .cgroup_parent
+            .as_ref()
+            .expect("this host must offer a writable cgroup v2 directory for runs");
+        vec![parent.join(&self.spec.run_id)]
+    }
+
+    fn assert_cgroups_removed(&self) {
+        for d in self.cgroup_dirs() {
+            assert!(
+                !d.exists(),
+                "the run's cgroup {} was left behind",
+                d.display()
+            );
+        }
+    }
+
     fn spec_file(&self) -> PathBuf {
         let p = self._dir.path().join("spec.json");
         std::fs::write(&p, serde_json::to_vec(&self.spec).unwrap()).unwrap();
@@ -643,6 +663,22 @@ fn the_helper_enforces_the_spec_deadline_without_a_launcher_watcher() {
 }
 
 #[test]
+fn the_helper_removes_the_run_cgroup_itself() {
+    let d = Direct::new(&[
+        "/bin/sh",
+        "-c",
+        "(setsid sleep 300 &); (nohup sleep 301 &); exit 3",
+    ]);
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(
+        pids_of_uid(d.spec.uid).is_empty(),
+        "processes of the run survived"
+    );
+    d.assert_cgroups_removed();
+}
+
+#[test]
 fn the_grace_ends_with_sigkill_when_the_agent_ignores_sigterm() {
     let mut d = Direct::new(&["/bin/sh", "-c", "trap '' TERM; while :; do sleep 1; done"]);
     d.spec.limits.deadline_ms = Some(500);
@@ -687,6 +723,13 @@ fn a_run_dies_with_its_sigkilled_launcher() {
         eventually(Duration::from_secs(10), || pids_of_uid(d.spec.uid)
             .is_empty()),
         "the run outlived its SIGKILLed launcher"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || d
+            .cgroup_dirs()
+            .iter()
+            .all(|c| !c.exists())),
+        "the run's cgroup outlived its SIGKILLed launcher"
     );
 }
 

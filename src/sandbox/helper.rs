@@ -1,10 +1,11 @@
 //! The jail setup sequence, run by the single-threaded `airlock-jail` helper (never by a
 //! fork of the multi-threaded daemon):
 //!
-//! helper (host): validate spec, open bind sources, create and join the run cgroup, unshare
-//! namespaces, fork pid 1, then watch it ([`watch`](super::watch)): forward signals,
+//! helper (host namespaces): validate spec, create the run cgroup (without joining it),
+//! unshare the pid namespace, fork pid 1, then watch it ([`watch`](super::watch)): forward signals,
 //! enforce the deadline, kill pid 1 when the launcher dies, kill the cgroup at the end.
-//! pid 1 (init): private mounts, new root, pivot_root, hostname, `lo`, rlimits, setsid,
+//! pid 1 (init): join the run cgroup, unshare mount, ipc, uts, net and cgroup namespaces,
+//! open the bind sources, private mounts, new root, pivot_root, hostname, `lo`, rlimits, setsid,
 //! close fds, fork the agent, keep only CAP_KILL, reap until the agent exits.
 //! agent child: wait for init to be reduced, setsid, drop to the instance uid with no
 //! capabilities and no_new_privs, chdir, Landlock, seccomp, execve with a clean env.
@@ -59,7 +60,7 @@ fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, Sa
     spec.validate()?;
     let cgroup = match &spec.cgroup_parent {
         Some(parent) => {
-            let (cg, report) = RunCgroup::create_and_join(parent, &spec.run_id, &spec.limits)?;
+            let (cg, report) = RunCgroup::create(parent, &spec.run_id, &spec.limits)?;
             status.info(&format!(
                 "cgroup: {} (pids.max {}, memory.max {})",
                 cg.dir.display(),
@@ -115,12 +116,14 @@ fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, Sa
         deadline,
         grace,
     )?;
-    let result = unshare_and_fork(spec, status, watch);
+    let result = unshare_and_fork(spec, status, watch, cgroup.as_ref());
     if let Some(cg) = &cgroup {
         // Backstop: nothing of the run survives pid 1, whatever it did.
         if let Err(e) = cg.kill_and_remove() {
-            if result.is_ok() {
-                status.error(&e);
+            match &result {
+                // The status fd is closed once pid 1 runs; the run's stderr is what is left.
+                Ok(_) => eprintln!("airlock-jail: run {}: {e}", spec.run_id),
+                Err(_) => status.error(&e),
             }
         }
     }
@@ -140,18 +143,20 @@ impl Drop for Pid1Guard {
     }
 }
 
-fn unshare_and_fork(spec: &RunSpec, status: StatusFd, watch: Watch) -> Result<i32, SandboxError> {
-    namespaces::unshare_all()?;
-    // Open the bind sources refusing symlinked components. After the unshare: a bind
-    // source must be a mount of the namespace that binds it.
-    let sources = rootfs::Sources::open(spec)?;
+fn unshare_and_fork(
+    spec: &RunSpec,
+    status: StatusFd,
+    watch: Watch,
+    cgroup: Option<&RunCgroup>,
+) -> Result<i32, SandboxError> {
+    namespaces::unshare_pid()?;
     let (life_r, life_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
         .map_err(|e| SandboxError::errno("lifeline pipe", e))?;
     // SAFETY: the helper is single-threaded, so the child may allocate and run Rust code.
     match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
         ForkResult::Child => {
             drop(life_w);
-            let code = match pid1(spec, status, sources, life_r) {
+            let code = match pid1(spec, status, cgroup, life_r) {
                 Ok(code) => code,
                 Err(e) => {
                     status.error(&e);
@@ -163,7 +168,6 @@ fn unshare_and_fork(spec: &RunSpec, status: StatusFd, watch: Watch) -> Result<i3
         }
         ForkResult::Parent { child } => {
             let mut guard = Pid1Guard(Some(child));
-            drop(sources);
             drop(life_r);
             // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
             let _ = nix::unistd::close(status.raw());
@@ -180,7 +184,7 @@ fn unshare_and_fork(spec: &RunSpec, status: StatusFd, watch: Watch) -> Result<i3
 fn pid1(
     spec: &RunSpec,
     status: StatusFd,
-    sources: rootfs::Sources,
+    cgroup: Option<&RunCgroup>,
     life_r: OwnedFd,
 ) -> Result<i32, SandboxError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
@@ -194,6 +198,15 @@ fn pid1(
     }
     nix::sys::prctl::set_dumpable(false)
         .map_err(|e| SandboxError::errno("init not dumpable", e))?;
+    // Into the run's cgroup before anything else, and before the cgroup namespace is
+    // made, so the namespace is rooted there and every later process is counted.
+    if let Some(cg) = cgroup {
+        cg.join()?;
+    }
+    namespaces::unshare_rest()?;
+    // Open the bind sources refusing symlinked components. After the unshare: a bind
+    // source must be a mount of the namespace that binds it.
+    let sources = rootfs::Sources::open(spec)?;
     rootfs::build(spec, &sources)?;
     drop(sources);
     namespaces::set_hostname(&spec.run_id)?;

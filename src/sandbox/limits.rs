@@ -47,9 +47,11 @@ fn write_file(path: &Path, text: &str, step: &'static str) -> Result<(), Sandbox
 }
 
 impl RunCgroup {
-    /// Create `<parent>/<run_id>`, set what limits its controllers allow, and move the
-    /// calling process into it (its children will follow).
-    pub fn create_and_join(
+    /// Create `<parent>/<run_id>` and set what limits its controllers allow. The caller
+    /// (the helper) stays outside: it must be able to kill and remove the cgroup, which it
+    /// cannot from inside (cgroup.kill would kill it too, rmdir would fail with EBUSY).
+    /// Pid 1 of the run [`join`](RunCgroup::join)s it before anything else.
+    pub fn create(
         parent: &Path,
         run_id: &str,
         limits: &Limits,
@@ -75,8 +77,12 @@ impl RunCgroup {
                 report.memory_max = true;
             }
         }
-        write_file(&cg.dir.join("cgroup.procs"), "0", "join run cgroup")?;
         Ok((cg, report))
+    }
+
+    /// Move the calling process into the cgroup (its children will follow).
+    pub fn join(&self) -> Result<(), SandboxError> {
+        write_file(&self.dir.join("cgroup.procs"), "0", "join run cgroup")
     }
 
     /// Kill every process in the cgroup and remove it. Safe to call more than once.
