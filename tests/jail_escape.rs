@@ -9,6 +9,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
 /// Each test gets its own uids so parallel tests never share an instance identity.
 static NEXT_UID: AtomicU32 = AtomicU32::new(0);
 
@@ -546,11 +549,16 @@ struct Direct {
 
 impl Direct {
     fn new(argv: &[&str]) -> Direct {
-        require_root();
-        let dir = tempfile::tempdir().unwrap();
         let uid = 1_880_097_000
             + (std::process::id() % 200) * 20
             + NEXT_DIRECT_UID.fetch_add(1, Ordering::SeqCst);
+        Direct::with_uid(argv, uid)
+    }
+
+    /// Another run of the same instance (same uid), with its own home and workspace.
+    fn with_uid(argv: &[&str], uid: u32) -> Direct {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
         let (home, ws) = (dir.path().join("home"), dir.path().join("ws"));
         for d in [&home, &ws] {
             std::fs::create_dir(d).unwrap();
@@ -562,7 +570,8 @@ impl Direct {
             )
             .unwrap();
         }
-        let n = NEXT_DIRECT_UID.load(Ordering::SeqCst);
+        static RUN: AtomicU32 = AtomicU32::new(0);
+        let n = RUN.fetch_add(1, Ordering::SeqCst);
         let spec = airlock::sandbox::RunSpec {
             run_id: format!("r-direct-{}-{n}", std::process::id()),
             role: "code".into(),
@@ -585,14 +594,21 @@ impl Direct {
         Direct { _dir: dir, spec }
     }
 
-    /// The run's cgroup directories on the host (each must be gone after the run).
+    /// The run's cgroup directories on the host (each must be gone after the run): v2,
+    /// and the v1 pids and memory hierarchies where they are mounted.
     fn cgroup_dirs(&self) -> Vec<PathBuf> {
         let parent = self
             .spec
             .cgroup_parent
             .as_ref()
             .expect("this host must offer a writable cgroup v2 directory for runs");
-        vec![parent.join(&self.spec.run_id)]
+        let mut v = vec![parent.join(&self.spec.run_id)];
+        for c in ["pids", "memory"] {
+            if let Some(p) = airlock::sandbox::limits::v1_parent(c) {
+                v.push(p.join(&self.spec.run_id));
+            }
+        }
+        v
     }
 
     fn assert_cgroups_removed(&self) {
@@ -764,4 +780,147 @@ fn a_run_dies_when_its_lifeline_closes() {
         pids_of_uid(d.spec.uid).is_empty(),
         "the run outlived its lifeline"
     );
+}
+
+#[test]
+fn the_process_limit_is_per_run_not_per_uid() {
+    // Holds 40 processes of the uid, then a second run of the same instance forks 40 more:
+    // with a per-uid RLIMIT_NPROC of 64 the second run would stop near 24.
+    let fork40 = r#"
+import os, sys, time
+n = 0
+for _ in range(40):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(float(sys.argv[1])); os._exit(0)
+    n += 1
+print('forked', n, flush=True)
+time.sleep(float(sys.argv[1]))
+"#;
+    let a = Direct::new(&["/usr/bin/python3", "-c", fork40, "30"]);
+    let holder = a.jail(&[]).spawn().unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || pids_of_uid(a.spec.uid).len()
+            >= 41),
+        "the first run never held its processes"
+    );
+    let b = Direct::with_uid(&["/usr/bin/python3", "-c", fork40, "0"], a.spec.uid);
+    let o = output_within(b.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_ok(&o);
+    assert_eq!(text(&o).trim(), "forked 40", "{}", err(&o));
+    assert!(err(&o).contains("process limit: per run"), "{}", err(&o));
+    // A stop request to the helper: forwarded to the run, which ends and is cleaned up.
+    kill(Pid::from_raw(holder.id() as i32), Signal::SIGTERM).unwrap();
+    let o = output_within(holder, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(128 + 15), "{}", err(&o));
+    assert!(
+        pids_of_uid(a.spec.uid).is_empty(),
+        "the first run left processes"
+    );
+    a.assert_cgroups_removed();
+    b.assert_cgroups_removed();
+}
+
+#[test]
+fn the_memory_limit_holds_for_the_heap_and_for_tmpfs() {
+    let mut d = Direct::new(&[
+        "/bin/sh",
+        "-c",
+        "python3 -c 'b = bytearray(256 << 20); print(len(b))'; echo heap=$?; \
+         dd if=/dev/zero of=/dev/shm/fill bs=1M count=200 2>/dev/null; echo shm=$?; \
+         rm -f /dev/shm/fill; dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>/dev/null; echo tmp=$?",
+    ]);
+    d.spec.limits.memory_bytes = Some(64 << 20);
+    // The tmpfs size bounds alone would allow the writes: only the memory limit stops them.
+    d.spec.limits.tmp_bytes = 512 << 20;
+    d.spec.limits.shm_bytes = 512 << 20;
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(60));
+    let out = text(&o);
+    println!("{out}{}", err(&o));
+    assert!(err(&o).contains("memory limit: cgroup"), "{}", err(&o));
+    for what in ["heap", "shm", "tmp"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{what}=")))
+            .unwrap_or_else(|| panic!("no {what} line: {out}{}", err(&o)));
+        assert_ne!(line, format!("{what}=0"), "{out}{}", err(&o));
+    }
+    d.assert_cgroups_removed();
+}
+
+#[test]
+fn a_memory_limit_without_a_memory_controller_refuses_the_run() {
+    // A private mount namespace where the v1 memory hierarchy is not mounted: with the v2
+    // hierarchy holding no memory controller either, nothing can enforce the limit.
+    let hide_memory = |d: &Direct| -> Output {
+        let spec = d.spec_file();
+        let o = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "/bin/sh", "-c"])
+            .arg("umount /sys/fs/cgroup/memory || exit 99; exec \"$0\" < \"$1\"")
+            .arg(env!("CARGO_BIN_EXE_airlock-jail"))
+            .arg(&spec)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_ne!(
+            o.status.code(),
+            Some(99),
+            "could not hide the memory hierarchy"
+        );
+        o
+    };
+    let marker = |d: &Direct| d.spec.workspace.join("ran");
+    let mut d = Direct::new(&["/bin/sh", "-c", "touch \"$AIRLOCK_WORKSPACE/ran\""]);
+    d.spec.limits.memory_bytes = Some(256 << 20);
+    let o = hide_memory(&d);
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(
+        err(&o).contains("fail closed: memory limit requested")
+            && err(&o).contains("limits.memory_bytes: null"),
+        "{}",
+        err(&o)
+    );
+    assert!(
+        !marker(&d).exists(),
+        "the agent ran without its memory limit"
+    );
+    d.assert_cgroups_removed();
+    // Asking for no memory limit runs, and the run log says so.
+    d.spec.limits.memory_bytes = None;
+    let o = hide_memory(&d);
+    assert_ok(&o);
+    assert!(err(&o).contains("memory limit: none"), "{}", err(&o));
+    assert!(marker(&d).exists());
+    d.assert_cgroups_removed();
+}
+
+#[test]
+fn after_a_sigkilled_helper_the_launcher_backstop_finds_every_run_cgroup() {
+    use airlock::sandbox::limits::RunCgroups;
+    let d = Direct::new(&["/bin/sleep", "300"]);
+    let mut helper = d.jail(&[]).spawn().unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || !pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run never started"
+    );
+    helper.kill().unwrap();
+    let _ = helper.wait();
+    // Pid 1 dies with the helper (its parent-death signal), taking the run with it.
+    assert!(
+        eventually(Duration::from_secs(10), || pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run outlived its SIGKILLed helper"
+    );
+    let found = RunCgroups::existing(d.spec.cgroup_parent.as_deref(), &d.spec.run_id);
+    assert_eq!(
+        found.dirs,
+        d.cgroup_dirs(),
+        "not every run cgroup was found"
+    );
+    found.kill_and_remove().unwrap();
+    d.assert_cgroups_removed();
 }

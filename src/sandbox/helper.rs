@@ -24,7 +24,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::{fork, ForkResult, Pid};
 
 use super::landlock::{self, LandlockRules};
-use super::limits::{self, RunCgroup};
+use super::limits::{self, Enforcement, ProcLimit, RunCgroups};
 use super::spec::{DEFAULT_GRACE_MS, SYSTEM_DIRS};
 use super::status::StatusFd;
 use super::watch::Watch;
@@ -58,39 +58,45 @@ pub fn run(spec: &RunSpec, status: StatusFd, launch: Launch) -> i32 {
 
 fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
     spec.validate()?;
-    let cgroup = match &spec.cgroup_parent {
-        Some(parent) => {
-            let (cg, report) = RunCgroup::create(parent, &spec.run_id, &spec.limits)?;
-            status.info(&format!(
-                "cgroup: {} (pids.max {}, memory.max {})",
-                cg.dir.display(),
-                if report.pids_max {
-                    "set"
-                } else {
-                    "not delegated"
-                },
-                if report.memory_max {
-                    "set"
-                } else {
-                    "not delegated"
-                },
-            ));
-            if !report.pids_max {
-                status.info(&format!(
-                    "process limit: RLIMIT_NPROC={} on uid {} (no delegated cgroup v2 pids controller)",
-                    spec.limits.max_procs, spec.uid
-                ));
-            }
-            Some(cg)
+    let (cgroups, enforced) =
+        RunCgroups::create(spec.cgroup_parent.as_deref(), &spec.run_id, &spec.limits)?;
+    let result = watched_run(spec, status, launch, &cgroups, enforced);
+    // Backstop: nothing of the run survives pid 1, whatever it did. Pid 1's exit already
+    // killed every process of its pid namespace; this also frees the cgroups.
+    if let Err(e) = cgroups.kill_and_remove() {
+        match &result {
+            // The status fd is closed once pid 1 runs; the run's stderr is what is left.
+            Ok(_) => eprintln!("airlock-jail: run {}: {e}", spec.run_id),
+            Err(_) => status.error(&e),
         }
-        None => {
-            status.info(&format!(
-                "cgroup: none (no writable cgroup v2); process limit: RLIMIT_NPROC={} on uid {}",
-                spec.limits.max_procs, spec.uid
-            ));
-            None
+    }
+    result
+}
+
+fn watched_run(
+    spec: &RunSpec,
+    status: StatusFd,
+    launch: Launch,
+    cgroups: &RunCgroups,
+    enforced: Enforcement,
+) -> Result<i32, SandboxError> {
+    status.info(&format!(
+        "{enforced} (max_procs {}); cgroups: {}",
+        spec.limits.max_procs,
+        if cgroups.dirs.is_empty() {
+            "none".to_string()
+        } else {
+            cgroups
+                .dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         }
-    };
+    ));
+    // When the run ends, pid 1 is reaped last: its exit kills every process left in the
+    // run's pid namespace, so no sweep over the instance uid is ever needed.
+    status.info("teardown: every process of the run is killed with pid 1 of its pid namespace");
     let deadline = spec.limits.deadline_ms.map(Duration::from_millis);
     let grace = Duration::from_millis(spec.limits.grace_ms.unwrap_or(DEFAULT_GRACE_MS));
     status.info(&format!(
@@ -116,18 +122,7 @@ fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, Sa
         deadline,
         grace,
     )?;
-    let result = unshare_and_fork(spec, status, watch, cgroup.as_ref());
-    if let Some(cg) = &cgroup {
-        // Backstop: nothing of the run survives pid 1, whatever it did.
-        if let Err(e) = cg.kill_and_remove() {
-            match &result {
-                // The status fd is closed once pid 1 runs; the run's stderr is what is left.
-                Ok(_) => eprintln!("airlock-jail: run {}: {e}", spec.run_id),
-                Err(_) => status.error(&e),
-            }
-        }
-    }
-    result
+    unshare_and_fork(spec, status, watch, cgroups, enforced)
 }
 
 /// Pid 1 of the run, killed (and reaped) if the helper leaves before it was reaped: on
@@ -147,7 +142,8 @@ fn unshare_and_fork(
     spec: &RunSpec,
     status: StatusFd,
     watch: Watch,
-    cgroup: Option<&RunCgroup>,
+    cgroups: &RunCgroups,
+    enforced: Enforcement,
 ) -> Result<i32, SandboxError> {
     namespaces::unshare_pid()?;
     let (life_r, life_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
@@ -156,7 +152,7 @@ fn unshare_and_fork(
     match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
         ForkResult::Child => {
             drop(life_w);
-            let code = match pid1(spec, status, cgroup, life_r) {
+            let code = match pid1(spec, status, cgroups, enforced, life_r) {
                 Ok(code) => code,
                 Err(e) => {
                     status.error(&e);
@@ -184,7 +180,8 @@ fn unshare_and_fork(
 fn pid1(
     spec: &RunSpec,
     status: StatusFd,
-    cgroup: Option<&RunCgroup>,
+    cgroups: &RunCgroups,
+    enforced: Enforcement,
     life_r: OwnedFd,
 ) -> Result<i32, SandboxError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
@@ -200,9 +197,7 @@ fn pid1(
         .map_err(|e| SandboxError::errno("init not dumpable", e))?;
     // Into the run's cgroup before anything else, and before the cgroup namespace is
     // made, so the namespace is rooted there and every later process is counted.
-    if let Some(cg) = cgroup {
-        cg.join()?;
-    }
+    cgroups.join()?;
     namespaces::unshare_rest()?;
     // Open the bind sources refusing symlinked components. After the unshare: a bind
     // source must be a mount of the namespace that binds it.
@@ -211,7 +206,7 @@ fn pid1(
     drop(sources);
     namespaces::set_hostname(&spec.run_id)?;
     namespaces::loopback_up()?;
-    limits::apply_rlimits(&spec.limits)?;
+    limits::apply_rlimits(&spec.limits, enforced.procs == ProcLimit::RlimitNproc)?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid", e))?;
     fds::close_all_except(&[status.raw(), life_r.as_raw_fd()])?;
     init::block_signals()?;
