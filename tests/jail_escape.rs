@@ -924,3 +924,35 @@ fn after_a_sigkilled_helper_the_launcher_backstop_finds_every_run_cgroup() {
     found.kill_and_remove().unwrap();
     d.assert_cgroups_removed();
 }
+
+#[test]
+fn a_workspace_inside_the_instance_home_is_refused_before_root_walks_it() {
+    // The agent owns its home and may have planted symlinks there in an earlier run; root
+    // must never create or bind the workspace's mount point through them.
+    let mut d = Direct::new(&["/bin/sh", "-c", "touch \"$AIRLOCK_WORKSPACE/ran\""]);
+    let ws = d.spec.home.join("proj");
+    std::fs::create_dir(&ws).unwrap();
+    let victim = d._dir.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, d.spec.home.join("link")).unwrap();
+    d.spec.workspace = ws.clone();
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(
+        err(&o).contains("workspace must not be at or under the instance's home"),
+        "{}",
+        err(&o)
+    );
+    assert!(!ws.join("ran").exists(), "the run started");
+    // And a workspace that contains the home (overlapping binds).
+    let mut d = Direct::new(&["/bin/true"]);
+    let outer = d._dir.path().to_path_buf();
+    d.spec.workspace = outer;
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(
+        err(&o).contains("must not contain the instance's home"),
+        "{}",
+        err(&o)
+    );
+}
