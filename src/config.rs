@@ -413,7 +413,13 @@ impl Parser<'_> {
         if let Some(n) = num(self, "shm_bytes", 4096)? {
             l.shm_bytes = n;
         }
-        if let Some(n) = num(self, "memory_bytes", 1 << 20)? {
+        // Absent: the default cap. `null`: no memory limit asked for (the jail refuses to
+        // start when a limit is asked for and no memory controller can enforce it).
+        if m.get(Value::from("memory_bytes"))
+            .is_some_and(Value::is_null)
+        {
+            l.memory_bytes = None;
+        } else if let Some(n) = num(self, "memory_bytes", 1 << 20)? {
             l.memory_bytes = Some(n);
         }
         Some(l)
@@ -443,6 +449,17 @@ mod tests {
         assert_eq!(c.instances["tess"].uid, Some(1_880_000_005));
         assert_eq!(c.instances["max"].uid, None);
         assert_eq!(c.limits.max_procs, 32);
+        assert_eq!(c.limits.memory_bytes, Limits::default().memory_bytes);
+    }
+
+    #[test]
+    fn memory_bytes_null_asks_for_no_memory_limit() {
+        let p = Path::new("c.yaml");
+        let c = parse(p, "limits: {memory_bytes: null}\n").unwrap();
+        assert_eq!(c.limits.memory_bytes, None);
+        let c = parse(p, "limits: {memory_bytes: 104857600}\n").unwrap();
+        assert_eq!(c.limits.memory_bytes, Some(100 << 20));
+        assert!(parse(p, "limits: {memory_bytes: -1}\n").is_err());
     }
 
     #[test]

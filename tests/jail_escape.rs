@@ -9,6 +9,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
 /// Each test gets its own uids so parallel tests never share an instance identity.
 static NEXT_UID: AtomicU32 = AtomicU32::new(0);
 
@@ -173,6 +176,32 @@ except OSError: print('bind-denied')
         "test ! -e /run/systemd/journal/socket && test ! -e /run/dbus && test ! -e /var/run && echo nosock",
     );
     assert!(text(&o2).contains("nosock"), "{}{}", text(&o2), err(&o2));
+}
+
+#[test]
+fn vsock_and_other_socket_families_are_refused_in_the_jail() {
+    let (env, _) = Env::new(&["tess"]);
+    let script = r#"
+import errno, socket
+def try_family(name, fam, ty):
+    try:
+        s = socket.socket(fam, ty); s.close(); print(name, 'OPENED')
+    except OSError as e:
+        print(name, 'eafnosupport' if e.errno == errno.EAFNOSUPPORT else 'other-%d' % e.errno)
+try_family('vsock', socket.AF_VSOCK, socket.SOCK_STREAM)
+try_family('vsock-dgram', socket.AF_VSOCK, socket.SOCK_DGRAM)
+try_family('packet', socket.AF_PACKET, socket.SOCK_RAW)
+try_family('alg', socket.AF_ALG, socket.SOCK_SEQPACKET)
+try_family('bluetooth', 31, socket.SOCK_STREAM)
+for fam, ty in ((socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM)):
+    socket.socket(fam, ty).close()
+print('allowed-ok')
+"#;
+    let o = env.run("tess", &[], &["/usr/bin/python3", "-c", script]);
+    assert_ok(&o);
+    let out = text(&o);
+    assert_eq!(out.matches("eafnosupport").count(), 5, "{out}{}", err(&o));
+    assert!(out.contains("allowed-ok"), "{out}");
 }
 
 #[test]
@@ -505,4 +534,425 @@ fn workspace_given_is_mounted_read_write_at_its_path() {
     );
     let _ = std::io::stdout().flush();
     let _: &Path = &env.state;
+}
+
+// ------------------------------------------------ airlock-jail run directly (no launcher)
+
+/// Uids for runs that bypass airlockctl, apart from the ones `Env` hands out.
+static NEXT_DIRECT_UID: AtomicU32 = AtomicU32::new(0);
+
+/// A run spec for `airlock-jail` with its own uid, home and workspace.
+struct Direct {
+    _dir: tempfile::TempDir,
+    spec: airlock::sandbox::RunSpec,
+}
+
+impl Direct {
+    fn new(argv: &[&str]) -> Direct {
+        let uid = 1_880_097_000
+            + (std::process::id() % 200) * 20
+            + NEXT_DIRECT_UID.fetch_add(1, Ordering::SeqCst);
+        Direct::with_uid(argv, uid)
+    }
+
+    /// Another run of the same instance (same uid), with its own home and workspace.
+    fn with_uid(argv: &[&str], uid: u32) -> Direct {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let (home, ws) = (dir.path().join("home"), dir.path().join("ws"));
+        for d in [&home, &ws] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+            nix::unistd::chown(
+                d,
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(uid)),
+            )
+            .unwrap();
+        }
+        static RUN: AtomicU32 = AtomicU32::new(0);
+        let n = RUN.fetch_add(1, Ordering::SeqCst);
+        let spec = airlock::sandbox::RunSpec {
+            run_id: format!("r-direct-{}-{n}", std::process::id()),
+            role: "code".into(),
+            instance: "tess".into(),
+            uid,
+            gid: uid,
+            home,
+            workspace: ws,
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            hide: Vec::new(),
+            connect_tcp: Vec::new(),
+            limits: airlock::sandbox::spec::Limits {
+                max_procs: 64,
+                tmp_bytes: 8 << 20,
+                ..Default::default()
+            },
+            cgroup_parent: airlock::sandbox::limits::prepare_parent(),
+        };
+        Direct { _dir: dir, spec }
+    }
+
+    /// The run's cgroup directories on the host (each must be gone after the run): v2,
+    /// and the v1 pids and memory hierarchies where they are mounted.
+    fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        let parent = self
+            .spec
+            .cgroup_parent
+            .as_ref()
+            .expect("this host must offer a writable cgroup v2 directory for runs");
+        let mut v = vec![parent.join(&self.spec.run_id)];
+        for c in ["pids", "memory"] {
+            if let Some(p) = airlock::sandbox::limits::v1_parent(c) {
+                v.push(p.join(&self.spec.run_id));
+            }
+        }
+        v
+    }
+
+    fn assert_cgroups_removed(&self) {
+        for d in self.cgroup_dirs() {
+            assert!(
+                !d.exists(),
+                "the run's cgroup {} was left behind",
+                d.display()
+            );
+        }
+    }
+
+    fn spec_file(&self) -> PathBuf {
+        let p = self._dir.path().join("spec.json");
+        std::fs::write(&p, serde_json::to_vec(&self.spec).unwrap()).unwrap();
+        p
+    }
+
+    /// `airlock-jail` with the spec on stdin and the status lines on stderr.
+    fn jail(&self, extra: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_airlock-jail"));
+        c.args(extra)
+            .stdin(std::fs::File::open(self.spec_file()).unwrap())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+}
+
+/// The helper's output, or a failure (after SIGKILLing the helper, which takes the run
+/// with it) if it has not exited within `limit`: a run that is never stopped fails the test
+/// instead of hanging it.
+fn output_within(mut child: std::process::Child, limit: Duration) -> Output {
+    let ended = eventually(limit, || child.try_wait().unwrap().is_some());
+    if !ended {
+        let _ = child.kill();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(ended, "the run was not stopped: {}", err(&o));
+    o
+}
+
+/// Wait (bounded) until `cond` holds; false if it never did.
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+#[test]
+fn the_helper_enforces_the_spec_deadline_without_a_launcher_watcher() {
+    let mut d = Direct::new(&["/bin/sh", "-c", "(setsid sleep 120 &); sleep 60"]);
+    d.spec.limits.deadline_ms = Some(1500);
+    d.spec.limits.grace_ms = Some(500);
+    // The test is the launcher here, and it has no deadline watcher at all.
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(128 + 15), "{}", err(&o));
+    assert!(err(&o).contains("deadline 1500 ms"), "{}", err(&o));
+    assert!(
+        pids_of_uid(d.spec.uid).is_empty(),
+        "processes of the run survived"
+    );
+}
+
+#[test]
+fn the_helper_removes_the_run_cgroup_itself() {
+    let d = Direct::new(&[
+        "/bin/sh",
+        "-c",
+        "(setsid sleep 300 &); (nohup sleep 301 &); exit 3",
+    ]);
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(
+        pids_of_uid(d.spec.uid).is_empty(),
+        "processes of the run survived"
+    );
+    d.assert_cgroups_removed();
+}
+
+#[test]
+fn the_grace_ends_with_sigkill_when_the_agent_ignores_sigterm() {
+    let mut d = Direct::new(&["/bin/sh", "-c", "trap '' TERM; while :; do sleep 1; done"]);
+    d.spec.limits.deadline_ms = Some(500);
+    d.spec.limits.grace_ms = Some(500);
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    // Pid 1 forwards SIGTERM, the agent ignores it; SIGKILL of pid 1 ends the run.
+    assert_eq!(o.status.code(), Some(128 + 9), "{}", err(&o));
+    assert!(
+        pids_of_uid(d.spec.uid).is_empty(),
+        "processes of the run survived"
+    );
+}
+
+/// Start `airlock-jail` under a throwaway `sh` launcher (so the test can SIGKILL the
+/// launcher) and wait until the agent runs. Returns the launcher.
+fn start_under_sh_launcher(d: &Direct, extra: &str) -> std::process::Child {
+    let spec = d.spec_file();
+    let script = format!("\"$0\" {extra} < \"$1\"; echo helper-exited");
+    let launcher = Command::new("/bin/sh")
+        .args(["-c", &script, env!("CARGO_BIN_EXE_airlock-jail")])
+        .arg(&spec)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || !pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run never started"
+    );
+    launcher
+}
+
+#[test]
+fn a_run_dies_with_its_sigkilled_launcher() {
+    let d = Direct::new(&["/bin/sh", "-c", "(setsid sleep 300 &); sleep 300"]);
+    let mut launcher = start_under_sh_launcher(&d, "");
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run outlived its SIGKILLed launcher"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || d
+            .cgroup_dirs()
+            .iter()
+            .all(|c| !c.exists())),
+        "the run's cgroup outlived its SIGKILLed launcher"
+    );
+}
+
+#[test]
+fn a_run_dies_when_its_lifeline_closes() {
+    let d = Direct::new(&["/bin/sh", "-c", "(setsid sleep 300 &); sleep 300"]);
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+    let r_raw = std::os::fd::AsRawFd::as_raw_fd(&r);
+    let mut c = d.jail(&["--lifeline-fd", "5"]);
+    // SAFETY: only dup2 between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, move || {
+            if libc::dup2(r_raw, 5) != 5 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = c.spawn().unwrap();
+    drop(r);
+    assert!(
+        eventually(Duration::from_secs(20), || !pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run never started"
+    );
+    // The launcher (this test) stays alive and only drops its end of the lifeline.
+    drop(w);
+    let o = output_within(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(128 + 9), "{}", err(&o));
+    assert!(err(&o).contains("lifeline fd"), "{}", err(&o));
+    assert!(
+        pids_of_uid(d.spec.uid).is_empty(),
+        "the run outlived its lifeline"
+    );
+}
+
+#[test]
+fn the_process_limit_is_per_run_not_per_uid() {
+    // Holds 40 processes of the uid, then a second run of the same instance forks 40 more:
+    // with a per-uid RLIMIT_NPROC of 64 the second run would stop near 24.
+    let fork40 = r#"
+import os, sys, time
+n = 0
+for _ in range(40):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(float(sys.argv[1])); os._exit(0)
+    n += 1
+print('forked', n, flush=True)
+time.sleep(float(sys.argv[1]))
+"#;
+    let a = Direct::new(&["/usr/bin/python3", "-c", fork40, "30"]);
+    let holder = a.jail(&[]).spawn().unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || pids_of_uid(a.spec.uid).len()
+            >= 41),
+        "the first run never held its processes"
+    );
+    let b = Direct::with_uid(&["/usr/bin/python3", "-c", fork40, "0"], a.spec.uid);
+    let o = output_within(b.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_ok(&o);
+    assert_eq!(text(&o).trim(), "forked 40", "{}", err(&o));
+    assert!(err(&o).contains("process limit: per run"), "{}", err(&o));
+    // A stop request to the helper: forwarded to the run, which ends and is cleaned up.
+    kill(Pid::from_raw(holder.id() as i32), Signal::SIGTERM).unwrap();
+    let o = output_within(holder, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(128 + 15), "{}", err(&o));
+    assert!(
+        pids_of_uid(a.spec.uid).is_empty(),
+        "the first run left processes"
+    );
+    a.assert_cgroups_removed();
+    b.assert_cgroups_removed();
+}
+
+#[test]
+fn the_memory_limit_holds_for_the_heap_and_for_tmpfs() {
+    let mut d = Direct::new(&[
+        "/bin/sh",
+        "-c",
+        "python3 -c 'b = bytearray(256 << 20); print(len(b))'; echo heap=$?; \
+         dd if=/dev/zero of=/dev/shm/fill bs=1M count=200 2>/dev/null; echo shm=$?; \
+         rm -f /dev/shm/fill; dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>/dev/null; echo tmp=$?",
+    ]);
+    d.spec.limits.memory_bytes = Some(64 << 20);
+    // The tmpfs size bounds alone would allow the writes: only the memory limit stops them.
+    d.spec.limits.tmp_bytes = 512 << 20;
+    d.spec.limits.shm_bytes = 512 << 20;
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(60));
+    let out = text(&o);
+    println!("{out}{}", err(&o));
+    assert!(err(&o).contains("memory limit: cgroup"), "{}", err(&o));
+    for what in ["heap", "shm", "tmp"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{what}=")))
+            .unwrap_or_else(|| panic!("no {what} line: {out}{}", err(&o)));
+        assert_ne!(line, format!("{what}=0"), "{out}{}", err(&o));
+    }
+    d.assert_cgroups_removed();
+}
+
+#[test]
+fn a_memory_limit_without_a_memory_controller_refuses_the_run() {
+    // A private mount namespace where the v1 memory hierarchy is not mounted: with the v2
+    // hierarchy holding no memory controller either, nothing can enforce the limit.
+    let hide_memory = |d: &Direct| -> Output {
+        let spec = d.spec_file();
+        let o = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "/bin/sh", "-c"])
+            .arg("umount /sys/fs/cgroup/memory || exit 99; exec \"$0\" < \"$1\"")
+            .arg(env!("CARGO_BIN_EXE_airlock-jail"))
+            .arg(&spec)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_ne!(
+            o.status.code(),
+            Some(99),
+            "could not hide the memory hierarchy"
+        );
+        o
+    };
+    let marker = |d: &Direct| d.spec.workspace.join("ran");
+    let mut d = Direct::new(&["/bin/sh", "-c", "touch \"$AIRLOCK_WORKSPACE/ran\""]);
+    d.spec.limits.memory_bytes = Some(256 << 20);
+    let o = hide_memory(&d);
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(
+        err(&o).contains("fail closed: memory limit requested")
+            && err(&o).contains("limits.memory_bytes: null"),
+        "{}",
+        err(&o)
+    );
+    assert!(
+        !marker(&d).exists(),
+        "the agent ran without its memory limit"
+    );
+    d.assert_cgroups_removed();
+    // Asking for no memory limit runs, and the run log says so.
+    d.spec.limits.memory_bytes = None;
+    let o = hide_memory(&d);
+    assert_ok(&o);
+    assert!(err(&o).contains("memory limit: none"), "{}", err(&o));
+    assert!(marker(&d).exists());
+    d.assert_cgroups_removed();
+}
+
+#[test]
+fn after_a_sigkilled_helper_the_launcher_backstop_finds_every_run_cgroup() {
+    use airlock::sandbox::limits::RunCgroups;
+    let d = Direct::new(&["/bin/sleep", "300"]);
+    let mut helper = d.jail(&[]).spawn().unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || !pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run never started"
+    );
+    helper.kill().unwrap();
+    let _ = helper.wait();
+    // Pid 1 dies with the helper (its parent-death signal), taking the run with it.
+    assert!(
+        eventually(Duration::from_secs(10), || pids_of_uid(d.spec.uid)
+            .is_empty()),
+        "the run outlived its SIGKILLed helper"
+    );
+    let found = RunCgroups::existing(d.spec.cgroup_parent.as_deref(), &d.spec.run_id);
+    assert_eq!(
+        found.dirs,
+        d.cgroup_dirs(),
+        "not every run cgroup was found"
+    );
+    found.kill_and_remove().unwrap();
+    d.assert_cgroups_removed();
+}
+
+#[test]
+fn a_workspace_inside_the_instance_home_is_refused_before_root_walks_it() {
+    // The agent owns its home and may have planted symlinks there in an earlier run; root
+    // must never create or bind the workspace's mount point through them.
+    let mut d = Direct::new(&["/bin/sh", "-c", "touch \"$AIRLOCK_WORKSPACE/ran\""]);
+    let ws = d.spec.home.join("proj");
+    std::fs::create_dir(&ws).unwrap();
+    let victim = d._dir.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, d.spec.home.join("link")).unwrap();
+    d.spec.workspace = ws.clone();
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(
+        err(&o).contains("workspace must not be at or under the instance's home"),
+        "{}",
+        err(&o)
+    );
+    assert!(!ws.join("ran").exists(), "the run started");
+    // And a workspace that contains the home (overlapping binds).
+    let mut d = Direct::new(&["/bin/true"]);
+    let outer = d._dir.path().to_path_buf();
+    d.spec.workspace = outer;
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(
+        err(&o).contains("must not contain the instance's home"),
+        "{}",
+        err(&o)
+    );
 }

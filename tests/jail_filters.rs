@@ -608,6 +608,110 @@ fn seccomp_refuses_non_default_personality() {
     });
 }
 
+/// Socket families the jail must refuse, listed here independently of the table.
+const REFUSED_FAMILIES: &[(&str, libc::c_int)] = &[
+    ("AF_VSOCK", libc::AF_VSOCK),
+    ("AF_PACKET", libc::AF_PACKET),
+    ("AF_BLUETOOTH", libc::AF_BLUETOOTH),
+    ("AF_ALG", libc::AF_ALG),
+    ("AF_KEY", libc::AF_KEY),
+    ("AF_RDS", libc::AF_RDS),
+    ("AF_TIPC", libc::AF_TIPC),
+    ("AF_XDP", libc::AF_XDP),
+    ("AF_CAN", libc::AF_CAN),
+    ("AF_APPLETALK", libc::AF_APPLETALK),
+    ("AF_X25", libc::AF_X25),
+    ("AF_LLC", libc::AF_LLC),
+    ("AF_PPPOX", libc::AF_PPPOX),
+    ("AF_NFC", libc::AF_NFC),
+    ("AF_QIPCRTR", 42),
+    ("AF_SMC", 43),
+    ("AF_MCTP", 45),
+    ("unassigned 46", 46),
+];
+
+fn close_if_ok(r: Result<i64, i32>) -> Result<i64, i32> {
+    if let Ok(fd) = r {
+        // SAFETY: closing an fd this scenario just created.
+        unsafe { libc::close(fd as i32) };
+    }
+    r
+}
+
+fn raw_socket(family: u64, ty: libc::c_int) -> Result<i64, i32> {
+    close_if_ok(sys(libc::SYS_socket, [family, ty as u64, 0, 0, 0, 0]))
+}
+
+fn raw_socketpair(family: u64, ty: libc::c_int) -> Result<i64, i32> {
+    let mut fds = [-1i32; 2];
+    let r = sys(
+        libc::SYS_socketpair,
+        [family, ty as u64, 0, fds.as_mut_ptr() as u64, 0, 0],
+    );
+    for fd in fds.into_iter().filter(|fd| *fd >= 0) {
+        // SAFETY: closing fds this scenario just created.
+        unsafe { libc::close(fd) };
+    }
+    r
+}
+
+#[test]
+fn seccomp_refuses_socket_families_outside_the_allowlist() {
+    isolated(
+        "seccomp_refuses_socket_families_outside_the_allowlist",
+        || {
+            // Control: without the filter, as root, vsock and packet sockets open here (the
+            // hypervisor offers vsock), so EAFNOSUPPORT below can only come from the filter.
+            if raw_socket(libc::AF_PACKET as u64, libc::SOCK_RAW).is_err() {
+                return Err("control: AF_PACKET does not open even unfiltered".into());
+            }
+            let vsock_unfiltered = raw_socket(libc::AF_VSOCK as u64, libc::SOCK_STREAM).is_ok();
+            enter_seccomp()?;
+            for &(name, af) in REFUSED_FAMILIES {
+                for ty in [
+                    libc::SOCK_STREAM,
+                    libc::SOCK_DGRAM,
+                    libc::SOCK_RAW,
+                    libc::SOCK_SEQPACKET,
+                ] {
+                    expect_errno(
+                        &format!("socket({name}, {ty})"),
+                        raw_socket(af as u64, ty),
+                        libc::EAFNOSUPPORT,
+                    )?;
+                }
+                expect_errno(
+                    &format!("socketpair({name})"),
+                    raw_socketpair(af as u64, libc::SOCK_STREAM),
+                    libc::EAFNOSUPPORT,
+                )?;
+            }
+            // The kernel reads the family as an int: high bits must not sneak vsock through.
+            expect_errno(
+                "socket(1<<32 | AF_VSOCK)",
+                raw_socket((1u64 << 32) | libc::AF_VSOCK as u64, libc::SOCK_STREAM),
+                libc::EAFNOSUPPORT,
+            )?;
+            // The allowed families still work, also with junk in the upper half.
+            for (name, af, ty) in [
+                ("AF_UNIX", libc::AF_UNIX, libc::SOCK_STREAM),
+                ("AF_INET", libc::AF_INET, libc::SOCK_STREAM),
+                ("AF_INET6", libc::AF_INET6, libc::SOCK_DGRAM),
+                ("AF_NETLINK", libc::AF_NETLINK, libc::SOCK_RAW),
+            ] {
+                raw_socket(af as u64, ty)
+                    .map_err(|e| format!("socket({name}): {}", errno_name(e)))?;
+                raw_socket((7u64 << 32) | af as u64, ty)
+                    .map_err(|e| format!("socket({name} with high bits): {}", errno_name(e)))?;
+            }
+            raw_socketpair(libc::AF_UNIX as u64, libc::SOCK_STREAM)
+                .map_err(|e| format!("socketpair(AF_UNIX): {}", errno_name(e)))?;
+            println!("report: vsock opened unfiltered: {vsock_unfiltered}");
+            Ok(())
+        },
+    );
+}
+
 /// Junk arguments: unfiltered, these calls fail with EFAULT, EINVAL, EBADF, ESRCH or ENOSYS
 /// (checked by the control test below), so EPERM can only come from the filter.
 const JUNK: [u64; 6] = [u64::MAX; 6];

@@ -1,25 +1,53 @@
 //! airlock-jail: the single-threaded jail helper. The supervisor spawns it (never forks
-//! itself) with the run spec as JSON on stdin and the status pipe on `--status-fd`; it
-//! builds the jail and execs the agent, and exits with the agent's exit code.
+//! itself) with the run spec as JSON on stdin; it builds the jail, execs the agent, watches
+//! the run and exits with the agent's exit code.
+//!
+//! ```text
+//! airlock-jail [--status-fd N] [--lifeline-fd M] < spec.json
+//! ```
+//!
+//! - `--status-fd N` (default 2): where setup reports go (`INFO ...` lines, one `ERR ...`
+//!   line on failure); end-of-file means the agent was exec'd. N >= 2.
+//! - `--lifeline-fd M` (optional, M >= 3, M != N): the read end of a pipe whose write end
+//!   only the launcher holds (close-on-exec in the launcher, never passed to other
+//!   children). When it reports hang-up the launcher is gone and the helper kills the run
+//!   at once. Without it the helper still notices its launcher's death through
+//!   `PR_SET_PDEATHSIG` plus a `getppid()` check, which only fires when the thread that
+//!   spawned the helper dies; a multi-threaded launcher should pass a lifeline.
+//!
+//! The run's deadline (`limits.deadline_ms`, grace `limits.grace_ms`) is enforced here, so
+//! it holds even when the launcher's own watcher is gone.
 
 use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Instant;
 
 use airlock::sandbox::status::StatusFd;
-use airlock::sandbox::{fds, helper, RunSpec, SandboxError};
+use airlock::sandbox::{fds, helper, watch, RunSpec, SandboxError};
 
 const MAX_SPEC_BYTES: u64 = 1 << 20;
+const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] < spec.json";
+
+struct Args {
+    status: i32,
+    lifeline: Option<i32>,
+}
 
 fn main() {
-    let status = match parse_args() {
-        Some(fd) => StatusFd(fd),
+    let start = Instant::now();
+    // Before anything else: a stop request or the launcher's death signal that arrives
+    // during setup is queued for the watch loop instead of killing the helper midway.
+    let blocked = watch::block_helper_signals();
+    let args = match parse_args(std::env::args().skip(1).collect()) {
+        Some(a) => a,
         None => {
-            eprintln!("usage: airlock-jail [--status-fd N] < spec.json");
+            eprintln!("{USAGE}");
             std::process::exit(2);
         }
     };
-    let code = match prepare(status) {
-        Ok(spec) => helper::run(&spec, status),
+    let status = StatusFd(args.status);
+    let code = match blocked.and_then(|()| prepare(&args, start)) {
+        Ok((spec, launch)) => helper::run(&spec, status, launch),
         Err(e) => {
             status.error(&e);
             helper::EXIT_SETUP_FAILED
@@ -28,13 +56,31 @@ fn main() {
     std::process::exit(code);
 }
 
-fn parse_args() -> Option<i32> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.as_slice() {
-        [] => Some(2),
-        [flag, n] if flag == "--status-fd" => n.parse().ok().filter(|fd| *fd >= 2),
-        _ => None,
+fn parse_args(args: Vec<String>) -> Option<Args> {
+    let mut out = Args {
+        status: 2,
+        lifeline: None,
+    };
+    let mut it = args.into_iter();
+    let (mut seen_status, mut seen_life) = (false, false);
+    while let Some(flag) = it.next() {
+        let n: i32 = it.next()?.parse().ok()?;
+        match flag.as_str() {
+            "--status-fd" if !seen_status && n >= 2 => {
+                out.status = n;
+                seen_status = true;
+            }
+            "--lifeline-fd" if !seen_life && n >= 3 => {
+                out.lifeline = Some(n);
+                seen_life = true;
+            }
+            _ => return None,
+        }
     }
+    if out.lifeline == Some(out.status) {
+        return None;
+    }
+    Some(out)
 }
 
 fn invalid(step: &'static str, why: &str) -> SandboxError {
@@ -44,9 +90,27 @@ fn invalid(step: &'static str, why: &str) -> SandboxError {
     }
 }
 
-fn prepare(status: StatusFd) -> Result<RunSpec, SandboxError> {
+fn prepare(args: &Args, start: Instant) -> Result<(RunSpec, helper::Launch), SandboxError> {
+    // Armed before the spec is read: from here on the launcher's death ends the run.
+    let launcher = watch::arm_parent_death()?;
+    let mut keep = vec![args.status];
+    keep.extend(args.lifeline);
     // Nothing the launcher leaked (directory fds, sockets) may reach the jail.
-    fds::close_all_except(&[status.raw()])?;
+    fds::close_all_except(&keep)?;
+    let lifeline = match args.lifeline {
+        Some(fd) => {
+            // Refuse a number that is not an open fd rather than watching nothing.
+            // SAFETY: fcntl(F_GETFD) on an fd number only queries it.
+            if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+                return Err(invalid("lifeline fd", "--lifeline-fd is not an open fd"));
+            }
+            fds::set_cloexec(fd)?;
+            // SAFETY: the fd is open, was handed to us by the launcher, and nothing else
+            // in this process owns it.
+            Some(unsafe { OwnedFd::from_raw_fd(fd) })
+        }
+        None => None,
+    };
     if !nix::unistd::geteuid().is_root() {
         return Err(invalid("start helper", "airlock-jail must run as root"));
     }
@@ -70,5 +134,12 @@ fn prepare(status: StatusFd) -> Result<RunSpec, SandboxError> {
     // The agent's stdin is /dev/null, never the launcher's pipe or terminal.
     let null = std::fs::File::open("/dev/null").map_err(|e| SandboxError::sys("stdin", e))?;
     nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| SandboxError::errno("stdin", e))?;
-    Ok(spec)
+    Ok((
+        spec,
+        helper::Launch {
+            launcher,
+            lifeline,
+            start,
+        },
+    ))
 }

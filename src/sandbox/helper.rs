@@ -1,9 +1,11 @@
 //! The jail setup sequence, run by the single-threaded `airlock-jail` helper (never by a
 //! fork of the multi-threaded daemon):
 //!
-//! helper (host): validate spec, open bind sources, create and join the run cgroup, unshare
-//! namespaces, fork pid 1, wait for it, forward signals, kill the cgroup at the end.
-//! pid 1 (init): private mounts, new root, pivot_root, hostname, `lo`, rlimits, setsid,
+//! helper (host namespaces): validate spec, create the run cgroup (without joining it),
+//! unshare the pid namespace, fork pid 1, then watch it ([`watch`](super::watch)): forward signals,
+//! enforce the deadline, kill pid 1 when the launcher dies, kill the cgroup at the end.
+//! pid 1 (init): join the run cgroup, unshare mount, ipc, uts, net and cgroup namespaces,
+//! open the bind sources, private mounts, new root, pivot_root, hostname, `lo`, rlimits, setsid,
 //! close fds, fork the agent, keep only CAP_KILL, reap until the agent exits.
 //! agent child: wait for init to be reduced, setsid, drop to the instance uid with no
 //! capabilities and no_new_privs, chdir, Landlock, seccomp, execve with a clean env.
@@ -15,25 +17,37 @@ use std::convert::Infallible;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 use nix::sys::signal::{kill, Signal};
-use nix::unistd::{fork, ForkResult};
+use nix::unistd::{fork, ForkResult, Pid};
 
 use super::landlock::{self, LandlockRules};
-use super::limits::{self, RunCgroup};
-use super::spec::SYSTEM_DIRS;
+use super::limits::{self, Enforcement, ProcLimit, RunCgroups};
+use super::spec::{DEFAULT_GRACE_MS, SYSTEM_DIRS};
 use super::status::StatusFd;
+use super::watch::Watch;
 use super::{env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec, SandboxError};
 
 /// Exit code of the helper (and of pid 1) when the jail could not be built.
 pub const EXIT_SETUP_FAILED: i32 = 125;
 
+/// Who launched the helper and how to notice that it died; see [`watch`](super::watch).
+pub struct Launch {
+    /// The launcher's pid, read before the parent-death signal was armed.
+    pub launcher: Pid,
+    /// Read end of the launcher's lifeline pipe, if it passed one.
+    pub lifeline: Option<OwnedFd>,
+    /// When the helper started; the deadline counts from here.
+    pub start: Instant,
+}
+
 /// Build the jail for `spec` and run the agent in it. Returns the exit code the helper
 /// process should exit with: the agent's (128 + signal if killed), or
 /// [`EXIT_SETUP_FAILED`] after writing the failing step to `status`.
-pub fn run(spec: &RunSpec, status: StatusFd) -> i32 {
-    match run_inner(spec, status) {
+pub fn run(spec: &RunSpec, status: StatusFd, launch: Launch) -> i32 {
+    match run_inner(spec, status, launch) {
         Ok(code) => code,
         Err(e) => {
             status.error(&e);
@@ -42,65 +56,103 @@ pub fn run(spec: &RunSpec, status: StatusFd) -> i32 {
     }
 }
 
-fn run_inner(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
+fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
     spec.validate()?;
-    let cgroup = match &spec.cgroup_parent {
-        Some(parent) => {
-            let (cg, report) = RunCgroup::create_and_join(parent, &spec.run_id, &spec.limits)?;
-            status.info(&format!(
-                "cgroup: {} (pids.max {}, memory.max {})",
-                cg.dir.display(),
-                if report.pids_max {
-                    "set"
-                } else {
-                    "not delegated"
-                },
-                if report.memory_max {
-                    "set"
-                } else {
-                    "not delegated"
-                },
-            ));
-            if !report.pids_max {
-                status.info(&format!(
-                    "process limit: RLIMIT_NPROC={} on uid {} (no delegated cgroup v2 pids controller)",
-                    spec.limits.max_procs, spec.uid
-                ));
-            }
-            Some(cg)
-        }
-        None => {
-            status.info(&format!(
-                "cgroup: none (no writable cgroup v2); process limit: RLIMIT_NPROC={} on uid {}",
-                spec.limits.max_procs, spec.uid
-            ));
-            None
-        }
-    };
-    let result = unshare_and_fork(spec, status);
-    if let Some(cg) = &cgroup {
-        // Backstop: nothing of the run survives pid 1, whatever it did.
-        if let Err(e) = cg.kill_and_remove() {
-            if result.is_ok() {
-                status.error(&e);
-            }
+    let (cgroups, enforced) =
+        RunCgroups::create(spec.cgroup_parent.as_deref(), &spec.run_id, &spec.limits)?;
+    let result = watched_run(spec, status, launch, &cgroups, enforced);
+    // Backstop: nothing of the run survives pid 1, whatever it did. Pid 1's exit already
+    // killed every process of its pid namespace; this also frees the cgroups.
+    if let Err(e) = cgroups.kill_and_remove() {
+        match &result {
+            // The status fd is closed once pid 1 runs; the run's stderr is what is left.
+            Ok(_) => eprintln!("airlock-jail: run {}: {e}", spec.run_id),
+            Err(_) => status.error(&e),
         }
     }
     result
 }
 
-fn unshare_and_fork(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxError> {
-    namespaces::unshare_all()?;
-    // Open the bind sources refusing symlinked components. After the unshare: a bind
-    // source must be a mount of the namespace that binds it.
-    let sources = rootfs::Sources::open(spec)?;
+fn watched_run(
+    spec: &RunSpec,
+    status: StatusFd,
+    launch: Launch,
+    cgroups: &RunCgroups,
+    enforced: Enforcement,
+) -> Result<i32, SandboxError> {
+    status.info(&format!(
+        "{enforced} (max_procs {}); cgroups: {}",
+        spec.limits.max_procs,
+        if cgroups.dirs.is_empty() {
+            "none".to_string()
+        } else {
+            cgroups
+                .dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    ));
+    // When the run ends, pid 1 is reaped last: its exit kills every process left in the
+    // run's pid namespace, so no sweep over the instance uid is ever needed.
+    status.info("teardown: every process of the run is killed with pid 1 of its pid namespace");
+    let deadline = spec.limits.deadline_ms.map(Duration::from_millis);
+    let grace = Duration::from_millis(spec.limits.grace_ms.unwrap_or(DEFAULT_GRACE_MS));
+    status.info(&format!(
+        "watch: deadline {}; launcher death by parent-death signal{}",
+        match deadline {
+            Some(d) => format!(
+                "{} ms (grace {} ms) enforced by the helper",
+                d.as_millis(),
+                grace.as_millis()
+            ),
+            None => "none".to_string(),
+        },
+        if launch.lifeline.is_some() {
+            " and lifeline fd"
+        } else {
+            " only (no lifeline fd)"
+        },
+    ));
+    let watch = Watch::new(
+        launch.launcher,
+        launch.lifeline,
+        launch.start,
+        deadline,
+        grace,
+    )?;
+    unshare_and_fork(spec, status, watch, cgroups, enforced)
+}
+
+/// Pid 1 of the run, killed (and reaped) if the helper leaves before it was reaped: on
+/// every error path after the fork, the run's pid namespace dies with it.
+struct Pid1Guard(Option<Pid>);
+
+impl Drop for Pid1Guard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = kill(pid, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
+        }
+    }
+}
+
+fn unshare_and_fork(
+    spec: &RunSpec,
+    status: StatusFd,
+    watch: Watch,
+    cgroups: &RunCgroups,
+    enforced: Enforcement,
+) -> Result<i32, SandboxError> {
+    namespaces::unshare_pid()?;
     let (life_r, life_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
         .map_err(|e| SandboxError::errno("lifeline pipe", e))?;
     // SAFETY: the helper is single-threaded, so the child may allocate and run Rust code.
     match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
         ForkResult::Child => {
             drop(life_w);
-            let code = match pid1(spec, status, sources, life_r) {
+            let code = match pid1(spec, status, cgroups, enforced, life_r) {
                 Ok(code) => code,
                 Err(e) => {
                     status.error(&e);
@@ -111,16 +163,15 @@ fn unshare_and_fork(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxErro
             unsafe { libc::_exit(code) }
         }
         ForkResult::Parent { child } => {
-            drop(sources);
+            let mut guard = Pid1Guard(Some(child));
             drop(life_r);
-            init::block_signals()?;
             // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
             let _ = nix::unistd::close(status.raw());
-            let code = init::reap_until(child, |sig| {
-                let _ = kill(child, sig);
-            });
+            let outcome = watch.supervise(child);
+            // Reaped: nothing left to kill, and the pid may be reused.
+            guard.0 = None;
             drop(life_w);
-            Ok(code)
+            Ok(outcome.code)
         }
     }
 }
@@ -129,7 +180,8 @@ fn unshare_and_fork(spec: &RunSpec, status: StatusFd) -> Result<i32, SandboxErro
 fn pid1(
     spec: &RunSpec,
     status: StatusFd,
-    sources: rootfs::Sources,
+    cgroups: &RunCgroups,
+    enforced: Enforcement,
     life_r: OwnedFd,
 ) -> Result<i32, SandboxError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
@@ -143,11 +195,18 @@ fn pid1(
     }
     nix::sys::prctl::set_dumpable(false)
         .map_err(|e| SandboxError::errno("init not dumpable", e))?;
+    // Into the run's cgroup before anything else, and before the cgroup namespace is
+    // made, so the namespace is rooted there and every later process is counted.
+    cgroups.join()?;
+    namespaces::unshare_rest()?;
+    // Open the bind sources refusing symlinked components. After the unshare: a bind
+    // source must be a mount of the namespace that binds it.
+    let sources = rootfs::Sources::open(spec)?;
     rootfs::build(spec, &sources)?;
     drop(sources);
     namespaces::set_hostname(&spec.run_id)?;
     namespaces::loopback_up()?;
-    limits::apply_rlimits(&spec.limits)?;
+    limits::apply_rlimits(&spec.limits, enforced.procs == ProcLimit::RlimitNproc)?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid", e))?;
     fds::close_all_except(&[status.raw(), life_r.as_raw_fd()])?;
     init::block_signals()?;

@@ -1,6 +1,8 @@
-//! Resource limits of a run: rlimits on every process, and a per-run cgroup v2 when the host
-//! gives us a writable cgroup2 hierarchy. The cgroup is also the kill switch: `cgroup.kill`
-//! ends every process of the run, whatever it did to detach itself.
+//! Resource limits of a run: rlimits on every process, and per-run cgroups: one in the
+//! cgroup v2 hierarchy when the host gives us a writable one (also the kill switch:
+//! `cgroup.kill` ends every process of the run), and ones in the cgroup v1 pids and memory
+//! hierarchies for the limits the v2 one cannot enforce because those controllers are not
+//! delegated to it. A requested memory limit that nothing can enforce refuses the run.
 
 use std::fs;
 use std::io::Write;
@@ -12,29 +14,19 @@ use nix::sys::resource::{setrlimit, Resource};
 use super::spec::Limits;
 use super::SandboxError;
 
-/// Set the rlimits every process of the run inherits. `RLIMIT_NPROC` counts processes of
-/// the real uid on the whole host, which is the instance's own uid.
-pub fn apply_rlimits(l: &Limits) -> Result<(), SandboxError> {
+/// Set the rlimits every process of the run inherits. `nproc`: also cap processes with
+/// `RLIMIT_NPROC`, which counts processes of the real uid on the whole host (every run of
+/// the instance together); only used when no pids cgroup limits the run itself.
+pub fn apply_rlimits(l: &Limits, nproc: bool) -> Result<(), SandboxError> {
     let set = |r: Resource, v: u64, step: &'static str| {
         setrlimit(r, v, v).map_err(|e| SandboxError::errno(step, e))
     };
     set(Resource::RLIMIT_CORE, 0, "rlimit core")?;
-    set(Resource::RLIMIT_NPROC, l.max_procs, "rlimit nproc")?;
+    if nproc {
+        set(Resource::RLIMIT_NPROC, l.max_procs, "rlimit nproc")?;
+    }
     set(Resource::RLIMIT_NOFILE, l.nofile, "rlimit nofile")?;
     Ok(())
-}
-
-/// A run's cgroup directory.
-#[derive(Debug)]
-pub struct RunCgroup {
-    pub dir: PathBuf,
-}
-
-/// What the cgroup could enforce, for the run log.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct CgroupReport {
-    pub pids_max: bool,
-    pub memory_max: bool,
 }
 
 fn write_file(path: &Path, text: &str, step: &'static str) -> Result<(), SandboxError> {
@@ -46,43 +38,272 @@ fn write_file(path: &Path, text: &str, step: &'static str) -> Result<(), Sandbox
         .map_err(|e| SandboxError::sys(step, e))
 }
 
-impl RunCgroup {
-    /// Create `<parent>/<run_id>`, set what limits its controllers allow, and move the
-    /// calling process into it (its children will follow).
-    pub fn create_and_join(
-        parent: &Path,
+/// How the run's process limit is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcLimit {
+    /// `pids.max` of the run's own cgroup v2: per run.
+    CgroupV2,
+    /// `pids.max` of the run's own cgroup in the v1 pids hierarchy: per run.
+    CgroupV1,
+    /// `RLIMIT_NPROC` on the instance uid: shared by every run of the instance.
+    RlimitNproc,
+}
+
+/// How the run's memory limit is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemLimit {
+    /// `limits.memory_bytes` is null: no limit was asked for.
+    NotRequested,
+    /// `memory.max` (and `memory.swap.max` 0 where present) of the run's cgroup v2.
+    CgroupV2,
+    /// `memory.limit_in_bytes` of the run's v1 memory cgroup; `memsw`: swap included.
+    CgroupV1 { memsw: bool },
+}
+
+/// What the run's cgroups enforce, for the run log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enforcement {
+    pub procs: ProcLimit,
+    pub memory: MemLimit,
+}
+
+/// The run's cgroups: at most one in the cgroup v2 hierarchy (the kill switch and, where
+/// delegated, the limits) and one per cgroup v1 hierarchy used for a limit the v2 one
+/// cannot give (pids, memory). The helper creates them and stays outside; pid 1 joins
+/// them first thing; the helper kills and removes them when pid 1 is gone.
+#[derive(Debug, Default)]
+pub struct RunCgroups {
+    pub dirs: Vec<PathBuf>,
+    /// The v1 `airlock` parents, removed when the last run under them ends: they may sit
+    /// inside a cgroup someone else manages, which could not be removed with them in it.
+    v1_parents: Vec<PathBuf>,
+}
+
+impl RunCgroups {
+    /// Create the run's cgroups and set its limits. Fails closed when a memory limit is
+    /// requested and no memory controller can enforce it; nothing is left behind then.
+    ///
+    /// Memory accounting includes the run's private /tmp and /dev/shm: tmpfs pages are
+    /// charged to the memory cgroup of the process that first touches them (the agent's),
+    /// so filling the tmpfs counts against the limit as well as against its size bound.
+    pub fn create(
+        v2_parent: Option<&Path>,
         run_id: &str,
         limits: &Limits,
-    ) -> Result<(RunCgroup, CgroupReport), SandboxError> {
-        let dir = parent.join(run_id);
-        fs::create_dir(&dir).map_err(|e| SandboxError::sys("create run cgroup", e))?;
-        let cg = RunCgroup { dir };
-        let mut report = CgroupReport::default();
-        // A controller's files only exist when the parent delegates it to us.
-        let pids = cg.dir.join("pids.max");
-        if pids.exists() {
-            write_file(&pids, &limits.max_procs.to_string(), "cgroup pids.max")?;
-            report.pids_max = true;
-        }
-        if let Some(m) = limits.memory_bytes {
-            let mem = cg.dir.join("memory.max");
-            if mem.exists() {
-                write_file(&mem, &m.to_string(), "cgroup memory.max")?;
-                let swap = cg.dir.join("memory.swap.max");
-                if swap.exists() {
-                    write_file(&swap, "0", "cgroup memory.swap.max")?;
-                }
-                report.memory_max = true;
+    ) -> Result<(RunCgroups, Enforcement), SandboxError> {
+        let mut cgs = RunCgroups::default();
+        match cgs.create_inner(v2_parent, run_id, limits) {
+            Ok(e) => Ok((cgs, e)),
+            Err(e) => {
+                let _ = cgs.kill_and_remove();
+                Err(e)
             }
         }
-        write_file(&cg.dir.join("cgroup.procs"), "0", "join run cgroup")?;
-        Ok((cg, report))
     }
 
-    /// Kill every process in the cgroup and remove it. Safe to call more than once.
-    pub fn kill_and_remove(&self) -> Result<(), SandboxError> {
-        kill_and_remove(&self.dir)
+    fn create_inner(
+        &mut self,
+        v2_parent: Option<&Path>,
+        run_id: &str,
+        limits: &Limits,
+    ) -> Result<Enforcement, SandboxError> {
+        let mut procs = ProcLimit::RlimitNproc;
+        let mut memory = MemLimit::NotRequested;
+        if let Some(parent) = v2_parent {
+            let dir = self.make(parent, run_id, "create run cgroup")?;
+            // A controller's files only exist when the parent delegates it to us.
+            let pids = dir.join("pids.max");
+            if pids.exists() {
+                write_file(&pids, &limits.max_procs.to_string(), "cgroup pids.max")?;
+                procs = ProcLimit::CgroupV2;
+            }
+            if let Some(m) = limits.memory_bytes {
+                let mem = dir.join("memory.max");
+                if mem.exists() {
+                    write_file(&mem, &m.to_string(), "cgroup memory.max")?;
+                    let swap = dir.join("memory.swap.max");
+                    if swap.exists() {
+                        write_file(&swap, "0", "cgroup memory.swap.max")?;
+                    }
+                    memory = MemLimit::CgroupV2;
+                }
+            }
+        }
+        if procs == ProcLimit::RlimitNproc {
+            if let Some(parent) = v1_parent("pids") {
+                let dir = self.make_v1(&parent, run_id, "create run pids cgroup (v1)")?;
+                write_file(
+                    &dir.join("pids.max"),
+                    &limits.max_procs.to_string(),
+                    "cgroup v1 pids.max",
+                )?;
+                procs = ProcLimit::CgroupV1;
+            }
+        }
+        if let (Some(m), MemLimit::NotRequested) = (limits.memory_bytes, memory) {
+            if let Some(parent) = v1_parent("memory") {
+                let dir = self.make_v1(&parent, run_id, "create run memory cgroup (v1)")?;
+                write_file(
+                    &dir.join("memory.limit_in_bytes"),
+                    &m.to_string(),
+                    "cgroup v1 memory.limit_in_bytes",
+                )?;
+                // Memory plus swap, set after the memory limit (it may not be lower).
+                let memsw = dir.join("memory.memsw.limit_in_bytes");
+                let has_memsw = memsw.exists();
+                if has_memsw {
+                    write_file(
+                        &memsw,
+                        &m.to_string(),
+                        "cgroup v1 memory.memsw.limit_in_bytes",
+                    )?;
+                }
+                memory = MemLimit::CgroupV1 { memsw: has_memsw };
+            } else {
+                return Err(SandboxError::Unsupported {
+                    step: "memory limit",
+                    why: "fail closed: memory limit requested but no memory controller is \
+                          available; set limits.memory_bytes: null to run without one"
+                        .to_string(),
+                });
+            }
+        }
+        Ok(Enforcement { procs, memory })
     }
+
+    fn make(
+        &mut self,
+        parent: &Path,
+        run_id: &str,
+        step: &'static str,
+    ) -> Result<PathBuf, SandboxError> {
+        let dir = parent.join(run_id);
+        fs::create_dir(&dir).map_err(|e| SandboxError::sys(step, e))?;
+        self.dirs.push(dir.clone());
+        Ok(dir)
+    }
+
+    /// Like `make`, under a v1 `airlock` parent that a run ending at the same moment may
+    /// just have removed: recreate it and retry.
+    fn make_v1(
+        &mut self,
+        parent: &Path,
+        run_id: &str,
+        step: &'static str,
+    ) -> Result<PathBuf, SandboxError> {
+        let dir = parent.join(run_id);
+        let mut tries = 0;
+        loop {
+            match fs::create_dir(parent) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(SandboxError::sys(step, e)),
+            }
+            match fs::create_dir(&dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 5 => tries += 1,
+                Err(e) => return Err(SandboxError::sys(step, e)),
+            }
+        }
+        self.dirs.push(dir.clone());
+        self.v1_parents.push(parent.to_path_buf());
+        Ok(dir)
+    }
+
+    /// The cgroups a run with this id has on the host right now (v2 under `v2_parent`, and
+    /// the v1 pids and memory hierarchies). For the launcher's backstop after a helper that
+    /// could not clean up (e.g. it was SIGKILLed): `existing(..).kill_and_remove()`.
+    pub fn existing(v2_parent: Option<&Path>, run_id: &str) -> RunCgroups {
+        let v1_parents: Vec<PathBuf> = ["pids", "memory"]
+            .into_iter()
+            .filter_map(v1_parent)
+            .collect();
+        let dirs = v2_parent
+            .map(Path::to_path_buf)
+            .into_iter()
+            .chain(v1_parents.iter().cloned())
+            .map(|p| p.join(run_id))
+            .filter(|d| d.is_dir())
+            .collect();
+        RunCgroups { dirs, v1_parents }
+    }
+
+    /// Move the calling process into every run cgroup (its children will follow).
+    pub fn join(&self) -> Result<(), SandboxError> {
+        for d in &self.dirs {
+            write_file(&d.join("cgroup.procs"), "0", "join run cgroup")?;
+        }
+        Ok(())
+    }
+
+    /// Kill every process in the run's cgroups and remove them. Safe to call more than
+    /// once. Tries every directory even when one fails; returns the first error.
+    pub fn kill_and_remove(&self) -> Result<(), SandboxError> {
+        let mut first = Ok(());
+        for d in &self.dirs {
+            let r = kill_and_remove(d);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        for p in &self.v1_parents {
+            // Fails (EBUSY) while another run is under it; the last one out removes it.
+            let _ = fs::remove_dir(p);
+        }
+        first
+    }
+}
+
+impl std::fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let procs = match self.procs {
+            ProcLimit::CgroupV2 => "per run, cgroup v2 pids.max",
+            ProcLimit::CgroupV1 => "per run, cgroup v1 pids.max",
+            ProcLimit::RlimitNproc => "per uid, RLIMIT_NPROC (no pids cgroup available)",
+        };
+        let memory = match self.memory {
+            MemLimit::NotRequested => "none (limits.memory_bytes is null)",
+            MemLimit::CgroupV2 => "cgroup v2 memory.max",
+            MemLimit::CgroupV1 { memsw: true } => {
+                "cgroup v1 memory.limit_in_bytes and memory.memsw.limit_in_bytes"
+            }
+            MemLimit::CgroupV1 { memsw: false } => "cgroup v1 memory.limit_in_bytes",
+        };
+        write!(f, "process limit: {procs}; memory limit: {memory}")
+    }
+}
+
+/// `<mount of the v1 hierarchy with controller>/<our cgroup there>/airlock`, created if
+/// needed and writable, or None when that hierarchy is not mounted or not usable. Run
+/// cgroups nest under the helper's own cgroup, so limits set above it still apply.
+pub fn v1_parent(controller: &str) -> Option<PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let (mount_root, mount_point) = mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let mut post = post.split_whitespace();
+        let (fstype, _source, opts) = (post.next()?, post.next()?, post.next()?);
+        if fstype != "cgroup" || !opts.split(',').any(|o| o == controller) {
+            return None;
+        }
+        let mut pre = pre.split_whitespace().skip(3);
+        Some((pre.next()?.to_string(), PathBuf::from(pre.next()?)))
+    })?;
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        ctrls.split(',').any(|c| c == controller).then_some(path)
+    })?;
+    // Our cgroup relative to what this mount shows (its root may be a subtree).
+    let rel = Path::new(path).strip_prefix(&mount_root).ok()?;
+    let base = mount_point.join(rel);
+    // Usable: our own cgroup is there and we may create children in it.
+    if !base.join("cgroup.procs").is_file()
+        || nix::unistd::access(&base, nix::unistd::AccessFlags::W_OK).is_err()
+    {
+        return None;
+    }
+    Some(base.join("airlock"))
 }
 
 /// Kill every process in a run cgroup directory and remove it, waiting (bounded) until it
@@ -150,7 +371,10 @@ pub fn prepare_parent() -> Option<PathBuf> {
         }
     }
     // Writable at all? A read-only cgroupfs would make every run fail later.
-    let probe = parent.join(format!("probe-{}", std::process::id()));
+    // Unique per call: concurrent launches in one process must not collide on it.
+    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = parent.join(format!("probe-{}-{n}", std::process::id()));
     fs::create_dir(&probe).ok()?;
     let _ = fs::remove_dir(&probe);
     Some(parent)

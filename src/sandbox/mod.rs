@@ -15,6 +15,7 @@ pub mod seccomp;
 pub mod seccomp_table;
 pub mod spec;
 pub mod status;
+pub mod watch;
 
 pub use error::SandboxError;
 pub use spec::RunSpec;

@@ -5,11 +5,17 @@ use nix::sched::{unshare, CloneFlags};
 
 use super::SandboxError;
 
-/// Unshare every namespace the jail uses. The pid namespace applies to the next child,
-/// which becomes pid 1 of the run.
-pub fn unshare_all() -> Result<(), SandboxError> {
+/// In the helper: a new pid namespace for the next child, which becomes pid 1 of the run.
+/// The helper itself stays in every host namespace, so its cleanup (killing and removing
+/// the run's cgroups by their host paths) sees what the launcher sees.
+pub fn unshare_pid() -> Result<(), SandboxError> {
+    unshare(CloneFlags::CLONE_NEWPID).map_err(|e| SandboxError::errno("unshare pid namespace", e))
+}
+
+/// In pid 1, after it joined the run's cgroups: every other namespace of the jail. The
+/// cgroup namespace is rooted at the run's cgroup because pid 1 joined it first.
+pub fn unshare_rest() -> Result<(), SandboxError> {
     let flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS
         | CloneFlags::CLONE_NEWNET

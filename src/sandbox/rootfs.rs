@@ -2,6 +2,14 @@
 //! directories, a filtered /etc, the workspace and home read-write, private /tmp and
 //! /dev/shm, a minimal /dev, a fresh /proc with its dangerous parts read-only or masked, and
 //! nothing else. Host sockets (/run), the state dir, other homes and /sys are simply absent.
+//!
+//! Known leak, accepted: `/proc/self/mountinfo` in the jail names, for each bind mount, the
+//! directory it shows *within its filesystem* (field 4, e.g. the host path of the workspace
+//! and the home under the state dir) and the backing device (`/dev/vda`). The kernel
+//! derives that from the mount's dentry, so binding from an fd (as done here) or with
+//! `move_mount` does not change it, and a per-process mountinfo cannot be masked without
+//! masking all of /proc/self. It reveals path names only: the state dir itself is not
+//! mounted in the jail, so nothing behind those names is reachable.
 
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

@@ -1,7 +1,7 @@
 //! Seccomp layer of the jail: a filter for the native architecture that lets everything
 //! through except the calls in [`seccomp_table`](super::seccomp_table).
 //!
-//! Three stacked filters (the kernel runs all and takes the strictest verdict):
+//! Stacked filters (the kernel runs all and takes the strictest verdict):
 //! 1. x86_64 only, hand-written: syscalls of the x32 ABI share the x86_64 audit arch but
 //!    carry bit 30 in their number, so a list of x86_64 numbers would not match them. They
 //!    get ENOSYS, as on a kernel built without x32.
@@ -11,6 +11,11 @@
 //!    or query.
 //! 3. `clone3` → ENOSYS: its flags sit in memory that seccomp cannot read, so libc is made to
 //!    fall back to `clone`, whose flags filter 2 inspects.
+//! 4. `socket` and `socketpair` with a family outside
+//!    [`SOCKET_FAMILIES_ALLOWED`](super::seccomp_table::SOCKET_FAMILIES_ALLOWED) →
+//!    EAFNOSUPPORT (an allowlist: families added by future kernels stay closed). The family
+//!    is compared as 32 bits, as the kernel reads an `int`, so junk in the upper half of the
+//!    register can neither smuggle a refused family through nor block an allowed one.
 //!
 //! Each seccompiler filter starts with an architecture check that kills the process on any
 //! other audit arch (e.g. 32-bit `int 0x80` calls on x86_64), so nothing runs unfiltered.
@@ -114,6 +119,30 @@ pub fn clone3_program() -> Result<BpfProgram, SandboxError> {
     BpfProgram::try_from(filter).map_err(build_error)
 }
 
+/// `socket`/`socketpair` with a family not on the allowlist → EAFNOSUPPORT, as BPF.
+pub fn socket_program() -> Result<BpfProgram, SandboxError> {
+    // One rule whose conditions are ANDed: the family differs from every allowed one.
+    let not_allowed = || -> Result<SeccompRule, SandboxError> {
+        let conds = table::SOCKET_FAMILIES_ALLOWED
+            .iter()
+            // The families are small positive c_int constants; the cast is lossless.
+            .map(|&(_, af)| cond(0, SeccompCmpOp::Ne, af as u32 as u64))
+            .collect::<Result<Vec<_>, _>>()?;
+        SeccompRule::new(conds).map_err(build_error)
+    };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(libc::SYS_socket, vec![not_allowed()?]);
+    rules.insert(libc::SYS_socketpair, vec![not_allowed()?]);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EAFNOSUPPORT as u32),
+        ARCH,
+    )
+    .map_err(build_error)?;
+    BpfProgram::try_from(filter).map_err(build_error)
+}
+
 /// x32 syscalls → ENOSYS; other x86_64 calls pass to the next filter; other arches die.
 #[cfg(target_arch = "x86_64")]
 pub fn x32_program() -> BpfProgram {
@@ -156,10 +185,12 @@ fn load(program: &BpfProgram) -> Result<(), SandboxError> {
 pub fn install() -> Result<(), SandboxError> {
     let deny = deny_program()?;
     let clone3 = clone3_program()?;
+    let socket = socket_program()?;
     #[cfg(target_arch = "x86_64")]
     load(&x32_program())?;
     load(&deny)?;
     load(&clone3)?;
+    load(&socket)?;
     Ok(())
 }
 
@@ -184,6 +215,7 @@ mod tests {
         assert!(deny.len() > table::unconditional().len() + 4);
         assert!(deny.len() < 4096);
         assert!(!clone3_program().unwrap().is_empty());
+        assert!(!socket_program().unwrap().is_empty());
     }
 
     #[test]
@@ -198,6 +230,8 @@ mod tests {
             libc::SYS_clone3,
             libc::SYS_ioctl,
             libc::SYS_personality,
+            libc::SYS_socket,
+            libc::SYS_socketpair,
         ] {
             assert!(!nrs.contains(&special));
         }

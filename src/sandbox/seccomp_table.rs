@@ -167,3 +167,16 @@ pub const IOCTL_REQUESTS: &[(&str, u64)] = &[
 /// personality(2) values still allowed: the default and the query. Anything else (e.g.
 /// ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC) weakens the process's own hardening.
 pub const PERSONALITY_ALLOWED: &[u64] = &[0, 0xffff_ffff];
+
+/// Socket address families a run may create (`socket`, `socketpair`); every other family
+/// gets EAFNOSUPPORT, as from a kernel built without it. Unix sockets for local IPC,
+/// IPv4/IPv6 for the gateway on loopback (the net namespace has nothing else), netlink for
+/// the interface queries libc makes (getaddrinfo, getifaddrs). Refused, among others:
+/// AF_VSOCK (the hypervisor and other guests answer on it, outside the net namespace),
+/// AF_PACKET, AF_BLUETOOTH, AF_ALG (kernel crypto), AF_KEY, AF_RDS, AF_TIPC, AF_XDP.
+pub const SOCKET_FAMILIES_ALLOWED: &[(&str, libc::c_int)] = &[
+    ("AF_UNIX", libc::AF_UNIX),
+    ("AF_INET", libc::AF_INET),
+    ("AF_INET6", libc::AF_INET6),
+    ("AF_NETLINK", libc::AF_NETLINK),
+];

@@ -51,7 +51,20 @@ pub struct Limits {
     pub shm_bytes: u64,
     /// Most open files per process.
     pub nofile: u64,
+    /// Wall-clock budget of the run in milliseconds, counted from the helper's start. The
+    /// helper enforces it itself (SIGTERM to every process of the run, then SIGKILL after
+    /// [`Limits::grace_ms`]), so a run cannot outlive its budget even when the launcher's
+    /// own watcher is gone. `None`: no deadline. Absent in older specs.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// Time between SIGTERM and SIGKILL when the deadline is reached; `None` means
+    /// [`DEFAULT_GRACE_MS`].
+    #[serde(default)]
+    pub grace_ms: Option<u64>,
 }
+
+/// Grace between SIGTERM and SIGKILL when a spec does not say.
+pub const DEFAULT_GRACE_MS: u64 = 3000;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -61,6 +74,8 @@ impl Default for Limits {
             tmp_bytes: 256 << 20,
             shm_bytes: 64 << 20,
             nofile: 1024,
+            deadline_ms: None,
+            grace_ms: None,
         }
     }
 }
@@ -124,6 +139,43 @@ fn invalid(step: &'static str, why: impl Into<String>) -> SandboxError {
 }
 
 impl RunSpec {
+    /// The workspace's mount point is created and bound by root (pid 1) inside the jail's
+    /// new root, at the workspace's own path. That walk must never pass through a directory
+    /// the agent controls, or a symlink the agent planted there would redirect root's
+    /// mkdir and bind (onto a system directory of the jail, or onto a host path):
+    /// - not at or under the instance's home, on the host or at its jail path
+    ///   (`/home/<instance>`, where the agent-owned home is mounted);
+    /// - not containing the home either (the two binds would overlap);
+    /// - not at or under a hidden path (the state dir: other instances' homes, run
+    ///   records), except the launcher's own fresh per-run workspace
+    ///   `<hidden>/runs/<run_id>/workspace`.
+    fn check_workspace_placement(&self) -> Result<(), SandboxError> {
+        const STEP: &str = "validate spec";
+        let ws = &self.workspace;
+        if ws.starts_with(&self.home) || ws.starts_with(self.jail_home()) {
+            return Err(invalid(
+                STEP,
+                "workspace must not be at or under the instance's home",
+            ));
+        }
+        if self.home.starts_with(ws) {
+            return Err(invalid(
+                STEP,
+                "workspace must not contain the instance's home",
+            ));
+        }
+        for h in &self.hide {
+            let own_run = h.join("runs").join(&self.run_id).join("workspace");
+            if ws.starts_with(h) && *ws != own_run {
+                return Err(invalid(
+                    STEP,
+                    "workspace must not be at or under a path hidden from the jail (the state directory)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Where the home is mounted inside the jail.
     pub fn jail_home(&self) -> PathBuf {
         PathBuf::from("/home").join(&self.instance)
@@ -179,6 +231,7 @@ impl RunSpec {
                 return Err(invalid(STEP, "hide entries must be absolute plain paths"));
             }
         }
+        self.check_workspace_placement()?;
         if self.argv.is_empty() || self.argv[0].is_empty() {
             return Err(invalid(STEP, "argv must name a program"));
         }
@@ -207,6 +260,17 @@ impl RunSpec {
             return Err(invalid(
                 STEP,
                 "limits: max_procs >= 1, nofile >= 16, tmp_bytes and shm_bytes > 0",
+            ));
+        }
+        if l.deadline_ms == Some(0) {
+            return Err(invalid(STEP, "limits: deadline_ms must be at least 1"));
+        }
+        // Kept well below what poll's int millisecond timeout and Instant can take.
+        const MAX_MS: u64 = 1 << 40;
+        if l.deadline_ms.unwrap_or(0) > MAX_MS || l.grace_ms.unwrap_or(0) > MAX_MS {
+            return Err(invalid(
+                STEP,
+                "limits: deadline_ms and grace_ms must be below 2^40",
             ));
         }
         if let Some(p) = &self.cgroup_parent {
@@ -272,6 +336,37 @@ mod tests {
             let mut s = sample();
             s.workspace = ws.into();
             assert!(s.validate().is_err(), "{ws} accepted");
+        }
+    }
+
+    #[test]
+    fn refuses_workspace_in_home_or_state_dir() {
+        for ws in [
+            "/var/lib/airlock/homes/tess",
+            "/var/lib/airlock/homes/tess/proj",
+            "/home/tess",
+            "/home/tess/proj",
+            "/var/lib/airlock/homes/max",
+            "/var/lib/airlock/runs/r-other/workspace",
+            "/var/lib/airlock/runs/r-20260101-abcdef",
+            "/var/lib/airlock",
+        ] {
+            let mut s = sample();
+            s.workspace = ws.into();
+            assert!(s.validate().is_err(), "{ws} accepted");
+        }
+        // The home inside the workspace.
+        let mut s = sample();
+        s.home = "/srv/work/ws/home".into();
+        assert!(s.validate().is_err());
+        // The launcher's own fresh workspace of this run is fine, and so is /home/other.
+        for ws in [
+            "/var/lib/airlock/runs/r-20260101-abcdef/workspace",
+            "/home/max/proj",
+        ] {
+            let mut s = sample();
+            s.workspace = ws.into();
+            s.validate().unwrap();
         }
     }
 
