@@ -261,8 +261,14 @@ impl Drop for Env {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // Test hygiene only: these uids belong to this test alone.
         for u in [self.uid, self.uid + 1] {
-            airlock::supervisor::process::kill_uid(u);
+            for pid in airlock::supervisor::process::pids_of_uid(u) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
         }
     }
 }
@@ -735,8 +741,10 @@ fn kill9_mid_run_then_restart_aborts_the_orphan() {
     let mut child = env.child.take().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
-    // Nobody supervises the run now, and it is still there.
-    assert!(!pids(env.uid).is_empty(), "the orphan died with the daemon");
+    // Nobody supervises the run now: its jail helper sees the daemon's end of the lifeline
+    // close and kills the whole run on its own, before any restart.
+    let gone = poll(10, || pids(env.uid).is_empty().then_some(()));
+    assert!(gone.is_some(), "the run outlived its supervisor");
     assert!(ledger_closed(&env.ledger(), &run).is_none());
 
     env.start();
@@ -1001,7 +1009,9 @@ fn delegated_cgroup_layout_and_recovery() {
     let mut child = env.child.take().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(!pids(env.uid).is_empty());
+    // The helper kills the run when the daemon's lifeline closes; the restart's recovery
+    // removes whatever cgroup is left and closes the record.
+    assert!(poll(10, || pids(env.uid).is_empty().then_some(())).is_some());
     env.start();
     assert!(poll(10, || pids(env.uid).is_empty().then_some(())).is_some());
     assert!(!run_cg.exists(), "the orphan's cgroup is still there");

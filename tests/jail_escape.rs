@@ -956,3 +956,28 @@ fn a_workspace_inside_the_instance_home_is_refused_before_root_walks_it() {
         err(&o)
     );
 }
+
+/// The launcher is multi-threaded and holds the write end of the helper's lifeline; when it
+/// is SIGKILLed mid-run, the helper kills the whole run on its own.
+#[test]
+fn a_run_dies_with_its_sigkilled_standalone_launcher() {
+    let (env, uids) = Env::new(&["tess"]);
+    let mut launcher = env
+        .cmd("tess", &[], &["/bin/sh", "-c", "sleep 100 & sleep 100"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        pids_of_uid(uids[0]).len() >= 2
+    });
+    assert!(started, "the run did not start");
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    let gone = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        pids_of_uid(uids[0]).is_empty()
+    });
+    assert!(gone, "the run outlived its SIGKILLed launcher");
+}

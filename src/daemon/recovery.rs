@@ -1,13 +1,14 @@
 //! Crash recovery, before airlockd says READY: every run the ledger still has open was left
-//! behind by a daemon that died. Nobody supervises it, so it is killed (its cgroup, then
-//! every process of its uid as a backstop) and its record is closed as aborted.
+//! behind by a daemon that died. Nobody supervises it, so it is killed and its record is
+//! closed as aborted. Its jail helper already killed it when the daemon's end of the
+//! lifeline pipe closed; what is left to do here is to kill and remove its cgroups. Nothing
+//! is killed by uid: a standalone run of the same instance may be alive and supervised.
 
 use std::path::Path;
 
 use crate::journal::{EventKind, JournalConfig, RunFields, RunJournal};
 use crate::sandbox::limits;
 use crate::supervisor::ledger::{self, Ledger, LedgerEvent, Outcome, RunClosed};
-use crate::supervisor::process;
 
 pub const REASON: &str = "airlockd restarted; the run was not supervised";
 
@@ -22,11 +23,7 @@ pub fn recover(
     let open = ledger::open_runs(ledger.path()).map_err(|e| e.to_string())?;
     let parent = cgroup_parent;
     for run in &open {
-        if let Some(parent) = &parent {
-            // A leftover cgroup that will not go away still has the uid backstop below.
-            let _ = limits::kill_and_remove(&parent.join(&run.run));
-        }
-        process::kill_uid(run.uid);
+        let _ = limits::RunCgroups::existing(parent, &run.run).kill_and_remove();
         let fields = RunFields {
             run: run.run.clone(),
             role: run.role.clone(),

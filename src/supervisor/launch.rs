@@ -138,6 +138,17 @@ pub fn deadline(role_secs: Option<u64>, max_seconds: Option<u64>) -> Option<Dura
     secs.map(Duration::from_secs)
 }
 
+/// The helper enforces the deadline too, a little after the supervisor would, so a run
+/// whose supervisor is stuck still ends; the supervisor's own watcher records the outcome.
+fn helper_limits(cfg: &Config, deadline: Option<Duration>) -> crate::sandbox::spec::Limits {
+    const MARGIN: Duration = Duration::from_secs(5);
+    let grace = Duration::from_secs(cfg.grace_seconds);
+    let mut limits = cfg.limits.clone();
+    limits.grace_ms = Some(grace.as_millis() as u64);
+    limits.deadline_ms = deadline.map(|d| (d + grace + MARGIN).as_millis() as u64);
+    limits
+}
+
 /// Check everything and create the run directory and workspace. Nothing runs yet.
 /// `role` is the role as the catalog resolved it (validated, rails and class checked).
 pub fn prepare(
@@ -217,6 +228,7 @@ pub fn prepare_in(
             w
         }
     };
+    let deadline = deadline(loaded.role.max_run_seconds(), req.max_seconds);
     let spec = RunSpec {
         run_id,
         role: loaded.role.role.clone(),
@@ -229,13 +241,13 @@ pub fn prepare_in(
         env: Vec::new(),
         hide: vec![cfg.state_dir.clone(), cfg.socket.clone()],
         connect_tcp: Vec::new(),
-        limits: cfg.limits.clone(),
+        limits: helper_limits(cfg, deadline),
         cgroup_parent,
     };
     spec.validate()
         .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
     Ok(Prepared {
-        deadline: deadline(loaded.role.max_run_seconds(), req.max_seconds),
+        deadline,
         spec,
         run_dir,
     })

@@ -126,6 +126,9 @@ pub struct Spawned {
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
     spec_json: Vec<u8>,
+    /// Write end of the helper's lifeline: while this process holds it the run lives; if
+    /// this process dies, the kernel closes it and the helper kills the run.
+    lifeline: OwnedFd,
 }
 
 impl Spawned {
@@ -192,9 +195,14 @@ pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
     let (st_r, st_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
         .map_err(|e| LaunchError::Io(format!("status pipe: {e}")))?;
     let st_w_raw = st_w.as_raw_fd();
+    let (life_r, life_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| LaunchError::Io(format!("lifeline pipe: {e}")))?;
+    let life_r_raw = life_r.as_raw_fd();
     let mut cmd = Command::new(&jail);
     cmd.arg("--status-fd")
         .arg("3")
+        .arg("--lifeline-fd")
+        .arg("4")
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -202,11 +210,10 @@ pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
     // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            if st_w_raw == 3 {
-                if libc::fcntl(3, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(st_w_raw, 3) != 3 {
+            // Move both ends clear of 3 and 4 first, so one dup2 cannot clobber the other.
+            let st = libc::fcntl(st_w_raw, libc::F_DUPFD_CLOEXEC, 10);
+            let life = libc::fcntl(life_r_raw, libc::F_DUPFD_CLOEXEC, 10);
+            if st < 0 || life < 0 || libc::dup2(st, 3) != 3 || libc::dup2(life, 4) != 4 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -219,6 +226,7 @@ pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
         ))
     })?;
     drop(st_w);
+    drop(life_r);
     let pidfd = pidfd_open(child.id());
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -229,6 +237,7 @@ pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
         stdout,
         stderr,
         spec_json,
+        lifeline: life_w,
     })
 }
 
@@ -252,33 +261,13 @@ fn pump(
         })
 }
 
-/// Kill anything of the run that is still alive: the cgroup if there is one, else every
-/// process of the instance uid on the host.
+/// Kill anything of the run that is still alive and remove its cgroups. The run's pid
+/// namespace already died with its pid 1 (the helper kills it on every exit path); this
+/// is for cgroups a SIGKILLed helper left behind. Never kills by uid: another run of the
+/// same instance may be alive.
 pub fn backstop(spec: &RunSpec) {
-    if let Some(parent) = &spec.cgroup_parent {
-        let dir = parent.join(&spec.run_id);
-        if limits::kill_and_remove(&dir).is_ok() {
-            return;
-        }
-    }
-    kill_uid(spec.uid);
-}
-
-/// SIGKILL every host process whose real uid is `uid`, until none is left (bounded).
-pub fn kill_uid(uid: u32) {
-    for _ in 0..100 {
-        let pids = pids_of_uid(uid);
-        if pids.is_empty() {
-            return;
-        }
-        for pid in pids {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let _ =
+        limits::RunCgroups::existing(spec.cgroup_parent.as_deref(), &spec.run_id).kill_and_remove();
 }
 
 /// Host pids whose real uid is `uid`.
@@ -327,6 +316,8 @@ pub fn supervise(
         stdout: out_pipe,
         stderr: err_pipe,
         spec_json,
+        // Held until this function returns: the run lives while we supervise it.
+        lifeline: _lifeline,
     } = sp;
     let started = Instant::now();
     let mut pumps = Vec::new();
