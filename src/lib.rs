@@ -20,3 +20,4 @@ pub mod role;
 pub mod sandbox;
 pub mod schedule;
 pub mod supervisor;
+pub mod terminal;

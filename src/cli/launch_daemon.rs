@@ -1,6 +1,7 @@
 //! `airlockctl launch` through airlockd (without `--standalone`): ask for the run, then
 //! either print its id, or stream its output and exit with its exit code.
 
+use crate::terminal::TerminalSafe;
 use std::io::{BufWriter, Write};
 
 use super::launch::LaunchArgs;
@@ -55,8 +56,9 @@ pub fn run(ctx: &Ctx, args: &LaunchArgs) -> i32 {
 
 /// Read frames until the run is started (without wait) or has exited (with wait).
 fn follow(client: &mut Client, wait: bool) -> Result<i32, ClientError> {
-    let mut stdout = BufWriter::new(std::io::stdout().lock());
-    let mut stderr = BufWriter::new(std::io::stderr().lock());
+    // The agent's output: escaped when shown on a terminal, exact into a pipe.
+    let mut stdout = BufWriter::new(TerminalSafe::stdout());
+    let mut stderr = BufWriter::new(TerminalSafe::stderr());
     let mut run: Option<String> = None;
     // Output goes where the run wrote it; a closed stdout (`| head`) must not stop us from
     // reading on to the exit code, so write errors are ignored.

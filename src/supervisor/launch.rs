@@ -18,6 +18,7 @@ use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::process::{self, Ending, Milestone, RunControl, WriteSink};
 use crate::supervisor::workspace;
+use crate::terminal::TerminalSafe;
 
 pub use crate::supervisor::process::pids_of_uid;
 
@@ -253,6 +254,41 @@ pub fn prepare_in(
     })
 }
 
+/// Most bytes of each stream kept in `output.log`: a run that floods its output cannot fill
+/// the state directory's filesystem. What is past the cap is drained and dropped.
+const OUTPUT_LOG_CAP: u64 = 256 << 20;
+
+struct Capped<W: Write> {
+    inner: W,
+    left: u64,
+}
+
+impl<W: Write> Capped<W> {
+    fn new(inner: W) -> Self {
+        Capped {
+            inner,
+            left: OUTPUT_LOG_CAP,
+        }
+    }
+}
+
+impl<W: Write> Write for Capped<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        if n > 0 {
+            self.inner.write_all(&buf[..n])?;
+            self.left -= n as u64;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 fn append_log(run_dir: &Path, line: &str) {
     if let Ok(mut f) = fs::OpenOptions::new()
         .create(true)
@@ -268,7 +304,10 @@ fn append_log(run_dir: &Path, line: &str) {
 /// to ours; otherwise to `<run_dir>/output.log`. Blocks until the run is over.
 pub fn execute(p: &Prepared, stream: bool) -> Result<RunOutcome, LaunchError> {
     let (out, err): (Box<dyn Write + Send>, Box<dyn Write + Send>) = if stream {
-        (Box::new(std::io::stdout()), Box::new(std::io::stderr()))
+        (
+            Box::new(TerminalSafe::stdout()),
+            Box::new(TerminalSafe::stderr()),
+        )
     } else {
         let path = p.run_dir.join("output.log");
         let f = fs::OpenOptions::new()
@@ -280,7 +319,7 @@ pub fn execute(p: &Prepared, stream: bool) -> Result<RunOutcome, LaunchError> {
         let f2 = f
             .try_clone()
             .map_err(|e| io_err("cannot open output log", &path, e))?;
-        (Box::new(f), Box::new(f2))
+        (Box::new(Capped::new(f)), Box::new(Capped::new(f2)))
     };
     let spawned = process::spawn(p)?;
     let ctl = RunControl::new(p.deadline, GRACE);
