@@ -6,10 +6,8 @@
 //! < 200 ms for 1,000 role files.
 
 use airlock::catalog::Catalog;
-use airlock::policy::bash::{ArgGuards, BashPolicy};
-use airlock::policy::resource::ResourcePolicy;
-use airlock::policy::tool::ToolPolicy;
 use airlock::policy::Policies;
+use airlock::policy::RolePolicy;
 use airlock::role::Role;
 use serde_json::{json, Value};
 use std::hint::black_box;
@@ -79,7 +77,11 @@ fn main() {
     let role: Role = serde_yaml::from_str(ROLE).expect("bench role parses");
     let min = Duration::from_secs(2);
 
-    let bash = BashPolicy::compile(role.bash_prefixes(), &ArgGuards::builtin());
+    // The engine the gateway calls: the role's grants under the shipped policies, with the
+    // rails checked on every call.
+    let policies = Policies::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies"))
+        .expect("shipped policies load");
+    let engine = RolePolicy::compile(&role, &policies);
     let commands = [
         "git log --oneline -n 20",
         "git status -sb",
@@ -100,10 +102,9 @@ fn main() {
         "cat \"file with spaces.txt\"",
         "g\u{0456}t log",
     ];
-    let r = rate(&commands, min, |c| bash.decide(c).allow);
+    let r = rate(&commands, min, |c| engine.bash(c).allow);
     println!("bash decisions/s: {r:.0}");
 
-    let tools = ToolPolicy::compile(&role);
     let calls: Vec<(&str, &str, Value)> = vec![
         ("board", "board_read", Value::Null),
         (
@@ -138,10 +139,9 @@ fn main() {
         ("unknown", "get_issue", Value::Null),
         ("github", "bad name", Value::Null),
     ];
-    let r = rate(&calls, min, |(c, t, a)| tools.decide(c, t, a).allow);
+    let r = rate(&calls, min, |(c, t, a)| engine.tool(c, t, a).allow);
     println!("tool decisions/s: {r:.0}");
 
-    let resources = ResourcePolicy::compile(&role);
     let uris = [
         ("files", "file:///data/report.csv"),
         ("files", "file:///data/a/b/c/d.txt"),
@@ -155,7 +155,7 @@ fn main() {
         ("files", "https://example.com/x?y=1#z"),
         ("other", "file:///data/x"),
     ];
-    let r = rate(&uris, min, |(c, u)| resources.decide(c, u).allow);
+    let r = rate(&uris, min, |(c, u)| engine.resource(c, u).allow);
     println!("resource decisions/s: {r:.0}");
 
     role_load();

@@ -52,46 +52,30 @@ impl Catalog {
                     continue;
                 }
             };
-            for (name, folder) in folders {
-                let file = folder.join("role.yaml");
-                if is_legacy_alias(&name) {
-                    problems.push(Problem::new(
-                        &file,
-                        "",
-                        format!(
-                            "`{name}` is a legacy alias of `{}` and cannot be defined or \
-                             redefined; move this role to {}/",
-                            canonicalize(&name),
-                            canonicalize(&name)
-                        ),
-                    ));
-                    continue;
-                }
+            // Reading and checking one folder is independent of every other: spread the
+            // work over the cores (a reload of many roles), then merge in name order.
+            let checked = parallel_map(&folders, |(name, folder)| {
+                check_folder(name, folder, policies)
+            });
+            for ((name, _), result) in folders.into_iter().zip(checked) {
                 // Whatever happens next, this layer now decides this class.
                 entries.remove(&name);
-                let loaded = match role::load_role_dir(&folder) {
-                    Ok(l) => l,
-                    Err(mut p) => {
-                        problems.append(&mut p);
-                        continue;
+                match result {
+                    Ok(loaded) => {
+                        let authority = policies.classes.authority_of(&name).to_vec();
+                        entries.insert(
+                            name.clone(),
+                            CatalogEntry {
+                                loaded,
+                                class: name,
+                                authority,
+                                layer,
+                                layer_dir: dir.clone(),
+                            },
+                        );
                     }
-                };
-                let mut refusals = rails::check_role(&loaded, policies);
-                if !refusals.is_empty() {
-                    problems.append(&mut refusals);
-                    continue;
+                    Err(mut p) => problems.append(&mut p),
                 }
-                let authority = policies.classes.authority_of(&name).to_vec();
-                entries.insert(
-                    name.clone(),
-                    CatalogEntry {
-                        loaded,
-                        class: name,
-                        authority,
-                        layer,
-                        layer_dir: dir.clone(),
-                    },
-                );
             }
         }
         (Catalog { entries }, problems)
@@ -114,6 +98,53 @@ impl Catalog {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// One role folder: not a legacy alias, schema-valid, and within every rail and class rule.
+fn check_folder(
+    name: &str,
+    folder: &Path,
+    policies: &Policies,
+) -> Result<LoadedRole, Vec<Problem>> {
+    if is_legacy_alias(name) {
+        return Err(vec![Problem::new(
+            &folder.join("role.yaml"),
+            "",
+            format!(
+                "`{name}` is a legacy alias of `{}` and cannot be defined or redefined; move \
+                 this role to {}/",
+                canonicalize(name),
+                canonicalize(name)
+            ),
+        )]);
+    }
+    let loaded = role::load_role_dir(folder)?;
+    let refusals = rails::check_role(&loaded, policies);
+    if refusals.is_empty() {
+        Ok(loaded)
+    } else {
+        Err(refusals)
+    }
+}
+
+/// `f` over `items` on every available core, results in the order of `items`.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 || items.len() < 16 {
+        return items.iter().map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(cores);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            // A worker fails only by panicking, as the same call would on this thread.
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }
 
 /// Subfolders of `dir` that hold a `role.yaml`, sorted by name. Hidden folders are skipped.

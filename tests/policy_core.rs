@@ -314,8 +314,9 @@ fn hire_fire_and_control_tools_are_refused() {
     assert!(p.rails.forbidden_tool("board_delete_post").is_some());
     assert!(p.rails.forbidden_tool("Airlock_Hire").is_some());
     assert!(p.rails.forbidden_tool("board_post").is_none());
-    assert!(p.rails.forbidden_command("git push origin x").is_some());
-    assert!(p.rails.forbidden_command("git log").is_none());
+    let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+    assert!(p.rails.forbidden_argv(&argv("git push origin x")).is_some());
+    assert!(p.rails.forbidden_argv(&argv("git log")).is_none());
     for ok in [
         "board_*",
         "board_post",

@@ -4,7 +4,7 @@
 //! broad grant (`github_*`, `git log`) could still reach.
 
 use super::bash::{lex, BashPolicy};
-use super::rails::Rails;
+use super::rails::{Rails, ToolRail};
 use super::resource::ResourcePolicy;
 use super::tool::ToolPolicy;
 use super::{Decision, Policies};
@@ -16,6 +16,61 @@ pub struct RolePolicy {
     tool: ToolPolicy,
     resource: ResourcePolicy,
     rails: Rails,
+    tool_rails: ToolRailSet,
+}
+
+/// Every tool rail's globs as one case-insensitive regex set: one pass over the tool name
+/// per call instead of one glob match per forbidden pattern.
+#[derive(Debug, Clone)]
+struct ToolRailSet {
+    /// `None` when the set cannot be built; then each glob is matched in turn.
+    set: Option<regex::RegexSet>,
+    /// For each pattern of `set`, the index of its rail in `Rails::tools`.
+    rail_of: Vec<usize>,
+}
+
+impl ToolRailSet {
+    fn compile(rails: &Rails) -> ToolRailSet {
+        let mut patterns = Vec::new();
+        let mut rail_of = Vec::new();
+        for (i, rail) in rails.tools.iter().enumerate() {
+            for glob in &rail.globs {
+                patterns.push(glob_regex(glob));
+                rail_of.push(i);
+            }
+        }
+        let set = regex::RegexSetBuilder::new(&patterns)
+            .case_insensitive(true)
+            .build()
+            .ok();
+        ToolRailSet { set, rail_of }
+    }
+
+    fn find<'r>(&self, rails: &'r Rails, tool: &str) -> Option<&'r ToolRail> {
+        match &self.set {
+            Some(set) => set
+                .matches(tool)
+                .iter()
+                .next()
+                .and_then(|p| self.rail_of.get(p))
+                .and_then(|&i| rails.tools.get(i)),
+            None => rails.forbidden_tool(tool),
+        }
+    }
+}
+
+/// A rail glob (`*` any run, `?` one character) as an anchored regular expression.
+fn glob_regex(glob: &str) -> String {
+    let mut re = String::from("^");
+    for c in glob.chars() {
+        match c {
+            '*' => re.push_str(".*"),
+            '?' => re.push('.'),
+            c => re.push_str(&regex::escape(c.encode_utf8(&mut [0u8; 4]))),
+        }
+    }
+    re.push('$');
+    re
 }
 
 impl RolePolicy {
@@ -25,28 +80,29 @@ impl RolePolicy {
             tool: ToolPolicy::compile(role),
             resource: ResourcePolicy::compile(role),
             rails: policies.rails.clone(),
+            tool_rails: ToolRailSet::compile(&policies.rails),
         }
     }
 
     /// An agent's bash command string, as it sent it.
     pub fn bash(&self, command: &str) -> Decision {
-        let decision = self.bash.decide(command);
+        let argv = match lex(command) {
+            Ok(argv) => argv,
+            Err(_) => return self.bash.decide(command),
+        };
+        let decision = self.bash.decide_argv(&argv);
         if !decision.allow {
             return decision;
         }
-        // The engine allowed it, so it lexes; compare the dequoted words with the rails.
-        match lex(command) {
-            Ok(argv) => match self.rails.forbidden_command(&argv.join(" ")) {
-                Some(rail) => Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
-                None => decision,
-            },
-            Err(e) => Decision::deny(format!("lexer: {}", e.construct()), e.hint().to_string()),
+        match self.rails.forbidden_argv(&argv) {
+            Some(rail) => Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
+            None => decision,
         }
     }
 
     /// An MCP tool call through the gateway.
     pub fn tool(&self, connector: &str, tool: &str, args: &serde_json::Value) -> Decision {
-        match self.rails.forbidden_tool(tool) {
+        match self.tool_rails.find(&self.rails, tool) {
             Some(rail) => Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
             None => self.tool.decide(connector, tool, args),
         }
@@ -55,5 +111,37 @@ impl RolePolicy {
     /// An MCP resource read through the gateway.
     pub fn resource(&self, connector: &str, uri: &str) -> Decision {
         self.resource.decide(connector, uri)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_regex_set_agrees_with_the_glob_matcher() {
+        let policies =
+            Policies::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies"))
+                .expect("shipped policies");
+        let set = ToolRailSet::compile(&policies.rails);
+        assert!(set.set.is_some());
+        for tool in [
+            "board_read",
+            "github_delete_repo",
+            "Airlock_Hire",
+            "fire",
+            "fire_agent",
+            "campfire",
+            "get_hired",
+            "list.fire.x",
+            "purge",
+            "bind_credential_x",
+            "drop_table_users",
+            "x",
+        ] {
+            let a = set.find(&policies.rails, tool).map(|r| &r.rule);
+            let b = policies.rails.forbidden_tool(tool).map(|r| &r.rule);
+            assert_eq!(a, b, "{tool}");
+        }
     }
 }

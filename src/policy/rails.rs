@@ -135,9 +135,12 @@ impl Rails {
             .find(|r| r.globs.iter().any(|g| glob_match(g, name)))
     }
 
-    /// Call-time check for the bash decision: the rail whose prefix `command` starts with.
-    pub fn forbidden_command(&self, command: &str) -> Option<&BashRail> {
-        let cmd = normalize_prefix(command);
+    /// Call-time check on a lexed argv (quotes already gone, program a bare name): the rail
+    /// whose prefix its words start with. It runs on every bash call.
+    pub fn forbidden_argv(&self, argv: &[String]) -> Option<&BashRail> {
+        // One joined string, then a byte comparison per forbidden prefix. A word with a
+        // space inside (`'push origin'`) joins like two: that can only refuse more.
+        let cmd = argv.join(" ");
         self.bash
             .iter()
             .find(|r| r.prefixes.iter().any(|f| token_prefix(f, &cmd)))
@@ -626,6 +629,28 @@ mod tests {
             }
             proptest::prop_assert_eq!(wildcard(p.as_bytes(), s.as_bytes(), false, true), any);
         }
+    }
+
+    #[test]
+    fn forbidden_argv_compares_whole_words() {
+        let rails = Rails {
+            bash: vec![BashRail {
+                rule: "hard-wait-push".into(),
+                reason: "r".into(),
+                prefixes: vec!["git push origin".into(), "sudo".into()],
+            }],
+            tools: vec![],
+        };
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert!(rails
+            .forbidden_argv(&argv("git push origin main"))
+            .is_some());
+        assert!(rails.forbidden_argv(&argv("git push origin")).is_some());
+        assert!(rails.forbidden_argv(&argv("git push")).is_none());
+        assert!(rails.forbidden_argv(&argv("git pushy origin")).is_none());
+        assert!(rails.forbidden_argv(&argv("sudo -i")).is_some());
+        assert!(rails.forbidden_argv(&argv("sudoedit x")).is_none());
+        assert!(rails.forbidden_argv(&[]).is_none());
     }
 
     #[test]

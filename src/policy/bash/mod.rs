@@ -43,16 +43,20 @@ impl BashPolicy {
     }
 
     pub fn decide(&self, cmd: &str) -> Decision {
-        let argv = match lex(cmd) {
-            Ok(argv) => argv,
-            Err(e) => {
-                return Decision::deny(
-                    format!("lexer: {}", e.construct()),
-                    format!("refused construct: {}; {}", e.construct(), e.hint()),
-                )
-            }
+        match lex(cmd) {
+            Ok(argv) => self.decide_argv(&argv),
+            Err(e) => Decision::deny(
+                format!("lexer: {}", e.construct()),
+                format!("refused construct: {}; {}", e.construct(), e.hint()),
+            ),
+        }
+    }
+
+    /// Decide an argv that [`lex`] produced (never empty).
+    pub fn decide_argv(&self, argv: &[String]) -> Decision {
+        let Some(program) = argv.first() else {
+            return Decision::deny("lexer: empty command", "send a command");
         };
-        let program = &argv[0];
         if !is_program_name(program) {
             let why = if program.contains('/') {
                 "the program must be a bare command name, not a path"
@@ -66,7 +70,7 @@ impl BashPolicy {
         } else {
             "(long program name)"
         };
-        if let Some(hit) = self.guards.check(&argv) {
+        if let Some(hit) = self.guards.check(argv) {
             if hit.what == "wrapper" {
                 return Decision::deny(
                     format!("guard: wrapper {shown}"),
@@ -81,7 +85,7 @@ impl BashPolicy {
                 ),
             );
         }
-        match self.prefixes.find(&argv) {
+        match self.prefixes.find(argv) {
             Some(m) => Decision::allow(
                 format!("run.bash[{}]", m.index),
                 format!("allowed by the prefix \"{}\"", m.text),
