@@ -19,10 +19,9 @@ BIN=$PWD/target/release
 W=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 UID_=1880099900
-mkdir -p "$W/roles/code" "$W/home" "$W/ws"
-printf 'schema: 1\nrole: code\nlevel: L2\nbrief: brief.md\nwrites: {}\ntools: {}\nbudget:\n  minutes_per_run: 10\n' >"$W/roles/code/role.yaml"
-echo work >"$W/roles/code/brief.md"
-printf 'roles: [roles]\nstate_dir: state\ninstances:\n  bench: {role: code, uid: %s}\n' "$UID_" >"$W/airlock.yaml"
+mkdir -p "$W/home" "$W/ws"
+# The shipped roles and policies: the launch goes through the same catalog as production.
+printf 'roles: [%s/roles]\npolicies: %s/policies\nstate_dir: state\ninstances:\n  bench: {role: code, uid: %s}\n' "$PWD" "$PWD" "$UID_" >"$W/airlock.yaml"
 chown "$UID_:$UID_" "$W/home" "$W/ws"
 CG=""
 if [ -d /sys/fs/cgroup/unified ]; then CG=null; fi
@@ -34,8 +33,9 @@ cat >"$W/spec.json" <<JSON
 JSON
 
 # Fail loudly if any variant does not work before timing it.
-"$BIN/airlock-jail" <"$W/spec.json" 2>/dev/null
-"$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait -- /bin/true 2>/dev/null
+"$BIN/airlock-jail" <"$W/spec.json" >/dev/null || { echo "jail.sh: airlock-jail fails" >&2; exit 1; }
+"$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait -- /bin/true >/dev/null 2>&1 \
+  || { echo "jail.sh: the standalone launch fails:" >&2; "$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait -- /bin/true; exit 1; }
 BWRAP=(bwrap --unshare-all --die-with-parent --new-session --cap-drop ALL --ro-bind /usr /usr
        --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64
        --proc /proc --dev /dev /bin/true)

@@ -81,6 +81,36 @@ impl Catalog {
         (Catalog { entries }, problems)
     }
 
+    /// Load just the role `requested` resolves to, by the same rules as [`Catalog::load`]:
+    /// canonical name first, the last layer that has the folder decides, and a failing
+    /// override hides the baseline. For a one-off launch, which needs one role, not all.
+    /// `Ok(None)`: no layer has it.
+    pub fn load_one(
+        role_dirs: &[PathBuf],
+        policies: &Policies,
+        requested: &str,
+    ) -> Result<Option<CatalogEntry>, Vec<Problem>> {
+        let name = canonicalize(requested);
+        if name.starts_with('.') || name.contains('/') || name.is_empty() {
+            return Ok(None);
+        }
+        let found = role_dirs.iter().enumerate().rev().find(|(_, dir)| {
+            let folder = dir.join(name);
+            folder.is_dir() && folder.join("role.yaml").exists()
+        });
+        let Some((layer, dir)) = found else {
+            return Ok(None);
+        };
+        let loaded = check_folder(name, &dir.join(name), policies)?;
+        Ok(Some(CatalogEntry {
+            authority: policies.classes.authority_of(name).to_vec(),
+            class: name.to_string(),
+            loaded,
+            layer,
+            layer_dir: dir.clone(),
+        }))
+    }
+
     /// The role for a requested class or role name, after canonicalization.
     pub fn resolve(&self, requested: &str) -> Option<&CatalogEntry> {
         self.entries.get(canonicalize(requested))

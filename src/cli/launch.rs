@@ -3,9 +3,10 @@
 
 use std::path::PathBuf;
 
-use super::sources::{self, SourceArgs};
 use super::{explain, output};
+use crate::catalog::Catalog;
 use crate::config;
+use crate::policy::Policies;
 use crate::supervisor::launch::{self, LaunchError, LaunchRequest};
 
 /// Arguments of `airlockctl launch`.
@@ -57,15 +58,20 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         max_seconds: args.max_seconds,
         command: args.command.clone(),
     };
-    // The same catalog `validate` checks: rails, classes and canonical names apply.
-    let loaded = sources::load(&SourceArgs::default(), &cfg);
-    if loaded.policies.is_none() {
-        output::problems(&loaded.problems);
-        eprintln!("airlockctl launch: the policies are invalid, so nothing may run; fix them first (`airlockctl validate`)");
-        return EXIT_REFUSED;
-    }
-    let Some(entry) = loaded.catalog.resolve(&args.role) else {
-        return explain::not_found(&args.role, &loaded.problems);
+    // The same rules `validate` checks (rails, classes, canonical names, layers), for the
+    // one role this launch needs.
+    let policies = match Policies::load(&cfg.policies) {
+        Ok(p) => p,
+        Err(problems) => {
+            output::problems(&problems);
+            eprintln!("airlockctl launch: the policies are invalid, so nothing may run; fix them first (`airlockctl validate`)");
+            return EXIT_REFUSED;
+        }
+    };
+    let entry = match Catalog::load_one(&cfg.roles, &policies, &args.role) {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return explain::not_found(&args.role, &[]),
+        Err(problems) => return explain::not_found(&args.role, &problems),
     };
     let prepared = match launch::prepare(&cfg, &req, &entry.loaded) {
         Ok(p) => p,

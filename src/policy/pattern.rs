@@ -32,8 +32,39 @@ pub fn check(pattern: &str) -> Result<(), &'static str> {
     if has_quantified_group(&parsed) {
         return Err("must not quantify a group (no `(...)*`, `(...)+`, `(...){n}`)");
     }
-    // Compile once to catch what the AST parser accepts but the compiler refuses (size).
-    compile(pattern).map(|_| ())
+    if max_count(&parsed) > MAX_COUNT {
+        return Err("must not repeat anything more than 1000 times (`{n,m}` up to 1000)");
+    }
+    // The pattern is short, has no quantified group and small counts, so it compiles to a
+    // small automaton; compiling it is left to the decision engine, which fails closed
+    // (denies) should a pattern still not compile. Validation stays cheap.
+    regex_syntax::hir::translate::Translator::new()
+        .translate(pattern, &parsed)
+        .map(|_| ())
+        .map_err(|_| "must be a valid regular expression (Rust regex syntax)")
+}
+
+/// Largest `{n}`/`{n,m}` count accepted.
+const MAX_COUNT: u32 = 1000;
+
+/// The largest counted repetition anywhere in the pattern.
+fn max_count(node: &Ast) -> u32 {
+    use regex_syntax::ast::{RepetitionKind, RepetitionRange};
+    match node {
+        Ast::Repetition(rep) => {
+            let here = match &rep.op.kind {
+                RepetitionKind::Range(RepetitionRange::Exactly(n))
+                | RepetitionKind::Range(RepetitionRange::AtLeast(n)) => *n,
+                RepetitionKind::Range(RepetitionRange::Bounded(a, b)) => (*a).max(*b),
+                _ => 0,
+            };
+            here.max(max_count(&rep.ast))
+        }
+        Ast::Group(g) => max_count(&g.ast),
+        Ast::Concat(c) => c.asts.iter().map(max_count).max().unwrap_or(0),
+        Ast::Alternation(a) => a.asts.iter().map(max_count).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// Compile a checked pattern so that the whole value must match.
@@ -107,6 +138,10 @@ mod tests {
             assert!(check(p).is_err(), "{p} should be refused");
         }
         assert!(check(&"a".repeat(300)).is_err());
+        assert!(check("a{1001}").is_err());
+        assert!(check("[a-z]{1,2000}").is_err());
+        assert!(check("[a-z]{1,1000}").is_ok());
+        assert!(check(r"\p{Nope}").is_err());
     }
 
     #[test]

@@ -13,42 +13,42 @@ use std::sync::OnceLock;
 /// Credential shapes, each with the name a problem gives it. Order matters only for naming:
 /// the first matching shape names a hit (Anthropic before the generic `sk-` shape).
 const SHAPES: &[(&str, &str)] = &[
-    ("a GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+    ("a GitHub token", r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}"),
     (
         "a GitHub fine-grained token",
-        r"\bgithub_pat_[A-Za-z0-9_]{22,}",
+        r"(?-u:\b)github_pat_[A-Za-z0-9_]{22,}",
     ),
-    ("a GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
+    ("a GitLab token", r"(?-u:\b)glpat-[A-Za-z0-9_-]{20,}"),
     (
         "an AWS access key id",
-        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",
+        r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?-u:\b)",
     ),
     (
         "an AWS secret access key",
-        r"(?i)aws.{0,20}secret.{0,20}[:=]\s*['\x22]?[A-Za-z0-9/+=]{40}\b",
+        r"(?i)aws[^\n]{0,20}secret[^\n]{0,20}[:=][ \t\r\n]*['\x22]?[A-Za-z0-9/+=]{40}(?-u:\b)",
     ),
-    ("a Google API key", r"\bAIza[0-9A-Za-z_-]{35}"),
-    ("a Google OAuth token", r"\bya29\.[0-9A-Za-z_-]{20,}"),
-    ("a Slack token", r"\bxox[abprse]-[A-Za-z0-9-]{10,}"),
+    ("a Google API key", r"(?-u:\b)AIza[0-9A-Za-z_-]{35}"),
+    ("a Google OAuth token", r"(?-u:\b)ya29\.[0-9A-Za-z_-]{20,}"),
+    ("a Slack token", r"(?-u:\b)xox[abprse]-[A-Za-z0-9-]{10,}"),
     (
         "a Slack webhook",
         r"hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+",
     ),
-    ("an Anthropic API key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
+    ("an Anthropic API key", r"(?-u:\b)sk-ant-[A-Za-z0-9_-]{20,}"),
     (
         "an OpenAI API key",
-        r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
+        r"(?-u:\b)sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
     ),
     (
         "a Stripe key",
-        r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+        r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
     ),
-    ("an npm token", r"\bnpm_[A-Za-z0-9]{36}\b"),
-    ("a PyPI token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
-    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    ("an npm token", r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)"),
+    ("a PyPI token", r"(?-u:\b)pypi-AgE[A-Za-z0-9_-]{50,}"),
+    ("a Hugging Face token", r"(?-u:\b)hf_[A-Za-z0-9]{30,}"),
     (
         "a SendGrid key",
-        r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
+        r"(?-u:\b)SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
     ),
     (
         "a private key",
@@ -56,13 +56,16 @@ const SHAPES: &[(&str, &str)] = &[
     ),
     (
         "a JSON Web Token",
-        r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]+",
+        r"(?-u:\b)eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]+",
     ),
     (
         "a password in a URL",
-        r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]{1,128}:[^/\s:@]{3,128}@",
+        r"(?-u:\b)[a-zA-Z][a-zA-Z0-9+.-]*://[^/ \t\r\n:@]+:[^/ \t\r\n:@]{3}[^/ \t\r\n:@]*@",
     ),
-    ("a bearer token", r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*"),
+    (
+        "a bearer token",
+        r"(?i)(?-u:\b)bearer[ \t\r\n]+[A-Za-z0-9._~+/-]{20,}=*",
+    ),
 ];
 
 fn set() -> &'static RegexSet {
