@@ -122,7 +122,7 @@ fn watched_run(
         deadline,
         grace,
     )?;
-    unshare_and_fork(spec, status, watch, cgroups, enforced)
+    unshare_and_fork(spec, status, watch, cgroups, enforced, launch.start)
 }
 
 /// Pid 1 of the run, killed (and reaped) if the helper leaves before it was reaped: on
@@ -144,6 +144,7 @@ fn unshare_and_fork(
     watch: Watch,
     cgroups: &RunCgroups,
     enforced: Enforcement,
+    start: Instant,
 ) -> Result<i32, SandboxError> {
     namespaces::unshare_pid()?;
     let (life_r, life_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
@@ -152,7 +153,7 @@ fn unshare_and_fork(
     match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
         ForkResult::Child => {
             drop(life_w);
-            let code = match pid1(spec, status, cgroups, enforced, life_r) {
+            let code = match pid1(spec, status, cgroups, enforced, life_r, start) {
                 Ok(code) => code,
                 Err(e) => {
                     status.error(&e);
@@ -183,6 +184,7 @@ fn pid1(
     cgroups: &RunCgroups,
     enforced: Enforcement,
     life_r: OwnedFd,
+    start: Instant,
 ) -> Result<i32, SandboxError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| SandboxError::errno("set parent-death signal", e))?;
@@ -218,7 +220,7 @@ fn pid1(
         ForkResult::Child => {
             drop(go_w);
             drop(life_r);
-            let err = match agent(spec, status, go_r) {
+            let err = match agent(spec, status, go_r, start) {
                 Ok(never) => match never {},
                 Err(e) => e,
             };
@@ -285,7 +287,12 @@ pub fn landlock_rules(spec: &RunSpec) -> LandlockRules {
 }
 
 /// The agent child: become the instance and exec. Returns only on failure.
-fn agent(spec: &RunSpec, status: StatusFd, go_r: OwnedFd) -> Result<Infallible, SandboxError> {
+fn agent(
+    spec: &RunSpec,
+    status: StatusFd,
+    go_r: OwnedFd,
+    start: Instant,
+) -> Result<Infallible, SandboxError> {
     init::reset_signals()?;
     let mut byte = [0u8; 1];
     match nix::unistd::read(go_r.as_raw_fd(), &mut byte) {
@@ -324,6 +331,11 @@ fn agent(spec: &RunSpec, status: StatusFd, go_r: OwnedFd) -> Result<Infallible, 
     let candidates = program_candidates(&spec.argv[0]);
 
     seccomp::install()?;
+    // The jail's setup cost as benches/jail.sh reports it: helper start to the agent's exec.
+    status.info(&format!(
+        "setup: {} us from the helper's start to the agent's exec",
+        start.elapsed().as_micros()
+    ));
     let mut last = nix::errno::Errno::ENOENT;
     for prog in &candidates {
         match nix::unistd::execve(prog, &argv, &envp) {
