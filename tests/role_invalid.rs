@@ -793,6 +793,13 @@ fn cases() -> Vec<Case> {
         ),
         // run
         case(
+            "budget minutes_per_run over a week",
+            &[("budget.minutes_per_run", "10081")],
+            "budget.minutes_per_run",
+            "an integer from 1 to 10080",
+            None,
+        ),
+        case(
             "run model missing",
             &[("run.model", DEL)],
             "run.model",

@@ -349,12 +349,20 @@ fn budget(c: &mut Ctx, v: &Value) {
             "github_writes_per_run" => {
                 c.integer(val, &p, Some(0), None);
             }
+            // Not bounded by the schema; Airlock runs are bounded to a week so a deadline
+            // always fits the jail's clock arithmetic.
+            "minutes_per_run" => {
+                c.integer(val, &p, Some(1), Some(MAX_MINUTES_PER_RUN));
+            }
             _ => {
                 c.integer(val, &p, Some(1), None);
             }
         }
     }
 }
+
+/// A week: the longest run Airlock accepts.
+pub const MAX_MINUTES_PER_RUN: i128 = 7 * 24 * 60;
 
 fn run(c: &mut Ctx, v: &Value) {
     let Some(entries) = c.object(

@@ -142,13 +142,26 @@ pub fn deadline(role_secs: Option<u64>, max_seconds: Option<u64>) -> Option<Dura
 /// The helper enforces the deadline too, a little after the supervisor would, so a run
 /// whose supervisor is stuck still ends; the supervisor's own watcher records the outcome.
 fn helper_limits(cfg: &Config, deadline: Option<Duration>) -> crate::sandbox::spec::Limits {
-    const MARGIN: Duration = Duration::from_secs(5);
-    let grace = Duration::from_secs(cfg.grace_seconds);
+    const MARGIN_MS: u64 = 5_000;
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let grace_ms = cfg.grace_seconds.saturating_mul(1000);
     let mut limits = cfg.limits.clone();
-    limits.grace_ms = Some(grace.as_millis() as u64);
-    limits.deadline_ms = deadline.map(|d| (d + grace + MARGIN).as_millis() as u64);
+    limits.grace_ms = Some(grace_ms);
+    limits.deadline_ms = deadline.map(|d| {
+        ms(d)
+            .saturating_add(grace_ms)
+            .saturating_add(MARGIN_MS)
+            .min(MAX_DEADLINE_MS)
+    });
     limits
 }
+
+/// The longest deadline the jail helper takes (its clock arithmetic stays below 2^40 ms).
+const MAX_DEADLINE_MS: u64 = (1 << 40) - 1;
+
+/// The largest `--max-seconds` accepted: anything longer is no narrowing anyway, since a
+/// role's `minutes_per_run` is at most a week.
+pub const MAX_SECONDS: u64 = 7 * 24 * 3600;
 
 /// Check everything and create the run directory and workspace. Nothing runs yet.
 /// `role` is the role as the catalog resolved it (validated, rails and class checked).
@@ -175,6 +188,17 @@ pub fn prepare_in(
     }
     if req.max_seconds == Some(0) {
         return Err(refused("--max-seconds: must be at least 1"));
+    }
+    if req.max_seconds.is_some_and(|s| s > MAX_SECONDS) {
+        return Err(refused(format!(
+            "--max-seconds: at most {MAX_SECONDS} (a week); it can only narrow the role's minutes_per_run"
+        )));
+    }
+    // Names the jail will refuse are refused before anything is created for the run.
+    if !valid_name(&role.role.role) {
+        return Err(refused(
+            "ROLE: runnable role names have at most 32 characters ([a-z][a-z0-9_-]{0,31})",
+        ));
     }
     // Unknown or fired instance first: nothing is created for it.
     let conf = instances::lookup(cfg, &req.instance)
@@ -212,46 +236,56 @@ pub fn prepare_in(
         .mode(0o700)
         .create(&run_dir)
         .map_err(|e| io_err("cannot create run directory", &run_dir, e))?;
-    let workspace = match workspace {
-        Some(w) => w,
-        None => {
-            let w = run_dir.join("workspace");
-            fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&w)
-                .map_err(|e| io_err("cannot create workspace", &w, e))?;
-            chown(
-                &w,
-                Some(Uid::from_raw(inst.uid)),
-                Some(Gid::from_raw(inst.gid)),
-            )
-            .map_err(|e| io_err("cannot chown workspace", &w, e))?;
-            w
+    // A refusal from here on leaves nothing of the run behind.
+    let built = (|| {
+        let workspace = match workspace {
+            Some(w) => w,
+            None => {
+                let w = run_dir.join("workspace");
+                fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&w)
+                    .map_err(|e| io_err("cannot create workspace", &w, e))?;
+                chown(
+                    &w,
+                    Some(Uid::from_raw(inst.uid)),
+                    Some(Gid::from_raw(inst.gid)),
+                )
+                .map_err(|e| io_err("cannot chown workspace", &w, e))?;
+                w
+            }
+        };
+        let deadline = deadline(loaded.role.max_run_seconds(), req.max_seconds);
+        let spec = RunSpec {
+            run_id,
+            role: loaded.role.role.clone(),
+            instance: inst.name.clone(),
+            uid: inst.uid,
+            gid: inst.gid,
+            home: inst.home.clone(),
+            workspace,
+            argv,
+            env: Vec::new(),
+            hide: vec![cfg.state_dir.clone(), cfg.socket.clone()],
+            connect_tcp: Vec::new(),
+            limits: helper_limits(cfg, deadline),
+            cgroup_parent,
+        };
+        spec.validate()
+            .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
+        Ok((spec, deadline))
+    })();
+    match built {
+        Ok((spec, deadline)) => Ok(Prepared {
+            deadline,
+            spec,
+            run_dir,
+        }),
+        Err(e) => {
+            let _ = fs::remove_dir_all(&run_dir);
+            Err(e)
         }
-    };
-    let deadline = deadline(loaded.role.max_run_seconds(), req.max_seconds);
-    let spec = RunSpec {
-        run_id,
-        role: loaded.role.role.clone(),
-        instance: inst.name.clone(),
-        uid: inst.uid,
-        gid: inst.gid,
-        home: inst.home.clone(),
-        workspace,
-        argv,
-        env: Vec::new(),
-        hide: vec![cfg.state_dir.clone(), cfg.socket.clone()],
-        connect_tcp: Vec::new(),
-        limits: helper_limits(cfg, deadline),
-        cgroup_parent,
-    };
-    spec.validate()
-        .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
-    Ok(Prepared {
-        deadline,
-        spec,
-        run_dir,
-    })
+    }
 }
 
 /// Most bytes of each stream kept in `output.log`: a run that floods its output cannot fill
@@ -361,6 +395,19 @@ pub fn execute(p: &Prepared, stream: bool) -> Result<RunOutcome, LaunchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_deadlines_saturate_instead_of_overflowing() {
+        let cfg = crate::config::parse(Path::new("t.yaml"), "grace_seconds: 3600\n")
+            .expect("config parses");
+        let limits = helper_limits(&cfg, deadline(Some(u64::MAX), None));
+        assert_eq!(limits.deadline_ms, Some(MAX_DEADLINE_MS));
+        let limits = helper_limits(&cfg, Some(Duration::MAX));
+        assert_eq!(limits.deadline_ms, Some(MAX_DEADLINE_MS));
+        let limits = helper_limits(&cfg, Some(Duration::from_secs(2)));
+        assert_eq!(limits.deadline_ms, Some(2_000 + 3_600_000 + 5_000));
+        assert_eq!(helper_limits(&cfg, None).deadline_ms, None);
+    }
 
     #[test]
     fn deadline_only_narrows() {
