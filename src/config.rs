@@ -45,9 +45,11 @@ pub struct UidRange {
     pub last: u32,
 }
 
-impl UidRange {
-    pub fn contains(&self, uid: u32) -> bool {
-        (self.first..=self.last).contains(&uid)
+impl Config {
+    /// Where a run's journal records go when journald cannot take them:
+    /// `<state_dir>/journal/<run>.journal`. Writers and `airlockctl logs` agree on it here.
+    pub fn journal_dir(&self) -> PathBuf {
+        self.state_dir.join("journal")
     }
 }
 
@@ -127,11 +129,14 @@ pub fn load(path: Option<&Path>) -> Result<Config, Vec<Problem>> {
 pub fn parse(file: &Path, text: &str) -> Result<Config, Vec<Problem>> {
     let doc: Value = serde_yaml::from_str(text)
         .map_err(|_| vec![Problem::new(file, "", "not a valid YAML document")])?;
-    let base = file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("/"));
+    // `--config airlock.yaml` has an empty parent: that is the working directory.
+    let base = match file.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => p.to_path_buf(),
+        None if file.is_relative() => {
+            std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+        }
+        None => PathBuf::from("/"),
+    };
     let mut p = Parser {
         file,
         base,
@@ -192,7 +197,13 @@ impl Parser<'_> {
             match k.as_str() {
                 Some(k) if allowed.is_empty() || allowed.contains(&k) => {}
                 Some(k) => {
-                    let at = key(path, k);
+                    // An unknown key may be a pasted secret: name it only when it looks
+                    // like a key.
+                    let at = if crate::policy::store::is_plain_key(k) {
+                        key(path, k)
+                    } else {
+                        key(path, "<unknown key>")
+                    };
                     self.problem(
                         &at,
                         &format!("unknown key; allowed: {}", allowed.join(", ")),
@@ -253,11 +264,14 @@ impl Parser<'_> {
             if let Some(im) = self.mapping(v, "instances", &[]) {
                 for (k, v) in im {
                     let Some(name) = k.as_str() else { continue };
-                    let at = key("instances", name);
                     if !valid_name(name) {
-                        self.problem(&at, "instance names match [a-z][a-z0-9_-]{0,31}");
+                        self.problem(
+                            &key("instances", "<invalid name>"),
+                            "instance names match [a-z][a-z0-9_-]{0,31}",
+                        );
                         continue;
                     }
+                    let at = key("instances", name);
                     if let Some(i) = self.instance(v, &at) {
                         instances.insert(name.to_string(), i);
                     }
@@ -476,6 +490,20 @@ mod tests {
             .any(|t| t.contains("secret_key") && t.contains("unknown key")));
         assert!(text.iter().any(|t| t.contains("instances.ok.uid")));
         assert!(text.iter().all(|t| !t.contains("hunter2")));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_instance_names_are_not_echoed() {
+        let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
+        for text in [
+            format!("{secret}: 1\n"),
+            format!("limits: {{{secret}: 1}}\n"),
+            format!("instances:\n  \"{secret} x\": {{role: code}}\n"),
+        ] {
+            let problems = parse(Path::new("c.yaml"), &text).expect_err("refused");
+            let shown: String = problems.iter().map(|p| format!("{p}\n")).collect();
+            assert!(!shown.contains(secret), "{shown}");
+        }
     }
 
     #[test]

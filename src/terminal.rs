@@ -39,8 +39,8 @@ impl<W: Write> TerminalSafe<W> {
     }
 }
 
-/// Whether `c` must not reach a terminal as itself.
-fn unsafe_char(c: char) -> bool {
+/// Whether `c` must not reach a terminal as itself (newline and tab may).
+pub fn unsafe_char(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
         || ('\u{202a}'..='\u{202e}').contains(&c)
         || ('\u{2066}'..='\u{2069}').contains(&c)

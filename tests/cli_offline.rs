@@ -562,7 +562,7 @@ fn logs_reads_the_fallback_file() {
     write_config(dir.path(), &[repo().join("roles")], &[]);
     let cfg = airlock::config::load(Some(&dir.path().join("airlock.yaml"))).unwrap();
     let run_id = "r-logs-1";
-    let fallback = airlock::cli::logs::fallback_dir(&cfg, run_id);
+    let fallback = cfg.journal_dir();
     let journal_cfg = airlock::journal::JournalConfig {
         socket: dir.path().join("no-journald"),
         ..Default::default()

@@ -498,7 +498,7 @@ fn reader_merges_journald_and_fallback() {
 
     let want = "run_started: run started\n\
                 stdout: from journald\n\
-                stderr: from fallback \\x1b[31mred\\\\\n\
+                stderr: from fallback \\u{001b}[31mred\\\\\n\
                 stdout: two\\nlines \\xff\n\
                 run_exited: exited with code 0\n";
     let mut out = Vec::new();

@@ -2,18 +2,10 @@
 //! fallback file (read directly; airlockd need not be running).
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use super::output;
 use super::remote::Ctx;
-use crate::config::Config;
 use crate::journal;
-
-/// Where airlockd writes a run's fallback journal file (`<dir>/<run>.journal`):
-/// `<state_dir>/journal/`, the same directory for every run.
-pub fn fallback_dir(cfg: &Config, _run: &str) -> PathBuf {
-    cfg.state_dir.join("journal")
-}
 
 pub fn logs(ctx: &Ctx, run: &str, follow: bool) -> i32 {
     if !journal::valid_run_id(run) {
@@ -25,7 +17,7 @@ pub fn logs(ctx: &Ctx, run: &str, follow: bool) -> i32 {
         Err(code) => return code,
     };
     let mut out = std::io::stdout().lock();
-    let result = journal::read_run(run, &fallback_dir(&cfg, run), follow, &mut out);
+    let result = journal::read_run(run, &cfg.journal_dir(), follow, &mut out);
     let _ = out.flush();
     match result {
         Ok(()) => output::OK,

@@ -44,12 +44,13 @@ pub fn render_pairs(pairs: &[(&str, String)]) -> String {
     out
 }
 
-/// Control characters (C0, DEL, C1) become `\u{NN}` so nothing a peer sends can move the
-/// cursor or rewrite an operator's terminal.
+/// Control characters (C0, DEL, C1) and bidirectional overrides become `\u{NN}` so nothing
+/// a peer sends can move the cursor or rewrite an operator's terminal.
 pub fn clean(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        // Fields are one line: newline and tab are escaped here too.
+        if c.is_control() || crate::terminal::unsafe_char(c) {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
         } else {
             out.push(c);

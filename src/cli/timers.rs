@@ -19,6 +19,7 @@ use super::sources::{self, SourceArgs};
 use crate::config::Config;
 use crate::diag::{key, Problem};
 use crate::schedule;
+use crate::supervisor::instances;
 
 pub const DEFAULT_OUTPUT: &str = "/etc/systemd/system";
 
@@ -73,9 +74,19 @@ pub fn plan(args: &SourceArgs, cfg: &Config) -> Result<Vec<Planned>, Vec<Problem
     if loaded.policies.is_none() {
         return Err(loaded.problems);
     }
+    // Every hired instance: declared in the config or hired through airlockd; a fired one
+    // never runs again, so it gets no timer (and an earlier one of ours is removed).
+    let instances = instances::list(cfg).map_err(|e| {
+        vec![Problem::new(
+            &cfg.state_dir.join("instances.json"),
+            "",
+            e.to_string(),
+        )]
+    })?;
     let mut problems = Vec::new();
     let mut out = Vec::new();
-    for (name, inst) in &cfg.instances {
+    for inst in instances.iter().filter(|i| !i.fired) {
+        let name = &inst.name;
         let at = key(&key("instances", name), "role");
         let Some(entry) = loaded.catalog.resolve(&inst.role) else {
             problems.push(Problem::new(

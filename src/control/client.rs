@@ -83,10 +83,6 @@ impl Client {
             .map_err(|e| self.io("set a timeout", e))
     }
 
-    pub fn socket(&self) -> &Path {
-        &self.socket
-    }
-
     /// True when response bytes are already read and waiting: the next `recv` will not
     /// block on the socket for them.
     pub fn has_buffered(&self) -> bool {

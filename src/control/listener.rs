@@ -8,13 +8,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 
-/// Where the listener came from, for the startup log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    SocketActivation,
-    Bound,
-}
-
 /// Take the first socket systemd passed, if any. Call before any thread starts: it reads
 /// and clears `LISTEN_PID`/`LISTEN_FDS`.
 pub fn from_systemd() -> io::Result<Option<UnixListener>> {

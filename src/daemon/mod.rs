@@ -130,7 +130,7 @@ pub fn main(config_path: &Path) -> i32 {
     if let Err(e) = instances::ensure_state_dir(&cfg.state_dir) {
         return fail(&[format!("state_dir: {e}")]);
     }
-    let journal_dir = cfg.state_dir.join("journal");
+    let journal_dir = cfg.journal_dir();
     if let Err(e) = crate::journal::fallback::ensure_dir(&journal_dir) {
         return fail(&[format!("{}: cannot create: {e}", journal_dir.display())]);
     }

@@ -34,10 +34,6 @@ impl LineSplitter {
         }
     }
 
-    pub fn max_line(&self) -> usize {
-        self.max
-    }
-
     /// How many over-long lines were cut into pieces so far.
     pub fn split_lines(&self) -> u64 {
         self.split_lines

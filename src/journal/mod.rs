@@ -134,10 +134,6 @@ impl RunJournal {
         })
     }
 
-    pub fn fields(&self) -> &RunFields {
-        &self.fields
-    }
-
     /// `<fallback_dir>/<run>.journal`, whether or not it exists yet.
     pub fn fallback_path(&self) -> &Path {
         self.fallback.path()

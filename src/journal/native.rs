@@ -58,10 +58,6 @@ impl NativeSender {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Deliver one encoded record. `Ok` means journald's socket accepted the whole record.
     pub fn send(&self, datagram: &[u8]) -> io::Result<()> {
         loop {

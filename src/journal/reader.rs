@@ -298,10 +298,7 @@ pub fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
                 '\\' => out.extend_from_slice(b"\\\\"),
                 '\n' => out.extend_from_slice(b"\\n"),
                 '\t' => out.push(b'\t'),
-                c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                    let _ = write!(out, "\\x{:02x}", c as u32);
-                }
-                c if (0x80..0xa0).contains(&(c as u32)) => {
+                c if crate::terminal::unsafe_char(c) => {
                     let _ = write!(out, "\\u{{{:04x}}}", c as u32);
                 }
                 c => {
@@ -390,7 +387,7 @@ fn dump(
             };
             // A writer counts from 1; a jump within one writer means lost records.
             if let Some(prev) = last_seq {
-                if entry.seq > prev + 1 {
+                if entry.seq > prev.saturating_add(1) {
                     writeln!(out, "airlock: {} record(s) missing", entry.seq - prev - 1)?;
                 }
             }

@@ -48,15 +48,3 @@ pub fn set_cloexec(fd: RawFd) -> Result<(), SandboxError> {
     }
     Ok(())
 }
-
-/// The fds currently open in this process (for checks and tests).
-pub fn open_fds() -> Vec<RawFd> {
-    let mut v: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort_unstable();
-    v
-}
