@@ -37,9 +37,7 @@ pub fn is_legacy_alias(name: &str) -> bool {
 
 /// `^[a-z][a-z0-9-]*$`, the schema's role-name rule, also used for class names.
 pub fn is_class_name(s: &str) -> bool {
-    let mut b = s.bytes();
-    matches!(b.next(), Some(c) if c.is_ascii_lowercase())
-        && b.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+    crate::role::names::is_role_name(s)
 }
 
 /// The pull-request write that lands a change. Only the class holding the authority that

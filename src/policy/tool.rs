@@ -13,17 +13,8 @@ use serde_json::{Map, Number, Value};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
-/// Longest tool name accepted (MCP tool names are short identifiers).
-pub const MAX_TOOL_NAME: usize = 128;
-
-/// MCP's tool-name characters.
-pub fn is_tool_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_TOOL_NAME
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-}
+/// MCP tool names: the same rule the role validator applies (`[A-Za-z0-9_.-]{1,128}`).
+pub use crate::role::names::is_tool_name;
 
 #[derive(Debug, Clone)]
 enum NamePattern {
