@@ -91,7 +91,7 @@ impl Catalog {
         requested: &str,
     ) -> Result<Option<CatalogEntry>, Vec<Problem>> {
         let name = canonicalize(requested);
-        if name.starts_with('.') || name.contains('/') || name.is_empty() {
+        if !crate::role::names::is_role_name(name) {
             return Ok(None);
         }
         let found = role_dirs.iter().enumerate().rev().find(|(_, dir)| {
