@@ -330,7 +330,10 @@ pub fn kill_and_remove(dir: &Path) -> Result<(), SandboxError> {
             }
         }
     }
+    // The kernel frees a cgroup a moment after its last task is reaped; until then rmdir
+    // says EBUSY. Retry soon, then less often: every launch waits on this.
     let deadline = Instant::now() + Duration::from_secs(5);
+    let mut pause = Duration::from_micros(50);
     loop {
         match fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
@@ -339,7 +342,8 @@ pub fn kill_and_remove(dir: &Path) -> Result<(), SandboxError> {
                 if Instant::now() > deadline {
                     return Err(SandboxError::sys("remove run cgroup", e));
                 }
-                std::thread::sleep(Duration::from_millis(5));
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(5));
             }
         }
     }
