@@ -134,7 +134,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         instance: a.instance.clone(),
         uid: prepared.spec.uid,
         level: role.level,
-        budgets: budgets_json(role, a.max_seconds, deadline_s),
+        budgets: budget::budgets_json(role, a.max_seconds, deadline_s),
         started_at: now,
         deadline_s,
     };
@@ -227,33 +227,6 @@ fn check_workspace_owner(
             format!("--workspace: the directory must be owned by you (uid {peer_uid}) or by the instance; chown it or let airlock create a fresh workspace"),
         ))
     }
-}
-
-/// The budgets in force, integers only (the ledger refuses floats that may not round-trip).
-fn budgets_json(
-    role: &crate::role::Role,
-    max_seconds: Option<u64>,
-    deadline_s: u64,
-) -> serde_json::Value {
-    let b = &role.budget;
-    let mut m = serde_json::Map::new();
-    let mut put = |k: &str, v: Option<u64>| {
-        if let Some(v) = v {
-            m.insert(k.to_string(), v.into());
-        }
-    };
-    put("runs_per_week", b.runs_per_week);
-    put("minutes_per_run", b.minutes_per_run);
-    put("github_writes_per_run", b.github_writes_per_run);
-    put(
-        "spend_usd_cents",
-        b.spend_usd
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .map(|v| (v * 100.0).round() as u64),
-    );
-    put("max_seconds", max_seconds);
-    put("deadline_s", Some(deadline_s));
-    serde_json::Value::Object(m)
 }
 
 /// The copy of a run's output lines for a `--wait` client, when it keeps up.

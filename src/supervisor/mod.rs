@@ -7,4 +7,5 @@ pub mod notify;
 pub mod outcome;
 pub mod process;
 pub mod run_output;
+pub mod standalone;
 pub mod workspace;
