@@ -38,18 +38,6 @@ pub trait OutputSink: Send {
     fn finish(&mut self) {}
 }
 
-/// Raw bytes to a writer.
-pub struct WriteSink(pub Box<dyn Write + Send>);
-
-impl OutputSink for WriteSink {
-    fn data(&mut self, bytes: &[u8]) {
-        // A failed write must not stop the draining: the agent would block on its pipe.
-        if self.0.write_all(bytes).is_ok() {
-            let _ = self.0.flush();
-        }
-    }
-}
-
 /// Deadline, grace period and stop requests of one run, shared with whoever may stop it.
 #[derive(Debug)]
 pub struct RunControl {
