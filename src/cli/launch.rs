@@ -7,7 +7,10 @@ use super::{explain, output};
 use crate::catalog::Catalog;
 use crate::config;
 use crate::policy::Policies;
-use crate::supervisor::launch::{self, LaunchError, LaunchRequest};
+use crate::supervisor::launch::LaunchRequest;
+use crate::supervisor::ledger::Outcome;
+use crate::supervisor::outcome::outcome_str;
+use crate::supervisor::standalone;
 
 /// Arguments of `airlockctl launch`.
 #[derive(Debug, Clone, clap::Args)]
@@ -34,7 +37,7 @@ pub struct LaunchArgs {
     pub command: Vec<String>,
 }
 
-/// Exit code for refused input and failed jail setup.
+/// Exit code for refused input, failed jail setup, and a ledger held by airlockd.
 pub const EXIT_REFUSED: i32 = 2;
 
 pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
@@ -73,37 +76,41 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         Ok(None) => return explain::not_found(&args.role, &[]),
         Err(problems) => return explain::not_found(&args.role, &problems),
     };
-    let prepared = match launch::prepare(&cfg, &req, &entry.loaded) {
-        Ok(p) => p,
+    let wait = args.wait;
+    let finished = standalone::run(&cfg, &req, &entry.loaded, wait, |run_id| {
+        // The run id once its record is open; with --wait stdout is the agent's.
+        if wait {
+            eprintln!("{run_id}");
+        } else {
+            println!("{run_id}");
+        }
+    });
+    let f = match finished {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("airlockctl launch: {e}");
             return EXIT_REFUSED;
         }
     };
-    let run_id = prepared.spec.run_id.clone();
-    if args.wait {
-        eprintln!("{run_id}");
-    } else {
-        println!("{run_id}");
+    let run_id = &f.run_id;
+    let c = &f.closing;
+    if let Some(e) = &f.ledger_error {
+        eprintln!("airlockctl: run {run_id}: its ledger record could not be closed: {e}; the next start of airlockd closes it as aborted");
     }
-    match launch::execute(&prepared, args.wait) {
-        Ok(outcome) => {
-            if outcome.deadline_hit {
-                eprintln!("airlockctl: run {run_id}: deadline reached, run stopped");
-            }
-            if args.wait {
-                outcome.exit_code
-            } else {
-                0
-            }
-        }
-        Err(e @ LaunchError::Jail(_)) | Err(e @ LaunchError::Refused(_)) => {
-            eprintln!("airlockctl: run {run_id}: {e}; the agent was not started");
-            EXIT_REFUSED
-        }
-        Err(e) => {
-            eprintln!("airlockctl: run {run_id}: {e}");
-            EXIT_REFUSED
-        }
+    if c.outcome == Outcome::Refused {
+        eprintln!("airlockctl: run {run_id}: {}", c.reason);
+        return EXIT_REFUSED;
+    }
+    if c.outcome != Outcome::Exited {
+        eprintln!(
+            "airlockctl: run {run_id} {}: {}",
+            outcome_str(c.outcome),
+            c.reason
+        );
+    }
+    if wait {
+        c.code
+    } else {
+        0
     }
 }

@@ -88,6 +88,9 @@ fn follow(client: &mut Client, wait: bool) -> Result<i32, ClientError> {
                 }
                 let _ = writeln!(stderr, "{}", clean(&id));
                 let _ = stderr.flush();
+                // From here the run may be silent for as long as its budget allows (up to
+                // minutes_per_run): the connection's read timeout must not end the wait.
+                client.set_timeout(None)?;
                 run = Some(id);
             }
             Frame::Output { stream, data } => {
@@ -125,5 +128,66 @@ fn follow(client: &mut Client, wait: bool) -> Result<i32, ClientError> {
                 return Ok(exit_code);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixListener;
+    use std::time::Duration;
+
+    /// A run that stays silent for longer than the client's request timeout is still
+    /// waited for: once the run has started, only its end (or airlockd closing) ends the
+    /// wait.
+    #[test]
+    fn a_silent_run_outlasts_the_request_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("fake.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(conn.try_clone().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            let frame = |data: serde_json::Value| {
+                format!(
+                    "{}\n",
+                    serde_json::json!({"v": 1, "ok": true, "data": data})
+                )
+            };
+            conn.write_all(
+                frame(serde_json::json!({"frame": "started", "run": "r-20260101-00000001"}))
+                    .as_bytes(),
+            )
+            .unwrap();
+            // Silent for several times the client's timeout below.
+            std::thread::sleep(Duration::from_millis(900));
+            conn.write_all(
+                frame(serde_json::json!({"frame": "exited", "run": "r-20260101-00000001", "exit_code": 7, "outcome": "exited", "reason": "exited with code 7"}))
+                    .as_bytes(),
+            )
+            .unwrap();
+        });
+        let mut client = Client::connect(&socket).unwrap();
+        // Stands in for the 60 s default, so the test does not take a minute.
+        client
+            .set_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        client
+            .send(&Request::new(Op::Launch {
+                role: "code".into(),
+                instance: "tess".into(),
+                workspace: None,
+                max_seconds: None,
+                command: None,
+                wait: true,
+            }))
+            .unwrap();
+        let code = follow(&mut client, true).unwrap();
+        assert_eq!(code, 7);
+        server.join().unwrap();
     }
 }

@@ -29,6 +29,34 @@ pub fn check_concurrency(active: usize, max: usize) -> Result<(), String> {
     }
 }
 
+/// The budgets in force, for the ledger's opening record: integers only (the ledger refuses
+/// floats that may not round-trip).
+pub fn budgets_json(
+    role: &crate::role::Role,
+    max_seconds: Option<u64>,
+    deadline_s: u64,
+) -> serde_json::Value {
+    let b = &role.budget;
+    let mut m = serde_json::Map::new();
+    let mut put = |k: &str, v: Option<u64>| {
+        if let Some(v) = v {
+            m.insert(k.to_string(), v.into());
+        }
+    };
+    put("runs_per_week", b.runs_per_week);
+    put("minutes_per_run", b.minutes_per_run);
+    put("github_writes_per_run", b.github_writes_per_run);
+    put(
+        "spend_usd_cents",
+        b.spend_usd
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| (v * 100.0).round() as u64),
+    );
+    put("max_seconds", max_seconds);
+    put("deadline_s", Some(deadline_s));
+    serde_json::Value::Object(m)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

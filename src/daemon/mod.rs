@@ -146,12 +146,30 @@ pub fn main(config_path: &Path) -> i32 {
     let events = Events::open(&journal_dir, &jcfg);
     let cgroup_parent = cgroup::settle();
     match recovery::recover(&mut ledger, &journal_dir, &jcfg, cgroup_parent.as_deref()) {
-        Ok(0) => {}
-        Ok(n) => events.log(
-            EventKind::RunAborted,
-            &format!("crash recovery: {n} run(s) left by a previous airlockd were killed and closed as aborted"),
-            &[],
-        ),
+        Ok(r) => {
+            for line in &r.not_killed {
+                // Always on stderr too: the startup log must show it even if the journal
+                // does not take it.
+                eprintln!("airlockd: crash recovery: could not kill an orphaned run: {line}");
+                events.log(
+                    EventKind::RunAborted,
+                    &format!("crash recovery: could not kill an orphaned run, processes of it may still be alive: {line}"),
+                    &[],
+                );
+            }
+            let killed = r.aborted - r.not_killed.len();
+            if r.aborted > 0 {
+                events.log(
+                    EventKind::RunAborted,
+                    &format!(
+                        "crash recovery: {} run(s) left by a previous airlockd were closed as aborted; nothing of {killed} is left alive, {} could not be killed",
+                        r.aborted,
+                        r.not_killed.len()
+                    ),
+                    &[],
+                );
+            }
+        }
         Err(e) => return fail(&[format!("crash recovery failed, refusing to start: {e}")]),
     }
     let (std_listener, origin) = match activated {

@@ -12,25 +12,41 @@ use crate::supervisor::ledger::{self, Ledger, LedgerEvent, Outcome, RunClosed};
 
 pub const REASON: &str = "airlockd restarted; the run was not supervised";
 
-/// Returns how many runs were aborted.
+/// What crash recovery did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// Runs closed as aborted.
+    pub aborted: usize,
+    /// Runs whose leftover processes could not be killed: one line each, naming the run
+    /// and why. Their records are closed as aborted all the same, with that in the reason.
+    pub not_killed: Vec<String>,
+}
+
+/// Close every run the ledger still has open as aborted, killing what is left of it first.
 /// `cgroup_parent`: where run cgroups live ([`super::cgroup::settle`]).
 pub fn recover(
     ledger: &mut Ledger,
     journal_dir: &Path,
     journal: &JournalConfig,
     cgroup_parent: Option<&Path>,
-) -> Result<usize, String> {
+) -> Result<Recovered, String> {
     let open = ledger::open_runs(ledger.path()).map_err(|e| e.to_string())?;
-    let parent = cgroup_parent;
+    let mut done = Recovered::default();
     for run in &open {
-        let _ = limits::RunCgroups::existing(parent, &run.run).kill_and_remove();
+        let reason = match limits::RunCgroups::existing(cgroup_parent, &run.run).kill_and_remove() {
+            Ok(()) => REASON.to_string(),
+            Err(e) => {
+                done.not_killed.push(format!("run {}: {e}", run.run));
+                format!("{REASON}; killing what was left of it failed ({e}), so processes of the run may still be alive")
+            }
+        };
         let fields = RunFields {
             run: run.run.clone(),
             role: run.role.clone(),
             instance: run.instance.clone(),
         };
         if let Ok(mut j) = RunJournal::open_with(fields, journal_dir, journal.clone()) {
-            let _ = j.event(EventKind::RunAborted, REASON, &[]);
+            let _ = j.event(EventKind::RunAborted, &reason, &[]);
         }
         ledger
             .append(LedgerEvent::RunClosed(RunClosed {
@@ -39,9 +55,10 @@ pub fn recover(
                 outcome: Outcome::Aborted,
                 exit_code: None,
                 signal: None,
-                reason: REASON.to_string(),
+                reason,
             }))
             .map_err(|e| e.to_string())?;
+        done.aborted += 1;
     }
-    Ok(open.len())
+    Ok(done)
 }

@@ -11,11 +11,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{budget, Daemon};
 use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
-use crate::journal::{EventKind, LineSplitter, RunFields, RunJournal, Stream};
+use crate::journal::{EventKind, RunFields, RunJournal, Stream};
 use crate::supervisor::instances;
 use crate::supervisor::launch::{self, LaunchRequest, Prepared};
 use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened};
-use crate::supervisor::process::{self, Ending, Milestone, OutputSink, RunControl};
+use crate::supervisor::outcome::{self, outcome_str, NOT_STARTED};
+use crate::supervisor::process::{self, Milestone, OutputSink, RunControl};
+use crate::supervisor::run_output::{JournalSink, Tee};
 
 /// Output frames buffered for a `--wait` client. A client that reads slower than the run
 /// writes loses frames beyond this (counted and journaled); the journal keeps every line.
@@ -132,7 +134,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         instance: a.instance.clone(),
         uid: prepared.spec.uid,
         level: role.level,
-        budgets: budgets_json(role, a.max_seconds, deadline_s),
+        budgets: budget::budgets_json(role, a.max_seconds, deadline_s),
         started_at: now,
         deadline_s,
     };
@@ -227,54 +229,19 @@ fn check_workspace_owner(
     }
 }
 
-/// The budgets in force, integers only (the ledger refuses floats that may not round-trip).
-fn budgets_json(
-    role: &crate::role::Role,
-    max_seconds: Option<u64>,
-    deadline_s: u64,
-) -> serde_json::Value {
-    let b = &role.budget;
-    let mut m = serde_json::Map::new();
-    let mut put = |k: &str, v: Option<u64>| {
-        if let Some(v) = v {
-            m.insert(k.to_string(), v.into());
-        }
-    };
-    put("runs_per_week", b.runs_per_week);
-    put("minutes_per_run", b.minutes_per_run);
-    put("github_writes_per_run", b.github_writes_per_run);
-    put(
-        "spend_usd_cents",
-        b.spend_usd
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .map(|v| (v * 100.0).round() as u64),
-    );
-    put("max_seconds", max_seconds);
-    put("deadline_s", Some(deadline_s));
-    serde_json::Value::Object(m)
-}
-
-/// One output stream of a run: split into lines, each line to the journal (every one) and
-/// to a waiting client (when it keeps up).
-struct LineSink {
-    stream: Stream,
-    splitter: LineSplitter,
-    journal: Arc<Mutex<RunJournal>>,
+/// The copy of a run's output lines for a `--wait` client, when it keeps up.
+struct FrameTee {
     frames: Option<mpsc::Sender<Frame>>,
     dropped: Arc<AtomicU64>,
-    lost: Arc<AtomicU64>,
 }
 
-impl LineSink {
-    fn emit(&mut self, line: &[u8]) {
-        if lock(&self.journal).line(self.stream, line).is_err() {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
+impl Tee for FrameTee {
+    fn line(&mut self, stream: Stream, line: &[u8]) {
         if let Some(tx) = &self.frames {
             let mut data = String::from_utf8_lossy(line).into_owned();
             data.push('\n');
             let frame = Frame::Output {
-                stream: self.stream.as_str().to_string(),
+                stream: stream.as_str().to_string(),
                 data,
             };
             match tx.try_send(frame) {
@@ -287,25 +254,8 @@ impl LineSink {
             }
         }
     }
-}
-
-impl OutputSink for LineSink {
-    fn data(&mut self, bytes: &[u8]) {
-        let mut splitter = std::mem::take(&mut self.splitter);
-        let _ = splitter.push(bytes, |line| {
-            self.emit(line);
-            Ok::<(), ()>(())
-        });
-        self.splitter = splitter;
-    }
 
     fn finish(&mut self) {
-        let mut splitter = std::mem::take(&mut self.splitter);
-        let _ = splitter.finish(|line| {
-            self.emit(line);
-            Ok::<(), ()>(())
-        });
-        self.splitter = splitter;
         self.frames = None;
     }
 }
@@ -331,7 +281,12 @@ fn supervise_run(
             let reason = format!("the run's journal could not be opened: {e}");
             close(&d, &info, Outcome::Refused, None, None, &reason);
             if let Some((_, exit)) = frames {
-                let _ = exit.send(exited_frame(&info.run, 125, Outcome::Refused, &reason));
+                let _ = exit.send(exited_frame(
+                    &info.run,
+                    NOT_STARTED,
+                    Outcome::Refused,
+                    &reason,
+                ));
             }
             return;
         }
@@ -361,14 +316,14 @@ fn supervise_run(
     let dropped = Arc::new(AtomicU64::new(0));
     let lost = Arc::new(AtomicU64::new(0));
     let sink = |stream| {
-        Box::new(LineSink {
-            stream,
-            splitter: LineSplitter::default(),
-            journal: journal.clone(),
-            frames: frame_tx.clone(),
-            dropped: dropped.clone(),
-            lost: lost.clone(),
-        }) as Box<dyn OutputSink>
+        let tee = frame_tx.clone().map(|tx| {
+            Box::new(FrameTee {
+                frames: Some(tx),
+                dropped: dropped.clone(),
+            }) as Box<dyn Tee>
+        });
+        Box::new(JournalSink::new(stream, journal.clone(), lost.clone(), tee))
+            as Box<dyn OutputSink>
     };
     let (out, errs) = (sink(Stream::Stdout), sink(Stream::Stderr));
     drop(frame_tx);
@@ -394,62 +349,7 @@ fn supervise_run(
             Milestone::Killing => sigkilled = true,
         })
     });
-    let (outcome, code, signal, reason, kind) = match result {
-        Err(e) => (
-            Outcome::Refused,
-            125,
-            None,
-            format!("the jail could not be started: {e}"),
-            EventKind::RunAborted,
-        ),
-        Ok(s) => match (&s.report.error, &s.ending) {
-            (Some(e), _) => (
-                Outcome::Refused,
-                s.exit_code,
-                None,
-                format!("jail setup failed: {e}; the agent never ran"),
-                EventKind::RunAborted,
-            ),
-            (None, Ending::Stopped(r)) => (
-                Outcome::Stopped,
-                s.exit_code,
-                s.signal,
-                format!("stopped: {r}"),
-                EventKind::RunStopped,
-            ),
-            (None, Ending::DeadlineReached) => (
-                Outcome::TimedOut,
-                s.exit_code,
-                s.signal,
-                format!(
-                    "deadline of {} s reached (budget.minutes_per_run, narrowed by max_seconds); the run was terminated",
-                    info.deadline_s
-                ),
-                EventKind::RunKilled,
-            ),
-            (None, Ending::Exited) => match s.signal {
-                Some(sig) => (
-                    Outcome::Killed,
-                    s.exit_code,
-                    Some(sig),
-                    format!("killed by signal {sig}"),
-                    EventKind::RunKilled,
-                ),
-                None => (
-                    Outcome::Exited,
-                    s.exit_code,
-                    None,
-                    format!("exited with code {}", s.exit_code),
-                    EventKind::RunExited,
-                ),
-            },
-        },
-    };
-    let reason = if sigkilled {
-        format!("{reason}; it did not exit within {grace} s of SIGTERM and was killed")
-    } else {
-        reason
-    };
+    let end = outcome::closing(&result, info.deadline_s, grace, sigkilled);
     let n = dropped.load(Ordering::Relaxed);
     if n > 0 {
         event(
@@ -464,23 +364,18 @@ fn supervise_run(
             &format!("{l} output lines reached neither journald nor the fallback file"),
         );
     }
-    let exit_code = (outcome != Outcome::Refused || code != 125).then_some(code);
-    event(kind, &reason);
+    event(end.kind, &end.reason);
     let _ = lock(&journal).sync();
-    close(&d, &info, outcome, exit_code, signal, &reason);
+    close(
+        &d,
+        &info,
+        end.outcome,
+        end.exit_code(),
+        end.signal,
+        &end.reason,
+    );
     if let Some(exit) = exit_tx {
-        let _ = exit.send(exited_frame(&info.run, code, outcome, &reason));
-    }
-}
-
-fn outcome_str(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Exited => "exited",
-        Outcome::Killed => "killed",
-        Outcome::TimedOut => "timed_out",
-        Outcome::Stopped => "stopped",
-        Outcome::Aborted => "aborted",
-        Outcome::Refused => "refused",
+        let _ = exit.send(exited_frame(&info.run, end.code, end.outcome, &end.reason));
     }
 }
 

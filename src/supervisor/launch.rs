@@ -1,10 +1,10 @@
-//! The standalone launch path: role + instance + workspace -> run spec -> `airlock-jail`
-//! (spawned, never forked from this process) -> output streamed, deadline enforced, the
-//! whole run killed at the end, exit code returned.
+//! Preparing a launch, for airlockd and for `--standalone` alike: role + instance +
+//! workspace -> checked run spec, run directory and deadline. Running it is
+//! [`crate::supervisor::process`]; recording it is the daemon's or
+//! [`crate::supervisor::standalone`]'s job.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,9 +16,7 @@ use crate::role::{LoadedRole, Provider, Role};
 use crate::sandbox::limits;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::instances::{self, Instance};
-use crate::supervisor::process::{self, Ending, Milestone, RunControl, WriteSink};
 use crate::supervisor::workspace;
-use crate::terminal::TerminalSafe;
 
 pub use crate::supervisor::process::pids_of_uid;
 
@@ -54,14 +52,6 @@ pub struct Prepared {
     pub spec: RunSpec,
     pub run_dir: PathBuf,
     pub deadline: Option<Duration>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunOutcome {
-    pub run_id: String,
-    /// The agent's exit code, 128 + signal if it was killed.
-    pub exit_code: i32,
-    pub deadline_hit: bool,
 }
 
 fn refused(msg: impl Into<String>) -> LaunchError {
@@ -286,110 +276,6 @@ pub fn prepare_in(
             Err(e)
         }
     }
-}
-
-/// Most bytes of each stream kept in `output.log`: a run that floods its output cannot fill
-/// the state directory's filesystem. What is past the cap is drained and dropped.
-const OUTPUT_LOG_CAP: u64 = 256 << 20;
-
-struct Capped<W: Write> {
-    inner: W,
-    left: u64,
-}
-
-impl<W: Write> Capped<W> {
-    fn new(inner: W) -> Self {
-        Capped {
-            inner,
-            left: OUTPUT_LOG_CAP,
-        }
-    }
-}
-
-impl<W: Write> Write for Capped<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = buf
-            .len()
-            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
-        if n > 0 {
-            self.inner.write_all(&buf[..n])?;
-            self.left -= n as u64;
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-fn append_log(run_dir: &Path, line: &str) {
-    if let Ok(mut f) = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(run_dir.join("run.log"))
-    {
-        let _ = writeln!(f, "{line}");
-    }
-}
-
-/// Run a prepared launch in this process (the standalone path; airlockd uses the same
-/// [`process::spawn`] and [`process::supervise`]). `stream`: the agent's stdout/stderr go
-/// to ours; otherwise to `<run_dir>/output.log`. Blocks until the run is over.
-pub fn execute(p: &Prepared, stream: bool) -> Result<RunOutcome, LaunchError> {
-    let (out, err): (Box<dyn Write + Send>, Box<dyn Write + Send>) = if stream {
-        (
-            Box::new(TerminalSafe::stdout()),
-            Box::new(TerminalSafe::stderr()),
-        )
-    } else {
-        let path = p.run_dir.join("output.log");
-        let f = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| io_err("cannot open output log", &path, e))?;
-        let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
-        let f2 = f
-            .try_clone()
-            .map_err(|e| io_err("cannot open output log", &path, e))?;
-        (Box::new(Capped::new(f)), Box::new(Capped::new(f2)))
-    };
-    let spawned = process::spawn(p)?;
-    let ctl = RunControl::new(p.deadline, GRACE);
-    let run_dir = p.run_dir.clone();
-    let done = process::supervise(
-        p,
-        spawned,
-        &ctl,
-        Box::new(WriteSink(out)),
-        Box::new(WriteSink(err)),
-        &mut |m| {
-            if let Milestone::Setup(report) = m {
-                for info in &report.infos {
-                    append_log(&run_dir, &format!("jail: {info}"));
-                }
-            }
-        },
-    )?;
-    if let Some(e) = done.report.error {
-        append_log(&p.run_dir, &format!("jail setup failed: {e}"));
-        return Err(LaunchError::Jail(e));
-    }
-    let hit = done.ending == Ending::DeadlineReached;
-    append_log(
-        &p.run_dir,
-        &format!(
-            "run ended: exit code {}{}",
-            done.exit_code,
-            if hit { " (deadline reached)" } else { "" }
-        ),
-    );
-    Ok(RunOutcome {
-        run_id: p.spec.run_id.clone(),
-        exit_code: done.exit_code,
-        deadline_hit: hit,
-    })
 }
 
 #[cfg(test)]

@@ -4,5 +4,8 @@ pub mod instances;
 pub mod launch;
 pub mod ledger;
 pub mod notify;
+pub mod outcome;
 pub mod process;
+pub mod run_output;
+pub mod standalone;
 pub mod workspace;

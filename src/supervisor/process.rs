@@ -38,18 +38,6 @@ pub trait OutputSink: Send {
     fn finish(&mut self) {}
 }
 
-/// Raw bytes to a writer (standalone: the terminal or `output.log`).
-pub struct WriteSink(pub Box<dyn Write + Send>);
-
-impl OutputSink for WriteSink {
-    fn data(&mut self, bytes: &[u8]) {
-        // A failed write must not stop the draining: the agent would block on its pipe.
-        if self.0.write_all(bytes).is_ok() {
-            let _ = self.0.flush();
-        }
-    }
-}
-
 /// Deadline, grace period and stop requests of one run, shared with whoever may stop it.
 #[derive(Debug)]
 pub struct RunControl {
@@ -116,6 +104,8 @@ pub struct Supervised {
     /// The signal that ended the run, when one did (the agent's, or the helper's own).
     pub signal: Option<i32>,
     pub ending: Ending,
+    /// The final kill of whatever was left of the run failed: processes of it may live.
+    pub cleanup_error: Option<String>,
 }
 
 /// A started jail helper, its pipes, and its pidfd.
@@ -265,9 +255,11 @@ fn pump(
 /// namespace already died with its pid 1 (the helper kills it on every exit path); this
 /// is for cgroups a SIGKILLed helper left behind. Never kills by uid: another run of the
 /// same instance may be alive.
-pub fn backstop(spec: &RunSpec) {
-    let _ =
-        limits::RunCgroups::existing(spec.cgroup_parent.as_deref(), &spec.run_id).kill_and_remove();
+/// An error means processes of the run may still be alive: the caller records it.
+pub fn backstop(spec: &RunSpec) -> Result<(), String> {
+    limits::RunCgroups::existing(spec.cgroup_parent.as_deref(), &spec.run_id)
+        .kill_and_remove()
+        .map_err(|e| e.to_string())
 }
 
 /// Host pids whose real uid is `uid`.
@@ -343,8 +335,12 @@ pub fn supervise(
     if let Err(e) = spawned_pumps {
         let _ = child.kill();
         let _ = child.wait();
-        backstop(&p.spec);
-        return Err(e);
+        return Err(match backstop(&p.spec) {
+            Ok(()) => e,
+            Err(b) => LaunchError::Io(format!(
+                "{e}; then killing what was left of the run failed ({b}), so processes of the run may still be alive"
+            )),
+        });
     }
 
     // The status pipe reaches EOF when the agent is exec'd or setup failed.
@@ -423,7 +419,7 @@ pub fn supervise(
     };
     // Whatever is left (double-forked processes, a stuck init) dies now, which also closes
     // every copy of the pipes so the pumps and the status reader reach EOF.
-    backstop(&p.spec);
+    let cleanup_error = backstop(&p.spec).err();
     for h in pumps {
         let _ = h.join();
     }
@@ -448,6 +444,7 @@ pub fn supervise(
         exit_code,
         signal,
         ending,
+        cleanup_error,
     })
 }
 

@@ -1,0 +1,201 @@
+//! How a supervised run's end is told: the ledger outcome, exit code, signal and reason of
+//! its closing record, and the journal event that ends its trail. One mapping, used by
+//! airlockd and by `airlockctl launch --standalone`, so both record a run the same way.
+
+use super::launch::LaunchError;
+use super::ledger::Outcome;
+use super::process::{Ending, Supervised};
+use crate::journal::EventKind;
+
+/// Exit code reported when the agent never ran (the jail could not be started).
+pub const NOT_STARTED: i32 = 125;
+
+/// The end of one run, ready for the ledger and the journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closing {
+    pub outcome: Outcome,
+    /// Shell style (128 + signal when killed); [`NOT_STARTED`] when the agent never ran.
+    pub code: i32,
+    pub signal: Option<i32>,
+    /// Written by airlock, never copied from the agent.
+    pub reason: String,
+    /// The run's last journal event.
+    pub kind: EventKind,
+}
+
+impl Closing {
+    /// The exit code for the ledger: none when the agent never started.
+    pub fn exit_code(&self) -> Option<i32> {
+        (self.outcome != Outcome::Refused || self.code != NOT_STARTED).then_some(self.code)
+    }
+}
+
+/// The `outcome` string of the ledger and the protocol.
+pub fn outcome_str(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Exited => "exited",
+        Outcome::Killed => "killed",
+        Outcome::TimedOut => "timed_out",
+        Outcome::Stopped => "stopped",
+        Outcome::Aborted => "aborted",
+        Outcome::Refused => "refused",
+    }
+}
+
+/// Map what [`super::process::supervise`] returned to the run's closing record.
+/// `deadline_s`: the run's deadline (0: none); `grace_s`: SIGTERM to SIGKILL; `sigkilled`:
+/// the grace period ran out and SIGKILL was sent.
+pub fn closing(
+    result: &Result<Supervised, LaunchError>,
+    deadline_s: u64,
+    grace_s: u64,
+    sigkilled: bool,
+) -> Closing {
+    let c = |outcome, code, signal, reason: String, kind| Closing {
+        outcome,
+        code,
+        signal,
+        reason,
+        kind,
+    };
+    let mut closing = match result {
+        Err(e) => c(
+            Outcome::Refused,
+            NOT_STARTED,
+            None,
+            format!("the jail could not be started: {e}"),
+            EventKind::RunAborted,
+        ),
+        Ok(s) => match (&s.report.error, &s.ending) {
+            (Some(e), _) => c(
+                Outcome::Refused,
+                s.exit_code,
+                None,
+                format!("jail setup failed: {e}; the agent never ran"),
+                EventKind::RunAborted,
+            ),
+            (None, Ending::Stopped(r)) => c(
+                Outcome::Stopped,
+                s.exit_code,
+                s.signal,
+                format!("stopped: {r}"),
+                EventKind::RunStopped,
+            ),
+            (None, Ending::DeadlineReached) => c(
+                Outcome::TimedOut,
+                s.exit_code,
+                s.signal,
+                format!(
+                    "deadline of {deadline_s} s reached (budget.minutes_per_run, narrowed by max_seconds); the run was terminated"
+                ),
+                EventKind::RunKilled,
+            ),
+            (None, Ending::Exited) => match s.signal {
+                Some(sig) => c(
+                    Outcome::Killed,
+                    s.exit_code,
+                    Some(sig),
+                    format!("killed by signal {sig}"),
+                    EventKind::RunKilled,
+                ),
+                None => c(
+                    Outcome::Exited,
+                    s.exit_code,
+                    None,
+                    format!("exited with code {}", s.exit_code),
+                    EventKind::RunExited,
+                ),
+            },
+        },
+    };
+    if sigkilled {
+        closing.reason = format!(
+            "{}; it did not exit within {grace_s} s of SIGTERM and was killed",
+            closing.reason
+        );
+    }
+    // The record must not tell of a clean end while processes of the run may still live.
+    if let Ok(Supervised {
+        cleanup_error: Some(e),
+        ..
+    }) = result
+    {
+        closing.outcome = Outcome::Aborted;
+        closing.kind = EventKind::RunAborted;
+        closing.reason = format!(
+            "{}; then killing what was left of the run failed ({e}), so processes of the run may still be alive",
+            closing.reason
+        );
+    }
+    closing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::status::StatusReport;
+
+    fn sup(code: i32, signal: Option<i32>, ending: Ending, cleanup: Option<&str>) -> Supervised {
+        Supervised {
+            report: StatusReport {
+                infos: Vec::new(),
+                error: None,
+            },
+            exit_code: code,
+            signal,
+            ending,
+            cleanup_error: cleanup.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn exits_kills_and_deadlines() {
+        let c = closing(&Ok(sup(3, None, Ending::Exited, None)), 0, 3, false);
+        assert_eq!(
+            (c.outcome, c.exit_code(), c.signal, c.kind),
+            (Outcome::Exited, Some(3), None, EventKind::RunExited)
+        );
+        let c = closing(&Ok(sup(137, Some(9), Ending::Exited, None)), 0, 3, false);
+        assert_eq!((c.outcome, c.signal), (Outcome::Killed, Some(9)));
+        let c = closing(
+            &Ok(sup(143, Some(15), Ending::DeadlineReached, None)),
+            5,
+            3,
+            true,
+        );
+        assert_eq!(
+            (c.outcome, c.kind),
+            (Outcome::TimedOut, EventKind::RunKilled)
+        );
+        assert!(
+            c.reason.contains("5 s") && c.reason.contains("was killed"),
+            "{}",
+            c.reason
+        );
+        let c = closing(&Err(LaunchError::Io("no helper".into())), 0, 3, false);
+        assert_eq!((c.outcome, c.exit_code()), (Outcome::Refused, None));
+    }
+
+    #[test]
+    fn a_failed_cleanup_is_never_a_clean_end() {
+        let c = closing(
+            &Ok(sup(
+                0,
+                None,
+                Ending::Exited,
+                Some("remove run cgroup: EBUSY"),
+            )),
+            0,
+            3,
+            false,
+        );
+        assert_eq!(c.outcome, Outcome::Aborted);
+        assert_eq!(c.kind, EventKind::RunAborted);
+        assert_eq!(c.exit_code(), Some(0));
+        assert!(
+            c.reason.contains("EBUSY") && c.reason.contains("may still be alive"),
+            "{}",
+            c.reason
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! `airlockctl launch --standalone`: the supervisor in the launching process, for hosts
+//! without airlockd. It keeps the same records and budgets as the daemon: the weekly run
+//! budget from the ledger, a `run_opened` record before the jail starts and a `run_closed`
+//! record after, and the run's journal (every output line and the same events).
+//!
+//! The ledger has one appender at a time. airlockd holds it for as long as it runs, so a
+//! standalone launch next to a running daemon is refused. Standalone launches hold it only
+//! while they append (a few milliseconds), so several can run side by side; a launch that
+//! finds it taken retries for a moment before concluding that a daemon owns it.
+//!
+//! If this process dies mid-run, the jail helper kills the run (its lifeline closes) and
+//! the record stays open until the next start of airlockd closes it as aborted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::launch::{self, LaunchError, LaunchRequest, Prepared};
+use super::ledger::{self, Ledger, LedgerError, LedgerEvent, RunClosed, RunOpened};
+use super::outcome::{self, Closing};
+use super::process::{self, Milestone, OutputSink, RunControl};
+use super::run_output::{JournalSink, Tee, WriterTee};
+use crate::config::Config;
+use crate::daemon::budget;
+use crate::journal::{EventKind, JournalConfig, RunFields, RunJournal, Stream};
+use crate::role::LoadedRole;
+use crate::supervisor::instances;
+use crate::terminal::TerminalSafe;
+
+/// What a standalone launch refused with when airlockd holds the ledger.
+pub const DAEMON_OWNS_LEDGER: &str =
+    "airlockd is running and owns the ledger: launch through it (drop --standalone)";
+
+/// How long a launch waits for another standalone launch to finish its append.
+const LOCK_PATIENCE: Duration = Duration::from_secs(3);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Open the ledger for one append, waiting out other standalone launches' appends.
+fn open_ledger(cfg: &Config) -> Result<Ledger, LaunchError> {
+    let path = cfg.state_dir.join(ledger::FILE_NAME);
+    let until = Instant::now() + LOCK_PATIENCE;
+    loop {
+        match Ledger::open(&path) {
+            Ok(l) => return Ok(l),
+            // A live control socket: the holder is airlockd, which never lets go.
+            Err(LedgerError::Locked { .. })
+                if std::os::unix::net::UnixStream::connect(&cfg.socket).is_ok() =>
+            {
+                return Err(LaunchError::Refused(DAEMON_OWNS_LEDGER.to_string()))
+            }
+            Err(LedgerError::Locked { .. }) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            Err(LedgerError::Locked { .. }) => {
+                return Err(LaunchError::Refused(DAEMON_OWNS_LEDGER.to_string()))
+            }
+            Err(e) => return Err(LaunchError::Io(e.to_string())),
+        }
+    }
+}
+
+/// How a standalone run ended.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub run_id: String,
+    pub closing: Closing,
+    /// Set when the closing record could not be appended (it stays open until airlockd
+    /// next starts and closes it as aborted).
+    pub ledger_error: Option<String>,
+}
+
+/// Check the budget, record, journal and run one launch in this process. Blocks until the
+/// run is over. `started` hears the run id once the opening record is written; `stream`:
+/// the agent's output is copied to this process's stdout and stderr (terminal-safe), on top
+/// of the journal. `Err`: nothing was started and nothing was recorded, except a run whose
+/// journal could not be opened (then its record is closed as refused).
+pub fn run(
+    cfg: &Config,
+    req: &LaunchRequest,
+    role: &LoadedRole,
+    stream: bool,
+    started: impl FnOnce(&str),
+) -> Result<Finished, LaunchError> {
+    instances::ensure_state_dir(&cfg.state_dir)
+        .map_err(|e| LaunchError::Io(format!("state_dir: {e}")))?;
+    let journal_dir = cfg.state_dir.join("journal");
+    crate::journal::fallback::ensure_dir(&journal_dir)
+        .map_err(|e| LaunchError::Io(format!("{}: cannot create: {e}", journal_dir.display())))?;
+
+    // The budget check and the opening record under one hold of the ledger lock, so two
+    // launches cannot both take the last run of the week.
+    let mut ledger = open_ledger(cfg)?;
+    let now = ledger::now_ms();
+    let used = ledger.opened_since(&req.instance, budget::window_start(now));
+    budget::check_weekly(&req.instance, used, role.role.budget.runs_per_week)
+        .map_err(LaunchError::Refused)?;
+    let prepared = launch::prepare(cfg, req, role)?;
+    let run = prepared.spec.run_id.clone();
+    let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
+    let launched_by_uid = nix::unistd::getuid().as_raw();
+    ledger
+        .append(LedgerEvent::RunOpened(RunOpened {
+            run: run.clone(),
+            launched_by_uid,
+            role: role.role.role.clone(),
+            instance: req.instance.clone(),
+            uid: prepared.spec.uid,
+            level: role.role.level,
+            budgets: budget::budgets_json(&role.role, req.max_seconds, deadline_s),
+            started_at: now,
+            deadline_s,
+        }))
+        .map_err(|e| LaunchError::Io(format!("the run was not started: {e}")))?;
+    drop(ledger);
+    started(&run);
+
+    let fields = RunFields {
+        run: run.clone(),
+        role: role.role.role.clone(),
+        instance: req.instance.clone(),
+    };
+    let jcfg = JournalConfig {
+        socket: cfg.journal_socket.clone(),
+        ..JournalConfig::default()
+    };
+    let journal = match RunJournal::open_with(fields, &journal_dir, jcfg) {
+        Ok(j) => Arc::new(Mutex::new(j)),
+        Err(e) => {
+            let reason = format!("the run's journal could not be opened: {e}");
+            let closing = Closing {
+                outcome: ledger::Outcome::Refused,
+                code: outcome::NOT_STARTED,
+                signal: None,
+                reason: reason.clone(),
+                kind: EventKind::RunAborted,
+            };
+            let ledger_error = close(cfg, &run, &closing).err();
+            return Ok(Finished {
+                run_id: run,
+                closing,
+                ledger_error,
+            });
+        }
+    };
+    let closing = supervise(&prepared, &journal, stream, launched_by_uid, deadline_s);
+    // The ledger first, so the run's last journal record can say if it failed.
+    let ledger_error = close(cfg, &run, &closing).err();
+    let last = match &ledger_error {
+        None => closing.reason.clone(),
+        Some(e) => format!(
+            "{}; its ledger record could not be closed ({e}); the next start of airlockd closes it as aborted",
+            closing.reason
+        ),
+    };
+    {
+        let mut j = lock(&journal);
+        let _ = j.event(closing.kind, &last, &[]);
+        let _ = j.sync();
+    }
+    Ok(Finished {
+        run_id: run,
+        closing,
+        ledger_error,
+    })
+}
+
+/// Run the jail to its end with the run's journal; journal what the daemon journals.
+fn supervise(
+    prepared: &Prepared,
+    journal: &Arc<Mutex<RunJournal>>,
+    stream: bool,
+    launched_by_uid: u32,
+    deadline_s: u64,
+) -> Closing {
+    let spec = &prepared.spec;
+    let event = |kind: EventKind, msg: &str| {
+        let _ = lock(journal).event(kind, msg, &[]);
+    };
+    event(
+        EventKind::RunStarted,
+        &format!(
+            "run started (standalone, pid {}): role {}, instance {} (uid {}), launched by uid {launched_by_uid}, deadline {}",
+            std::process::id(),
+            spec.role,
+            spec.instance,
+            spec.uid,
+            if deadline_s == 0 {
+                "none".to_string()
+            } else {
+                format!("{deadline_s} s")
+            }
+        ),
+    );
+    let lost = Arc::new(AtomicU64::new(0));
+    let sink = |s: Stream| {
+        let tee: Option<Box<dyn Tee>> = match (stream, s) {
+            (false, _) => None,
+            (true, Stream::Stdout) => Some(Box::new(WriterTee(Box::new(TerminalSafe::stdout())))),
+            (true, Stream::Stderr) => Some(Box::new(WriterTee(Box::new(TerminalSafe::stderr())))),
+        };
+        Box::new(JournalSink::new(s, journal.clone(), lost.clone(), tee)) as Box<dyn OutputSink>
+    };
+    let (out, errs) = (sink(Stream::Stdout), sink(Stream::Stderr));
+    let ctl = RunControl::new(prepared.deadline, launch::GRACE);
+    let grace = ctl.grace.as_secs();
+    let mut sigkilled = false;
+    let result = process::spawn(prepared).and_then(|sp| {
+        process::supervise(prepared, sp, &ctl, out, errs, &mut |m| match m {
+            Milestone::Setup(report) => {
+                for i in &report.infos {
+                    event(EventKind::JailReport, &format!("jail: {i}"));
+                }
+            }
+            Milestone::DeadlineReached => event(
+                EventKind::DeadlineReached,
+                &format!(
+                    "deadline of {deadline_s} s reached; SIGTERM sent, SIGKILL after {grace} s"
+                ),
+            ),
+            Milestone::Stopping(_) => {}
+            Milestone::Killing => sigkilled = true,
+        })
+    });
+    let l = lost.load(Ordering::Relaxed);
+    if l > 0 {
+        event(
+            EventKind::OutputDropped,
+            &format!("{l} output lines reached neither journald nor the fallback file"),
+        );
+    }
+    outcome::closing(&result, deadline_s, grace, sigkilled)
+}
+
+/// Append the run's closing record.
+fn close(cfg: &Config, run: &str, c: &Closing) -> Result<(), String> {
+    let mut ledger = open_ledger(cfg).map_err(|e| e.to_string())?;
+    ledger
+        .append(LedgerEvent::RunClosed(RunClosed {
+            run: run.to_string(),
+            ended_at: ledger::now_ms(),
+            outcome: c.outcome,
+            exit_code: c.exit_code(),
+            signal: c.signal,
+            reason: c.reason.clone(),
+        }))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
