@@ -590,6 +590,7 @@ impl Direct {
                 ..Default::default()
             },
             cgroup_parent: airlock::sandbox::limits::prepare_parent(),
+            files: Vec::new(),
         };
         Direct { _dir: dir, spec }
     }

@@ -12,9 +12,11 @@ use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::Config;
 use crate::policy::classes::canonicalize;
-use crate::role::{LoadedRole, Provider, Role};
+use crate::policy::agent_config::GatewayEndpoints;
+use crate::role::LoadedRole;
 use crate::sandbox::limits;
 use crate::sandbox::spec::{valid_name, RunSpec};
+use crate::supervisor::agent_files::agent_files;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::process::{self, Ending, Milestone, RunControl, WriteSink};
 use crate::supervisor::workspace;
@@ -105,29 +107,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// The role's own agent command, when `-- CMD` does not replace it.
-fn agent_command(role: &Role, brief: &str) -> Result<Vec<String>, LaunchError> {
-    let run = role.run.as_ref().ok_or_else(|| {
-        refused("the role has no `run` section, so it has no agent command; pass -- CMD ARGS")
-    })?;
-    Ok(match run.provider {
-        Provider::Claude => vec![
-            "claude".into(),
-            "--print".into(),
-            "--model".into(),
-            run.model.clone(),
-            brief.to_string(),
-        ],
-        Provider::Codex => vec![
-            "codex".into(),
-            "exec".into(),
-            "--model".into(),
-            run.model.clone(),
-            brief.to_string(),
-        ],
-    })
 }
 
 /// The run's deadline: the role's minutes_per_run, narrowed (never widened) by --max-seconds.
@@ -222,15 +201,27 @@ pub fn prepare_in(
         Some(w) => Some(workspace::check(w, &cfg.state_dir).map_err(refused)?),
         None => None,
     };
+    let run_id = new_run_id();
+    // No gateway exists yet, so the run's endpoints are the `.invalid` placeholders: the
+    // agent's configuration is complete and correct in shape, and any MCP call it makes
+    // fails to resolve. The gateway issue replaces this with the run's real endpoints.
+    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id);
+    let given = agent_files(loaded, &gateway)
+        .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?;
+    // `-- CMD` replaces only the argv: the files and environment stay (see agent_files).
     let argv = if req.command.is_empty() {
-        agent_command(&loaded.role, &loaded.brief_text)?
+        given.argv.clone().ok_or_else(|| {
+            refused(format!(
+                "{}: run: the role runs no agent, so it has no agent command; pass -- CMD ARGS",
+                loaded.file.display()
+            ))
+        })?
     } else {
         req.command.clone()
     };
     let inst: Instance = instances::resolve(cfg, &req.instance)
         .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
 
-    let run_id = new_run_id();
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
     fs::DirBuilder::new()
         .mode(0o700)
@@ -265,11 +256,12 @@ pub fn prepare_in(
             home: inst.home.clone(),
             workspace,
             argv,
-            env: Vec::new(),
+            env: given.env,
             hide: vec![cfg.state_dir.clone(), cfg.socket.clone()],
             connect_tcp: Vec::new(),
             limits: helper_limits(cfg, deadline),
             cgroup_parent,
+            files: given.files,
         };
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
