@@ -12,9 +12,9 @@
 //! mounted in the jail, so nothing behind those names is reachable.
 
 use std::fs;
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -320,10 +320,13 @@ fn jail_files(root: &Path, files: &[JailFile]) -> Res {
         // /etc/codex); this /etc is a fresh tmpfs that only this helper has written, so no
         // component can be a link. Create each folder with an exact mode, whatever the umask.
         let mut dir = PathBuf::from(root);
-        let rel = f.path.strip_prefix("/").map_err(|_| SandboxError::Invalid {
-            step: STEP,
-            why: "a jail file path is not absolute".to_string(),
-        })?;
+        let rel = f
+            .path
+            .strip_prefix("/")
+            .map_err(|_| SandboxError::Invalid {
+                step: STEP,
+                why: "a jail file path is not absolute".to_string(),
+            })?;
         let mut names: Vec<_> = rel.components().collect();
         names.pop();
         for name in names {

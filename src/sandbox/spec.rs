@@ -553,7 +553,10 @@ mod tests {
                 .expect_err(bad)
                 .to_string();
             assert!(err.contains("files[0].path"), "{bad}: {err}");
-            assert!(!err.contains("passwd") && !err.contains("brief.md"), "{err}");
+            assert!(
+                !err.contains("passwd") && !err.contains("brief.md"),
+                "{err}"
+            );
         }
     }
 

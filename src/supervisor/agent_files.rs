@@ -6,8 +6,7 @@
 //! an exec with any single argument over 128 KiB (MAX_ARG_STRLEN).
 
 use crate::policy::agent_config::{
-    self, AgentConfigError, GatewayEndpoints, CLAUDE_MANAGED_MCP_PATH,
-    CLAUDE_MANAGED_SETTINGS_PATH,
+    self, AgentConfigError, GatewayEndpoints, CLAUDE_MANAGED_MCP_PATH, CLAUDE_MANAGED_SETTINGS_PATH,
 };
 use crate::role::{LoadedRole, Provider};
 use crate::sandbox::spec::JailFile;
@@ -110,7 +109,9 @@ mod tests {
     use std::path::Path;
 
     fn shipped(name: &str) -> LoadedRole {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("roles").join(name);
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("roles")
+            .join(name);
         crate::role::load_role_dir(&dir).expect("shipped role loads")
     }
 
@@ -210,7 +211,10 @@ mod tests {
                 .values()
                 .any(|c| matches!(c, crate::role::McpConnector::Gateway { .. }))
         });
-        assert!(has_gateway_mcp, "the shipped code role reaches MCP through Airlock");
+        assert!(
+            has_gateway_mcp,
+            "the shipped code role reaches MCP through Airlock"
+        );
         // Without the connectors' endpoints the configuration cannot be generated.
         let err = agent_files(&loaded, &GatewayEndpoints::placeholder("r-1")).unwrap_err();
         assert!(err.to_string().starts_with("run.mcp."), "{err}");

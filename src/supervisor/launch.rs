@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::Config;
-use crate::policy::classes::canonicalize;
 use crate::policy::agent_config::GatewayEndpoints;
+use crate::policy::classes::canonicalize;
 use crate::role::LoadedRole;
 use crate::sandbox::limits;
 use crate::sandbox::spec::{valid_name, RunSpec};
@@ -399,6 +399,76 @@ mod tests {
         let limits = helper_limits(&cfg, Some(Duration::from_secs(2)));
         assert_eq!(limits.deadline_ms, Some(2_000 + 3_600_000 + 5_000));
         assert_eq!(helper_limits(&cfg, None).deadline_ms, None);
+    }
+
+    /// A real prepare (root: it chowns the workspace) of a shipped role, in a temp state dir.
+    fn prepared(role: &str, command: &[&str]) -> (tempfile::TempDir, Prepared) {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "prepare creates and chowns a run workspace: run the tests as root"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let repo = env!("CARGO_MANIFEST_DIR");
+        let file = dir.path().join("airlock.yaml");
+        let text = format!(
+            "roles: [{repo}/roles]\npolicies: {repo}/policies\nstate_dir: {}\nuid_range: 1880097000-1880097999\ninstances:\n  tess: {{role: {role}, uid: 1880097001}}\n",
+            dir.path().join("state").display()
+        );
+        std::fs::write(&file, &text).unwrap();
+        let cfg = crate::config::parse(&file, &text).unwrap();
+        std::fs::create_dir_all(cfg.state_dir.join("runs")).unwrap();
+        let loaded = crate::role::load_role_dir(&Path::new(repo).join("roles").join(role)).unwrap();
+        let req = LaunchRequest {
+            role: role.into(),
+            instance: "tess".into(),
+            command: command.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let p = prepare_in(&cfg, &req, &loaded, None).unwrap();
+        (dir, p)
+    }
+
+    #[test]
+    fn the_default_argv_is_agent_configs_and_the_brief_is_a_file() {
+        use crate::policy::agent_config::{self, CLAUDE_MANAGED_SETTINGS_PATH};
+        use crate::supervisor::agent_files::BRIEF_PATH;
+        let (_dir, p) = prepared("code", &[]);
+        let loaded =
+            crate::role::load_role_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("roles/code"))
+                .unwrap();
+        assert_eq!(
+            p.spec.argv,
+            agent_config::agent_command(&loaded.role, BRIEF_PATH, CLAUDE_MANAGED_SETTINGS_PATH)
+                .unwrap()
+        );
+        let brief = p
+            .spec
+            .files
+            .iter()
+            .find(|f| f.path == Path::new(BRIEF_PATH))
+            .unwrap();
+        assert_eq!(brief.contents, loaded.brief_text);
+        assert!(p
+            .spec
+            .files
+            .iter()
+            .any(|f| f.path == Path::new(CLAUDE_MANAGED_SETTINGS_PATH)));
+        p.spec.validate().unwrap();
+    }
+
+    #[test]
+    fn a_replacing_command_keeps_the_files_and_environment() {
+        let (_dir, p) = prepared("review", &["/bin/true"]);
+        assert_eq!(p.spec.argv, vec!["/bin/true".to_string()]);
+        assert!(p
+            .spec
+            .files
+            .iter()
+            .any(|f| f.path == Path::new("/etc/codex/config.toml")));
+        assert_eq!(
+            p.spec.env,
+            vec![("CODEX_HOME".to_string(), "/etc/codex".to_string())]
+        );
     }
 
     #[test]
