@@ -77,6 +77,11 @@ pub fn agent_files(
             CLAUDE_MANAGED_SETTINGS_PATH
         }
         Provider::Codex => {
+            // CODEX_HOME is the read-only /etc/codex: a writable home (the instance's
+            // persistent ~/.codex) would let one run loosen the config of the next, since
+            // Codex's user layer overrides the system one. The cost: Codex cannot keep its
+            // own state (sessions, logs) there; a writable state folder beside a read-only
+            // config.toml is a follow-up.
             files.push(file(
                 CODEX_CONFIG_PATH,
                 agent_config::codex_config(role, gateway)?,

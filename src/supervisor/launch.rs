@@ -403,6 +403,15 @@ mod tests {
 
     /// A real prepare (root: it chowns the workspace) of a shipped role, in a temp state dir.
     fn prepared(role: &str, command: &[&str]) -> (tempfile::TempDir, Prepared) {
+        let (dir, p) = prepared_with(role, command, |_| {});
+        (dir, p.unwrap())
+    }
+
+    fn prepared_with(
+        role: &str,
+        command: &[&str],
+        edit: impl FnOnce(&mut LoadedRole),
+    ) -> (tempfile::TempDir, Result<Prepared, LaunchError>) {
         assert!(
             nix::unistd::geteuid().is_root(),
             "prepare creates and chowns a run workspace: run the tests as root"
@@ -417,15 +426,53 @@ mod tests {
         std::fs::write(&file, &text).unwrap();
         let cfg = crate::config::parse(&file, &text).unwrap();
         std::fs::create_dir_all(cfg.state_dir.join("runs")).unwrap();
-        let loaded = crate::role::load_role_dir(&Path::new(repo).join("roles").join(role)).unwrap();
+        let mut loaded =
+            crate::role::load_role_dir(&Path::new(repo).join("roles").join(role)).unwrap();
+        edit(&mut loaded);
         let req = LaunchRequest {
             role: role.into(),
             instance: "tess".into(),
             command: command.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         };
-        let p = prepare_in(&cfg, &req, &loaded, None).unwrap();
+        let p = prepare_in(&cfg, &req, &loaded, None);
         (dir, p)
+    }
+
+    #[test]
+    fn a_configuration_error_is_refused_by_key_path_with_nothing_left_behind() {
+        use crate::role::McpConnector;
+        for command in [&[][..], &["/bin/true"][..]] {
+            let (dir, p) = prepared_with("code", command, |l| {
+                let run = l.role.run.as_mut().unwrap();
+                run.mcp.insert(
+                    "airlock".into(),
+                    McpConnector::Gateway {
+                        via: "airlock".into(),
+                    },
+                );
+            });
+            let msg = match p {
+                Err(LaunchError::Refused(m)) => m,
+                other => panic!("not refused: {other:?}"),
+            };
+            assert!(msg.contains("role.yaml: run.mcp.airlock: "), "{msg}");
+            let runs = dir.path().join("state/runs");
+            assert_eq!(fs::read_dir(&runs).unwrap().count(), 0);
+        }
+    }
+
+    #[test]
+    fn a_role_without_an_agent_needs_a_command() {
+        let (_dir, p) = prepared_with("code", &[], |l| l.role.run = None);
+        match p {
+            Err(LaunchError::Refused(m)) => assert!(m.contains("-- CMD"), "{m}"),
+            other => panic!("not refused: {other:?}"),
+        }
+        let (_dir, p) = prepared_with("code", &["/bin/true"], |l| l.role.run = None);
+        let p = p.unwrap();
+        assert_eq!(p.spec.files.len(), 1, "only the brief");
+        assert!(p.spec.env.is_empty());
     }
 
     #[test]
