@@ -32,6 +32,13 @@ struct Env {
 impl Env {
     /// A config with `names` hired for role `code`, each with a fresh explicit uid.
     fn new(names: &[&str]) -> (Env, Vec<u32>) {
+        let hires: Vec<(&str, &str)> = names.iter().map(|n| (*n, "code")).collect();
+        Env::hire(&hires, None)
+    }
+
+    /// A config with each `(instance, role)` hired, each with a fresh explicit uid. `local`:
+    /// a roles.local layer (over the shipped roles) to write role folders into.
+    fn hire(hires: &[(&str, &str)], local: Option<&str>) -> (Env, Vec<u32>) {
         require_root();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
@@ -40,16 +47,20 @@ impl Env {
         let base = 1_880_095_000 + (std::process::id() % 200) * 20;
         let mut uids = Vec::new();
         let mut inst = String::new();
-        for n in names {
+        for (n, role) in hires {
             let uid = base + NEXT_UID.fetch_add(1, Ordering::SeqCst);
             uids.push(uid);
-            inst.push_str(&format!("  {n}: {{role: code, uid: {uid}}}\n"));
+            inst.push_str(&format!("  {n}: {{role: {role}, uid: {uid}}}\n"));
         }
+        let layers = match local {
+            Some(l) => format!("{repo}/roles, {}", root.join(l).display()),
+            None => format!("{repo}/roles"),
+        };
         let cfg = root.join("airlock.yaml");
         std::fs::write(
             &cfg,
             format!(
-                "roles: [{repo}/roles]\npolicies: {repo}/policies\nstate_dir: state\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\ninstances:\n{inst}"
+                "roles: [{layers}]\npolicies: {repo}/policies\nstate_dir: state\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\ninstances:\n{inst}"
             ),
         )
         .unwrap();
@@ -66,12 +77,16 @@ impl Env {
     }
 
     fn cmd(&self, instance: &str, extra: &[&str], argv: &[&str]) -> Command {
+        self.cmd_role("code", instance, extra, argv)
+    }
+
+    fn cmd_role(&self, role: &str, instance: &str, extra: &[&str], argv: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_airlockctl"));
         c.arg("--config")
             .arg(&self.cfg)
             .args([
                 "launch",
-                "code",
+                role,
                 "--instance",
                 instance,
                 "--standalone",
@@ -498,6 +513,156 @@ fn bad_input_is_refused_before_anything_starts() {
     assert!(err(&o).contains("exec agent program"), "{}", err(&o));
 }
 
+fn shipped_role(name: &str) -> airlock::role::LoadedRole {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("roles")
+        .join(name);
+    airlock::role::load_role_dir(&dir).unwrap()
+}
+
+/// The run id `airlockctl launch --wait` prints on stderr.
+fn run_id_of(o: &Output) -> String {
+    err(o)
+        .split_whitespace()
+        .find(|w| w.starts_with("r-") && airlock::sandbox::spec::valid_run_id(w))
+        .unwrap_or_else(|| panic!("no run id in stderr:\n{}", err(o)))
+        .to_string()
+}
+
+#[test]
+fn the_brief_and_the_claude_configuration_are_in_the_jail() {
+    use airlock::policy::agent_config::{self, GatewayEndpoints};
+    let (env, _) = Env::new(&["tess"]);
+    let o = env.run(
+        "tess",
+        &[],
+        &[
+            "cat",
+            "/etc/claude-code/managed-settings.json",
+            "/etc/airlock/brief.md",
+        ],
+    );
+    assert_ok(&o);
+    let out = text(&o);
+    let mut values = serde_json::Deserializer::from_str(&out).into_iter::<serde_json::Value>();
+    let settings = values.next().unwrap().unwrap();
+    let brief = &out[values.byte_offset()..];
+    assert_eq!(settings["permissions"]["defaultMode"], "dontAsk", "{out}");
+    let loaded = shipped_role("code");
+    // Exactly what agent_config generates for this run (placeholder gateway endpoints).
+    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id_of(&o));
+    assert_eq!(
+        settings,
+        agent_config::claude_settings(&loaded.role, &gateway).unwrap()
+    );
+    assert_eq!(brief.strip_prefix('\n'), Some(loaded.brief_text.as_str()));
+
+    let o = env.sh(
+        "tess",
+        "cat /etc/claude-code/managed-mcp.json; echo; echo \"CODEX_HOME=${CODEX_HOME-unset}\"",
+    );
+    assert_ok(&o);
+    let out = text(&o);
+    let mut values = serde_json::Deserializer::from_str(&out).into_iter::<serde_json::Value>();
+    let mcp = values.next().unwrap().unwrap();
+    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id_of(&o));
+    assert_eq!(
+        mcp,
+        agent_config::claude_mcp_config(&loaded.role, &gateway).unwrap()
+    );
+    assert!(out.contains("CODEX_HOME=unset"), "{out}");
+}
+
+#[test]
+fn the_agent_cannot_change_its_configuration_or_brief() {
+    let (env, _) = Env::new(&["tess"]);
+    let script = r#"
+for f in /etc/claude-code/managed-settings.json /etc/claude-code/managed-mcp.json /etc/airlock/brief.md; do
+  stat -c "owner %u:%g mode %a $f" "$f"
+  if echo x > "$f"; then echo "WROTE $f"; fi
+  if echo x >> "$f"; then echo "APPENDED $f"; fi
+  if rm -f "$f" 2>/dev/null && [ ! -e "$f" ]; then echo "REMOVED $f"; fi
+  if chmod 666 "$f" 2>/dev/null; then echo "CHMODDED $f"; fi
+  if mv "$f" "$f.x" 2>/dev/null; then echo "MOVED $f"; fi
+done
+for d in /etc/claude-code /etc/airlock /etc/codex; do
+  if touch "$d/new" 2>/dev/null; then echo "CREATED in $d"; fi
+  if mkdir -p "$d/sub" 2>/dev/null; then echo "MKDIR in $d"; fi
+done
+if ln -s /tmp/x /etc/claude-code/managed-settings.d 2>/dev/null; then echo LINKED; fi
+stat -c "dir %u:%g mode %a %n" /etc/claude-code /etc/airlock
+cat /etc/claude-code/managed-settings.json | head -c 1
+"#;
+    let o = env.sh("tess", script);
+    assert_ok(&o);
+    let out = text(&o);
+    for bad in [
+        "WROTE", "APPENDED", "REMOVED", "CHMODDED", "MOVED", "CREATED", "MKDIR", "LINKED",
+    ] {
+        assert!(!out.contains(bad), "{bad}:\n{out}");
+    }
+    for f in [
+        "/etc/claude-code/managed-settings.json",
+        "/etc/claude-code/managed-mcp.json",
+        "/etc/airlock/brief.md",
+    ] {
+        assert!(
+            out.contains(&format!("owner 0:0 mode 444 {f}")),
+            "{f}:\n{out}"
+        );
+    }
+    assert!(out.contains("dir 0:0 mode 755 /etc/claude-code"), "{out}");
+    assert!(out.contains("dir 0:0 mode 755 /etc/airlock"), "{out}");
+    // Still readable, and the codex folder is absent for a claude role.
+    assert!(out.trim_end().ends_with('{'), "{out}");
+}
+
+#[test]
+fn a_codex_role_gets_its_config_toml_and_codex_home() {
+    use airlock::policy::agent_config::{self, GatewayEndpoints};
+    let (env, _) = Env::hire(&[("rita", "review")], None);
+    let o = env
+        .cmd_role(
+            "review",
+            "rita",
+            &[],
+            &[
+                "/bin/sh",
+                "-c",
+                "echo \"CODEX_HOME=$CODEX_HOME\"; cat \"$CODEX_HOME/config.toml\"; ls /etc/claude-code 2>&1 || true",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let out = text(&o);
+    let (first, rest) = out.split_once('\n').unwrap();
+    assert_eq!(first, "CODEX_HOME=/etc/codex");
+    let loaded = shipped_role("review");
+    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id_of(&o));
+    let config = agent_config::codex_config(&loaded.role, &gateway).unwrap();
+    assert!(rest.starts_with(&config), "{out}");
+    assert!(rest[config.len()..].contains("No such file"), "{out}");
+}
+
+#[test]
+fn a_brief_of_a_mebibyte_reaches_the_jail_whole() {
+    let (env, _) = Env::hire(&[("tess", "code")], Some("roles.local"));
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let local = env.root.join("roles.local/code");
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::copy(repo.join("roles/code/role.yaml"), local.join("role.yaml")).unwrap();
+    // Just under the role loader's 1 MiB bound; far over the kernel's 128 KiB per argument.
+    let line = "Keep every change small and tested.\n";
+    let brief = line.repeat((1 << 20) / line.len());
+    std::fs::write(local.join("brief.md"), &brief).unwrap();
+    let o = env.run("tess", &[], &["sha256sum", "/etc/airlock/brief.md"]);
+    assert_ok(&o);
+    use sha2::Digest;
+    let want = format!("{:x}", sha2::Sha256::digest(brief.as_bytes()));
+    assert!(text(&o).starts_with(&want), "{}", text(&o));
+}
+
 #[test]
 fn the_deadline_kills_the_run() {
     let (env, uids) = Env::new(&["tess"]);
@@ -590,6 +755,7 @@ impl Direct {
                 ..Default::default()
             },
             cgroup_parent: airlock::sandbox::limits::prepare_parent(),
+            files: Vec::new(),
         };
         Direct { _dir: dir, spec }
     }

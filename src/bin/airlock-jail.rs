@@ -25,7 +25,8 @@ use std::time::Instant;
 use airlock::sandbox::status::StatusFd;
 use airlock::sandbox::{fds, helper, watch, RunSpec, SandboxError};
 
-const MAX_SPEC_BYTES: u64 = 1 << 20;
+/// A spec carries the run's jail files (brief, agent configuration), so the bound follows theirs.
+const MAX_SPEC_BYTES: u64 = airlock::sandbox::spec::MAX_SPEC_JSON_BYTES;
 const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] < spec.json";
 
 struct Args {

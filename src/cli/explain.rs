@@ -89,7 +89,10 @@ pub fn report(entry: &CatalogEntry, policies: &Policies) -> Value {
         Ok(text) => Value::String(text),
         Err(e) => json!({ "none": e.to_string() }),
     };
-    let command = agent_config::agent_command(role, "brief.md", "settings")
+    // The argv a launch runs, with the jail paths of its brief and configuration.
+    let command = crate::supervisor::agent_files::agent_files(&entry.loaded, &gateway)
+        .ok()
+        .and_then(|f| f.argv)
         .map(Value::from)
         .unwrap_or(Value::Null);
     json!({

@@ -62,6 +62,7 @@ mod tests {
             connect_tcp: vec![],
             limits: Default::default(),
             cgroup_parent: None,
+            files: vec![],
         };
         let env = build(&spec);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());

@@ -255,7 +255,8 @@ fn helper_gone(life_r: &OwnedFd) -> bool {
 }
 
 /// The jail's Landlock rules: system dirs readable and executable, /etc and /proc
-/// readable, the workspace, home and scratch spaces writable, a few device nodes.
+/// readable, the workspace, home and scratch spaces writable, a few device nodes. The
+/// spec's jail files live in /etc, so they are readable and never writable or executable.
 pub fn landlock_rules(spec: &RunSpec) -> LandlockRules {
     let existing = |v: &[&str]| -> Vec<PathBuf> {
         v.iter().map(PathBuf::from).filter(|p| p.exists()).collect()
@@ -365,4 +366,38 @@ fn program_candidates(prog: &str) -> Vec<CString> {
         .into_iter()
         .filter_map(|p| CString::new(p.as_os_str().as_encoded_bytes()).ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::spec::JAIL_FILE_DIRS;
+
+    #[test]
+    fn landlock_lets_the_agent_read_its_jail_files_and_nothing_more() {
+        let spec = RunSpec {
+            run_id: "r-1".into(),
+            role: "code".into(),
+            instance: "tess".into(),
+            uid: 5000,
+            gid: 5000,
+            home: "/var/lib/airlock/homes/tess".into(),
+            workspace: "/srv/ws".into(),
+            argv: vec!["true".into()],
+            env: vec![],
+            hide: vec![],
+            connect_tcp: vec![],
+            limits: Default::default(),
+            cgroup_parent: None,
+            files: vec![],
+        };
+        let rules = landlock_rules(&spec);
+        let covers = |v: &[PathBuf], p: &str| v.iter().any(|r| Path::new(p).starts_with(r));
+        for d in JAIL_FILE_DIRS {
+            let f = format!("{d}/file");
+            assert!(covers(&rules.read_only, &f), "{f} not readable");
+            assert!(!covers(&rules.read_write, &f), "{f} writable");
+            assert!(!covers(&rules.read_exec, &f), "{f} executable");
+        }
+    }
 }

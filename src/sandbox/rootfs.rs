@@ -12,14 +12,15 @@
 //! mounted in the jail, so nothing behind those names is reachable.
 
 use std::fs;
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
-use super::spec::SYSTEM_DIRS;
+use super::spec::{JailFile, SYSTEM_DIRS};
 use super::{RunSpec, SandboxError};
 
 /// Where the new root is assembled (inside the run's private mount namespace only).
@@ -297,13 +298,77 @@ fn system_dirs(root: &Path) -> Res {
     Ok(())
 }
 
+/// Size of the jail's /etc tmpfs: 1 MiB for the generated account files, plus every jail
+/// file rounded up to 64 KiB (the largest page size Linux uses) and one more 64 KiB each for
+/// its folder. The spec bounds the files' count and total, so this stays small.
+pub fn etc_tmpfs_bytes(files: &[JailFile]) -> u64 {
+    const PAGE: u64 = 64 << 10;
+    files.iter().fold(1 << 20, |acc: u64, f| {
+        let len = f.contents.len() as u64;
+        acc.saturating_add(len.div_ceil(PAGE).saturating_add(1).saturating_mul(PAGE))
+    })
+}
+
+/// Write the spec's files into the jail's /etc while it is still writable: root-owned (the
+/// helper is root), with the spec's mode, in root-owned 0755 folders. /etc is remounted
+/// read-only right after, so the agent can read them and change nothing.
+fn jail_files(root: &Path, files: &[JailFile]) -> Res {
+    const STEP: &str = "write jail files";
+    for f in files {
+        let target = under(root, &f.path);
+        // The spec checked the path (plain names under /etc/airlock, /etc/claude-code or
+        // /etc/codex); this /etc is a fresh tmpfs that only this helper has written, so no
+        // component can be a link. Create each folder with an exact mode, whatever the umask.
+        let mut dir = PathBuf::from(root);
+        let rel = f
+            .path
+            .strip_prefix("/")
+            .map_err(|_| SandboxError::Invalid {
+                step: STEP,
+                why: "a jail file path is not absolute".to_string(),
+            })?;
+        let mut names: Vec<_> = rel.components().collect();
+        names.pop();
+        for name in names {
+            dir.push(name);
+            match fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() && !m.file_type().is_symlink() => continue,
+                Ok(_) => {
+                    return Err(SandboxError::Invalid {
+                        step: STEP,
+                        why: "a jail file's folder is not a folder".to_string(),
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(SandboxError::sys(STEP, e)),
+            }
+            fs::DirBuilder::new()
+                .mode(0o755)
+                .create(&dir)
+                .map_err(io(STEP))?;
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).map_err(io(STEP))?;
+        }
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(f.mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&target)
+            .map_err(io(STEP))?;
+        file.write_all(f.contents.as_bytes()).map_err(io(STEP))?;
+        file.set_permissions(fs::Permissions::from_mode(f.mode))
+            .map_err(io(STEP))?;
+    }
+    Ok(())
+}
+
 fn etc(root: &Path, spec: &RunSpec) -> Res {
     let etc = root.join("etc");
     mkdir_p(&etc, "create /etc")?;
     tmpfs(
         &etc,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        "mode=0755,size=1m",
+        &format!("mode=0755,size={}", etc_tmpfs_bytes(&spec.files)),
         "mount /etc",
     )?;
     let shell = if Path::new("/bin/bash").exists() {
@@ -355,6 +420,7 @@ fn etc(root: &Path, spec: &RunSpec) -> Res {
         }
         bind(&host, &target, ro(), "bind /etc entry read-only")?;
     }
+    jail_files(root, &spec.files)?;
     remount_ro(
         &etc,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
@@ -487,4 +553,43 @@ fn switch_root(root: &Path) -> Res {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         "make root read-only",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::spec::{JAIL_FILE_DIRS, MAX_JAIL_FILES, MAX_JAIL_FILES_BYTES};
+
+    #[test]
+    fn jail_file_folders_never_shadow_host_etc_entries() {
+        for d in JAIL_FILE_DIRS {
+            let name = Path::new(d)
+                .strip_prefix("/etc")
+                .expect("jail file folders are in /etc");
+            let first = name.components().next().expect("a folder below /etc");
+            let first = first.as_os_str().to_str().expect("ASCII");
+            assert!(!ETC_ALLOW.contains(&first), "{d} is taken from the host");
+            assert!(
+                !["passwd", "group", "hostname", "hosts"].contains(&first),
+                "{d} is generated"
+            );
+        }
+    }
+
+    #[test]
+    fn etc_tmpfs_fits_the_largest_file_set() {
+        let file = |n: usize| JailFile {
+            path: "/etc/airlock/f".into(),
+            contents: "x".repeat(n),
+            mode: 0o444,
+        };
+        assert_eq!(etc_tmpfs_bytes(&[]), 1 << 20);
+        assert_eq!(etc_tmpfs_bytes(&[file(1)]), (1 << 20) + (128 << 10));
+        let all: Vec<JailFile> = (0..MAX_JAIL_FILES)
+            .map(|i| file(if i == 0 { MAX_JAIL_FILES_BYTES } else { 0 }))
+            .collect();
+        let n = etc_tmpfs_bytes(&all);
+        assert!(n >= (1 << 20) + MAX_JAIL_FILES_BYTES as u64 + (MAX_JAIL_FILES as u64) * 4096);
+        assert!(n <= 8 << 20, "{n}");
+    }
 }

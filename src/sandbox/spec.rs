@@ -36,6 +36,22 @@ pub struct RunSpec {
     pub limits: Limits,
     /// A delegated cgroup v2 directory to create the run's cgroup under, if any.
     pub cgroup_parent: Option<PathBuf>,
+    /// Files the jail shows read-only, owned by root: the agent's brief and its generated
+    /// configuration. Absent in older specs.
+    #[serde(default)]
+    pub files: Vec<JailFile>,
+}
+
+/// One file written into the jail's generated /etc while the jail is built. See
+/// [`JAIL_FILE_DIRS`] for where it may go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JailFile {
+    /// Absolute path inside the jail.
+    pub path: PathBuf,
+    pub contents: String,
+    /// Permission bits: a subset of 0644 that includes world-read (see [`RunSpec::validate`]).
+    pub mode: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +95,24 @@ impl Default for Limits {
         }
     }
 }
+
+/// The folders a [`JailFile`] may be written under. Each is a configuration folder that the
+/// jail's /etc never takes from the host (none is in the rootfs's host allowlist), so a
+/// generated file can never shadow a host file the jail relies on (passwd, ld.so.cache,
+/// nsswitch.conf, ssl...). Host /etc/airlock (airlockd's own config and policies) is never
+/// shown to the jail either; inside it, /etc/airlock holds only what the spec puts there.
+pub const JAIL_FILE_DIRS: &[&str] = &["/etc/airlock", "/etc/claude-code", "/etc/codex"];
+
+/// Most bytes of all [`JailFile`] contents together. A brief and goals are at most 1 MiB
+/// each; the generated configuration is a few KiB. The jail's /etc tmpfs is sized to fit.
+pub const MAX_JAIL_FILES_BYTES: usize = 4 << 20;
+
+/// Most [`JailFile`]s in one spec.
+pub const MAX_JAIL_FILES: usize = 16;
+
+/// Largest spec the helper reads: serde_json escapes a control character in six bytes, so
+/// the files' worst case is six times their bound, plus 1 MiB for everything else.
+pub const MAX_SPEC_JSON_BYTES: u64 = (1 << 20) + 6 * MAX_JAIL_FILES_BYTES as u64;
 
 /// Host paths that the jail shows read-only (when they exist). Never bind targets.
 pub const SYSTEM_DIRS: &[&str] = &[
@@ -129,6 +163,34 @@ fn plain_absolute(p: &Path) -> bool {
         && p.components()
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
         && !p.as_os_str().as_encoded_bytes().contains(&0)
+}
+
+/// A path in plain form: `/`-separated names, none empty, `.` or `..`, each of
+/// `A-Za-z0-9._-` (so the text is exactly what the kernel will walk, with nothing to
+/// normalize), at most 255 bytes per name and 1024 in all.
+fn normalized_absolute(p: &Path) -> bool {
+    let Some(s) = p.to_str() else {
+        return false;
+    };
+    let Some(rest) = s.strip_prefix('/') else {
+        return false;
+    };
+    s.len() <= 1024
+        && rest.split('/').all(|c| {
+            !c.is_empty()
+                && c != "."
+                && c != ".."
+                && c.len() <= 255
+                && c.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        })
+}
+
+/// Strictly below one of [`JAIL_FILE_DIRS`] (component-wise, so `/etc/airlockx` is not).
+fn in_jail_file_dirs(p: &Path) -> bool {
+    JAIL_FILE_DIRS
+        .iter()
+        .any(|d| p.starts_with(d) && p != Path::new(d))
 }
 
 fn invalid(step: &'static str, why: impl Into<String>) -> SandboxError {
@@ -281,6 +343,64 @@ impl RunSpec {
                 ));
             }
         }
+        self.check_files()
+    }
+
+    /// The jail's files: few, small, read-only to the agent, and only in the folders of
+    /// [`JAIL_FILE_DIRS`]. Messages name the entry, never its path or contents.
+    fn check_files(&self) -> Result<(), SandboxError> {
+        const STEP: &str = "validate spec";
+        if self.files.len() > MAX_JAIL_FILES {
+            return Err(invalid(
+                STEP,
+                format!("files: at most {MAX_JAIL_FILES} entries"),
+            ));
+        }
+        let mut total: usize = 0;
+        for (i, f) in self.files.iter().enumerate() {
+            if !normalized_absolute(&f.path) {
+                return Err(invalid(
+                    STEP,
+                    format!(
+                        "files[{i}].path: must be an absolute path of names made of A-Za-z0-9._- \
+                         (no `.` or `..`, no empty names, no trailing /)"
+                    ),
+                ));
+            }
+            if !in_jail_file_dirs(&f.path) {
+                return Err(invalid(
+                    STEP,
+                    format!(
+                        "files[{i}].path: jail files go under {}",
+                        JAIL_FILE_DIRS.join("/, ") + "/"
+                    ),
+                ));
+            }
+            // No exec, setuid or write bits for anyone but root (and the mount is read-only
+            // anyway); world-read, since the agent is neither root nor in root's group.
+            if f.mode & !0o644 != 0 || f.mode & 0o004 == 0 {
+                return Err(invalid(
+                    STEP,
+                    format!("files[{i}].mode: permission bits within 0644, world-readable"),
+                ));
+            }
+            if let Some(j) = self.files[..i]
+                .iter()
+                .position(|g| g.path.starts_with(&f.path) || f.path.starts_with(&g.path))
+            {
+                return Err(invalid(
+                    STEP,
+                    format!("files[{i}].path: is, or is a folder of or inside, files[{j}].path"),
+                ));
+            }
+            total = total.saturating_add(f.contents.len());
+        }
+        if total > MAX_JAIL_FILES_BYTES {
+            return Err(invalid(
+                STEP,
+                format!("files: contents total at most {MAX_JAIL_FILES_BYTES} bytes"),
+            ));
+        }
         Ok(())
     }
 }
@@ -304,6 +424,11 @@ mod tests {
             connect_tcp: vec![],
             limits: Limits::default(),
             cgroup_parent: None,
+            files: vec![JailFile {
+                path: "/etc/airlock/brief.md".into(),
+                contents: "Do the work.\n".into(),
+                mode: 0o444,
+            }],
         }
     }
 
@@ -384,6 +509,127 @@ mod tests {
         let mut s = sample();
         s.run_id = "R/1".into();
         assert!(s.validate().is_err());
+    }
+
+    fn with_file(path: &str, contents: String, mode: u32) -> RunSpec {
+        let mut s = sample();
+        s.files = vec![JailFile {
+            path: path.into(),
+            contents,
+            mode,
+        }];
+        s
+    }
+
+    #[test]
+    fn jail_files_only_in_the_allowlisted_folders() {
+        for ok in [
+            "/etc/airlock/brief.md",
+            "/etc/claude-code/managed-settings.json",
+            "/etc/codex/config.toml",
+            "/etc/codex/home/config.toml",
+        ] {
+            with_file(ok, String::new(), 0o444).validate().unwrap();
+        }
+        for bad in [
+            "/etc/passwd",
+            "/etc/airlock",
+            "/etc/airlock/",
+            "/etc/airlockx/brief.md",
+            "/etc/ld.so.preload",
+            "/etc/ssl/certs/evil.pem",
+            "/usr/bin/claude",
+            "/tmp/brief.md",
+            "etc/airlock/brief.md",
+            "/etc/airlock/../passwd",
+            "/etc/airlock/./brief.md",
+            "/etc/airlock//brief.md",
+            "/etc/airlock/sub/../../shadow",
+            "/etc/airlock/bad name",
+            "/etc/airlock/..",
+        ] {
+            let err = with_file(bad, String::new(), 0o444)
+                .validate()
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("files[0].path"), "{bad}: {err}");
+            assert!(
+                !err.contains("passwd") && !err.contains("brief.md"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn jail_files_are_bounded_in_size_count_and_mode() {
+        let big = "x".repeat(MAX_JAIL_FILES_BYTES);
+        with_file("/etc/airlock/brief.md", big.clone(), 0o444)
+            .validate()
+            .unwrap();
+        let err = with_file("/etc/airlock/brief.md", big.clone() + "x", 0o444)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("contents total"), "{err}");
+        // The bound is on the total, not per file.
+        let mut s = with_file("/etc/airlock/brief.md", big, 0o444);
+        s.files.push(JailFile {
+            path: "/etc/airlock/goals.md".into(),
+            contents: "y".into(),
+            mode: 0o444,
+        });
+        assert!(s.validate().is_err());
+        for mode in [0o755, 0o4644, 0o666, 0o640, 0o000, 0o1444] {
+            assert!(
+                with_file("/etc/airlock/brief.md", String::new(), mode)
+                    .validate()
+                    .is_err(),
+                "{mode:o}"
+            );
+        }
+        let mut s = sample();
+        s.files = (0..=MAX_JAIL_FILES)
+            .map(|i| JailFile {
+                path: format!("/etc/airlock/f{i}").into(),
+                contents: String::new(),
+                mode: 0o444,
+            })
+            .collect();
+        assert!(s.validate().is_err());
+        s.files.pop();
+        s.validate().unwrap();
+        // The same path twice, or a file where another needs a folder.
+        for second in ["/etc/airlock/brief.md", "/etc/airlock/brief.md/x"] {
+            let mut s = sample();
+            s.files.push(JailFile {
+                path: second.into(),
+                contents: String::new(),
+                mode: 0o444,
+            });
+            assert!(s.validate().is_err(), "{second}");
+        }
+    }
+
+    #[test]
+    fn older_specs_without_files_still_parse() {
+        let mut s = sample();
+        s.files.clear();
+        let mut j: serde_json::Value = serde_json::to_value(&s).unwrap();
+        j.as_object_mut().unwrap().remove("files");
+        assert_eq!(serde_json::from_value::<RunSpec>(j).unwrap(), s);
+    }
+
+    #[test]
+    fn the_largest_valid_spec_fits_what_the_helper_reads() {
+        // Worst-case escaping: every byte a control character.
+        let s = with_file(
+            "/etc/airlock/brief.md",
+            "\u{1}".repeat(MAX_JAIL_FILES_BYTES),
+            0o444,
+        );
+        s.validate().unwrap();
+        let n = serde_json::to_vec(&s).unwrap().len() as u64;
+        assert!(n <= MAX_SPEC_JSON_BYTES, "{n}");
     }
 
     #[test]

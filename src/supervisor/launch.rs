@@ -11,10 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::Config;
+use crate::policy::agent_config::GatewayEndpoints;
 use crate::policy::classes::canonicalize;
-use crate::role::{LoadedRole, Provider, Role};
+use crate::role::LoadedRole;
 use crate::sandbox::limits;
 use crate::sandbox::spec::{valid_name, RunSpec};
+use crate::supervisor::agent_files::agent_files;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
 
@@ -95,29 +97,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// The role's own agent command, when `-- CMD` does not replace it.
-fn agent_command(role: &Role, brief: &str) -> Result<Vec<String>, LaunchError> {
-    let run = role.run.as_ref().ok_or_else(|| {
-        refused("the role has no `run` section, so it has no agent command; pass -- CMD ARGS")
-    })?;
-    Ok(match run.provider {
-        Provider::Claude => vec![
-            "claude".into(),
-            "--print".into(),
-            "--model".into(),
-            run.model.clone(),
-            brief.to_string(),
-        ],
-        Provider::Codex => vec![
-            "codex".into(),
-            "exec".into(),
-            "--model".into(),
-            run.model.clone(),
-            brief.to_string(),
-        ],
-    })
 }
 
 /// The run's deadline: the role's minutes_per_run, narrowed (never widened) by --max-seconds.
@@ -212,15 +191,27 @@ pub fn prepare_in(
         Some(w) => Some(workspace::check(w, &cfg.state_dir).map_err(refused)?),
         None => None,
     };
+    let run_id = new_run_id();
+    // No gateway exists yet, so the run's endpoints are the `.invalid` placeholders: the
+    // agent's configuration is complete and correct in shape, and any MCP call it makes
+    // fails to resolve. The gateway issue replaces this with the run's real endpoints.
+    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id);
+    let given = agent_files(loaded, &gateway)
+        .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?;
+    // `-- CMD` replaces only the argv: the files and environment stay (see agent_files).
     let argv = if req.command.is_empty() {
-        agent_command(&loaded.role, &loaded.brief_text)?
+        given.argv.clone().ok_or_else(|| {
+            refused(format!(
+                "{}: run: the role runs no agent, so it has no agent command; pass -- CMD ARGS",
+                loaded.file.display()
+            ))
+        })?
     } else {
         req.command.clone()
     };
     let inst: Instance = instances::resolve(cfg, &req.instance)
         .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
 
-    let run_id = new_run_id();
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
     fs::DirBuilder::new()
         .mode(0o700)
@@ -255,11 +246,12 @@ pub fn prepare_in(
             home: inst.home.clone(),
             workspace,
             argv,
-            env: Vec::new(),
+            env: given.env,
             hide: vec![cfg.state_dir.clone(), cfg.socket.clone()],
             connect_tcp: Vec::new(),
             limits: helper_limits(cfg, deadline),
             cgroup_parent,
+            files: given.files,
         };
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
@@ -293,6 +285,123 @@ mod tests {
         let limits = helper_limits(&cfg, Some(Duration::from_secs(2)));
         assert_eq!(limits.deadline_ms, Some(2_000 + 3_600_000 + 5_000));
         assert_eq!(helper_limits(&cfg, None).deadline_ms, None);
+    }
+
+    /// A real prepare (root: it chowns the workspace) of a shipped role, in a temp state dir.
+    fn prepared(role: &str, command: &[&str]) -> (tempfile::TempDir, Prepared) {
+        let (dir, p) = prepared_with(role, command, |_| {});
+        (dir, p.unwrap())
+    }
+
+    fn prepared_with(
+        role: &str,
+        command: &[&str],
+        edit: impl FnOnce(&mut LoadedRole),
+    ) -> (tempfile::TempDir, Result<Prepared, LaunchError>) {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "prepare creates and chowns a run workspace: run the tests as root"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let repo = env!("CARGO_MANIFEST_DIR");
+        let file = dir.path().join("airlock.yaml");
+        let text = format!(
+            "roles: [{repo}/roles]\npolicies: {repo}/policies\nstate_dir: {}\nuid_range: 1880097000-1880097999\ninstances:\n  tess: {{role: {role}, uid: 1880097001}}\n",
+            dir.path().join("state").display()
+        );
+        std::fs::write(&file, &text).unwrap();
+        let cfg = crate::config::parse(&file, &text).unwrap();
+        std::fs::create_dir_all(cfg.state_dir.join("runs")).unwrap();
+        let mut loaded =
+            crate::role::load_role_dir(&Path::new(repo).join("roles").join(role)).unwrap();
+        edit(&mut loaded);
+        let req = LaunchRequest {
+            role: role.into(),
+            instance: "tess".into(),
+            command: command.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let p = prepare_in(&cfg, &req, &loaded, None);
+        (dir, p)
+    }
+
+    #[test]
+    fn a_configuration_error_is_refused_by_key_path_with_nothing_left_behind() {
+        use crate::role::McpConnector;
+        for command in [&[][..], &["/bin/true"][..]] {
+            let (dir, p) = prepared_with("code", command, |l| {
+                let run = l.role.run.as_mut().unwrap();
+                run.mcp.insert(
+                    "airlock".into(),
+                    McpConnector::Gateway {
+                        via: "airlock".into(),
+                    },
+                );
+            });
+            let msg = match p {
+                Err(LaunchError::Refused(m)) => m,
+                other => panic!("not refused: {other:?}"),
+            };
+            assert!(msg.contains("role.yaml: run.mcp.airlock: "), "{msg}");
+            let runs = dir.path().join("state/runs");
+            assert_eq!(fs::read_dir(&runs).unwrap().count(), 0);
+        }
+    }
+
+    #[test]
+    fn a_role_without_an_agent_needs_a_command() {
+        let (_dir, p) = prepared_with("code", &[], |l| l.role.run = None);
+        match p {
+            Err(LaunchError::Refused(m)) => assert!(m.contains("-- CMD"), "{m}"),
+            other => panic!("not refused: {other:?}"),
+        }
+        let (_dir, p) = prepared_with("code", &["/bin/true"], |l| l.role.run = None);
+        let p = p.unwrap();
+        assert_eq!(p.spec.files.len(), 1, "only the brief");
+        assert!(p.spec.env.is_empty());
+    }
+
+    #[test]
+    fn the_default_argv_is_agent_configs_and_the_brief_is_a_file() {
+        use crate::policy::agent_config::{self, CLAUDE_MANAGED_SETTINGS_PATH};
+        use crate::supervisor::agent_files::BRIEF_PATH;
+        let (_dir, p) = prepared("code", &[]);
+        let loaded =
+            crate::role::load_role_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("roles/code"))
+                .unwrap();
+        assert_eq!(
+            p.spec.argv,
+            agent_config::agent_command(&loaded.role, BRIEF_PATH, CLAUDE_MANAGED_SETTINGS_PATH)
+                .unwrap()
+        );
+        let brief = p
+            .spec
+            .files
+            .iter()
+            .find(|f| f.path == Path::new(BRIEF_PATH))
+            .unwrap();
+        assert_eq!(brief.contents, loaded.brief_text);
+        assert!(p
+            .spec
+            .files
+            .iter()
+            .any(|f| f.path == Path::new(CLAUDE_MANAGED_SETTINGS_PATH)));
+        p.spec.validate().unwrap();
+    }
+
+    #[test]
+    fn a_replacing_command_keeps_the_files_and_environment() {
+        let (_dir, p) = prepared("review", &["/bin/true"]);
+        assert_eq!(p.spec.argv, vec!["/bin/true".to_string()]);
+        assert!(p
+            .spec
+            .files
+            .iter()
+            .any(|f| f.path == Path::new("/etc/codex/config.toml")));
+        assert_eq!(
+            p.spec.env,
+            vec![("CODEX_HOME".to_string(), "/etc/codex".to_string())]
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The service around the jail: instances, launches, the ledger, systemd notifications.
 
+pub mod agent_files;
 pub mod instances;
 pub mod launch;
 pub mod ledger;

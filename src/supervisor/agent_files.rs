@@ -1,0 +1,227 @@
+//! What a run's jail is given of its role besides the jail itself: the brief (and goals) as
+//! files, the agent's generated configuration at the paths its CLI reads, the environment
+//! that points the CLI there, and the default argv that starts it.
+//!
+//! The brief travels as a file, never in argv: a brief may be 1 MiB, and the kernel refuses
+//! an exec with any single argument over 128 KiB (MAX_ARG_STRLEN).
+
+use crate::policy::agent_config::{
+    self, AgentConfigError, GatewayEndpoints, CLAUDE_MANAGED_MCP_PATH, CLAUDE_MANAGED_SETTINGS_PATH,
+};
+use crate::role::{LoadedRole, Provider};
+use crate::sandbox::spec::JailFile;
+
+/// Where the jail shows the role's brief.
+pub const BRIEF_PATH: &str = "/etc/airlock/brief.md";
+/// Where the jail shows the role's goals, when it has any.
+pub const GOALS_PATH: &str = "/etc/airlock/goals.md";
+/// Codex's config file; its folder is the run's `CODEX_HOME`.
+pub const CODEX_CONFIG_PATH: &str = "/etc/codex/config.toml";
+/// Every jail file is read-only to everyone: root owns it and the mount is read-only too.
+const MODE: u32 = 0o444;
+
+/// The files, environment and default argv of a run of one role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentFiles {
+    pub files: Vec<JailFile>,
+    pub env: Vec<(String, String)>,
+    /// The role's own agent command. `None` only for a role that runs no agent (a workflow
+    /// role, or one without `run`), which can be launched only with `-- CMD`.
+    pub argv: Option<Vec<String>>,
+}
+
+fn file(path: &str, contents: String) -> JailFile {
+    JailFile {
+        path: path.into(),
+        contents,
+        mode: MODE,
+    }
+}
+
+/// Build what the jail is given for a run of `loaded` reaching its gateway at `gateway`.
+///
+/// The brief and goals are always there. The agent's configuration is there whenever the
+/// role runs an agent, also when `-- CMD` replaces the agent command: that command may be a
+/// wrapper that starts the agent, which must then find the same managed settings. A role
+/// that runs no agent gets only the brief. A role whose configuration cannot be generated
+/// is refused either way (fail closed): the error names the key path.
+pub fn agent_files(
+    loaded: &LoadedRole,
+    gateway: &GatewayEndpoints,
+) -> Result<AgentFiles, AgentConfigError> {
+    let role = &loaded.role;
+    let mut files = vec![file(BRIEF_PATH, loaded.brief_text.clone())];
+    if let Some(goals) = &loaded.goals_text {
+        files.push(file(GOALS_PATH, goals.clone()));
+    }
+    let mut env = Vec::new();
+    let provider = match &role.run {
+        Some(run) if role.kind != crate::role::Kind::Workflow => run.provider,
+        // Not an agent: nothing to configure, no command of its own.
+        _ => {
+            return Ok(AgentFiles {
+                files,
+                env,
+                argv: None,
+            })
+        }
+    };
+    let settings_path = match provider {
+        Provider::Claude => {
+            let settings = agent_config::claude_settings(role, gateway)?;
+            let mcp = agent_config::claude_mcp_config(role, gateway)?;
+            files.push(file(CLAUDE_MANAGED_SETTINGS_PATH, pretty(&settings)));
+            files.push(file(CLAUDE_MANAGED_MCP_PATH, pretty(&mcp)));
+            // `--settings` names the managed file itself: one copy of the settings, and the
+            // managed-only keys take effect from where Claude Code reads them.
+            CLAUDE_MANAGED_SETTINGS_PATH
+        }
+        Provider::Codex => {
+            // CODEX_HOME is the read-only /etc/codex: a writable home (the instance's
+            // persistent ~/.codex) would let one run loosen the config of the next, since
+            // Codex's user layer overrides the system one. The cost: Codex cannot keep its
+            // own state (sessions, logs) there; a writable state folder beside a read-only
+            // config.toml is a follow-up.
+            files.push(file(
+                CODEX_CONFIG_PATH,
+                agent_config::codex_config(role, gateway)?,
+            ));
+            if let Some(home) = agent_config::codex_home(CODEX_CONFIG_PATH) {
+                env.push(("CODEX_HOME".to_string(), home.to_string()));
+            }
+            CODEX_CONFIG_PATH
+        }
+    };
+    let argv = agent_config::agent_command(role, BRIEF_PATH, settings_path)?;
+    Ok(AgentFiles {
+        files,
+        env,
+        argv: Some(argv),
+    })
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    // A Value of maps, strings, numbers and bools always serializes; keep the fallback
+    // total anyway rather than panic.
+    let mut text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn shipped(name: &str) -> LoadedRole {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("roles")
+            .join(name);
+        crate::role::load_role_dir(&dir).expect("shipped role loads")
+    }
+
+    fn content<'a>(f: &'a AgentFiles, path: &str) -> &'a str {
+        &f.files
+            .iter()
+            .find(|x| x.path == Path::new(path))
+            .unwrap_or_else(|| panic!("{path} missing"))
+            .contents
+    }
+
+    #[test]
+    fn claude_role_gets_brief_managed_settings_and_the_generated_argv() {
+        let loaded = shipped("code");
+        let gw = GatewayEndpoints::placeholder_for(&loaded.role, "r-1");
+        let f = agent_files(&loaded, &gw).unwrap();
+        assert_eq!(
+            f.argv.as_deref(),
+            Some(
+                &agent_config::agent_command(
+                    &loaded.role,
+                    BRIEF_PATH,
+                    CLAUDE_MANAGED_SETTINGS_PATH
+                )
+                .unwrap()[..]
+            )
+        );
+        let argv = f.argv.as_ref().unwrap();
+        assert!(!argv.iter().any(|a| a.contains(&loaded.brief_text)));
+        assert!(argv.iter().all(|a| a.len() < 128 << 10));
+        assert_eq!(content(&f, BRIEF_PATH), loaded.brief_text);
+        let settings: serde_json::Value =
+            serde_json::from_str(content(&f, CLAUDE_MANAGED_SETTINGS_PATH)).unwrap();
+        assert_eq!(settings["permissions"]["defaultMode"], "dontAsk");
+        assert_eq!(
+            settings,
+            agent_config::claude_settings(&loaded.role, &gw).unwrap()
+        );
+        let mcp: serde_json::Value =
+            serde_json::from_str(content(&f, CLAUDE_MANAGED_MCP_PATH)).unwrap();
+        assert_eq!(
+            mcp,
+            agent_config::claude_mcp_config(&loaded.role, &gw).unwrap()
+        );
+        assert!(f.env.is_empty());
+        assert!(f.files.iter().all(|x| x.mode == 0o444));
+    }
+
+    #[test]
+    fn codex_role_gets_config_toml_and_codex_home() {
+        let loaded = shipped("review");
+        let gw = GatewayEndpoints::placeholder_for(&loaded.role, "r-1");
+        let f = agent_files(&loaded, &gw).unwrap();
+        assert_eq!(
+            content(&f, CODEX_CONFIG_PATH),
+            agent_config::codex_config(&loaded.role, &gw).unwrap()
+        );
+        assert_eq!(
+            f.env,
+            vec![("CODEX_HOME".to_string(), "/etc/codex".to_string())]
+        );
+        assert_eq!(
+            f.argv.unwrap(),
+            agent_config::agent_command(&loaded.role, BRIEF_PATH, CODEX_CONFIG_PATH).unwrap()
+        );
+        assert!(!f
+            .files
+            .iter()
+            .any(|x| x.path.starts_with("/etc/claude-code")));
+    }
+
+    #[test]
+    fn goals_are_shown_when_the_role_has_them() {
+        let mut loaded = shipped("code");
+        loaded.goals_text = Some("Ship it.\n".into());
+        let gw = GatewayEndpoints::placeholder_for(&loaded.role, "r-1");
+        let f = agent_files(&loaded, &gw).unwrap();
+        assert_eq!(content(&f, GOALS_PATH), "Ship it.\n");
+    }
+
+    #[test]
+    fn a_role_without_a_run_gets_only_its_brief() {
+        let mut loaded = shipped("code");
+        loaded.role.run = None;
+        let gw = GatewayEndpoints::placeholder_for(&loaded.role, "r-1");
+        let f = agent_files(&loaded, &gw).unwrap();
+        assert_eq!(f.argv, None);
+        assert_eq!(f.files.len(), 1);
+        assert_eq!(f.files[0].path, Path::new(BRIEF_PATH));
+    }
+
+    #[test]
+    fn a_missing_gateway_endpoint_is_an_error_naming_the_key() {
+        let loaded = shipped("code");
+        let has_gateway_mcp = loaded.role.run.as_ref().is_some_and(|r| {
+            r.mcp
+                .values()
+                .any(|c| matches!(c, crate::role::McpConnector::Gateway { .. }))
+        });
+        assert!(
+            has_gateway_mcp,
+            "the shipped code role reaches MCP through Airlock"
+        );
+        // Without the connectors' endpoints the configuration cannot be generated.
+        let err = agent_files(&loaded, &GatewayEndpoints::placeholder("r-1")).unwrap_err();
+        assert!(err.to_string().starts_with("run.mcp."), "{err}");
+    }
+}
