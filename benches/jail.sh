@@ -20,8 +20,11 @@ W=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 UID_=1880099900
 mkdir -p "$W/home" "$W/ws"
-# The shipped roles and policies: the launch goes through the same catalog as production.
-printf 'roles: [%s/roles]\npolicies: %s/policies\nstate_dir: state\ninstances:\n  bench: {role: code, uid: %s}\n' "$PWD" "$PWD" "$UID_" >"$W/airlock.yaml"
+# The shipped roles (budgets raised, or runs_per_week stops the benchmark) and policies:
+# the launch goes through the same catalog, budgets and ledger as production.
+cp -R roles "$W/roles"
+sed -i 's/^\(  runs_per_week:\) .*/\1 100000/' "$W/roles"/*/role.yaml
+printf 'roles: [%s/roles]\npolicies: %s/policies\nstate_dir: state\ninstances:\n  bench: {role: code, uid: %s}\n' "$W" "$PWD" "$UID_" >"$W/airlock.yaml"
 chown "$UID_:$UID_" "$W/home" "$W/ws"
 CG=""
 if [ -d /sys/fs/cgroup/unified ]; then CG=null; fi
