@@ -18,28 +18,11 @@ fn write(path: &Path, text: &str) -> std::io::Result<()> {
         .write_all(text.as_bytes())
 }
 
-/// Our cgroup v2 directory: the cgroup2 mount joined with `/proc/self/cgroup`'s `0::` path.
-fn own_cgroup() -> Option<(PathBuf, String)> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mountinfo.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        let fstype = post.split_whitespace().next()?;
-        (fstype == "cgroup2").then(|| pre.split_whitespace().nth(4).map(PathBuf::from))?
-    })?;
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = own
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))?
-        .trim()
-        .to_string();
-    Some((mount, rel))
-}
-
 /// Settle airlockd in its cgroup and return the parent of run cgroups, or `None` when no
 /// writable cgroup v2 is there (runs then rely on their pid namespace and the uid backstop).
 /// Call once at startup, before any run starts.
 pub fn settle() -> Option<PathBuf> {
-    let (mount, rel) = own_cgroup()?;
+    let (mount, rel) = crate::sandbox::limits::own_cgroup_v2()?;
     let rel = rel.trim_start_matches('/');
     if rel.is_empty() {
         return limits::prepare_parent();

@@ -349,10 +349,9 @@ pub fn kill_and_remove(dir: &Path) -> Result<(), SandboxError> {
     }
 }
 
-/// Find a cgroup v2 directory we can create run cgroups under: `<cgroup2 mount><our
-/// cgroup>/airlock`, created if needed. Tries to delegate the pids and memory controllers
-/// to it; whether that worked shows up as `pids.max` in each run cgroup.
-pub fn prepare_parent() -> Option<PathBuf> {
+/// This process's cgroup v2: the cgroup2 mount point and our path below it (the `0::`
+/// line of `/proc/self/cgroup`).
+pub fn own_cgroup_v2() -> Option<(PathBuf, String)> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mount = mountinfo.lines().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
@@ -360,7 +359,19 @@ pub fn prepare_parent() -> Option<PathBuf> {
         (fstype == "cgroup2").then(|| pre.split_whitespace().nth(4).map(PathBuf::from))?
     })?;
     let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let rel = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .trim()
+        .to_string();
+    Some((mount, rel))
+}
+
+/// Find a cgroup v2 directory we can create run cgroups under: `<cgroup2 mount><our
+/// cgroup>/airlock`, created if needed. Tries to delegate the pids and memory controllers
+/// to it; whether that worked shows up as `pids.max` in each run cgroup.
+pub fn prepare_parent() -> Option<PathBuf> {
+    let (mount, rel) = own_cgroup_v2()?;
     let base = mount.join(rel.trim_start_matches('/'));
     let parent = base.join("airlock");
     if !parent.is_dir() {

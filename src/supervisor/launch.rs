@@ -70,7 +70,7 @@ pub fn new_run_id() -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let (y, m, d) = crate::calendar::civil_from_days((secs / 86_400) as i64);
     let mut rnd = [0u8; 4];
     // SAFETY: getrandom writes at most rnd.len() bytes into rnd.
     let n = unsafe { libc::getrandom(rnd.as_mut_ptr().cast(), rnd.len(), 0) };
@@ -84,19 +84,6 @@ pub fn new_run_id() -> String {
         rnd = (t ^ std::process::id()).to_le_bytes();
     }
     format!("r-{y:04}{m:02}{d:02}-{:08x}", u32::from_le_bytes(rnd))
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// The run's deadline: the role's minutes_per_run, narrowed (never widened) by --max-seconds.
@@ -418,8 +405,6 @@ mod tests {
     fn run_ids_are_valid_and_dated() {
         let id = new_run_id();
         assert!(crate::sandbox::spec::valid_run_id(&id), "{id}");
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_454), (2026, 1, 1));
         assert_ne!(new_run_id(), new_run_id());
     }
 }
