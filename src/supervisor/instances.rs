@@ -239,15 +239,12 @@ fn lock(state: &Path) -> Result<fs::File, InstanceError> {
 /// Refuses fired instances.
 pub fn resolve(cfg: &Config, name: &str) -> Result<Instance, InstanceError> {
     let state = &cfg.state_dir;
-    ensure_state_dir(state)?;
-    let _guard = lock(state)?;
-    let reg_path = state.join("instances.json");
-    let mut reg = load_registry(&reg_path)?;
-    let entry =
-        entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
-    if entry.fired {
-        return Err(InstanceError::Fired(name.to_string()));
-    }
+    let Live {
+        _guard,
+        reg_path,
+        mut reg,
+        entry,
+    } = live(cfg, name)?;
     let others = uids_held(cfg, &reg, Some(name));
     let uid = match entry.uid {
         Some(uid) => uid,
@@ -276,6 +273,33 @@ pub fn resolve(cfg: &Config, name: &str) -> Result<Instance, InstanceError> {
         uid,
         gid: uid,
         home,
+    })
+}
+
+/// A hired, not fired, instance with the registry locked for a change.
+struct Live {
+    _guard: fs::File,
+    reg_path: PathBuf,
+    reg: Registry,
+    entry: Entry,
+}
+
+fn live(cfg: &Config, name: &str) -> Result<Live, InstanceError> {
+    let state = &cfg.state_dir;
+    ensure_state_dir(state)?;
+    let guard = lock(state)?;
+    let reg_path = state.join("instances.json");
+    let reg = load_registry(&reg_path)?;
+    let entry =
+        entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
+    if entry.fired {
+        return Err(InstanceError::Fired(name.to_string()));
+    }
+    Ok(Live {
+        _guard: guard,
+        reg_path,
+        reg,
+        entry,
     })
 }
 
@@ -391,16 +415,12 @@ pub fn hire(cfg: &Config, name: &str, role: &str, now_ms: u64) -> Result<Instanc
 /// Fire `name`: recorded before anything else, so no new run can start from here on.
 /// Returns the entry as it was (its uid, if any, for killing what is left).
 pub fn fire(cfg: &Config, name: &str, now_ms: u64) -> Result<Entry, InstanceError> {
-    let state = &cfg.state_dir;
-    ensure_state_dir(state)?;
-    let _guard = lock(state)?;
-    let reg_path = state.join("instances.json");
-    let mut reg = load_registry(&reg_path)?;
-    let entry =
-        entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
-    if entry.fired {
-        return Err(InstanceError::Fired(name.to_string()));
-    }
+    let Live {
+        _guard,
+        reg_path,
+        mut reg,
+        entry,
+    } = live(cfg, name)?;
     match entry.source {
         Source::Config => {
             reg.fired.insert(name.to_string());
