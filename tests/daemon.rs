@@ -510,6 +510,9 @@ fn peers_outside_the_groups_are_refused_and_logged() {
         json!({"v":1,"op":"launch","role":"code","instance":"tess","command":["/bin/true"]}),
     );
     assert_eq!(r[0]["error"]["code"], "forbidden");
+    // Whatever an outsider sends, even nonsense, it is refused (not parsed) and logged.
+    let r = request_as(&env.sock, outsider, &[], json!({"v": 99, "bogus": true}));
+    assert_eq!(r[0]["error"]["code"], "forbidden", "{r:?}");
 
     // An operator (by supplementary group) may read but not reload.
     let r = request_as(
@@ -556,9 +559,9 @@ fn peers_outside_the_groups_are_refused_and_logged() {
             .into_iter()
             .filter(|j| j["MESSAGE"].as_str().unwrap_or("").contains(&want))
             .collect();
-        (hits.len() >= 3).then_some(hits)
+        (hits.len() >= 4).then_some(hits)
     });
-    let hits = found.expect("three refusals in journald");
+    let hits = found.expect("four refusals in journald (ps, launch, nonsense, reload)");
     assert_eq!(hits[0]["AIRLOCK_EVENT"], "control_refused");
     assert_eq!(hits[0]["AIRLOCK_PEER_UID"], outsider.to_string());
     assert_eq!(hits[0]["SYSLOG_IDENTIFIER"], "airlockd");

@@ -45,6 +45,23 @@ pub async fn busy(stream: UnixStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), send(&mut w, &resp)).await;
 }
 
+/// Journal a refused peer: who (kernel credentials) and what it asked for.
+fn log_refusal(d: &Daemon, peer: &Peer, op: &str, msg: &str) {
+    let uid = peer.uid.to_string();
+    let gid = peer.gid.to_string();
+    let pid = peer.pid.map(|p| p.to_string()).unwrap_or_default();
+    d.events.log(
+        EventKind::ControlRefused,
+        &format!("refused `{op}` from uid {}: {msg}", peer.uid),
+        &[
+            ("AIRLOCK_PEER_UID", &uid),
+            ("AIRLOCK_PEER_GID", &gid),
+            ("AIRLOCK_PEER_PID", &pid),
+            ("AIRLOCK_OP", op),
+        ],
+    );
+}
+
 pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePermit) {
     let Ok(cred) = stream.peer_cred() else {
         return;
@@ -60,7 +77,20 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
     // One byte over the bound is enough to know the request is too large.
     let mut reader = BufReader::new(r.take(MAX_REQUEST_BYTES as u64 + 1));
     let mut line = Vec::new();
-    match tokio::time::timeout(READ_TIMEOUT, reader.read_until(b'\n', &mut line)).await {
+    let read = tokio::time::timeout(READ_TIMEOUT, reader.read_until(b'\n', &mut line)).await;
+    // A peer in none of the groups is refused whatever it sent, or failed to send, without
+    // parsing any of it; the line was read (bounded) so its client sees the answer, and the
+    // refusal is logged.
+    if auth::access_of(&peer, &d.set().groups) == auth::Access::None {
+        let msg = format!(
+            "uid {} may not use airlockd: be in the operator or admin group configured for it",
+            peer.uid
+        );
+        log_refusal(&d, &peer, "(unread)", &msg);
+        send(&mut w, &Response::err(ErrorCode::Forbidden, msg)).await;
+        return;
+    }
+    match read {
         Err(_) => {
             let resp = Response::err(
                 ErrorCode::BadRequest,
@@ -93,19 +123,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
         }
     };
     if let Err(msg) = auth::authorize(&peer, &d.set().groups, &req.op) {
-        let uid = peer.uid.to_string();
-        let gid = peer.gid.to_string();
-        let pid = peer.pid.map(|p| p.to_string()).unwrap_or_default();
-        d.events.log(
-            EventKind::ControlRefused,
-            &format!("refused `{}` from uid {}: {msg}", req.op.name(), peer.uid),
-            &[
-                ("AIRLOCK_PEER_UID", &uid),
-                ("AIRLOCK_PEER_GID", &gid),
-                ("AIRLOCK_PEER_PID", &pid),
-                ("AIRLOCK_OP", req.op.name()),
-            ],
-        );
+        log_refusal(&d, &peer, req.op.name(), &msg);
         send(&mut w, &Response::err(ErrorCode::Forbidden, msg)).await;
         return;
     }
