@@ -115,7 +115,9 @@ pub struct Spawned {
     status: fs::File,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
-    spec_json: Vec<u8>,
+    /// The encoded spec, when it was known at spawn time; [`supervise`] encodes it
+    /// otherwise.
+    spec_json: Option<Vec<u8>>,
     /// Write end of the helper's lifeline: while this process holds it the run lives; if
     /// this process dies, the kernel closes it and the helper kills the run.
     lifeline: OwnedFd,
@@ -125,6 +127,21 @@ impl Spawned {
     /// The helper's host pid.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Give up a helper that was never handed a spec (the launch was refused after it was
+    /// started): it has run nothing, so killing and reaping it is all there is to do.
+    pub fn abandon(self) {
+        let Spawned {
+            mut child, pidfd, ..
+        } = self;
+        match &pidfd {
+            Some(fd) => pidfd_signal(fd, libc::SIGKILL),
+            None => {
+                let _ = child.kill();
+            }
+        }
+        let _ = child.wait();
     }
 }
 
@@ -179,9 +196,19 @@ fn exited_within(fd: &OwnedFd, timeout: Duration) -> bool {
 /// Start the jail helper for a prepared run. The helper gets the spec on stdin and the
 /// status pipe on fd 3; nothing else of ours (the environment included) reaches it.
 pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
-    let jail = jail_binary()?;
     let spec_json =
         serde_json::to_vec(&p.spec).map_err(|e| LaunchError::Io(format!("encode spec: {e}")))?;
+    let mut sp = spawn_helper()?;
+    sp.spec_json = Some(spec_json);
+    Ok(sp)
+}
+
+/// Start a jail helper before its run is decided. It does nothing but wait for the spec on
+/// its stdin, which only [`supervise`] writes: so a caller can overlap the helper's exec
+/// with recording the run, and still start nothing before the record is durable. A helper
+/// that is not supervised must be [`Spawned::abandon`]ed.
+pub fn spawn_helper() -> Result<Spawned, LaunchError> {
+    let jail = jail_binary()?;
     let (st_r, st_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
         .map_err(|e| LaunchError::Io(format!("status pipe: {e}")))?;
     let st_w_raw = st_w.as_raw_fd();
@@ -226,7 +253,7 @@ pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
         status: fs::File::from(st_r),
         stdout,
         stderr,
-        spec_json,
+        spec_json: None,
         lifeline: life_w,
     })
 }
@@ -311,6 +338,18 @@ pub fn supervise(
         // Held until this function returns: the run lives while we supervise it.
         lifeline: _lifeline,
     } = sp;
+    let spec_json = match spec_json {
+        Some(j) => j,
+        None => match serde_json::to_vec(&p.spec) {
+            Ok(j) => j,
+            Err(e) => {
+                // The helper got no spec and ran nothing: reap it.
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(LaunchError::Io(format!("encode spec: {e}")));
+            }
+        },
+    };
     let started = Instant::now();
     let mut pumps = Vec::new();
     let mut start_pump = |pipe: Option<Box<dyn Read + Send>>, sink: Box<dyn OutputSink>| {
