@@ -13,7 +13,7 @@ use super::{budget, Daemon};
 use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
 use crate::journal::{EventKind, RunFields, RunJournal, Stream};
 use crate::supervisor::instances;
-use crate::supervisor::launch::{self, LaunchRequest, Prepared};
+use crate::supervisor::launch::{self, LaunchError, LaunchRequest, Prepared};
 use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened};
 use crate::supervisor::outcome::{self, outcome_str, NOT_STARTED};
 use crate::supervisor::process::{self, Milestone, OutputSink, RunControl};
@@ -123,6 +123,32 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     let used = ledger.opened_since(&a.instance, budget::window_start(now));
     budget::check_weekly(&a.instance, used, role.budget.runs_per_week)
         .map_err(|m| err(ErrorCode::Refused, m))?;
+    // The supervisor thread starts the jail helper now, so its exec overlaps preparing and
+    // recording the run; the helper gets its spec only once the record below is durable.
+    // The same thread supervises it to the end: the helper's parent-death signal follows
+    // the thread that spawned it.
+    let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<Go>(1);
+    let d2 = d.clone();
+    std::thread::Builder::new()
+        .name("run".into())
+        .spawn(move || {
+            let helper = process::spawn_helper();
+            match go_rx.recv() {
+                Ok(go) => supervise_run(d2, go, helper),
+                // Refused before the record was written: the helper ran nothing.
+                Err(_) => {
+                    if let Ok(sp) = helper {
+                        sp.abandon();
+                    }
+                }
+            }
+        })
+        .map_err(|e| {
+            err(
+                ErrorCode::Internal,
+                format!("airlockd could not start a supervisor thread: {e}"),
+            )
+        })?;
     let prepared = launch::prepare_in(cfg, &req, &entry.loaded, d.cgroup_parent.clone())
         .map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
     let run = prepared.spec.run_id.clone();
@@ -176,20 +202,21 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     } else {
         (None, None)
     };
-    let d2 = d.clone();
-    let info2 = info.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("run {run}"))
-        .spawn(move || supervise_run(d2, prepared, info2, control, frames));
-    if let Err(e) = spawned {
-        // The thread never started: close what was opened.
+    let go = Go {
+        prepared,
+        info: info.clone(),
+        control,
+        frames,
+    };
+    if go_tx.send(go).is_err() {
+        // The supervisor thread is gone: close what was opened.
         close(
             d,
             &info,
             Outcome::Refused,
             None,
             None,
-            &format!("airlockd could not start a supervisor thread: {e}"),
+            "airlockd lost the run's supervisor thread before the run started",
         );
         return Err(err(ErrorCode::Internal, "airlockd could not start the run"));
     }
@@ -262,14 +289,23 @@ impl Tee for FrameTee {
 
 type ClientFrames = (mpsc::Sender<Frame>, oneshot::Sender<Frame>);
 
-/// The body of a run's supervisor thread.
-fn supervise_run(
-    d: Arc<Daemon>,
+/// What a supervisor thread needs once its run is recorded.
+struct Go {
     prepared: Prepared,
     info: RunInfo,
     control: Arc<RunControl>,
     frames: Option<ClientFrames>,
-) {
+}
+
+/// The body of a run's supervisor thread, once the run's record is durable. `helper` was
+/// started before that and has had no spec yet.
+fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spawned, LaunchError>) {
+    let Go {
+        prepared,
+        info,
+        control,
+        frames,
+    } = go;
     let fields = RunFields {
         run: info.run.clone(),
         role: info.role.clone(),
@@ -278,6 +314,9 @@ fn supervise_run(
     let journal = match RunJournal::open_with(fields, &d.journal_dir, d.journal_config()) {
         Ok(j) => Arc::new(Mutex::new(j)),
         Err(e) => {
+            if let Ok(sp) = helper {
+                sp.abandon();
+            }
             let reason = format!("the run's journal could not be opened: {e}");
             close(&d, &info, Outcome::Refused, None, None, &reason);
             if let Some((_, exit)) = frames {
@@ -329,7 +368,7 @@ fn supervise_run(
     drop(frame_tx);
     let grace = control.grace.as_secs();
     let mut sigkilled = false;
-    let result = process::spawn(&prepared).and_then(|sp| {
+    let result = helper.and_then(|sp| {
         process::supervise(&prepared, sp, &control, out, errs, &mut |m| match m {
             Milestone::Setup(report) => {
                 for i in &report.infos {

@@ -165,20 +165,33 @@ fn in_sub_ranges(text: &str, id: u32) -> bool {
 
 /// Create a root-owned directory with `mode` if missing, and fix its mode if present.
 fn ensure_root_dir(p: &Path, mode: u32) -> Result<(), InstanceError> {
-    match fs::symlink_metadata(p) {
+    let current = match fs::symlink_metadata(p) {
         Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {
             if m.uid() != 0 {
                 return Err(state_err("must be owned by root", p, "it is not"));
             }
+            Some(m.mode() & 0o7777)
         }
         Ok(_) => return Err(state_err("must be a directory", p, "it is not")),
-        Err(_) => fs::DirBuilder::new()
-            .recursive(true)
-            .mode(mode)
-            .create(p)
-            .map_err(|e| state_err("cannot create", p, e))?,
+        Err(_) => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(mode)
+                .create(p)
+                .map_err(|e| state_err("cannot create", p, e))?;
+            None
+        }
+    };
+    set_mode(p, current, mode, "chmod")
+}
+
+/// chmod unless the mode already is `mode` (every launch checks these directories; a
+/// needless chmod is an inode write each time). `None`: just created, umask applied.
+fn set_mode(p: &Path, current: Option<u32>, mode: u32, what: &str) -> Result<(), InstanceError> {
+    if current == Some(mode) {
+        return Ok(());
     }
-    fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| state_err("chmod", p, e))
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| state_err(what, p, e))
 }
 
 /// Prepare the state dir layout: `<state>` 0711, `homes/` and `runs/` 0700, all root.
@@ -438,7 +451,7 @@ pub fn fire(cfg: &Config, name: &str, now_ms: u64) -> Result<Entry, InstanceErro
 
 /// The home: a real directory (not a symlink), owned by the instance, mode 0700.
 fn ensure_home(home: &Path, uid: u32, gid: u32) -> Result<(), InstanceError> {
-    match fs::symlink_metadata(home) {
+    let current = match fs::symlink_metadata(home) {
         Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {
             if m.uid() != uid {
                 return Err(state_err(
@@ -447,6 +460,7 @@ fn ensure_home(home: &Path, uid: u32, gid: u32) -> Result<(), InstanceError> {
                     "refusing to hand it to this instance",
                 ));
             }
+            Some(m.mode() & 0o7777)
         }
         Ok(_) => return Err(state_err("home must be a directory", home, "it is not")),
         Err(_) => {
@@ -456,10 +470,10 @@ fn ensure_home(home: &Path, uid: u32, gid: u32) -> Result<(), InstanceError> {
                 .map_err(|e| state_err("cannot create home", home, e))?;
             chown(home, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
                 .map_err(|e| state_err("cannot chown home", home, e))?;
+            None
         }
-    }
-    fs::set_permissions(home, fs::Permissions::from_mode(0o700))
-        .map_err(|e| state_err("chmod home", home, e))
+    };
+    set_mode(home, current, 0o700, "chmod home")
 }
 
 #[cfg(test)]
@@ -487,6 +501,24 @@ mod tests {
         ));
         assert!(!in_sub_ranges("alice:100000:65536\n", 165_536));
         assert!(!in_sub_ranges("garbage\n::\n", 5));
+    }
+
+    #[test]
+    fn state_dirs_and_homes_get_their_mode_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        ensure_state_dir(&state).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(mode(&state), 0o711);
+        fs::set_permissions(state.join("runs"), fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_state_dir(&state).unwrap();
+        assert_eq!(mode(&state.join("runs")), 0o700);
+        assert_eq!(mode(&state.join("homes")), 0o700);
+        let home = state.join("homes/h");
+        ensure_home(&home, 0, 0).unwrap();
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o4777)).unwrap();
+        ensure_home(&home, 0, 0).unwrap();
+        assert_eq!(mode(&home), 0o700);
     }
 
     #[test]

@@ -12,7 +12,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -115,7 +114,9 @@ pub struct Spawned {
     status: fs::File,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
-    spec_json: Vec<u8>,
+    /// The encoded spec, when it was known at spawn time; [`supervise`] encodes it
+    /// otherwise.
+    spec_json: Option<Vec<u8>>,
     /// Write end of the helper's lifeline: while this process holds it the run lives; if
     /// this process dies, the kernel closes it and the helper kills the run.
     lifeline: OwnedFd,
@@ -125,6 +126,21 @@ impl Spawned {
     /// The helper's host pid.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Give up a helper that was never handed a spec (the launch was refused after it was
+    /// started): it has run nothing, so killing and reaping it is all there is to do.
+    pub fn abandon(self) {
+        let Spawned {
+            mut child, pidfd, ..
+        } = self;
+        match &pidfd {
+            Some(fd) => pidfd_signal(fd, libc::SIGKILL),
+            None => {
+                let _ = child.kill();
+            }
+        }
+        let _ = child.wait();
     }
 }
 
@@ -162,26 +178,22 @@ fn pidfd_signal(fd: &OwnedFd, sig: libc::c_int) {
     }
 }
 
-/// Wait until the pidfd is readable (the process exited) or the timeout passes.
-fn exited_within(fd: &OwnedFd, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: poll on one valid pollfd.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-    // EINTR counts as "not yet": the caller loops.
-    rc > 0
-}
-
 /// Start the jail helper for a prepared run. The helper gets the spec on stdin and the
 /// status pipe on fd 3; nothing else of ours (the environment included) reaches it.
 pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
-    let jail = jail_binary()?;
     let spec_json =
         serde_json::to_vec(&p.spec).map_err(|e| LaunchError::Io(format!("encode spec: {e}")))?;
+    let mut sp = spawn_helper()?;
+    sp.spec_json = Some(spec_json);
+    Ok(sp)
+}
+
+/// Start a jail helper before its run is decided. It does nothing but wait for the spec on
+/// its stdin, which only [`supervise`] writes: so a caller can overlap the helper's exec
+/// with recording the run, and still start nothing before the record is durable. A helper
+/// that is not supervised must be [`Spawned::abandon`]ed.
+pub fn spawn_helper() -> Result<Spawned, LaunchError> {
+    let jail = jail_binary()?;
     let (st_r, st_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
         .map_err(|e| LaunchError::Io(format!("status pipe: {e}")))?;
     let st_w_raw = st_w.as_raw_fd();
@@ -226,9 +238,83 @@ pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
         status: fs::File::from(st_r),
         stdout,
         stderr,
-        spec_json,
+        spec_json: None,
         lifeline: life_w,
     })
+}
+
+/// Most bytes of status read from the helper; the rest is not read.
+const MAX_STATUS: usize = 1 << 20;
+
+/// The helper's status pipe, read as it becomes readable until EOF.
+struct StatusPipe {
+    /// `None` once EOF (or the cap) is reached.
+    file: Option<fs::File>,
+    text: Vec<u8>,
+}
+
+impl StatusPipe {
+    /// One read, after poll said the pipe is readable (so it does not block). True when
+    /// the status is complete.
+    fn read_some(&mut self) -> bool {
+        let Some(f) = self.file.as_mut() else {
+            return false;
+        };
+        let mut buf = [0u8; 4096];
+        let done = match f.read(&mut buf) {
+            Ok(0) => true,
+            Ok(n) => {
+                self.text.extend_from_slice(&buf[..n]);
+                self.text.len() >= MAX_STATUS
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => false,
+            Err(_) => true,
+        };
+        if done {
+            self.file = None;
+        }
+        done
+    }
+
+    /// Read to EOF (blocks while a writer is alive). False when the status was already
+    /// taken.
+    fn read_rest(&mut self) -> bool {
+        let Some(f) = self.file.take() else {
+            return false;
+        };
+        let room = MAX_STATUS.saturating_sub(self.text.len()) as u64;
+        let _ = f.take(room).read_to_end(&mut self.text);
+        true
+    }
+
+    fn report(&mut self) -> StatusReport {
+        self.text.truncate(MAX_STATUS);
+        // Not UTF-8 is not a status the helper sends: parse nothing from it.
+        let text = std::str::from_utf8(&self.text).unwrap_or_default();
+        status::parse(text)
+    }
+}
+
+/// Wait until the helper exited (its pidfd is readable), the status pipe is readable, or
+/// the timeout passes. EINTR counts as "nothing yet": the caller loops.
+fn wait_for(pidfd: Option<&OwnedFd>, status: Option<&fs::File>, timeout: Duration) -> (bool, bool) {
+    let fd = |raw: Option<RawFd>| libc::pollfd {
+        fd: raw.unwrap_or(-1),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // A negative fd is skipped by poll.
+    let mut fds = [
+        fd(pidfd.map(|f| f.as_raw_fd())),
+        fd(status.map(|f| f.as_raw_fd())),
+    ];
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: poll on an array of two valid (or negative, ignored) pollfds.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if rc <= 0 {
+        return (false, false);
+    }
+    (fds[0].revents != 0, fds[1].revents != 0)
 }
 
 fn pump(
@@ -311,6 +397,18 @@ pub fn supervise(
         // Held until this function returns: the run lives while we supervise it.
         lifeline: _lifeline,
     } = sp;
+    let spec_json = match spec_json {
+        Some(j) => j,
+        None => match serde_json::to_vec(&p.spec) {
+            Ok(j) => j,
+            Err(e) => {
+                // The helper got no spec and ran nothing: reap it.
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(LaunchError::Io(format!("encode spec: {e}")));
+            }
+        },
+    };
     let started = Instant::now();
     let mut pumps = Vec::new();
     let mut start_pump = |pipe: Option<Box<dyn Read + Send>>, sink: Box<dyn OutputSink>| {
@@ -343,16 +441,12 @@ pub fn supervise(
         });
     }
 
-    // The status pipe reaches EOF when the agent is exec'd or setup failed.
-    let (report_tx, report_rx) = mpsc::channel();
-    let reader = std::thread::Builder::new()
-        .name("run-status".into())
-        .spawn(move || {
-            let mut text = String::new();
-            let mut st = status;
-            let _ = (&mut st).take(1 << 20).read_to_string(&mut text);
-            let _ = report_tx.send(status::parse(&text));
-        });
+    // The status pipe reaches EOF when the agent is exec'd or setup failed. It is read in
+    // the loop below, so the jail's report is told while the run goes on, not after it.
+    let mut status = StatusPipe {
+        file: Some(status),
+        text: Vec::new(),
+    };
     if let Some(mut stdin) = child.stdin.take() {
         // A helper that died early closes its end; its status line says why.
         let _ = stdin.write_all(&spec_json);
@@ -363,24 +457,17 @@ pub fn supervise(
     let mut term_at: Option<Instant> = None;
     let mut killed = false;
     let waited = loop {
-        let gone = match &pidfd {
-            Some(fd) => exited_within(fd, TICK),
-            None => {
-                std::thread::sleep(TICK);
-                false
-            }
-        };
+        let (gone, readable) = wait_for(pidfd.as_ref(), status.file.as_ref(), TICK);
+        if readable && status.read_some() {
+            let r = status.report();
+            on(Milestone::Setup(&r));
+            report = Some(r);
+        }
         if gone || pidfd.is_none() {
             match child.try_wait() {
                 Ok(Some(st)) => break Ok(st),
                 Ok(None) => {}
                 Err(e) => break Err(e),
-            }
-        }
-        if report.is_none() {
-            if let Ok(r) = report_rx.try_recv() {
-                on(Milestone::Setup(&r));
-                report = Some(r);
             }
         }
         let signal = |sig: libc::c_int, child: &mut Child| match &pidfd {
@@ -423,16 +510,17 @@ pub fn supervise(
     for h in pumps {
         let _ = h.join();
     }
-    if let Ok(h) = reader {
-        let _ = h.join();
-    }
     let report = match report {
         Some(r) => r,
         None => {
-            let r = report_rx.try_recv().unwrap_or_else(|_| StatusReport {
-                infos: Vec::new(),
-                error: Some("the jail helper sent no status".to_string()),
-            });
+            // Every writer is gone now, so this reads to EOF without waiting long.
+            let r = match status.read_rest() {
+                true => status.report(),
+                false => StatusReport {
+                    infos: Vec::new(),
+                    error: Some("the jail helper sent no status".to_string()),
+                },
+            };
             on(Milestone::Setup(&r));
             r
         }
