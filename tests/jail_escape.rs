@@ -166,6 +166,10 @@ fn network_is_only_loopback_and_host_sockets_are_unreachable() {
         r#"
 import socket
 print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))
+import fcntl, struct
+req = struct.pack('16sH', b'lo', 0) + bytes(22)
+flags = struct.unpack('16sH', fcntl.ioctl(socket.socket(), 0x8913, req)[:18])[1]
+print('lo-up' if flags & 1 else 'lo-down')
 try:
     socket.create_connection(('127.0.0.1', {port}), timeout=2); print('tcp-connected')
 except OSError: print('tcp-failed')
@@ -182,6 +186,7 @@ except OSError: print('bind-denied')
     assert_ok(&o);
     let out = text(&o);
     assert!(out.contains("['lo']"), "{out}");
+    assert!(out.contains("lo-up"), "{out}");
     assert!(out.contains("tcp-failed"), "{out}");
     assert!(out.contains("abstract-failed"), "{out}");
     // No bind ports granted: Landlock denies listening even on the jail's own lo.
