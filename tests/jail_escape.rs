@@ -166,6 +166,10 @@ fn network_is_only_loopback_and_host_sockets_are_unreachable() {
         r#"
 import socket
 print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))
+import fcntl, struct
+req = struct.pack('16sH', b'lo', 0) + bytes(22)
+flags = struct.unpack('16sH', fcntl.ioctl(socket.socket(), 0x8913, req)[:18])[1]
+print('lo-up' if flags & 1 else 'lo-down')
 try:
     socket.create_connection(('127.0.0.1', {port}), timeout=2); print('tcp-connected')
 except OSError: print('tcp-failed')
@@ -182,6 +186,7 @@ except OSError: print('bind-denied')
     assert_ok(&o);
     let out = text(&o);
     assert!(out.contains("['lo']"), "{out}");
+    assert!(out.contains("lo-up"), "{out}");
     assert!(out.contains("tcp-failed"), "{out}");
     assert!(out.contains("abstract-failed"), "{out}");
     // No bind ports granted: Landlock denies listening even on the jail's own lo.
@@ -320,6 +325,37 @@ fn proc_sys_read_only_and_sysrq_not_writable() {
     assert_eq!(out.lines().next(), Some("ro"), "{out}{}", err(&o));
     assert!(!out.contains("WROTE") && !out.contains("SAW-INIT"), "{out}");
     assert!(out.contains("done"));
+}
+
+/// The mount flags themselves, independent of Landlock: every mount in /etc is read-only,
+/// nosuid, nodev and noexec; every mount in /dev nosuid and noexec, /dev itself read-only.
+#[test]
+fn etc_and_dev_mounts_carry_their_flags() {
+    let (env, _) = Env::new(&["tess"]);
+    let o = env.sh(
+        "tess",
+        r#"has() { case ",$1," in *",$2,"*) return 0;; esac; return 1; }
+n_etc=0; n_dev=0
+while read -r _ _ _ _ mp opts _; do
+  case "$mp" in
+    /etc|/etc/*) n_etc=$((n_etc+1)); for f in ro nosuid nodev noexec; do has "$opts" $f || echo "BAD $mp $f"; done;;
+    /dev) for f in ro nosuid noexec; do has "$opts" $f || echo "BAD $mp $f"; done;;
+    /dev/*) n_dev=$((n_dev+1)); for f in nosuid noexec; do has "$opts" $f || echo "BAD $mp $f"; done;;
+  esac
+done < /proc/self/mountinfo
+echo "etc=$n_etc dev=$n_dev"; echo x > /dev/null && echo null-writable"#,
+    );
+    let out = text(&o);
+    assert!(!out.contains("BAD"), "{out}{}", err(&o));
+    let counts = out
+        .lines()
+        .find_map(|l| l.strip_prefix("etc="))
+        .unwrap_or_else(|| panic!("no counts: {out}{}", err(&o)));
+    let (etc, dev) = counts.split_once(" dev=").unwrap();
+    // /etc itself plus host entries (ld.so.cache at least); /dev nodes, shm and pts.
+    assert!(etc.parse::<u32>().unwrap() >= 2, "{out}");
+    assert!(dev.parse::<u32>().unwrap() >= 8, "{out}");
+    assert!(out.contains("null-writable"), "{out}");
 }
 
 #[test]

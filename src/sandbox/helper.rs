@@ -4,8 +4,9 @@
 //! helper (host namespaces): validate spec, create the run cgroup (without joining it),
 //! unshare the pid namespace, fork pid 1, then watch it ([`watch`](super::watch)): forward signals,
 //! enforce the deadline, kill pid 1 when the launcher dies, kill the cgroup at the end.
-//! pid 1 (init): join the run cgroup, unshare mount, ipc, uts, net and cgroup namespaces,
-//! open the bind sources, private mounts, new root, pivot_root, hostname, `lo`, rlimits, setsid,
+//! pid 1 (init): join the run cgroup, start a child making the net namespace (with `lo` up),
+//! unshare mount, ipc, uts and cgroup namespaces, open the bind sources, private mounts, new
+//! root, pivot_root, join the net namespace, hostname, rlimits, setsid,
 //! close fds, fork the agent, keep only CAP_KILL, reap until the agent exits.
 //! agent child: wait for init to be reduced, setsid, drop to the instance uid with no
 //! capabilities and no_new_privs, chdir, Landlock, seccomp, execve with a clean env.
@@ -200,14 +201,17 @@ fn pid1(
     // Into the run's cgroup before anything else, and before the cgroup namespace is
     // made, so the namespace is rooted there and every later process is counted.
     cgroups.join()?;
+    // The network namespace is made by a child while this process builds the root.
+    let net = namespaces::NetNs::start()?;
     namespaces::unshare_rest()?;
     // Open the bind sources refusing symlinked components. After the unshare: a bind
     // source must be a mount of the namespace that binds it.
     let sources = rootfs::Sources::open(spec)?;
     rootfs::build(spec, &sources)?;
     drop(sources);
+    // Joined before anything of the run starts; `lo` is up in it already.
+    net.enter()?;
     namespaces::set_hostname(&spec.run_id)?;
-    namespaces::loopback_up()?;
     limits::apply_rlimits(&spec.limits, enforced.procs == ProcLimit::RlimitNproc)?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid", e))?;
     fds::close_all_except(&[status.raw(), life_r.as_raw_fd()])?;

@@ -1,7 +1,16 @@
 //! New namespaces for the run: mount, pid, ipc, uts, net and cgroup. No user namespace: the
 //! agent runs as a real host uid with no capabilities, so nothing in the jail is "root".
+//!
+//! The network namespace is the slowest to create (about half a millisecond), so a helper
+//! process of pid 1 creates it ([`NetNs::start`]) while pid 1 builds the root, and pid 1
+//! joins it ([`NetNs::enter`]) before anything of the run starts.
 
-use nix::sched::{unshare, CloneFlags};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use nix::fcntl::OFlag;
+use nix::sched::{setns, unshare, CloneFlags};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::{fork, ForkResult, Pid};
 
 use super::SandboxError;
 
@@ -12,15 +21,127 @@ pub fn unshare_pid() -> Result<(), SandboxError> {
     unshare(CloneFlags::CLONE_NEWPID).map_err(|e| SandboxError::errno("unshare pid namespace", e))
 }
 
-/// In pid 1, after it joined the run's cgroups: every other namespace of the jail. The
-/// cgroup namespace is rooted at the run's cgroup because pid 1 joined it first.
+/// In pid 1, after it joined the run's cgroups: every other namespace of the jail but the
+/// network one ([`NetNs`]). The cgroup namespace is rooted at the run's cgroup because pid 1
+/// joined it first.
 pub fn unshare_rest() -> Result<(), SandboxError> {
     let flags = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWNET
         | CloneFlags::CLONE_NEWCGROUP;
     unshare(flags).map_err(|e| SandboxError::errno("unshare namespaces", e))
+}
+
+/// The run's new network namespace, being made by a child of pid 1 (in the run's pid
+/// namespace and cgroups, so it dies with the run whatever happens).
+pub struct NetNs {
+    child: Option<Pid>,
+    ready: OwnedFd,
+}
+
+/// What the maker child reports: one status byte, then the errno when it failed.
+const NET_OK: u8 = 0;
+const NET_UNSHARE_FAILED: u8 = 1;
+const NET_LO_FAILED: u8 = 2;
+
+impl NetNs {
+    /// Fork the child that unshares a network namespace and brings up `lo` in it, then
+    /// waits to be killed. Pid 1 must be single-threaded.
+    pub fn start() -> Result<NetNs, SandboxError> {
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+            .map_err(|e| SandboxError::errno("net namespace pipe", e))?;
+        // SAFETY: pid 1 is single-threaded; the child only makes syscalls and _exits.
+        match unsafe { fork() }.map_err(|e| SandboxError::errno("fork net namespace maker", e))? {
+            ForkResult::Child => {
+                drop(r);
+                let (code, err) = match unshare(CloneFlags::CLONE_NEWNET) {
+                    Err(e) => (NET_UNSHARE_FAILED, e as i32),
+                    Ok(()) => match loopback_up_raw() {
+                        Err(errno) => (NET_LO_FAILED, errno),
+                        Ok(()) => (NET_OK, 0),
+                    },
+                };
+                let mut msg = [0u8; 5];
+                msg[0] = code;
+                msg[1..].copy_from_slice(&err.to_ne_bytes());
+                let _ = nix::unistd::write(&w, &msg);
+                if code == NET_OK {
+                    // Keep the namespace alive until pid 1 has joined it and kills us.
+                    loop {
+                        // SAFETY: pause only waits for a signal.
+                        unsafe { libc::pause() };
+                    }
+                }
+                // SAFETY: leave without running destructors of pid 1's state.
+                unsafe { libc::_exit(1) }
+            }
+            ForkResult::Parent { child } => {
+                drop(w);
+                Ok(NetNs {
+                    child: Some(child),
+                    ready: r,
+                })
+            }
+        }
+    }
+
+    /// Wait for the child's namespace, join it (through a pidfd of the child, which needs
+    /// no /proc), then kill and reap the child. Any failure fails the run.
+    pub fn enter(self) -> Result<(), SandboxError> {
+        const STEP: &str = "join net namespace";
+        let mut msg = [0u8; 5];
+        let mut got = 0;
+        while got < msg.len() {
+            match nix::unistd::read(self.ready.as_raw_fd(), &mut msg[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(SandboxError::errno(STEP, e)),
+            }
+        }
+        if got < msg.len() {
+            return Err(SandboxError::Invalid {
+                step: STEP,
+                why: "the net namespace maker died".to_string(),
+            });
+        }
+        let errno = i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
+        let os = std::io::Error::from_raw_os_error(errno);
+        match msg[0] {
+            NET_OK => {}
+            NET_UNSHARE_FAILED => return Err(SandboxError::sys("unshare net namespace", os)),
+            NET_LO_FAILED => return Err(SandboxError::sys("bring up lo", os)),
+            _ => {
+                return Err(SandboxError::Invalid {
+                    step: STEP,
+                    why: "unexpected report from the net namespace maker".to_string(),
+                })
+            }
+        }
+        let child = self.child.ok_or_else(|| SandboxError::Invalid {
+            step: STEP,
+            why: "no net namespace maker".to_string(),
+        })?;
+        // SAFETY: pidfd_open with a pid of our own child, which is not reaped yet.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) };
+        if fd < 0 {
+            return Err(SandboxError::sys(STEP, std::io::Error::last_os_error()));
+        }
+        // SAFETY: fd was just returned by pidfd_open and is owned by nobody else.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        setns(&pidfd, CloneFlags::CLONE_NEWNET).map_err(|e| SandboxError::errno(STEP, e))?;
+        Ok(())
+        // Drop kills and reaps the child.
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.take() {
+            let _ = kill(pid, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
+        }
+    }
 }
 
 /// The jail's hostname is its run id.
@@ -31,13 +152,24 @@ pub fn set_hostname(name: &str) -> Result<(), SandboxError> {
 /// Bring up `lo` in the new network namespace: the run may talk to itself on loopback, and
 /// to nothing else (no other interface exists).
 pub fn loopback_up() -> Result<(), SandboxError> {
-    const STEP: &str = "bring up lo";
+    loopback_up_raw()
+        .map_err(|errno| SandboxError::sys("bring up lo", std::io::Error::from_raw_os_error(errno)))
+}
+
+/// [`loopback_up`] without allocation (the net namespace maker child calls it); Err is the
+/// errno.
+fn loopback_up_raw() -> Result<(), i32> {
+    let errno = || {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
     // SAFETY: plain socket/ioctl/close calls on a socket we own; ifreq is zero-initialised
     // and its name is a NUL-terminated "lo".
     unsafe {
         let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         if sock < 0 {
-            return Err(SandboxError::sys(STEP, std::io::Error::last_os_error()));
+            return Err(errno());
         }
         let mut req: libc::ifreq = std::mem::zeroed();
         for (d, s) in req.ifr_name.iter_mut().zip(b"lo\0") {
@@ -48,10 +180,10 @@ pub fn loopback_up() -> Result<(), SandboxError> {
             req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
             rc = libc::ioctl(sock, libc::SIOCSIFFLAGS, &req);
         }
-        let err = std::io::Error::last_os_error();
+        let err = errno();
         libc::close(sock);
         if rc != 0 {
-            return Err(SandboxError::sys(STEP, err));
+            return Err(err);
         }
     }
     Ok(())

@@ -175,9 +175,9 @@ fn tmpfs(target: &Path, flags: MsFlags, data: &str, step: &'static str) -> Res {
     mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(data)).map_err(sys(step))
 }
 
-/// Bind `src` on `target`, then remount the bind with `flags` (read-only, nosuid...).
-/// Not recursive: mounts below a system directory are not carried into the jail.
-fn bind(src: &Path, target: &Path, flags: MsFlags, step: &'static str) -> Res {
+/// Bind `src` on `target` with the source mount's flags, not recursive: mounts below a
+/// system directory are not carried into the jail. Callers restrict it right after.
+fn bind_plain(src: &Path, target: &Path, step: &'static str) -> Res {
     mount(
         Some(src),
         target,
@@ -185,7 +185,17 @@ fn bind(src: &Path, target: &Path, flags: MsFlags, step: &'static str) -> Res {
         MsFlags::MS_BIND,
         None::<&str>,
     )
-    .map_err(sys(step))?;
+    .map_err(sys(step))
+}
+
+/// Bind `src` on `target`, then remount the bind with `flags` (read-only, nosuid...).
+/// Not recursive: mounts below a system directory are not carried into the jail.
+fn bind(src: &Path, target: &Path, flags: MsFlags, step: &'static str) -> Res {
+    bind_plain(src, target, step)?;
+    remount_bind(target, flags, step)
+}
+
+fn remount_bind(target: &Path, flags: MsFlags, step: &'static str) -> Res {
     mount(
         None::<&str>,
         target,
@@ -209,6 +219,72 @@ fn remount_ro(target: &Path, extra: MsFlags, step: &'static str) -> Res {
         None::<&str>,
     )
     .map_err(sys(step))
+}
+
+/// `mount_setattr(2)` flags (linux/mount.h); libc has the syscall number only.
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// `struct mount_attr` of linux/mount.h (version 0, 32 bytes).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// The `mount_setattr` bits that `flags` (MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC) name.
+fn mount_attr_bits(flags: MsFlags) -> u64 {
+    [
+        (MsFlags::MS_RDONLY, MOUNT_ATTR_RDONLY),
+        (MsFlags::MS_NOSUID, MOUNT_ATTR_NOSUID),
+        (MsFlags::MS_NODEV, MOUNT_ATTR_NODEV),
+        (MsFlags::MS_NOEXEC, MOUNT_ATTR_NOEXEC),
+    ]
+    .iter()
+    .filter(|(f, _)| flags.contains(*f))
+    .fold(0, |acc, (_, a)| acc | a)
+}
+
+/// Add `flags` to the mount at `target` and to every mount below it, in one
+/// `mount_setattr(AT_RECURSIVE)` call: all or nothing. Only sets flags, never clears one.
+/// Ok(false) when the kernel has no `mount_setattr` (before 5.12): the caller then applies
+/// the same flags mount by mount, so the result is never weaker.
+fn set_tree_flags(target: &Path, flags: MsFlags, step: &'static str) -> Result<bool, SandboxError> {
+    let path = std::ffi::CString::new(target.as_os_str().as_bytes()).map_err(|_| {
+        SandboxError::Invalid {
+            step,
+            why: "path contains a NUL byte".to_string(),
+        }
+    })?;
+    let attr = MountAttr {
+        attr_set: mount_attr_bits(flags),
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr reads `attr` (size given) and the NUL-terminated path only.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            (libc::AT_RECURSIVE | libc::AT_SYMLINK_NOFOLLOW) as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ENOSYS) {
+        return Ok(false);
+    }
+    Err(SandboxError::sys(step, err))
 }
 
 /// The opened, checked bind sources of a run.
@@ -404,6 +480,7 @@ fn etc(root: &Path, spec: &RunSpec) -> Res {
         fs::set_permissions(&p, fs::Permissions::from_mode(0o644))
             .map_err(io("write /etc files"))?;
     }
+    let mut bound = Vec::with_capacity(ETC_ALLOW.len());
     for name in ETC_ALLOW {
         let host = Path::new("/etc").join(name);
         // Follows links: the jail gets the file or directory the host entry names.
@@ -418,14 +495,24 @@ fn etc(root: &Path, spec: &RunSpec) -> Res {
         } else {
             continue;
         }
-        bind(&host, &target, ro(), "bind /etc entry read-only")?;
+        // Made read-only below, together with the rest of /etc, before anything runs here.
+        bind_plain(&host, &target, "bind /etc entry read-only")?;
+        bound.push(target);
     }
     jail_files(root, &spec.files)?;
-    remount_ro(
-        &etc,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        "make /etc read-only",
-    )
+    // /etc and every entry bound into it: read-only, nosuid, nodev, noexec, in one call.
+    let flags = ro() | MsFlags::MS_NOEXEC;
+    if !set_tree_flags(&etc, flags, "make /etc read-only")? {
+        for target in &bound {
+            remount_bind(target, flags, "bind /etc entry read-only")?;
+        }
+        remount_ro(
+            &etc,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            "make /etc read-only",
+        )?;
+    }
+    Ok(())
 }
 
 fn dev(root: &Path, spec: &RunSpec) -> Res {
@@ -437,16 +524,14 @@ fn dev(root: &Path, spec: &RunSpec) -> Res {
         "mode=0755,size=64k",
         "mount /dev",
     )?;
+    let mut nodes = Vec::with_capacity(DEV_NODES.len());
     for n in DEV_NODES {
         let host = Path::new("/dev").join(n);
         let target = dev.join(n);
         touch(&target, "create device node")?;
-        bind(
-            &host,
-            &target,
-            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-            "bind device node",
-        )?;
+        // Made nosuid and noexec below, with the rest of /dev, before anything runs here.
+        bind_plain(&host, &target, "bind device node")?;
+        nodes.push(target);
     }
     let shm = dev.join("shm");
     mkdir_p(&shm, "create /dev/shm")?;
@@ -475,6 +560,14 @@ fn dev(root: &Path, spec: &RunSpec) -> Res {
         ("stderr", "/proc/self/fd/2"),
     ] {
         std::os::unix::fs::symlink(to, dev.join(link)).map_err(io("create /dev links"))?;
+    }
+    // Every mount in /dev (device nodes, shm, pts) nosuid and noexec in one call; the
+    // device nodes stay writable (/dev/null), /dev itself becomes read-only below.
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+    if !set_tree_flags(&dev, flags, "bind device node")? {
+        for target in &nodes {
+            remount_bind(target, flags, "bind device node")?;
+        }
     }
     remount_ro(
         &dev,
@@ -574,6 +667,19 @@ mod tests {
                 "{d} is generated"
             );
         }
+    }
+
+    #[test]
+    fn mount_attr_bits_match_the_ms_flags() {
+        assert_eq!(mount_attr_bits(ro() | MsFlags::MS_NOEXEC), 0xf);
+        assert_eq!(
+            mount_attr_bits(MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC),
+            0xa
+        );
+        assert_eq!(mount_attr_bits(MsFlags::MS_RDONLY), MOUNT_ATTR_RDONLY);
+        // Flags with no mount attribute are not turned into one.
+        assert_eq!(mount_attr_bits(MsFlags::MS_BIND | MsFlags::MS_REC), 0);
+        assert_eq!(std::mem::size_of::<MountAttr>(), 32);
     }
 
     #[test]
