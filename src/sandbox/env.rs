@@ -49,20 +49,9 @@ mod tests {
     #[test]
     fn fixed_variables_first_then_extras() {
         let spec = RunSpec {
-            run_id: "r-1".into(),
-            role: "code".into(),
-            instance: "tess".into(),
-            uid: 5000,
-            gid: 5000,
-            home: "/var/lib/airlock/homes/tess".into(),
-            workspace: "/srv/ws".into(),
-            argv: vec!["true".into()],
             env: vec![("EXTRA".into(), "1".into())],
-            hide: vec![],
-            connect_tcp: vec![],
-            limits: Default::default(),
-            cgroup_parent: None,
-            files: vec![],
+            workspace: "/srv/ws".into(),
+            ..crate::sandbox::spec::tests::sample()
         };
         let env = build(&spec);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());

@@ -380,20 +380,7 @@ mod tests {
     #[test]
     fn landlock_lets_the_agent_read_its_jail_files_and_nothing_more() {
         let spec = RunSpec {
-            run_id: "r-1".into(),
-            role: "code".into(),
-            instance: "tess".into(),
-            uid: 5000,
-            gid: 5000,
-            home: "/var/lib/airlock/homes/tess".into(),
-            workspace: "/srv/ws".into(),
-            argv: vec!["true".into()],
-            env: vec![],
-            hide: vec![],
-            connect_tcp: vec![],
-            limits: Default::default(),
-            cgroup_parent: None,
-            files: vec![],
+            ..crate::sandbox::spec::tests::sample()
         };
         let rules = landlock_rules(&spec);
         let covers = |v: &[PathBuf], p: &str| v.iter().any(|r| Path::new(p).starts_with(r));

@@ -406,10 +406,11 @@ impl RunSpec {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    pub fn sample() -> RunSpec {
+    /// A valid spec for unit tests across the sandbox; tests override what they need.
+    pub(crate) fn sample() -> RunSpec {
         RunSpec {
             run_id: "r-20260101-abcdef".into(),
             role: "code".into(),

@@ -122,6 +122,20 @@ pub fn id_in_use(id: u32) -> bool {
 /// Ranges other parts of the host hand out on their own, without an NSS entry: an
 /// instance sharing one would share an identity with whatever gets it.
 pub fn reserved_range(id: u32) -> Option<&'static str> {
+    reserved_in(id, &sub_ranges_text())
+}
+
+/// `/etc/subuid` and `/etc/subgid` together, read once per check (an allocation may test
+/// many candidate ids against them).
+fn sub_ranges_text() -> String {
+    ["/etc/subuid", "/etc/subgid"]
+        .iter()
+        .filter_map(|f| fs::read_to_string(f).ok())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn reserved_in(id: u32, sub_ranges: &str) -> Option<&'static str> {
     if id < 1000 {
         return Some("the system accounts' range (below 1000)");
     }
@@ -137,12 +151,8 @@ pub fn reserved_range(id: u32) -> Option<&'static str> {
     if id >= 0x8000_0000 {
         return Some("the ids above 2^31 that some tools read as negative");
     }
-    for file in ["/etc/subuid", "/etc/subgid"] {
-        if let Ok(text) = fs::read_to_string(file) {
-            if in_sub_ranges(&text, id) {
-                return Some("a subordinate id range of /etc/subuid or /etc/subgid");
-            }
-        }
+    if in_sub_ranges(sub_ranges, id) {
+        return Some("a subordinate id range of /etc/subuid or /etc/subgid");
     }
     None
 }
@@ -355,8 +365,9 @@ fn uids_held(cfg: &Config, reg: &Registry, except: Option<&str>) -> Vec<u32> {
 }
 
 fn free_uid(cfg: &Config, held: &[u32]) -> Option<u32> {
+    let sub = sub_ranges_text();
     (cfg.uid_range.first..=cfg.uid_range.last)
-        .find(|u| !held.contains(u) && reserved_range(*u).is_none() && !id_in_use(*u))
+        .find(|u| !held.contains(u) && reserved_in(*u, &sub).is_none() && !id_in_use(*u))
 }
 
 /// The declaration of one instance, without allocating anything.
