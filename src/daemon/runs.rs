@@ -15,7 +15,7 @@ use crate::journal::{EventKind, RunFields, RunJournal, Stream};
 use crate::supervisor::instances;
 use crate::supervisor::launch::{self, LaunchError, LaunchRequest, Prepared};
 use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened};
-use crate::supervisor::outcome::{self, outcome_str, NOT_STARTED};
+use crate::supervisor::outcome::{self, outcome_str, with_lost, NOT_STARTED};
 use crate::supervisor::process::{self, Milestone, OutputSink, RunControl};
 use crate::supervisor::run_output::{JournalSink, Tee};
 
@@ -330,8 +330,13 @@ fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spawned, Launch
             return;
         }
     };
+    // Output lines and events that reached neither journald nor the fallback file: the run's
+    // ledger record says how many, so the trail never claims to be complete when it is not.
+    let lost = Arc::new(AtomicU64::new(0));
     let event = |kind: EventKind, msg: &str| {
-        let _ = lock(&journal).event(kind, msg, &[]);
+        if lock(&journal).event(kind, msg, &[]).is_err() {
+            lost.fetch_add(1, Ordering::Relaxed);
+        }
     };
     event(
         EventKind::RunStarted,
@@ -353,7 +358,6 @@ fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spawned, Launch
         None => (None, None),
     };
     let dropped = Arc::new(AtomicU64::new(0));
-    let lost = Arc::new(AtomicU64::new(0));
     let sink = |stream| {
         let tee = frame_tx.clone().map(|tx| {
             Box::new(FrameTee {
@@ -400,21 +404,17 @@ fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spawned, Launch
     if l > 0 {
         event(
             EventKind::OutputDropped,
-            &format!("{l} output lines reached neither journald nor the fallback file"),
+            &format!("{l} journal records reached neither journald nor the fallback file"),
         );
     }
     event(end.kind, &end.reason);
-    let _ = lock(&journal).sync();
-    close(
-        &d,
-        &info,
-        end.outcome,
-        end.exit_code(),
-        end.signal,
-        &end.reason,
-    );
+    if lock(&journal).sync().is_err() {
+        lost.fetch_add(1, Ordering::Relaxed);
+    }
+    let reason = with_lost(&end.reason, lost.load(Ordering::Relaxed));
+    close(&d, &info, end.outcome, end.exit_code(), end.signal, &reason);
     if let Some(exit) = exit_tx {
-        let _ = exit.send(exited_frame(&info.run, end.code, end.outcome, &end.reason));
+        let _ = exit.send(exited_frame(&info.run, end.code, end.outcome, &reason));
     }
 }
 

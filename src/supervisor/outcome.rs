@@ -31,6 +31,16 @@ impl Closing {
 }
 
 /// The `outcome` string of the ledger and the protocol.
+/// The closing reason, plus how many journal records were lost when any were: the ledger
+/// record then says the run's journal is incomplete.
+pub fn with_lost(reason: &str, lost: u64) -> String {
+    if lost == 0 {
+        reason.to_string()
+    } else {
+        format!("{reason}; {lost} journal record(s) were lost (neither journald nor the fallback file took them)")
+    }
+}
+
 pub fn outcome_str(o: Outcome) -> &'static str {
     match o {
         Outcome::Exited => "exited",
@@ -133,6 +143,12 @@ pub fn closing(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lost_records_are_named_in_the_reason() {
+        assert_eq!(with_lost("exited with code 0", 0), "exited with code 0");
+        assert!(with_lost("exited with code 0", 3).contains("3 journal record(s) were lost"));
+    }
     use crate::sandbox::status::StatusReport;
 
     fn sup(code: i32, signal: Option<i32>, ending: Ending, cleanup: Option<&str>) -> Supervised {

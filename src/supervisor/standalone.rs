@@ -176,8 +176,13 @@ fn supervise(
     deadline_s: u64,
 ) -> Closing {
     let spec = &prepared.spec;
+    // Output lines and events that reached neither journald nor the fallback file; the
+    // ledger record's reason says how many (as for runs of airlockd).
+    let lost = Arc::new(AtomicU64::new(0));
     let event = |kind: EventKind, msg: &str| {
-        let _ = lock(journal).event(kind, msg, &[]);
+        if lock(journal).event(kind, msg, &[]).is_err() {
+            lost.fetch_add(1, Ordering::Relaxed);
+        }
     };
     event(
         EventKind::RunStarted,
@@ -194,7 +199,6 @@ fn supervise(
             }
         ),
     );
-    let lost = Arc::new(AtomicU64::new(0));
     let sink = |s: Stream| {
         let tee: Option<Box<dyn Tee>> = match (stream, s) {
             (false, _) => None,
@@ -228,10 +232,12 @@ fn supervise(
     if l > 0 {
         event(
             EventKind::OutputDropped,
-            &format!("{l} output lines reached neither journald nor the fallback file"),
+            &format!("{l} journal records reached neither journald nor the fallback file"),
         );
     }
-    outcome::closing(&result, deadline_s, grace, sigkilled)
+    let mut closing = outcome::closing(&result, deadline_s, grace, sigkilled);
+    closing.reason = outcome::with_lost(&closing.reason, lost.load(Ordering::Relaxed));
+    closing
 }
 
 /// Append the run's closing record.
