@@ -1,15 +1,18 @@
 //! The jail setup sequence, run by the single-threaded `airlock-jail` helper (never by a
 //! fork of the multi-threaded daemon):
 //!
-//! helper (host namespaces): validate spec, create the run cgroup (without joining it),
-//! unshare the pid namespace, fork pid 1, then watch it ([`watch`](super::watch)): forward signals,
-//! enforce the deadline, kill pid 1 when the launcher dies, kill the cgroup at the end.
-//! pid 1 (init): join the run cgroup, start a child making the net namespace (with `lo` up),
-//! unshare mount, ipc, uts and cgroup namespaces, open the bind sources, private mounts, new
-//! root, pivot_root, join the net namespace, hostname, rlimits, setsid,
-//! close fds, fork the agent, keep only CAP_KILL, reap until the agent exits.
-//! agent child: wait for init to be reduced, setsid, drop to the instance uid with no
-//! capabilities and no_new_privs, chdir, Landlock, seccomp, execve with a clean env.
+//! helper (host namespaces): validate spec, unshare the pid namespace, fork pid 1; create
+//! the run cgroups while pid 1 builds the root and move pid 1 into them; then watch it
+//! ([`watch`](super::watch)): forward signals, enforce the deadline, kill pid 1 when the
+//! launcher dies, kill the cgroups at the end.
+//! pid 1 (init): start a child making the net namespace (with `lo` up), unshare mount, ipc
+//! and uts namespaces, open the bind sources, private mounts, new root, pivot_root; wait
+//! until it is in the run cgroups, unshare the cgroup namespace, join the net namespace,
+//! hostname, rlimits, setsid, close fds, fork the agent, keep only CAP_KILL, let the agent
+//! exec, reap until it exits.
+//! agent child: setsid, drop to the instance uid with no capabilities and no_new_privs,
+//! chdir, Landlock, seccomp (all while pid 1 reduces itself), then wait for pid 1 and
+//! execve with a clean env.
 //!
 //! Any failure is written to the status fd with the step that failed, and the agent is
 //! never exec'd.
@@ -59,9 +62,75 @@ pub fn run(spec: &RunSpec, status: StatusFd, launch: Launch) -> i32 {
 
 fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
     spec.validate()?;
+    let deadline = spec.limits.deadline_ms.map(Duration::from_millis);
+    let grace = Duration::from_millis(spec.limits.grace_ms.unwrap_or(DEFAULT_GRACE_MS));
+    let lifeline_note = if launch.lifeline.is_some() {
+        " and lifeline fd"
+    } else {
+        " only (no lifeline fd)"
+    };
+    let watch = Watch::new(
+        launch.launcher,
+        launch.lifeline,
+        launch.start,
+        deadline,
+        grace,
+    )?;
+    namespaces::unshare_pid()?;
+    let pipe =
+        || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("helper pipe", e));
+    let (life_r, life_w) = pipe()?;
+    let (cg_r, cg_w) = pipe()?;
+    // SAFETY: the helper is single-threaded, so the child may allocate and run Rust code.
+    let child = match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
+        ForkResult::Child => {
+            drop((life_w, cg_w));
+            let code = match pid1(spec, status, life_r, cg_r, launch.start) {
+                Ok(code) => code,
+                Err(e) => {
+                    status.error(&e);
+                    EXIT_SETUP_FAILED
+                }
+            };
+            // SAFETY: _exit ends the process without running parent-owned destructors.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => child,
+    };
+    drop((life_r, cg_r));
+    // Declared after the pipes, so it is dropped first: on an error below pid 1 is killed
+    // (and with it the whole run) before it can read the end of the cgroup pipe.
+    let mut guard = Pid1Guard(Some(child));
+    // The cgroups are made while pid 1 builds the root: pid 1 waits for them only before
+    // it starts anything of the run (see `pid1`).
     let (cgroups, enforced) =
         RunCgroups::create(spec.cgroup_parent.as_deref(), &spec.run_id, &spec.limits)?;
-    let result = watched_run(spec, status, launch, &cgroups, enforced);
+    let result = cgroups
+        .join_pid(child)
+        .and_then(|()| {
+            let nproc = enforced.procs == ProcLimit::RlimitNproc;
+            nix::unistd::write(&cg_w, &[if nproc { CG_NPROC } else { CG_LIMITED }])
+                .map_err(|e| SandboxError::errno("start pid 1", e))
+        })
+        .map(|_| {
+            report(
+                spec,
+                status,
+                &cgroups,
+                enforced,
+                deadline,
+                grace,
+                lifeline_note,
+            );
+            // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
+            let _ = nix::unistd::close(status.raw());
+            let outcome = watch.supervise(child);
+            // Reaped: nothing left to kill, and the pid may be reused.
+            guard.0 = None;
+            drop(life_w);
+            outcome.code
+        });
+    drop(guard);
     // Backstop: nothing of the run survives pid 1, whatever it did. Pid 1's exit already
     // killed every process of its pid namespace; this also frees the cgroups.
     if let Err(e) = cgroups.kill_and_remove() {
@@ -74,13 +143,21 @@ fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, Sa
     result
 }
 
-fn watched_run(
+/// What the helper tells pid 1 once it is in the run's cgroups: whether a cgroup limits the
+/// run's processes, or `RLIMIT_NPROC` must.
+const CG_LIMITED: u8 = b'c';
+const CG_NPROC: u8 = b'n';
+
+/// The run log's lines on how the jail is limited, ended and watched.
+fn report(
     spec: &RunSpec,
     status: StatusFd,
-    launch: Launch,
     cgroups: &RunCgroups,
     enforced: Enforcement,
-) -> Result<i32, SandboxError> {
+    deadline: Option<Duration>,
+    grace: Duration,
+    lifeline_note: &str,
+) {
     status.info(&format!(
         "{enforced} (max_procs {}); cgroups: {}",
         spec.limits.max_procs,
@@ -98,10 +175,8 @@ fn watched_run(
     // When the run ends, pid 1 is reaped last: its exit kills every process left in the
     // run's pid namespace, so no sweep over the instance uid is ever needed.
     status.info("teardown: every process of the run is killed with pid 1 of its pid namespace");
-    let deadline = spec.limits.deadline_ms.map(Duration::from_millis);
-    let grace = Duration::from_millis(spec.limits.grace_ms.unwrap_or(DEFAULT_GRACE_MS));
     status.info(&format!(
-        "watch: deadline {}; launcher death by parent-death signal{}",
+        "watch: deadline {}; launcher death by parent-death signal{lifeline_note}",
         match deadline {
             Some(d) => format!(
                 "{} ms (grace {} ms) enforced by the helper",
@@ -110,20 +185,7 @@ fn watched_run(
             ),
             None => "none".to_string(),
         },
-        if launch.lifeline.is_some() {
-            " and lifeline fd"
-        } else {
-            " only (no lifeline fd)"
-        },
     ));
-    let watch = Watch::new(
-        launch.launcher,
-        launch.lifeline,
-        launch.start,
-        deadline,
-        grace,
-    )?;
-    unshare_and_fork(spec, status, watch, cgroups, enforced, launch.start)
 }
 
 /// Pid 1 of the run, killed (and reaped) if the helper leaves before it was reaped: on
@@ -139,41 +201,14 @@ impl Drop for Pid1Guard {
     }
 }
 
-fn unshare_and_fork(
-    spec: &RunSpec,
-    status: StatusFd,
-    watch: Watch,
-    cgroups: &RunCgroups,
-    enforced: Enforcement,
-    start: Instant,
-) -> Result<i32, SandboxError> {
-    namespaces::unshare_pid()?;
-    let (life_r, life_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
-        .map_err(|e| SandboxError::errno("lifeline pipe", e))?;
-    // SAFETY: the helper is single-threaded, so the child may allocate and run Rust code.
-    match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
-        ForkResult::Child => {
-            drop(life_w);
-            let code = match pid1(spec, status, cgroups, enforced, life_r, start) {
-                Ok(code) => code,
-                Err(e) => {
-                    status.error(&e);
-                    EXIT_SETUP_FAILED
-                }
-            };
-            // SAFETY: _exit ends the process without running parent-owned destructors.
-            unsafe { libc::_exit(code) }
-        }
-        ForkResult::Parent { child } => {
-            let mut guard = Pid1Guard(Some(child));
-            drop(life_r);
-            // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
-            let _ = nix::unistd::close(status.raw());
-            let outcome = watch.supervise(child);
-            // Reaped: nothing left to kill, and the pid may be reused.
-            guard.0 = None;
-            drop(life_w);
-            Ok(outcome.code)
+/// Read one byte from a pipe; None at end of file or on error.
+fn read_byte(fd: &OwnedFd) -> Option<u8> {
+    let mut byte = [0u8; 1];
+    loop {
+        match nix::unistd::read(fd.as_raw_fd(), &mut byte) {
+            Ok(1) => return Some(byte[0]),
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => return None,
         }
     }
 }
@@ -182,9 +217,8 @@ fn unshare_and_fork(
 fn pid1(
     spec: &RunSpec,
     status: StatusFd,
-    cgroups: &RunCgroups,
-    enforced: Enforcement,
     life_r: OwnedFd,
+    cg_r: OwnedFd,
     start: Instant,
 ) -> Result<i32, SandboxError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
@@ -198,21 +232,34 @@ fn pid1(
     }
     nix::sys::prctl::set_dumpable(false)
         .map_err(|e| SandboxError::errno("init not dumpable", e))?;
-    // Into the run's cgroup before anything else, and before the cgroup namespace is
-    // made, so the namespace is rooted there and every later process is counted.
-    cgroups.join()?;
-    // The network namespace is made by a child while this process builds the root.
+    // The network namespace is the slowest to make: a child makes it while this process
+    // builds the root.
     let net = namespaces::NetNs::start()?;
-    namespaces::unshare_rest()?;
+    namespaces::unshare_mount_ipc_uts()?;
     // Open the bind sources refusing symlinked components. After the unshare: a bind
     // source must be a mount of the namespace that binds it.
     let sources = rootfs::Sources::open(spec)?;
     rootfs::build(spec, &sources)?;
     drop(sources);
+    // The helper has moved this process into the run's cgroups (made meanwhile) before
+    // anything of the run starts, so every later process is counted; the cgroup namespace
+    // made after that is rooted there.
+    let nproc = match read_byte(&cg_r) {
+        Some(CG_LIMITED) => false,
+        Some(CG_NPROC) => true,
+        _ => {
+            return Err(SandboxError::Invalid {
+                step: "join run cgroup",
+                why: "the jail helper did not place pid 1 in the run's cgroups".to_string(),
+            })
+        }
+    };
+    drop(cg_r);
+    namespaces::unshare_cgroup()?;
     // Joined before anything of the run starts; `lo` is up in it already.
     net.enter()?;
     namespaces::set_hostname(&spec.run_id)?;
-    limits::apply_rlimits(&spec.limits, enforced.procs == ProcLimit::RlimitNproc)?;
+    limits::apply_rlimits(&spec.limits, nproc)?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid", e))?;
     fds::close_all_except(&[status.raw(), life_r.as_raw_fd()])?;
     init::block_signals()?;
@@ -238,7 +285,7 @@ fn pid1(
                 let _ = kill(child, Signal::SIGKILL);
                 return Err(e);
             }
-            // Only now may the agent go on: init no longer has anything worth stealing.
+            // Only now may the agent exec: init no longer has anything worth stealing.
             nix::unistd::write(&go_w, b"g").map_err(|e| SandboxError::errno("start agent", e))?;
             drop(go_w);
             let _ = nix::unistd::close(status.raw());
@@ -299,19 +346,8 @@ fn agent(
     start: Instant,
 ) -> Result<Infallible, SandboxError> {
     init::reset_signals()?;
-    let mut byte = [0u8; 1];
-    match nix::unistd::read(go_r.as_raw_fd(), &mut byte) {
-        Ok(1) => {}
-        _ => {
-            return Err(SandboxError::Invalid {
-                step: "start agent",
-                why: "pid 1 did not finish its own setup".to_string(),
-            })
-        }
-    }
-    drop(go_r);
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid agent", e))?;
-    fds::close_all_except(&[status.raw()])?;
+    fds::close_all_except(&[status.raw(), go_r.as_raw_fd()])?;
     if status.raw() > 2 {
         // Closed by the exec itself: end-of-file tells the launcher the agent started.
         fds::set_cloexec(status.raw())?;
@@ -336,6 +372,14 @@ fn agent(
     let candidates = program_candidates(&spec.argv[0]);
 
     seccomp::install()?;
+    // The agent is set up while pid 1 reduces itself; it execs only once pid 1 is done.
+    if read_byte(&go_r) != Some(b'g') {
+        return Err(SandboxError::Invalid {
+            step: "start agent",
+            why: "pid 1 did not finish its own setup".to_string(),
+        });
+    }
+    drop(go_r);
     // The jail's setup cost as benches/jail.sh reports it: helper start to the agent's exec.
     status.info(&format!(
         "setup: {} us from the helper's start to the agent's exec",

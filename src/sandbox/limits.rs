@@ -69,8 +69,8 @@ pub struct Enforcement {
 
 /// The run's cgroups: at most one in the cgroup v2 hierarchy (the kill switch and, where
 /// delegated, the limits) and one per cgroup v1 hierarchy used for a limit the v2 one
-/// cannot give (pids, memory). The helper creates them and stays outside; pid 1 joins
-/// them first thing; the helper kills and removes them when pid 1 is gone.
+/// cannot give (pids, memory). The helper creates them and stays outside; it moves pid 1
+/// into them before pid 1 starts anything of the run; the helper kills and removes them when pid 1 is gone.
 #[derive(Debug, Default)]
 pub struct RunCgroups {
     pub dirs: Vec<PathBuf>,
@@ -228,10 +228,12 @@ impl RunCgroups {
         RunCgroups { dirs, v1_parents }
     }
 
-    /// Move the calling process into every run cgroup (its children will follow).
-    pub fn join(&self) -> Result<(), SandboxError> {
+    /// Move process `pid` (pid 1 of the run) into every run cgroup; the children it
+    /// forks from then on are born there.
+    pub fn join_pid(&self, pid: nix::unistd::Pid) -> Result<(), SandboxError> {
+        let pid = pid.to_string();
         for d in &self.dirs {
-            write_file(&d.join("cgroup.procs"), "0", "join run cgroup")?;
+            write_file(&d.join("cgroup.procs"), &pid, "join run cgroup")?;
         }
         Ok(())
     }

@@ -21,15 +21,17 @@ pub fn unshare_pid() -> Result<(), SandboxError> {
     unshare(CloneFlags::CLONE_NEWPID).map_err(|e| SandboxError::errno("unshare pid namespace", e))
 }
 
-/// In pid 1, after it joined the run's cgroups: every other namespace of the jail but the
-/// network one ([`NetNs`]). The cgroup namespace is rooted at the run's cgroup because pid 1
-/// joined it first.
-pub fn unshare_rest() -> Result<(), SandboxError> {
-    let flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWCGROUP;
+/// In pid 1: the mount, ipc and uts namespaces of the jail. The network one is made by a
+/// child ([`NetNs`]), the cgroup one once pid 1 is in the run's cgroups ([`unshare_cgroup`]).
+pub fn unshare_mount_ipc_uts() -> Result<(), SandboxError> {
+    let flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
     unshare(flags).map_err(|e| SandboxError::errno("unshare namespaces", e))
+}
+
+/// In pid 1, once it is in the run's cgroups: a cgroup namespace rooted there.
+pub fn unshare_cgroup() -> Result<(), SandboxError> {
+    unshare(CloneFlags::CLONE_NEWCGROUP)
+        .map_err(|e| SandboxError::errno("unshare cgroup namespace", e))
 }
 
 /// The run's new network namespace, being made by a child of pid 1 (in the run's pid
@@ -86,8 +88,9 @@ impl NetNs {
     }
 
     /// Wait for the child's namespace, join it (through a pidfd of the child, which needs
-    /// no /proc), then kill and reap the child. Any failure fails the run.
-    pub fn enter(self) -> Result<(), SandboxError> {
+    /// no /proc), then kill the child; pid 1's reaping loop collects it later. Any failure
+    /// fails the run.
+    pub fn enter(mut self) -> Result<(), SandboxError> {
         const STEP: &str = "join net namespace";
         let mut msg = [0u8; 5];
         let mut got = 0;
@@ -130,8 +133,11 @@ impl NetNs {
         // SAFETY: fd was just returned by pidfd_open and is owned by nobody else.
         let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
         setns(&pidfd, CloneFlags::CLONE_NEWNET).map_err(|e| SandboxError::errno(STEP, e))?;
+        // Not waited for here: its exit (it may be the last to leave a namespace) is off
+        // the path to the agent's start.
+        let _ = kill(child, Signal::SIGKILL);
+        self.child = None;
         Ok(())
-        // Drop kills and reaps the child.
     }
 }
 

@@ -15,7 +15,7 @@ use std::fs;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -27,7 +27,8 @@ use super::{RunSpec, SandboxError};
 pub const BUILD_DIR: &str = "/run/airlock/jail";
 
 /// Host /etc entries the jail may see (read-only). passwd, group, hosts and hostname are
-/// generated instead, so host account names stay private.
+/// generated instead, so host account names stay private. Nothing for logins (PAM,
+/// login.defs): no_new_privs keeps setuid programs from gaining anything in the jail.
 const ETC_ALLOW: &[&str] = &[
     "alternatives",
     "bash.bashrc",
@@ -43,19 +44,16 @@ const ETC_ALLOW: &[&str] = &[
     "ld.so.conf.d",
     "locale.alias",
     "localtime",
-    "login.defs",
     "lsb-release",
     "mime.types",
     "networks",
     "nsswitch.conf",
     "os-release",
-    "pam.d",
     "pki",
     "profile",
     "profile.d",
     "protocols",
     "resolv.conf",
-    "security",
     "services",
     "shells",
     "ssl",
@@ -63,11 +61,19 @@ const ETC_ALLOW: &[&str] = &[
     "timezone",
 ];
 
-/// Device nodes bind-mounted from the host. No block devices, no kmsg, no mem.
-const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+/// Device nodes made in the jail's /dev (name, major, minor; all mode 0666), the numbers
+/// fixed by the kernel's devices.txt. No block devices, no kmsg, no mem.
+const DEV_NODES: &[(&str, u64, u64)] = &[
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+];
 
-/// /proc entries made read-only, and entries masked entirely.
-const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
+/// /proc entries masked entirely (files: when others may read them; the agent is never
+/// root and has no capability, so an entry only root may read is closed already).
 const PROC_MASK_FILES: &[&str] = &[
     "kcore",
     "keys",
@@ -524,14 +530,21 @@ fn dev(root: &Path, spec: &RunSpec) -> Res {
         "mode=0755,size=64k",
         "mount /dev",
     )?;
-    let mut nodes = Vec::with_capacity(DEV_NODES.len());
-    for n in DEV_NODES {
-        let host = Path::new("/dev").join(n);
-        let target = dev.join(n);
-        touch(&target, "create device node")?;
-        // Made nosuid and noexec below, with the rest of /dev, before anything runs here.
-        bind_plain(&host, &target, "bind device node")?;
-        nodes.push(target);
+    for &(name, major, minor) in DEV_NODES {
+        // Made here rather than bound from the host: one call each instead of a mount, and
+        // the jail's /dev holds no host inode. /dev is read-only below, so nothing else can
+        // be created, and the agent has no CAP_MKNOD anyway.
+        let target = dev.join(name);
+        nix::sys::stat::mknod(
+            &target,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(major, minor),
+        )
+        .map_err(sys("create device node"))?;
+        // mknod applies the umask.
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o666))
+            .map_err(io("create device node"))?;
     }
     let shm = dev.join("shm");
     mkdir_p(&shm, "create /dev/shm")?;
@@ -561,14 +574,8 @@ fn dev(root: &Path, spec: &RunSpec) -> Res {
     ] {
         std::os::unix::fs::symlink(to, dev.join(link)).map_err(io("create /dev links"))?;
     }
-    // Every mount in /dev (device nodes, shm, pts) nosuid and noexec in one call; the
-    // device nodes stay writable (/dev/null), /dev itself becomes read-only below.
-    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
-    if !set_tree_flags(&dev, flags, "bind device node")? {
-        for target in &nodes {
-            remount_bind(target, flags, "bind device node")?;
-        }
-    }
+    // /dev read-only: device nodes stay writable (/dev/null), a read-only file system
+    // only refuses writes to files, folders and links.
     remount_ro(
         &dev,
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
@@ -579,37 +586,28 @@ fn dev(root: &Path, spec: &RunSpec) -> Res {
 fn proc(root: &Path) -> Res {
     let proc = root.join("proc");
     mkdir_p(&proc, "create /proc")?;
-    // hidepid=2: processes of other uids (pid 1 of the run) are invisible to the agent.
+    // Read-only as a whole (/proc/sys, sysrq-trigger, /proc/self/mem and the rest): one
+    // mount instead of a read-only bind per entry. hidepid=2: processes of other uids (pid 1
+    // of the run) are invisible to the agent.
     mount(
         Some("proc"),
         &proc,
         Some("proc"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        ro() | MsFlags::MS_NOEXEC,
         Some("hidepid=2"),
     )
     .map_err(sys("mount /proc"))?;
-    for name in PROC_READ_ONLY {
-        let p = proc.join(name);
-        if !p.exists() {
-            if *name == "sys" {
-                return Err(SandboxError::Unsupported {
-                    step: "make /proc/sys read-only",
-                    why: "expected /proc entry is missing".to_string(),
-                });
-            }
-            continue;
-        }
-        bind(
-            &p,
-            &p,
-            ro() | MsFlags::MS_NOEXEC,
-            "make /proc entries read-only",
-        )?;
+    if !proc.join("sys").exists() {
+        return Err(SandboxError::Unsupported {
+            step: "mount /proc",
+            why: "expected /proc entry sys is missing".to_string(),
+        });
     }
     let null = root.join("dev/null");
     for name in PROC_MASK_FILES {
         let p = proc.join(name);
-        if p.exists() {
+        let others_read = fs::metadata(&p).is_ok_and(|m| m.mode() & 0o004 != 0);
+        if others_read {
             mount(
                 Some(&null),
                 &p,
