@@ -6,12 +6,14 @@
 //!
 //! Everything here blocks; the daemon runs [`supervise`] on a thread of its own per run.
 
+use std::ffi::CString;
 use std::fs;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
-use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -107,13 +109,144 @@ pub struct Supervised {
     pub cleanup_error: Option<String>,
 }
 
+/// A started jail helper process, reaped at most once (its pid is never signalled after).
+struct Child {
+    pid: libc::pid_t,
+    status: Option<ExitStatus>,
+}
+
+impl Child {
+    fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    fn kill(&self) {
+        if self.status.is_none() {
+            // SAFETY: kill with our own unreaped child's pid.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        }
+    }
+
+    fn waitpid(&mut self, flags: libc::c_int) -> std::io::Result<Option<ExitStatus>> {
+        if let Some(st) = self.status {
+            return Ok(Some(st));
+        }
+        let mut raw: libc::c_int = 0;
+        loop {
+            // SAFETY: waitpid on our own child with a valid out pointer.
+            let rc = unsafe { libc::waitpid(self.pid, &mut raw, flags) };
+            match rc {
+                0 => return Ok(None),
+                pid if pid == self.pid => {
+                    let st = ExitStatus::from_raw(raw);
+                    self.status = Some(st);
+                    return Ok(Some(st));
+                }
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.raw_os_error() != Some(libc::EINTR) {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.waitpid(0)?
+            .ok_or_else(|| std::io::Error::other("waitpid returned no status"))
+    }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.waitpid(libc::WNOHANG)
+    }
+}
+
+/// Start `prog` with an empty environment, default signal dispositions, an empty signal
+/// mask and exactly the fds in `fds` (source, number in the child). posix_spawn: glibc
+/// starts the child with `CLONE_VM | CLONE_VFORK`, so a large multi-threaded caller pays
+/// no page-table copy (std's `Command` would fork, as mapping fds needs `pre_exec`).
+fn spawn_process(prog: &Path, args: &[&str], fds: &[(RawFd, RawFd)]) -> std::io::Result<Child> {
+    let cstr = |b: &[u8]| CString::new(b).map_err(|_| std::io::Error::other("NUL in argument"));
+    let prog_c = cstr(prog.as_os_str().as_bytes())?;
+    let mut argv_c = vec![prog_c.clone()];
+    for a in args {
+        argv_c.push(cstr(a.as_bytes())?);
+    }
+    let mut argv: Vec<*mut libc::c_char> = argv_c.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    argv.push(std::ptr::null_mut());
+    let envp: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
+    // Sources moved clear of every target first, so no dup2 can clobber a later source.
+    let mut high = Vec::with_capacity(fds.len());
+    for &(src, _) in fds {
+        // SAFETY: F_DUPFD_CLOEXEC on a caller-owned fd; the result is owned right away.
+        let fd = unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 10) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        high.push(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    let check = |rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::from_raw_os_error(rc))
+        }
+    };
+    // SAFETY: the posix_spawn objects are initialised before use and destroyed on every
+    // path; every pointer passed stays alive until posix_spawn returns.
+    unsafe {
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        check(libc::posix_spawn_file_actions_init(&mut actions))?;
+        if let Err(e) = check(libc::posix_spawnattr_init(&mut attr)) {
+            libc::posix_spawn_file_actions_destroy(&mut actions);
+            return Err(e);
+        }
+        let result = (|| {
+            for (fd, &(_, target)) in high.iter().zip(fds) {
+                // dup2 clears close-on-exec on the target.
+                check(libc::posix_spawn_file_actions_adddup2(
+                    &mut actions,
+                    fd.as_raw_fd(),
+                    target,
+                ))?;
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigfillset(&mut all);
+            check(libc::posix_spawnattr_setsigmask(&mut attr, &none))?;
+            check(libc::posix_spawnattr_setsigdefault(&mut attr, &all))?;
+            check(libc::posix_spawnattr_setflags(
+                &mut attr,
+                (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
+            ))?;
+            let mut pid: libc::pid_t = 0;
+            check(libc::posix_spawn(
+                &mut pid,
+                prog_c.as_ptr(),
+                &actions,
+                &attr,
+                argv.as_ptr(),
+                envp.as_ptr(),
+            ))?;
+            Ok(pid)
+        })();
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+        result.map(|pid| Child { pid, status: None })
+    }
+}
+
 /// A started jail helper, its pipes, and its pidfd.
 pub struct Spawned {
     child: Child,
     pidfd: Option<OwnedFd>,
     status: fs::File,
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
+    stdin: Option<fs::File>,
+    stdout: Option<fs::File>,
+    stderr: Option<fs::File>,
     /// The encoded spec, when it was known at spawn time; [`supervise`] encodes it
     /// otherwise.
     spec_json: Option<Vec<u8>>,
@@ -136,9 +269,7 @@ impl Spawned {
         } = self;
         match &pidfd {
             Some(fd) => pidfd_signal(fd, libc::SIGKILL),
-            None => {
-                let _ = child.kill();
-            }
+            None => child.kill(),
         }
         let _ = child.wait();
     }
@@ -194,50 +325,42 @@ pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
 /// that is not supervised must be [`Spawned::abandon`]ed.
 pub fn spawn_helper() -> Result<Spawned, LaunchError> {
     let jail = jail_binary()?;
-    let (st_r, st_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
-        .map_err(|e| LaunchError::Io(format!("status pipe: {e}")))?;
-    let st_w_raw = st_w.as_raw_fd();
-    let (life_r, life_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
-        .map_err(|e| LaunchError::Io(format!("lifeline pipe: {e}")))?;
-    let life_r_raw = life_r.as_raw_fd();
-    let mut cmd = Command::new(&jail);
-    cmd.arg("--status-fd")
-        .arg("3")
-        .arg("--lifeline-fd")
-        .arg("4")
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Move both ends clear of 3 and 4 first, so one dup2 cannot clobber the other.
-            let st = libc::fcntl(st_w_raw, libc::F_DUPFD_CLOEXEC, 10);
-            let life = libc::fcntl(life_r_raw, libc::F_DUPFD_CLOEXEC, 10);
-            if st < 0 || life < 0 || libc::dup2(st, 3) != 3 || libc::dup2(life, 4) != 4 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|e| {
+    let pipe = |what: &str| {
+        nix::unistd::pipe2(OFlag::O_CLOEXEC)
+            .map_err(|e| LaunchError::Io(format!("{what} pipe: {e}")))
+    };
+    let (in_r, in_w) = pipe("stdin")?;
+    let (out_r, out_w) = pipe("stdout")?;
+    let (err_r, err_w) = pipe("stderr")?;
+    let (st_r, st_w) = pipe("status")?;
+    let (life_r, life_w) = pipe("lifeline")?;
+    let child = spawn_process(
+        &jail,
+        &["--status-fd", "3", "--lifeline-fd", "4"],
+        &[
+            (in_r.as_raw_fd(), 0),
+            (out_w.as_raw_fd(), 1),
+            (err_w.as_raw_fd(), 2),
+            (st_w.as_raw_fd(), 3),
+            (life_r.as_raw_fd(), 4),
+        ],
+    )
+    .map_err(|e| {
         LaunchError::Io(format!(
             "{}: cannot start the jail helper: {e}",
             jail.display()
         ))
     })?;
-    drop(st_w);
-    drop(life_r);
+    // The child's ends: only the helper may hold them, or EOFs would never come.
+    drop((in_r, out_w, err_w, st_w, life_r));
     let pidfd = pidfd_open(child.id());
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
     Ok(Spawned {
         child,
         pidfd,
         status: fs::File::from(st_r),
-        stdout,
-        stderr,
+        stdin: Some(fs::File::from(in_w)),
+        stdout: Some(fs::File::from(out_r)),
+        stderr: Some(fs::File::from(err_r)),
         spec_json: None,
         lifeline: life_w,
     })
@@ -391,6 +514,7 @@ pub fn supervise(
         mut child,
         pidfd,
         status,
+        stdin,
         stdout: out_pipe,
         stderr: err_pipe,
         spec_json,
@@ -403,7 +527,7 @@ pub fn supervise(
             Ok(j) => j,
             Err(e) => {
                 // The helper got no spec and ran nothing: reap it.
-                let _ = child.kill();
+                child.kill();
                 let _ = child.wait();
                 return Err(LaunchError::Io(format!("encode spec: {e}")));
             }
@@ -431,7 +555,7 @@ pub fn supervise(
         )
     });
     if let Err(e) = spawned_pumps {
-        let _ = child.kill();
+        child.kill();
         let _ = child.wait();
         return Err(match backstop(&p.spec) {
             Ok(()) => e,
@@ -447,8 +571,9 @@ pub fn supervise(
         file: Some(status),
         text: Vec::new(),
     };
-    if let Some(mut stdin) = child.stdin.take() {
-        // A helper that died early closes its end; its status line says why.
+    if let Some(mut stdin) = stdin {
+        // A helper that died early closes its end; its status line says why. Dropped
+        // after writing: the helper reads its spec to end of file.
         let _ = stdin.write_all(&spec_json);
     }
 
@@ -472,9 +597,7 @@ pub fn supervise(
         }
         let signal = |sig: libc::c_int, child: &mut Child| match &pidfd {
             Some(fd) => pidfd_signal(fd, sig),
-            None if sig == libc::SIGKILL => {
-                let _ = child.kill();
-            }
+            None if sig == libc::SIGKILL => child.kill(),
             None => {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(child.id() as i32),
