@@ -1,6 +1,8 @@
 //! airlock-jail: the single-threaded jail helper. The supervisor spawns it (never forks
 //! itself) with the run spec as JSON on stdin; it builds the jail, execs the agent, watches
-//! the run and exits with the agent's exit code.
+//! the run and exits with the agent's exit code. The part of the jail that is the same for
+//! every run is built while the spec is still on its way (to end of file), so a launcher
+//! may start a helper before it knows the run.
 //!
 //! ```text
 //! airlock-jail [--status-fd N] [--lifeline-fd M] < spec.json
@@ -18,15 +20,12 @@
 //! The run's deadline (`limits.deadline_ms`, grace `limits.grace_ms`) is enforced here, so
 //! it holds even when the launcher's own watcher is gone.
 
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::Instant;
 
 use airlock::sandbox::status::StatusFd;
-use airlock::sandbox::{fds, helper, watch, RunSpec, SandboxError};
+use airlock::sandbox::{fds, helper, watch, SandboxError};
 
-/// A spec carries the run's jail files (brief, agent configuration), so the bound follows theirs.
-const MAX_SPEC_BYTES: u64 = airlock::sandbox::spec::MAX_SPEC_JSON_BYTES;
 const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] < spec.json";
 
 struct Args {
@@ -48,7 +47,7 @@ fn main() {
     };
     let status = StatusFd(args.status);
     let code = match blocked.and_then(|()| prepare(&args, start)) {
-        Ok((spec, launch)) => helper::run(&spec, status, launch),
+        Ok(launch) => helper::run(&mut std::io::stdin().lock(), status, launch),
         Err(e) => {
             status.error(&e);
             helper::EXIT_SETUP_FAILED
@@ -91,8 +90,8 @@ fn invalid(step: &'static str, why: &str) -> SandboxError {
     }
 }
 
-fn prepare(args: &Args, start: Instant) -> Result<(RunSpec, helper::Launch), SandboxError> {
-    // Armed before the spec is read: from here on the launcher's death ends the run.
+fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> {
+    // Armed first: from here on the launcher's death ends the run.
     let launcher = watch::arm_parent_death()?;
     let mut keep = vec![args.status];
     keep.extend(args.lifeline);
@@ -124,23 +123,9 @@ fn prepare(args: &Args, start: Instant) -> Result<(RunSpec, helper::Launch), San
             "the helper must be single-threaded",
         ));
     }
-    let mut text = Vec::new();
-    std::io::stdin()
-        .take(MAX_SPEC_BYTES)
-        .read_to_end(&mut text)
-        .map_err(|e| SandboxError::sys("read run spec", e))?;
-    // serde messages may quote values: say only that the spec is not valid.
-    let spec: RunSpec = serde_json::from_slice(&text)
-        .map_err(|_| invalid("read run spec", "stdin is not a valid run spec (JSON)"))?;
-    // The agent's stdin is /dev/null, never the launcher's pipe or terminal.
-    let null = std::fs::File::open("/dev/null").map_err(|e| SandboxError::sys("stdin", e))?;
-    nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| SandboxError::errno("stdin", e))?;
-    Ok((
-        spec,
-        helper::Launch {
-            launcher,
-            lifeline,
-            start,
-        },
-    ))
+    Ok(helper::Launch {
+        launcher,
+        lifeline,
+        start,
+    })
 }

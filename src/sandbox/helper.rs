@@ -19,6 +19,7 @@
 
 use std::convert::Infallible;
 use std::ffi::CString;
+use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ use nix::unistd::{fork, ForkResult, Pid};
 
 use super::landlock::{self, LandlockRules};
 use super::limits::{self, Enforcement, ProcLimit, RunCgroups};
-use super::spec::{DEFAULT_GRACE_MS, SYSTEM_DIRS};
+use super::spec::{DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
 use super::status::StatusFd;
 use super::watch::Watch;
 use super::{env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec, SandboxError};
@@ -47,11 +48,15 @@ pub struct Launch {
     pub start: Instant,
 }
 
-/// Build the jail for `spec` and run the agent in it. Returns the exit code the helper
-/// process should exit with: the agent's (128 + signal if killed), or
+/// Build the jail and run the agent in it: the common part of the jail first, then the
+/// run's part once its spec (JSON) has been read from `input` to end of file. Returns the
+/// exit code the helper process should exit with: the agent's (128 + signal if killed), or
 /// [`EXIT_SETUP_FAILED`] after writing the failing step to `status`.
-pub fn run(spec: &RunSpec, status: StatusFd, launch: Launch) -> i32 {
-    match run_inner(spec, status, launch) {
+///
+/// A launcher may start the helper before it knows the run (a standby): everything before
+/// the spec arrives is the same for every run, and nothing of a run starts without one.
+pub fn run(input: &mut dyn Read, status: StatusFd, launch: Launch) -> i32 {
+    match run_inner(input, status, launch) {
         Ok(code) => code,
         Err(e) => {
             status.error(&e);
@@ -60,34 +65,54 @@ pub fn run(spec: &RunSpec, status: StatusFd, launch: Launch) -> i32 {
     }
 }
 
-fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
+/// Read a run spec to end of file, refusing more than [`MAX_SPEC_JSON_BYTES`].
+fn read_spec_bytes(input: &mut dyn Read) -> Result<Vec<u8>, SandboxError> {
+    let mut text = Vec::new();
+    input
+        .take(MAX_SPEC_JSON_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| SandboxError::sys("read run spec", e))?;
+    if text.len() as u64 > MAX_SPEC_JSON_BYTES {
+        return Err(SandboxError::Invalid {
+            step: "read run spec",
+            why: format!("the spec is larger than {MAX_SPEC_JSON_BYTES} bytes"),
+        });
+    }
+    Ok(text)
+}
+
+/// Parse and check a run spec. serde messages may quote values: say only that it is not
+/// a valid spec.
+fn parse_spec(text: &[u8]) -> Result<RunSpec, SandboxError> {
+    let spec: RunSpec = serde_json::from_slice(text).map_err(|_| SandboxError::Invalid {
+        step: "read run spec",
+        why: "stdin is not a valid run spec (JSON)".to_string(),
+    })?;
     spec.validate()?;
-    let deadline = spec.limits.deadline_ms.map(Duration::from_millis);
-    let grace = Duration::from_millis(spec.limits.grace_ms.unwrap_or(DEFAULT_GRACE_MS));
+    Ok(spec)
+}
+
+fn run_inner(input: &mut dyn Read, status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
     let lifeline_note = if launch.lifeline.is_some() {
         " and lifeline fd"
     } else {
         " only (no lifeline fd)"
     };
-    let watch = Watch::new(
-        launch.launcher,
-        launch.lifeline,
-        launch.start,
-        deadline,
-        grace,
-    )?;
     namespaces::unshare_pid()?;
     let pipe =
         || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("helper pipe", e));
     let (life_r, life_w) = pipe()?;
     let (cg_r, cg_w) = pipe()?;
+    let (spec_r, spec_w) = pipe()?;
     // SAFETY: the helper is single-threaded, so the child may allocate and run Rust code.
     let child = match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
         ForkResult::Child => {
-            drop((life_w, cg_w));
-            let code = match pid1(spec, status, life_r, cg_r, launch.start) {
+            drop((life_w, cg_w, spec_w));
+            let code = match pid1(status, life_r, cg_r, spec_r, launch.start) {
                 Ok(code) => code,
-                Err(e) => {
+                // The helper reports a spec it could not hand over; the rest is ours.
+                Err(Pid1Error::NoSpec) => EXIT_SETUP_FAILED,
+                Err(Pid1Error::Setup(e)) => {
                     status.error(&e);
                     EXIT_SETUP_FAILED
                 }
@@ -97,10 +122,27 @@ fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, Sa
         }
         ForkResult::Parent { child } => child,
     };
-    drop((life_r, cg_r));
+    drop((life_r, cg_r, spec_r));
     // Declared after the pipes, so it is dropped first: on an error below pid 1 is killed
-    // (and with it the whole run) before it can read the end of the cgroup pipe.
+    // (and with it the whole run) before it can read the end of a pipe.
     let mut guard = Pid1Guard(Some(child));
+    // Handed to pid 1 as read (it is building the common root meanwhile), then checked
+    // here; pid 1 parses the same bytes.
+    let text = read_spec_bytes(input)?;
+    let handed = write_all(&spec_w, &text);
+    drop(spec_w);
+    let spec = parse_spec(&text)?;
+    handed?;
+    // The deadline counts from the spec's arrival: a standby helper may have waited long.
+    let deadline = spec.limits.deadline_ms.map(Duration::from_millis);
+    let grace = Duration::from_millis(spec.limits.grace_ms.unwrap_or(DEFAULT_GRACE_MS));
+    let watch = Watch::new(
+        launch.launcher,
+        launch.lifeline,
+        Instant::now(),
+        deadline,
+        grace,
+    )?;
     // The cgroups are made while pid 1 builds the root: pid 1 waits for them only before
     // it starts anything of the run (see `pid1`).
     let (cgroups, enforced) =
@@ -114,7 +156,7 @@ fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, Sa
         })
         .map(|_| {
             report(
-                spec,
+                &spec,
                 status,
                 &cgroups,
                 enforced,
@@ -141,6 +183,30 @@ fn run_inner(spec: &RunSpec, status: StatusFd, launch: Launch) -> Result<i32, Sa
         }
     }
     result
+}
+
+fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> Result<(), SandboxError> {
+    while !bytes.is_empty() {
+        match nix::unistd::write(fd, bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(SandboxError::errno("hand the spec to pid 1", e)),
+        }
+    }
+    Ok(())
+}
+
+/// Why pid 1 stopped before the run started.
+enum Pid1Error {
+    /// The helper handed over no valid spec; it reports why.
+    NoSpec,
+    Setup(SandboxError),
+}
+
+impl From<SandboxError> for Pid1Error {
+    fn from(e: SandboxError) -> Self {
+        Pid1Error::Setup(e)
+    }
 }
 
 /// What the helper tells pid 1 once it is in the run's cgroups: whether a cgroup limits the
@@ -215,12 +281,12 @@ fn read_byte(fd: &OwnedFd) -> Option<u8> {
 
 /// Pid 1 of the run.
 fn pid1(
-    spec: &RunSpec,
     status: StatusFd,
     life_r: OwnedFd,
     cg_r: OwnedFd,
+    spec_r: OwnedFd,
     start: Instant,
-) -> Result<i32, SandboxError> {
+) -> Result<i32, Pid1Error> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| SandboxError::errno("set parent-death signal", e))?;
     // The helper may have died before the line above: then the lifeline is already closed.
@@ -228,18 +294,28 @@ fn pid1(
         return Err(SandboxError::Invalid {
             step: "start pid 1",
             why: "the jail helper exited".to_string(),
-        });
+        }
+        .into());
     }
     nix::sys::prctl::set_dumpable(false)
         .map_err(|e| SandboxError::errno("init not dumpable", e))?;
+    // Stdin is the launcher's spec pipe: the agent's is /dev/null.
+    let null = std::fs::File::open("/dev/null").map_err(|e| SandboxError::sys("stdin", e))?;
+    nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| SandboxError::errno("stdin", e))?;
+    drop(null);
     // The network namespace is the slowest to make: a child makes it while this process
     // builds the root.
     let net = namespaces::NetNs::start()?;
     namespaces::unshare_mount_ipc_uts()?;
+    rootfs::build_common()?;
+    let text = read_spec_bytes(&mut std::fs::File::from(spec_r)).map_err(|_| Pid1Error::NoSpec)?;
+    let spec_at = Instant::now();
+    let spec = parse_spec(&text).map_err(|_| Pid1Error::NoSpec)?;
+    let spec = &spec;
     // Open the bind sources refusing symlinked components. After the unshare: a bind
     // source must be a mount of the namespace that binds it.
     let sources = rootfs::Sources::open(spec)?;
-    rootfs::build(spec, &sources)?;
+    rootfs::finish(spec, &sources)?;
     drop(sources);
     // The helper has moved this process into the run's cgroups (made meanwhile) before
     // anything of the run starts, so every later process is counted; the cgroup namespace
@@ -251,7 +327,8 @@ fn pid1(
             return Err(SandboxError::Invalid {
                 step: "join run cgroup",
                 why: "the jail helper did not place pid 1 in the run's cgroups".to_string(),
-            })
+            }
+            .into())
         }
     };
     drop(cg_r);
@@ -271,7 +348,7 @@ fn pid1(
         ForkResult::Child => {
             drop(go_w);
             drop(life_r);
-            let err = match agent(spec, status, go_r, start) {
+            let err = match agent(spec, status, go_r, start, spec_at) {
                 Ok(never) => match never {},
                 Err(e) => e,
             };
@@ -283,7 +360,7 @@ fn pid1(
             drop(go_r);
             if let Err(e) = identity::reduce_init() {
                 let _ = kill(child, Signal::SIGKILL);
-                return Err(e);
+                return Err(e.into());
             }
             // Only now may the agent exec: init no longer has anything worth stealing.
             nix::unistd::write(&go_w, b"g").map_err(|e| SandboxError::errno("start agent", e))?;
@@ -344,6 +421,7 @@ fn agent(
     status: StatusFd,
     go_r: OwnedFd,
     start: Instant,
+    spec_at: Instant,
 ) -> Result<Infallible, SandboxError> {
     init::reset_signals()?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid agent", e))?;
@@ -382,8 +460,9 @@ fn agent(
     drop(go_r);
     // The jail's setup cost as benches/jail.sh reports it: helper start to the agent's exec.
     status.info(&format!(
-        "setup: {} us from the helper's start to the agent's exec",
-        start.elapsed().as_micros()
+        "setup: {} us from the helper's start to the agent's exec ({} us from the spec's arrival)",
+        start.elapsed().as_micros(),
+        spec_at.elapsed().as_micros()
     ));
     let mut last = nix::errno::Errno::ENOENT;
     for prog in &candidates {

@@ -20,7 +20,7 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
-use super::spec::{JailFile, SYSTEM_DIRS};
+use super::spec::{JailFile, MAX_JAIL_FILES, MAX_JAIL_FILES_BYTES, SYSTEM_DIRS};
 use super::{RunSpec, SandboxError};
 
 /// Where the new root is assembled (inside the run's private mount namespace only).
@@ -308,9 +308,12 @@ impl Sources {
     }
 }
 
-/// Build the new root and switch to it. Runs as pid 1 of the new pid namespace, as root,
-/// in the run's private mount namespace.
-pub fn build(spec: &RunSpec, src: &Sources) -> Res {
+/// The part of the new root that is the same for every run: the root tmpfs, the system
+/// directories, /etc with the host entries, /dev without /dev/shm, /proc, and the empty
+/// directories. Runs as pid 1 of the new pid namespace, as root, in its private mount
+/// namespace, before the run's spec is known; [`finish`] adds the run's part and switches
+/// to the new root.
+pub fn build_common() -> Res {
     mount(
         None::<&str>,
         "/",
@@ -331,22 +334,41 @@ pub fn build(spec: &RunSpec, src: &Sources) -> Res {
         "mode=0755,size=4m",
         "mount root tmpfs",
     )?;
-
     system_dirs(root)?;
-    etc(root, spec)?;
-    let tmp = root.join("tmp");
-    mkdir_p(&tmp, "create /tmp")?;
+    etc_host(root)?;
+    dev(root)?;
+    proc(root)?;
+    for d in ["sys", "run", "home", "tmp"] {
+        mkdir_p(&root.join(d), "create empty dirs")?;
+    }
+    Ok(())
+}
+
+/// The run's part of the new root (its /etc files, /tmp and /dev/shm at their sizes, home
+/// and workspace), then the switch to it. After [`build_common`].
+pub fn finish(spec: &RunSpec, src: &Sources) -> Res {
+    let root = Path::new(BUILD_DIR);
+    etc_run(root, spec)?;
     tmpfs(
-        &tmp,
+        &root.join("tmp"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         &format!("mode=1777,size={}", spec.limits.tmp_bytes),
         "mount /tmp",
     )?;
-    dev(root, spec)?;
-    proc(root)?;
-    for d in ["sys", "run", "home"] {
-        mkdir_p(&root.join(d), "create empty dirs")?;
-    }
+    let dev = root.join("dev");
+    tmpfs(
+        &dev.join("shm"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        &format!("mode=1777,size={}", spec.limits.shm_bytes),
+        "mount /dev/shm",
+    )?;
+    // /dev read-only: device nodes stay writable (/dev/null), a read-only file system
+    // only refuses writes to files, folders and links.
+    remount_ro(
+        &dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "make /dev read-only",
+    )?;
 
     let rw = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let home = under(root, &spec.jail_home());
@@ -389,6 +411,14 @@ pub fn etc_tmpfs_bytes(files: &[JailFile]) -> u64 {
         let len = f.contents.len() as u64;
         acc.saturating_add(len.div_ceil(PAGE).saturating_add(1).saturating_mul(PAGE))
     })
+}
+
+/// Size of the jail's /etc tmpfs, mounted before the run's files are known: what the largest
+/// file set the spec allows needs (see [`etc_tmpfs_bytes`]). /etc is read-only before the
+/// agent starts, so the bound only ever holds Airlock's own writes.
+pub fn etc_tmpfs_max_bytes() -> u64 {
+    const PAGE: u64 = 64 << 10;
+    (1 << 20) + MAX_JAIL_FILES_BYTES as u64 + MAX_JAIL_FILES as u64 * 2 * PAGE
 }
 
 /// Write the spec's files into the jail's /etc while it is still writable: root-owned (the
@@ -444,15 +474,41 @@ fn jail_files(root: &Path, files: &[JailFile]) -> Res {
     Ok(())
 }
 
-fn etc(root: &Path, spec: &RunSpec) -> Res {
+/// The jail's /etc as a tmpfs with the host entries it may see bound in (still writable:
+/// [`etc_run`] adds the run's files and makes all of it read-only).
+fn etc_host(root: &Path) -> Res {
     let etc = root.join("etc");
     mkdir_p(&etc, "create /etc")?;
     tmpfs(
         &etc,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        &format!("mode=0755,size={}", etc_tmpfs_bytes(&spec.files)),
+        &format!("mode=0755,size={}", etc_tmpfs_max_bytes()),
         "mount /etc",
     )?;
+    for name in ETC_ALLOW {
+        let host = Path::new("/etc").join(name);
+        // Follows links: the jail gets the file or directory the host entry names.
+        let Ok(meta) = fs::metadata(&host) else {
+            continue;
+        };
+        let target = etc.join(name);
+        if meta.is_dir() {
+            mkdir_p(&target, "create /etc entry")?;
+        } else if meta.is_file() {
+            touch(&target, "create /etc entry")?;
+        } else {
+            continue;
+        }
+        // Made read-only below, together with the rest of /etc, before anything runs here.
+        bind_plain(&host, &target, "bind /etc entry read-only")?;
+    }
+    Ok(())
+}
+
+/// The run's /etc files (accounts, host names, jail files), then /etc and every entry bound
+/// into it read-only, nosuid, nodev and noexec.
+fn etc_run(root: &Path, spec: &RunSpec) -> Res {
+    let etc = root.join("etc");
     let shell = if Path::new("/bin/bash").exists() {
         "/bin/bash"
     } else {
@@ -486,31 +542,14 @@ fn etc(root: &Path, spec: &RunSpec) -> Res {
         fs::set_permissions(&p, fs::Permissions::from_mode(0o644))
             .map_err(io("write /etc files"))?;
     }
-    let mut bound = Vec::with_capacity(ETC_ALLOW.len());
-    for name in ETC_ALLOW {
-        let host = Path::new("/etc").join(name);
-        // Follows links: the jail gets the file or directory the host entry names.
-        let Ok(meta) = fs::metadata(&host) else {
-            continue;
-        };
-        let target = etc.join(name);
-        if meta.is_dir() {
-            mkdir_p(&target, "create /etc entry")?;
-        } else if meta.is_file() {
-            touch(&target, "create /etc entry")?;
-        } else {
-            continue;
-        }
-        // Made read-only below, together with the rest of /etc, before anything runs here.
-        bind_plain(&host, &target, "bind /etc entry read-only")?;
-        bound.push(target);
-    }
     jail_files(root, &spec.files)?;
-    // /etc and every entry bound into it: read-only, nosuid, nodev, noexec, in one call.
     let flags = ro() | MsFlags::MS_NOEXEC;
     if !set_tree_flags(&etc, flags, "make /etc read-only")? {
-        for target in &bound {
-            remount_bind(target, flags, "bind /etc entry read-only")?;
+        for name in ETC_ALLOW {
+            let target = etc.join(name);
+            if target.exists() {
+                remount_bind(&target, flags, "bind /etc entry read-only")?;
+            }
         }
         remount_ro(
             &etc,
@@ -521,7 +560,9 @@ fn etc(root: &Path, spec: &RunSpec) -> Res {
     Ok(())
 }
 
-fn dev(root: &Path, spec: &RunSpec) -> Res {
+/// /dev with its device nodes, /dev/pts and the usual links; /dev/shm (sized per run) and
+/// the read-only remount come in [`finish`].
+fn dev(root: &Path) -> Res {
     let dev = root.join("dev");
     mkdir_p(&dev, "create /dev")?;
     tmpfs(
@@ -546,14 +587,7 @@ fn dev(root: &Path, spec: &RunSpec) -> Res {
         fs::set_permissions(&target, fs::Permissions::from_mode(0o666))
             .map_err(io("create device node"))?;
     }
-    let shm = dev.join("shm");
-    mkdir_p(&shm, "create /dev/shm")?;
-    tmpfs(
-        &shm,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        &format!("mode=1777,size={}", spec.limits.shm_bytes),
-        "mount /dev/shm",
-    )?;
+    mkdir_p(&dev.join("shm"), "create /dev/shm")?;
     let pts = dev.join("pts");
     mkdir_p(&pts, "create /dev/pts")?;
     // A private devpts instance: the jail's ptys are its own, never the host's terminals.
@@ -574,13 +608,7 @@ fn dev(root: &Path, spec: &RunSpec) -> Res {
     ] {
         std::os::unix::fs::symlink(to, dev.join(link)).map_err(io("create /dev links"))?;
     }
-    // /dev read-only: device nodes stay writable (/dev/null), a read-only file system
-    // only refuses writes to files, folders and links.
-    remount_ro(
-        &dev,
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        "make /dev read-only",
-    )
+    Ok(())
 }
 
 fn proc(root: &Path) -> Res {
@@ -649,7 +677,7 @@ fn switch_root(root: &Path) -> Res {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::spec::{JAIL_FILE_DIRS, MAX_JAIL_FILES, MAX_JAIL_FILES_BYTES};
+    use crate::sandbox::spec::JAIL_FILE_DIRS;
 
     #[test]
     fn jail_file_folders_never_shadow_host_etc_entries() {
@@ -694,6 +722,7 @@ mod tests {
             .collect();
         let n = etc_tmpfs_bytes(&all);
         assert!(n >= (1 << 20) + MAX_JAIL_FILES_BYTES as u64 + (MAX_JAIL_FILES as u64) * 4096);
-        assert!(n <= 8 << 20, "{n}");
+        assert!(n <= etc_tmpfs_max_bytes(), "{n}");
+        assert!(etc_tmpfs_max_bytes() <= 8 << 20);
     }
 }
