@@ -14,6 +14,7 @@ pub mod recovery;
 pub mod reload;
 pub mod runs;
 pub mod server;
+pub mod standby;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,6 +50,8 @@ pub struct Daemon {
     pub events: Events,
     /// Parent of every run's cgroup, settled once at startup.
     pub cgroup_parent: Option<PathBuf>,
+    /// A supervisor with its jail helper started ahead of the next launch.
+    pub standby: standby::Standby,
 }
 
 impl Daemon {
@@ -195,6 +198,7 @@ pub fn main(config_path: &Path) -> i32 {
         draining: AtomicBool::new(false),
         events,
         cgroup_parent,
+        standby: standby::Standby::default(),
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -243,6 +247,7 @@ async fn main_loop(
     let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
     let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
 
+    standby::Standby::refill(&d);
     notify::ready(&d.status_line());
     d.events.log(
         EventKind::DaemonStarted,
@@ -300,6 +305,7 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
     // Take the ledger lock once so no launch that passed its draining check before the
     // flag was set can still add a run after the stop below.
     drop(d.ledger.lock().unwrap_or_else(|e| e.into_inner()));
+    d.standby.clear();
     runs::stop_all(d, "airlockd is shutting down");
     let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
     while d.active_count() > 0 {

@@ -1,5 +1,5 @@
 //! The run manager: launch checks, the ledger's opening and closing records, one supervisor
-//! thread per run (over the shared launch path in [`crate::supervisor::process`]), the
+//! thread per run (taken from the [`standby`](super::standby) when one is ready) (over the shared launch path in [`crate::supervisor::process`]), the
 //! active table behind `ps`, `stop` and fire, and the per-run journal.
 
 use std::collections::BTreeMap;
@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::standby::Standby;
 use super::{budget, Daemon};
 use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
 use crate::journal::{EventKind, RunFields, RunJournal, Stream};
@@ -58,6 +59,8 @@ pub struct LaunchArgs {
 /// blocking task. Refusals are journaled as `launch_refused`.
 pub fn launch(d: &Arc<Daemon>, a: LaunchArgs) -> Result<Started, Response> {
     let r = launch_inner(d, &a);
+    // A standby taken by a launch that then failed ran nothing; have one for the next.
+    Standby::refill(d);
     if let Err(resp) = &r {
         if let Some(e) = &resp.error {
             d.events.log(
@@ -123,32 +126,15 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     let used = ledger.opened_since(&a.instance, budget::window_start(now));
     budget::check_weekly(&a.instance, used, role.budget.runs_per_week)
         .map_err(|m| err(ErrorCode::Refused, m))?;
-    // The supervisor thread starts the jail helper now, so its exec overlaps preparing and
-    // recording the run; the helper gets its spec only once the record below is durable.
-    // The same thread supervises it to the end: the helper's parent-death signal follows
-    // the thread that spawned it.
-    let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<Go>(1);
-    let d2 = d.clone();
-    std::thread::Builder::new()
-        .name("run".into())
-        .spawn(move || {
-            let helper = process::spawn_helper();
-            match go_rx.recv() {
-                Ok(go) => supervise_run(d2, go, helper),
-                // Refused before the record was written: the helper ran nothing.
-                Err(_) => {
-                    if let Ok(sp) = helper {
-                        sp.abandon();
-                    }
-                }
-            }
-        })
-        .map_err(|e| {
-            err(
-                ErrorCode::Internal,
-                format!("airlockd could not start a supervisor thread: {e}"),
-            )
-        })?;
+    // The supervisor thread has started its jail helper already (a standby) or starts it
+    // now, so the helper's start overlaps preparing and recording the run; the helper gets
+    // its spec only once the record below is durable.
+    let go_tx = Standby::take(d).map_err(|e| {
+        err(
+            ErrorCode::Internal,
+            format!("airlockd could not start a supervisor thread: {e}"),
+        )
+    })?;
     let prepared = launch::prepare_in(cfg, &req, &entry.loaded, d.cgroup_parent.clone())
         .map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
     let run = prepared.spec.run_id.clone();
@@ -290,7 +276,7 @@ impl Tee for FrameTee {
 type ClientFrames = (mpsc::Sender<Frame>, oneshot::Sender<Frame>);
 
 /// What a supervisor thread needs once its run is recorded.
-struct Go {
+pub struct Go {
     prepared: Prepared,
     info: RunInfo,
     control: Arc<RunControl>,
@@ -299,7 +285,7 @@ struct Go {
 
 /// The body of a run's supervisor thread, once the run's record is durable. `helper` was
 /// started before that and has had no spec yet.
-fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spawned, LaunchError>) {
+pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spawned, LaunchError>) {
     let Go {
         prepared,
         info,
@@ -416,6 +402,8 @@ fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spawned, Launch
     if let Some(exit) = exit_tx {
         let _ = exit.send(exited_frame(&info.run, end.code, end.outcome, &reason));
     }
+    // Started once this run is over, so building it never slows the run down.
+    Standby::refill(&d);
 }
 
 fn exited_frame(run: &str, code: i32, outcome: Outcome, reason: &str) -> Frame {

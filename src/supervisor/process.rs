@@ -261,6 +261,23 @@ impl Spawned {
         self.child.id()
     }
 
+    /// Whether the helper is still running (it may wait a while for its spec).
+    pub fn alive(&mut self) -> bool {
+        match &self.pidfd {
+            Some(fd) => {
+                let mut pfd = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: poll on one valid pollfd with a zero timeout; a pidfd turns
+                // readable when its process exits.
+                unsafe { libc::poll(&mut pfd, 1, 0) == 0 }
+            }
+            None => matches!(self.child.try_wait(), Ok(None)),
+        }
+    }
+
     /// Give up a helper that was never handed a spec (the launch was refused after it was
     /// started): it has run nothing, so killing and reaping it is all there is to do.
     pub fn abandon(self) {

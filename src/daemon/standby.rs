@@ -1,0 +1,99 @@
+//! One run supervisor started ahead of the next launch: its thread has spawned a jail
+//! helper, which builds the part of the jail that is the same for every run (namespaces,
+//! system directories, /etc, /dev, /proc) and then waits for a spec. A launch takes it, so
+//! only the run's own part of the jail is left between its record and its agent's start.
+//!
+//! The helper's parent-death signal follows the thread that spawned it, so that thread is
+//! the one that supervises the run. A standby holds no cgroup, no ledger record and no
+//! credential; one older than [`MAX_AGE`] is dropped rather than used (its view of the host
+//! /etc is as old as it is), and dropping it kills its helper.
+
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::runs::{self, Go};
+use super::Daemon;
+use crate::supervisor::process;
+
+/// A standby older than this is replaced instead of used.
+pub const MAX_AGE: Duration = Duration::from_secs(30);
+
+/// A supervisor thread waiting for its run.
+struct Runner {
+    go: SyncSender<Go>,
+    born: Instant,
+}
+
+#[derive(Default)]
+pub struct Standby {
+    slot: Mutex<Option<Runner>>,
+}
+
+impl Standby {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Runner>> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The sender that starts a run: the standby's when it is fresh, else a new runner's.
+    pub fn take(d: &Arc<Daemon>) -> std::io::Result<SyncSender<Go>> {
+        let ready = d.standby.slot().take();
+        match ready {
+            Some(r) if r.born.elapsed() < MAX_AGE => Ok(r.go),
+            // Dropping a stale one ends its thread, which kills its helper.
+            _ => start(d).map(|r| r.go),
+        }
+    }
+
+    /// Start a standby if there is none and the daemon is not draining. Best effort: when
+    /// it cannot start, the next launch starts its own helper.
+    pub fn refill(d: &Arc<Daemon>) {
+        let mut slot = d.standby.slot();
+        if slot.is_none() && !d.is_draining() {
+            *slot = start(d).ok();
+        }
+    }
+
+    /// Drop the standby (the daemon is draining).
+    pub fn clear(&self) {
+        self.slot().take();
+    }
+}
+
+/// A supervisor thread that spawns a helper now and supervises whatever run it is handed.
+fn start(d: &Arc<Daemon>) -> std::io::Result<Runner> {
+    let (go_tx, go_rx) = sync_channel::<Go>(1);
+    let d2 = d.clone();
+    std::thread::Builder::new()
+        .name("run".into())
+        .spawn(move || {
+            let helper = process::spawn_helper();
+            match go_rx.recv() {
+                Ok(go) => {
+                    // A helper that died while waiting (killed by hand, say) is replaced.
+                    let helper = match helper {
+                        Ok(mut sp) => {
+                            if sp.alive() {
+                                Ok(sp)
+                            } else {
+                                sp.abandon();
+                                process::spawn_helper()
+                            }
+                        }
+                        Err(_) => process::spawn_helper(),
+                    };
+                    runs::supervise_run(d2, go, helper);
+                }
+                // Dropped before a run was decided: the helper ran nothing.
+                Err(_) => {
+                    if let Ok(sp) = helper {
+                        sp.abandon();
+                    }
+                }
+            }
+        })?;
+    Ok(Runner {
+        go: go_tx,
+        born: Instant::now(),
+    })
+}
