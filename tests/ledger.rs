@@ -323,3 +323,88 @@ fn outcomes_round_trip() {
         .unwrap()
         .contains("\"outcome\":\"timed_out\""));
 }
+
+/// Enough records (about 600 bytes each) that the backwards scan crosses several 64 KiB
+/// reads, with runs of two instances spread over a fortnight.
+fn many_records(path: &Path, n: u64) {
+    let mut l = Ledger::open(path).unwrap();
+    for i in 0..n {
+        let inst = if i % 3 == 0 { "max" } else { "tess" };
+        l.append(opened(&format!("run-{i}"), inst, 1_000_000 + i * 3_600_000))
+            .unwrap();
+        if i % 2 == 0 {
+            l.append(closed(&format!("run-{i}"))).unwrap();
+        }
+    }
+}
+
+#[test]
+fn open_recent_counts_what_a_full_read_counts() {
+    let (_d, path) = setup();
+    many_records(&path, 400);
+    assert!(fs::metadata(&path).unwrap().len() > 3 * (64 << 10));
+    let last = 1_000_000 + 399 * 3_600_000;
+    for since in [
+        0,
+        1_000_000,
+        last - 7 * 24 * 3_600_000,
+        last - 3_600_000,
+        last,
+        last + 1,
+    ] {
+        let recent = Ledger::open_recent(&path, since).unwrap();
+        for inst in ["tess", "max", "nobody"] {
+            assert_eq!(
+                recent.opened_since(inst, since),
+                ledger::runs_since(&path, inst, since).unwrap(),
+                "{inst} since {since}"
+            );
+        }
+        assert_eq!(recent.len(), 600);
+    }
+}
+
+#[test]
+fn open_recent_continues_the_chain() {
+    let (_d, path) = setup();
+    many_records(&path, 150);
+    {
+        let mut l = Ledger::open_recent(&path, u64::MAX).unwrap();
+        let r = l.append(opened("run-next", "tess", 9_000_000_000)).unwrap();
+        assert_eq!(r.seq, 226);
+    }
+    assert_eq!(ledger::verify(&path).unwrap(), 226);
+    // An empty ledger starts the chain.
+    let (_d2, empty) = setup();
+    let mut l = Ledger::open_recent(&empty, 0).unwrap();
+    assert_eq!(l.append(closed("x")).unwrap().prev, GENESIS);
+    drop(l);
+    assert_eq!(ledger::verify(&empty).unwrap(), 1);
+}
+
+#[test]
+fn open_recent_cuts_a_torn_tail_and_refuses_a_forged_last_record() {
+    let (_d, path) = setup();
+    three_records(&path);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"{\"seq\":4,\"prev\":\"ab")
+        .unwrap();
+    {
+        let mut l = Ledger::open_recent(&path, 0).unwrap();
+        assert!(l.torn_bytes_removed() > 0);
+        l.append(closed("run-b")).unwrap();
+    }
+    assert_eq!(ledger::verify(&path).unwrap(), 4);
+    // The last record edited: its own hash no longer matches, so nothing is appended to it.
+    let mut ls = lines(&path);
+    let n = ls.len();
+    ls[n - 1] = ls[n - 1].replace("agent exited", "agent exitee");
+    write_lines(&path, &ls);
+    assert!(matches!(
+        Ledger::open_recent(&path, 0),
+        Err(LedgerError::Broken { .. })
+    ));
+}

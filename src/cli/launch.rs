@@ -10,7 +10,7 @@ use crate::policy::Policies;
 use crate::supervisor::launch::LaunchRequest;
 use crate::supervisor::ledger::Outcome;
 use crate::supervisor::outcome::outcome_str;
-use crate::supervisor::standalone;
+use crate::supervisor::{process, standalone};
 
 /// Arguments of `airlockctl launch`.
 #[derive(Debug, Clone, clap::Args)]
@@ -44,6 +44,10 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
     if !args.standalone {
         return super::launch_daemon::run(ctx, args);
     }
+    // Started first: the helper builds the common part of the jail while this process
+    // reads the policies, the role and the ledger. Refused launches leave it to die with
+    // this process.
+    let helper = process::spawn_helper();
     let config_path = ctx.config;
     let cfg = match config::load(config_path) {
         Ok(c) => c,
@@ -77,7 +81,7 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         Err(problems) => return explain::not_found(&args.role, &problems),
     };
     let wait = args.wait;
-    let finished = standalone::run(&cfg, &req, &entry.loaded, wait, |run_id| {
+    let finished = standalone::run(&cfg, &req, &entry.loaded, helper, wait, |run_id| {
         // The run id once its record is open; with --wait stdout is the agent's.
         if wait {
             eprintln!("{run_id}");

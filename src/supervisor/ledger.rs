@@ -244,6 +244,123 @@ fn read_all(path: &Path) -> Result<Vec<u8>, LedgerError> {
     }
 }
 
+/// How far before the budget window [`Ledger::open_recent`] still reads: records are
+/// appended in time order unless the clock was set back, and this much back is covered.
+pub const CLOCK_SLACK_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// Open (creating it, and making its directory entry durable, if needed) and lock the
+/// ledger for appending; refuses if another process holds it.
+fn lock_for_append(path: &Path) -> Result<Flock<File>, LedgerError> {
+    let mut created = false;
+    let file = match OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create_new(true)
+        .mode(0o640)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => {
+            created = true;
+            f
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new()
+            .read(true)
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(io_err(path, "open"))?,
+        Err(e) => return Err(io_err(path, "create")(e)),
+    };
+    if created {
+        // The new directory entry must survive a crash along with the first record.
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(path, "sync its directory"))?;
+    }
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(f) => Ok(f),
+        Err((_, Errno::EWOULDBLOCK)) => Err(LedgerError::Locked {
+            path: path.to_path_buf(),
+        }),
+        Err((_, e)) => Err(io_err(path, "lock")(io::Error::from(e))),
+    }
+}
+
+/// Cut an unterminated last line (a torn append) so the file ends at `keep`; returns the
+/// bytes removed.
+fn cut_torn_tail(file: &mut File, path: &Path, size: u64, keep: u64) -> Result<u64, LedgerError> {
+    if size > keep {
+        file.set_len(keep)
+            .and_then(|_| file.sync_all())
+            .map_err(io_err(path, "truncate its torn last line"))?;
+    }
+    Ok(size - keep)
+}
+
+/// Bytes read at a time by [`scan_back`].
+const TAIL_CHUNK: u64 = 64 << 10;
+
+/// Hand the file's complete lines (without newline) to `visit`, last first, until it
+/// returns false or the file's start is reached. Returns the file's size and its length up
+/// to the end of its last complete line.
+fn scan_back(
+    file: &mut File,
+    path: &Path,
+    mut visit: impl FnMut(&[u8]) -> Result<bool, LedgerError>,
+) -> Result<(u64, u64), LedgerError> {
+    let size = file.metadata().map_err(io_err(path, "read"))?.len();
+    // Bytes [pos, pos + buf.len()) of the file not handed out yet.
+    let mut pos = size;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut keep: Option<u64> = None;
+    loop {
+        let start = pos.saturating_sub(TAIL_CHUNK);
+        let mut chunk = vec![0u8; (pos - start) as usize];
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.read_exact(&mut chunk))
+            .map_err(io_err(path, "read"))?;
+        chunk.extend_from_slice(&buf);
+        buf = chunk;
+        pos = start;
+        let keep_at = match keep {
+            Some(k) => k,
+            None => match buf.iter().rposition(|&c| c == b'\n') {
+                Some(i) => {
+                    buf.truncate(i + 1);
+                    let k = pos + i as u64 + 1;
+                    keep = Some(k);
+                    k
+                }
+                None if pos == 0 => return Ok((size, 0)),
+                None => continue,
+            },
+        };
+        // `buf` ends with a newline; lines after the first one in it are complete.
+        let body = &buf[..buf.len() - 1];
+        let mut end = body.len();
+        while let Some(i) = body[..end].iter().rposition(|&c| c == b'\n') {
+            if !visit(&body[i + 1..end])? {
+                return Ok((size, keep_at));
+            }
+            end = i;
+        }
+        if pos == 0 {
+            if end > 0 {
+                visit(&body[..end])?;
+            }
+            return Ok((size, keep_at));
+        }
+        // The first line may go on in the bytes before: keep it for the next round.
+        buf.truncate(end);
+        buf.push(b'\n');
+    }
+}
+
 /// The appending side. The daemon holds exactly one.
 #[derive(Debug)]
 pub struct Ledger {
@@ -263,60 +380,15 @@ impl Ledger {
     /// Open (creating if missing) and lock the ledger, cut away a torn final line left by a
     /// crash mid-append, and verify the whole chain.
     pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
-        let mut created = false;
-        let file = match OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .mode(0o640)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-        {
-            Ok(f) => {
-                created = true;
-                f
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new()
-                .read(true)
-                .append(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(path)
-                .map_err(io_err(path, "open"))?,
-            Err(e) => return Err(io_err(path, "create")(e)),
-        };
-        if created {
-            // The new directory entry must survive a crash along with the first record.
-            let dir = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(io_err(path, "sync its directory"))?;
-        }
-        let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(f) => f,
-            Err((_, Errno::EWOULDBLOCK)) => {
-                return Err(LedgerError::Locked {
-                    path: path.to_path_buf(),
-                })
-            }
-            Err((_, e)) => return Err(io_err(path, "lock")(io::Error::from(e))),
-        };
-
+        let mut file = lock_for_append(path)?;
         let mut data = Vec::new();
         file.seek(SeekFrom::Start(0))
             .and_then(|_| file.read_to_end(&mut data))
             .map_err(io_err(path, "read"))?;
         // Only an unterminated last line is torn; every complete line is kept and verified.
         let keep = data.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
-        let torn_bytes = (data.len() - keep) as u64;
-        if torn_bytes > 0 {
-            file.set_len(keep as u64)
-                .and_then(|_| file.sync_all())
-                .map_err(io_err(path, "truncate its torn last line"))?;
-            data.truncate(keep);
-        }
+        let torn_bytes = cut_torn_tail(&mut file, path, data.len() as u64, keep as u64)?;
+        data.truncate(keep);
         let (records, chain) = check_all(path, &data)?;
         let mut starts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         for r in &records {
@@ -333,6 +405,62 @@ impl Ledger {
             next_seq: chain.next_seq,
             last_hash: chain.last_hash,
             len: keep as u64,
+            torn_bytes,
+            poisoned: false,
+            starts,
+        })
+    }
+
+    /// Open for appending like [`Ledger::open`], reading only the end of the file: the
+    /// last record, checked against its own hash so the chain goes on from a record that
+    /// is what it claims to be, and the records back to `since_ms` (less
+    /// [`CLOCK_SLACK_MS`], for a clock set back) for [`Ledger::opened_since`]. For
+    /// launchers that append a record or two per process (`launch --standalone`), whose
+    /// cost must not grow with the ledger's history; airlockd verifies the whole chain
+    /// when it starts, and so does `airlockctl verify-ledger`.
+    pub fn open_recent(path: &Path, since_ms: u64) -> Result<Ledger, LedgerError> {
+        let mut file = lock_for_append(path)?;
+        let floor = since_ms.saturating_sub(CLOCK_SLACK_MS);
+        let mut last: Option<(u64, String)> = None;
+        let mut starts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let (size, keep) = scan_back(&mut file, path, |line| {
+            let record: Record = serde_json::from_slice(line).map_err(|_| LedgerError::Broken {
+                path: path.to_path_buf(),
+                seq: last.as_ref().map_or(0, |(seq, _)| seq.saturating_sub(1)),
+                line: 0,
+                why: "a record near the end is not a ledger record (`airlockctl verify-ledger` names the first broken one)".to_string(),
+            })?;
+            if last.is_none() {
+                let mut chain = Chain {
+                    next_seq: record.seq,
+                    last_hash: record.prev.clone(),
+                };
+                chain.check(path, 0, line)?;
+                last = Some((record.seq, chain.last_hash));
+            }
+            // Opening records decide how far back to go (a closing one may come late).
+            match &record.event {
+                LedgerEvent::RunOpened(o) => {
+                    starts
+                        .entry(o.instance.clone())
+                        .or_default()
+                        .push(o.started_at);
+                    Ok(o.started_at >= floor)
+                }
+                LedgerEvent::RunClosed(_) => Ok(true),
+            }
+        })?;
+        let torn_bytes = cut_torn_tail(&mut file, path, size, keep)?;
+        let (next_seq, last_hash) = match last {
+            Some((seq, hash)) => (seq + 1, hash),
+            None => (1, GENESIS.to_string()),
+        };
+        Ok(Ledger {
+            path: path.to_path_buf(),
+            file,
+            next_seq,
+            last_hash,
+            len: keep,
             torn_bytes,
             poisoned: false,
             starts,

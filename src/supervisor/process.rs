@@ -247,9 +247,6 @@ pub struct Spawned {
     stdin: Option<fs::File>,
     stdout: Option<fs::File>,
     stderr: Option<fs::File>,
-    /// The encoded spec, when it was known at spawn time; [`supervise`] encodes it
-    /// otherwise.
-    spec_json: Option<Vec<u8>>,
     /// Write end of the helper's lifeline: while this process holds it the run lives; if
     /// this process dies, the kernel closes it and the helper kills the run.
     lifeline: OwnedFd,
@@ -326,20 +323,11 @@ fn pidfd_signal(fd: &OwnedFd, sig: libc::c_int) {
     }
 }
 
-/// Start the jail helper for a prepared run. The helper gets the spec on stdin and the
-/// status pipe on fd 3; nothing else of ours (the environment included) reaches it.
-pub fn spawn(p: &Prepared) -> Result<Spawned, LaunchError> {
-    let spec_json =
-        serde_json::to_vec(&p.spec).map_err(|e| LaunchError::Io(format!("encode spec: {e}")))?;
-    let mut sp = spawn_helper()?;
-    sp.spec_json = Some(spec_json);
-    Ok(sp)
-}
-
-/// Start a jail helper before its run is decided. It does nothing but wait for the spec on
-/// its stdin, which only [`supervise`] writes: so a caller can overlap the helper's exec
-/// with recording the run, and still start nothing before the record is durable. A helper
-/// that is not supervised must be [`Spawned::abandon`]ed.
+/// Start a jail helper before its run is decided. It builds the part of the jail that is
+/// the same for every run, then waits for the spec on its stdin, which only [`supervise`]
+/// writes: so a caller can overlap the helper's start with recording the run, and still
+/// start nothing of the run before the record is durable. A helper that is not supervised
+/// must be [`Spawned::abandon`]ed (or dies with its launcher, through its lifeline).
 pub fn spawn_helper() -> Result<Spawned, LaunchError> {
     let jail = jail_binary()?;
     let pipe = |what: &str| {
@@ -378,7 +366,6 @@ pub fn spawn_helper() -> Result<Spawned, LaunchError> {
         stdin: Some(fs::File::from(in_w)),
         stdout: Some(fs::File::from(out_r)),
         stderr: Some(fs::File::from(err_r)),
-        spec_json: None,
         lifeline: life_w,
     })
 }
@@ -534,21 +521,17 @@ pub fn supervise(
         stdin,
         stdout: out_pipe,
         stderr: err_pipe,
-        spec_json,
         // Held until this function returns: the run lives while we supervise it.
         lifeline: _lifeline,
     } = sp;
-    let spec_json = match spec_json {
-        Some(j) => j,
-        None => match serde_json::to_vec(&p.spec) {
-            Ok(j) => j,
-            Err(e) => {
-                // The helper got no spec and ran nothing: reap it.
-                child.kill();
-                let _ = child.wait();
-                return Err(LaunchError::Io(format!("encode spec: {e}")));
-            }
-        },
+    let spec_json = match serde_json::to_vec(&p.spec) {
+        Ok(j) => j,
+        Err(e) => {
+            // The helper got no spec and ran nothing: reap it.
+            child.kill();
+            let _ = child.wait();
+            return Err(LaunchError::Io(format!("encode spec: {e}")));
+        }
     };
     let started = Instant::now();
     let mut pumps = Vec::new();
@@ -644,9 +627,14 @@ pub fn supervise(
             Some(_) => {}
         }
     };
-    // Whatever is left (double-forked processes, a stuck init) dies now, which also closes
-    // every copy of the pipes so the pumps and the status reader reach EOF.
-    let cleanup_error = backstop(&p.spec).err();
+    // A helper that exited on its own killed the run's pid namespace with its pid 1 and
+    // removed the run's cgroups (a failure there is on its stderr, in the run's journal).
+    // One killed by a signal may have left them: whatever is left dies now, which also
+    // closes every copy of the pipes so the pumps and the status reader reach EOF.
+    let cleanup_error = match &waited {
+        Ok(st) if st.code().is_some() => None,
+        _ => backstop(&p.spec).err(),
+    };
     for h in pumps {
         let _ = h.join();
     }

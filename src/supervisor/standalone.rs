@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::launch::{self, LaunchError, LaunchRequest, Prepared};
 use super::ledger::{self, Ledger, LedgerError, LedgerEvent, RunClosed, RunOpened};
 use super::outcome::{self, Closing};
-use super::process::{self, Milestone, OutputSink, RunControl};
+use super::process::{self, Milestone, OutputSink, RunControl, Spawned};
 use super::run_output::{JournalSink, Tee, WriterTee};
 use crate::config::Config;
 use crate::daemon::budget;
@@ -38,12 +38,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Open the ledger for one append, waiting out other standalone launches' appends.
-fn open_ledger(cfg: &Config) -> Result<Ledger, LaunchError> {
+/// Open the ledger for one append, waiting out other standalone launches' appends. Only
+/// its end is read: the records back to `since_ms` (for the weekly budget) and the last
+/// one (see [`Ledger::open_recent`]).
+fn open_ledger(cfg: &Config, since_ms: u64) -> Result<Ledger, LaunchError> {
     let path = cfg.state_dir.join(ledger::FILE_NAME);
     let until = Instant::now() + LOCK_PATIENCE;
     loop {
-        match Ledger::open(&path) {
+        match Ledger::open_recent(&path, since_ms) {
             Ok(l) => return Ok(l),
             // A live control socket: the holder is airlockd, which never lets go.
             Err(LedgerError::Locked { .. })
@@ -73,14 +75,18 @@ pub struct Finished {
 }
 
 /// Check the budget, record, journal and run one launch in this process. Blocks until the
-/// run is over. `started` hears the run id once the opening record is written; `stream`:
-/// the agent's output is copied to this process's stdout and stderr (terminal-safe), on top
-/// of the journal. `Err`: nothing was started and nothing was recorded, except a run whose
-/// journal could not be opened (then its record is closed as refused).
+/// run is over. `helper`: a jail helper from [`process::spawn_helper`], started as early
+/// as the caller could (it builds the common part of the jail meanwhile and gets its spec
+/// only after the opening record is durable). `started` hears the run id once that record
+/// is written; `stream`: the agent's output is copied to this process's stdout and stderr
+/// (terminal-safe), on top of the journal. `Err`: nothing was started and nothing was
+/// recorded, except a run whose journal could not be opened (then its record is closed as
+/// refused). A helper not handed a run dies with this process (its lifeline).
 pub fn run(
     cfg: &Config,
     req: &LaunchRequest,
     role: &LoadedRole,
+    helper: Result<Spawned, LaunchError>,
     stream: bool,
     started: impl FnOnce(&str),
 ) -> Result<Finished, LaunchError> {
@@ -92,9 +98,10 @@ pub fn run(
 
     // The budget check and the opening record under one hold of the ledger lock, so two
     // launches cannot both take the last run of the week.
-    let mut ledger = open_ledger(cfg)?;
     let now = ledger::now_ms();
-    let used = ledger.opened_since(&req.instance, budget::window_start(now));
+    let window = budget::window_start(now);
+    let mut ledger = open_ledger(cfg, window)?;
+    let used = ledger.opened_since(&req.instance, window);
     budget::check_weekly(&req.instance, used, role.role.budget.runs_per_week)
         .map_err(LaunchError::Refused)?;
     let prepared = launch::prepare(cfg, req, role)?;
@@ -145,7 +152,14 @@ pub fn run(
             });
         }
     };
-    let closing = supervise(&prepared, &journal, stream, launched_by_uid, deadline_s);
+    let closing = supervise(
+        &prepared,
+        helper,
+        &journal,
+        stream,
+        launched_by_uid,
+        deadline_s,
+    );
     // The ledger first, so the run's last journal record can say if it failed.
     let ledger_error = close(cfg, &run, &closing).err();
     let last = match &ledger_error {
@@ -170,6 +184,7 @@ pub fn run(
 /// Run the jail to its end with the run's journal; journal what the daemon journals.
 fn supervise(
     prepared: &Prepared,
+    helper: Result<Spawned, LaunchError>,
     journal: &Arc<Mutex<RunJournal>>,
     stream: bool,
     launched_by_uid: u32,
@@ -211,7 +226,7 @@ fn supervise(
     let ctl = RunControl::new(prepared.deadline, launch::GRACE);
     let grace = ctl.grace.as_secs();
     let mut sigkilled = false;
-    let result = process::spawn(prepared).and_then(|sp| {
+    let result = helper.and_then(|sp| {
         process::supervise(prepared, sp, &ctl, out, errs, &mut |m| match m {
             Milestone::Setup(report) => {
                 for i in &report.infos {
@@ -242,7 +257,8 @@ fn supervise(
 
 /// Append the run's closing record.
 fn close(cfg: &Config, run: &str, c: &Closing) -> Result<(), String> {
-    let mut ledger = open_ledger(cfg).map_err(|e| e.to_string())?;
+    // Nothing before the last record is needed to append the closing one.
+    let mut ledger = open_ledger(cfg, u64::MAX).map_err(|e| e.to_string())?;
     ledger
         .append(LedgerEvent::RunClosed(RunClosed {
             run: run.to_string(),
