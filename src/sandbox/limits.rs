@@ -70,13 +70,15 @@ pub struct Enforcement {
 /// The run's cgroups: at most one in the cgroup v2 hierarchy (the kill switch and, where
 /// delegated, the limits) and one per cgroup v1 hierarchy used for a limit the v2 one
 /// cannot give (pids, memory). The helper creates them and stays outside; it moves pid 1
-/// into them before pid 1 starts anything of the run; the helper kills and removes them when pid 1 is gone.
+/// into them before pid 1 starts anything of the run; the helper kills and removes them
+/// when pid 1 is gone.
+///
+/// The v1 `airlock` parents stay once made: creating and removing one per run cost each
+/// run two more cgroup operations, which serialize on the kernel's cgroup lock. An empty
+/// cgroup holds nothing, and systemd removes the subgroups of a unit's cgroup with it.
 #[derive(Debug, Default)]
 pub struct RunCgroups {
     pub dirs: Vec<PathBuf>,
-    /// The v1 `airlock` parents, removed when the last run under them ends: they may sit
-    /// inside a cgroup someone else manages, which could not be removed with them in it.
-    v1_parents: Vec<PathBuf>,
 }
 
 impl RunCgroups {
@@ -183,49 +185,33 @@ impl RunCgroups {
         Ok(dir)
     }
 
-    /// Like `make`, under a v1 `airlock` parent that a run ending at the same moment may
-    /// just have removed: recreate it and retry.
+    /// Like `make`, under a v1 `airlock` parent, made first if this is its first run.
     fn make_v1(
         &mut self,
         parent: &Path,
         run_id: &str,
         step: &'static str,
     ) -> Result<PathBuf, SandboxError> {
-        let dir = parent.join(run_id);
-        let mut tries = 0;
-        loop {
-            match fs::create_dir(parent) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(SandboxError::sys(step, e)),
-            }
-            match fs::create_dir(&dir) {
-                Ok(()) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 5 => tries += 1,
-                Err(e) => return Err(SandboxError::sys(step, e)),
-            }
+        match fs::create_dir(parent) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(SandboxError::sys(step, e)),
         }
-        self.dirs.push(dir.clone());
-        self.v1_parents.push(parent.to_path_buf());
-        Ok(dir)
+        self.make(parent, run_id, step)
     }
 
     /// The cgroups a run with this id has on the host right now (v2 under `v2_parent`, and
     /// the v1 pids and memory hierarchies). For the launcher's backstop after a helper that
     /// could not clean up (e.g. it was SIGKILLed): `existing(..).kill_and_remove()`.
     pub fn existing(v2_parent: Option<&Path>, run_id: &str) -> RunCgroups {
-        let v1_parents: Vec<PathBuf> = ["pids", "memory"]
-            .into_iter()
-            .filter_map(v1_parent)
-            .collect();
         let dirs = v2_parent
             .map(Path::to_path_buf)
             .into_iter()
-            .chain(v1_parents.iter().cloned())
+            .chain(["pids", "memory"].into_iter().filter_map(v1_parent))
             .map(|p| p.join(run_id))
             .filter(|d| d.is_dir())
             .collect();
-        RunCgroups { dirs, v1_parents }
+        RunCgroups { dirs }
     }
 
     /// Move process `pid` (pid 1 of the run) into every run cgroup; the children it
@@ -247,10 +233,6 @@ impl RunCgroups {
             if first.is_ok() {
                 first = r;
             }
-        }
-        for p in &self.v1_parents {
-            // Fails (EBUSY) while another run is under it; the last one out removes it.
-            let _ = fs::remove_dir(p);
         }
         first
     }
