@@ -408,3 +408,35 @@ fn open_recent_cuts_a_torn_tail_and_refuses_a_forged_last_record() {
         Err(LedgerError::Broken { .. })
     ));
 }
+
+#[test]
+fn open_recent_refuses_a_removed_record_and_survives_one_misdated_record() {
+    let (_d, path) = setup();
+    many_records(&path, 20);
+    let mut ls = lines(&path);
+    ls.remove(ls.len() - 3);
+    write_lines(&path, &ls);
+    assert!(matches!(
+        Ledger::open_recent(&path, 0),
+        Err(LedgerError::Broken { .. })
+    ));
+
+    // One run recorded while the clock was a month behind does not hide the runs before it.
+    let (_d2, path) = setup();
+    let day = 24 * 3_600_000u64;
+    let now = 100 * day;
+    {
+        let mut l = Ledger::open(&path).unwrap();
+        l.append(opened("a", "tess", now - 2 * day)).unwrap();
+        l.append(opened("b", "tess", now - day)).unwrap();
+        l.append(opened("c", "tess", now - 30 * day)).unwrap();
+    }
+    let since = now - 7 * day;
+    assert_eq!(
+        Ledger::open_recent(&path, since)
+            .unwrap()
+            .opened_since("tess", since),
+        ledger::runs_since(&path, "tess", since).unwrap()
+    );
+    assert_eq!(ledger::runs_since(&path, "tess", since).unwrap(), 2);
+}

@@ -47,7 +47,7 @@ fn main() {
     };
     let status = StatusFd(args.status);
     let code = match blocked.and_then(|()| prepare(&args, start)) {
-        Ok(launch) => helper::run(&mut std::io::stdin().lock(), status, launch),
+        Ok(launch) => helper::run(status, launch),
         Err(e) => {
             status.error(&e);
             helper::EXIT_SETUP_FAILED

@@ -245,6 +245,7 @@ async fn main_loop(
     }
     let watchdog = notify::watchdog_interval();
     let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
+    let mut standby_tick = tokio::time::interval(standby::MAX_AGE / 4);
     let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
 
     standby::Standby::refill(&d);
@@ -281,6 +282,7 @@ async fn main_loop(
                 _ => break,
             },
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
+            _ = standby_tick.tick() => d.standby.expire(),
             _ = d.changed.notified() => notify::status(&d.status_line()),
         }
     }

@@ -5,8 +5,9 @@
 //!
 //! The helper's parent-death signal follows the thread that spawned it, so that thread is
 //! the one that supervises the run. A standby holds no cgroup, no ledger record and no
-//! credential; one older than [`MAX_AGE`] is dropped rather than used (its view of the host
-//! /etc is as old as it is), and dropping it kills its helper.
+//! credential; one older than [`MAX_AGE`] is dropped (its view of the host /etc is as old
+//! as it is, and its pid 1 holds a copy of the host's mounts), and dropping it kills its
+//! helper. A new one is started when a run ends, so bursts of launches find one ready.
 
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -57,6 +58,17 @@ impl Standby {
     /// Drop the standby (the daemon is draining).
     pub fn clear(&self) {
         self.slot().take();
+    }
+
+    /// Drop a standby older than [`MAX_AGE`], not replacing it (the next run's end starts
+    /// a new one). Until it gets its run, a standby's pid 1 holds a copy of the host's
+    /// mounts, so a file system unmounted on the host stays busy there: bounded this way
+    /// to [`MAX_AGE`] after the last run.
+    pub fn expire(&self) {
+        let mut slot = self.slot();
+        if slot.as_ref().is_some_and(|r| r.born.elapsed() >= MAX_AGE) {
+            slot.take();
+        }
     }
 }
 

@@ -20,7 +20,7 @@
 use std::convert::Infallible;
 use std::ffi::CString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -49,14 +49,14 @@ pub struct Launch {
 }
 
 /// Build the jail and run the agent in it: the common part of the jail first, then the
-/// run's part once its spec (JSON) has been read from `input` to end of file. Returns the
+/// run's part once its spec (JSON) has been read from stdin to end of file. Returns the
 /// exit code the helper process should exit with: the agent's (128 + signal if killed), or
 /// [`EXIT_SETUP_FAILED`] after writing the failing step to `status`.
 ///
 /// A launcher may start the helper before it knows the run (a standby): everything before
 /// the spec arrives is the same for every run, and nothing of a run starts without one.
-pub fn run(input: &mut dyn Read, status: StatusFd, launch: Launch) -> i32 {
-    match run_inner(input, status, launch) {
+pub fn run(status: StatusFd, launch: Launch) -> i32 {
+    match run_inner(status, launch) {
         Ok(code) => code,
         Err(e) => {
             status.error(&e);
@@ -92,7 +92,7 @@ fn parse_spec(text: &[u8]) -> Result<RunSpec, SandboxError> {
     Ok(spec)
 }
 
-fn run_inner(input: &mut dyn Read, status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
+fn run_inner(status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
     let lifeline_note = if launch.lifeline.is_some() {
         " and lifeline fd"
     } else {
@@ -128,7 +128,8 @@ fn run_inner(input: &mut dyn Read, status: StatusFd, launch: Launch) -> Result<i
     let mut guard = Pid1Guard(Some(child));
     // Handed to pid 1 as read (it is building the common root meanwhile), then checked
     // here; pid 1 parses the same bytes.
-    let text = read_spec_bytes(input)?;
+    wait_for_spec(child)?;
+    let text = read_spec_bytes(&mut std::io::stdin().lock())?;
     let handed = write_all(&spec_w, &text);
     drop(spec_w);
     let spec = parse_spec(&text)?;
@@ -183,6 +184,52 @@ fn run_inner(input: &mut dyn Read, status: StatusFd, launch: Launch) -> Result<i
         }
     }
     result
+}
+
+/// Wait until the spec starts to come on stdin (or stdin closes), watching pid 1 meanwhile:
+/// a helper started ahead of its run may wait long, and one whose pid 1 died (a failed
+/// common build, a stray kill) must exit then, so its launcher sees it is not usable.
+fn wait_for_spec(pid1: Pid) -> Result<(), SandboxError> {
+    const STEP: &str = "wait for the run spec";
+    // SAFETY: pidfd_open on our own unreaped child; the fd is owned right away.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid1.as_raw(), 0) };
+    if raw < 0 {
+        return Err(SandboxError::sys(STEP, std::io::Error::last_os_error()));
+    }
+    // SAFETY: raw is a new fd that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    let mut fds = [
+        libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: poll on two valid pollfds, no timeout.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(SandboxError::sys(STEP, e));
+        }
+        if fds[1].revents != 0 {
+            return Err(SandboxError::Invalid {
+                step: STEP,
+                why: "pid 1 exited before the run came".to_string(),
+            });
+        }
+        if fds[0].revents != 0 {
+            return Ok(());
+        }
+    }
 }
 
 fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> Result<(), SandboxError> {

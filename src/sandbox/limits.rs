@@ -204,10 +204,19 @@ impl RunCgroups {
     /// the v1 pids and memory hierarchies). For the launcher's backstop after a helper that
     /// could not clean up (e.g. it was SIGKILLed): `existing(..).kill_and_remove()`.
     pub fn existing(v2_parent: Option<&Path>, run_id: &str) -> RunCgroups {
+        // Where the v1 hierarchies are mounted and which cgroup this process is in do not
+        // change while it runs: looked up once, as a launcher asks after every run.
+        static V1_PARENTS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+        let v1 = V1_PARENTS.get_or_init(|| {
+            ["pids", "memory"]
+                .into_iter()
+                .filter_map(v1_parent)
+                .collect()
+        });
         let dirs = v2_parent
             .map(Path::to_path_buf)
             .into_iter()
-            .chain(["pids", "memory"].into_iter().filter_map(v1_parent))
+            .chain(v1.iter().cloned())
             .map(|p| p.join(run_id))
             .filter(|d| d.is_dir())
             .collect();

@@ -35,7 +35,8 @@ pub fn unshare_cgroup() -> Result<(), SandboxError> {
 }
 
 /// The run's new network namespace, being made by a child of pid 1 (in the run's pid
-/// namespace and cgroups, so it dies with the run whatever happens).
+/// namespace, so it dies with the run whatever happens; it is forked before pid 1 is in
+/// the run's cgroups and killed before anything of the run starts).
 pub struct NetNs {
     child: Option<Pid>,
     ready: OwnedFd,
@@ -56,6 +57,13 @@ impl NetNs {
         match unsafe { fork() }.map_err(|e| SandboxError::errno("fork net namespace maker", e))? {
             ForkResult::Child => {
                 drop(r);
+                // Nothing of pid 1's (its pipes, the status fd) stays open here.
+                let keep = w.as_raw_fd();
+                // SAFETY: close_range only closes descriptors this child owns copies of.
+                unsafe {
+                    libc::close_range(3, (keep - 1).max(2) as libc::c_uint, 0);
+                    libc::close_range((keep + 1) as libc::c_uint, libc::c_uint::MAX, 0);
+                }
                 let (code, err) = match unshare(CloneFlags::CLONE_NEWNET) {
                     Err(e) => (NET_UNSHARE_FAILED, e as i32),
                     Ok(()) => match loopback_up_raw() {

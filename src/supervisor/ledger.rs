@@ -248,6 +248,10 @@ fn read_all(path: &Path) -> Result<Vec<u8>, LedgerError> {
 /// appended in time order unless the clock was set back, and this much back is covered.
 pub const CLOCK_SLACK_MS: u64 = 7 * 24 * 3600 * 1000;
 
+/// [`Ledger::open_recent`] stops after this many opening records in a row from before the
+/// window less [`CLOCK_SLACK_MS`].
+const OLD_IN_A_ROW: u32 = 64;
+
 /// Open (creating it, and making its directory entry durable, if needed) and lock the
 /// ledger for appending; refuses if another process holds it.
 fn lock_for_append(path: &Path) -> Result<Flock<File>, LedgerError> {
@@ -412,47 +416,76 @@ impl Ledger {
     }
 
     /// Open for appending like [`Ledger::open`], reading only the end of the file: the
-    /// last record, checked against its own hash so the chain goes on from a record that
-    /// is what it claims to be, and the records back to `since_ms` (less
-    /// [`CLOCK_SLACK_MS`], for a clock set back) for [`Ledger::opened_since`]. For
+    /// records back to `since_ms` (less [`CLOCK_SLACK_MS`], for a clock set back, and until
+    /// 64 opening records in a row are older) for [`Ledger::opened_since`], each checked
+    /// against its own hash and linked to the next, so the chain goes on from records that
+    /// are what they claim to be. For
     /// launchers that append a record or two per process (`launch --standalone`), whose
     /// cost must not grow with the ledger's history; airlockd verifies the whole chain
     /// when it starts, and so does `airlockctl verify-ledger`.
     pub fn open_recent(path: &Path, since_ms: u64) -> Result<Ledger, LedgerError> {
         let mut file = lock_for_append(path)?;
         let floor = since_ms.saturating_sub(CLOCK_SLACK_MS);
+        // The newest record's seq and hash, and the seq and prev the record before the one
+        // just read must have: every record read is checked against its own hash and
+        // linked to the next, so an edit or a removal inside what is read is refused.
         let mut last: Option<(u64, String)> = None;
+        let mut expect: Option<(u64, String)> = None;
+        let mut old_in_a_row = 0u32;
         let mut starts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         let (size, keep) = scan_back(&mut file, path, |line| {
-            let record: Record = serde_json::from_slice(line).map_err(|_| LedgerError::Broken {
+            let seq_hint = expect.as_ref().map_or(0, |(seq, _)| *seq);
+            let broken = |why: &str| LedgerError::Broken {
                 path: path.to_path_buf(),
-                seq: last.as_ref().map_or(0, |(seq, _)| seq.saturating_sub(1)),
+                seq: seq_hint,
                 line: 0,
-                why: "a record near the end is not a ledger record (`airlockctl verify-ledger` names the first broken one)".to_string(),
-            })?;
-            if last.is_none() {
-                let mut chain = Chain {
-                    next_seq: record.seq,
-                    last_hash: record.prev.clone(),
-                };
-                chain.check(path, 0, line)?;
-                last = Some((record.seq, chain.last_hash));
-            }
-            // Opening records decide how far back to go (a closing one may come late).
-            match &record.event {
-                LedgerEvent::RunOpened(o) => {
-                    starts
-                        .entry(o.instance.clone())
-                        .or_default()
-                        .push(o.started_at);
-                    Ok(o.started_at >= floor)
+                why: format!("{why} (`airlockctl verify-ledger` names the first broken record)"),
+            };
+            let record: Record = serde_json::from_slice(line)
+                .map_err(|_| broken("a record near the end is not a ledger record"))?;
+            let mut chain = Chain {
+                next_seq: record.seq,
+                last_hash: record.prev.clone(),
+            };
+            chain.check(path, 0, line)?;
+            match &expect {
+                None => last = Some((record.seq, chain.last_hash.clone())),
+                Some((seq, hash)) => {
+                    if record.seq != *seq || chain.last_hash != *hash {
+                        return Err(broken(
+                            "a record near the end does not link to the one after it",
+                        ));
+                    }
                 }
-                LedgerEvent::RunClosed(_) => Ok(true),
             }
+            expect = record.seq.checked_sub(1).map(|s| (s, record.prev.clone()));
+            // Opening records decide how far back to go (a closing one may come late).
+            // Several old ones in a row, not one: a single record written while the clock
+            // was far behind must not hide the records before it.
+            if let LedgerEvent::RunOpened(o) = &record.event {
+                starts
+                    .entry(o.instance.clone())
+                    .or_default()
+                    .push(o.started_at);
+                old_in_a_row = if o.started_at < floor {
+                    old_in_a_row + 1
+                } else {
+                    0
+                };
+            }
+            Ok(old_in_a_row < OLD_IN_A_ROW)
         })?;
         let torn_bytes = cut_torn_tail(&mut file, path, size, keep)?;
         let (next_seq, last_hash) = match last {
-            Some((seq, hash)) => (seq + 1, hash),
+            Some((seq, hash)) => (
+                seq.checked_add(1).ok_or_else(|| LedgerError::Broken {
+                    path: path.to_path_buf(),
+                    seq,
+                    line: 0,
+                    why: "its last record number cannot be followed".to_string(),
+                })?,
+                hash,
+            ),
             None => (1, GENESIS.to_string()),
         };
         Ok(Ledger {

@@ -627,14 +627,9 @@ pub fn supervise(
             Some(_) => {}
         }
     };
-    // A helper that exited on its own killed the run's pid namespace with its pid 1 and
-    // removed the run's cgroups (a failure there is on its stderr, in the run's journal).
-    // One killed by a signal may have left them: whatever is left dies now, which also
-    // closes every copy of the pipes so the pumps and the status reader reach EOF.
-    let cleanup_error = match &waited {
-        Ok(st) if st.code().is_some() => None,
-        _ => backstop(&p.spec).err(),
-    };
+    // Whatever is left (double-forked processes, a stuck init) dies now, which also closes
+    // every copy of the pipes so the pumps and the status reader reach EOF.
+    let cleanup_error = backstop(&p.spec).err();
     for h in pumps {
         let _ = h.join();
     }
