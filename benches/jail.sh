@@ -80,7 +80,7 @@ print(f"jail setup (helper start to exec of /bin/true): median {statistics.media
 # run's part (its /etc files, /tmp, home, workspace, cgroups, identity, Landlock, seccomp).
 sleep "${SETTLE:-5}"
 for _ in $(seq 1 "$N"); do
-  (sleep 0.05; cat "$W/spec.json") | "$BIN/airlock-jail" --status-fd 2 2>&1 >/dev/null \
+  (sleep 0.05; cat "$W/spec.json") | "$BIN/airlock-jail" --status-fd 2 --run-id r-bench 2>&1 >/dev/null \
     | sed -n 's/.*(\([0-9]*\) us from the spec.*/\1/p'
 done | python3 -c '
 import statistics, sys

@@ -1192,3 +1192,54 @@ fn a_run_dies_with_its_sigkilled_standalone_launcher() {
     });
     assert!(gone, "the run outlived its SIGKILLed launcher");
 }
+
+/// A helper started ahead of its run (`--run-id`, as airlockd's standby and standalone
+/// launches start it): it makes the run's cgroups and moves its pid 1 in while the spec is
+/// on its way, runs the spec it was started for, refuses one for another run, and leaves
+/// no cgroup behind either way.
+#[test]
+fn a_helper_started_ahead_runs_its_own_run_only() {
+    let start_ahead = |d: &Direct, run_id: &str| -> std::process::Child {
+        let mut args = vec!["--run-id".to_string(), run_id.to_string()];
+        if let Some(p) = &d.spec.cgroup_parent {
+            args.extend(["--cgroup-parent".to_string(), p.display().to_string()]);
+        }
+        Command::new(env!("CARGO_BIN_EXE_airlock-jail"))
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let d = Direct::new(&["/bin/sh", "-c", "cat /proc/self/cgroup; echo ran"]);
+    let spec = std::fs::read(d.spec_file()).unwrap();
+
+    let mut child = start_ahead(&d, &d.spec.run_id);
+    // Its cgroups exist (pid 1 is in them) before the spec is sent.
+    let first = d.cgroup_dirs()[0].clone();
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            std::fs::read_to_string(first.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+        }),
+        "no pid 1 in {} before the spec came",
+        first.display()
+    );
+    child.stdin.take().unwrap().write_all(&spec).unwrap();
+    let o = output_within(child, Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(text(&o).contains("ran"), "{}{}", text(&o), err(&o));
+    assert!(err(&o).contains("from the spec's arrival"), "{}", err(&o));
+    d.assert_cgroups_removed();
+
+    // Started for another run: the spec is refused and nothing runs.
+    let mut child = start_ahead(&d, "r-someone-else");
+    child.stdin.take().unwrap().write_all(&spec).unwrap();
+    let o = output_within(child, Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(err(&o).contains("another run"), "{}", err(&o));
+    assert!(!text(&o).contains("ran"));
+    d.assert_cgroups_removed();
+    let other = d.cgroup_dirs()[0].with_file_name("r-someone-else");
+    assert!(!other.exists(), "{} was left behind", other.display());
+}

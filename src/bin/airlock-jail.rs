@@ -5,7 +5,7 @@
 //! may start a helper before it knows the run.
 //!
 //! ```text
-//! airlock-jail [--status-fd N] [--lifeline-fd M] < spec.json
+//! airlock-jail [--status-fd N] [--lifeline-fd M] [--run-id ID [--cgroup-parent DIR]] < spec.json
 //! ```
 //!
 //! - `--status-fd N` (default 2): where setup reports go (`INFO ...` lines, one `ERR ...`
@@ -16,21 +16,28 @@
 //!   at once. Without it the helper still notices its launcher's death through
 //!   `PR_SET_PDEATHSIG` plus a `getppid()` check, which only fires when the thread that
 //!   spawned the helper dies; a multi-threaded launcher should pass a lifeline.
+//! - `--run-id ID` and `--cgroup-parent DIR` (optional): the run the helper is started
+//!   for, when the launcher knows it ahead of the spec. The helper then makes the run's
+//!   cgroups while it waits, and refuses a spec for another run.
 //!
 //! The run's deadline (`limits.deadline_ms`, grace `limits.grace_ms`) is enforced here, so
 //! it holds even when the launcher's own watcher is gone.
 
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::time::Instant;
 
+use airlock::sandbox::spec::valid_run_id;
 use airlock::sandbox::status::StatusFd;
 use airlock::sandbox::{fds, helper, watch, SandboxError};
 
-const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] < spec.json";
+const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] [--run-id ID [--cgroup-parent DIR]] < spec.json";
 
 struct Args {
     status: i32,
     lifeline: Option<i32>,
+    run_id: Option<String>,
+    cgroup_parent: Option<PathBuf>,
 }
 
 fn main() {
@@ -60,24 +67,32 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
     let mut out = Args {
         status: 2,
         lifeline: None,
+        run_id: None,
+        cgroup_parent: None,
     };
     let mut it = args.into_iter();
-    let (mut seen_status, mut seen_life) = (false, false);
+    let mut seen_status = false;
     while let Some(flag) = it.next() {
-        let n: i32 = it.next()?.parse().ok()?;
+        let value = it.next()?;
+        let fd = || value.parse::<i32>().ok();
         match flag.as_str() {
-            "--status-fd" if !seen_status && n >= 2 => {
-                out.status = n;
+            "--status-fd" if !seen_status => {
+                out.status = fd().filter(|n| *n >= 2)?;
                 seen_status = true;
             }
-            "--lifeline-fd" if !seen_life && n >= 3 => {
-                out.lifeline = Some(n);
-                seen_life = true;
+            "--lifeline-fd" if out.lifeline.is_none() => {
+                out.lifeline = Some(fd().filter(|n| *n >= 3)?);
+            }
+            "--run-id" if out.run_id.is_none() && valid_run_id(&value) => {
+                out.run_id = Some(value);
+            }
+            "--cgroup-parent" if out.cgroup_parent.is_none() && value.starts_with('/') => {
+                out.cgroup_parent = Some(PathBuf::from(value));
             }
             _ => return None,
         }
     }
-    if out.lifeline == Some(out.status) {
+    if out.lifeline == Some(out.status) || (out.cgroup_parent.is_some() && out.run_id.is_none()) {
         return None;
     }
     Some(out)
@@ -127,5 +142,9 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
         launcher,
         lifeline,
         start,
+        ahead: args.run_id.clone().map(|run_id| helper::Ahead {
+            run_id,
+            cgroup_parent: args.cgroup_parent.clone(),
+        }),
     })
 }

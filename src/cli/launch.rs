@@ -7,7 +7,8 @@ use super::{explain, output};
 use crate::catalog::Catalog;
 use crate::config;
 use crate::policy::Policies;
-use crate::supervisor::launch::LaunchRequest;
+use crate::sandbox::limits;
+use crate::supervisor::launch::{self, LaunchRequest};
 use crate::supervisor::ledger::Outcome;
 use crate::supervisor::outcome::outcome_str;
 use crate::supervisor::{process, standalone};
@@ -47,7 +48,8 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
     // Started first: the helper builds the common part of the jail while this process
     // reads the policies, the role and the ledger. Refused launches leave it to die with
     // this process.
-    let helper = process::spawn_helper();
+    let slot = launch::new_slot(limits::prepare_parent());
+    let helper = process::spawn_helper(Some(&slot));
     let config_path = ctx.config;
     let cfg = match config::load(config_path) {
         Ok(c) => c,
@@ -81,7 +83,7 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         Err(problems) => return explain::not_found(&args.role, &problems),
     };
     let wait = args.wait;
-    let finished = standalone::run(&cfg, &req, &entry.loaded, helper, wait, |run_id| {
+    let finished = standalone::run(&cfg, &req, &entry.loaded, slot, helper, wait, |run_id| {
         // The run id once its record is open; with --wait stdout is the agent's.
         if wait {
             eprintln!("{run_id}");

@@ -129,13 +129,13 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     // The supervisor thread has started its jail helper already (a standby) or starts it
     // now, so the helper's start overlaps preparing and recording the run; the helper gets
     // its spec only once the record below is durable.
-    let go_tx = Standby::take(d).map_err(|e| {
+    let (go_tx, slot) = Standby::take(d).map_err(|e| {
         err(
             ErrorCode::Internal,
             format!("airlockd could not start a supervisor thread: {e}"),
         )
     })?;
-    let prepared = launch::prepare_in(cfg, &req, &entry.loaded, d.cgroup_parent.clone())
+    let prepared = launch::prepare_in(cfg, &req, &entry.loaded, slot)
         .map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
     let run = prepared.spec.run_id.clone();
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);

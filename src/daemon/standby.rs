@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use super::runs::{self, Go};
 use super::Daemon;
-use crate::supervisor::process;
+use crate::sandbox::helper::Ahead;
+use crate::supervisor::{launch, process};
 
 /// A standby older than this is replaced instead of used.
 pub const MAX_AGE: Duration = Duration::from_secs(30);
@@ -23,6 +24,8 @@ pub const MAX_AGE: Duration = Duration::from_secs(30);
 /// A supervisor thread waiting for its run.
 struct Runner {
     go: SyncSender<Go>,
+    /// The run id and cgroup parent its helper was started for: the run must use them.
+    slot: Ahead,
     born: Instant,
 }
 
@@ -36,14 +39,16 @@ impl Standby {
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The sender that starts a run: the standby's when it is fresh, else a new runner's.
-    pub fn take(d: &Arc<Daemon>) -> std::io::Result<SyncSender<Go>> {
+    /// The sender that starts a run, and the run id and cgroup parent the run must use:
+    /// the standby's when it is fresh, else a new runner's.
+    pub fn take(d: &Arc<Daemon>) -> std::io::Result<(SyncSender<Go>, Ahead)> {
         let ready = d.standby.slot().take();
-        match ready {
-            Some(r) if r.born.elapsed() < MAX_AGE => Ok(r.go),
+        let r = match ready {
+            Some(r) if r.born.elapsed() < MAX_AGE => r,
             // Dropping a stale one ends its thread, which kills its helper.
-            _ => start(d).map(|r| r.go),
-        }
+            _ => start(d)?,
+        };
+        Ok((r.go, r.slot))
     }
 
     /// Start a standby if there is none and the daemon is not draining. Best effort: when
@@ -76,10 +81,12 @@ impl Standby {
 fn start(d: &Arc<Daemon>) -> std::io::Result<Runner> {
     let (go_tx, go_rx) = sync_channel::<Go>(1);
     let d2 = d.clone();
+    let slot = launch::new_slot(d.cgroup_parent.clone());
+    let ahead = slot.clone();
     std::thread::Builder::new()
         .name("run".into())
         .spawn(move || {
-            let helper = process::spawn_helper();
+            let helper = process::spawn_helper(Some(&ahead));
             match go_rx.recv() {
                 Ok(go) => {
                     // A helper that died while waiting (killed by hand, say) is replaced.
@@ -89,10 +96,10 @@ fn start(d: &Arc<Daemon>) -> std::io::Result<Runner> {
                                 Ok(sp)
                             } else {
                                 sp.abandon();
-                                process::spawn_helper()
+                                process::spawn_helper(Some(&ahead))
                             }
                         }
-                        Err(_) => process::spawn_helper(),
+                        Err(_) => process::spawn_helper(Some(&ahead)),
                     };
                     runs::supervise_run(d2, go, helper);
                 }
@@ -106,6 +113,7 @@ fn start(d: &Arc<Daemon>) -> std::io::Result<Runner> {
         })?;
     Ok(Runner {
         go: go_tx,
+        slot,
         born: Instant::now(),
     })
 }

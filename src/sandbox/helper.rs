@@ -44,8 +44,19 @@ pub struct Launch {
     pub launcher: Pid,
     /// Read end of the launcher's lifeline pipe, if it passed one.
     pub lifeline: Option<OwnedFd>,
-    /// When the helper started; the deadline counts from here.
+    /// When the helper started (setup times count from here).
     pub start: Instant,
+    /// The run this helper was started for, when its launcher knew it ahead of the spec.
+    pub ahead: Option<Ahead>,
+}
+
+/// What a launcher tells a helper it starts ahead of its run: the run's id and the parent
+/// of its cgroup, so the helper can make the run's cgroups before the spec comes. The spec
+/// must name the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ahead {
+    pub run_id: String,
+    pub cgroup_parent: Option<PathBuf>,
 }
 
 /// Build the jail and run the agent in it: the common part of the jail first, then the
@@ -92,7 +103,7 @@ fn parse_spec(text: &[u8]) -> Result<RunSpec, SandboxError> {
     Ok(spec)
 }
 
-fn run_inner(status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
+fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> {
     let lifeline_note = if launch.lifeline.is_some() {
         " and lifeline fd"
     } else {
@@ -126,60 +137,76 @@ fn run_inner(status: StatusFd, launch: Launch) -> Result<i32, SandboxError> {
     // Declared after the pipes, so it is dropped first: on an error below pid 1 is killed
     // (and with it the whole run) before it can read the end of a pipe.
     let mut guard = Pid1Guard(Some(child));
-    // Handed to pid 1 as read (it is building the common root meanwhile), then checked
-    // here; pid 1 parses the same bytes.
-    wait_for_spec(child)?;
-    let text = read_spec_bytes(&mut std::io::stdin().lock())?;
-    let handed = write_all(&spec_w, &text);
-    drop(spec_w);
-    let spec = parse_spec(&text)?;
-    handed?;
-    // The deadline counts from the spec's arrival: a standby helper may have waited long.
-    let deadline = spec.limits.deadline_ms.map(Duration::from_millis);
-    let grace = Duration::from_millis(spec.limits.grace_ms.unwrap_or(DEFAULT_GRACE_MS));
-    let watch = Watch::new(
-        launch.launcher,
-        launch.lifeline,
-        Instant::now(),
-        deadline,
-        grace,
-    )?;
-    // The cgroups are made while pid 1 builds the root: pid 1 waits for them only before
-    // it starts anything of the run (see `pid1`).
-    let (cgroups, enforced) =
-        RunCgroups::create(spec.cgroup_parent.as_deref(), &spec.run_id, &spec.limits)?;
-    let result = cgroups
-        .join_pid(child)
-        .and_then(|()| {
-            let nproc = enforced.procs == ProcLimit::RlimitNproc;
-            nix::unistd::write(&cg_w, &[if nproc { CG_NPROC } else { CG_LIMITED }])
-                .map_err(|e| SandboxError::errno("start pid 1", e))
-        })
-        .map(|_| {
-            report(
-                &spec,
-                status,
-                &cgroups,
-                enforced,
-                deadline,
-                grace,
-                lifeline_note,
-            );
-            // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
-            let _ = nix::unistd::close(status.raw());
-            let outcome = watch.supervise(child);
-            // Reaped: nothing left to kill, and the pid may be reused.
-            guard.0 = None;
-            drop(life_w);
-            outcome.code
-        });
+    // The run's cgroups, removed at the end whatever happened.
+    let mut cgroups: Option<RunCgroups> = None;
+    // Closed once the spec is handed over: pid 1 reads it to end of file.
+    let mut spec_w = Some(spec_w);
+    let mut body = || -> Result<i32, SandboxError> {
+        // Told its run ahead: make the cgroups and move pid 1 in while the spec is on its
+        // way, so the move's wait for the kernel's cgroup lock is off the run's path.
+        if let Some(a) = &launch.ahead {
+            let c = cgroups.insert(RunCgroups::provision(
+                a.cgroup_parent.as_deref(),
+                &a.run_id,
+            )?);
+            c.join_pid(child)?;
+        }
+        // Handed to pid 1 as read (it is building the common root meanwhile), then checked
+        // here; pid 1 parses the same bytes.
+        wait_for_spec(child)?;
+        let text = read_spec_bytes(&mut std::io::stdin().lock())?;
+        let handed = spec_w.take().map_or(Ok(()), |w| write_all(&w, &text));
+        let spec = parse_spec(&text)?;
+        handed?;
+        if let Some(a) = &launch.ahead {
+            if a.run_id != spec.run_id || a.cgroup_parent != spec.cgroup_parent {
+                return Err(SandboxError::Invalid {
+                    step: "read run spec",
+                    why: "the spec is for another run than the helper was started for".to_string(),
+                });
+            }
+        }
+        // The deadline counts from the spec's arrival: the helper may have waited long.
+        let deadline = spec.limits.deadline_ms.map(Duration::from_millis);
+        let grace = Duration::from_millis(spec.limits.grace_ms.unwrap_or(DEFAULT_GRACE_MS));
+        let watch = Watch::new(
+            launch.launcher,
+            launch.lifeline.take(),
+            Instant::now(),
+            deadline,
+            grace,
+        )?;
+        // Otherwise made now, while pid 1 builds the run's part of the root: pid 1 waits
+        // for them only before it starts anything of the run (see `pid1`).
+        let c = match &mut cgroups {
+            Some(c) => c,
+            None => cgroups.insert(RunCgroups::provision(
+                spec.cgroup_parent.as_deref(),
+                &spec.run_id,
+            )?),
+        };
+        let enforced = c.limit(&spec.limits)?;
+        c.join_pid(child)?;
+        let nproc = enforced.procs == ProcLimit::RlimitNproc;
+        nix::unistd::write(&cg_w, &[if nproc { CG_NPROC } else { CG_LIMITED }])
+            .map_err(|e| SandboxError::errno("start pid 1", e))?;
+        report(&spec, status, c, enforced, deadline, grace, lifeline_note);
+        // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
+        let _ = nix::unistd::close(status.raw());
+        let outcome = watch.supervise(child);
+        // Reaped: nothing left to kill, and the pid may be reused.
+        guard.0 = None;
+        Ok(outcome.code)
+    };
+    let result = body();
     drop(guard);
+    drop(life_w);
     // Backstop: nothing of the run survives pid 1, whatever it did. Pid 1's exit already
     // killed every process of its pid namespace; this also frees the cgroups.
-    if let Err(e) = cgroups.kill_and_remove() {
+    if let Some(Err(e)) = cgroups.as_ref().map(RunCgroups::kill_and_remove) {
         match &result {
             // The status fd is closed once pid 1 runs; the run's stderr is what is left.
-            Ok(_) => eprintln!("airlock-jail: run {}: {e}", spec.run_id),
+            Ok(_) => eprintln!("airlock-jail: {e}"),
             Err(_) => status.error(&e),
         }
     }

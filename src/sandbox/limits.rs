@@ -78,24 +78,25 @@ pub struct Enforcement {
 /// cgroup holds nothing, and systemd removes the subgroups of a unit's cgroup with it.
 #[derive(Debug, Default)]
 pub struct RunCgroups {
+    /// Every run cgroup made, in order; the first `joined` have pid 1 in them.
     pub dirs: Vec<PathBuf>,
+    joined: usize,
+    run_id: String,
+    v2: Option<PathBuf>,
+    /// The v2 cgroup has the pids controller.
+    v2_pids: bool,
+    v1_pids: Option<PathBuf>,
 }
 
 impl RunCgroups {
-    /// Create the run's cgroups and set its limits. Fails closed when a memory limit is
-    /// requested and no memory controller can enforce it; nothing is left behind then.
-    ///
-    /// Memory accounting includes the run's private /tmp and /dev/shm: tmpfs pages are
-    /// charged to the memory cgroup of the process that first touches them (the agent's),
-    /// so filling the tmpfs counts against the limit as well as against its size bound.
-    pub fn create(
-        v2_parent: Option<&Path>,
-        run_id: &str,
-        limits: &Limits,
-    ) -> Result<(RunCgroups, Enforcement), SandboxError> {
+    /// Create the run's cgroups, limiting nothing yet: one under `v2_parent` (when given),
+    /// and one in the v1 pids hierarchy when the v2 one has no pids controller. Nothing is
+    /// left behind on failure. [`RunCgroups::limit`] sets the limits; nothing of the run may
+    /// start before it has.
+    pub fn provision(v2_parent: Option<&Path>, run_id: &str) -> Result<RunCgroups, SandboxError> {
         let mut cgs = RunCgroups::default();
-        match cgs.create_inner(v2_parent, run_id, limits) {
-            Ok(e) => Ok((cgs, e)),
+        match cgs.provision_inner(v2_parent, run_id) {
+            Ok(()) => Ok(cgs),
             Err(e) => {
                 let _ = cgs.kill_and_remove();
                 Err(e)
@@ -103,74 +104,90 @@ impl RunCgroups {
         }
     }
 
-    fn create_inner(
+    fn provision_inner(
         &mut self,
         v2_parent: Option<&Path>,
         run_id: &str,
-        limits: &Limits,
-    ) -> Result<Enforcement, SandboxError> {
-        let mut procs = ProcLimit::RlimitNproc;
-        let mut memory = MemLimit::NotRequested;
+    ) -> Result<(), SandboxError> {
         if let Some(parent) = v2_parent {
             let dir = self.make(parent, run_id, "create run cgroup")?;
             // A controller's files only exist when the parent delegates it to us.
-            let pids = dir.join("pids.max");
-            if pids.exists() {
-                write_file(&pids, &limits.max_procs.to_string(), "cgroup pids.max")?;
-                procs = ProcLimit::CgroupV2;
-            }
-            if let Some(m) = limits.memory_bytes {
-                let mem = dir.join("memory.max");
-                if mem.exists() {
-                    write_file(&mem, &m.to_string(), "cgroup memory.max")?;
-                    let swap = dir.join("memory.swap.max");
-                    if swap.exists() {
-                        write_file(&swap, "0", "cgroup memory.swap.max")?;
-                    }
-                    memory = MemLimit::CgroupV2;
-                }
-            }
+            self.v2_pids = dir.join("pids.max").exists();
+            self.v2 = Some(dir);
         }
-        if procs == ProcLimit::RlimitNproc {
+        if !self.v2_pids {
             if let Some(parent) = v1_parent("pids") {
                 let dir = self.make_v1(&parent, run_id, "create run pids cgroup (v1)")?;
-                write_file(
-                    &dir.join("pids.max"),
-                    &limits.max_procs.to_string(),
-                    "cgroup v1 pids.max",
-                )?;
-                procs = ProcLimit::CgroupV1;
+                self.v1_pids = Some(dir);
             }
         }
-        if let (Some(m), MemLimit::NotRequested) = (limits.memory_bytes, memory) {
-            if let Some(parent) = v1_parent("memory") {
-                let dir = self.make_v1(&parent, run_id, "create run memory cgroup (v1)")?;
-                write_file(
-                    &dir.join("memory.limit_in_bytes"),
-                    &m.to_string(),
-                    "cgroup v1 memory.limit_in_bytes",
-                )?;
-                // Memory plus swap, set after the memory limit (it may not be lower).
-                let memsw = dir.join("memory.memsw.limit_in_bytes");
-                let has_memsw = memsw.exists();
-                if has_memsw {
-                    write_file(
-                        &memsw,
-                        &m.to_string(),
-                        "cgroup v1 memory.memsw.limit_in_bytes",
-                    )?;
-                }
-                memory = MemLimit::CgroupV1 { memsw: has_memsw };
-            } else {
-                return Err(SandboxError::Unsupported {
-                    step: "memory limit",
-                    why: "fail closed: memory limit requested but no memory controller is \
-                          available; set limits.memory_bytes: null to run without one"
-                        .to_string(),
-                });
+        self.run_id = run_id.to_string();
+        Ok(())
+    }
+
+    /// Set the run's limits. Fails closed when a memory limit is requested and no memory
+    /// controller can enforce it; a v1 memory cgroup made here is joined by the next
+    /// [`RunCgroups::join_pid`].
+    ///
+    /// Memory accounting includes the run's private /tmp and /dev/shm: tmpfs pages are
+    /// charged to the memory cgroup of the process that first touches them (the agent's),
+    /// so filling the tmpfs counts against the limit as well as against its size bound.
+    pub fn limit(&mut self, limits: &Limits) -> Result<Enforcement, SandboxError> {
+        let max_procs = limits.max_procs.to_string();
+        let procs = match (&self.v2, &self.v1_pids) {
+            (Some(dir), _) if self.v2_pids => {
+                write_file(&dir.join("pids.max"), &max_procs, "cgroup pids.max")?;
+                ProcLimit::CgroupV2
             }
+            (_, Some(dir)) => {
+                write_file(&dir.join("pids.max"), &max_procs, "cgroup v1 pids.max")?;
+                ProcLimit::CgroupV1
+            }
+            _ => ProcLimit::RlimitNproc,
+        };
+        let Some(m) = limits.memory_bytes else {
+            return Ok(Enforcement {
+                procs,
+                memory: MemLimit::NotRequested,
+            });
+        };
+        let m = m.to_string();
+        if let Some(dir) = self.v2.as_ref().filter(|d| d.join("memory.max").exists()) {
+            write_file(&dir.join("memory.max"), &m, "cgroup memory.max")?;
+            let swap = dir.join("memory.swap.max");
+            if swap.exists() {
+                write_file(&swap, "0", "cgroup memory.swap.max")?;
+            }
+            return Ok(Enforcement {
+                procs,
+                memory: MemLimit::CgroupV2,
+            });
         }
-        Ok(Enforcement { procs, memory })
+        let Some(parent) = v1_parent("memory") else {
+            return Err(SandboxError::Unsupported {
+                step: "memory limit",
+                why: "fail closed: memory limit requested but no memory controller is \
+                      available; set limits.memory_bytes: null to run without one"
+                    .to_string(),
+            });
+        };
+        let run_id = self.run_id.clone();
+        let dir = self.make_v1(&parent, &run_id, "create run memory cgroup (v1)")?;
+        write_file(
+            &dir.join("memory.limit_in_bytes"),
+            &m,
+            "cgroup v1 memory.limit_in_bytes",
+        )?;
+        // Memory plus swap, set after the memory limit (it may not be lower).
+        let memsw = dir.join("memory.memsw.limit_in_bytes");
+        let has_memsw = memsw.exists();
+        if has_memsw {
+            write_file(&memsw, &m, "cgroup v1 memory.memsw.limit_in_bytes")?;
+        }
+        Ok(Enforcement {
+            procs,
+            memory: MemLimit::CgroupV1 { memsw: has_memsw },
+        })
     }
 
     fn make(
@@ -220,15 +237,21 @@ impl RunCgroups {
             .map(|p| p.join(run_id))
             .filter(|d| d.is_dir())
             .collect();
-        RunCgroups { dirs }
+        RunCgroups {
+            dirs,
+            ..RunCgroups::default()
+        }
     }
 
-    /// Move process `pid` (pid 1 of the run) into every run cgroup; the children it
-    /// forks from then on are born there.
-    pub fn join_pid(&self, pid: nix::unistd::Pid) -> Result<(), SandboxError> {
+    /// Move process `pid` (pid 1 of the run) into every run cgroup it is not in yet; the
+    /// children it forks from then on are born there. Each move waits for the kernel's
+    /// cgroup lock, which after an idle spell means an RCU grace period (milliseconds): a
+    /// helper started ahead of its run moves pid 1 while it waits.
+    pub fn join_pid(&mut self, pid: nix::unistd::Pid) -> Result<(), SandboxError> {
         let pid = pid.to_string();
-        for d in &self.dirs {
+        for d in &self.dirs[self.joined..] {
             write_file(&d.join("cgroup.procs"), &pid, "join run cgroup")?;
+            self.joined += 1;
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::policy::agent_config::GatewayEndpoints;
 use crate::policy::classes::canonicalize;
 use crate::role::LoadedRole;
+use crate::sandbox::helper::Ahead;
 use crate::sandbox::limits;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
@@ -119,6 +120,15 @@ const MAX_DEADLINE_MS: u64 = (1 << 40) - 1;
 /// role's `minutes_per_run` is at most a week.
 pub const MAX_SECONDS: u64 = 7 * 24 * 3600;
 
+/// A run's id and the parent of its cgroup, chosen before the run is prepared so a jail
+/// helper can be started for it ahead (see [`crate::sandbox::helper::Ahead`]).
+pub fn new_slot(cgroup_parent: Option<PathBuf>) -> Ahead {
+    Ahead {
+        run_id: new_run_id(),
+        cgroup_parent,
+    }
+}
+
 /// Check everything and create the run directory and workspace. Nothing runs yet.
 /// `role` is the role as the catalog resolved it (validated, rails and class checked).
 pub fn prepare(
@@ -126,17 +136,22 @@ pub fn prepare(
     req: &LaunchRequest,
     role: &LoadedRole,
 ) -> Result<Prepared, LaunchError> {
-    prepare_in(cfg, req, role, limits::prepare_parent())
+    prepare_in(cfg, req, role, new_slot(limits::prepare_parent()))
 }
 
-/// [`prepare`] with the parent of the run's cgroup chosen by the caller (airlockd settles
-/// its own cgroup layout once at startup; `None`: no cgroup, the uid backstop applies).
+/// [`prepare`] for a run whose id and cgroup parent the caller chose ([`new_slot`]:
+/// airlockd settles its cgroup layout once at startup; a parent of `None` means no cgroup
+/// v2, and the pid namespace and v1 limits apply).
 pub fn prepare_in(
     cfg: &Config,
     req: &LaunchRequest,
     role: &LoadedRole,
-    cgroup_parent: Option<PathBuf>,
+    slot: Ahead,
 ) -> Result<Prepared, LaunchError> {
+    let Ahead {
+        run_id,
+        cgroup_parent,
+    } = slot;
     if !valid_name(&req.instance) {
         return Err(refused(
             "--instance: instance names match [a-z][a-z0-9_-]{0,31}",
@@ -178,7 +193,6 @@ pub fn prepare_in(
         Some(w) => Some(workspace::check(w, &cfg.state_dir).map_err(refused)?),
         None => None,
     };
-    let run_id = new_run_id();
     // No gateway exists yet, so the run's endpoints are the `.invalid` placeholders: the
     // agent's configuration is complete and correct in shape, and any MCP call it makes
     // fails to resolve. The gateway issue replaces this with the run's real endpoints.
@@ -308,7 +322,7 @@ mod tests {
             command: command.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         };
-        let p = prepare_in(&cfg, &req, &loaded, None);
+        let p = prepare_in(&cfg, &req, &loaded, new_slot(None));
         (dir, p)
     }
 

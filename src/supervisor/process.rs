@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::OFlag;
 
 use super::launch::{LaunchError, Prepared};
+use crate::sandbox::helper::Ahead;
 use crate::sandbox::limits;
 use crate::sandbox::spec::RunSpec;
 use crate::sandbox::status::{self, StatusReport};
@@ -250,6 +251,8 @@ pub struct Spawned {
     /// Write end of the helper's lifeline: while this process holds it the run lives; if
     /// this process dies, the kernel closes it and the helper kills the run.
     lifeline: OwnedFd,
+    /// The run it was started for, whose cgroups it makes while it waits.
+    ahead: Option<Ahead>,
 }
 
 impl Spawned {
@@ -279,13 +282,22 @@ impl Spawned {
     /// started): it has run nothing, so killing and reaping it is all there is to do.
     pub fn abandon(self) {
         let Spawned {
-            mut child, pidfd, ..
+            mut child,
+            pidfd,
+            ahead,
+            ..
         } = self;
         match &pidfd {
             Some(fd) => pidfd_signal(fd, libc::SIGKILL),
             None => child.kill(),
         }
         let _ = child.wait();
+        // Killed, it could not remove the cgroups it made for its run (its pid 1 died with
+        // it, so they are empty or soon will be).
+        if let Some(a) = ahead {
+            let _ = limits::RunCgroups::existing(a.cgroup_parent.as_deref(), &a.run_id)
+                .kill_and_remove();
+        }
     }
 }
 
@@ -328,7 +340,7 @@ fn pidfd_signal(fd: &OwnedFd, sig: libc::c_int) {
 /// writes: so a caller can overlap the helper's start with recording the run, and still
 /// start nothing of the run before the record is durable. A helper that is not supervised
 /// must be [`Spawned::abandon`]ed (or dies with its launcher, through its lifeline).
-pub fn spawn_helper() -> Result<Spawned, LaunchError> {
+pub fn spawn_helper(ahead: Option<&Ahead>) -> Result<Spawned, LaunchError> {
     let jail = jail_binary()?;
     let pipe = |what: &str| {
         nix::unistd::pipe2(OFlag::O_CLOEXEC)
@@ -339,9 +351,16 @@ pub fn spawn_helper() -> Result<Spawned, LaunchError> {
     let (err_r, err_w) = pipe("stderr")?;
     let (st_r, st_w) = pipe("status")?;
     let (life_r, life_w) = pipe("lifeline")?;
+    let mut args = vec!["--status-fd", "3", "--lifeline-fd", "4"];
+    if let Some(a) = ahead {
+        args.extend(["--run-id", a.run_id.as_str()]);
+        if let Some(p) = a.cgroup_parent.as_ref().and_then(|p| p.to_str()) {
+            args.extend(["--cgroup-parent", p]);
+        }
+    }
     let child = spawn_process(
         &jail,
-        &["--status-fd", "3", "--lifeline-fd", "4"],
+        &args,
         &[
             (in_r.as_raw_fd(), 0),
             (out_w.as_raw_fd(), 1),
@@ -367,6 +386,7 @@ pub fn spawn_helper() -> Result<Spawned, LaunchError> {
         stdout: Some(fs::File::from(out_r)),
         stderr: Some(fs::File::from(err_r)),
         lifeline: life_w,
+        ahead: ahead.cloned(),
     })
 }
 
@@ -523,6 +543,7 @@ pub fn supervise(
         stderr: err_pipe,
         // Held until this function returns: the run lives while we supervise it.
         lifeline: _lifeline,
+        ahead: _,
     } = sp;
     let spec_json = match serde_json::to_vec(&p.spec) {
         Ok(j) => j,

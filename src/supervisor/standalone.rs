@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::daemon::budget;
 use crate::journal::{EventKind, JournalConfig, RunFields, RunJournal, Stream};
 use crate::role::LoadedRole;
+use crate::sandbox::helper::Ahead;
 use crate::supervisor::instances;
 use crate::terminal::TerminalSafe;
 
@@ -75,8 +76,9 @@ pub struct Finished {
 }
 
 /// Check the budget, record, journal and run one launch in this process. Blocks until the
-/// run is over. `helper`: a jail helper from [`process::spawn_helper`], started as early
-/// as the caller could (it builds the common part of the jail meanwhile and gets its spec
+/// run is over. `slot`: the run's id and cgroup parent ([`launch::new_slot`]); `helper`: a
+/// jail helper from [`process::spawn_helper`] for that slot, started as early as the caller
+/// could (it builds the common part of the jail meanwhile and gets its spec
 /// only after the opening record is durable). `started` hears the run id once that record
 /// is written; `stream`: the agent's output is copied to this process's stdout and stderr
 /// (terminal-safe), on top of the journal. `Err`: nothing was started and nothing was
@@ -86,6 +88,7 @@ pub fn run(
     cfg: &Config,
     req: &LaunchRequest,
     role: &LoadedRole,
+    slot: Ahead,
     helper: Result<Spawned, LaunchError>,
     stream: bool,
     started: impl FnOnce(&str),
@@ -104,7 +107,7 @@ pub fn run(
     let used = ledger.opened_since(&req.instance, window);
     budget::check_weekly(&req.instance, used, role.role.budget.runs_per_week)
         .map_err(LaunchError::Refused)?;
-    let prepared = launch::prepare(cfg, req, role)?;
+    let prepared = launch::prepare_in(cfg, req, role, slot)?;
     let run = prepared.spec.run_id.clone();
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
     let launched_by_uid = nix::unistd::getuid().as_raw();
