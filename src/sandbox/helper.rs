@@ -1,13 +1,16 @@
 //! The jail setup sequence, run by the single-threaded `airlock-jail` helper (never by a
 //! fork of the multi-threaded daemon):
 //!
-//! helper (host namespaces): validate spec, unshare the pid namespace, fork pid 1; create
-//! the run cgroups while pid 1 builds the root and move pid 1 into them; then watch it
-//! ([`watch`](super::watch)): forward signals, enforce the deadline, kill pid 1 when the
-//! launcher dies, kill the cgroups at the end.
+//! helper (host namespaces): unshare the pid namespace, fork pid 1; when started ahead of
+//! its run (`--run-id`), make the run's cgroups and move pid 1 in; read the spec from stdin
+//! to end of file, hand it to pid 1, check it; make the cgroups now if not yet, set the
+//! limits, move pid 1 in and tell it so; then watch it ([`watch`](super::watch)): forward
+//! signals, enforce the deadline, kill pid 1 when the launcher dies, kill the cgroups at
+//! the end.
 //! pid 1 (init): start a child making the net namespace (with `lo` up), unshare mount, ipc
-//! and uts namespaces, open the bind sources, private mounts, new root, pivot_root; wait
-//! until it is in the run cgroups, unshare the cgroup namespace, join the net namespace,
+//! and uts namespaces, build the part of the root that is the same for every run; read the
+//! spec; open the bind sources, finish the root with the run's part, pivot_root; wait until
+//! it is in the run cgroups, unshare the cgroup namespace, join the net namespace,
 //! hostname, rlimits, setsid, close fds, fork the agent, keep only CAP_KILL, let the agent
 //! exec, reap until it exits.
 //! agent child: setsid, drop to the instance uid with no capabilities and no_new_privs,

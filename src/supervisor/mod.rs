@@ -8,5 +8,6 @@ pub mod notify;
 pub mod outcome;
 pub mod process;
 pub mod run_output;
+pub mod spawn;
 pub mod standalone;
 pub mod workspace;

@@ -6,13 +6,11 @@
 //!
 //! Everything here blocks; the daemon runs [`supervise`] on a thread of its own per run.
 
-use std::ffi::CString;
 use std::fs;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,6 +18,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::OFlag;
 
 use super::launch::{LaunchError, Prepared};
+use super::spawn::{spawn_process, Child};
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::limits;
 use crate::sandbox::spec::RunSpec;
@@ -108,136 +107,6 @@ pub struct Supervised {
     pub ending: Ending,
     /// The final kill of whatever was left of the run failed: processes of it may live.
     pub cleanup_error: Option<String>,
-}
-
-/// A started jail helper process, reaped at most once (its pid is never signalled after).
-struct Child {
-    pid: libc::pid_t,
-    status: Option<ExitStatus>,
-}
-
-impl Child {
-    fn id(&self) -> u32 {
-        self.pid as u32
-    }
-
-    fn kill(&self) {
-        if self.status.is_none() {
-            // SAFETY: kill with our own unreaped child's pid.
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
-        }
-    }
-
-    fn waitpid(&mut self, flags: libc::c_int) -> std::io::Result<Option<ExitStatus>> {
-        if let Some(st) = self.status {
-            return Ok(Some(st));
-        }
-        let mut raw: libc::c_int = 0;
-        loop {
-            // SAFETY: waitpid on our own child with a valid out pointer.
-            let rc = unsafe { libc::waitpid(self.pid, &mut raw, flags) };
-            match rc {
-                0 => return Ok(None),
-                pid if pid == self.pid => {
-                    let st = ExitStatus::from_raw(raw);
-                    self.status = Some(st);
-                    return Ok(Some(st));
-                }
-                _ => {
-                    let e = std::io::Error::last_os_error();
-                    if e.raw_os_error() != Some(libc::EINTR) {
-                        return Err(e);
-                    }
-                }
-            }
-        }
-    }
-
-    fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        self.waitpid(0)?
-            .ok_or_else(|| std::io::Error::other("waitpid returned no status"))
-    }
-
-    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
-        self.waitpid(libc::WNOHANG)
-    }
-}
-
-/// Start `prog` with an empty environment, default signal dispositions, an empty signal
-/// mask and exactly the fds in `fds` (source, number in the child). posix_spawn: glibc
-/// starts the child with `CLONE_VM | CLONE_VFORK`, so a large multi-threaded caller pays
-/// no page-table copy (std's `Command` would fork, as mapping fds needs `pre_exec`).
-fn spawn_process(prog: &Path, args: &[&str], fds: &[(RawFd, RawFd)]) -> std::io::Result<Child> {
-    let cstr = |b: &[u8]| CString::new(b).map_err(|_| std::io::Error::other("NUL in argument"));
-    let prog_c = cstr(prog.as_os_str().as_bytes())?;
-    let mut argv_c = vec![prog_c.clone()];
-    for a in args {
-        argv_c.push(cstr(a.as_bytes())?);
-    }
-    let mut argv: Vec<*mut libc::c_char> = argv_c.iter().map(|a| a.as_ptr().cast_mut()).collect();
-    argv.push(std::ptr::null_mut());
-    let envp: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
-    // Sources moved clear of every target first, so no dup2 can clobber a later source.
-    let mut high = Vec::with_capacity(fds.len());
-    for &(src, _) in fds {
-        // SAFETY: F_DUPFD_CLOEXEC on a caller-owned fd; the result is owned right away.
-        let fd = unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 10) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        high.push(unsafe { OwnedFd::from_raw_fd(fd) });
-    }
-    let check = |rc: libc::c_int| {
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::from_raw_os_error(rc))
-        }
-    };
-    // SAFETY: the posix_spawn objects are initialised before use and destroyed on every
-    // path; every pointer passed stays alive until posix_spawn returns.
-    unsafe {
-        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
-        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
-        check(libc::posix_spawn_file_actions_init(&mut actions))?;
-        if let Err(e) = check(libc::posix_spawnattr_init(&mut attr)) {
-            libc::posix_spawn_file_actions_destroy(&mut actions);
-            return Err(e);
-        }
-        let result = (|| {
-            for (fd, &(_, target)) in high.iter().zip(fds) {
-                // dup2 clears close-on-exec on the target.
-                check(libc::posix_spawn_file_actions_adddup2(
-                    &mut actions,
-                    fd.as_raw_fd(),
-                    target,
-                ))?;
-            }
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::sigfillset(&mut all);
-            check(libc::posix_spawnattr_setsigmask(&mut attr, &none))?;
-            check(libc::posix_spawnattr_setsigdefault(&mut attr, &all))?;
-            check(libc::posix_spawnattr_setflags(
-                &mut attr,
-                (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
-            ))?;
-            let mut pid: libc::pid_t = 0;
-            check(libc::posix_spawn(
-                &mut pid,
-                prog_c.as_ptr(),
-                &actions,
-                &attr,
-                argv.as_ptr(),
-                envp.as_ptr(),
-            ))?;
-            Ok(pid)
-        })();
-        libc::posix_spawn_file_actions_destroy(&mut actions);
-        libc::posix_spawnattr_destroy(&mut attr);
-        result.map(|pid| Child { pid, status: None })
-    }
 }
 
 /// A started jail helper, its pipes, and its pidfd.
