@@ -59,8 +59,12 @@ pub struct LaunchArgs {
 /// blocking task. Refusals are journaled as `launch_refused`.
 pub fn launch(d: &Arc<Daemon>, a: LaunchArgs) -> Result<Started, Response> {
     let r = launch_inner(d, &a);
-    // A standby taken by a launch that then failed ran nothing; have one for the next.
-    Standby::refill(d);
+    // A standby taken by a launch that then failed ran nothing; have one for the next. (A
+    // launch that started its run gets the next one started when the run ends, so that
+    // building it does not compete with this run's start.)
+    if r.is_err() {
+        Standby::refill(d);
+    }
     if let Err(resp) = &r {
         if let Some(e) = &resp.error {
             d.events.log(
