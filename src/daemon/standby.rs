@@ -27,6 +27,7 @@ struct Runner {
     /// The run id and cgroup parent its helper was started for: the run must use them.
     slot: Ahead,
     born: Instant,
+    thread: std::thread::JoinHandle<()>,
 }
 
 #[derive(Default)]
@@ -60,9 +61,14 @@ impl Standby {
         }
     }
 
-    /// Drop the standby (the daemon is draining).
+    /// Drop the standby and wait until its helper is gone and the cgroups it made for its
+    /// run are removed (the daemon is draining, and exits right after).
     pub fn clear(&self) {
-        self.slot().take();
+        let runner = self.slot().take();
+        if let Some(Runner { go, thread, .. }) = runner {
+            drop(go);
+            let _ = thread.join();
+        }
     }
 
     /// Drop a standby older than [`MAX_AGE`], not replacing it (the next run's end starts
@@ -83,7 +89,7 @@ fn start(d: &Arc<Daemon>) -> std::io::Result<Runner> {
     let d2 = d.clone();
     let slot = launch::new_slot(d.cgroup_parent.clone());
     let ahead = slot.clone();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("run".into())
         .spawn(move || {
             let helper = process::spawn_helper(Some(&ahead));
@@ -115,5 +121,6 @@ fn start(d: &Arc<Daemon>) -> std::io::Result<Runner> {
         go: go_tx,
         slot,
         born: Instant::now(),
+        thread,
     })
 }
