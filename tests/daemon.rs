@@ -1024,6 +1024,15 @@ fn delegated_cgroup_layout_and_recovery() {
     );
     env.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(env.wait_exit(30), Some(0));
+    // airlockd keeps a jail helper on standby with cgroups made for its next run; the
+    // drain removes them with it.
+    let left: Vec<String> = std::fs::read_dir(base.join("airlock"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("r-"))
+        .collect();
+    assert!(left.is_empty(), "cgroups left after the drain: {left:?}");
     for d in ["airlock", "supervisor", ""] {
         let _ = std::fs::remove_dir(base.join(d));
     }
