@@ -16,9 +16,9 @@ use crate::journal::{EventKind, RunFields, RunJournal, Stream};
 use crate::supervisor::instances;
 use crate::supervisor::launch::{self, LaunchError, LaunchRequest, Prepared};
 use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened};
-use crate::supervisor::outcome::{self, outcome_str, with_lost, NOT_STARTED};
-use crate::supervisor::process::{self, Milestone, OutputSink, RunControl};
-use crate::supervisor::run_output::{JournalSink, Tee};
+use crate::supervisor::outcome::{outcome_str, with_lost, NOT_STARTED};
+use crate::supervisor::process::{self, RunControl};
+use crate::supervisor::run_output::{JournaledRun, Tee};
 
 /// Output frames buffered for a `--wait` client. A client that reads slower than the run
 /// writes loses frames beyond this (counted and journaled); the journal keeps every line.
@@ -302,7 +302,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
         instance: info.instance.clone(),
     };
     let journal = match RunJournal::open_with(fields, &d.journal_dir, d.journal_config()) {
-        Ok(j) => Arc::new(Mutex::new(j)),
+        Ok(j) => JournaledRun::new(j),
         Err(e) => {
             if let Ok(sp) = helper {
                 sp.abandon();
@@ -320,15 +320,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
             return;
         }
     };
-    // Output lines and events that reached neither journald nor the fallback file: the run's
-    // ledger record says how many, so the trail never claims to be complete when it is not.
-    let lost = Arc::new(AtomicU64::new(0));
-    let event = |kind: EventKind, msg: &str| {
-        if lock(&journal).event(kind, msg, &[]).is_err() {
-            lost.fetch_add(1, Ordering::Relaxed);
-        }
-    };
-    event(
+    journal.event(
         EventKind::RunStarted,
         &format!(
             "run started: role {}, instance {} (uid {}), launched by uid {}, deadline {}",
@@ -348,60 +340,27 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
         None => (None, None),
     };
     let dropped = Arc::new(AtomicU64::new(0));
-    let sink = |stream| {
-        let tee = frame_tx.clone().map(|tx| {
+    let tee = || {
+        frame_tx.clone().map(|tx| {
             Box::new(FrameTee {
                 frames: Some(tx),
                 dropped: dropped.clone(),
             }) as Box<dyn Tee>
-        });
-        Box::new(JournalSink::new(stream, journal.clone(), lost.clone(), tee))
-            as Box<dyn OutputSink>
-    };
-    let (out, errs) = (sink(Stream::Stdout), sink(Stream::Stderr));
-    drop(frame_tx);
-    let grace = control.grace.as_secs();
-    let mut sigkilled = false;
-    let result = helper.and_then(|sp| {
-        process::supervise(&prepared, sp, &control, out, errs, &mut |m| match m {
-            Milestone::Setup(report) => {
-                for i in &report.infos {
-                    event(EventKind::JailReport, &format!("jail: {i}"));
-                }
-            }
-            Milestone::DeadlineReached => event(
-                EventKind::DeadlineReached,
-                &format!(
-                    "deadline of {} s reached; SIGTERM sent, SIGKILL after {grace} s",
-                    info.deadline_s
-                ),
-            ),
-            // Stop and kill are told by the run's last record (which ends `logs -f`), so
-            // nothing that ends a run is logged before the output is drained.
-            Milestone::Stopping(_) => {}
-            Milestone::Killing => sigkilled = true,
         })
-    });
-    let end = outcome::closing(&result, info.deadline_s, grace, sigkilled);
+    };
+    let tees = [tee(), tee()];
+    drop(frame_tx);
+    let end = journal.supervise(&prepared, helper, &control, tees, info.deadline_s);
     let n = dropped.load(Ordering::Relaxed);
     if n > 0 {
-        event(
+        journal.event(
             EventKind::OutputDropped,
             &format!("{n} output lines were not sent to the waiting client (it read too slowly); the journal has every line"),
         );
     }
-    let l = lost.load(Ordering::Relaxed);
-    if l > 0 {
-        event(
-            EventKind::OutputDropped,
-            &format!("{l} journal records reached neither journald nor the fallback file"),
-        );
-    }
-    event(end.kind, &end.reason);
-    if lock(&journal).sync().is_err() {
-        lost.fetch_add(1, Ordering::Relaxed);
-    }
-    let reason = with_lost(&end.reason, lost.load(Ordering::Relaxed));
+    journal.event(end.kind, &end.reason);
+    journal.sync();
+    let reason = with_lost(&end.reason, journal.lost());
     close(&d, &info, end.outcome, end.exit_code(), end.signal, &reason);
     if let Some(exit) = exit_tx {
         let _ = exit.send(exited_frame(&info.run, end.code, end.outcome, &reason));

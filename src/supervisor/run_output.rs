@@ -6,8 +6,10 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::process::OutputSink;
-use crate::journal::{LineSplitter, RunJournal, Stream};
+use super::launch::{LaunchError, Prepared};
+use super::outcome::{self, Closing};
+use super::process::{self, Milestone, OutputSink, RunControl, Spawned};
+use crate::journal::{EventKind, LineSplitter, RunJournal, Stream};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -84,6 +86,95 @@ impl OutputSink for JournalSink {
         if let Some(mut t) = self.tee.take() {
             t.finish();
         }
+    }
+}
+
+/// A run's journal, shared by its output sinks and its events, with the count of records
+/// that reached neither journald nor the fallback file: the run's ledger record says how
+/// many, so the trail never claims to be complete when it is not. Both launch paths
+/// (airlockd, `launch --standalone`) journal a run through this.
+pub struct JournaledRun {
+    journal: Arc<Mutex<RunJournal>>,
+    lost: Arc<AtomicU64>,
+}
+
+impl JournaledRun {
+    pub fn new(journal: RunJournal) -> JournaledRun {
+        JournaledRun {
+            journal: Arc::new(Mutex::new(journal)),
+            lost: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Journal an event of the run (counted as lost if it reached nowhere).
+    pub fn event(&self, kind: EventKind, msg: &str) {
+        if lock(&self.journal).event(kind, msg, &[]).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records lost so far.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Make fallback records durable (the run is over).
+    pub fn sync(&self) {
+        if lock(&self.journal).sync().is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Run a spawned jail to its end: its output into the journal (and a copy to `tees`,
+    /// stdout's then stderr's), the jail's report and the deadline as events. Then an
+    /// event counting lost records, if any. Returns how the run ended.
+    pub fn supervise(
+        &self,
+        prepared: &Prepared,
+        helper: Result<Spawned, LaunchError>,
+        ctl: &RunControl,
+        tees: [Option<Box<dyn Tee>>; 2],
+        deadline_s: u64,
+    ) -> Closing {
+        let [out_tee, err_tee] = tees;
+        let sink = |stream, tee| {
+            Box::new(JournalSink::new(
+                stream,
+                self.journal.clone(),
+                self.lost.clone(),
+                tee,
+            )) as Box<dyn OutputSink>
+        };
+        let (out, errs) = (sink(Stream::Stdout, out_tee), sink(Stream::Stderr, err_tee));
+        let grace = ctl.grace.as_secs();
+        let mut sigkilled = false;
+        let result = helper.and_then(|sp| {
+            process::supervise(prepared, sp, ctl, out, errs, &mut |m| match m {
+                Milestone::Setup(report) => {
+                    for i in &report.infos {
+                        self.event(EventKind::JailReport, &format!("jail: {i}"));
+                    }
+                }
+                Milestone::DeadlineReached => self.event(
+                    EventKind::DeadlineReached,
+                    &format!(
+                        "deadline of {deadline_s} s reached; SIGTERM sent, SIGKILL after {grace} s"
+                    ),
+                ),
+                // Stop and kill are told by the run's last record (which ends `logs -f`),
+                // so nothing that ends a run is logged before the output is drained.
+                Milestone::Stopping(_) => {}
+                Milestone::Killing => sigkilled = true,
+            })
+        });
+        let l = self.lost();
+        if l > 0 {
+            self.event(
+                EventKind::OutputDropped,
+                &format!("{l} journal records reached neither journald nor the fallback file"),
+            );
+        }
+        outcome::closing(&result, deadline_s, grace, sigkilled)
     }
 }
 

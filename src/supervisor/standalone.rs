@@ -11,18 +11,16 @@
 //! If this process dies mid-run, the jail helper kills the run (its lifeline closes) and
 //! the record stays open until the next start of airlockd closes it as aborted.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::launch::{self, LaunchError, LaunchRequest, Prepared};
 use super::ledger::{self, Ledger, LedgerError, LedgerEvent, RunClosed, RunOpened};
 use super::outcome::{self, Closing};
-use super::process::{self, Milestone, OutputSink, RunControl, Spawned};
-use super::run_output::{JournalSink, Tee, WriterTee};
+use super::process::{RunControl, Spawned};
+use super::run_output::{JournaledRun, Tee, WriterTee};
 use crate::config::Config;
 use crate::daemon::budget;
-use crate::journal::{EventKind, JournalConfig, RunFields, RunJournal, Stream};
+use crate::journal::{EventKind, JournalConfig, RunFields, RunJournal};
 use crate::role::LoadedRole;
 use crate::sandbox::helper::Ahead;
 use crate::supervisor::instances;
@@ -34,10 +32,6 @@ pub const DAEMON_OWNS_LEDGER: &str =
 
 /// How long a launch waits for another standalone launch to finish its append.
 const LOCK_PATIENCE: Duration = Duration::from_secs(3);
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Open the ledger for one append, waiting out other standalone launches' appends. Only
 /// its end is read: the records back to `since_ms` (for the weekly budget) and the last
@@ -137,8 +131,11 @@ pub fn run(
         ..JournalConfig::default()
     };
     let journal = match RunJournal::open_with(fields, &journal_dir, jcfg) {
-        Ok(j) => Arc::new(Mutex::new(j)),
+        Ok(j) => JournaledRun::new(j),
         Err(e) => {
+            if let Ok(sp) = helper {
+                sp.abandon();
+            }
             let reason = format!("the run's journal could not be opened: {e}");
             let closing = Closing {
                 outcome: ledger::Outcome::Refused,
@@ -172,11 +169,8 @@ pub fn run(
             closing.reason
         ),
     };
-    {
-        let mut j = lock(&journal);
-        let _ = j.event(closing.kind, &last, &[]);
-        let _ = j.sync();
-    }
+    journal.event(closing.kind, &last);
+    journal.sync();
     Ok(Finished {
         run_id: run,
         closing,
@@ -188,21 +182,13 @@ pub fn run(
 fn supervise(
     prepared: &Prepared,
     helper: Result<Spawned, LaunchError>,
-    journal: &Arc<Mutex<RunJournal>>,
+    run: &JournaledRun,
     stream: bool,
     launched_by_uid: u32,
     deadline_s: u64,
 ) -> Closing {
     let spec = &prepared.spec;
-    // Output lines and events that reached neither journald nor the fallback file; the
-    // ledger record's reason says how many (as for runs of airlockd).
-    let lost = Arc::new(AtomicU64::new(0));
-    let event = |kind: EventKind, msg: &str| {
-        if lock(journal).event(kind, msg, &[]).is_err() {
-            lost.fetch_add(1, Ordering::Relaxed);
-        }
-    };
-    event(
+    run.event(
         EventKind::RunStarted,
         &format!(
             "run started (standalone, pid {}): role {}, instance {} (uid {}), launched by uid {launched_by_uid}, deadline {}",
@@ -217,44 +203,17 @@ fn supervise(
             }
         ),
     );
-    let sink = |s: Stream| {
-        let tee: Option<Box<dyn Tee>> = match (stream, s) {
-            (false, _) => None,
-            (true, Stream::Stdout) => Some(Box::new(WriterTee(Box::new(TerminalSafe::stdout())))),
-            (true, Stream::Stderr) => Some(Box::new(WriterTee(Box::new(TerminalSafe::stderr())))),
-        };
-        Box::new(JournalSink::new(s, journal.clone(), lost.clone(), tee)) as Box<dyn OutputSink>
+    let tees: [Option<Box<dyn Tee>>; 2] = if stream {
+        [
+            Some(Box::new(WriterTee(Box::new(TerminalSafe::stdout())))),
+            Some(Box::new(WriterTee(Box::new(TerminalSafe::stderr())))),
+        ]
+    } else {
+        [None, None]
     };
-    let (out, errs) = (sink(Stream::Stdout), sink(Stream::Stderr));
     let ctl = RunControl::new(prepared.deadline, launch::GRACE);
-    let grace = ctl.grace.as_secs();
-    let mut sigkilled = false;
-    let result = helper.and_then(|sp| {
-        process::supervise(prepared, sp, &ctl, out, errs, &mut |m| match m {
-            Milestone::Setup(report) => {
-                for i in &report.infos {
-                    event(EventKind::JailReport, &format!("jail: {i}"));
-                }
-            }
-            Milestone::DeadlineReached => event(
-                EventKind::DeadlineReached,
-                &format!(
-                    "deadline of {deadline_s} s reached; SIGTERM sent, SIGKILL after {grace} s"
-                ),
-            ),
-            Milestone::Stopping(_) => {}
-            Milestone::Killing => sigkilled = true,
-        })
-    });
-    let l = lost.load(Ordering::Relaxed);
-    if l > 0 {
-        event(
-            EventKind::OutputDropped,
-            &format!("{l} journal records reached neither journald nor the fallback file"),
-        );
-    }
-    let mut closing = outcome::closing(&result, deadline_s, grace, sigkilled);
-    closing.reason = outcome::with_lost(&closing.reason, lost.load(Ordering::Relaxed));
+    let mut closing = run.supervise(prepared, helper, &ctl, tees, deadline_s);
+    closing.reason = outcome::with_lost(&closing.reason, run.lost());
     closing
 }
 
