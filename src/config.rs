@@ -51,6 +51,14 @@ impl Config {
     pub fn journal_dir(&self) -> PathBuf {
         self.state_dir.join("journal")
     }
+
+    /// How run journals reach journald (its socket), for every writer.
+    pub fn journal_config(&self) -> crate::journal::JournalConfig {
+        crate::journal::JournalConfig {
+            socket: self.journal_socket.clone(),
+            ..crate::journal::JournalConfig::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,17 +110,6 @@ pub struct Config {
     pub journal_socket: PathBuf,
 }
 
-impl Config {
-    /// The role directory for `role`: the last roles dir that has it wins.
-    pub fn role_dir(&self, role: &str) -> Option<PathBuf> {
-        self.roles
-            .iter()
-            .rev()
-            .map(|d| d.join(role))
-            .find(|d| d.join("role.yaml").is_file())
-    }
-}
-
 /// Load `path`, or the installed default file, or the embedded default.
 pub fn load(path: Option<&Path>) -> Result<Config, Vec<Problem>> {
     let file = match path {
@@ -127,8 +124,7 @@ pub fn load(path: Option<&Path>) -> Result<Config, Vec<Problem>> {
 
 /// Parse a config document. Relative paths are relative to the file's directory.
 pub fn parse(file: &Path, text: &str) -> Result<Config, Vec<Problem>> {
-    let doc: Value = serde_yaml::from_str(text)
-        .map_err(|_| vec![Problem::new(file, "", "not a valid YAML document")])?;
+    let doc = crate::policy::store::parse_text(file, text)?;
     // `--config airlock.yaml` has an empty parent: that is the working directory.
     let base = match file.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(p) => p.to_path_buf(),

@@ -1,12 +1,12 @@
 //! airlockctl: thin argument parsing over `airlock::cli`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use airlock::cli::check::Query;
 use airlock::cli::remote::Ctx;
 use airlock::cli::sources::SourceArgs;
 use airlock::cli::{
-    check, explain, instances, logs, output, runs, status, timers, validate, verify_ledger,
+    check, explain, instances, logs, runs, status, timers, validate, verify_ledger,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -127,13 +127,6 @@ enum CheckCmd {
     Write { repo: String, path: String },
 }
 
-fn load_config(path: Option<&Path>) -> Result<airlock::config::Config, i32> {
-    airlock::config::load(path).map_err(|problems| {
-        output::problems(&problems);
-        output::ERROR
-    })
-}
-
 fn main() {
     let cli = Cli::parse();
     let config = cli.config.as_deref();
@@ -144,11 +137,11 @@ fn main() {
         json: sources.json,
     };
     let code = match &cli.command {
-        Cmd::Validate => match load_config(config) {
+        Cmd::Validate => match ctx.load_config() {
             Ok(cfg) => validate::run(&sources.args(), &cfg, sources.json),
             Err(code) => code,
         },
-        Cmd::Explain { role } => match load_config(config) {
+        Cmd::Explain { role } => match ctx.load_config() {
             Ok(cfg) => explain::run(&sources.args(), &cfg, role, sources.json),
             Err(code) => code,
         },
@@ -175,7 +168,7 @@ fn main() {
                     path: path.clone(),
                 },
             };
-            match load_config(config) {
+            match ctx.load_config() {
                 Ok(cfg) => check::run(&sources.args(), &cfg, role, &query, sources.json),
                 Err(code) => code,
             }

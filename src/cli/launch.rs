@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use super::{explain, output};
 use crate::catalog::Catalog;
-use crate::config;
 use crate::policy::Policies;
 use crate::sandbox::limits;
 use crate::supervisor::launch::{self, LaunchRequest};
@@ -50,15 +49,9 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
     // this process.
     let slot = launch::new_slot(limits::prepare_parent());
     let helper = process::spawn_helper(Some(&slot));
-    let config_path = ctx.config;
-    let cfg = match config::load(config_path) {
+    let cfg = match ctx.load_config() {
         Ok(c) => c,
-        Err(problems) => {
-            for p in problems {
-                eprintln!("airlockctl: {p}");
-            }
-            return EXIT_REFUSED;
-        }
+        Err(code) => return code,
     };
     let req = LaunchRequest {
         role: args.role.clone(),

@@ -65,10 +65,7 @@ impl Daemon {
     }
 
     pub fn journal_config(&self) -> JournalConfig {
-        JournalConfig {
-            socket: self.set().config.journal_socket.clone(),
-            ..JournalConfig::default()
-        }
+        self.set().config.journal_config()
     }
 
     pub fn is_draining(&self) -> bool {
@@ -142,10 +139,7 @@ pub fn main(config_path: &Path) -> i32 {
         Ok(l) => l,
         Err(e) => return fail(&[e.to_string()]),
     };
-    let jcfg = JournalConfig {
-        socket: cfg.journal_socket.clone(),
-        ..JournalConfig::default()
-    };
+    let jcfg = cfg.journal_config();
     let events = Events::open(&journal_dir, &jcfg);
     let cgroup_parent = cgroup::settle();
     match recovery::recover(&mut ledger, &journal_dir, &jcfg, cgroup_parent.as_deref()) {

@@ -154,9 +154,11 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         started_at: now,
         deadline_s,
     };
-    ledger
-        .append(LedgerEvent::RunOpened(opened))
-        .map_err(|e| err(ErrorCode::Internal, format!("the run was not started: {e}")))?;
+    ledger.append(LedgerEvent::RunOpened(opened)).map_err(|e| {
+        // Nothing of a refused run stays behind.
+        let _ = std::fs::remove_dir_all(&prepared.run_dir);
+        err(ErrorCode::Internal, format!("the run was not started: {e}"))
+    })?;
     let control = Arc::new(RunControl::new(
         prepared.deadline,
         Duration::from_secs(cfg.grace_seconds),

@@ -81,7 +81,9 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
     // A peer in none of the groups is refused whatever it sent, or failed to send, without
     // parsing any of it; the line was read (bounded) so its client sees the answer, and the
     // refusal is logged.
-    if auth::access_of(&peer, &d.set().groups) == auth::Access::None {
+    // One set for both checks: a reload while the request is read cannot split them.
+    let set = d.set();
+    if auth::access_of(&peer, &set.groups) == auth::Access::None {
         let msg = format!(
             "uid {} may not use airlockd: be in the operator or admin group configured for it",
             peer.uid
@@ -122,7 +124,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
             return;
         }
     };
-    if let Err(msg) = auth::authorize(&peer, &d.set().groups, &req.op) {
+    if let Err(msg) = auth::authorize(&peer, &set.groups, &req.op) {
         log_refusal(&d, &peer, req.op.name(), &msg);
         send(&mut w, &Response::err(ErrorCode::Forbidden, msg)).await;
         return;

@@ -18,6 +18,7 @@
 
 use super::tool::is_tool_name;
 use super::Decision;
+use crate::role::names::is_scheme;
 use crate::role::Role;
 use std::collections::HashMap;
 use std::fmt;
@@ -83,12 +84,6 @@ pub struct Uri {
     pub trailing_slash: bool,
     pub query: Option<String>,
     pub fragment: Option<String>,
-}
-
-fn is_scheme(s: &str) -> bool {
-    let mut b = s.bytes();
-    b.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && b.all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'.' | b'-'))
 }
 
 /// Parse and normalise a URI, or say why it is refused.

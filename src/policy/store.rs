@@ -92,41 +92,22 @@ fn collect<T>(r: Result<T, Vec<Problem>>, problems: &mut Vec<Problem>) -> Option
 /// built-in guards apply alone.
 fn load_guards(file: &Path) -> Result<ArgGuards, Vec<Problem>> {
     match std::fs::symlink_metadata(file) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ArgGuards::builtin()),
-        Err(e) => {
-            return Err(vec![Problem::new(
-                file,
-                "",
-                format!("cannot read: {}", e.kind()),
-            )])
-        }
-        Ok(meta) if !meta.is_file() || meta.len() > MAX_POLICY_FILE => {
-            return Err(vec![Problem::new(
-                file,
-                "",
-                format!("must be a regular file of at most {MAX_POLICY_FILE} bytes"),
-            )])
-        }
-        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ArgGuards::builtin()),
+        _ => ArgGuards::from_yaml(file, &read_text(file)?),
     }
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| vec![Problem::new(file, "", format!("cannot read: {}", e.kind()))])?;
-    ArgGuards::from_yaml(file, &text)
+}
+
+/// A policy file's text: a regular file of at most [`MAX_POLICY_FILE`] bytes, read from one
+/// open (so it cannot be swapped or grow between the check and the read). Errors never
+/// quote the file.
+fn read_text(file: &Path) -> Result<String, Vec<Problem>> {
+    crate::role::files::read_bounded(file, MAX_POLICY_FILE)
+        .map_err(|why| vec![Problem::new(file, "", why)])
 }
 
 /// Read a policy file and parse it as one YAML document. Errors never quote the file.
 pub fn read_yaml(file: &Path) -> Result<(PathBuf, Value), Vec<Problem>> {
-    let one = |m: String| vec![Problem::new(file, "", m)];
-    let meta = std::fs::metadata(file).map_err(|e| one(format!("cannot read: {}", e.kind())))?;
-    if !meta.is_file() {
-        return Err(one("must be a regular file".into()));
-    }
-    if meta.len() > MAX_POLICY_FILE {
-        return Err(one(format!("must be at most {MAX_POLICY_FILE} bytes")));
-    }
-    let text =
-        std::fs::read_to_string(file).map_err(|e| one(format!("cannot read: {}", e.kind())))?;
-    let doc = parse_text(file, &text)?;
+    let doc = parse_text(file, &read_text(file)?)?;
     Ok((file.to_path_buf(), doc))
 }
 

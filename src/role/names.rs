@@ -48,7 +48,7 @@ pub fn is_printable_ascii(s: &str) -> bool {
 }
 
 /// RFC 3986 scheme: a letter, then letters, digits, `+`, `-`, `.`.
-fn is_scheme(s: &str) -> bool {
+pub fn is_scheme(s: &str) -> bool {
     match s.as_bytes().first() {
         Some(b) if b.is_ascii_alphabetic() => all(s, |b| {
             b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')

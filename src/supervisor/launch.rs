@@ -15,7 +15,6 @@ use crate::policy::agent_config::GatewayEndpoints;
 use crate::policy::classes::canonicalize;
 use crate::role::LoadedRole;
 use crate::sandbox::helper::Ahead;
-use crate::sandbox::limits;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
 use crate::supervisor::instances::{self, Instance};
@@ -129,19 +128,11 @@ pub fn new_slot(cgroup_parent: Option<PathBuf>) -> Ahead {
     }
 }
 
-/// Check everything and create the run directory and workspace. Nothing runs yet.
-/// `role` is the role as the catalog resolved it (validated, rails and class checked).
-pub fn prepare(
-    cfg: &Config,
-    req: &LaunchRequest,
-    role: &LoadedRole,
-) -> Result<Prepared, LaunchError> {
-    prepare_in(cfg, req, role, new_slot(limits::prepare_parent()))
-}
-
-/// [`prepare`] for a run whose id and cgroup parent the caller chose ([`new_slot`]:
-/// airlockd settles its cgroup layout once at startup; a parent of `None` means no cgroup
-/// v2, and the pid namespace and v1 limits apply).
+/// Check everything and create the run directory and workspace; nothing runs yet. `role`
+/// is the role as the catalog resolved it (validated, rails and class checked); the run's
+/// id and cgroup parent were chosen by the caller ([`new_slot`]: airlockd settles its
+/// cgroup layout once at startup, a standalone launch uses its own; a parent of `None`
+/// means no cgroup v2, and the pid namespace and v1 limits apply).
 pub fn prepare_in(
     cfg: &Config,
     req: &LaunchRequest,

@@ -125,11 +125,6 @@ pub struct Spawned {
 }
 
 impl Spawned {
-    /// The helper's host pid.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Whether the helper is still running (it may wait a while for its spec).
     pub fn alive(&mut self) -> bool {
         match &self.pidfd {

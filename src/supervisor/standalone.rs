@@ -20,7 +20,7 @@ use super::process::{RunControl, Spawned};
 use super::run_output::{JournaledRun, Tee, WriterTee};
 use crate::config::Config;
 use crate::daemon::budget;
-use crate::journal::{EventKind, JournalConfig, RunFields, RunJournal};
+use crate::journal::{EventKind, RunFields, RunJournal};
 use crate::role::LoadedRole;
 use crate::sandbox::helper::Ahead;
 use crate::supervisor::instances;
@@ -89,7 +89,7 @@ pub fn run(
 ) -> Result<Finished, LaunchError> {
     instances::ensure_state_dir(&cfg.state_dir)
         .map_err(|e| LaunchError::Io(format!("state_dir: {e}")))?;
-    let journal_dir = cfg.state_dir.join("journal");
+    let journal_dir = cfg.journal_dir();
     crate::journal::fallback::ensure_dir(&journal_dir)
         .map_err(|e| LaunchError::Io(format!("{}: cannot create: {e}", journal_dir.display())))?;
 
@@ -117,7 +117,11 @@ pub fn run(
             started_at: now,
             deadline_s,
         }))
-        .map_err(|e| LaunchError::Io(format!("the run was not started: {e}")))?;
+        .map_err(|e| {
+            // Nothing of a refused run stays behind.
+            let _ = std::fs::remove_dir_all(&prepared.run_dir);
+            LaunchError::Io(format!("the run was not started: {e}"))
+        })?;
     drop(ledger);
     started(&run);
 
@@ -126,10 +130,7 @@ pub fn run(
         role: role.role.role.clone(),
         instance: req.instance.clone(),
     };
-    let jcfg = JournalConfig {
-        socket: cfg.journal_socket.clone(),
-        ..JournalConfig::default()
-    };
+    let jcfg = cfg.journal_config();
     let journal = match RunJournal::open_with(fields, &journal_dir, jcfg) {
         Ok(j) => JournaledRun::new(j),
         Err(e) => {

@@ -501,8 +501,7 @@ impl ArgGuards {
     /// Unknown keys, wrong types and malformed entries are refused; messages name the key
     /// path and never quote a value.
     pub fn from_yaml(file: &Path, text: &str) -> Result<ArgGuards, Vec<Problem>> {
-        let doc: Value = serde_yaml::from_str(text)
-            .map_err(|_| vec![Problem::new(file, "", "not a valid YAML document")])?;
+        let doc = crate::policy::store::parse_text(file, text)?;
         let mut out = ArgGuards::builtin();
         let mut problems = Vec::new();
         let Value::Mapping(map) = doc else {
