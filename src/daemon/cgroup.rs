@@ -6,23 +6,15 @@
 //! cgroup (a test or a container) there is no such rule and the plain layout is used.
 
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::sandbox::limits;
-
-fn write(path: &Path, text: &str) -> std::io::Result<()> {
-    fs::OpenOptions::new()
-        .write(true)
-        .open(path)?
-        .write_all(text.as_bytes())
-}
 
 /// Settle airlockd in its cgroup and return the parent of run cgroups, or `None` when no
 /// writable cgroup v2 is there (runs then rely on their pid namespace and the uid backstop).
 /// Call once at startup, before any run starts.
 pub fn settle() -> Option<PathBuf> {
-    let (mount, rel) = crate::sandbox::limits::own_cgroup_v2()?;
+    let (mount, rel) = limits::own_cgroup_v2()?;
     let rel = rel.trim_start_matches('/');
     if rel.is_empty() {
         return limits::prepare_parent();
@@ -39,20 +31,8 @@ pub fn settle() -> Option<PathBuf> {
     if !leaf.is_dir() && fs::create_dir(&leaf).is_err() {
         return limits::prepare_parent();
     }
-    if write(&leaf.join("cgroup.procs"), &std::process::id().to_string()).is_err() {
+    if fs::write(leaf.join("cgroup.procs"), std::process::id().to_string()).is_err() {
         return limits::prepare_parent();
     }
-    let parent = base.join("airlock");
-    if !parent.is_dir() && fs::create_dir(&parent).is_err() {
-        return None;
-    }
-    // Best effort: the controllers the host gives us, on both levels.
-    let available = fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
-    for c in ["pids", "memory"] {
-        if available.split_whitespace().any(|x| x == c) {
-            let _ = write(&base.join("cgroup.subtree_control"), &format!("+{c}"));
-            let _ = write(&parent.join("cgroup.subtree_control"), &format!("+{c}"));
-        }
-    }
-    Some(parent)
+    limits::prepare_parent_in(&base)
 }

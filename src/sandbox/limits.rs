@@ -388,7 +388,12 @@ pub fn own_cgroup_v2() -> Option<(PathBuf, String)> {
 /// to it; whether that worked shows up as `pids.max` in each run cgroup.
 pub fn prepare_parent() -> Option<PathBuf> {
     let (mount, rel) = own_cgroup_v2()?;
-    let base = mount.join(rel.trim_start_matches('/'));
+    prepare_parent_in(&mount.join(rel.trim_start_matches('/')))
+}
+
+/// `<base>/airlock`, created if needed, with the pids and memory controllers delegated to
+/// it where `base` has them, and checked writable; None when it cannot be used.
+pub fn prepare_parent_in(base: &Path) -> Option<PathBuf> {
     let parent = base.join("airlock");
     if !parent.is_dir() {
         fs::create_dir(&parent).ok()?;
