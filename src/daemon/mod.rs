@@ -135,14 +135,20 @@ pub fn main(config_path: &Path) -> i32 {
         return fail(&[format!("{}: cannot create: {e}", journal_dir.display())]);
     }
     let ledger_path = cfg.state_dir.join(ledger::FILE_NAME);
-    let mut ledger = match Ledger::open(&ledger_path) {
+    let (mut ledger, unclosed) = match Ledger::open_with_unclosed(&ledger_path) {
         Ok(l) => l,
         Err(e) => return fail(&[e.to_string()]),
     };
     let jcfg = cfg.journal_config();
     let events = Events::open(&journal_dir, &jcfg);
     let cgroup_parent = cgroup::settle();
-    match recovery::recover(&mut ledger, &journal_dir, &jcfg, cgroup_parent.as_deref()) {
+    match recovery::recover(
+        &mut ledger,
+        &unclosed,
+        &journal_dir,
+        &jcfg,
+        cgroup_parent.as_deref(),
+    ) {
         Ok(r) => {
             for line in &r.not_killed {
                 // Always on stderr too: the startup log must show it even if the journal

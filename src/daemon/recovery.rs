@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::journal::{EventKind, JournalConfig, RunFields, RunJournal};
 use crate::sandbox::limits;
-use crate::supervisor::ledger::{self, Ledger, LedgerEvent, Outcome, RunClosed};
+use crate::supervisor::ledger::{self, Ledger, LedgerEvent, Outcome, RunClosed, RunOpened};
 
 pub const REASON: &str = "airlockd restarted; the run was not supervised";
 
@@ -26,13 +26,13 @@ pub struct Recovered {
 /// `cgroup_parent`: where run cgroups live ([`super::cgroup::settle`]).
 pub fn recover(
     ledger: &mut Ledger,
+    open: &[RunOpened],
     journal_dir: &Path,
     journal: &JournalConfig,
     cgroup_parent: Option<&Path>,
 ) -> Result<Recovered, String> {
-    let open = ledger::open_runs(ledger.path()).map_err(|e| e.to_string())?;
     let mut done = Recovered::default();
-    for run in &open {
+    for run in open {
         let reason = match limits::RunCgroups::existing(cgroup_parent, &run.run).kill_and_remove() {
             Ok(()) => REASON.to_string(),
             Err(e) => {

@@ -384,6 +384,12 @@ impl Ledger {
     /// Open (creating if missing) and lock the ledger, cut away a torn final line left by a
     /// crash mid-append, and verify the whole chain.
     pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
+        Ledger::open_with_unclosed(path).map(|(l, _)| l)
+    }
+
+    /// [`Ledger::open`], also returning the runs it found open (an opening record and no
+    /// closing one), in ledger order: what crash recovery must close, from the one read.
+    pub fn open_with_unclosed(path: &Path) -> Result<(Ledger, Vec<RunOpened>), LedgerError> {
         let mut file = lock_for_append(path)?;
         let mut data = Vec::new();
         file.seek(SeekFrom::Start(0))
@@ -403,7 +409,7 @@ impl Ledger {
                     .push(o.started_at);
             }
         }
-        Ok(Ledger {
+        let ledger = Ledger {
             path: path.to_path_buf(),
             file,
             next_seq: chain.next_seq,
@@ -412,7 +418,8 @@ impl Ledger {
             torn_bytes,
             poisoned: false,
             starts,
-        })
+        };
+        Ok((ledger, unclosed(&records)))
     }
 
     /// Open for appending like [`Ledger::open`], reading only the end of the file: the
@@ -590,7 +597,10 @@ pub fn verify(path: &Path) -> Result<u64, LedgerError> {
 
 /// Runs with an opening record and no closing one, in ledger order (crash recovery).
 pub fn open_runs(path: &Path) -> Result<Vec<RunOpened>, LedgerError> {
-    let all = records(path)?;
+    Ok(unclosed(&records(path)?))
+}
+
+fn unclosed(all: &[Record]) -> Vec<RunOpened> {
     let closed: HashSet<&str> = all
         .iter()
         .filter_map(|r| match &r.event {
@@ -598,13 +608,12 @@ pub fn open_runs(path: &Path) -> Result<Vec<RunOpened>, LedgerError> {
             LedgerEvent::RunOpened(_) => None,
         })
         .collect();
-    Ok(all
-        .iter()
+    all.iter()
         .filter_map(|r| match &r.event {
             LedgerEvent::RunOpened(o) if !closed.contains(o.run.as_str()) => Some(o.clone()),
             _ => None,
         })
-        .collect())
+        .collect()
 }
 
 /// Runs of `instance` opened at or after `since_ms` (for a rolling runs-per-week budget:
