@@ -1136,6 +1136,64 @@ fn after_a_sigkilled_helper_the_launcher_backstop_finds_every_run_cgroup() {
     d.assert_cgroups_removed();
 }
 
+/// Pid 1 and the agent are in every run cgroup, however pid 1 got there: born in the v2
+/// one (a helper started ahead), moved into it by the helper (a helper given its spec
+/// only), and moving itself into the v1 ones.
+#[test]
+fn pid_1_and_the_agent_are_in_every_run_cgroup() {
+    for ahead in [false, true] {
+        let d = Direct::new(&["/bin/sleep", "300"]);
+        let mut extra = Vec::new();
+        if ahead {
+            extra.extend(["--run-id".to_string(), d.spec.run_id.clone()]);
+            if let Some(p) = &d.spec.cgroup_parent {
+                extra.extend(["--cgroup-parent".to_string(), p.display().to_string()]);
+            }
+        }
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let mut helper = d.jail(&extra).spawn().unwrap();
+        assert!(
+            eventually(Duration::from_secs(20), || !pids_of_uid(d.spec.uid)
+                .is_empty()),
+            "the run never started (ahead: {ahead})"
+        );
+        let agent = pids_of_uid(d.spec.uid)[0];
+        let stat = std::fs::read_to_string(format!("/proc/{agent}/stat")).unwrap();
+        // The field after the parenthesised command name: state, then the parent's pid.
+        let pid1: i32 = stat
+            .rsplit(") ")
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        for dir in d.cgroup_dirs().iter().filter(|d| d.exists()) {
+            let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+            let procs: Vec<i32> = procs.lines().map(|l| l.trim().parse().unwrap()).collect();
+            assert!(
+                procs.contains(&pid1) && procs.contains(&agent),
+                "{}: pid 1 ({pid1}) and the agent ({agent}) must be in it, found {procs:?} (ahead: {ahead})",
+                dir.display()
+            );
+        }
+        helper.kill().unwrap();
+        let _ = helper.wait();
+        assert!(
+            eventually(Duration::from_secs(10), || pids_of_uid(d.spec.uid)
+                .is_empty()),
+            "the run outlived its SIGKILLed helper"
+        );
+        airlock::sandbox::limits::RunCgroups::existing(
+            d.spec.cgroup_parent.as_deref(),
+            &d.spec.run_id,
+        )
+        .kill_and_remove()
+        .unwrap();
+    }
+}
+
 #[test]
 fn a_workspace_inside_the_instance_home_is_refused_before_root_walks_it() {
     // The agent owns its home and may have planted symlinks there in an earlier run; root

@@ -1,18 +1,19 @@
 //! The jail setup sequence, run by the single-threaded `airlock-jail` helper (never by a
 //! fork of the multi-threaded daemon):
 //!
-//! helper (host namespaces): unshare the pid namespace, fork pid 1; when started ahead of
-//! its run (`--run-id`), make the run's cgroups and move pid 1 in; read the spec from stdin
-//! to end of file, hand it to pid 1, check it; make the cgroups now if not yet, set the
-//! limits, move pid 1 in and tell it so; then watch it ([`watch`](super::watch)): forward
-//! signals, enforce the deadline, kill pid 1 when the launcher dies, kill the cgroups at
-//! the end.
+//! helper (host namespaces): unshare the pid namespace; when started ahead of its run
+//! (`--run-id`), make the run's cgroups; fork pid 1 (born in the v2 cgroup when there is
+//! one already); read the spec from stdin to end of file, hand it to pid 1, check it; make
+//! the cgroups now if not yet, set the limits, move pid 1 into the v2 cgroup if it is not
+//! there, and tell pid 1 which v1 cgroups to join; then watch it
+//! ([`watch`](super::watch)): forward signals, enforce the deadline, kill pid 1 when the
+//! launcher dies, kill the cgroups at the end.
 //! pid 1 (init): start a child making the net namespace (with `lo` up), unshare mount, ipc
 //! and uts namespaces, build the part of the root that is the same for every run; read the
-//! spec; open the bind sources, finish the root with the run's part, pivot_root; wait until
-//! it is in the run cgroups, unshare the cgroup namespace, join the net namespace,
-//! hostname, rlimits, setsid, close fds, fork the agent, keep only CAP_KILL, let the agent
-//! exec, reap until it exits.
+//! spec; open the bind sources, finish the root with the run's part; wait for the helper's
+//! word on the cgroups and join the v1 ones; pivot_root, unshare the cgroup namespace,
+//! join the net namespace, hostname, rlimits, setsid, close fds, fork the agent, keep only
+//! CAP_KILL, let the agent exec, reap until it exits.
 //! agent child: setsid, drop to the instance uid with no capabilities and no_new_privs,
 //! chdir, Landlock, seccomp (all while pid 1 reduces itself), then wait for pid 1 and
 //! execve with a clean env.
@@ -32,7 +33,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::{fork, ForkResult, Pid};
 
 use super::landlock::{self, LandlockRules};
-use super::limits::{self, Enforcement, ProcLimit, RunCgroups};
+use super::limits::{self, Enforcement, Forked, ProcLimit, RunCgroups};
 use super::spec::{DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
 use super::status::StatusFd;
 use super::watch::Watch;
@@ -118,9 +119,18 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
     let (life_r, life_w) = pipe()?;
     let (cg_r, cg_w) = pipe()?;
     let (spec_r, spec_w) = pipe()?;
-    // SAFETY: the helper is single-threaded, so the child may allocate and run Rust code.
-    let child = match unsafe { fork() }.map_err(|e| SandboxError::errno("fork pid 1", e))? {
-        ForkResult::Child => {
+    // The run's cgroups, removed at the end whatever happened. Told its run ahead, the
+    // helper makes them now, so pid 1 is born in the v2 one (see `RunCgroups`).
+    let mut cgroups = match &launch.ahead {
+        Some(a) => Some(RunCgroups::provision(
+            a.cgroup_parent.as_deref(),
+            &a.run_id,
+        )?),
+        None => None,
+    };
+    let forked = limits::fork_into(cgroups.as_ref().and_then(RunCgroups::v2_dir));
+    let (child, born_in) = match forked {
+        Ok(Forked::Child) => {
             drop((life_w, cg_w, spec_w));
             let code = match pid1(status, life_r, cg_r, spec_r, launch.start) {
                 Ok(code) => code,
@@ -134,31 +144,38 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
             // SAFETY: _exit ends the process without running parent-owned destructors.
             unsafe { libc::_exit(code) }
         }
-        ForkResult::Parent { child } => child,
+        Ok(Forked::Parent { child, born_in }) => (child, born_in),
+        Err(e) => {
+            if let Some(c) = &cgroups {
+                let _ = c.kill_and_remove();
+            }
+            return Err(e);
+        }
     };
     drop((life_r, cg_r, spec_r));
     // Declared after the pipes, so it is dropped first: on an error below pid 1 is killed
     // (and with it the whole run) before it can read the end of a pipe.
     let mut guard = Pid1Guard(Some(child));
-    // The run's cgroups, removed at the end whatever happened.
-    let mut cgroups: Option<RunCgroups> = None;
     // Closed once the spec is handed over: pid 1 reads it to end of file.
     let mut spec_w = Some(spec_w);
+    // Closed once pid 1 has its word on the cgroups: it reads that to end of file too.
+    let mut cg_w = Some(cg_w);
     let mut body = || -> Result<i32, SandboxError> {
-        // Told its run ahead: make the cgroups and move pid 1 in while the spec is on its
-        // way, so the move's wait for the kernel's cgroup lock is off the run's path.
-        if let Some(a) = &launch.ahead {
-            let c = cgroups.insert(RunCgroups::provision(
-                a.cgroup_parent.as_deref(),
-                &a.run_id,
-            )?);
-            c.join_pid(child)?;
+        if let Some(c) = cgroups.as_mut() {
+            if born_in {
+                c.born_in_v2();
+            }
+            // Not born there (an old kernel): moved while the spec is on its way, so the
+            // move's wait for the kernel's cgroup lock is off the run's path.
+            c.join_v2(child)?;
         }
         // Handed to pid 1 as read (it is building the common root meanwhile), then checked
         // here; pid 1 parses the same bytes.
         wait_for_spec(child)?;
         let text = read_spec_bytes(&mut std::io::stdin().lock())?;
-        let handed = spec_w.take().map_or(Ok(()), |w| write_all(&w, &text));
+        let handed = spec_w
+            .take()
+            .map_or(Ok(()), |w| write_all(&w, &text, "hand the spec to pid 1"));
         let spec = parse_spec(&text)?;
         handed?;
         if let Some(a) = &launch.ahead {
@@ -189,10 +206,11 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
             )?),
         };
         let enforced = c.limit(&spec.limits)?;
-        c.join_pid(child)?;
+        c.join_v2(child)?;
         let nproc = enforced.procs == ProcLimit::RlimitNproc;
-        nix::unistd::write(&cg_w, &[if nproc { CG_NPROC } else { CG_LIMITED }])
-            .map_err(|e| SandboxError::errno("start pid 1", e))?;
+        let word = cgroup_word(nproc, c.v1_dirs());
+        cg_w.take()
+            .map_or(Ok(()), |w| write_all(&w, &word, "start pid 1"))?;
         report(&spec, status, c, enforced, deadline, grace, lifeline_note);
         // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
         let _ = nix::unistd::close(status.raw());
@@ -262,12 +280,12 @@ fn wait_for_spec(pid1: Pid) -> Result<(), SandboxError> {
     }
 }
 
-fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> Result<(), SandboxError> {
+fn write_all(fd: &OwnedFd, mut bytes: &[u8], step: &'static str) -> Result<(), SandboxError> {
     while !bytes.is_empty() {
         match nix::unistd::write(fd, bytes) {
             Ok(n) => bytes = &bytes[n..],
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(SandboxError::errno("hand the spec to pid 1", e)),
+            Err(e) => return Err(SandboxError::errno(step, e)),
         }
     }
     Ok(())
@@ -286,10 +304,41 @@ impl From<SandboxError> for Pid1Error {
     }
 }
 
-/// What the helper tells pid 1 once it is in the run's cgroups: whether a cgroup limits the
-/// run's processes, or `RLIMIT_NPROC` must.
+/// What the helper tells pid 1 once the run's cgroups are limited and pid 1 is in the v2
+/// one: whether a cgroup limits the run's processes or `RLIMIT_NPROC` must (one byte), then
+/// the v1 cgroups pid 1 joins itself, one path per line.
 const CG_LIMITED: u8 = b'c';
 const CG_NPROC: u8 = b'n';
+
+fn cgroup_word<'a>(nproc: bool, v1: impl Iterator<Item = &'a PathBuf>) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut word = vec![if nproc { CG_NPROC } else { CG_LIMITED }];
+    for d in v1 {
+        word.extend_from_slice(d.as_os_str().as_bytes());
+        word.push(b'\n');
+    }
+    word
+}
+
+/// Read the helper's word on the cgroups (to end of file): `RLIMIT_NPROC` needed, and the
+/// v1 cgroups to join. None when the helper sent none (it failed, and reports why).
+fn read_cgroup_word(fd: OwnedFd) -> Option<(bool, Vec<PathBuf>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut word = Vec::new();
+    std::fs::File::from(fd).read_to_end(&mut word).ok()?;
+    let (first, rest) = word.split_first()?;
+    let nproc = match *first {
+        CG_LIMITED => false,
+        CG_NPROC => true,
+        _ => return None,
+    };
+    let dirs = rest
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| PathBuf::from(std::ffi::OsStr::from_bytes(l)))
+        .collect();
+    Some((nproc, dirs))
+}
 
 /// The run log's lines on how the jail is limited, ended and watched.
 fn report(
@@ -394,21 +443,19 @@ fn pid1(
     let sources = rootfs::Sources::open(spec)?;
     rootfs::finish(spec, &sources)?;
     drop(sources);
-    // The helper has moved this process into the run's cgroups (made meanwhile) before
-    // anything of the run starts, so every later process is counted; the cgroup namespace
-    // made after that is rooted there.
-    let nproc = match read_byte(&cg_r) {
-        Some(CG_LIMITED) => false,
-        Some(CG_NPROC) => true,
-        _ => {
-            return Err(SandboxError::Invalid {
-                step: "join run cgroup",
-                why: "the jail helper did not place pid 1 in the run's cgroups".to_string(),
-            }
-            .into())
+    // In the run's cgroups (made meanwhile) before anything of the run starts, so every
+    // later process is counted: the helper has put this process in the v2 one, and names
+    // the v1 ones to join while their host paths are still visible (before the pivot).
+    let Some((nproc, v1)) = read_cgroup_word(cg_r) else {
+        return Err(SandboxError::Invalid {
+            step: "join run cgroup",
+            why: "the jail helper did not place pid 1 in the run's cgroups".to_string(),
         }
+        .into());
     };
-    drop(cg_r);
+    limits::join_self_v1(&v1)?;
+    rootfs::switch_root()?;
+    // Rooted in the run's cgroups.
     namespaces::unshare_cgroup()?;
     // Joined before anything of the run starts; `lo` is up in it already.
     net.enter()?;

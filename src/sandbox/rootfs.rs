@@ -345,7 +345,7 @@ pub fn build_common() -> Res {
 }
 
 /// The run's part of the new root (its /etc files, /tmp and /dev/shm at their sizes, home
-/// and workspace), then the switch to it. After [`build_common`].
+/// and workspace). After [`build_common`]; [`switch_root`] enters it.
 pub fn finish(spec: &RunSpec, src: &Sources) -> Res {
     let root = Path::new(BUILD_DIR);
     etc_run(root, spec)?;
@@ -377,8 +377,7 @@ pub fn finish(spec: &RunSpec, src: &Sources) -> Res {
     let ws = under(root, &spec.workspace);
     mkdir_p(&ws, "create workspace mount point")?;
     bind(&fd_path(&src.workspace), &ws, rw, "bind workspace")?;
-
-    switch_root(root)
+    Ok(())
 }
 
 fn system_dirs(root: &Path) -> Res {
@@ -660,9 +659,10 @@ fn proc(root: &Path) -> Res {
     Ok(())
 }
 
-/// pivot_root into the new root, detach the old one, and make the root tmpfs read-only.
-fn switch_root(root: &Path) -> Res {
-    nix::unistd::chdir(root).map_err(sys("enter new root"))?;
+/// pivot_root into the new root (built by [`build_common`] and [`finish`]), detach the old
+/// one, and make the root tmpfs read-only.
+pub fn switch_root() -> Res {
+    nix::unistd::chdir(BUILD_DIR).map_err(sys("enter new root"))?;
     // pivot_root(".", "."): the old root ends up stacked on the new one, then detached.
     nix::unistd::pivot_root(".", ".").map_err(sys("pivot_root"))?;
     umount2(".", MntFlags::MNT_DETACH).map_err(sys("detach old root"))?;
