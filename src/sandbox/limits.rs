@@ -135,8 +135,8 @@ impl RunCgroups {
     }
 
     /// Set the run's limits. Fails closed when a memory limit is requested and no memory
-    /// controller can enforce it; a v1 memory cgroup made here is joined by the next
-    /// [`RunCgroups::join_pid`].
+    /// controller can enforce it; pid 1 joins a v1 memory cgroup made here with the
+    /// other v1 ones ([`join_self_v1`]).
     ///
     /// Memory accounting includes the run's private /tmp and /dev/shm: tmpfs pages are
     /// charged to the memory cgroup of the process that first touches them (the agent's),
