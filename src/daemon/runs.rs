@@ -77,6 +77,25 @@ pub fn launch(d: &Arc<Daemon>, a: LaunchArgs) -> Result<Started, Response> {
     r
 }
 
+/// Whether a run of `instance` may start now: not draining, a free run slot, and a run
+/// left in the instance's weekly budget. The caller holds the ledger lock.
+fn admit(
+    d: &Daemon,
+    cfg: &crate::config::Config,
+    ledger: &ledger::Ledger,
+    instance: &str,
+    role: &crate::role::Role,
+) -> Result<(), Response> {
+    if d.is_draining() {
+        return Err(err(ErrorCode::Draining, "airlockd is shutting down"));
+    }
+    budget::check_concurrency(d.active_count(), cfg.max_concurrent_runs)
+        .map_err(|m| err(ErrorCode::Busy, m))?;
+    let used = ledger.opened_since(instance, budget::window_start(ledger::now_ms()));
+    budget::check_weekly(instance, used, role.budget.runs_per_week)
+        .map_err(|m| err(ErrorCode::Refused, m))
+}
+
 fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     if d.is_draining() {
         return Err(err(
@@ -118,18 +137,9 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         command: a.command.clone().unwrap_or_default(),
     };
 
-    // Checks, the opening record and the active table change under the ledger lock, so two
-    // launches cannot both take the last run of a budget or the last slot.
-    let mut ledger = lock(&d.ledger);
-    if d.is_draining() {
-        return Err(err(ErrorCode::Draining, "airlockd is shutting down"));
-    }
-    budget::check_concurrency(d.active_count(), cfg.max_concurrent_runs)
-        .map_err(|m| err(ErrorCode::Busy, m))?;
-    let now = ledger::now_ms();
-    let used = ledger.opened_since(&a.instance, budget::window_start(now));
-    budget::check_weekly(&a.instance, used, role.budget.runs_per_week)
-        .map_err(|m| err(ErrorCode::Refused, m))?;
+    // Refused early, before anything is prepared for a launch that cannot run; checked again
+    // below, under the same hold of the ledger lock as the opening record.
+    admit(d, cfg, &lock(&d.ledger), &a.instance, role)?;
     // The supervisor thread has started its jail helper already (a standby) or starts it
     // now, so the helper's start overlaps preparing and recording the run; the helper gets
     // its spec only once the record below is durable.
@@ -139,8 +149,20 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             format!("airlockd could not start a supervisor thread: {e}"),
         )
     })?;
+    // Prepared without the ledger lock (instance registry, NSS, run directory): launches
+    // and run closings do not wait for each other's preparation.
     let prepared = launch::prepare_in(cfg, &req, &entry.loaded, slot)
         .map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
+    // The checks, the opening record and the active table change under one hold of the
+    // ledger lock, so two launches cannot both take the last run of a budget or the last
+    // slot.
+    let mut ledger = lock(&d.ledger);
+    if let Err(r) = admit(d, cfg, &ledger, &a.instance, role) {
+        // Nothing of a refused run stays behind.
+        let _ = std::fs::remove_dir_all(&prepared.run_dir);
+        return Err(r);
+    }
+    let now = ledger::now_ms();
     let run = prepared.spec.run_id.clone();
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
     let opened = RunOpened {
