@@ -31,13 +31,13 @@ pub enum Query {
 }
 
 pub fn run(args: &SourceArgs, config: &Config, name: &str, query: &Query, as_json: bool) -> i32 {
-    let loaded = sources::load(args, config);
+    let loaded = sources::load_one(args, config, name);
     let Some(policies) = &loaded.policies else {
         output::problems(&loaded.problems);
         eprintln!("the policies are invalid, so every check is refused; fix them first (`airlockctl validate`)");
         return output::ERROR;
     };
-    let Some(entry) = loaded.catalog.resolve(name) else {
+    let Some(entry) = &loaded.entry else {
         return not_found(name, &loaded.problems);
     };
     let role = &entry.loaded.role;

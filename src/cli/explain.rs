@@ -14,7 +14,7 @@ use crate::role::Role;
 use serde_json::{json, Value};
 
 pub fn run(args: &SourceArgs, config: &Config, name: &str, as_json: bool) -> i32 {
-    let loaded = sources::load(args, config);
+    let loaded = sources::load_one(args, config, name);
     let Some(policies) = &loaded.policies else {
         output::problems(&loaded.problems);
         eprintln!(
@@ -22,7 +22,7 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, as_json: bool) -> i32
         );
         return output::ERROR;
     };
-    let Some(entry) = loaded.catalog.resolve(name) else {
+    let Some(entry) = &loaded.entry else {
         return not_found(name, &loaded.problems);
     };
     let report = report(entry, policies);

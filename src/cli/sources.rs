@@ -1,7 +1,7 @@
 //! Where `validate`, `explain` and `check` read roles and policies from: the command line's
 //! `--roles` and `--policies` when given, otherwise the configuration's.
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, CatalogEntry};
 use crate::config::Config;
 use crate::diag::Problem;
 use crate::policy::Policies;
@@ -56,6 +56,37 @@ pub fn load(args: &SourceArgs, config: &Config) -> Loaded {
             policies: None,
             catalog: Catalog::default(),
             role_dirs,
+            problems,
+        },
+    }
+}
+
+/// The policies and the one role `name` resolves to, by the catalog's rules
+/// ([`Catalog::load_one`]): `explain` and `check` answer about one role and need not
+/// validate every other. `problems` are the policies' or that role's.
+pub struct LoadedOne {
+    pub policies: Option<Policies>,
+    pub entry: Option<CatalogEntry>,
+    pub problems: Vec<Problem>,
+}
+
+pub fn load_one(args: &SourceArgs, config: &Config, name: &str) -> LoadedOne {
+    match Policies::load(&args.policies_dir(config)) {
+        Ok(policies) => {
+            let (entry, problems) =
+                match Catalog::load_one(&args.role_dirs(config), &policies, name) {
+                    Ok(entry) => (entry, Vec::new()),
+                    Err(problems) => (None, problems),
+                };
+            LoadedOne {
+                policies: Some(policies),
+                entry,
+                problems,
+            }
+        }
+        Err(problems) => LoadedOne {
+            policies: None,
+            entry: None,
             problems,
         },
     }
