@@ -77,23 +77,34 @@ pub fn launch(d: &Arc<Daemon>, a: LaunchArgs) -> Result<Started, Response> {
     r
 }
 
-/// Whether a run of `instance` may start now: not draining, a free run slot, and a run
-/// left in the instance's weekly budget. The caller holds the ledger lock.
+/// Whether a run of `instance` may start now: not draining, not fired, a free run slot, and
+/// a run left in the instance's weekly budget. The caller holds the ledger lock, which
+/// `fire` also takes: checked under it, a fire either comes first (and refuses the launch
+/// here) or finds the run in the active table (and stops it).
 fn admit(
     d: &Daemon,
     cfg: &crate::config::Config,
     ledger: &ledger::Ledger,
     instance: &str,
     role: &crate::role::Role,
-) -> Result<(), Response> {
+) -> Result<instances::Entry, Response> {
     if d.is_draining() {
         return Err(err(ErrorCode::Draining, "airlockd is shutting down"));
+    }
+    let inst =
+        instances::lookup(cfg, instance).map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
+    if inst.fired {
+        return Err(err(
+            ErrorCode::Refused,
+            instances::InstanceError::Fired(instance.to_string()).to_string(),
+        ));
     }
     budget::check_concurrency(d.active_count(), cfg.max_concurrent_runs)
         .map_err(|m| err(ErrorCode::Busy, m))?;
     let used = ledger.opened_since(instance, budget::window_start(ledger::now_ms()));
     budget::check_weekly(instance, used, role.budget.runs_per_week)
-        .map_err(|m| err(ErrorCode::Refused, m))
+        .map_err(|m| err(ErrorCode::Refused, m))?;
+    Ok(inst)
 }
 
 fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
@@ -118,14 +129,9 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             "instance names match [a-z][a-z0-9_-]{0,31}",
         ));
     }
-    let inst =
-        instances::lookup(cfg, &a.instance).map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
-    if inst.fired {
-        return Err(err(
-            ErrorCode::Refused,
-            instances::InstanceError::Fired(a.instance.clone()).to_string(),
-        ));
-    }
+    // Refused early, before anything is prepared for a launch that cannot run; checked again
+    // below, under the same hold of the ledger lock as the opening record.
+    let inst = admit(d, cfg, &lock(&d.ledger), &a.instance, role)?;
     if let Some(ws) = &a.workspace {
         check_workspace_owner(ws, a.peer_uid, inst.uid)?;
     }
@@ -137,9 +143,6 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         command: a.command.clone().unwrap_or_default(),
     };
 
-    // Refused early, before anything is prepared for a launch that cannot run; checked again
-    // below, under the same hold of the ledger lock as the opening record.
-    admit(d, cfg, &lock(&d.ledger), &a.instance, role)?;
     // The supervisor thread has started its jail helper already (a standby) or starts it
     // now, so the helper's start overlaps preparing and recording the run; the helper gets
     // its spec only once the record below is durable.

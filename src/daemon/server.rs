@@ -290,8 +290,9 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
         }
         Op::Fire { instance } => {
             let set = d.set();
-            // Under the ledger lock, which a launch holds from its checks until its run is
-            // in the active table: no launch can slip between the fire and the stop.
+            // Under the ledger lock, which a launch holds from its last checks (this
+            // instance not fired included) until its run is in the active table: no launch
+            // can slip between the fire and the stop.
             let fired = {
                 let _launches = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
                 instances::fire(&set.config, &instance, ledger::now_ms())
