@@ -306,9 +306,11 @@ impl From<SandboxError> for Pid1Error {
 
 /// What the helper tells pid 1 once the run's cgroups are limited and pid 1 is in the v2
 /// one: whether a cgroup limits the run's processes or `RLIMIT_NPROC` must (one byte), then
-/// the v1 cgroups pid 1 joins itself, one path per line.
+/// the v1 cgroups pid 1 joins itself, one path per line, then [`CG_END`] (a word cut short
+/// is refused, never read as fewer cgroups).
 const CG_LIMITED: u8 = b'c';
 const CG_NPROC: u8 = b'n';
+const CG_END: &[u8] = b".\n";
 
 fn cgroup_word<'a>(nproc: bool, v1: impl Iterator<Item = &'a PathBuf>) -> Vec<u8> {
     use std::os::unix::ffi::OsStrExt;
@@ -317,11 +319,13 @@ fn cgroup_word<'a>(nproc: bool, v1: impl Iterator<Item = &'a PathBuf>) -> Vec<u8
         word.extend_from_slice(d.as_os_str().as_bytes());
         word.push(b'\n');
     }
+    word.extend_from_slice(CG_END);
     word
 }
 
 /// Read the helper's word on the cgroups (to end of file): `RLIMIT_NPROC` needed, and the
-/// v1 cgroups to join. None when the helper sent none (it failed, and reports why).
+/// v1 cgroups to join. None when the helper sent none or not all of it (it failed, and
+/// reports why).
 fn read_cgroup_word(fd: OwnedFd) -> Option<(bool, Vec<PathBuf>)> {
     use std::os::unix::ffi::OsStrExt;
     let mut word = Vec::new();
@@ -332,7 +336,8 @@ fn read_cgroup_word(fd: OwnedFd) -> Option<(bool, Vec<PathBuf>)> {
         CG_NPROC => true,
         _ => return None,
     };
-    let dirs = rest
+    let paths = rest.strip_suffix(CG_END)?;
+    let dirs = paths
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
         .map(|l| PathBuf::from(std::ffi::OsStr::from_bytes(l)))
@@ -554,6 +559,7 @@ fn agent(
         // Closed by the exec itself: end-of-file tells the launcher the agent started.
         fds::set_cloexec(status.raw())?;
     }
+    fds::give_pipes(&[1, 2], spec.uid, spec.gid)?;
     identity::become_instance(spec.uid, spec.gid)?;
     nix::unistd::chdir(&spec.workspace).map_err(|e| SandboxError::errno("chdir workspace", e))?;
 
@@ -622,6 +628,33 @@ fn program_candidates(prog: &str) -> Vec<CString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cgroup_word_cut_short_is_refused() {
+        let dirs = vec![
+            PathBuf::from("/sys/fs/cgroup/pids/airlock/r-1"),
+            PathBuf::from("/sys/fs/cgroup/memory/m/airlock/r-1"),
+        ];
+        let read = |bytes: &[u8]| {
+            let (r, w) = nix::unistd::pipe().expect("pipe");
+            nix::unistd::write(&w, bytes).expect("write");
+            drop(w);
+            read_cgroup_word(r)
+        };
+        let word = cgroup_word(true, dirs.iter());
+        assert_eq!(read(&word), Some((true, dirs.clone())));
+        assert_eq!(
+            read(&cgroup_word(false, [].iter())),
+            Some((false, Vec::new()))
+        );
+        for cut in 0..word.len() {
+            assert_eq!(
+                read(&word[..cut]),
+                None,
+                "a word cut at byte {cut} was taken"
+            );
+        }
+    }
     use crate::sandbox::spec::JAIL_FILE_DIRS;
 
     #[test]

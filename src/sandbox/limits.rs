@@ -373,8 +373,8 @@ pub enum Forked {
 
 /// Fork, with the child born in the cgroup v2 directory `cgroup` when given
 /// (`clone3(CLONE_INTO_CGROUP)`: no move, so no wait for the kernel's global cgroup lock).
-/// Falls back to a plain fork on kernels without it (before 5.7); the caller then moves the
-/// child. The caller must be single-threaded.
+/// Falls back to a plain fork where it cannot be used (kernels before 5.7, a seccomp filter
+/// of the host's); the caller then moves the child. The caller must be single-threaded.
 pub fn fork_into(cgroup: Option<&Path>) -> Result<Forked, SandboxError> {
     const STEP: &str = "fork pid 1";
     if let Some(dir) = cgroup {
@@ -410,8 +410,10 @@ pub fn fork_into(cgroup: Option<&Path>) -> Result<Forked, SandboxError> {
         };
         // SAFETY: clone3 without CLONE_VM and without a stack is fork: the child gets a copy
         // of this single-threaded process and returns here with 0. glibc's fork handlers do
-        // not run; with one thread no lock can be held by another, and the child only ever
-        // signals others (glibc's cached thread id, used by raise(), stays the parent's).
+        // not run: with one thread no lock can be held by another. What stays stale in the
+        // child (pthread_self()'s cached tid, the robust-mutex list) is unused by pid 1;
+        // raise() and abort() ask the kernel for the tid, and glibc's fork, which pid 1
+        // calls later, sets it right in the grandchildren.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_clone3,
@@ -429,8 +431,10 @@ pub fn fork_into(cgroup: Option<&Path>) -> Result<Forked, SandboxError> {
             }
             _ => {
                 let e = std::io::Error::last_os_error();
-                // No clone3, or one without CLONE_INTO_CGROUP: fork and move instead.
-                if !matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::E2BIG)) {
+                // Out of processes or memory: a fork would fail too. Anything else (no
+                // clone3, no CLONE_INTO_CGROUP, a seccomp filter of the host's refusing
+                // clone3): fork, and the caller moves the child, failing closed if it cannot.
+                if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOMEM)) {
                     return Err(SandboxError::sys(STEP, e));
                 }
             }
