@@ -1136,6 +1136,47 @@ fn after_a_sigkilled_helper_the_launcher_backstop_finds_every_run_cgroup() {
     d.assert_cgroups_removed();
 }
 
+/// Shell scripts and many tools write to `/dev/stdout`, `/dev/stderr` or `/proc/self/fd/N`,
+/// which reopens the run's output pipes: the agent may, as they are handed to the instance.
+/// A file the launcher passed as stdout stays the launcher's.
+#[test]
+fn the_agent_can_reopen_its_output_pipes_and_nothing_else_changes_hands() {
+    let (env, _) = Env::new(&["tess"]);
+    let o = env.sh(
+        "tess",
+        "echo out-dev > /dev/stdout; echo err-dev > /dev/stderr; echo via-proc | tee /proc/self/fd/2 >/dev/null",
+    );
+    assert_ok(&o);
+    assert!(text(&o).contains("out-dev"), "{}", text(&o));
+    assert!(
+        err(&o).contains("err-dev") && err(&o).contains("via-proc"),
+        "{}",
+        err(&o)
+    );
+
+    let d = Direct::new(&[
+        "/bin/sh",
+        "-c",
+        "echo into-file > /dev/stdout || echo refused >&2",
+    ]);
+    let out = d._dir.path().join("stdout");
+    let file = std::fs::File::create(&out).unwrap();
+    let before = file.metadata().unwrap();
+    let o = output_within(
+        d.jail(&[]).stdout(file).spawn().unwrap(),
+        Duration::from_secs(30),
+    );
+    assert_ok(&o);
+    use std::os::unix::fs::MetadataExt;
+    let after = std::fs::metadata(&out).unwrap();
+    assert_eq!(
+        (after.uid(), after.gid(), after.mode()),
+        (before.uid(), before.gid(), before.mode()),
+        "the launcher's stdout file changed hands"
+    );
+    assert!(err(&o).contains("refused"), "{}", err(&o));
+}
+
 /// Pid 1 and the agent are in every run cgroup, however pid 1 got there: born in the v2
 /// one (a helper started ahead), moved into it by the helper (a helper given its spec
 /// only), and moving itself into the v1 ones.
