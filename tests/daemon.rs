@@ -725,6 +725,20 @@ fn weekly_budget_refuses_after_the_last_allowed_run() {
     assert!(env.daemon_fallback().contains("launch_refused"));
     // The refused launch opened no record.
     assert_eq!(ledger::records(&env.ledger()).unwrap().len(), 6);
+    // `runs` lists the newest runs, oldest first, and says when older ones exist.
+    let r = env.one(json!({"v":1,"op":"runs","last":2}));
+    assert_eq!(r["ok"], true, "{r}");
+    let listed: Vec<&str> = r["data"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["instance"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["tess", "max"], "{r}");
+    assert_eq!(r["data"]["more"], true, "{r}");
+    let r = env.one(json!({"v":1,"op":"runs"}));
+    assert_eq!(r["data"]["runs"].as_array().unwrap().len(), 3, "{r}");
+    assert_eq!(r["data"]["more"], false, "{r}");
 }
 
 #[test]

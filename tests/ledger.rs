@@ -440,3 +440,48 @@ fn open_recent_refuses_a_removed_record_and_survives_one_misdated_record() {
     );
     assert_eq!(ledger::runs_since(&path, "tess", since).unwrap(), 2);
 }
+
+#[test]
+fn recent_runs_reads_only_the_newest_runs_with_their_closings() {
+    let (_d, path) = setup();
+    assert_eq!(ledger::recent_runs(&path, 5).unwrap(), (Vec::new(), false));
+    many_records(&path, 300);
+    let (runs, more) = ledger::recent_runs(&path, 4).unwrap();
+    assert!(more, "older runs exist");
+    let names: Vec<&str> = runs.iter().map(|(o, _)| o.run.as_str()).collect();
+    assert_eq!(names, ["run-296", "run-297", "run-298", "run-299"]);
+    // Even runs were closed right after they opened; odd ones are still open.
+    for (o, c) in &runs {
+        let n: u64 = o.run["run-".len()..].parse().unwrap();
+        assert_eq!(c.is_some(), n % 2 == 0, "{}", o.run);
+    }
+    let (all, more) = ledger::recent_runs(&path, 1000).unwrap();
+    assert!(!more);
+    assert_eq!(all.len(), 300);
+    assert_eq!(all[0].0.run, "run-0");
+
+    let (o, c) = ledger::find_run(&path, "run-10")
+        .unwrap()
+        .expect("run-10 is there");
+    assert_eq!(
+        (o.run.as_str(), c.map(|c| c.run)),
+        ("run-10", Some("run-10".to_string()))
+    );
+    assert!(ledger::find_run(&path, "run-300").unwrap().is_none());
+}
+
+#[test]
+fn recent_runs_refuses_an_edited_record_it_reads() {
+    let (_d, path) = setup();
+    many_records(&path, 10);
+    let mut all = lines(&path);
+    let last = all.len() - 1;
+    all[last] = all[last]
+        .replace("\"tess\"", "\"eve\"")
+        .replace("\"max\"", "\"eve\"");
+    write_lines(&path, &all);
+    assert!(matches!(
+        ledger::recent_runs(&path, 3),
+        Err(LedgerError::Broken { .. })
+    ));
+}

@@ -70,8 +70,12 @@ enum Cmd {
     Launch(airlock::cli::launch::LaunchArgs),
     /// Active runs.
     Ps,
-    /// Every run the ledger records.
-    Runs,
+    /// The newest runs the ledger records, oldest first.
+    Runs {
+        /// How many (default 100, at most 10000).
+        #[arg(long, value_name = "N")]
+        last: Option<u32>,
+    },
     /// One run in detail.
     Show { run: String },
     /// A run's output and events, from the journal or the run's fallback file.
@@ -175,7 +179,7 @@ fn main() {
         }
         Cmd::Launch(args) => airlock::cli::launch::run(&ctx, args),
         Cmd::Ps => runs::ps(&ctx),
-        Cmd::Runs => runs::runs(&ctx),
+        Cmd::Runs { last } => runs::runs(&ctx, *last),
         Cmd::Show { run } => runs::show(&ctx, run),
         Cmd::Logs { run, follow } => logs::logs(&ctx, run, *follow),
         Cmd::Stop { run } => runs::stop(&ctx, run),

@@ -12,9 +12,9 @@ pub fn ps(ctx: &Ctx) -> i32 {
     list(ctx, Op::Ps, "no active runs")
 }
 
-/// Every run the ledger records, active or closed.
-pub fn runs(ctx: &Ctx) -> i32 {
-    list(ctx, Op::Runs, "no runs recorded")
+/// The newest runs the ledger records, active or closed.
+pub fn runs(ctx: &Ctx, last: Option<u32>) -> i32 {
+    list(ctx, Op::Runs { last }, "no runs recorded")
 }
 
 fn list(ctx: &Ctx, op: Op, empty: &str) -> i32 {
@@ -32,6 +32,12 @@ fn list(ctx: &Ctx, op: Op, empty: &str) -> i32 {
     if runs.is_empty() {
         eprintln!("{empty}");
         return output::OK;
+    }
+    if data.get("more").and_then(|m| m.as_bool()) == Some(true) {
+        eprintln!(
+            "(the newest {} runs; older ones: `airlockctl runs --last N`, or the ledger itself)",
+            runs.len()
+        );
     }
     let now = now_ms();
     let rows: Vec<Vec<String>> = runs.iter().map(|r| row(r, now)).collect();

@@ -50,7 +50,7 @@ pub fn required(op: &Op) -> Access {
         Op::Launch { .. }
         | Op::Stop { .. }
         | Op::Ps
-        | Op::Runs
+        | Op::Runs { .. }
         | Op::Show { .. }
         | Op::Instances
         | Op::Status => Access::Operator,

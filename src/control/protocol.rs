@@ -6,6 +6,11 @@ use serde::{Deserialize, Serialize};
 /// The protocol version this build speaks.
 pub const VERSION: u32 = 1;
 
+/// How many runs `runs` lists when not told, and at most: a run is a few hundred bytes of
+/// answer, and an answer must stay well under the client's limit (16 MiB).
+pub const RUNS_DEFAULT: u32 = 100;
+pub const RUNS_MAX: u32 = 10_000;
+
 /// Longest request line accepted, in bytes (a launch with a long argv fits easily).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
@@ -30,7 +35,12 @@ pub enum Op {
         run: String,
     },
     Ps,
-    Runs,
+    /// The newest runs in the ledger ([`RUNS_DEFAULT`] unless `last` says, at most
+    /// [`RUNS_MAX`]).
+    Runs {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last: Option<u32>,
+    },
     Show {
         run: String,
     },
@@ -53,7 +63,7 @@ impl Op {
             Op::Launch { .. } => "launch",
             Op::Stop { .. } => "stop",
             Op::Ps => "ps",
-            Op::Runs => "runs",
+            Op::Runs { .. } => "runs",
             Op::Show { .. } => "show",
             Op::Instances => "instances",
             Op::Status => "status",
@@ -195,6 +205,7 @@ struct Wire {
     command: Option<Vec<String>>,
     wait: Option<bool>,
     run: Option<String>,
+    last: Option<u32>,
 }
 
 impl Wire {
@@ -208,9 +219,12 @@ impl Wire {
             command,
             wait,
             run,
+            last,
         } = self;
         let launch_only =
             workspace.is_some() || max_seconds.is_some() || command.is_some() || wait.is_some();
+        // Taken by `runs` only; refused by every other operation below.
+        let runs_only = last.is_some();
         let only = |role_ok: bool, instance_ok: bool, run_ok: bool| {
             (role_ok || role.is_none())
                 && (instance_ok || instance.is_none())
@@ -218,6 +232,7 @@ impl Wire {
                 && !launch_only
         };
         match op.as_str() {
+            other if runs_only && other != "runs" => None,
             "launch" if run.is_none() => Some(Op::Launch {
                 role: role?,
                 instance: instance?,
@@ -236,7 +251,7 @@ impl Wire {
                 instance: instance?,
             }),
             "ps" if only(false, false, false) => Some(Op::Ps),
-            "runs" if only(false, false, false) => Some(Op::Runs),
+            "runs" if only(false, false, false) => Some(Op::Runs { last }),
             "instances" if only(false, false, false) => Some(Op::Instances),
             "status" if only(false, false, false) => Some(Op::Status),
             "reload" if only(false, false, false) => Some(Op::Reload),
@@ -248,6 +263,29 @@ impl Wire {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_runs_takes_last() {
+        let parse = |line: &str| parse_request(line.as_bytes()).map(|r| r.op);
+        assert_eq!(
+            parse(r#"{"v":1,"op":"runs","last":5}"#).ok(),
+            Some(Op::Runs { last: Some(5) })
+        );
+        assert_eq!(
+            parse(r#"{"v":1,"op":"runs"}"#).ok(),
+            Some(Op::Runs { last: None })
+        );
+        for other in [
+            r#"{"v":1,"op":"ps","last":5}"#,
+            r#"{"v":1,"op":"stop","run":"r-1","last":5}"#,
+            r#"{"v":1,"op":"launch","role":"code","instance":"tess","last":5}"#,
+        ] {
+            assert!(parse(other).is_err(), "{other}");
+        }
+        // Sent as before when not given, so an older airlockd still understands it.
+        let line = Request::new(Op::Runs { last: None }).to_line();
+        assert!(!line.contains("last"), "{line}");
+    }
 
     #[test]
     fn round_trips_a_launch() {

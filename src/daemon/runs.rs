@@ -2,7 +2,6 @@
 //! thread per run (taken from the [`standby`](super::standby) when one is ready) (over the shared launch path in [`crate::supervisor::process`]), the
 //! active table behind `ps`, `stop` and fire, and the per-run journal.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -471,45 +470,42 @@ pub fn active(d: &Daemon) -> Vec<RunInfo> {
     lock(&d.active).values().map(|r| r.info.clone()).collect()
 }
 
-/// Every run the ledger knows, in launch order, with its outcome once closed (`runs`,
-/// `show`). Runs open in the ledger but not in the active table do not exist while this
-/// daemon runs (crash recovery closed them), so open means running.
-pub fn from_ledger(d: &Daemon) -> Result<Vec<RunInfo>, String> {
-    let records = ledger::records(&d.ledger_path).map_err(|e| e.to_string())?;
-    let mut order = Vec::new();
-    let mut runs: BTreeMap<String, RunInfo> = BTreeMap::new();
-    for r in records {
-        match r.event {
-            LedgerEvent::RunOpened(o) => {
-                order.push(o.run.clone());
-                runs.insert(
-                    o.run.clone(),
-                    RunInfo {
-                        run: o.run,
-                        role: o.role,
-                        instance: o.instance,
-                        uid: o.uid,
-                        launched_by_uid: o.launched_by_uid,
-                        state: "running".into(),
-                        started_at: o.started_at,
-                        ended_at: None,
-                        exit_code: None,
-                        signal: None,
-                        reason: None,
-                        deadline_s: o.deadline_s,
-                    },
-                );
-            }
-            LedgerEvent::RunClosed(c) => {
-                if let Some(info) = runs.get_mut(&c.run) {
-                    info.state = outcome_str(c.outcome).to_string();
-                    info.ended_at = Some(c.ended_at);
-                    info.exit_code = c.exit_code;
-                    info.signal = c.signal;
-                    info.reason = Some(c.reason);
-                }
-            }
-        }
+/// The newest `limit` runs in the ledger, in launch order, with their outcome once closed
+/// (`runs`), and whether older ones exist. Runs open in the ledger but not in the active
+/// table do not exist while this daemon runs (crash recovery closed them), so open means
+/// running.
+pub fn recent(d: &Daemon, limit: usize) -> Result<(Vec<RunInfo>, bool), String> {
+    let (runs, more) = ledger::recent_runs(&d.ledger_path, limit).map_err(|e| e.to_string())?;
+    Ok((runs.into_iter().map(run_info).collect(), more))
+}
+
+/// One run of the ledger (`show`).
+pub fn one(d: &Daemon, run: &str) -> Result<Option<RunInfo>, String> {
+    let found = ledger::find_run(&d.ledger_path, run).map_err(|e| e.to_string())?;
+    Ok(found.map(run_info))
+}
+
+fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
+    let mut info = RunInfo {
+        run: o.run,
+        role: o.role,
+        instance: o.instance,
+        uid: o.uid,
+        launched_by_uid: o.launched_by_uid,
+        state: "running".into(),
+        started_at: o.started_at,
+        ended_at: None,
+        exit_code: None,
+        signal: None,
+        reason: None,
+        deadline_s: o.deadline_s,
+    };
+    if let Some(c) = closed {
+        info.state = outcome_str(c.outcome).to_string();
+        info.ended_at = Some(c.ended_at);
+        info.exit_code = c.exit_code;
+        info.signal = c.signal;
+        info.reason = Some(c.reason);
     }
-    Ok(order.into_iter().filter_map(|r| runs.remove(&r)).collect())
+    info
 }

@@ -204,18 +204,21 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
     let ok = |v: serde_json::Value| Response::ok(v);
     match op {
         Op::Ps => ok(serde_json::json!({ "runs": runs::active(d) })),
-        Op::Runs => match runs::from_ledger(d) {
-            Ok(r) => ok(serde_json::json!({ "runs": r })),
-            Err(e) => Response::err(ErrorCode::Internal, e),
-        },
-        Op::Show { run } => match runs::from_ledger(d) {
-            Ok(all) => match all.into_iter().find(|r| r.run == run) {
-                Some(r) => ok(serde_json::json!({ "run": r })),
-                None => Response::err(
-                    ErrorCode::NotFound,
-                    "no run with this id in the ledger; `airlockctl runs` lists them",
-                ),
-            },
+        Op::Runs { last } => {
+            let last = last
+                .unwrap_or(protocol::RUNS_DEFAULT)
+                .min(protocol::RUNS_MAX);
+            match runs::recent(d, last as usize) {
+                Ok((r, more)) => ok(serde_json::json!({ "runs": r, "more": more })),
+                Err(e) => Response::err(ErrorCode::Internal, e),
+            }
+        }
+        Op::Show { run } => match runs::one(d, &run) {
+            Ok(Some(r)) => ok(serde_json::json!({ "run": r })),
+            Ok(None) => Response::err(
+                ErrorCode::NotFound,
+                "no run with this id in the ledger; `airlockctl runs` lists them",
+            ),
             Err(e) => Response::err(ErrorCode::Internal, e),
         },
         Op::Stop { run } => {

@@ -603,6 +603,70 @@ pub fn records(path: &Path) -> Result<Vec<Record>, LedgerError> {
     Ok(check_all(path, &data)?.0)
 }
 
+/// A run as the ledger records it: its opening record, and its closing one once closed.
+pub type RunRecords = (RunOpened, Option<RunClosed>);
+
+/// The newest `limit` runs, oldest first, read from the end of the ledger (each record
+/// checked against its own hash), and whether older runs exist. For listings: their cost
+/// follows `limit`, not the ledger's history, and so does the answer's size.
+pub fn recent_runs(path: &Path, limit: usize) -> Result<(Vec<RunRecords>, bool), LedgerError> {
+    let mut runs = Vec::new();
+    let mut more = false;
+    scan_runs(path, |run| {
+        if runs.len() == limit {
+            more = true;
+            return false;
+        }
+        runs.push(run);
+        true
+    })?;
+    runs.reverse();
+    Ok((runs, more))
+}
+
+/// One run's records, read from the end of the ledger back to its opening record.
+pub fn find_run(path: &Path, run: &str) -> Result<Option<RunRecords>, LedgerError> {
+    let mut found = None;
+    scan_runs(path, |r| {
+        if r.0.run == run {
+            found = Some(r);
+            return false;
+        }
+        true
+    })?;
+    Ok(found)
+}
+
+/// Visit runs from the newest opening record back, each with its closing record (which
+/// comes after it in the file, so it has been read by then), until `visit` says stop.
+fn scan_runs(path: &Path, mut visit: impl FnMut(RunRecords) -> bool) -> Result<(), LedgerError> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(path, "read")(e)),
+    };
+    let mut closings: BTreeMap<String, RunClosed> = BTreeMap::new();
+    scan_back(&mut file, path, |line| {
+        let record = check_record(line).map_err(|why| LedgerError::Broken {
+            path: path.to_path_buf(),
+            seq: 0,
+            line: 0,
+            why: format!("{why} (`airlockctl verify-ledger` names the first broken record)"),
+        })?;
+        Ok(match record.event {
+            LedgerEvent::RunClosed(c) => {
+                closings.insert(c.run.clone(), c);
+                true
+            }
+            LedgerEvent::RunOpened(o) => {
+                let closed = closings.remove(&o.run);
+                visit((o, closed))
+            }
+        })
+    })?;
+    Ok(())
+}
+
 /// Verify the chain; returns the number of records, or the first broken one.
 pub fn verify(path: &Path) -> Result<u64, LedgerError> {
     Ok(records(path)?.len() as u64)
