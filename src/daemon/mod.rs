@@ -253,10 +253,19 @@ async fn main_loop(
     d.events.log(
         EventKind::DaemonStarted,
         &format!(
-            "airlockd {} ready (pid {}, socket {where_}, {} roles)",
+            "airlockd {} ready (pid {}, socket {where_}, {} roles); {}",
             env!("CARGO_PKG_VERSION"),
             std::process::id(),
-            d.set().catalog.len()
+            d.set().catalog.len(),
+            match &d.cgroup_parent {
+                Some(p) => format!("run cgroups under {}", p.display()),
+                // Said once here, not only in each run's log: a sysadmin should know.
+                None => "no writable cgroup v2 for runs: each run is limited by cgroup v1 \
+                         pids (or RLIMIT_NPROC) where available and ended with its pid \
+                         namespace; run airlockd under systemd (Delegate=yes) for cgroup \
+                         v2 limits"
+                    .to_string(),
+            }
         ),
         &[],
     );
