@@ -126,10 +126,8 @@ admin_group: airlock-admin
 operator_group: airlock-operators
 instances: {}
 EOF
-if [ ! -e "$etc/airlock.yaml" ]; then
-  install -m 0644 "$config_src" "$etc/airlock.yaml"
-  say "installed $etc/airlock.yaml"
-fi
+# Like the policies: an operator's edited config is kept, the shipped one goes beside it.
+keep "$config_src" "$etc/airlock.yaml" 0644
 
 # 4. systemd units, pointed at the binaries' real location.
 unitdir="$(root /etc/systemd/system)"
