@@ -79,7 +79,8 @@ pub struct Enforcement {
 /// avoid it: a child born in the v2 cgroup (`CLONE_INTO_CGROUP`, [`fork_into`]) and a
 /// single-threaded process moving itself in a v1 hierarchy (its `tasks` file,
 /// [`join_self_v1`]). The helper moves pid 1 into the v2 cgroup only when it could not be
-/// born there (the cgroup was made after the fork, or the kernel predates 5.7).
+/// born there (the cgroup was made after the fork, or clone3 was refused: a kernel
+/// before 5.7, a host's seccomp filter).
 ///
 /// The v1 `airlock` parents stay once made: creating and removing one per run cost each
 /// run two more cgroup operations, which serialize on the kernel's cgroup lock. An empty
