@@ -1051,3 +1051,50 @@ fn delegated_cgroup_layout_and_recovery() {
         let _ = std::fs::remove_dir(base.join(d));
     }
 }
+
+/// Launches still being decided when the drain starts end before airlockd exits: refused
+/// ones remove what they made (run directory, helper, cgroups), started ones are stopped
+/// and closed. Without the wait, a runner abandoned by a late refusal was cut off by the
+/// exit and left its run cgroups behind, with no ledger record to recover them from.
+#[test]
+fn a_drain_waits_for_launches_being_decided() {
+    let mount = cgroup2_mount();
+    let base = mount.join(format!("airlock-drain-{}", std::process::id()));
+    std::fs::create_dir(&base).unwrap();
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.cgroup = Some(base.clone());
+    for round in 0..5 {
+        env.start();
+        std::thread::scope(|s| {
+            for _ in 0..6 {
+                // Refused, started or cut off by the drain: any answer, or none, will do.
+                s.spawn(|| {
+                    try_request(
+                        &env.sock,
+                        &json!({"v":1,"op":"launch","role":"code","instance":"tess","command":["/bin/sleep","30"]}),
+                    )
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2 + round));
+            env.signal(nix::sys::signal::Signal::SIGTERM);
+        });
+        assert_eq!(env.wait_exit(60), Some(0), "{}", env.stderr());
+        let left: Vec<String> = std::fs::read_dir(base.join("airlock"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("r-"))
+            .collect();
+        assert!(left.is_empty(), "round {round}: run cgroups left: {left:?}");
+        assert!(
+            ledger::open_runs(&env.ledger()).unwrap().is_empty(),
+            "round {round}: a run was left open"
+        );
+    }
+    for d in ["airlock", "supervisor", ""] {
+        let _ = std::fs::remove_dir(base.join(d));
+    }
+}

@@ -485,3 +485,29 @@ fn recent_runs_refuses_an_edited_record_it_reads() {
         Err(LedgerError::Broken { .. })
     ));
 }
+
+#[test]
+fn recent_runs_refuses_a_removed_record_and_keeps_a_runs_last_closing() {
+    let (_d, path) = setup();
+    many_records(&path, 10);
+    let mut all = lines(&path);
+    all.remove(5);
+    write_lines(&path, &all);
+    assert!(matches!(
+        ledger::recent_runs(&path, 1000),
+        Err(LedgerError::Broken { .. })
+    ));
+
+    let (_d, path) = setup();
+    let mut l = Ledger::open(&path).unwrap();
+    l.append(opened("run-a", "tess", 1000)).unwrap();
+    l.append(closed("run-a")).unwrap();
+    let mut again = closed("run-a");
+    if let LedgerEvent::RunClosed(c) = &mut again {
+        c.reason = "closed again".to_string();
+    }
+    l.append(again).unwrap();
+    drop(l);
+    let (_, c) = ledger::find_run(&path, "run-a").unwrap().unwrap();
+    assert_eq!(c.unwrap().reason, "closed again");
+}

@@ -73,7 +73,7 @@ enum Cmd {
     /// The newest runs the ledger records, oldest first.
     Runs {
         /// How many (default 100, at most 10000).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
         last: Option<u32>,
     },
     /// One run in detail.

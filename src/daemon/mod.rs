@@ -18,7 +18,7 @@ pub mod standby;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -47,11 +47,22 @@ pub struct Daemon {
     /// Poked whenever the active table changes.
     pub changed: Notify,
     draining: AtomicBool,
+    /// Launches being decided (see [`Daemon::launch_in_flight`]).
+    launches: AtomicUsize,
     pub events: Events,
     /// Parent of every run's cgroup, settled once at startup.
     pub cgroup_parent: Option<PathBuf>,
     /// A supervisor with its jail helper started ahead of the next launch.
     pub standby: standby::Standby,
+}
+
+/// A launch being decided; see [`Daemon::launch_in_flight`].
+pub struct InFlight<'a>(&'a Daemon);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.launches.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Daemon {
@@ -70,6 +81,14 @@ impl Daemon {
 
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Count a launch as being decided until the guard drops: the drain waits for these,
+    /// so a launch refused late still removes what it made before airlockd exits, and one
+    /// that started its run has it in the active table for the drain to stop.
+    pub fn launch_in_flight(&self) -> InFlight<'_> {
+        self.launches.fetch_add(1, Ordering::SeqCst);
+        InFlight(self)
     }
 
     pub fn active_count(&self) -> usize {
@@ -196,6 +215,7 @@ pub fn main(config_path: &Path) -> i32 {
         active: Mutex::new(BTreeMap::new()),
         changed: Notify::new(),
         draining: AtomicBool::new(false),
+        launches: AtomicUsize::new(0),
         events,
         cgroup_parent,
         standby: standby::Standby::default(),
@@ -313,9 +333,13 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
         &format!("airlockd stopping: {n} active run(s) will be stopped"),
         &[],
     );
-    // Take the ledger lock once so no launch that passed its draining check before the
-    // flag was set can still add a run after the stop below.
-    drop(d.ledger.lock().unwrap_or_else(|e| e.into_inner()));
+    // Launches that passed their draining check before the flag was set end first: refused
+    // (having removed what they made) or with their run in the active table, stopped below.
+    // Bounded: a launch only waits on local files and the ledger.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    while d.launches.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     d.standby.clear();
     runs::stop_all(d, "airlockd is shutting down");
     let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));

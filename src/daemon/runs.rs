@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::standby::Standby;
+use super::standby::{Standby, Taken};
 use super::{budget, Daemon};
 use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
 use crate::journal::{EventKind, RunFields, RunJournal, Stream};
@@ -57,6 +57,7 @@ pub struct LaunchArgs {
 /// Check, record and start one run. Blocking (ledger fsync, NSS, mkdir): call from a
 /// blocking task. Refusals are journaled as `launch_refused`.
 pub fn launch(d: &Arc<Daemon>, a: LaunchArgs) -> Result<Started, Response> {
+    let _deciding = d.launch_in_flight();
     let r = launch_inner(d, &a);
     // A standby taken by a launch that then failed ran nothing; have one for the next. (A
     // launch that started its run gets the next one started when the run ends, so that
@@ -145,7 +146,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     // The supervisor thread has started its jail helper already (a standby) or starts it
     // now, so the helper's start overlaps preparing and recording the run; the helper gets
     // its spec only once the record below is durable.
-    let (go_tx, slot) = Standby::take(d).map_err(|e| {
+    let runner = Standby::take(d).map_err(|e| {
         err(
             ErrorCode::Internal,
             format!("airlockd could not start a supervisor thread: {e}"),
@@ -153,16 +154,26 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     })?;
     // Prepared without the ledger lock (instance registry, NSS, run directory): launches
     // and run closings do not wait for each other's preparation.
-    let prepared = launch::prepare_in(cfg, &req, &entry.loaded, slot)
-        .map_err(|e| err(ErrorCode::Refused, e.to_string()))?;
+    let prepared = match launch::prepare_in(cfg, &req, &entry.loaded, runner.slot.clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            runner.abandon();
+            return Err(err(ErrorCode::Refused, e.to_string()));
+        }
+    };
+    // Nothing of a refused run stays behind: its directory, its helper, its cgroups.
+    let refuse = |runner: Taken, r: Response| {
+        let _ = std::fs::remove_dir_all(&prepared.run_dir);
+        runner.abandon();
+        r
+    };
     // The checks, the opening record and the active table change under one hold of the
     // ledger lock, so two launches cannot both take the last run of a budget or the last
     // slot.
     let mut ledger = lock(&d.ledger);
     if let Err(r) = admit(d, cfg, &ledger, &a.instance, role) {
-        // Nothing of a refused run stays behind.
-        let _ = std::fs::remove_dir_all(&prepared.run_dir);
-        return Err(r);
+        drop(ledger);
+        return Err(refuse(runner, r));
     }
     let now = ledger::now_ms();
     let run = prepared.spec.run_id.clone();
@@ -178,11 +189,11 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         started_at: now,
         deadline_s,
     };
-    ledger.append(LedgerEvent::RunOpened(opened)).map_err(|e| {
-        // Nothing of a refused run stays behind.
-        let _ = std::fs::remove_dir_all(&prepared.run_dir);
-        err(ErrorCode::Internal, format!("the run was not started: {e}"))
-    })?;
+    if let Err(e) = ledger.append(LedgerEvent::RunOpened(opened)) {
+        drop(ledger);
+        let r = err(ErrorCode::Internal, format!("the run was not started: {e}"));
+        return Err(refuse(runner, r));
+    }
     let control = Arc::new(RunControl::new(
         prepared.deadline,
         Duration::from_secs(cfg.grace_seconds),
@@ -224,7 +235,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         control,
         frames,
     };
-    if go_tx.send(go).is_err() {
+    if !runner.start(go) {
         // The supervisor thread is gone: close what was opened.
         close(
             d,

@@ -40,16 +40,19 @@ impl Standby {
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The sender that starts a run, and the run id and cgroup parent the run must use:
-    /// the standby's when it is fresh, else a new runner's.
-    pub fn take(d: &Arc<Daemon>) -> std::io::Result<(SyncSender<Go>, Ahead)> {
+    /// A runner for one launch: the standby when it is fresh, else a new one.
+    pub fn take(d: &Arc<Daemon>) -> std::io::Result<Taken> {
         let ready = d.standby.slot().take();
         let r = match ready {
             Some(r) if r.born.elapsed() < MAX_AGE => r,
             // Dropping a stale one ends its thread, which kills its helper.
             _ => start(d)?,
         };
-        Ok((r.go, r.slot))
+        Ok(Taken {
+            slot: r.slot,
+            go: r.go,
+            thread: r.thread,
+        })
     }
 
     /// Start a standby if there is none and the daemon is not draining. Best effort: when
@@ -80,6 +83,30 @@ impl Standby {
         if slot.as_ref().is_some_and(|r| r.born.elapsed() >= MAX_AGE) {
             slot.take();
         }
+    }
+}
+
+/// A runner taken by a launch: it either gets the launch's run or is abandoned.
+pub struct Taken {
+    /// The run id and cgroup parent the run must use (its helper was started for them).
+    pub slot: Ahead,
+    go: SyncSender<Go>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Taken {
+    /// Hand the runner its run; the run is its thread's from here on. False: the thread is
+    /// gone, and the run with it.
+    pub fn start(self, go: Go) -> bool {
+        self.go.send(go).is_ok()
+    }
+
+    /// The launch was refused: end the runner and wait until its helper is gone and the
+    /// cgroups it made for the run are removed, so a refused launch leaves nothing behind
+    /// even when airlockd exits right after.
+    pub fn abandon(self) {
+        drop(self.go);
+        let _ = self.thread.join();
     }
 }
 

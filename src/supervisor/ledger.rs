@@ -639,6 +639,8 @@ pub fn find_run(path: &Path, run: &str) -> Result<Option<RunRecords>, LedgerErro
 
 /// Visit runs from the newest opening record back, each with its closing record (which
 /// comes after it in the file, so it has been read by then), until `visit` says stop.
+/// Every record read is checked against its own hash and linked to the one after it, so
+/// an edit or a removal within what is read is an error, never a silently partial answer.
 fn scan_runs(path: &Path, mut visit: impl FnMut(RunRecords) -> bool) -> Result<(), LedgerError> {
     let mut file = match File::open(path) {
         Ok(f) => f,
@@ -646,16 +648,29 @@ fn scan_runs(path: &Path, mut visit: impl FnMut(RunRecords) -> bool) -> Result<(
         Err(e) => return Err(io_err(path, "read")(e)),
     };
     let mut closings: BTreeMap<String, RunClosed> = BTreeMap::new();
+    // The seq and hash the next record read (the one before) must have.
+    let mut expect: Option<(u64, String)> = None;
     scan_back(&mut file, path, |line| {
-        let record = check_record(line).map_err(|why| LedgerError::Broken {
+        let seq = expect.as_ref().map_or(0, |(seq, _)| *seq);
+        let broken = |why: String| LedgerError::Broken {
             path: path.to_path_buf(),
-            seq: 0,
+            seq,
             line: 0,
             why: format!("{why} (`airlockctl verify-ledger` names the first broken record)"),
-        })?;
+        };
+        let record = check_record(line).map_err(|why| broken(format!("a record: {why}")))?;
+        if let Some((seq, hash)) = &expect {
+            if record.seq != *seq || record.hash != *hash {
+                return Err(broken(
+                    "a record does not link to the one after it".to_string(),
+                ));
+            }
+        }
+        expect = record.seq.checked_sub(1).map(|s| (s, record.prev.clone()));
         Ok(match record.event {
             LedgerEvent::RunClosed(c) => {
-                closings.insert(c.run.clone(), c);
+                // Read newest first: a run closed twice keeps its last closing.
+                closings.entry(c.run.clone()).or_insert(c);
                 true
             }
             LedgerEvent::RunOpened(o) => {
