@@ -992,19 +992,41 @@ fn cgroup2_mount() -> PathBuf {
         .expect("a cgroup2 mount (the daemon tests need cgroup v2)")
 }
 
-/// The systemd layout (Delegate=yes): airlockd starts in its own cgroup, moves itself into
-/// a `supervisor` leaf, runs live in `airlock/<run>`; after kill -9 and a restart in the same
-/// cgroup, recovery kills the orphan through its cgroup.
-#[test]
-fn delegated_cgroup_layout_and_recovery() {
-    let mount = cgroup2_mount();
-    let base = mount.join(format!("airlock-dtest-{}", std::process::id()));
+/// An airlockd set up as under systemd with `Delegate=yes`: started in a cgroup of its own
+/// (`<cgroup2>/airlock-<tag>-<pid>`, returned), not yet running.
+fn delegated_env(tag: &str) -> (Env, PathBuf) {
+    let base = cgroup2_mount().join(format!("airlock-{tag}-{}", std::process::id()));
     std::fs::create_dir(&base).unwrap();
     let mut env = Env::new(Opts {
         no_journald: true,
         ..Opts::default()
     });
     env.cgroup = Some(base.clone());
+    (env, base)
+}
+
+/// The run cgroups left under a delegated base.
+fn run_cgroups_left(base: &Path) -> Vec<String> {
+    std::fs::read_dir(base.join("airlock"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("r-"))
+        .collect()
+}
+
+fn remove_delegated(base: &Path) {
+    for d in ["airlock", "supervisor", ""] {
+        let _ = std::fs::remove_dir(base.join(d));
+    }
+}
+
+/// The systemd layout (Delegate=yes): airlockd starts in its own cgroup, moves itself into
+/// a `supervisor` leaf, runs live in `airlock/<run>`; after kill -9 and a restart in the same
+/// cgroup, recovery kills the orphan through its cgroup.
+#[test]
+fn delegated_cgroup_layout_and_recovery() {
+    let (mut env, base) = delegated_env("dtest");
     env.start();
     let own = std::fs::read_to_string(format!("/proc/{}/cgroup", env.pid())).unwrap();
     assert!(
@@ -1040,16 +1062,9 @@ fn delegated_cgroup_layout_and_recovery() {
     assert_eq!(env.wait_exit(30), Some(0));
     // airlockd keeps a jail helper on standby with cgroups made for its next run; the
     // drain removes them with it.
-    let left: Vec<String> = std::fs::read_dir(base.join("airlock"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("r-"))
-        .collect();
+    let left = run_cgroups_left(&base);
     assert!(left.is_empty(), "cgroups left after the drain: {left:?}");
-    for d in ["airlock", "supervisor", ""] {
-        let _ = std::fs::remove_dir(base.join(d));
-    }
+    remove_delegated(&base);
 }
 
 /// Launches still being decided when the drain starts end before airlockd exits: refused
@@ -1058,14 +1073,7 @@ fn delegated_cgroup_layout_and_recovery() {
 /// exit and left its run cgroups behind, with no ledger record to recover them from.
 #[test]
 fn a_drain_waits_for_launches_being_decided() {
-    let mount = cgroup2_mount();
-    let base = mount.join(format!("airlock-drain-{}", std::process::id()));
-    std::fs::create_dir(&base).unwrap();
-    let mut env = Env::new(Opts {
-        no_journald: true,
-        ..Opts::default()
-    });
-    env.cgroup = Some(base.clone());
+    let (mut env, base) = delegated_env("drain");
     for round in 0..5 {
         env.start();
         std::thread::scope(|s| {
@@ -1082,19 +1090,12 @@ fn a_drain_waits_for_launches_being_decided() {
             env.signal(nix::sys::signal::Signal::SIGTERM);
         });
         assert_eq!(env.wait_exit(60), Some(0), "{}", env.stderr());
-        let left: Vec<String> = std::fs::read_dir(base.join("airlock"))
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("r-"))
-            .collect();
+        let left = run_cgroups_left(&base);
         assert!(left.is_empty(), "round {round}: run cgroups left: {left:?}");
         assert!(
             ledger::open_runs(&env.ledger()).unwrap().is_empty(),
             "round {round}: a run was left open"
         );
     }
-    for d in ["airlock", "supervisor", ""] {
-        let _ = std::fs::remove_dir(base.join(d));
-    }
+    remove_delegated(&base);
 }

@@ -1331,6 +1331,22 @@ fn a_helper_started_ahead_runs_its_own_run_only() {
     assert!(err(&o).contains("from the spec's arrival"), "{}", err(&o));
     d.assert_cgroups_removed();
 
+    // A cgroup parent outside the cgroup file system is refused before the helper makes
+    // anything (it would create the run's cgroup there as root before any spec came).
+    let outside = d._dir.path().join("not-a-cgroup");
+    std::fs::create_dir(&outside).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_airlock-jail"))
+        .args(["--run-id", "r-outside", "--cgroup-parent"])
+        .arg(&outside)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        !outside.join("r-outside").exists(),
+        "the helper made a directory outside /sys/fs/cgroup"
+    );
+
     // Started for another run: the spec is refused and nothing runs.
     let mut child = start_ahead(&d, "r-someone-else");
     child.stdin.take().unwrap().write_all(&spec).unwrap();

@@ -24,10 +24,10 @@
 //! it holds even when the launcher's own watcher is gone.
 
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use airlock::sandbox::spec::valid_run_id;
+use airlock::sandbox::spec::{valid_cgroup_parent, valid_run_id};
 use airlock::sandbox::status::StatusFd;
 use airlock::sandbox::{fds, helper, watch, SandboxError};
 
@@ -86,7 +86,9 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
             "--run-id" if out.run_id.is_none() && valid_run_id(&value) => {
                 out.run_id = Some(value);
             }
-            "--cgroup-parent" if out.cgroup_parent.is_none() && value.starts_with('/') => {
+            "--cgroup-parent"
+                if out.cgroup_parent.is_none() && valid_cgroup_parent(Path::new(&value)) =>
+            {
                 out.cgroup_parent = Some(PathBuf::from(value));
             }
             _ => return None,

@@ -336,13 +336,16 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
     // Launches that passed their draining check before the flag was set end first: refused
     // (having removed what they made) or with their run in the active table, stopped below.
     // Bounded: a launch only waits on local files and the ledger.
+    let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     while d.launches.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
+        }
     }
     d.standby.clear();
     runs::stop_all(d, "airlockd is shutting down");
-    let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
     while d.active_count() > 0 {
         tokio::select! {
             _ = d.changed.notified() => notify::status(&d.status_line()),

@@ -207,7 +207,7 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
         Op::Runs { last } => {
             let last = last
                 .unwrap_or(protocol::RUNS_DEFAULT)
-                .min(protocol::RUNS_MAX);
+                .clamp(1, protocol::RUNS_MAX);
             match runs::recent(d, last as usize) {
                 Ok((r, more)) => ok(serde_json::json!({ "runs": r, "more": more })),
                 Err(e) => Response::err(ErrorCode::Internal, e),

@@ -36,6 +36,18 @@ fn close_range(first: u32, last: u32) -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// A pidfd for process `pid` (one of ours, not yet reaped): it turns readable when the
+/// process exits, and names that process only, whatever its pid is reused for.
+pub fn pidfd_open(pid: libc::pid_t) -> std::io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: raw syscall with integer arguments; the returned fd is owned right away.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by pidfd_open and is owned by nobody else.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as RawFd) })
+}
+
 /// Mark an fd close-on-exec.
 pub fn set_cloexec(fd: RawFd) -> Result<(), SandboxError> {
     // SAFETY: fcntl on an fd number; a bad fd yields EBADF, which we report.
@@ -56,26 +68,20 @@ pub fn set_cloexec(fd: RawFd) -> Result<(), SandboxError> {
 /// run's own); a file or named FIFO the launcher passed stays as it is. Runs as root,
 /// before the agent drops to the instance.
 pub fn give_pipes(fds: &[RawFd], uid: u32, gid: u32) -> Result<(), SandboxError> {
-    const STEP: &str = "hand stdout and stderr to the instance";
-    let (r, _w) = nix::unistd::pipe().map_err(|e| SandboxError::errno(STEP, e))?;
-    let Some(pipefs) = fstat(std::os::fd::AsRawFd::as_raw_fd(&r)) else {
-        return Err(SandboxError::sys(STEP, std::io::Error::last_os_error()));
-    };
+    // The kernel's pipe file system, where every anonymous pipe lives (linux/magic.h).
+    const PIPEFS_MAGIC: libc::c_long = 0x5049_5045;
     for &fd in fds {
-        let Some(st) = fstat(fd) else { continue };
-        if st.st_mode & libc::S_IFMT == libc::S_IFIFO && st.st_dev == pipefs.st_dev {
-            // SAFETY: fchown on an fd number, which is open (fstat just saw it).
-            if unsafe { libc::fchown(fd, uid, gid) } != 0 {
-                return Err(SandboxError::sys(STEP, std::io::Error::last_os_error()));
-            }
+        // SAFETY: fstatfs writes only into the struct it is given; a closed fd yields EBADF.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatfs(fd, &mut fs) } != 0 || fs.f_type as libc::c_long != PIPEFS_MAGIC {
+            continue;
         }
+        nix::unistd::fchown(
+            fd,
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        )
+        .map_err(|e| SandboxError::errno("hand stdout and stderr to the instance", e))?;
     }
     Ok(())
-}
-
-/// fstat of an fd number; None when it is not open.
-fn fstat(fd: RawFd) -> Option<libc::stat> {
-    // SAFETY: fstat writes only into the struct it is given; a closed fd yields EBADF.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st)
 }

@@ -23,8 +23,8 @@
 
 use std::convert::Infallible;
 use std::ffi::CString;
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -153,8 +153,8 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
         }
     };
     drop((life_r, cg_r, spec_r));
-    // Declared after the pipes, so it is dropped first: on an error below pid 1 is killed
-    // (and with it the whole run) before it can read the end of a pipe.
+    // Dropped (below) before the write ends of the pipes: on an error pid 1 is killed (and
+    // with it the whole run) before it can read the end of a pipe.
     let mut guard = Pid1Guard(Some(child));
     // Closed once the spec is handed over: pid 1 reads it to end of file.
     let mut spec_w = Some(spec_w);
@@ -175,7 +175,7 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
         let text = read_spec_bytes(&mut std::io::stdin().lock())?;
         let handed = spec_w
             .take()
-            .map_or(Ok(()), |w| write_all(&w, &text, "hand the spec to pid 1"));
+            .map_or(Ok(()), |w| write_all(w, &text, "hand the spec to pid 1"));
         let spec = parse_spec(&text)?;
         handed?;
         if let Some(a) = &launch.ahead {
@@ -210,7 +210,7 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
         let nproc = enforced.procs == ProcLimit::RlimitNproc;
         let word = cgroup_word(nproc, c.v1_dirs());
         cg_w.take()
-            .map_or(Ok(()), |w| write_all(&w, &word, "start pid 1"))?;
+            .map_or(Ok(()), |w| write_all(w, &word, "start pid 1"))?;
         report(&spec, status, c, enforced, deadline, grace, lifeline_note);
         // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
         let _ = nix::unistd::close(status.raw());
@@ -239,13 +239,7 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
 /// common build, a stray kill) must exit then, so its launcher sees it is not usable.
 fn wait_for_spec(pid1: Pid) -> Result<(), SandboxError> {
     const STEP: &str = "wait for the run spec";
-    // SAFETY: pidfd_open on our own unreaped child; the fd is owned right away.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid1.as_raw(), 0) };
-    if raw < 0 {
-        return Err(SandboxError::sys(STEP, std::io::Error::last_os_error()));
-    }
-    // SAFETY: raw is a new fd that nothing else owns.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    let pidfd = fds::pidfd_open(pid1.as_raw()).map_err(|e| SandboxError::sys(STEP, e))?;
     let mut fds = [
         libc::pollfd {
             fd: 0,
@@ -280,15 +274,11 @@ fn wait_for_spec(pid1: Pid) -> Result<(), SandboxError> {
     }
 }
 
-fn write_all(fd: &OwnedFd, mut bytes: &[u8], step: &'static str) -> Result<(), SandboxError> {
-    while !bytes.is_empty() {
-        match nix::unistd::write(fd, bytes) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(SandboxError::errno(step, e)),
-        }
-    }
-    Ok(())
+/// Write all of `bytes` to a pipe and close it: its reader reads to end of file.
+fn write_all(fd: OwnedFd, bytes: &[u8], step: &'static str) -> Result<(), SandboxError> {
+    std::fs::File::from(fd)
+        .write_all(bytes)
+        .map_err(|e| SandboxError::sys(step, e))
 }
 
 /// Why pid 1 stopped before the run started.
@@ -394,18 +384,6 @@ impl Drop for Pid1Guard {
         if let Some(pid) = self.0.take() {
             let _ = kill(pid, Signal::SIGKILL);
             let _ = nix::sys::wait::waitpid(pid, None);
-        }
-    }
-}
-
-/// Read one byte from a pipe; None at end of file or on error.
-fn read_byte(fd: &OwnedFd) -> Option<u8> {
-    let mut byte = [0u8; 1];
-    loop {
-        match nix::unistd::read(fd.as_raw_fd(), &mut byte) {
-            Ok(1) => return Some(byte[0]),
-            Err(nix::errno::Errno::EINTR) => continue,
-            _ => return None,
         }
     }
 }
@@ -581,13 +559,14 @@ fn agent(
 
     seccomp::install()?;
     // The agent is set up while pid 1 reduces itself; it execs only once pid 1 is done.
-    if read_byte(&go_r) != Some(b'g') {
+    let mut go = [0u8; 1];
+    let went = std::fs::File::from(go_r).read_exact(&mut go);
+    if went.is_err() || go != *b"g" {
         return Err(SandboxError::Invalid {
             step: "start agent",
             why: "pid 1 did not finish its own setup".to_string(),
         });
     }
-    drop(go_r);
     // The jail's setup cost as benches/jail.sh reports it: helper start to the agent's exec.
     status.info(&format!(
         "setup: {} us from the helper's start to the agent's exec ({} us from the spec's arrival)",

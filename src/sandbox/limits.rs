@@ -126,7 +126,7 @@ impl RunCgroups {
             self.v2 = Some(dir);
         }
         if !self.v2_pids {
-            if let Some(parent) = v1_parent("pids") {
+            if let Some(parent) = v1_parents().pids.clone() {
                 let dir = self.make_v1(&parent, run_id, "create run pids cgroup (v1)")?;
                 self.v1_pids = Some(dir);
             }
@@ -173,7 +173,7 @@ impl RunCgroups {
                 memory: MemLimit::CgroupV2,
             });
         }
-        let Some(parent) = v1_parent("memory") else {
+        let Some(parent) = v1_parents().memory.clone() else {
             return Err(SandboxError::Unsupported {
                 step: "memory limit",
                 why: "fail closed: memory limit requested but no memory controller is \
@@ -231,19 +231,12 @@ impl RunCgroups {
     /// the v1 pids and memory hierarchies). For the launcher's backstop after a helper that
     /// could not clean up (e.g. it was SIGKILLed): `existing(..).kill_and_remove()`.
     pub fn existing(v2_parent: Option<&Path>, run_id: &str) -> RunCgroups {
-        // Where the v1 hierarchies are mounted and which cgroup this process is in do not
-        // change while it runs: looked up once, as a launcher asks after every run.
-        static V1_PARENTS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-        let v1 = V1_PARENTS.get_or_init(|| {
-            ["pids", "memory"]
-                .into_iter()
-                .filter_map(v1_parent)
-                .collect()
-        });
+        let v1 = v1_parents();
         let dirs = v2_parent
             .map(Path::to_path_buf)
             .into_iter()
-            .chain(v1.iter().cloned())
+            .chain(v1.pids.iter().cloned())
+            .chain(v1.memory.iter().cloned())
             .map(|p| p.join(run_id))
             .filter(|d| d.is_dir())
             .collect();
@@ -316,6 +309,22 @@ impl std::fmt::Display for Enforcement {
         };
         write!(f, "process limit: {procs}; memory limit: {memory}")
     }
+}
+
+/// The v1 `airlock` parents of this process ([`v1_parent`]), looked up once: where the v1
+/// hierarchies are mounted and which cgroup this process is in do not change while it
+/// runs, and each lookup reads /proc/self/mountinfo and /proc/self/cgroup.
+struct V1Parents {
+    pids: Option<PathBuf>,
+    memory: Option<PathBuf>,
+}
+
+fn v1_parents() -> &'static V1Parents {
+    static PARENTS: std::sync::OnceLock<V1Parents> = std::sync::OnceLock::new();
+    PARENTS.get_or_init(|| V1Parents {
+        pids: v1_parent("pids"),
+        memory: v1_parent("memory"),
+    })
 }
 
 /// `<mount of the v1 hierarchy with controller>/<our cgroup there>/airlock`, created if

@@ -5,7 +5,7 @@
 //! process of pid 1 creates it ([`NetNs::start`]) while pid 1 builds the root, and pid 1
 //! joins it ([`NetNs::enter`]) before anything of the run starts.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 use nix::fcntl::OFlag;
 use nix::sched::{setns, unshare, CloneFlags};
@@ -35,11 +35,11 @@ pub fn unshare_cgroup() -> Result<(), SandboxError> {
 }
 
 /// The run's new network namespace, being made by a child of pid 1 (in the run's pid
-/// namespace, so it dies with the run whatever happens; it is forked before pid 1 is in
-/// the run's cgroups and killed before anything of the run starts).
+/// namespace, so it dies with the run whatever happens; it is forked before pid 1 has
+/// joined all of the run's cgroups and is killed before anything of the run starts).
 pub struct NetNs {
     child: Option<Pid>,
-    ready: OwnedFd,
+    ready: std::fs::File,
 }
 
 /// What the maker child reports: one status byte, then the errno when it failed.
@@ -53,20 +53,15 @@ impl NetNs {
     pub fn start() -> Result<NetNs, SandboxError> {
         let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| SandboxError::errno("net namespace pipe", e))?;
-        // SAFETY: pid 1 is single-threaded; the child only makes syscalls and _exits.
+        // SAFETY: pid 1 is single-threaded, so the child may run any code; it _exits.
         match unsafe { fork() }.map_err(|e| SandboxError::errno("fork net namespace maker", e))? {
             ForkResult::Child => {
                 drop(r);
                 // Nothing of pid 1's (its pipes, the status fd) stays open here.
-                let keep = w.as_raw_fd();
-                // SAFETY: close_range only closes descriptors this child owns copies of.
-                unsafe {
-                    libc::close_range(3, (keep - 1).max(2) as libc::c_uint, 0);
-                    libc::close_range((keep + 1) as libc::c_uint, libc::c_uint::MAX, 0);
-                }
+                let _ = super::fds::close_all_except(&[w.as_raw_fd()]);
                 let (code, err) = match unshare(CloneFlags::CLONE_NEWNET) {
                     Err(e) => (NET_UNSHARE_FAILED, e as i32),
-                    Ok(()) => match loopback_up_raw() {
+                    Ok(()) => match loopback_up() {
                         Err(errno) => (NET_LO_FAILED, errno),
                         Ok(()) => (NET_OK, 0),
                     },
@@ -89,7 +84,7 @@ impl NetNs {
                 drop(w);
                 Ok(NetNs {
                     child: Some(child),
-                    ready: r,
+                    ready: std::fs::File::from(r),
                 })
             }
         }
@@ -101,20 +96,15 @@ impl NetNs {
     pub fn enter(mut self) -> Result<(), SandboxError> {
         const STEP: &str = "join net namespace";
         let mut msg = [0u8; 5];
-        let mut got = 0;
-        while got < msg.len() {
-            match nix::unistd::read(self.ready.as_raw_fd(), &mut msg[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(SandboxError::errno(STEP, e)),
+        match std::io::Read::read_exact(&mut self.ready, &mut msg) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(SandboxError::Invalid {
+                    step: STEP,
+                    why: "the net namespace maker died".to_string(),
+                })
             }
-        }
-        if got < msg.len() {
-            return Err(SandboxError::Invalid {
-                step: STEP,
-                why: "the net namespace maker died".to_string(),
-            });
+            Err(e) => return Err(SandboxError::sys(STEP, e)),
         }
         let errno = i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
         let os = std::io::Error::from_raw_os_error(errno);
@@ -133,13 +123,8 @@ impl NetNs {
             step: STEP,
             why: "no net namespace maker".to_string(),
         })?;
-        // SAFETY: pidfd_open with a pid of our own child, which is not reaped yet.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) };
-        if fd < 0 {
-            return Err(SandboxError::sys(STEP, std::io::Error::last_os_error()));
-        }
-        // SAFETY: fd was just returned by pidfd_open and is owned by nobody else.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let pidfd =
+            super::fds::pidfd_open(child.as_raw()).map_err(|e| SandboxError::sys(STEP, e))?;
         setns(&pidfd, CloneFlags::CLONE_NEWNET).map_err(|e| SandboxError::errno(STEP, e))?;
         // Not waited for here: its exit (it may be the last to leave a namespace) is off
         // the path to the agent's start.
@@ -164,15 +149,9 @@ pub fn set_hostname(name: &str) -> Result<(), SandboxError> {
 }
 
 /// Bring up `lo` in the new network namespace: the run may talk to itself on loopback, and
-/// to nothing else (no other interface exists).
-pub fn loopback_up() -> Result<(), SandboxError> {
-    loopback_up_raw()
-        .map_err(|errno| SandboxError::sys("bring up lo", std::io::Error::from_raw_os_error(errno)))
-}
-
-/// [`loopback_up`] without allocation (the net namespace maker child calls it); Err is the
-/// errno.
-fn loopback_up_raw() -> Result<(), i32> {
+/// to nothing else (no other interface exists). Err is the errno, which the net namespace
+/// maker child reports to pid 1.
+fn loopback_up() -> Result<(), i32> {
     let errno = || {
         std::io::Error::last_os_error()
             .raw_os_error()

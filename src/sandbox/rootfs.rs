@@ -571,9 +571,9 @@ fn dev(root: &Path) -> Res {
         "mount /dev",
     )?;
     for &(name, major, minor) in DEV_NODES {
-        // Made here rather than bound from the host: one call each instead of a mount, and
-        // the jail's /dev holds no host inode. /dev is read-only below, so nothing else can
-        // be created, and the agent has no CAP_MKNOD anyway.
+        // Made here rather than bound from the host: a mknod and a chmod each instead of a
+        // mount, and the jail's /dev holds no host inode. /dev is read-only below, so nothing
+        // else can be created, and the agent has no CAP_MKNOD anyway.
         let target = dev.join(name);
         nix::sys::stat::mknod(
             &target,

@@ -67,7 +67,7 @@ pub struct Limits {
     pub shm_bytes: u64,
     /// Most open files per process.
     pub nofile: u64,
-    /// Wall-clock budget of the run in milliseconds, counted from the helper's start. The
+    /// Wall-clock budget of the run in milliseconds, counted from the spec's arrival. The
     /// helper enforces it itself (SIGTERM to every process of the run, then SIGKILL after
     /// [`Limits::grace_ms`]), so a run cannot outlive its budget even when the launcher's
     /// own watcher is gone. `None`: no deadline. Absent in older specs.
@@ -154,6 +154,12 @@ pub fn valid_run_id(s: &str) -> bool {
     matches!(chars.next(), Some('a'..='z'))
         && s.len() <= 64
         && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
+}
+
+/// A parent for run cgroups: a plain path under /sys/fs/cgroup. Checked in the spec and in
+/// the helper's `--cgroup-parent`, which it creates cgroups under before any spec comes.
+pub fn valid_cgroup_parent(p: &Path) -> bool {
+    plain_absolute(p) && p.starts_with("/sys/fs/cgroup")
 }
 
 /// Absolute, no `.`/`..`, no empty components, not `/` itself.
@@ -336,7 +342,7 @@ impl RunSpec {
             ));
         }
         if let Some(p) = &self.cgroup_parent {
-            if !plain_absolute(p) || !p.starts_with("/sys/fs/cgroup") {
+            if !valid_cgroup_parent(p) {
                 return Err(invalid(
                     STEP,
                     "cgroup_parent must be a plain path under /sys/fs/cgroup",

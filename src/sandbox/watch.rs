@@ -94,8 +94,8 @@ pub struct Outcome {
     pub ending: Ending,
 }
 
-/// The helper's sources of events, set up before pid 1 is forked so that a failure here
-/// refuses the run before anything of it exists.
+/// The helper's sources of events, set up once the spec has come and before pid 1 may start
+/// anything of the run, so that a failure here refuses the run before any of it runs.
 pub struct Watch {
     signals: SignalFd,
     lifeline: Option<OwnedFd>,
@@ -105,7 +105,7 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// `deadline` and `grace` count from `start` (the helper's start).
+    /// `deadline` and `grace` count from `start` (the spec's arrival).
     pub fn new(
         launcher: Pid,
         lifeline: Option<OwnedFd>,

@@ -383,6 +383,38 @@ fn scan_back(
     }
 }
 
+/// [`scan_back`] over records: each line is checked against its own hash and linked to
+/// the record after it, so an edit or a removal within what is read is an error, never a
+/// silently partial answer. `visit` gets the records, newest first, until it says stop.
+fn scan_back_records(
+    file: &mut File,
+    path: &Path,
+    mut visit: impl FnMut(Record) -> bool,
+) -> Result<(u64, u64), LedgerError> {
+    // The seq and hash the next record read (the one before) must have.
+    let mut expect: Option<(u64, String)> = None;
+    scan_back(file, path, |line| {
+        let seq = expect.as_ref().map_or(0, |(seq, _)| *seq);
+        let broken = |why: String| LedgerError::Broken {
+            path: path.to_path_buf(),
+            seq,
+            line: 0,
+            why: format!("{why} (`airlockctl verify-ledger` names the first broken record)"),
+        };
+        let record =
+            check_record(line).map_err(|why| broken(format!("a record near the end: {why}")))?;
+        if let Some((seq, hash)) = &expect {
+            if record.seq != *seq || record.hash != *hash {
+                return Err(broken(
+                    "a record near the end does not link to the one after it".to_string(),
+                ));
+            }
+        }
+        expect = record.seq.checked_sub(1).map(|s| (s, record.prev.clone()));
+        Ok(visit(record))
+    })
+}
+
 /// The appending side. The daemon holds exactly one.
 #[derive(Debug)]
 pub struct Ledger {
@@ -451,49 +483,26 @@ impl Ledger {
     pub fn open_recent(path: &Path, since_ms: u64) -> Result<Ledger, LedgerError> {
         let mut file = lock_for_append(path)?;
         let floor = since_ms.saturating_sub(CLOCK_SLACK_MS);
-        // The newest record's seq and hash, and the seq and prev the record before the one
-        // just read must have: every record read is checked against its own hash and
-        // linked to the next, so an edit or a removal inside what is read is refused.
+        // The newest record's seq and hash: the chain goes on from it.
         let mut last: Option<(u64, String)> = None;
-        let mut expect: Option<(u64, String)> = None;
         let mut old_in_a_row = 0u32;
         let mut starts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        let (size, keep) = scan_back(&mut file, path, |line| {
-            let seq_hint = expect.as_ref().map_or(0, |(seq, _)| *seq);
-            let broken = |why: &str| LedgerError::Broken {
-                path: path.to_path_buf(),
-                seq: seq_hint,
-                line: 0,
-                why: format!("{why} (`airlockctl verify-ledger` names the first broken record)"),
-            };
-            let record = check_record(line)
-                .map_err(|why| broken(&format!("a record near the end: {why}")))?;
-            match &expect {
-                None => last = Some((record.seq, record.hash.clone())),
-                Some((seq, hash)) => {
-                    if record.seq != *seq || record.hash != *hash {
-                        return Err(broken(
-                            "a record near the end does not link to the one after it",
-                        ));
-                    }
-                }
+        let (size, keep) = scan_back_records(&mut file, path, |record| {
+            if last.is_none() {
+                last = Some((record.seq, record.hash.clone()));
             }
-            expect = record.seq.checked_sub(1).map(|s| (s, record.prev.clone()));
             // Opening records decide how far back to go (a closing one may come late).
             // Several old ones in a row, not one: a single record written while the clock
             // was far behind must not hide the records before it.
-            if let LedgerEvent::RunOpened(o) = &record.event {
-                starts
-                    .entry(o.instance.clone())
-                    .or_default()
-                    .push(o.started_at);
+            if let LedgerEvent::RunOpened(o) = record.event {
                 old_in_a_row = if o.started_at < floor {
                     old_in_a_row + 1
                 } else {
                     0
                 };
+                starts.entry(o.instance).or_default().push(o.started_at);
             }
-            Ok(old_in_a_row < OLD_IN_A_ROW)
+            old_in_a_row < OLD_IN_A_ROW
         })?;
         let torn_bytes = cut_torn_tail(&mut file, path, size, keep)?;
         let (next_seq, last_hash) = match last {
@@ -639,8 +648,6 @@ pub fn find_run(path: &Path, run: &str) -> Result<Option<RunRecords>, LedgerErro
 
 /// Visit runs from the newest opening record back, each with its closing record (which
 /// comes after it in the file, so it has been read by then), until `visit` says stop.
-/// Every record read is checked against its own hash and linked to the one after it, so
-/// an edit or a removal within what is read is an error, never a silently partial answer.
 fn scan_runs(path: &Path, mut visit: impl FnMut(RunRecords) -> bool) -> Result<(), LedgerError> {
     let mut file = match File::open(path) {
         Ok(f) => f,
@@ -648,36 +655,16 @@ fn scan_runs(path: &Path, mut visit: impl FnMut(RunRecords) -> bool) -> Result<(
         Err(e) => return Err(io_err(path, "read")(e)),
     };
     let mut closings: BTreeMap<String, RunClosed> = BTreeMap::new();
-    // The seq and hash the next record read (the one before) must have.
-    let mut expect: Option<(u64, String)> = None;
-    scan_back(&mut file, path, |line| {
-        let seq = expect.as_ref().map_or(0, |(seq, _)| *seq);
-        let broken = |why: String| LedgerError::Broken {
-            path: path.to_path_buf(),
-            seq,
-            line: 0,
-            why: format!("{why} (`airlockctl verify-ledger` names the first broken record)"),
-        };
-        let record = check_record(line).map_err(|why| broken(format!("a record: {why}")))?;
-        if let Some((seq, hash)) = &expect {
-            if record.seq != *seq || record.hash != *hash {
-                return Err(broken(
-                    "a record does not link to the one after it".to_string(),
-                ));
-            }
+    scan_back_records(&mut file, path, |record| match record.event {
+        LedgerEvent::RunClosed(c) => {
+            // Read newest first: a run closed twice keeps its last closing.
+            closings.entry(c.run.clone()).or_insert(c);
+            true
         }
-        expect = record.seq.checked_sub(1).map(|s| (s, record.prev.clone()));
-        Ok(match record.event {
-            LedgerEvent::RunClosed(c) => {
-                // Read newest first: a run closed twice keeps its last closing.
-                closings.entry(c.run.clone()).or_insert(c);
-                true
-            }
-            LedgerEvent::RunOpened(o) => {
-                let closed = closings.remove(&o.run);
-                visit((o, closed))
-            }
-        })
+        LedgerEvent::RunOpened(o) => {
+            let closed = closings.remove(&o.run);
+            visit((o, closed))
+        }
     })?;
     Ok(())
 }

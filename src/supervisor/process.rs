@@ -8,7 +8,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -181,9 +181,7 @@ fn jail_binary() -> Result<PathBuf, LaunchError> {
 }
 
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: raw syscall with integer arguments; the returned fd is owned right away.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    crate::sandbox::fds::pidfd_open(pid as libc::pid_t).ok()
 }
 
 fn pidfd_signal(fd: &OwnedFd, sig: libc::c_int) {
