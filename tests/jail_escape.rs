@@ -565,15 +565,6 @@ fn shipped_role(name: &str) -> airlock::role::LoadedRole {
     airlock::role::load_role_dir(&dir).unwrap()
 }
 
-/// The run id `airlockctl launch --wait` prints on stderr.
-fn run_id_of(o: &Output) -> String {
-    err(o)
-        .split_whitespace()
-        .find(|w| w.starts_with("r-") && airlock::sandbox::spec::valid_run_id(w))
-        .unwrap_or_else(|| panic!("no run id in stderr:\n{}", err(o)))
-        .to_string()
-}
-
 #[test]
 fn the_brief_and_the_claude_configuration_are_in_the_jail() {
     use airlock::policy::agent_config::{self, GatewayEndpoints};
@@ -594,8 +585,8 @@ fn the_brief_and_the_claude_configuration_are_in_the_jail() {
     let brief = &out[values.byte_offset()..];
     assert_eq!(settings["permissions"]["defaultMode"], "dontAsk", "{out}");
     let loaded = shipped_role("code");
-    // Exactly what agent_config generates for this run (placeholder gateway endpoints).
-    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id_of(&o));
+    // Exactly what agent_config generates for this run (its gateway's endpoints).
+    let gateway = GatewayEndpoints::at(&airlock::sandbox::env::gateway_url(), &loaded.role);
     assert_eq!(
         settings,
         agent_config::claude_settings(&loaded.role, &gateway).unwrap()
@@ -610,7 +601,7 @@ fn the_brief_and_the_claude_configuration_are_in_the_jail() {
     let out = text(&o);
     let mut values = serde_json::Deserializer::from_str(&out).into_iter::<serde_json::Value>();
     let mcp = values.next().unwrap().unwrap();
-    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id_of(&o));
+    let gateway = GatewayEndpoints::at(&airlock::sandbox::env::gateway_url(), &loaded.role);
     assert_eq!(
         mcp,
         agent_config::claude_mcp_config(&loaded.role, &gateway).unwrap()
@@ -684,7 +675,7 @@ fn a_codex_role_gets_its_config_toml_and_codex_home() {
     let (first, rest) = out.split_once('\n').unwrap();
     assert_eq!(first, "CODEX_HOME=/etc/codex");
     let loaded = shipped_role("review");
-    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id_of(&o));
+    let gateway = GatewayEndpoints::at(&airlock::sandbox::env::gateway_url(), &loaded.role);
     let config = agent_config::codex_config(&loaded.role, &gateway).unwrap();
     assert!(rest.starts_with(&config), "{out}");
     assert!(rest[config.len()..].contains("No such file"), "{out}");
@@ -801,6 +792,7 @@ impl Direct {
             },
             cgroup_parent: airlock::sandbox::limits::prepare_parent(),
             files: Vec::new(),
+            gateway: false,
         };
         Direct { _dir: dir, spec }
     }

@@ -76,7 +76,11 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         Err(problems) => return explain::not_found(&args.role, &problems),
     };
     let wait = args.wait;
-    let finished = standalone::run(&cfg, &req, &entry.loaded, slot, helper, wait, |run_id| {
+    let resolved = launch::Resolved {
+        role: &entry.loaded,
+        policies: &policies,
+    };
+    let finished = standalone::run(&cfg, &req, resolved, slot, helper, wait, |run_id| {
         // The run id once its record is open; with --wait stdout is the agent's.
         if wait {
             eprintln!("{run_id}");

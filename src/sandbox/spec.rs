@@ -40,6 +40,13 @@ pub struct RunSpec {
     /// configuration. Absent in older specs.
     #[serde(default)]
     pub files: Vec<JailFile>,
+    /// The run has a gateway: pid 1 listens on 127.0.0.1:[`GATEWAY_PORT`] in the run's
+    /// network namespace, starts the command runner, and hands both to the launcher over
+    /// the helper's `--gateway-fd`. Absent in older specs.
+    ///
+    /// [`GATEWAY_PORT`]: super::runner::GATEWAY_PORT
+    #[serde(default)]
+    pub gateway: bool,
 }
 
 /// One file written into the jail's generated /etc while the jail is built. See
@@ -138,6 +145,7 @@ pub const RESERVED_ENV: &[&str] = &[
     "AIRLOCK_RUN",
     "AIRLOCK_ROLE",
     "AIRLOCK_INSTANCE",
+    "AIRLOCK_GATEWAY",
 ];
 
 /// A name usable as a path component and a passwd entry: `[a-z][a-z0-9_-]{0,31}`.
@@ -436,6 +444,7 @@ pub(crate) mod tests {
                 contents: "Do the work.\n".into(),
                 mode: 0o444,
             }],
+            gateway: false,
         }
     }
 

@@ -11,9 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::Config;
+use crate::gateway::GatewayPlan;
 use crate::policy::agent_config::GatewayEndpoints;
 use crate::policy::classes::canonicalize;
+use crate::policy::{Policies, RolePolicy};
 use crate::role::LoadedRole;
+use crate::sandbox::env::gateway_url;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
@@ -48,10 +51,19 @@ pub enum LaunchError {
     Io(String),
 }
 
+/// The role a launch runs (as the catalog resolved it) and the policies in force with it.
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'a> {
+    pub role: &'a LoadedRole,
+    pub policies: &'a Policies,
+}
+
 /// Everything decided before anything starts.
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub spec: RunSpec,
+    /// What the run's gateway enforces.
+    pub gateway: GatewayPlan,
     pub run_dir: PathBuf,
     pub deadline: Option<Duration>,
 }
@@ -136,9 +148,10 @@ pub fn new_slot(cgroup_parent: Option<PathBuf>) -> Ahead {
 pub fn prepare_in(
     cfg: &Config,
     req: &LaunchRequest,
-    role: &LoadedRole,
+    resolved: Resolved<'_>,
     slot: Ahead,
 ) -> Result<Prepared, LaunchError> {
+    let Resolved { role, policies } = resolved;
     let Ahead {
         run_id,
         cgroup_parent,
@@ -184,11 +197,8 @@ pub fn prepare_in(
         Some(w) => Some(workspace::check(w, &cfg.state_dir).map_err(refused)?),
         None => None,
     };
-    // No gateway exists yet, so the run's endpoints are the `.invalid` placeholders: the
-    // agent's configuration is complete and correct in shape, and any MCP call it makes
-    // fails to resolve. The gateway issue replaces this with the run's real endpoints.
-    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id);
-    let given = agent_files(loaded, &gateway)
+    let endpoints = GatewayEndpoints::at(&gateway_url(), &loaded.role);
+    let given = agent_files(loaded, &endpoints)
         .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?;
     // `-- CMD` replaces only the argv: the files and environment stay (see agent_files).
     let argv = if req.command.is_empty() {
@@ -244,6 +254,7 @@ pub fn prepare_in(
             limits: helper_limits(cfg, deadline),
             cgroup_parent,
             files: given.files,
+            gateway: true,
         };
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
@@ -251,6 +262,12 @@ pub fn prepare_in(
     })();
     match built {
         Ok((spec, deadline)) => Ok(Prepared {
+            gateway: GatewayPlan {
+                policy: std::sync::Arc::new(RolePolicy::compile(&loaded.role, policies)),
+                workspace: spec.workspace.clone(),
+                home: spec.jail_home(),
+                connectors: endpoints.mcp.keys().cloned().collect(),
+            },
             deadline,
             spec,
             run_dir,
@@ -313,7 +330,12 @@ mod tests {
             command: command.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         };
-        let p = prepare_in(&cfg, &req, &loaded, new_slot(None));
+        let policies = Policies::load(&Path::new(repo).join("policies")).unwrap();
+        let resolved = Resolved {
+            role: &loaded,
+            policies: &policies,
+        };
+        let p = prepare_in(&cfg, &req, resolved, new_slot(None));
         (dir, p)
     }
 
