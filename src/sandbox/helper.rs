@@ -35,7 +35,7 @@ use nix::unistd::{fork, ForkResult, Pid};
 use super::landlock::{self, LandlockRules};
 use super::limits::{self, Enforcement, Forked, ProcLimit, RunCgroups};
 use super::runner::GATEWAY_PORT;
-use super::spec::{DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
+use super::spec::{ExecAllow, DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
 use super::status::StatusFd;
 use super::watch::Watch;
 use super::{
@@ -421,6 +421,9 @@ fn pid1(
     let null = std::fs::File::open("/dev/null").map_err(|e| SandboxError::sys("stdin", e))?;
     nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| SandboxError::errno("stdin", e))?;
     drop(null);
+    // No memfd of this pid namespace may be executed (a child cannot lower it). Through the
+    // host's /proc, still mounted here: the setting is the writer's pid namespace's.
+    namespaces::memfd_noexec_strict()?;
     // The network namespace is the slowest to make: a child makes it while this process
     // builds the root.
     let net = namespaces::NetNs::start()?;
@@ -522,39 +525,64 @@ fn helper_gone(life_r: &OwnedFd) -> bool {
 /// the gateway only. The spec's jail files live in /etc, so they are readable and never
 /// writable or executable.
 pub fn command_side_rules(spec: &RunSpec) -> LandlockRules {
-    let existing = |v: &[&str]| -> Vec<PathBuf> {
-        v.iter().map(PathBuf::from).filter(|p| p.exists()).collect()
-    };
-    let sys: Vec<&str> = SYSTEM_DIRS
+    LandlockRules {
+        read_exec: existing(&system_dirs()),
+        read_only: existing(&["/etc", "/proc", "/dev"]),
+        read_write: writable(spec),
+        read_write_noexec: Vec::new(),
+        connect_tcp: gateway_ports(spec),
+        bind_tcp: Vec::new(),
+    }
+}
+
+/// The agent side's Landlock rules: the same reads and writes as the command side, but
+/// execute only on the files of its exec set (the program, its interpreters).
+pub fn agent_side_rules(spec: &RunSpec, exec: &ExecAllow) -> LandlockRules {
+    let mut read_only = existing(&system_dirs());
+    read_only.extend(existing(&["/etc", "/proc", "/dev"]));
+    LandlockRules {
+        read_exec: exec.programs.clone(),
+        read_only,
+        read_write: Vec::new(),
+        read_write_noexec: writable(spec),
+        connect_tcp: gateway_ports(spec),
+        bind_tcp: Vec::new(),
+    }
+}
+
+fn existing(v: &[&str]) -> Vec<PathBuf> {
+    v.iter().map(PathBuf::from).filter(|p| p.exists()).collect()
+}
+
+fn system_dirs() -> Vec<&'static str> {
+    SYSTEM_DIRS
         .iter()
         .copied()
         .filter(|d| *d != "/etc")
-        .collect();
-    LandlockRules {
-        read_exec: existing(&sys),
-        read_only: existing(&["/etc", "/proc", "/dev"]),
-        read_write: {
-            let mut v = vec![spec.workspace.clone(), spec.jail_home()];
-            v.extend(existing(&[
-                "/tmp",
-                "/dev/shm",
-                "/dev/null",
-                "/dev/zero",
-                "/dev/full",
-                "/dev/tty",
-                "/dev/pts",
-            ]));
-            v
-        },
-        connect_tcp: {
-            let mut ports = spec.connect_tcp.clone();
-            if spec.gateway && !ports.contains(&GATEWAY_PORT) {
-                ports.push(GATEWAY_PORT);
-            }
-            ports
-        },
-        bind_tcp: Vec::new(),
+        .collect()
+}
+
+/// The run's writable places: workspace, home, scratch, a few device nodes.
+fn writable(spec: &RunSpec) -> Vec<PathBuf> {
+    let mut v = vec![spec.workspace.clone(), spec.jail_home()];
+    v.extend(existing(&[
+        "/tmp",
+        "/dev/shm",
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/tty",
+        "/dev/pts",
+    ]));
+    v
+}
+
+fn gateway_ports(spec: &RunSpec) -> Vec<u16> {
+    let mut ports = spec.connect_tcp.clone();
+    if spec.gateway && !ports.contains(&GATEWAY_PORT) {
+        ports.push(GATEWAY_PORT);
     }
+    ports
 }
 
 /// The agent child: become the instance and exec. Returns only on failure.
@@ -573,11 +601,28 @@ fn agent(
         fds::set_cloexec(status.raw())?;
     }
     fds::give_pipes(&[1, 2], spec.uid, spec.gid)?;
+    // The agent side's own view, while it is still root: every mount noexec but the files
+    // of its exec set. The command side keeps pid 1's view.
+    if let Some(x) = &spec.exec {
+        rootfs::agent_view(x)?;
+    }
     identity::become_instance(spec.uid, spec.gid)?;
     nix::unistd::chdir(&spec.workspace).map_err(|e| SandboxError::errno("chdir workspace", e))?;
 
-    let report = landlock::apply(&command_side_rules(spec))?;
-    status.info(&report.to_string());
+    let rules = match &spec.exec {
+        Some(x) => agent_side_rules(spec, x),
+        None => command_side_rules(spec),
+    };
+    let report = landlock::apply(&rules)?;
+    status.info(&match &spec.exec {
+        Some(x) => format!(
+            "agent side: {report}; exec only {} program(s), {} libraries and {} runtime folders, every other mount noexec, memfd exec off",
+            x.programs.len(),
+            x.libraries.len(),
+            x.trees.len()
+        ),
+        None => format!("agent on the command side: {report}"),
+    });
 
     let env_pairs = env::build(spec);
     let envp = env::to_cstrings(&env_pairs)?;

@@ -20,6 +20,7 @@ use crate::sandbox::env::gateway_url;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
+use crate::supervisor::exec_set;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
 
@@ -213,6 +214,15 @@ pub fn prepare_in(
     };
     let inst: Instance = instances::resolve(cfg, &req.instance)
         .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
+    // An agent runs contained (it can start no program but its own); a workflow role's
+    // command runs on the command side.
+    let exec = match loaded.role.kind {
+        crate::role::Kind::Workflow => None,
+        _ => Some(
+            exec_set::exec_set(&argv[0], inst.uid, inst.gid)
+                .map_err(|e| refused(format!("agent program: {e}")))?,
+        ),
+    };
 
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
     fs::DirBuilder::new()
@@ -255,6 +265,7 @@ pub fn prepare_in(
             cgroup_parent,
             files: given.files,
             gateway: true,
+            exec,
         };
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
@@ -379,15 +390,31 @@ mod tests {
     fn the_default_argv_is_agent_configs_and_the_brief_is_a_file() {
         use crate::policy::agent_config::{self, CLAUDE_MANAGED_SETTINGS_PATH};
         use crate::supervisor::agent_files::BRIEF_PATH;
-        let (_dir, p) = prepared("code", &[]);
         let loaded =
             crate::role::load_role_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("roles/code"))
                 .unwrap();
-        assert_eq!(
-            p.spec.argv,
+        let want =
             agent_config::agent_command(&loaded.role, BRIEF_PATH, CLAUDE_MANAGED_SETTINGS_PATH)
-                .unwrap()
-        );
+                .unwrap();
+        // The agent program must be installed for its exec set; where it is not, the
+        // launch is refused before anything starts, naming it.
+        let (_dir, p) = prepared_with("code", &[], |_| {});
+        let p = match p {
+            Ok(p) => p,
+            Err(LaunchError::Refused(m)) => {
+                assert!(
+                    m.contains(&format!("{}: no such agent program", want[0])),
+                    "{m}"
+                );
+                // The rest of the run's files, with the program replaced.
+                prepared("code", &["/bin/true"]).1
+            }
+            Err(e) => panic!("{e}"),
+        };
+        if p.spec.argv != ["/bin/true"] {
+            assert_eq!(p.spec.argv, want);
+        }
+        assert!(p.spec.exec.is_some(), "an agent role runs contained");
         let brief = p
             .spec
             .files

@@ -1,6 +1,7 @@
 //! The service around the jail: instances, launches, the ledger, systemd notifications.
 
 pub mod agent_files;
+pub mod exec_set;
 pub mod instances;
 pub mod launch;
 pub mod ledger;

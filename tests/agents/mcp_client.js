@@ -4,6 +4,7 @@
 //   {"list": "tools"}                       tools/list on the server
 //   {"call": TOOL, "args": {...}}           tools/call
 //   {"raw": BODY, "headers": {...}}         a raw POST to the server's URL (no SDK)
+//   {"js": BODY}                            in-process probes (see below)
 // and every step prints one JSON line {"step": i, ...} to stdout. The server is
 // $AIRLOCK_GATEWAY/mcp/$MCP_SERVER (default airlock).
 const { createRequire } = require("module");
@@ -38,6 +39,14 @@ async function main() {
         const args = JSON.parse(JSON.stringify(s.args || {}).split("{{pid}}").join(String(process.pid)));
         const r = await client.callTool({ name: s.call, arguments: args }, undefined, { timeout: 600000 });
         out({ step: i, isError: !!r.isError, structured: r.structuredContent || null, text: (r.content || []).map((c) => c.text).join("") });
+      } else if (s.js !== undefined) {
+        // In-process probes of the agent side: the body of an async function; what it
+        // returns is printed. `fs` and `try_` (the error code of a failing call, or "ok")
+        // are in scope.
+        const fs = require("fs");
+        const try_ = (f) => { try { f(); return "ok"; } catch (e) { return e.code || String(e); } };
+        const value = await (new Function("fs", "try_", "require", "return (async () => {" + s.js + "})()"))(fs, try_, require);
+        out({ step: i, value });
       } else if (s.sleep_ms) {
         await new Promise((r) => setTimeout(r, s.sleep_ms));
         out({ step: i, slept: s.sleep_ms });

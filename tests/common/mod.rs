@@ -210,3 +210,32 @@ pub fn journal_text(run: &str) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A workflow role for the jail tests: no model, so its command runs on the command side,
+/// where programs may start others. The escape probes that need a shell and its tools run
+/// there; the agent side (contained) has tests of its own.
+pub const PROBE_ROLE: &str =
+    "# A workflow role for the jail tests: its command runs on the command side.
+schema: 1
+role: probe
+level: L1
+brief: brief.md
+kind: workflow
+identity:
+  board_name: airlock:probe
+  key_store: airlock
+writes:
+  repos: []
+tools: {}
+budget:
+  runs_per_week: 100000
+  minutes_per_run: 30
+";
+
+/// Write [`PROBE_ROLE`] into a roles layer.
+pub fn write_probe_role(layer: &Path) {
+    let dir = layer.join("probe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), PROBE_ROLE).unwrap();
+    std::fs::write(dir.join("brief.md"), "# Probe\n\nRun the test's command.\n").unwrap();
+}
