@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The run's gateway, side by side (release build, as root):
+#  (1) an MCP tools/call through the gateway's proxy (/mcp/<connector>) against the same
+#      call straight to the same upstream: latency p50/p90/p99 and the difference;
+#  (2) calls per second through one run's gateway (and straight, for scale);
+#  (3) the bash tool (`ls -d .` through /mcp/airlock) against the same command started
+#      directly on the command side of a jail (fork + exec + wait from Python).
+# The client is the same plain Node program everywhere (benches/agents/bench_mcp.js); in
+# (1) and (2) it runs in the jail for the gateway path and on the host for the direct one.
+# N (default 2000) calls per latency series. Must run as root.
+set -euo pipefail
+N=${N:-2000}
+SECS=${SECS:-3}
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "benches/gateway.sh: run as root" >&2; exit 1; }
+scripts/install-deps.sh >/dev/null
+cargo build --release --bins >/dev/null
+BIN=$PWD/target/release
+JS=$PWD/benches/agents/bench_mcp.js
+W=$(mktemp -d /tmp/airlock-gwbench.XXXXXX)
+PORT=$((39100 + $$ % 500))
+trap 'kill $UP 2>/dev/null || true; rm -rf "$W"' EXIT
+
+node "$JS" serve "$PORT" >"$W/up.log" &
+UP=$!
+for _ in $(seq 1 100); do grep -q listening "$W/up.log" 2>/dev/null && break; sleep 0.05; done
+
+# The shipped code role with the bench connector, budgets raised; a workflow role whose
+# command runs on the command side (for the direct exec series).
+mkdir -p "$W/roles.local/code" "$W/roles.local/probe"
+cp roles/code/brief.md "$W/roles.local/code/"
+sed -e 's/^\(  runs_per_week:\) .*/\1 100000/' \
+    -e 's/^tools:$/tools:\n  bench: [echo]/' \
+    -e 's/^  mcp:$/  mcp:\n    bench:\n      via: airlock/' roles/code/role.yaml >"$W/roles.local/code/role.yaml"
+cat >"$W/roles.local/probe/role.yaml" <<'YAML'
+schema: 1
+role: probe
+level: L1
+brief: brief.md
+kind: workflow
+identity: {board_name: "airlock:probe", key_store: airlock}
+writes: {repos: []}
+tools: {}
+budget: {runs_per_week: 100000, minutes_per_run: 30}
+YAML
+echo "# probe" >"$W/roles.local/probe/brief.md"
+cat >"$W/airlock.yaml" <<YAML
+roles: [$PWD/roles, $W/roles.local]
+policies: $PWD/policies
+state_dir: $W/state
+mcp_connectors:
+  bench: {url: "http://127.0.0.1:$PORT/mcp"}
+instances:
+  bench: {role: code, uid: 1880099910}
+  probe: {role: probe, uid: 1880099911}
+YAML
+ctl() { "$BIN/airlockctl" --config "$W/airlock.yaml" "$@"; }
+jailed() { ctl launch code --instance bench --standalone --wait -- /usr/bin/node -e "$(cat "$JS")" -- "$@" 2>/dev/null; }
+field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
+
+ARGS='{"message":"hello"}'
+echo "== (1) tools/call latency, $N sequential calls"
+direct=$(node "$JS" latency "http://127.0.0.1:$PORT/mcp" "$N" echo "$ARGS")
+through=$(jailed latency "http://127.0.0.1:4180/mcp/bench" "$N" echo "$ARGS")
+echo "straight to the upstream: $direct"
+echo "through the gateway:      $through"
+python3 - "$direct" "$through" <<'PY'
+import json, sys
+d, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for k in ("p50_us", "p90_us", "p99_us"):
+    print(f"added {k[:-3]}: {t[k] - d[k]:.1f} us")
+PY
+
+echo "== (2) calls per second, 8 at once, ${SECS}s"
+echo "straight to the upstream: $(node "$JS" rate "http://127.0.0.1:$PORT/mcp" "$SECS" 8 echo "$ARGS")"
+echo "through the gateway:      $(jailed rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS")"
+
+echo "== (3) bash tool: \`ls -d .\`, $((N / 4)) calls"
+bash_t=$(jailed latency "http://127.0.0.1:4180/mcp/airlock" $((N / 4)) bash '{"command":"ls -d ."}')
+exec_t=$(ctl launch probe --instance probe --standalone --wait -- /usr/bin/python3 -c "
+import json, subprocess, time
+t = []
+for i in range($((N / 4)) + 50):
+    s = time.perf_counter_ns()
+    subprocess.run(['ls', '-d', '.'], stdout=subprocess.DEVNULL)
+    if i >= 50: t.append((time.perf_counter_ns() - s) / 1000)
+t.sort()
+q = lambda p: t[min(len(t) - 1, int(p * len(t)))]
+print(json.dumps({'n': len(t), 'p50_us': q(0.5), 'p90_us': q(0.9), 'p99_us': q(0.99)}))
+" 2>/dev/null)
+echo "started directly on the command side: $exec_t"
+echo "through the bash tool:                $bash_t"
+python3 - "$exec_t" "$bash_t" <<'PY'
+import json, sys
+d, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for k in ("p50_us", "p90_us", "p99_us"):
+    print(f"added {k[:-3]}: {t[k] - d[k]:.1f} us")
+PY
