@@ -3,6 +3,7 @@
 pub mod check;
 pub mod explain;
 pub mod instances;
+pub mod interrupt;
 pub mod launch;
 pub mod launch_daemon;
 pub mod logs;
