@@ -717,3 +717,132 @@ fn logs_reads_the_fallback_file() {
     let (code, _, _) = run(ctl(dir.path()).args(["logs", "../etc"]));
     assert_eq!(code, 2);
 }
+
+/// A fake airlockd for `launch --wait`: the first connection gets `started` and one output
+/// line, then stays open; every later connection is answered `ok` and its op handed to the
+/// test, and a `stop` there ends the run on the first connection (exit 143, stopped).
+fn waiting_daemon() -> (tempfile::TempDir, PathBuf, std::sync::mpsc::Receiver<Op>) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("airlockd.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let (ops, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let read_op = |conn: &std::os::unix::net::UnixStream| {
+            let mut line = Vec::new();
+            BufReader::new(conn.try_clone().unwrap())
+                .read_until(b'\n', &mut line)
+                .unwrap();
+            parse_request(line.trim_ascii_end())
+                .expect("a valid request")
+                .op
+        };
+        let (mut first, _) = listener.accept().unwrap();
+        ops.send(read_op(&first)).unwrap();
+        for f in [
+            json!({"frame": "started", "run": "r-77"}),
+            json!({"frame": "output", "stream": "stdout", "data": "ready\n"}),
+        ] {
+            first.write_all(format!("{}\n", ok(f)).as_bytes()).unwrap();
+        }
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let op = read_op(&conn);
+            let stop = matches!(op, Op::Stop { .. });
+            let _ = conn.write_all(
+                format!("{}\n", ok(json!({"run": "r-77", "stopping": true}))).as_bytes(),
+            );
+            let _ = ops.send(op);
+            if stop {
+                let exited = ok(json!({"frame": "exited", "run": "r-77", "exit_code": 143,
+                    "outcome": "stopped", "reason": "stopped: stop requested by uid 0"}));
+                let _ = first.write_all(format!("{exited}\n").as_bytes());
+            }
+        }
+    });
+    (dir, socket, seen)
+}
+
+/// `launch --wait` through the fake airlockd, once its run is going (its output is read).
+fn waiting_launch(socket: &Path) -> (std::process::Child, BufReader<std::process::ChildStderr>) {
+    let mut child = client(socket)
+        .args(["launch", "code", "--instance", "tess", "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut id = String::new();
+    err.read_line(&mut id).unwrap();
+    assert_eq!(id, "r-77\n");
+    (child, err)
+}
+
+fn signal(child: &std::process::Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+}
+
+fn next_line(err: &mut BufReader<std::process::ChildStderr>) -> String {
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    line
+}
+
+/// Ctrl-C on a `--wait` through airlockd detaches: the terminal says so and how to stop
+/// the run, nothing is sent to airlockd, and airlockctl exits 130 once the window for a
+/// second Ctrl-C has passed.
+#[test]
+fn ctrl_c_on_launch_wait_detaches_and_says_so() {
+    use nix::sys::signal::Signal;
+    let (_d, socket, ops) = waiting_daemon();
+    let (mut child, mut err) = waiting_launch(&socket);
+    assert!(matches!(ops.recv().unwrap(), Op::Launch { wait: true, .. }));
+    signal(&child, Signal::SIGINT);
+    let line = next_line(&mut err);
+    assert!(
+        line.starts_with("airlockctl: detached; the run goes on: airlockctl stop r-77"),
+        "{line}"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(
+        ops.try_recv().is_err(),
+        "nothing but the launch reached airlockd"
+    );
+
+    // SIGHUP (the terminal is gone): detached at once.
+    let (_d, socket, ops) = waiting_daemon();
+    let (mut child, mut err) = waiting_launch(&socket);
+    signal(&child, Signal::SIGHUP);
+    assert!(next_line(&mut err).contains("detached; the run goes on"));
+    assert_eq!(child.wait().unwrap().code(), Some(129));
+    ops.recv().unwrap();
+    assert!(ops.try_recv().is_err());
+}
+
+/// A second Ctrl-C soon after the first, or SIGTERM, asks airlockd to stop the run, and
+/// airlockctl waits for its end and exits with the run's code.
+#[test]
+fn a_second_ctrl_c_or_sigterm_stops_the_run() {
+    use nix::sys::signal::Signal;
+    for sigs in [vec![Signal::SIGINT, Signal::SIGINT], vec![Signal::SIGTERM]] {
+        let (_d, socket, ops) = waiting_daemon();
+        let (mut child, mut err) = waiting_launch(&socket);
+        ops.recv().unwrap();
+        for (i, s) in sigs.iter().enumerate() {
+            signal(&child, *s);
+            let line = next_line(&mut err);
+            if i + 1 < sigs.len() {
+                assert!(line.contains("detached"), "{sigs:?}: {line}");
+            } else {
+                assert!(line.contains("stopping run r-77"), "{sigs:?}: {line}");
+            }
+        }
+        assert_eq!(ops.recv().unwrap(), Op::Stop { run: "r-77".into() });
+        assert_eq!(child.wait().unwrap().code(), Some(143), "{sigs:?}");
+        let rest = std::io::read_to_string(&mut err).unwrap();
+        assert!(rest.contains("run r-77 stopped"), "{rest}");
+    }
+}

@@ -610,3 +610,91 @@ fn read_commands_work_without_the_daemon() {
     .unwrap();
     assert_eq!(live.child.wait().unwrap().code(), Some(130));
 }
+
+/// airlockd as the next owner of the ledger: at its start it closes the record of a run
+/// whose standalone supervisor was SIGKILLed (aborted, at the run's last heartbeat) and
+/// leaves a live standalone run alone. And it answers `runs` and `show` exactly as the
+/// files read without it do.
+#[test]
+fn airlockd_closes_abandoned_runs_leaves_live_ones_and_reads_like_the_files() {
+    let env = Env::new();
+    let o = env.launch(&["--wait"], &["/bin/sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let done = run_id_wait(&o);
+    let mut dead = env.start(&["/bin/sh", "-c", "echo ready; sleep 60"]);
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
+    let killed_at = ledger::now_ms();
+    let mut live = env.start(&["/bin/sh", "-c", "echo ready; sleep 60"]);
+
+    let err = std::fs::File::create(env.root.join("airlockd.err")).unwrap();
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_airlockd"))
+        .arg("--config")
+        .arg(&env.cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let sock = env.root.join("airlockd.sock");
+    let end = Instant::now() + Duration::from_secs(30);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        if let Ok(Some(st)) = daemon.try_wait() {
+            panic!(
+                "airlockd exited early ({st}): {}",
+                std::fs::read_to_string(env.root.join("airlockd.err")).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < end, "airlockd never opened its socket");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let through = |args: &[&str]| {
+        let (code, out, err) = env.read(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!err.contains("offline"), "{args:?}: {err}");
+        out
+    };
+    let runs_daemon = through(&["runs", "--json"]);
+    let show_daemon = through(&["show", &done, "--json"]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    daemon.wait().unwrap();
+
+    let c = env.record(&dead.run);
+    assert_eq!(c.outcome, Outcome::Aborted, "{}", c.reason);
+    assert!(c.reason.contains("last known alive"), "{}", c.reason);
+    assert!(c.ended_at <= killed_at, "{} > {killed_at}", c.ended_at);
+    let open = ledger::open_runs(&env.ledger()).unwrap();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(
+        open[0].run, live.run,
+        "the live standalone run is left open"
+    );
+
+    let (code, runs_files, err) = env.read(&["runs", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("offline"), "{err}");
+    assert_eq!(runs_files, runs_daemon);
+    let (_, show_files, _) = env.read(&["show", &done, "--json"]);
+    assert_eq!(show_files, show_daemon);
+    let j: Value = serde_json::from_str(&runs_files).unwrap();
+    let states: Vec<&str> = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["exited", "aborted", "running"]);
+
+    // The live run was never touched: it still stops, and records, as its own.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(live.child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert_eq!(live.child.wait().unwrap().code(), Some(130));
+    assert_eq!(env.record(&live.run).outcome, Outcome::Interrupted);
+}
