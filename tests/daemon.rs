@@ -758,6 +758,7 @@ fn kill9_mid_run_then_restart_aborts_the_orphan() {
     let mut child = env.child.take().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
+    let killed_at = ledger::now_ms();
     // Nobody supervises the run now: its jail helper sees the daemon's end of the lifeline
     // close and kills the whole run on its own, before any restart.
     let gone = poll(10, || pids(env.uid).is_empty().then_some(()));
@@ -773,6 +774,9 @@ fn kill9_mid_run_then_restart_aborts_the_orphan() {
     let c = ledger_closed(&env.ledger(), &run).expect("closed by recovery");
     assert_eq!(c.outcome, ledger::Outcome::Aborted);
     assert!(c.reason.contains("not supervised"), "{}", c.reason);
+    // Ended when the run was last known alive (its heartbeat), not at the restart.
+    assert!(c.reason.contains("last known alive"), "{}", c.reason);
+    assert!(c.ended_at <= killed_at, "{} > {killed_at}", c.ended_at);
     assert_eq!(record_of(&env, &run)["state"], "aborted");
     let text = std::fs::read_to_string(env.state.join(format!("journal/{run}.journal"))).unwrap();
     assert!(text.contains("run_aborted"));
