@@ -17,3 +17,28 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+
+# The gateway tests' real MCP partners, from npm, pinned, in a root-owned directory that
+# a jail can read (/usr is visible there read-only). Idempotent: a package already at its
+# pinned version is left alone.
+TEST_NPM=/usr/local/lib/airlock-test
+npm_pins=(
+  "@modelcontextprotocol/sdk@1.32.2"
+)
+missing=()
+for pin in "${npm_pins[@]}"; do
+  name="${pin%@*}"
+  version="${pin##*@}"
+  have=$(node -p "require('$TEST_NPM/node_modules/$name/package.json').version" 2>/dev/null || true)
+  [ "$have" = "$version" ] || missing+=("$pin")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  command -v npm >/dev/null || {
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  }
+  echo "install-deps: installing ${missing[*]} under $TEST_NPM"
+  install -d -m 0755 -o root -g root "$TEST_NPM"
+  (cd "$TEST_NPM" && npm install --no-audit --no-fund --loglevel=error "${missing[@]}" >/dev/null)
+fi

@@ -15,6 +15,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod diag;
+pub mod gateway;
 pub mod journal;
 pub mod policy;
 pub mod role;

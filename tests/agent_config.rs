@@ -380,15 +380,12 @@ fn codex_command_runs_exec_with_the_model() {
 }
 
 #[test]
-fn placeholders_cover_the_roles_connectors() {
+fn the_gateway_endpoints_cover_the_roles_connectors() {
     let r = role(BASE);
-    let bare = GatewayEndpoints::placeholder("run-1");
-    assert!(bare.mcp.is_empty());
-    assert!(bare.bash_url.contains("run-1"));
-    let full = GatewayEndpoints::placeholder_for(&r, "run-1/../x");
+    let full = GatewayEndpoints::at("http://127.0.0.1:4180", &r);
+    assert_eq!(full.bash_url, "http://127.0.0.1:4180/mcp/airlock");
     assert_eq!(full.mcp.keys().collect::<Vec<_>>(), ["board", "github"]);
-    assert!(!full.bash_url.contains(".."));
-    assert!(full.bash_url.contains(".invalid/"));
+    assert_eq!(full.mcp["github"], "http://127.0.0.1:4180/mcp/github");
     claude_settings(&r, &full).unwrap();
     codex_config(&r, &full).unwrap();
 }

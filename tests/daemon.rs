@@ -432,7 +432,11 @@ fn no_line_lost_without_journald() {
     env.start();
     let r = env.launch(
         "tess",
-        &["/bin/sh", "-c", "seq 1 20000; echo done >&2"],
+        &[
+            "/bin/sh",
+            "-c",
+            "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); echo $i; done; echo done >&2",
+        ],
         json!({"wait": true}),
     );
     let run = run_id(&r);
@@ -676,7 +680,11 @@ fn deadline_kills_the_run_and_its_descendants() {
     env.start();
     let r = env.launch(
         "tess",
-        &["/bin/sh", "-c", "sleep 100 & sleep 100"],
+        &[
+            "/usr/bin/python3",
+            "-c",
+            "import os, time\nos.fork(); os.fork()\ntime.sleep(100)",
+        ],
         json!({"wait": true, "max_seconds": 2}),
     );
     let run = run_id(&r);
@@ -750,7 +758,11 @@ fn kill9_mid_run_then_restart_aborts_the_orphan() {
     env.start();
     let r = env.launch(
         "tess",
-        &["/bin/sh", "-c", "sleep 100 & sleep 100"],
+        &[
+            "/usr/bin/python3",
+            "-c",
+            "import os, time\nos.fork(); os.fork()\ntime.sleep(100)",
+        ],
         json!({}),
     );
     let run = run_id(&r);
@@ -845,7 +857,11 @@ fn hire_and_fire() {
     assert_eq!(r["data"]["role"], "code");
     let uid = r["data"]["uid"].as_u64().unwrap() as u32;
     assert!((env.range.0..=env.range.1).contains(&uid));
-    let r = env.launch("nova", &["/bin/sh", "-c", "id -u"], json!({"wait": true}));
+    let r = env.launch(
+        "nova",
+        &["/usr/bin/python3", "-c", "import os; print(os.getuid())"],
+        json!({"wait": true}),
+    );
     assert_eq!(stdout_of(&r), format!("{uid}\n"));
 
     let r = env.launch("nova", &["/bin/sleep", "60"], json!({}));
@@ -1040,7 +1056,11 @@ fn delegated_cgroup_layout_and_recovery() {
     );
     let run = run_id(&env.launch(
         "tess",
-        &["/bin/sh", "-c", "sleep 100 & sleep 100"],
+        &[
+            "/usr/bin/python3",
+            "-c",
+            "import os, time\nos.fork(); os.fork()\ntime.sleep(100)",
+        ],
         json!({}),
     ));
     let run_cg = base.join("airlock").join(&run);

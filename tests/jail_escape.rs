@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
+
+mod common;
 use nix::unistd::Pid;
 
 /// Each test gets its own uids so parallel tests never share an instance identity.
@@ -30,15 +32,16 @@ struct Env {
 }
 
 impl Env {
-    /// A config with `names` hired for role `code`, each with a fresh explicit uid.
+    /// A config with `names` hired for the workflow role `probe` (its command runs on the
+    /// command side, where a shell may start the probes' tools), each with a fresh uid.
     fn new(names: &[&str]) -> (Env, Vec<u32>) {
-        let hires: Vec<(&str, &str)> = names.iter().map(|n| (*n, "code")).collect();
-        Env::hire(&hires, None)
+        let hires: Vec<(&str, &str)> = names.iter().map(|n| (*n, "probe")).collect();
+        Env::hire(&hires)
     }
 
-    /// A config with each `(instance, role)` hired, each with a fresh explicit uid. `local`:
-    /// a roles.local layer (over the shipped roles) to write role folders into.
-    fn hire(hires: &[(&str, &str)], local: Option<&str>) -> (Env, Vec<u32>) {
+    /// A config with each `(instance, role)` hired, each with a fresh explicit uid, and a
+    /// roles.local layer over the shipped roles holding `probe` (tests add more there).
+    fn hire(hires: &[(&str, &str)]) -> (Env, Vec<u32>) {
         require_root();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
@@ -52,10 +55,8 @@ impl Env {
             uids.push(uid);
             inst.push_str(&format!("  {n}: {{role: {role}, uid: {uid}}}\n"));
         }
-        let layers = match local {
-            Some(l) => format!("{repo}/roles, {}", root.join(l).display()),
-            None => format!("{repo}/roles"),
-        };
+        common::write_probe_role(&root.join("roles.local"));
+        let layers = format!("{repo}/roles, {}", root.join("roles.local").display());
         let cfg = root.join("airlock.yaml");
         std::fs::write(
             &cfg,
@@ -77,7 +78,7 @@ impl Env {
     }
 
     fn cmd(&self, instance: &str, extra: &[&str], argv: &[&str]) -> Command {
-        self.cmd_role("code", instance, extra, argv)
+        self.cmd_role("probe", instance, extra, argv)
     }
 
     fn cmd_role(&self, role: &str, instance: &str, extra: &[&str], argv: &[&str]) -> Command {
@@ -541,7 +542,7 @@ fn bad_input_is_refused_before_anything_starts() {
     // A uid that belongs to an existing account: root and nobody.
     for (name, uid) in [("rooty", 0u32), ("nob", 65534)] {
         let cfg = std::fs::read_to_string(&env.cfg).unwrap()
-            + &format!("  {name}: {{role: code, uid: {uid}}}\n");
+            + &format!("  {name}: {{role: probe, uid: {uid}}}\n");
         std::fs::write(&env.cfg, cfg).unwrap();
         let o = env.run(name, &[], &["/bin/true"]);
         assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
@@ -556,6 +557,18 @@ fn bad_input_is_refused_before_anything_starts() {
     let o = env.run("tess", &[], &["no-such-program-xyz"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(err(&o).contains("exec agent program"), "{}", err(&o));
+    // For an agent role the program is looked up before anything starts (its exec set).
+    let cfg = std::fs::read_to_string(&env.cfg).unwrap() + "  carl: {role: code}\n";
+    std::fs::write(&env.cfg, cfg).unwrap();
+    let runs = || std::fs::read_dir(env.state.join("runs")).map_or(0, |d| d.count());
+    let before = runs();
+    let o = env
+        .cmd_role("code", "carl", &[], &["no-such-program-xyz"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("no such agent program"), "{}", err(&o));
+    assert_eq!(runs(), before, "a refused launch left a run directory");
 }
 
 fn shipped_role(name: &str) -> airlock::role::LoadedRole {
@@ -565,134 +578,128 @@ fn shipped_role(name: &str) -> airlock::role::LoadedRole {
     airlock::role::load_role_dir(&dir).unwrap()
 }
 
-/// The run id `airlockctl launch --wait` prints on stderr.
-fn run_id_of(o: &Output) -> String {
-    err(o)
-        .split_whitespace()
-        .find(|w| w.starts_with("r-") && airlock::sandbox::spec::valid_run_id(w))
-        .unwrap_or_else(|| panic!("no run id in stderr:\n{}", err(o)))
-        .to_string()
+/// A run of the shipped `code` role (an agent, so its program runs contained) whose agent
+/// is the scripted MCP client, running in-process probes (`{"js": ...}` steps).
+fn agent_probe(env: &Env, role: &str, instance: &str, steps: serde_json::Value) -> Output {
+    let argv = common::mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    env.cmd_role(role, instance, &[], &argv).output().unwrap()
+}
+
+fn probe_value(o: &Output, step: usize) -> serde_json::Value {
+    let lines = common::agent_lines(o);
+    common::step(&lines, step)["value"].clone()
 }
 
 #[test]
 fn the_brief_and_the_claude_configuration_are_in_the_jail() {
     use airlock::policy::agent_config::{self, GatewayEndpoints};
-    let (env, _) = Env::new(&["tess"]);
-    let o = env.run(
+    let (env, _) = Env::hire(&[("tess", "code")]);
+    let o = agent_probe(
+        &env,
+        "code",
         "tess",
-        &[],
-        &[
-            "cat",
-            "/etc/claude-code/managed-settings.json",
-            "/etc/airlock/brief.md",
-        ],
+        serde_json::json!([{"js": "return ['/etc/claude-code/managed-settings.json', '/etc/claude-code/managed-mcp.json', '/etc/airlock/brief.md'].map((f) => fs.readFileSync(f, 'utf8')).concat([process.env.CODEX_HOME || 'unset', process.env.AIRLOCK_GATEWAY]);"}]),
     );
     assert_ok(&o);
-    let out = text(&o);
-    let mut values = serde_json::Deserializer::from_str(&out).into_iter::<serde_json::Value>();
-    let settings = values.next().unwrap().unwrap();
-    let brief = &out[values.byte_offset()..];
-    assert_eq!(settings["permissions"]["defaultMode"], "dontAsk", "{out}");
+    let v = probe_value(&o, 0);
+    let got = |i: usize| v[i].as_str().unwrap().to_string();
     let loaded = shipped_role("code");
-    // Exactly what agent_config generates for this run (placeholder gateway endpoints).
-    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id_of(&o));
+    // Exactly what agent_config generates for this run (its gateway's endpoints).
+    let gateway = GatewayEndpoints::at(&airlock::sandbox::env::gateway_url(), &loaded.role);
+    let settings: serde_json::Value = serde_json::from_str(&got(0)).unwrap();
+    assert_eq!(settings["permissions"]["defaultMode"], "dontAsk");
     assert_eq!(
         settings,
         agent_config::claude_settings(&loaded.role, &gateway).unwrap()
     );
-    assert_eq!(brief.strip_prefix('\n'), Some(loaded.brief_text.as_str()));
-
-    let o = env.sh(
-        "tess",
-        "cat /etc/claude-code/managed-mcp.json; echo; echo \"CODEX_HOME=${CODEX_HOME-unset}\"",
-    );
-    assert_ok(&o);
-    let out = text(&o);
-    let mut values = serde_json::Deserializer::from_str(&out).into_iter::<serde_json::Value>();
-    let mcp = values.next().unwrap().unwrap();
-    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id_of(&o));
+    let mcp: serde_json::Value = serde_json::from_str(&got(1)).unwrap();
     assert_eq!(
         mcp,
         agent_config::claude_mcp_config(&loaded.role, &gateway).unwrap()
     );
-    assert!(out.contains("CODEX_HOME=unset"), "{out}");
+    assert_eq!(got(2), loaded.brief_text);
+    assert_eq!(got(3), "unset");
+    assert_eq!(got(4), airlock::sandbox::env::gateway_url());
+    assert_eq!(
+        mcp["mcpServers"]["airlock"]["url"],
+        format!("{}/mcp/airlock", airlock::sandbox::env::gateway_url())
+    );
 }
 
 #[test]
 fn the_agent_cannot_change_its_configuration_or_brief() {
-    let (env, _) = Env::new(&["tess"]);
-    let script = r#"
-for f in /etc/claude-code/managed-settings.json /etc/claude-code/managed-mcp.json /etc/airlock/brief.md; do
-  stat -c "owner %u:%g mode %a $f" "$f"
-  if echo x > "$f"; then echo "WROTE $f"; fi
-  if echo x >> "$f"; then echo "APPENDED $f"; fi
-  if rm -f "$f" 2>/dev/null && [ ! -e "$f" ]; then echo "REMOVED $f"; fi
-  if chmod 666 "$f" 2>/dev/null; then echo "CHMODDED $f"; fi
-  if mv "$f" "$f.x" 2>/dev/null; then echo "MOVED $f"; fi
-done
-for d in /etc/claude-code /etc/airlock /etc/codex; do
-  if touch "$d/new" 2>/dev/null; then echo "CREATED in $d"; fi
-  if mkdir -p "$d/sub" 2>/dev/null; then echo "MKDIR in $d"; fi
-done
-if ln -s /tmp/x /etc/claude-code/managed-settings.d 2>/dev/null; then echo LINKED; fi
-stat -c "dir %u:%g mode %a %n" /etc/claude-code /etc/airlock
-cat /etc/claude-code/managed-settings.json | head -c 1
+    let (env, _) = Env::hire(&[("tess", "code")]);
+    let js = r#"
+const files = ['/etc/claude-code/managed-settings.json', '/etc/claude-code/managed-mcp.json', '/etc/airlock/brief.md'];
+const r = {};
+for (const f of files) {
+  const st = fs.statSync(f);
+  r[f] = {
+    owner: `${st.uid}:${st.gid}`, mode: (st.mode & 0o7777).toString(8),
+    write: try_(() => fs.writeFileSync(f, 'x')), append: try_(() => fs.appendFileSync(f, 'x')),
+    unlink: try_(() => fs.unlinkSync(f)), chmod: try_(() => fs.chmodSync(f, 0o666)),
+    rename: try_(() => fs.renameSync(f, f + '.x')), truncate: try_(() => fs.truncateSync(f, 0)),
+  };
+}
+for (const d of ['/etc/claude-code', '/etc/airlock', '/etc/codex']) {
+  r[d] = { create: try_(() => fs.writeFileSync(d + '/new', 'x')), mkdir: try_(() => fs.mkdirSync(d + '/sub')) };
+  try { const st = fs.statSync(d); r[d].owner = `${st.uid}:${st.gid}`; r[d].mode = (st.mode & 0o7777).toString(8); } catch (e) { r[d].owner = e.code; }
+}
+r.link = try_(() => fs.symlinkSync('/tmp/x', '/etc/claude-code/managed-settings.d'));
+r.still = fs.readFileSync(files[0], 'utf8')[0];
+return r;
 "#;
-    let o = env.sh("tess", script);
+    let o = agent_probe(&env, "code", "tess", serde_json::json!([{ "js": js }]));
     assert_ok(&o);
-    let out = text(&o);
-    for bad in [
-        "WROTE", "APPENDED", "REMOVED", "CHMODDED", "MOVED", "CREATED", "MKDIR", "LINKED",
-    ] {
-        assert!(!out.contains(bad), "{bad}:\n{out}");
-    }
+    let v = probe_value(&o, 0);
     for f in [
         "/etc/claude-code/managed-settings.json",
         "/etc/claude-code/managed-mcp.json",
         "/etc/airlock/brief.md",
     ] {
-        assert!(
-            out.contains(&format!("owner 0:0 mode 444 {f}")),
-            "{f}:\n{out}"
-        );
+        let r = &v[f];
+        assert_eq!(r["owner"], "0:0", "{f}: {r}");
+        assert_eq!(r["mode"], "444", "{f}: {r}");
+        for op in ["write", "append", "unlink", "chmod", "rename", "truncate"] {
+            assert_ne!(r[op], "ok", "{f}: {op} succeeded: {r}");
+        }
     }
-    assert!(out.contains("dir 0:0 mode 755 /etc/claude-code"), "{out}");
-    assert!(out.contains("dir 0:0 mode 755 /etc/airlock"), "{out}");
-    // Still readable, and the codex folder is absent for a claude role.
-    assert!(out.trim_end().ends_with('{'), "{out}");
+    for d in ["/etc/claude-code", "/etc/airlock"] {
+        assert_eq!(v[d]["owner"], "0:0", "{v}");
+        assert_eq!(v[d]["mode"], "755", "{v}");
+    }
+    for d in ["/etc/claude-code", "/etc/airlock", "/etc/codex"] {
+        assert_ne!(v[d]["create"], "ok", "{v}");
+        assert_ne!(v[d]["mkdir"], "ok", "{v}");
+    }
+    assert_ne!(v["link"], "ok", "{v}");
+    assert_eq!(v["still"], "{");
 }
 
 #[test]
 fn a_codex_role_gets_its_config_toml_and_codex_home() {
     use airlock::policy::agent_config::{self, GatewayEndpoints};
-    let (env, _) = Env::hire(&[("rita", "review")], None);
-    let o = env
-        .cmd_role(
-            "review",
-            "rita",
-            &[],
-            &[
-                "/bin/sh",
-                "-c",
-                "echo \"CODEX_HOME=$CODEX_HOME\"; cat \"$CODEX_HOME/config.toml\"; ls /etc/claude-code 2>&1 || true",
-            ],
-        )
-        .output()
-        .unwrap();
+    let (env, _) = Env::hire(&[("rita", "review")]);
+    let o = agent_probe(
+        &env,
+        "review",
+        "rita",
+        serde_json::json!([{"js": "return [process.env.CODEX_HOME, fs.readFileSync(process.env.CODEX_HOME + '/config.toml', 'utf8'), try_(() => fs.readdirSync('/etc/claude-code'))];"}]),
+    );
     assert_ok(&o);
-    let out = text(&o);
-    let (first, rest) = out.split_once('\n').unwrap();
-    assert_eq!(first, "CODEX_HOME=/etc/codex");
+    let v = probe_value(&o, 0);
+    assert_eq!(v[0], "/etc/codex");
     let loaded = shipped_role("review");
-    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id_of(&o));
+    let gateway = GatewayEndpoints::at(&airlock::sandbox::env::gateway_url(), &loaded.role);
     let config = agent_config::codex_config(&loaded.role, &gateway).unwrap();
-    assert!(rest.starts_with(&config), "{out}");
-    assert!(rest[config.len()..].contains("No such file"), "{out}");
+    assert_eq!(v[1], config);
+    assert_eq!(v[2], "ENOENT");
 }
 
 #[test]
 fn a_brief_of_a_mebibyte_reaches_the_jail_whole() {
-    let (env, _) = Env::hire(&[("tess", "code")], Some("roles.local"));
+    let (env, _) = Env::hire(&[("tess", "code")]);
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let local = env.root.join("roles.local/code");
     std::fs::create_dir_all(&local).unwrap();
@@ -701,7 +708,10 @@ fn a_brief_of_a_mebibyte_reaches_the_jail_whole() {
     let line = "Keep every change small and tested.\n";
     let brief = line.repeat((1 << 20) / line.len());
     std::fs::write(local.join("brief.md"), &brief).unwrap();
-    let o = env.run("tess", &[], &["sha256sum", "/etc/airlock/brief.md"]);
+    let o = env
+        .cmd_role("code", "tess", &[], &["sha256sum", "/etc/airlock/brief.md"])
+        .output()
+        .unwrap();
     assert_ok(&o);
     use sha2::Digest;
     let want = format!("{:x}", sha2::Sha256::digest(brief.as_bytes()));
@@ -801,6 +811,8 @@ impl Direct {
             },
             cgroup_parent: airlock::sandbox::limits::prepare_parent(),
             files: Vec::new(),
+            gateway: false,
+            exec: None,
         };
         Direct { _dir: dir, spec }
     }

@@ -381,7 +381,7 @@ fn templates_meet_the_schema_patterns() {
 fn every_template_generates_its_agent_configuration() {
     for loaded in load_all() {
         let role = &loaded.role;
-        let gateway = GatewayEndpoints::placeholder_for(role, "test-run");
+        let gateway = GatewayEndpoints::at(&airlock::sandbox::env::gateway_url(), role);
         let settings =
             claude_settings(role, &gateway).unwrap_or_else(|e| panic!("{}: {e}", role.role));
         assert_eq!(settings["permissions"]["defaultMode"], "dontAsk");

@@ -5,7 +5,7 @@
 //! may start a helper before it knows the run.
 //!
 //! ```text
-//! airlock-jail [--status-fd N] [--lifeline-fd M] [--run-id ID [--cgroup-parent DIR]] < spec.json
+//! airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--run-id ID [--cgroup-parent DIR]] < spec.json
 //! ```
 //!
 //! - `--status-fd N` (default 2): where setup reports go (`INFO ...` lines, one `ERR ...`
@@ -16,6 +16,10 @@
 //!   at once. Without it the helper still notices its launcher's death through
 //!   `PR_SET_PDEATHSIG` plus a `getppid()` check, which only fires when the thread that
 //!   spawned the helper dies; a multi-threaded launcher should pass a lifeline.
+//! - `--gateway-fd G` (optional, G >= 3, distinct): a unix seqpacket socket to the
+//!   launcher. A spec with `gateway: true` needs it: pid 1 sends over it, in one message,
+//!   the run's gateway listener (127.0.0.1 in the run's network namespace) and the
+//!   channel to the run's command runner.
 //! - `--run-id ID` and `--cgroup-parent DIR` (optional): the run the helper is started
 //!   for, when the launcher knows it ahead of the spec. The helper then makes the run's
 //!   cgroups while it waits, and refuses a spec for another run.
@@ -31,11 +35,12 @@ use airlock::sandbox::spec::{valid_cgroup_parent, valid_run_id};
 use airlock::sandbox::status::StatusFd;
 use airlock::sandbox::{fds, helper, watch, SandboxError};
 
-const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] [--run-id ID [--cgroup-parent DIR]] < spec.json";
+const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--run-id ID [--cgroup-parent DIR]] < spec.json";
 
 struct Args {
     status: i32,
     lifeline: Option<i32>,
+    gateway: Option<i32>,
     run_id: Option<String>,
     cgroup_parent: Option<PathBuf>,
 }
@@ -67,6 +72,7 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
     let mut out = Args {
         status: 2,
         lifeline: None,
+        gateway: None,
         run_id: None,
         cgroup_parent: None,
     };
@@ -83,6 +89,9 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
             "--lifeline-fd" if out.lifeline.is_none() => {
                 out.lifeline = Some(fd().filter(|n| *n >= 3)?);
             }
+            "--gateway-fd" if out.gateway.is_none() => {
+                out.gateway = Some(fd().filter(|n| *n >= 3)?);
+            }
             "--run-id" if out.run_id.is_none() && valid_run_id(&value) => {
                 out.run_id = Some(value);
             }
@@ -94,7 +103,12 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
             _ => return None,
         }
     }
-    if out.lifeline == Some(out.status) || (out.cgroup_parent.is_some() && out.run_id.is_none()) {
+    let same = |a: Option<i32>, b: Option<i32>| a.is_some() && a == b;
+    if same(out.lifeline, Some(out.status))
+        || same(out.gateway, Some(out.status))
+        || same(out.gateway, out.lifeline)
+        || (out.cgroup_parent.is_some() && out.run_id.is_none())
+    {
         return None;
     }
     Some(out)
@@ -112,22 +126,15 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
     let launcher = watch::arm_parent_death()?;
     let mut keep = vec![args.status];
     keep.extend(args.lifeline);
+    keep.extend(args.gateway);
     // Nothing the launcher leaked (directory fds, sockets) may reach the jail.
     fds::close_all_except(&keep)?;
-    let lifeline = match args.lifeline {
-        Some(fd) => {
-            // Refuse a number that is not an open fd rather than watching nothing.
-            // SAFETY: fcntl(F_GETFD) on an fd number only queries it.
-            if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-                return Err(invalid("lifeline fd", "--lifeline-fd is not an open fd"));
-            }
-            fds::set_cloexec(fd)?;
-            // SAFETY: the fd is open, was handed to us by the launcher, and nothing else
-            // in this process owns it.
-            Some(unsafe { OwnedFd::from_raw_fd(fd) })
-        }
-        None => None,
-    };
+    let lifeline = take_fd(
+        args.lifeline,
+        "lifeline fd",
+        "--lifeline-fd is not an open fd",
+    )?;
+    let gateway = take_fd(args.gateway, "gateway fd", "--gateway-fd is not an open fd")?;
     if !nix::unistd::geteuid().is_root() {
         return Err(invalid("start helper", "airlock-jail must run as root"));
     }
@@ -143,10 +150,31 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
     Ok(helper::Launch {
         launcher,
         lifeline,
+        gateway,
         start,
         ahead: args.run_id.clone().map(|run_id| helper::Ahead {
             run_id,
             cgroup_parent: args.cgroup_parent.clone(),
         }),
     })
+}
+
+/// Own a descriptor the launcher passed by number, close-on-exec from now on. A number that
+/// is not an open fd is refused rather than used for nothing.
+fn take_fd(
+    fd: Option<i32>,
+    step: &'static str,
+    why: &str,
+) -> Result<Option<OwnedFd>, SandboxError> {
+    let Some(fd) = fd else {
+        return Ok(None);
+    };
+    // SAFETY: fcntl(F_GETFD) on an fd number only queries it.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(invalid(step, why));
+    }
+    fds::set_cloexec(fd)?;
+    // SAFETY: the fd is open, was handed to us by the launcher, and nothing else in this
+    // process owns it.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
 }

@@ -78,7 +78,7 @@ fn level_json(def: &LevelDef) -> Value {
 
 pub fn report(entry: &CatalogEntry, policies: &Policies) -> Value {
     let role = &entry.loaded.role;
-    let gateway = GatewayEndpoints::placeholder_for(role, "RUN");
+    let gateway = GatewayEndpoints::at(&crate::sandbox::env::gateway_url(), role);
     let config_or_reason = |r: Result<Value, agent_config::AgentConfigError>| match r {
         Ok(v) => v,
         Err(e) => json!({ "none": e.to_string() }),

@@ -94,10 +94,14 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         Err(problems) => return explain::not_found(&args.role, &problems),
     };
     let wait = args.wait;
+    let resolved = launch::Resolved {
+        role: &entry.loaded,
+        policies: &policies,
+    };
     let finished = standalone::run(
         &cfg,
         &req,
-        &entry.loaded,
+        resolved,
         slot,
         helper,
         standalone::Caller {

@@ -155,7 +155,15 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     })?;
     // Prepared without the ledger lock (instance registry, NSS, run directory): launches
     // and run closings do not wait for each other's preparation.
-    let prepared = match launch::prepare_in(cfg, &req, &entry.loaded, runner.slot.clone()) {
+    let prepared = match launch::prepare_in(
+        cfg,
+        &req,
+        launch::Resolved {
+            role: &entry.loaded,
+            policies: &set.policies,
+        },
+        runner.slot.clone(),
+    ) {
         Ok(p) => p,
         Err(e) => {
             runner.abandon();

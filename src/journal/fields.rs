@@ -123,10 +123,11 @@ pub enum EventKind {
     ReloadRefused,
     InstanceHired,
     InstanceFired,
+    ToolCall,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::RunStarted,
         EventKind::RunExited,
         EventKind::RunKilled,
@@ -143,6 +144,7 @@ impl EventKind {
         EventKind::ReloadRefused,
         EventKind::InstanceHired,
         EventKind::InstanceFired,
+        EventKind::ToolCall,
     ];
 
     /// The `AIRLOCK_EVENT` value.
@@ -164,6 +166,7 @@ impl EventKind {
             EventKind::ReloadRefused => "reload_refused",
             EventKind::InstanceHired => "instance_hired",
             EventKind::InstanceFired => "instance_fired",
+            EventKind::ToolCall => "tool_call",
         }
     }
 
@@ -190,6 +193,7 @@ impl EventKind {
             EventKind::ReloadRefused => "8d06ee4da3124bc3a4bc535ba6c1f343",
             EventKind::InstanceHired => "c442d70523704501b777e03f9b73fab4",
             EventKind::InstanceFired => "a615d5abbb654d4c88237db15efdaf10",
+            EventKind::ToolCall => "6f1e0c9b2d8a4e37b5c4a1d09e7f3b62",
         }
     }
 
@@ -209,7 +213,10 @@ impl EventKind {
             | EventKind::Reloaded
             | EventKind::InstanceHired
             | EventKind::InstanceFired => 5,
-            EventKind::RunStarted | EventKind::RunExited | EventKind::JailReport => 6,
+            EventKind::RunStarted
+            | EventKind::RunExited
+            | EventKind::JailReport
+            | EventKind::ToolCall => 6,
         }
     }
 

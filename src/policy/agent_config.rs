@@ -47,41 +47,25 @@ pub struct GatewayEndpoints {
 }
 
 impl GatewayEndpoints {
-    /// Stand-in endpoints for `explain`, which shows a run's configuration without starting
-    /// one. Only the bash endpoint: see [`GatewayEndpoints::placeholder_for`] to cover a role's
-    /// connectors too. The `.invalid` host (RFC 2606) can never resolve.
-    pub fn placeholder(run_id: &str) -> Self {
-        GatewayEndpoints {
-            bash_url: placeholder_url(run_id, BASH_SERVER),
-            mcp: BTreeMap::new(),
-        }
-    }
-
-    /// [`GatewayEndpoints::placeholder`] plus a stand-in endpoint for every connector the
-    /// role reaches through Airlock.
-    pub fn placeholder_for(role: &Role, run_id: &str) -> Self {
-        let mut endpoints = GatewayEndpoints::placeholder(run_id);
+    /// A run's endpoints under its gateway's base URL: `/mcp/airlock` for the bash tool
+    /// and `/mcp/<connector>` for every connector the role reaches through Airlock. The
+    /// base is the same for every run (each run has its own network namespace), so
+    /// `explain` shows exactly what a run gets.
+    pub fn at(base: &str, role: &Role) -> Self {
+        let url = |server: &str| format!("{base}/mcp/{server}");
+        let mut mcp = BTreeMap::new();
         if let Some(run) = &role.run {
-            for (name, connector) in &run.mcp {
-                if matches!(connector, McpConnector::Gateway { .. }) {
-                    endpoints
-                        .mcp
-                        .insert(name.clone(), placeholder_url(run_id, name));
+            for (name, c) in &run.mcp {
+                if matches!(c, McpConnector::Gateway { .. }) {
+                    mcp.insert(name.clone(), url(name));
                 }
             }
         }
-        endpoints
+        GatewayEndpoints {
+            bash_url: url(BASH_SERVER),
+            mcp,
+        }
     }
-}
-
-fn placeholder_url(run_id: &str, server: &str) -> String {
-    // The run id is Airlock's own; still keep only URL-safe characters so a placeholder can
-    // never smuggle structure into the URL.
-    let id: String = run_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .collect();
-    format!("http://gateway.airlock.invalid/runs/{id}/mcp/{server}")
 }
 
 /// Why no configuration can be generated. Names key paths, never values.

@@ -86,17 +86,26 @@ impl RolePolicy {
 
     /// An agent's bash command string, as it sent it.
     pub fn bash(&self, command: &str) -> Decision {
+        self.bash_command(command).0
+    }
+
+    /// [`RolePolicy::bash`], with the dequoted argv to run when the command is allowed:
+    /// exactly what was decided is what the gateway executes.
+    pub fn bash_command(&self, command: &str) -> (Decision, Option<Vec<String>>) {
         let argv = match lex(command) {
             Ok(argv) => argv,
-            Err(_) => return self.bash.decide(command),
+            Err(_) => return (self.bash.decide(command), None),
         };
         let decision = self.bash.decide_argv(&argv);
         if !decision.allow {
-            return decision;
+            return (decision, None);
         }
         match self.rails.forbidden_argv(&argv) {
-            Some(rail) => Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
-            None => decision,
+            Some(rail) => (
+                Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
+                None,
+            ),
+            None => (decision, Some(argv)),
         }
     }
 

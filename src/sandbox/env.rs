@@ -26,8 +26,32 @@ pub fn build(spec: &RunSpec) -> Vec<(String, String)> {
         ("TMPDIR".to_string(), "/tmp".to_string()),
         ("LANG".to_string(), "C.UTF-8".to_string()),
     ];
+    if spec.gateway {
+        env.push(("AIRLOCK_GATEWAY".to_string(), gateway_url()));
+    }
     env.extend(spec.env.iter().cloned());
     env
+}
+
+/// `AIRLOCK_GATEWAY`: the base URL of the run's gateway, inside its network namespace.
+pub fn gateway_url() -> String {
+    format!("http://127.0.0.1:{}", super::runner::GATEWAY_PORT)
+}
+
+/// Where to look for a program: as given when it has a slash, else on [`JAIL_PATH`].
+pub fn program_candidates(prog: &str) -> Vec<CString> {
+    let paths: Vec<std::path::PathBuf> = if prog.contains('/') {
+        vec![std::path::PathBuf::from(prog)]
+    } else {
+        JAIL_PATH
+            .split(':')
+            .map(|d| std::path::Path::new(d).join(prog))
+            .collect()
+    };
+    paths
+        .into_iter()
+        .filter_map(|p| CString::new(p.as_os_str().as_encoded_bytes()).ok())
+        .collect()
 }
 
 /// The same, as C strings for execve.

@@ -25,7 +25,7 @@ use std::convert::Infallible;
 use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
@@ -34,10 +34,13 @@ use nix::unistd::{fork, ForkResult, Pid};
 
 use super::landlock::{self, LandlockRules};
 use super::limits::{self, Enforcement, Forked, ProcLimit, RunCgroups};
-use super::spec::{DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
+use super::runner::GATEWAY_PORT;
+use super::spec::{ExecAllow, DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
 use super::status::StatusFd;
 use super::watch::Watch;
-use super::{env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec, SandboxError};
+use super::{
+    command_side, env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec, SandboxError,
+};
 
 /// Exit code of the helper (and of pid 1) when the jail could not be built.
 pub const EXIT_SETUP_FAILED: i32 = 125;
@@ -48,6 +51,8 @@ pub struct Launch {
     pub launcher: Pid,
     /// Read end of the launcher's lifeline pipe, if it passed one.
     pub lifeline: Option<OwnedFd>,
+    /// The launcher's gateway socket (see `airlock-jail --gateway-fd`), if it passed one.
+    pub gateway: Option<OwnedFd>,
     /// When the helper started (setup times count from here).
     pub start: Instant,
     /// The run this helper was started for, when its launcher knew it ahead of the spec.
@@ -128,11 +133,14 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
         )?),
         None => None,
     };
+    // Pid 1's alone: the helper's copy is closed right after the fork, so the launcher
+    // sees the socket close when pid 1 is gone.
+    let gateway = launch.gateway.take();
     let forked = limits::fork_into(cgroups.as_ref().and_then(RunCgroups::v2_dir));
     let (child, born_in) = match forked {
         Ok(Forked::Child) => {
             drop((life_w, cg_w, spec_w));
-            let code = match pid1(status, life_r, cg_r, spec_r, launch.start) {
+            let code = match pid1(status, life_r, cg_r, spec_r, gateway, launch.start) {
                 Ok(code) => code,
                 // The helper reports a spec it could not hand over; the rest is ours.
                 Err(Pid1Error::NoSpec) => EXIT_SETUP_FAILED,
@@ -152,7 +160,7 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
             return Err(e);
         }
     };
-    drop((life_r, cg_r, spec_r));
+    drop((life_r, cg_r, spec_r, gateway));
     // Dropped (below) before the write ends of the pipes: on an error pid 1 is killed (and
     // with it the whole run) before it can read the end of a pipe.
     let mut guard = Pid1Guard(Some(child));
@@ -394,6 +402,7 @@ fn pid1(
     life_r: OwnedFd,
     cg_r: OwnedFd,
     spec_r: OwnedFd,
+    gateway: Option<OwnedFd>,
     start: Instant,
 ) -> Result<i32, Pid1Error> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
@@ -412,6 +421,9 @@ fn pid1(
     let null = std::fs::File::open("/dev/null").map_err(|e| SandboxError::sys("stdin", e))?;
     nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| SandboxError::errno("stdin", e))?;
     drop(null);
+    // No memfd of this pid namespace may be executed (a child cannot lower it). Through the
+    // host's /proc, still mounted here: the setting is the writer's pid namespace's.
+    namespaces::memfd_noexec_strict()?;
     // The network namespace is the slowest to make: a child makes it while this process
     // builds the root.
     let net = namespaces::NetNs::start()?;
@@ -445,8 +457,23 @@ fn pid1(
     namespaces::set_hostname(&spec.run_id)?;
     limits::apply_rlimits(&spec.limits, nproc)?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid", e))?;
-    fds::close_all_except(&[status.raw(), life_r.as_raw_fd()])?;
+    let mut keep = vec![status.raw(), life_r.as_raw_fd()];
+    keep.extend(gateway.as_ref().map(AsRawFd::as_raw_fd));
+    fds::close_all_except(&keep)?;
     init::block_signals()?;
+    // The command side first, before the agent's Landlock domain exists: the runner's own
+    // domain is then a sibling of the agent's, never nested under it.
+    let runner = match (spec.gateway, gateway) {
+        (false, _) => None,
+        (true, Some(gw)) => Some(command_side::start(spec, status, gw)?),
+        (true, None) => {
+            return Err(SandboxError::Invalid {
+                step: "start the gateway",
+                why: "the spec asks for a gateway but the helper has no --gateway-fd".into(),
+            }
+            .into())
+        }
+    };
 
     let (go_r, go_w) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("start pipe", e))?;
@@ -465,7 +492,11 @@ fn pid1(
         }
         ForkResult::Parent { child } => {
             drop(go_r);
-            if let Err(e) = identity::reduce_init() {
+            let ready = identity::reduce_init().and_then(|()| match runner {
+                Some(r) => r.wait_ready(),
+                None => Ok(()),
+            });
+            if let Err(e) = ready {
                 let _ = kill(child, Signal::SIGKILL);
                 return Err(e.into());
             }
@@ -489,37 +520,69 @@ fn helper_gone(life_r: &OwnedFd) -> bool {
     rc != 0
 }
 
-/// The jail's Landlock rules: system dirs readable and executable, /etc and /proc
-/// readable, the workspace, home and scratch spaces writable, a few device nodes. The
-/// spec's jail files live in /etc, so they are readable and never writable or executable.
-pub fn landlock_rules(spec: &RunSpec) -> LandlockRules {
-    let existing = |v: &[&str]| -> Vec<PathBuf> {
-        v.iter().map(PathBuf::from).filter(|p| p.exists()).collect()
-    };
-    let sys: Vec<&str> = SYSTEM_DIRS
+/// The command side's Landlock rules: system dirs readable and executable, /etc and /proc
+/// readable, the workspace, home and scratch spaces writable, a few device nodes, TCP to
+/// the gateway only. The spec's jail files live in /etc, so they are readable and never
+/// writable or executable.
+pub fn command_side_rules(spec: &RunSpec) -> LandlockRules {
+    LandlockRules {
+        read_exec: existing(&system_dirs()),
+        read_only: existing(&["/etc", "/proc", "/dev"]),
+        read_write: writable(spec),
+        read_write_noexec: Vec::new(),
+        connect_tcp: gateway_ports(spec),
+        bind_tcp: Vec::new(),
+    }
+}
+
+/// The agent side's Landlock rules: the same reads and writes as the command side, but
+/// execute only on the files of its exec set (the program, its interpreters).
+pub fn agent_side_rules(spec: &RunSpec, exec: &ExecAllow) -> LandlockRules {
+    let mut read_only = existing(&system_dirs());
+    read_only.extend(existing(&["/etc", "/proc", "/dev"]));
+    LandlockRules {
+        read_exec: exec.programs.clone(),
+        read_only,
+        read_write: Vec::new(),
+        read_write_noexec: writable(spec),
+        connect_tcp: gateway_ports(spec),
+        bind_tcp: Vec::new(),
+    }
+}
+
+fn existing(v: &[&str]) -> Vec<PathBuf> {
+    v.iter().map(PathBuf::from).filter(|p| p.exists()).collect()
+}
+
+fn system_dirs() -> Vec<&'static str> {
+    SYSTEM_DIRS
         .iter()
         .copied()
         .filter(|d| *d != "/etc")
-        .collect();
-    LandlockRules {
-        read_exec: existing(&sys),
-        read_only: existing(&["/etc", "/proc", "/dev"]),
-        read_write: {
-            let mut v = vec![spec.workspace.clone(), spec.jail_home()];
-            v.extend(existing(&[
-                "/tmp",
-                "/dev/shm",
-                "/dev/null",
-                "/dev/zero",
-                "/dev/full",
-                "/dev/tty",
-                "/dev/pts",
-            ]));
-            v
-        },
-        connect_tcp: spec.connect_tcp.clone(),
-        bind_tcp: Vec::new(),
+        .collect()
+}
+
+/// The run's writable places: workspace, home, scratch, a few device nodes.
+fn writable(spec: &RunSpec) -> Vec<PathBuf> {
+    let mut v = vec![spec.workspace.clone(), spec.jail_home()];
+    v.extend(existing(&[
+        "/tmp",
+        "/dev/shm",
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/tty",
+        "/dev/pts",
+    ]));
+    v
+}
+
+fn gateway_ports(spec: &RunSpec) -> Vec<u16> {
+    let mut ports = spec.connect_tcp.clone();
+    if spec.gateway && !ports.contains(&GATEWAY_PORT) {
+        ports.push(GATEWAY_PORT);
     }
+    ports
 }
 
 /// The agent child: become the instance and exec. Returns only on failure.
@@ -538,11 +601,28 @@ fn agent(
         fds::set_cloexec(status.raw())?;
     }
     fds::give_pipes(&[1, 2], spec.uid, spec.gid)?;
+    // The agent side's own view, while it is still root: every mount noexec but the files
+    // of its exec set. The command side keeps pid 1's view.
+    if let Some(x) = &spec.exec {
+        rootfs::agent_view(x)?;
+    }
     identity::become_instance(spec.uid, spec.gid)?;
     nix::unistd::chdir(&spec.workspace).map_err(|e| SandboxError::errno("chdir workspace", e))?;
 
-    let report = landlock::apply(&landlock_rules(spec))?;
-    status.info(&report.to_string());
+    let rules = match &spec.exec {
+        Some(x) => agent_side_rules(spec, x),
+        None => command_side_rules(spec),
+    };
+    let report = landlock::apply(&rules)?;
+    status.info(&match &spec.exec {
+        Some(x) => format!(
+            "agent side: {report}; exec only {} program(s), {} libraries and {} runtime folders, every other mount noexec, memfd exec off",
+            x.programs.len(),
+            x.libraries.len(),
+            x.trees.len()
+        ),
+        None => format!("agent on the command side: {report}"),
+    });
 
     let env_pairs = env::build(spec);
     let envp = env::to_cstrings(&env_pairs)?;
@@ -555,7 +635,7 @@ fn agent(
             step: "exec",
             why: "an argument contains a NUL byte".to_string(),
         })?;
-    let candidates = program_candidates(&spec.argv[0]);
+    let candidates = env::program_candidates(&spec.argv[0]);
 
     seccomp::install()?;
     // The agent is set up while pid 1 reduces itself; it execs only once pid 1 is done.
@@ -586,22 +666,6 @@ fn agent(
         }
     }
     Err(SandboxError::errno("exec agent program", last))
-}
-
-/// Where to look for the program: as given when it has a slash, else on the jail's PATH.
-fn program_candidates(prog: &str) -> Vec<CString> {
-    let paths: Vec<PathBuf> = if prog.contains('/') {
-        vec![PathBuf::from(prog)]
-    } else {
-        env::JAIL_PATH
-            .split(':')
-            .map(|d| Path::new(d).join(prog))
-            .collect()
-    };
-    paths
-        .into_iter()
-        .filter_map(|p| CString::new(p.as_os_str().as_encoded_bytes()).ok())
-        .collect()
 }
 
 #[cfg(test)]
@@ -641,8 +705,9 @@ mod tests {
         let spec = RunSpec {
             ..crate::sandbox::spec::tests::sample()
         };
-        let rules = landlock_rules(&spec);
-        let covers = |v: &[PathBuf], p: &str| v.iter().any(|r| Path::new(p).starts_with(r));
+        let rules = command_side_rules(&spec);
+        let covers =
+            |v: &[PathBuf], p: &str| v.iter().any(|r| std::path::Path::new(p).starts_with(r));
         for d in JAIL_FILE_DIRS {
             let f = format!("{d}/file");
             assert!(covers(&rules.read_only, &f), "{f} not readable");

@@ -52,6 +52,8 @@ pub struct LandlockRules {
     pub read_exec: Vec<PathBuf>,
     /// Every handled right: create, write, remove, truncate, execute, device ioctl.
     pub read_write: Vec<PathBuf>,
+    /// As `read_write`, without execute (the agent side's workspace, home and scratch).
+    pub read_write_noexec: Vec<PathBuf>,
     /// TCP ports the run may connect to (enforced from ABI 4; empty = none).
     pub connect_tcp: Vec<u16>,
     /// TCP ports the run may bind (enforced from ABI 4; empty = none).
@@ -232,6 +234,13 @@ pub fn apply(rules: &LandlockRules) -> Result<LandlockReport, SandboxError> {
         level,
     )?;
     created = add_paths(created, "read_write", &rules.read_write, fs, level)?;
+    created = add_paths(
+        created,
+        "read_write_noexec",
+        &rules.read_write_noexec,
+        fs & !AccessFs::Execute,
+        level,
+    )?;
     if net_rules {
         for &port in &rules.connect_tcp {
             created = created

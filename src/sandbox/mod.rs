@@ -1,8 +1,10 @@
 //! The jail of one run. This layer is the only one that makes namespace, mount and
 //! credential syscalls. One file per isolation step; [`helper`] runs them in order.
 
+pub mod command_side;
 pub mod env;
 pub mod error;
+pub mod fdpass;
 pub mod fds;
 pub mod helper;
 pub mod identity;
@@ -11,6 +13,7 @@ pub mod landlock;
 pub mod limits;
 pub mod namespaces;
 pub mod rootfs;
+pub mod runner;
 pub mod seccomp;
 pub mod seccomp_table;
 pub mod spec;

@@ -143,6 +143,31 @@ impl Drop for NetNs {
     }
 }
 
+/// `vm.memfd_noexec=2` for the caller's pid namespace (pid 1 of the run): no memfd made in
+/// the run can be executed, whatever flags it was made with. Kernels before 6.3 have no
+/// such setting: the run does not start (its agent side's exec containment needs it).
+pub fn memfd_noexec_strict() -> Result<(), SandboxError> {
+    const STEP: &str = "vm.memfd_noexec";
+    const PATH: &str = "/proc/sys/vm/memfd_noexec";
+    match std::fs::write(PATH, b"2") {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(SandboxError::Unsupported {
+                step: STEP,
+                why: "the kernel has no vm.memfd_noexec (Linux 6.3 or newer), so a memfd could be executed".into(),
+            })
+        }
+        Err(e) => return Err(SandboxError::sys(STEP, e)),
+    }
+    match std::fs::read_to_string(PATH) {
+        Ok(v) if v.trim() == "2" => Ok(()),
+        _ => Err(SandboxError::Unsupported {
+            step: STEP,
+            why: "vm.memfd_noexec did not stay at 2 in the run's pid namespace".into(),
+        }),
+    }
+}
+
 /// The jail's hostname is its run id.
 pub fn set_hostname(name: &str) -> Result<(), SandboxError> {
     nix::unistd::sethostname(name).map_err(|e| SandboxError::errno("set hostname", e))

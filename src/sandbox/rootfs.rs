@@ -20,8 +20,9 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
-use super::spec::{JailFile, MAX_JAIL_FILES, MAX_JAIL_FILES_BYTES, SYSTEM_DIRS};
+use super::spec::{ExecAllow, JailFile, MAX_JAIL_FILES, MAX_JAIL_FILES_BYTES, SYSTEM_DIRS};
 use super::{RunSpec, SandboxError};
+use nix::sched::{unshare, CloneFlags};
 
 /// Where the new root is assembled (inside the run's private mount namespace only).
 pub const BUILD_DIR: &str = "/run/airlock/jail";
@@ -655,6 +656,31 @@ fn proc(root: &Path) -> Res {
                 "mask /proc dirs",
             )?;
         }
+    }
+    Ok(())
+}
+
+/// The agent side's view of the jail, in the agent child (still root, before it becomes the
+/// instance): a mount namespace of its own where every mount is noexec, except one
+/// read-only bind of each file of its exec set onto itself. The kernel then refuses to
+/// execute or map executable anything else: another program, the loader run on another
+/// file, a file the agent wrote, a library it dropped in /tmp.
+pub fn agent_view(exec: &ExecAllow) -> Res {
+    unshare(CloneFlags::CLONE_NEWNS).map_err(sys("unshare the agent's mount namespace"))?;
+    const STEP: &str = "make the agent's mounts noexec";
+    if !set_tree_flags(Path::new("/"), MsFlags::MS_NOEXEC, STEP)? {
+        return Err(SandboxError::Unsupported {
+            step: STEP,
+            why: "the kernel has no mount_setattr (Linux 5.12 or newer)".into(),
+        });
+    }
+    for f in exec
+        .programs
+        .iter()
+        .chain(&exec.libraries)
+        .chain(&exec.trees)
+    {
+        bind(f, f, ro(), "bind the agent's executable files")?;
     }
     Ok(())
 }

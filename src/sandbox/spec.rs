@@ -40,7 +40,38 @@ pub struct RunSpec {
     /// configuration. Absent in older specs.
     #[serde(default)]
     pub files: Vec<JailFile>,
+    /// The run has a gateway: pid 1 listens on 127.0.0.1:[`GATEWAY_PORT`] in the run's
+    /// network namespace, starts the command runner, and hands both to the launcher over
+    /// the helper's `--gateway-fd`. Absent in older specs.
+    ///
+    /// [`GATEWAY_PORT`]: super::runner::GATEWAY_PORT
+    #[serde(default)]
+    pub gateway: bool,
+    /// The agent side's exec containment: the agent program and whatever it forks may
+    /// execute only these files, from a view where every other mount is noexec. `None`:
+    /// the argv runs on the command side (a workflow role, or an older spec).
+    #[serde(default)]
+    pub exec: Option<ExecAllow>,
 }
+
+/// What the agent side may execute or map executable. Every path is a root-owned system
+/// file, absolute and plain, in one of the [`SYSTEM_DIRS`] but /etc.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecAllow {
+    /// Files the kernel may execute (Landlock EXECUTE): the program, its script
+    /// interpreter, the ELF interpreter.
+    pub programs: Vec<PathBuf>,
+    /// Shared libraries mapped executable: no Landlock right, but each gets an exec mount.
+    pub libraries: Vec<PathBuf>,
+    /// Folders of an interpreter's runtime whose modules it maps executable (Python's
+    /// lib-dynload): an exec mount each, read-only, no Landlock execute right.
+    #[serde(default)]
+    pub trees: Vec<PathBuf>,
+}
+
+/// Most files an [`ExecAllow`] names.
+pub const MAX_EXEC_FILES: usize = 256;
 
 /// One file written into the jail's generated /etc while the jail is built. See
 /// [`JAIL_FILE_DIRS`] for where it may go.
@@ -138,6 +169,7 @@ pub const RESERVED_ENV: &[&str] = &[
     "AIRLOCK_RUN",
     "AIRLOCK_ROLE",
     "AIRLOCK_INSTANCE",
+    "AIRLOCK_GATEWAY",
 ];
 
 /// A name usable as a path component and a passwd entry: `[a-z][a-z0-9_-]{0,31}`.
@@ -190,6 +222,22 @@ fn normalized_absolute(p: &Path) -> bool {
                 && c.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         })
+}
+
+/// Absolute, `/`-separated names, none empty, `.` or `..`, no NUL, at most 4096 bytes:
+/// what a system file's path may be (names may hold any other byte, e.g. `+`).
+fn normalized_absolute_loose(p: &Path) -> bool {
+    let Some(s) = p.to_str() else {
+        return false;
+    };
+    let Some(rest) = s.strip_prefix('/') else {
+        return false;
+    };
+    s.len() <= 4096
+        && !s.contains('\0')
+        && rest
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
 /// Strictly below one of [`JAIL_FILE_DIRS`] (component-wise, so `/etc/airlockx` is not).
@@ -349,7 +397,43 @@ impl RunSpec {
                 ));
             }
         }
-        self.check_files()
+        self.check_files()?;
+        self.check_exec()
+    }
+
+    /// The exec set: few, plain paths inside the system directories the jail shows.
+    fn check_exec(&self) -> Result<(), SandboxError> {
+        const STEP: &str = "validate spec";
+        let Some(x) = &self.exec else {
+            return Ok(());
+        };
+        if x.programs.is_empty()
+            || x.programs.len() + x.libraries.len() + x.trees.len() > MAX_EXEC_FILES
+        {
+            return Err(invalid(
+                STEP,
+                format!("exec: 1 to {MAX_EXEC_FILES} files, at least one program"),
+            ));
+        }
+        for (list, paths) in [
+            ("programs", &x.programs),
+            ("libraries", &x.libraries),
+            ("trees", &x.trees),
+        ] {
+            for (i, p) in paths.iter().enumerate() {
+                let in_system = SYSTEM_DIRS
+                    .iter()
+                    .filter(|d| **d != "/etc")
+                    .any(|d| p.starts_with(d) && p != Path::new(d));
+                if !normalized_absolute_loose(p) || !in_system {
+                    return Err(invalid(
+                        STEP,
+                        format!("exec.{list}[{i}]: a plain absolute path inside a system directory (/usr, /lib...)"),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The jail's files: few, small, read-only to the agent, and only in the folders of
@@ -436,6 +520,8 @@ pub(crate) mod tests {
                 contents: "Do the work.\n".into(),
                 mode: 0o444,
             }],
+            gateway: false,
+            exec: None,
         }
     }
 

@@ -131,7 +131,7 @@ mod tests {
     #[test]
     fn claude_role_gets_brief_managed_settings_and_the_generated_argv() {
         let loaded = shipped("code");
-        let gw = GatewayEndpoints::placeholder_for(&loaded.role, "r-1");
+        let gw = GatewayEndpoints::at(&crate::sandbox::env::gateway_url(), &loaded.role);
         let f = agent_files(&loaded, &gw).unwrap();
         assert_eq!(
             f.argv.as_deref(),
@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn codex_role_gets_config_toml_and_codex_home() {
         let loaded = shipped("review");
-        let gw = GatewayEndpoints::placeholder_for(&loaded.role, "r-1");
+        let gw = GatewayEndpoints::at(&crate::sandbox::env::gateway_url(), &loaded.role);
         let f = agent_files(&loaded, &gw).unwrap();
         assert_eq!(
             content(&f, CODEX_CONFIG_PATH),
@@ -192,7 +192,7 @@ mod tests {
     fn goals_are_shown_when_the_role_has_them() {
         let mut loaded = shipped("code");
         loaded.goals_text = Some("Ship it.\n".into());
-        let gw = GatewayEndpoints::placeholder_for(&loaded.role, "r-1");
+        let gw = GatewayEndpoints::at(&crate::sandbox::env::gateway_url(), &loaded.role);
         let f = agent_files(&loaded, &gw).unwrap();
         assert_eq!(content(&f, GOALS_PATH), "Ship it.\n");
     }
@@ -201,7 +201,7 @@ mod tests {
     fn a_role_without_a_run_gets_only_its_brief() {
         let mut loaded = shipped("code");
         loaded.role.run = None;
-        let gw = GatewayEndpoints::placeholder_for(&loaded.role, "r-1");
+        let gw = GatewayEndpoints::at(&crate::sandbox::env::gateway_url(), &loaded.role);
         let f = agent_files(&loaded, &gw).unwrap();
         assert_eq!(f.argv, None);
         assert_eq!(f.files.len(), 1);
@@ -221,7 +221,9 @@ mod tests {
             "the shipped code role reaches MCP through Airlock"
         );
         // Without the connectors' endpoints the configuration cannot be generated.
-        let err = agent_files(&loaded, &GatewayEndpoints::placeholder("r-1")).unwrap_err();
+        let mut bare = GatewayEndpoints::at(&crate::sandbox::env::gateway_url(), &loaded.role);
+        bare.mcp.clear();
+        let err = agent_files(&loaded, &bare).unwrap_err();
         assert!(err.to_string().starts_with("run.mcp."), "{err}");
     }
 }

@@ -11,12 +11,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::Config;
+use crate::gateway::GatewayPlan;
 use crate::policy::agent_config::GatewayEndpoints;
 use crate::policy::classes::canonicalize;
+use crate::policy::{Policies, RolePolicy};
 use crate::role::LoadedRole;
+use crate::sandbox::env::gateway_url;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
+use crate::supervisor::exec_set;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
 
@@ -48,10 +52,19 @@ pub enum LaunchError {
     Io(String),
 }
 
+/// The role a launch runs (as the catalog resolved it) and the policies in force with it.
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'a> {
+    pub role: &'a LoadedRole,
+    pub policies: &'a Policies,
+}
+
 /// Everything decided before anything starts.
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub spec: RunSpec,
+    /// What the run's gateway enforces.
+    pub gateway: GatewayPlan,
     pub run_dir: PathBuf,
     pub deadline: Option<Duration>,
 }
@@ -136,9 +149,10 @@ pub fn new_slot(cgroup_parent: Option<PathBuf>) -> Ahead {
 pub fn prepare_in(
     cfg: &Config,
     req: &LaunchRequest,
-    role: &LoadedRole,
+    resolved: Resolved<'_>,
     slot: Ahead,
 ) -> Result<Prepared, LaunchError> {
+    let Resolved { role, policies } = resolved;
     let Ahead {
         run_id,
         cgroup_parent,
@@ -184,11 +198,8 @@ pub fn prepare_in(
         Some(w) => Some(workspace::check(w, &cfg.state_dir).map_err(refused)?),
         None => None,
     };
-    // No gateway exists yet, so the run's endpoints are the `.invalid` placeholders: the
-    // agent's configuration is complete and correct in shape, and any MCP call it makes
-    // fails to resolve. The gateway issue replaces this with the run's real endpoints.
-    let gateway = GatewayEndpoints::placeholder_for(&loaded.role, &run_id);
-    let given = agent_files(loaded, &gateway)
+    let endpoints = GatewayEndpoints::at(&gateway_url(), &loaded.role);
+    let given = agent_files(loaded, &endpoints)
         .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?;
     // `-- CMD` replaces only the argv: the files and environment stay (see agent_files).
     let argv = if req.command.is_empty() {
@@ -203,6 +214,15 @@ pub fn prepare_in(
     };
     let inst: Instance = instances::resolve(cfg, &req.instance)
         .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
+    // An agent runs contained (it can start no program but its own); a workflow role's
+    // command runs on the command side.
+    let exec = match loaded.role.kind {
+        crate::role::Kind::Workflow => None,
+        _ => Some(
+            exec_set::exec_set(&argv[0], inst.uid, inst.gid)
+                .map_err(|e| refused(format!("agent program: {e}")))?,
+        ),
+    };
 
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
     fs::DirBuilder::new()
@@ -244,6 +264,8 @@ pub fn prepare_in(
             limits: helper_limits(cfg, deadline),
             cgroup_parent,
             files: given.files,
+            gateway: true,
+            exec,
         };
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
@@ -251,6 +273,12 @@ pub fn prepare_in(
     })();
     match built {
         Ok((spec, deadline)) => Ok(Prepared {
+            gateway: GatewayPlan {
+                policy: std::sync::Arc::new(RolePolicy::compile(&loaded.role, policies)),
+                workspace: spec.workspace.clone(),
+                home: spec.jail_home(),
+                connectors: endpoints.mcp.keys().cloned().collect(),
+            },
             deadline,
             spec,
             run_dir,
@@ -313,7 +341,12 @@ mod tests {
             command: command.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         };
-        let p = prepare_in(&cfg, &req, &loaded, new_slot(None));
+        let policies = Policies::load(&Path::new(repo).join("policies")).unwrap();
+        let resolved = Resolved {
+            role: &loaded,
+            policies: &policies,
+        };
+        let p = prepare_in(&cfg, &req, resolved, new_slot(None));
         (dir, p)
     }
 
@@ -357,15 +390,31 @@ mod tests {
     fn the_default_argv_is_agent_configs_and_the_brief_is_a_file() {
         use crate::policy::agent_config::{self, CLAUDE_MANAGED_SETTINGS_PATH};
         use crate::supervisor::agent_files::BRIEF_PATH;
-        let (_dir, p) = prepared("code", &[]);
         let loaded =
             crate::role::load_role_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("roles/code"))
                 .unwrap();
-        assert_eq!(
-            p.spec.argv,
+        let want =
             agent_config::agent_command(&loaded.role, BRIEF_PATH, CLAUDE_MANAGED_SETTINGS_PATH)
-                .unwrap()
-        );
+                .unwrap();
+        // The agent program must be installed for its exec set; where it is not, the
+        // launch is refused before anything starts, naming it.
+        let (_dir, p) = prepared_with("code", &[], |_| {});
+        let p = match p {
+            Ok(p) => p,
+            Err(LaunchError::Refused(m)) => {
+                assert!(
+                    m.contains(&format!("{}: no such agent program", want[0])),
+                    "{m}"
+                );
+                // The rest of the run's files, with the program replaced.
+                prepared("code", &["/bin/true"]).1
+            }
+            Err(e) => panic!("{e}"),
+        };
+        if p.spec.argv != ["/bin/true"] {
+            assert_eq!(p.spec.argv, want);
+        }
+        assert!(p.spec.exec.is_some(), "an agent role runs contained");
         let brief = p
             .spec
             .files

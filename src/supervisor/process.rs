@@ -16,13 +16,17 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
+use nix::sys::socket::SockType;
+use std::os::fd::AsFd;
 
 use super::launch::{LaunchError, Prepared};
 use super::spawn::{spawn_process, Child};
+use crate::gateway::GatewayFds;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::limits;
 use crate::sandbox::spec::RunSpec;
 use crate::sandbox::status::{self, StatusReport};
+use crate::sandbox::{command_side, fdpass};
 
 /// How often the supervisor looks at stop requests and the deadline while a run is alive.
 const TICK: Duration = Duration::from_millis(100);
@@ -94,6 +98,8 @@ pub enum Milestone<'a> {
     Stopping(&'a str),
     /// The grace period passed: SIGKILL sent.
     Killing,
+    /// The jail handed over its gateway listener and command runner: serve them now.
+    Gateway(GatewayFds),
 }
 
 /// How a supervised run ended.
@@ -122,6 +128,9 @@ pub struct Spawned {
     lifeline: OwnedFd,
     /// The run it was started for, whose cgroups it makes while it waits.
     ahead: Option<Ahead>,
+    /// Our end of the helper's gateway socket: pid 1 sends the run's gateway listener and
+    /// command runner channel on it.
+    gateway: OwnedFd,
 }
 
 impl Spawned {
@@ -213,7 +222,16 @@ pub fn spawn_helper(ahead: Option<&Ahead>) -> Result<Spawned, LaunchError> {
     let (err_r, err_w) = pipe("stderr")?;
     let (st_r, st_w) = pipe("status")?;
     let (life_r, life_w) = pipe("lifeline")?;
-    let mut args = vec!["--status-fd", "3", "--lifeline-fd", "4"];
+    let (gw_ours, gw_theirs) = fdpass::pair(SockType::SeqPacket)
+        .map_err(|e| LaunchError::Io(format!("gateway socket: {e}")))?;
+    let mut args = vec![
+        "--status-fd",
+        "3",
+        "--lifeline-fd",
+        "4",
+        "--gateway-fd",
+        "5",
+    ];
     if let Some(a) = ahead {
         args.extend(["--run-id", a.run_id.as_str()]);
         if let Some(p) = a.cgroup_parent.as_ref().and_then(|p| p.to_str()) {
@@ -229,6 +247,7 @@ pub fn spawn_helper(ahead: Option<&Ahead>) -> Result<Spawned, LaunchError> {
             (err_w.as_raw_fd(), 2),
             (st_w.as_raw_fd(), 3),
             (life_r.as_raw_fd(), 4),
+            (gw_theirs.as_raw_fd(), 5),
         ],
     )
     .map_err(|e| {
@@ -238,7 +257,7 @@ pub fn spawn_helper(ahead: Option<&Ahead>) -> Result<Spawned, LaunchError> {
         ))
     })?;
     // The child's ends: only the helper may hold them, or EOFs would never come.
-    drop((in_r, out_w, err_w, st_w, life_r));
+    drop((in_r, out_w, err_w, st_w, life_r, gw_theirs));
     let pidfd = pidfd_open(child.id());
     Ok(Spawned {
         child,
@@ -249,6 +268,7 @@ pub fn spawn_helper(ahead: Option<&Ahead>) -> Result<Spawned, LaunchError> {
         stderr: Some(fs::File::from(err_r)),
         lifeline: life_w,
         ahead: ahead.cloned(),
+        gateway: gw_ours,
     })
 }
 
@@ -304,9 +324,15 @@ impl StatusPipe {
     }
 }
 
-/// Wait until the helper exited (its pidfd is readable), the status pipe is readable, or
-/// the timeout passes. EINTR counts as "nothing yet": the caller loops.
-fn wait_for(pidfd: Option<&OwnedFd>, status: Option<&fs::File>, timeout: Duration) -> (bool, bool) {
+/// Wait until the helper exited (its pidfd is readable), the status pipe or the gateway
+/// socket is readable, or the timeout passes. EINTR counts as "nothing yet": the caller
+/// loops.
+fn wait_for(
+    pidfd: Option<&OwnedFd>,
+    status: Option<&fs::File>,
+    gateway: Option<&OwnedFd>,
+    timeout: Duration,
+) -> (bool, bool, bool) {
     let fd = |raw: Option<RawFd>| libc::pollfd {
         fd: raw.unwrap_or(-1),
         events: libc::POLLIN,
@@ -316,14 +342,33 @@ fn wait_for(pidfd: Option<&OwnedFd>, status: Option<&fs::File>, timeout: Duratio
     let mut fds = [
         fd(pidfd.map(|f| f.as_raw_fd())),
         fd(status.map(|f| f.as_raw_fd())),
+        fd(gateway.map(|f| f.as_raw_fd())),
     ];
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: poll on an array of two valid (or negative, ignored) pollfds.
+    // SAFETY: poll on an array of valid (or negative, ignored) pollfds.
     let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     if rc <= 0 {
-        return (false, false);
+        return (false, false, false);
     }
-    (fds[0].revents != 0, fds[1].revents != 0)
+    (
+        fds[0].revents != 0,
+        fds[1].revents != 0,
+        fds[2].revents != 0,
+    )
+}
+
+/// Take the jail's gateway hand-over: one message with the listener and the runner's
+/// channel. None when the socket closed or sent something else (the run then has no
+/// gateway; its agent finds nothing listening).
+fn take_gateway(sock: &OwnedFd) -> Option<GatewayFds> {
+    let mut buf = [0u8; 8];
+    let (n, mut fds) = fdpass::recv(sock.as_fd(), &mut buf).ok()?;
+    if &buf[..n] != command_side::HANDOVER || fds.len() != 2 {
+        return None;
+    }
+    let runner = fds.pop()?;
+    let listener = fds.pop()?;
+    Some(GatewayFds { listener, runner })
 }
 
 fn pump(
@@ -406,7 +451,9 @@ pub fn supervise(
         // Held until this function returns: the run lives while we supervise it.
         lifeline: _lifeline,
         ahead: _,
+        gateway,
     } = sp;
+    let mut gateway = Some(gateway);
     let spec_json = match serde_json::to_vec(&p.spec) {
         Ok(j) => j,
         Err(e) => {
@@ -465,7 +512,14 @@ pub fn supervise(
     let mut term_at: Option<Instant> = None;
     let mut killed = false;
     let waited = loop {
-        let (gone, readable) = wait_for(pidfd.as_ref(), status.file.as_ref(), TICK);
+        let (gone, readable, handover) =
+            wait_for(pidfd.as_ref(), status.file.as_ref(), gateway.as_ref(), TICK);
+        if handover {
+            // One message, or the socket closed: either way it is done with.
+            if let Some(fds) = gateway.take().as_ref().and_then(take_gateway) {
+                on(Milestone::Gateway(fds));
+            }
+        }
         if readable && status.read_some() {
             let r = status.report();
             on(Milestone::Setup(&r));

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::launch::{LaunchError, Prepared};
 use super::outcome::{self, Closing};
 use super::process::{self, Milestone, OutputSink, RunControl, Spawned};
+use crate::gateway::{CallLog, CallRecord, Gateway};
 use crate::journal::{EventKind, LineSplitter, RunJournal, Stream};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -148,6 +149,9 @@ impl JournaledRun {
         let (out, errs) = (sink(Stream::Stdout, out_tee), sink(Stream::Stderr, err_tee));
         let grace = ctl.grace.as_secs();
         let mut sigkilled = false;
+        let started = std::time::Instant::now();
+        // Served from the jail's hand-over until this function returns (the run is over).
+        let mut gateway: Option<Gateway> = None;
         let result = helper.and_then(|sp| {
             process::supervise(prepared, sp, ctl, out, errs, &mut |m| match m {
                 Milestone::Setup(report) => {
@@ -165,8 +169,27 @@ impl JournaledRun {
                 // so nothing that ends a run is logged before the output is drained.
                 Milestone::Stopping(_) => {}
                 Milestone::Killing => sigkilled = true,
+                Milestone::Gateway(fds) => {
+                    let log = Arc::new(JournalCallLog {
+                        journal: self.journal.clone(),
+                        lost: self.lost.clone(),
+                    });
+                    let deadline = prepared.deadline.map(|d| started + d);
+                    match Gateway::start(prepared.gateway.clone(), fds, deadline, log) {
+                        Ok(g) => gateway = Some(g),
+                        Err(e) => {
+                            // Fail closed: a run without its gateway has no tools.
+                            self.event(
+                                EventKind::JailReport,
+                                &format!("gateway: could not be served ({e}); stopping the run"),
+                            );
+                            ctl.request_stop("its gateway could not be served");
+                        }
+                    }
+                }
             })
         });
+        drop(gateway);
         let l = self.lost();
         if l > 0 {
             self.event(
@@ -175,6 +198,57 @@ impl JournaledRun {
             );
         }
         outcome::closing(&result, deadline_s, grace, sigkilled)
+    }
+}
+
+/// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`).
+struct JournalCallLog {
+    journal: Arc<Mutex<RunJournal>>,
+    lost: Arc<AtomicU64>,
+}
+
+impl CallLog for JournalCallLog {
+    fn call(&self, r: &CallRecord) {
+        let decision = if r.allow { "allow" } else { "deny" };
+        let exit = r.exit_code.map(|c| c.to_string());
+        let duration = r.duration_ms.to_string();
+        let bytes = r.result_bytes.to_string();
+        let mut msg = format!("{}/{} {decision} by {}", r.connector, r.tool, r.rule);
+        if r.allow {
+            msg.push_str(&format!(": {}", r.detail));
+            match &exit {
+                Some(c) => msg.push_str(&format!(" -> exit {c}")),
+                None if r.is_error => msg.push_str(" -> error"),
+                None => msg.push_str(" -> killed"),
+            }
+            msg.push_str(&format!(", {duration} ms"));
+        } else {
+            msg.push_str(&format!(": {}", r.reason));
+        }
+        let mut fields: Vec<(&str, &str)> = vec![
+            ("AIRLOCK_CONNECTOR", &r.connector),
+            ("AIRLOCK_TOOL", &r.tool),
+            ("AIRLOCK_DECISION", decision),
+            ("AIRLOCK_RULE", &r.rule),
+            ("AIRLOCK_DURATION_MS", &duration),
+            ("AIRLOCK_RESULT_BYTES", &bytes),
+            ("AIRLOCK_IS_ERROR", if r.is_error { "1" } else { "0" }),
+        ];
+        if let Some(p) = &r.program {
+            fields.push(("AIRLOCK_PROGRAM", p));
+        }
+        if !r.detail.is_empty() {
+            fields.push(("AIRLOCK_ARGS", &r.detail));
+        }
+        if let Some(c) = &exit {
+            fields.push(("AIRLOCK_EXIT_CODE", c));
+        }
+        if lock(&self.journal)
+            .event(EventKind::ToolCall, &msg, &fields)
+            .is_err()
+        {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

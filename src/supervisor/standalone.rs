@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::alive::{self, Alive, Supervisor};
-use super::launch::{self, LaunchError, LaunchRequest, Prepared};
+use super::launch::{self, LaunchError, LaunchRequest, Prepared, Resolved};
 use super::ledger::{self, Ledger, LedgerError, LedgerEvent, RunClosed, RunOpened};
 use super::outcome::{self, Closing};
 use super::process::{RunControl, Spawned};
@@ -28,7 +28,6 @@ use super::run_output::{JournaledRun, Tee, WriterTee};
 use crate::config::Config;
 use crate::daemon::budget;
 use crate::journal::{EventKind, RunFields, RunJournal};
-use crate::role::LoadedRole;
 use crate::sandbox::helper::Ahead;
 use crate::supervisor::instances;
 use crate::terminal::TerminalSafe;
@@ -156,13 +155,14 @@ pub struct Finished {
 pub fn run(
     cfg: &Config,
     req: &LaunchRequest,
-    role: &LoadedRole,
+    resolved: Resolved<'_>,
     slot: Ahead,
     helper: Result<Spawned, LaunchError>,
     caller: Caller<'_>,
     started: impl FnOnce(&str),
 ) -> Result<Finished, LaunchError> {
     let Caller { stream, interrupt } = caller;
+    let role = resolved.role;
     instances::ensure_state_dir(&cfg.state_dir)
         .map_err(|e| LaunchError::Io(format!("state_dir: {e}")))?;
     let journal_dir = cfg.journal_dir();
@@ -188,7 +188,7 @@ pub fn run(
     let used = ledger.opened_since(&req.instance, window);
     budget::check_weekly(&req.instance, used, role.role.budget.runs_per_week)
         .map_err(LaunchError::Refused)?;
-    let prepared = launch::prepare_in(cfg, req, role, slot)?;
+    let prepared = launch::prepare_in(cfg, req, resolved, slot)?;
     let run = prepared.spec.run_id.clone();
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
     let launched_by_uid = nix::unistd::getuid().as_raw();

@@ -1,0 +1,178 @@
+//! The gateway's HTTP/1.1 layer: routing by path, body and header limits, the Origin check
+//! (a page in a browser inside the run must not drive the gateway), and the MCP transport's
+//! methods (POST a message, GET a stream: not offered, DELETE a session).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, ORIGIN};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+
+use super::mcp_server::{self, Headers, Reply};
+use super::RunGateway;
+
+/// Largest message body accepted.
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// Accept and serve connections until `stop` fires (or its sender is dropped).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    gw: Arc<RunGateway>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        let stream = tokio::select! {
+            _ = &mut stop => return,
+            accepted = listener.accept() => match accepted {
+                Ok((s, _)) => s,
+                // Out of fds or similar: wait a moment rather than spin.
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let gw = gw.clone();
+                async move { Ok::<_, Infallible>(handle(&gw, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .max_buf_size(64 << 10)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+type Body = Full<Bytes>;
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(text.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn reply(r: Reply) -> Response<Body> {
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = match r.body {
+        Some(b) => {
+            let mut resp = Response::new(Full::new(Bytes::from(b.to_string())));
+            resp.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            resp
+        }
+        None => Response::new(Full::new(Bytes::new())),
+    };
+    *resp.status_mut() = status;
+    if let Some(s) = r.session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+        resp.headers_mut().insert(SESSION_HEADER, s);
+    }
+    resp
+}
+
+/// Only the run's own gateway origin (or none, as non-browser clients send).
+fn origin_ok(req: &Request<Incoming>) -> bool {
+    match req.headers().get(ORIGIN).map(|v| v.to_str()) {
+        None => true,
+        Some(Ok(o)) => {
+            let own = crate::sandbox::env::gateway_url();
+            o == own || o == own.replace("127.0.0.1", "localhost")
+        }
+        Some(Err(_)) => false,
+    }
+}
+
+fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
+    if !origin_ok(&req) {
+        return plain(StatusCode::FORBIDDEN, "Origin: not the run's gateway\n");
+    }
+    let path = req.uri().path().to_string();
+    let Some(server) = path.strip_prefix("/mcp/") else {
+        return plain(
+            StatusCode::NOT_FOUND,
+            "no such endpoint on the run's gateway\n",
+        );
+    };
+    if server == crate::policy::agent_config::BASH_SERVER {
+        return airlock(gw, req).await;
+    }
+    if gw.plan.connectors.iter().any(|c| c == server) {
+        // The connector proxy is not built yet: say so instead of a bare 404.
+        return reply(Reply::refused(
+            503,
+            -32603,
+            "this connector's upstream is not served by this gateway yet",
+        ));
+    }
+    plain(
+        StatusCode::NOT_FOUND,
+        "no such MCP server on the run's gateway\n",
+    )
+}
+
+async fn airlock(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
+    match *req.method() {
+        Method::POST => {
+            let session = header(&req, SESSION_HEADER).map(str::to_string);
+            let version = header(&req, VERSION_HEADER).map(str::to_string);
+            let json = header(&req, CONTENT_TYPE.as_str()).is_some_and(|c| {
+                c.split(';')
+                    .next()
+                    .is_some_and(|t| t.trim() == "application/json")
+            });
+            if !json {
+                return plain(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "Content-Type: application/json\n",
+                );
+            }
+            let body = match Limited::new(req.into_body(), MAX_BODY_BYTES)
+                .collect()
+                .await
+            {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    return plain(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "the message is larger than 4 MiB\n",
+                    )
+                }
+            };
+            let h = Headers {
+                session: session.as_deref(),
+                version: version.as_deref(),
+            };
+            reply(mcp_server::post(gw, h, &body).await)
+        }
+        Method::DELETE => match header(&req, SESSION_HEADER) {
+            Some(s) if gw.sessions.close(s) => plain(StatusCode::OK, ""),
+            Some(_) => plain(StatusCode::NOT_FOUND, "no such session\n"),
+            None => plain(StatusCode::BAD_REQUEST, "Mcp-Session-Id: required\n"),
+        },
+        _ => {
+            // No server-initiated stream: Airlock's server sends nothing unasked.
+            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "");
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
+            r
+        }
+    }
+}

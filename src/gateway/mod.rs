@@ -1,0 +1,138 @@
+//! The run's gateway: the only thing a run reaches outside its jail. The jail's pid 1
+//! listens on 127.0.0.1:[`GATEWAY_PORT`] inside the run's network namespace and hands the
+//! listener out ([`crate::sandbox::command_side`]); the supervisor serves it here, from
+//! outside the jail, for that run alone, and stops it when the run ends.
+//!
+//! Served so far: Airlock's own MCP server at `/mcp/airlock` with the `bash` tool
+//! ([`bash_tool`]), whose allowed commands run on the run's command side
+//! ([`crate::sandbox::runner`]). Every call is decided by the policy core and journaled.
+//!
+//! Layers, each one concern: [`http`] (routing, limits, headers), [`mcp_server`] (the
+//! MCP session and methods), [`bash_tool`] (the tool), [`runner_client`] (the command
+//! side's socket), [`strict_json`] (the one reader of a run's JSON).
+//!
+//! [`GATEWAY_PORT`]: crate::sandbox::runner::GATEWAY_PORT
+
+pub mod bash_tool;
+pub mod http;
+pub mod mcp_server;
+pub mod runner_client;
+pub mod strict_json;
+
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::policy::RolePolicy;
+
+/// What the gateway of one run enforces, decided before the run starts.
+#[derive(Debug, Clone)]
+pub struct GatewayPlan {
+    pub policy: Arc<RolePolicy>,
+    /// The run's workspace and the instance's home inside the jail: the bash tool's cwd
+    /// must be inside one of them.
+    pub workspace: PathBuf,
+    pub home: PathBuf,
+    /// `run.mcp` connectors that go through Airlock (`{via: airlock}`).
+    pub connectors: Vec<String>,
+}
+
+/// What the jail handed over: the listener and the command runner's channel.
+#[derive(Debug)]
+pub struct GatewayFds {
+    pub listener: OwnedFd,
+    pub runner: OwnedFd,
+}
+
+/// One call through the gateway, as the journal keeps it: no argument values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRecord {
+    pub connector: String,
+    pub tool: String,
+    pub allow: bool,
+    pub rule: String,
+    pub reason: String,
+    /// Bash: the argv as run, secret-shaped words redacted. MCP: the arguments' shape.
+    pub detail: String,
+    /// Bash: the program.
+    pub program: Option<String>,
+    pub exit_code: Option<i32>,
+    pub is_error: bool,
+    pub duration_ms: u64,
+    pub result_bytes: u64,
+}
+
+/// Where the gateway tells about its calls (the run's journal).
+pub trait CallLog: Send + Sync {
+    fn call(&self, record: &CallRecord);
+}
+
+/// Everything a request handler of one run's gateway needs.
+pub struct RunGateway {
+    pub plan: GatewayPlan,
+    /// When the run's deadline passes, if it has one: no command outlives it.
+    pub deadline: Option<Instant>,
+    pub runner: runner_client::RunnerClient,
+    pub log: Arc<dyn CallLog>,
+    pub sessions: mcp_server::Sessions,
+}
+
+/// A running gateway; dropping it stops it (every connection and call of the run ends).
+pub struct Gateway {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Serve the run's gateway on a thread of its own (one small runtime per run, so the
+    /// gateway dies with its run whatever it was doing).
+    pub fn start(
+        plan: GatewayPlan,
+        fds: GatewayFds,
+        deadline: Option<Instant>,
+        log: Arc<dyn CallLog>,
+    ) -> std::io::Result<Gateway> {
+        let listener = std::net::TcpListener::from(fds.listener);
+        listener.set_nonblocking(true)?;
+        let runner = runner_client::RunnerClient::new(fds.runner);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let state = Arc::new(RunGateway {
+            plan,
+            deadline,
+            runner,
+            log,
+            sessions: mcp_server::Sessions::default(),
+        });
+        let thread = std::thread::Builder::new()
+            .name("run-gateway".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => http::serve(l, state, rx).await,
+                        Err(e) => tracing::warn!("run gateway: cannot serve its listener: {e}"),
+                    }
+                });
+                // Dropping the runtime cancels every connection and call still going.
+                drop(rt);
+            })?;
+        Ok(Gateway {
+            stop: Some(tx),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! The supervisor's end of the run's command runner: one request message per command,
+//! carrying a fresh socket on which the command's shepherd writes the result. Dropping a
+//! call (its HTTP request went away, the gateway stopped) closes that socket, and the
+//! shepherd kills the command and everything it started.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use nix::sys::socket::SockType;
+use tokio::io::AsyncReadExt;
+
+use crate::sandbox::fdpass;
+use crate::sandbox::runner::{CommandRequest, CommandResult, MAX_REQUEST_BYTES, MAX_STREAM_BYTES};
+
+/// Commands of one run that may run at once; more wait their turn.
+pub const MAX_CONCURRENT: usize = 4;
+
+/// Largest result read back: both streams at their cap, each byte escaped in JSON at worst
+/// as six, plus room for the rest.
+const MAX_RESULT_BYTES: u64 = (2 * 6 * MAX_STREAM_BYTES as u64) + (64 << 10);
+
+pub struct RunnerClient {
+    channel: OwnedFd,
+    permits: tokio::sync::Semaphore,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error("the run's command runner is gone")]
+    Gone,
+    #[error("the command is too large to send")]
+    TooLarge,
+    #[error("the command runner sent no valid result")]
+    BadResult,
+}
+
+impl RunnerClient {
+    pub fn new(channel: OwnedFd) -> RunnerClient {
+        RunnerClient {
+            channel,
+            permits: tokio::sync::Semaphore::new(MAX_CONCURRENT),
+        }
+    }
+
+    /// Run one command on the command side and wait for its result.
+    pub async fn run(&self, req: &CommandRequest) -> Result<CommandResult, RunnerError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| RunnerError::Gone)?;
+        let bytes = serde_json::to_vec(req).map_err(|_| RunnerError::TooLarge)?;
+        if bytes.len() > MAX_REQUEST_BYTES {
+            return Err(RunnerError::TooLarge);
+        }
+        let (ours, theirs) = fdpass::pair(SockType::Stream).map_err(|_| RunnerError::Gone)?;
+        // A seqpacket send of a few KiB to a runner that reads all the time: it does not
+        // block for long.
+        fdpass::send(self.channel.as_fd(), &bytes, &[theirs.as_raw_fd()]).map_err(|e| {
+            if e == nix::errno::Errno::EMSGSIZE {
+                RunnerError::TooLarge
+            } else {
+                RunnerError::Gone
+            }
+        })?;
+        drop(theirs);
+        let std_stream = std::os::unix::net::UnixStream::from(ours);
+        std_stream
+            .set_nonblocking(true)
+            .map_err(|_| RunnerError::Gone)?;
+        let stream = tokio::net::UnixStream::from_std(std_stream).map_err(|_| RunnerError::Gone)?;
+        let mut out = Vec::new();
+        stream
+            .take(MAX_RESULT_BYTES)
+            .read_to_end(&mut out)
+            .await
+            .map_err(|_| RunnerError::Gone)?;
+        if out.is_empty() {
+            return Err(RunnerError::Gone);
+        }
+        serde_json::from_slice(&out).map_err(|_| RunnerError::BadResult)
+    }
+}

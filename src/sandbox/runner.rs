@@ -1,0 +1,459 @@
+//! The command side of a run: a runner that pid 1 starts before the agent, as the instance
+//! uid with no capabilities, under the run's seccomp filter and a Landlock domain of its
+//! own (a sibling of the agent's: neither can ptrace, signal or read the other). It takes
+//! commands only from the supervisor, over a socket the agent never holds, and runs each
+//! one exactly as decided: the dequoted argv, no shell, the program found on the jail's
+//! fixed PATH, a clean environment, a timeout and bounded output.
+//!
+//! Each command gets a shepherd process, a child subreaper: every process the command
+//! starts (double-forked ones included) ends up its descendant, and it kills them all when
+//! the command exits, times out or is cancelled (the supervisor closed its result socket).
+//! The shepherd writes the result to the socket that came with the request and exits.
+
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{kill, signal, SigHandler, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+use serde::{Deserialize, Serialize};
+
+use super::{env, fdpass, fds};
+
+/// The port the run's gateway listens on, on 127.0.0.1 of the run's own network namespace
+/// (nothing else listens there, and Landlock lets the run bind no port).
+pub const GATEWAY_PORT: u16 = 4180;
+
+/// Largest request the runner reads; argv is bounded far below this by the bash lexer.
+pub const MAX_REQUEST_BYTES: usize = 256 << 10;
+
+/// Bytes of each output stream a result keeps: the first half and the last half.
+pub const MAX_STREAM_BYTES: usize = 64 << 10;
+
+/// One command, as the supervisor decided it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandRequest {
+    pub argv: Vec<String>,
+    /// Absolute, inside the workspace or home (checked by the gateway).
+    pub cwd: PathBuf,
+    pub timeout_ms: u64,
+}
+
+/// What came of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandResult {
+    /// `None` when the command was killed by a signal or never started.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+    /// Some output was left out (its middle), see [`MAX_STREAM_BYTES`].
+    pub truncated: bool,
+    pub duration_ms: u64,
+    /// Why the command did not start (no such program, bad cwd); no values echoed.
+    pub error: Option<String>,
+}
+
+/// The runner's loop: one request (with its result socket) per message, until the
+/// supervisor's end closes. `envp` is the run's own environment for every command.
+pub fn serve(channel: OwnedFd, envp: Vec<CString>) -> i32 {
+    // Shepherds are reaped by the kernel: the runner never waits for one.
+    // SAFETY: SIG_IGN installs no handler code.
+    let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigIgn) };
+    let mut buf = vec![0u8; MAX_REQUEST_BYTES];
+    loop {
+        let (n, mut fds) = match fdpass::recv(channel.as_fd(), &mut buf) {
+            Ok((0, _)) => return 0,
+            Ok(m) => m,
+            // Too large: its descriptors were closed with it, which answers the caller.
+            Err(Errno::EMSGSIZE) => continue,
+            Err(_) => return 1,
+        };
+        if fds.is_empty() {
+            continue;
+        }
+        let reply = fds.swap_remove(0);
+        drop(fds);
+        let req: Result<CommandRequest, _> = serde_json::from_slice(&buf[..n]);
+        // SAFETY: the runner is single-threaded, so the child may run any code; it _exits.
+        match unsafe { fork() } {
+            Ok(ForkResult::Child) => {
+                drop(channel);
+                let result = match req {
+                    Ok(req) => shepherd(&req, &reply, &envp),
+                    Err(_) => CommandResult {
+                        error: Some("the request is not a valid command".into()),
+                        ..Default::default()
+                    },
+                };
+                let code = i32::from(write_result(reply, &result).is_err());
+                // SAFETY: leave without running the runner's destructors.
+                unsafe { libc::_exit(code) }
+            }
+            Ok(ForkResult::Parent { .. }) => drop(reply),
+            Err(_) => {
+                let result = CommandResult {
+                    error: Some("the runner could not start the command (fork failed)".into()),
+                    ..Default::default()
+                };
+                let _ = write_result(reply, &result);
+            }
+        }
+    }
+}
+
+fn write_result(reply: OwnedFd, result: &CommandResult) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(result).map_err(std::io::Error::other)?;
+    std::fs::File::from(reply).write_all(&bytes)
+}
+
+/// Keeps the first and the last half of [`MAX_STREAM_BYTES`] of a stream.
+#[derive(Default)]
+struct Capture {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    total: u64,
+}
+
+impl Capture {
+    const HALF: usize = MAX_STREAM_BYTES / 2;
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let room = Self::HALF.saturating_sub(self.head.len());
+        let take = room.min(bytes.len());
+        self.head.extend_from_slice(&bytes[..take]);
+        bytes = &bytes[take..];
+        self.tail.extend_from_slice(bytes);
+        // Amortized: trim only once the tail holds twice what it keeps.
+        if self.tail.len() > 2 * Self::HALF {
+            let cut = self.tail.len() - Self::HALF;
+            self.tail.drain(..cut);
+        }
+    }
+
+    fn finish(mut self) -> (String, bool) {
+        if self.tail.len() > Self::HALF {
+            let cut = self.tail.len() - Self::HALF;
+            self.tail.drain(..cut);
+        }
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let truncated = kept < self.total;
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        if truncated {
+            text.push_str(&format!(
+                "\n[airlock: {} bytes of output left out]\n",
+                self.total - kept
+            ));
+        }
+        text.push_str(&String::from_utf8_lossy(&self.tail));
+        (text, truncated)
+    }
+}
+
+/// Run one command to its end as a subreaper; everything it started is dead on return.
+fn shepherd(req: &CommandRequest, reply: &OwnedFd, envp: &[CString]) -> CommandResult {
+    let started = Instant::now();
+    let fail = |why: String| CommandResult {
+        error: Some(why),
+        exit_code: Some(127),
+        duration_ms: ms(started.elapsed()),
+        ..Default::default()
+    };
+    // SAFETY: SIG_DFL installs no handler code; the shepherd waits for its children.
+    let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigDfl) };
+    // SAFETY: prctl with an integer argument.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return fail("the runner could not become a subreaper".into());
+    }
+    let Some(program) = req.argv.first() else {
+        return fail("empty command".into());
+    };
+    if program.contains('/') || program.is_empty() {
+        return fail("the program must be a bare name, looked up on the jail's PATH".into());
+    }
+    let argv: Vec<CString> = match req
+        .argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect()
+    {
+        Ok(v) => v,
+        Err(_) => return fail("an argument contains a NUL byte".into()),
+    };
+    let Ok(cwd) = CString::new(req.cwd.as_os_str().as_encoded_bytes()) else {
+        return fail("the working directory contains a NUL byte".into());
+    };
+    let candidates = env::program_candidates(program);
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+    let (Ok((out_r, out_w)), Ok((err_r, err_w)), Ok((exec_r, exec_w))) = (pipe(), pipe(), pipe())
+    else {
+        return fail("the runner could not make pipes".into());
+    };
+    // SAFETY: the shepherd is single-threaded; the child only calls async-signal-safe
+    // functions before execve or _exit.
+    let child = match unsafe { fork() } {
+        Err(_) => return fail("the runner could not start the command (fork failed)".into()),
+        Ok(ForkResult::Child) => {
+            let errno = exec_child(&argv, &cwd, &candidates, envp, &out_w, &err_w);
+            let _ = nix::unistd::write(&exec_w, &errno.to_ne_bytes());
+            // SAFETY: leave without running the shepherd's destructors.
+            unsafe { libc::_exit(127) }
+        }
+        Ok(ForkResult::Parent { child }) => child,
+    };
+    drop((out_w, err_w, exec_w));
+    // The exec-error pipe closes on a successful exec: four bytes mean it failed.
+    let mut word = [0u8; 4];
+    if std::fs::File::from(exec_r).read_exact(&mut word).is_ok() {
+        let _ = waitpid(child, None);
+        kill_descendants();
+        let errno = Errno::from_raw(i32::from_ne_bytes(word));
+        return fail(match errno {
+            Errno::ENOENT => "no such program on the jail's PATH".to_string(),
+            e => format!("the command could not start: {}", e.desc()),
+        });
+    }
+    let deadline = started + Duration::from_millis(req.timeout_ms);
+    let mut out = Capture::default();
+    let mut err = Capture::default();
+    let (status, timed_out) = watch(child, &out_r, &err_r, reply, deadline, &mut out, &mut err);
+    kill_descendants();
+    // Every writer is dead now: drain what is left in the pipes.
+    drain(&out_r, &mut out);
+    drain(&err_r, &mut err);
+    let (stdout, t1) = out.finish();
+    let (stderr, t2) = err.finish();
+    let (exit_code, signal) = match status {
+        Some(WaitStatus::Exited(_, c)) => (Some(c), None),
+        Some(WaitStatus::Signaled(_, s, _)) => (None, Some(s as i32)),
+        _ => (None, Some(libc::SIGKILL)),
+    };
+    CommandResult {
+        exit_code,
+        signal,
+        stdout,
+        stderr,
+        timed_out,
+        truncated: t1 || t2,
+        duration_ms: ms(started.elapsed()),
+        error: None,
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// In the command's child: its own process group and session, stdio, cwd, exec. Returns
+/// the errno of the failure.
+fn exec_child(
+    argv: &[CString],
+    cwd: &CString,
+    candidates: &[CString],
+    envp: &[CString],
+    out_w: &OwnedFd,
+    err_w: &OwnedFd,
+) -> i32 {
+    let _ = nix::unistd::setsid();
+    // SAFETY: plain fd and path syscalls on descriptors and strings we own.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+        if null < 0
+            || libc::dup2(null, 0) < 0
+            || libc::dup2(out_w.as_raw_fd(), 1) < 0
+            || libc::dup2(err_w.as_raw_fd(), 2) < 0
+        {
+            return Errno::last_raw();
+        }
+        if libc::chdir(cwd.as_ptr()) != 0 {
+            return Errno::last_raw();
+        }
+    }
+    let mut last = Errno::ENOENT;
+    for prog in candidates {
+        let Err(e) = nix::unistd::execve(prog, argv, envp);
+        if e != Errno::ENOENT || last == Errno::ENOENT {
+            last = e;
+        }
+    }
+    last as i32
+}
+
+/// Read both pipes until the command exits, the deadline passes or the supervisor
+/// cancels (closes `reply`). Returns the command's status (None when it had to be killed)
+/// and whether the deadline ended it.
+fn watch(
+    child: Pid,
+    out_r: &OwnedFd,
+    err_r: &OwnedFd,
+    reply: &OwnedFd,
+    deadline: Instant,
+    out: &mut Capture,
+    err: &mut Capture,
+) -> (Option<WaitStatus>, bool) {
+    let pidfd = fds::pidfd_open(child.as_raw()).ok();
+    let mut open = [true, true];
+    let mut buf = vec![0u8; 16 << 10];
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return (stop(child), true);
+        }
+        let wait = deadline - now;
+        let pfd = |fd: RawFd, events: libc::c_short| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        let mut fds = [
+            pfd(if open[0] { out_r.as_raw_fd() } else { -1 }, libc::POLLIN),
+            pfd(if open[1] { err_r.as_raw_fd() } else { -1 }, libc::POLLIN),
+            pfd(pidfd.as_ref().map_or(-1, |p| p.as_raw_fd()), libc::POLLIN),
+            pfd(reply.as_raw_fd(), libc::POLLRDHUP),
+        ];
+        // Without a pidfd, look for the exit a few times a second.
+        let cap = if pidfd.is_some() { 60_000 } else { 50 };
+        let timeout = wait.as_millis().min(cap) as libc::c_int;
+        // SAFETY: poll on an array of valid (or negative, ignored) pollfds.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if rc < 0 && Errno::last() != Errno::EINTR {
+            return (stop(child), false);
+        }
+        for (i, (fd, cap)) in [(out_r, &mut *out), (err_r, &mut *err)]
+            .into_iter()
+            .enumerate()
+        {
+            if open[i] && fds[i].revents != 0 {
+                match nix::unistd::read(fd.as_raw_fd(), &mut buf) {
+                    Ok(0) | Err(_) => open[i] = false,
+                    Ok(n) => cap.push(&buf[..n]),
+                }
+            }
+        }
+        if fds[3].revents != 0 {
+            return (stop(child), false);
+        }
+        if pidfd.is_none() || fds[2].revents != 0 {
+            match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                Ok(ws) => return (Some(ws), false),
+                Err(Errno::EINTR) => {}
+                Err(_) => return (None, false),
+            }
+        }
+    }
+}
+
+/// Kill the command's group and the command, and reap it.
+fn stop(child: Pid) -> Option<WaitStatus> {
+    let _ = kill(Pid::from_raw(-child.as_raw()), Signal::SIGKILL);
+    let _ = kill(child, Signal::SIGKILL);
+    loop {
+        match waitpid(child, None) {
+            Err(Errno::EINTR) => continue,
+            Ok(ws) => return Some(ws),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Kill every remaining descendant. As a subreaper the shepherd inherits each orphan, so
+/// killing its children until none is left reaches the whole tree, however it forked.
+fn kill_descendants() {
+    let me = std::process::id() as i32;
+    loop {
+        for pid in children_of(me) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        match waitpid(Pid::from_raw(-1), None) {
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Pids whose parent is `parent`, from /proc (the run's own pid namespace).
+fn children_of(parent: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| ppid_of_stat(&s))
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// The parent pid in a /proc/PID/stat line: the second field after the command name, which
+/// is in parentheses and may itself contain spaces and parentheses.
+fn ppid_of_stat(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Read a pipe whose writers are all gone, to end of file (bounded by time, in case one
+/// is not).
+fn drain(fd: &OwnedFd, cap: &mut Capture) {
+    let end = Instant::now() + Duration::from_millis(500);
+    let mut buf = vec![0u8; 16 << 10];
+    while Instant::now() < end {
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one valid pollfd.
+        if unsafe { libc::poll(&mut p, 1, 100) } <= 0 {
+            return;
+        }
+        match nix::unistd::read(fd.as_raw_fd(), &mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => cap.push(&buf[..n]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capture_keeps_head_and_tail() {
+        let mut c = Capture::default();
+        c.push(b"short");
+        assert_eq!(c.finish(), ("short".to_string(), false));
+        let mut c = Capture::default();
+        let big: Vec<u8> = (0..MAX_STREAM_BYTES * 3)
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect();
+        for chunk in big.chunks(1000) {
+            c.push(chunk);
+        }
+        let (text, truncated) = c.finish();
+        assert!(truncated);
+        let half = MAX_STREAM_BYTES / 2;
+        assert!(text.starts_with(std::str::from_utf8(&big[..half]).unwrap()));
+        assert!(text.ends_with(std::str::from_utf8(&big[big.len() - half..]).unwrap()));
+        assert!(text.contains(&format!(
+            "{} bytes of output left out",
+            big.len() - 2 * half
+        )));
+    }
+
+    #[test]
+    fn the_parent_pid_is_read_past_a_tricky_name() {
+        assert_eq!(ppid_of_stat("12 (a) b) S 7 12 12 0"), Some(7));
+        assert_eq!(ppid_of_stat("12 (sh) R 1 12"), Some(1));
+        assert_eq!(ppid_of_stat("garbage"), None);
+    }
+}

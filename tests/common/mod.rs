@@ -1,0 +1,241 @@
+//! Shared by the gateway and agent test suites: a throwaway Airlock host (config, state dir,
+//! roles.local layer, hired instances with fresh uids), standalone launches through the
+//! built `airlockctl`, and the run's journal as journalctl reads it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static NEXT_UID: AtomicU32 = AtomicU32::new(0);
+
+pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Where scripts/install-deps.sh puts the npm packages the tests use (root-owned, so a
+/// jail may read them).
+pub const TEST_NPM: &str = "/usr/local/lib/airlock-test";
+
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests build real jails: run them as root (scripts/test)"
+    );
+}
+
+pub fn require_journald() {
+    assert!(
+        Path::new("/run/systemd/journal/socket").exists(),
+        "journald is not running: start it with scripts/start-journald.sh (these tests read the real journal)"
+    );
+}
+
+/// An npm package the tests need, installed by scripts/install-deps.sh.
+pub fn require_npm(package: &str) -> PathBuf {
+    let p = Path::new(TEST_NPM).join("node_modules").join(package);
+    assert!(
+        p.join("package.json").is_file(),
+        "{} is missing: run scripts/install-deps.sh (it installs the tests' MCP partners)",
+        p.display()
+    );
+    p
+}
+
+pub struct Host {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub cfg: PathBuf,
+    pub state: PathBuf,
+    pub uids: Vec<u32>,
+}
+
+impl Host {
+    /// A host with `hires` (instance, role), each with a fresh uid, and a roles.local
+    /// layer over the shipped roles. `extra` is appended to the config.
+    pub fn new(hires: &[(&str, &str)], extra: &str) -> Host {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        // 1880094000..1880094999, apart from the jail escape suite's range.
+        let base = 1_880_094_000 + (std::process::id() % 40) * 25;
+        let mut uids = Vec::new();
+        let mut inst = String::new();
+        for (n, role) in hires {
+            let uid = base + NEXT_UID.fetch_add(1, Ordering::SeqCst);
+            uids.push(uid);
+            inst.push_str(&format!("  {n}: {{role: {role}, uid: {uid}}}\n"));
+        }
+        std::fs::create_dir_all(root.join("roles.local")).unwrap();
+        let cfg = root.join("airlock.yaml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "roles: [{REPO}/roles, {}]\npolicies: {REPO}/policies\nstate_dir: state\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\n{extra}instances:\n{inst}",
+                root.join("roles.local").display()
+            ),
+        )
+        .unwrap();
+        Host {
+            _dir: dir,
+            state: root.join("state"),
+            root,
+            cfg,
+            uids,
+        }
+    }
+
+    /// Put a role in roles.local: the shipped `base` role's file with `edit` applied.
+    pub fn local_role(&self, base: &str, edit: impl FnOnce(String) -> String) {
+        let from = Path::new(REPO).join("roles").join(base);
+        let to = self.root.join("roles.local").join(base);
+        std::fs::create_dir_all(&to).unwrap();
+        let text = std::fs::read_to_string(from.join("role.yaml")).unwrap();
+        std::fs::write(to.join("role.yaml"), edit(text)).unwrap();
+        std::fs::copy(from.join("brief.md"), to.join("brief.md")).unwrap();
+    }
+
+    pub fn launch(&self, role: &str, instance: &str, extra: &[&str], argv: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_airlockctl"));
+        c.arg("--config")
+            .arg(&self.cfg)
+            .args([
+                "launch",
+                role,
+                "--instance",
+                instance,
+                "--standalone",
+                "--wait",
+            ])
+            .args(extra)
+            .arg("--")
+            .args(argv)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// A workspace directory owned by the instance `uid`, for `--workspace`.
+    pub fn workspace(&self, name: &str, uid: u32) -> PathBuf {
+        let w = self.root.join(name);
+        std::fs::create_dir_all(&w).unwrap();
+        chown_tree(&w, uid);
+        w
+    }
+}
+
+pub fn chown_tree(p: &Path, uid: u32) {
+    let st = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{uid}:{uid}"))
+        .arg(p)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The run id `launch --wait` prints on stderr.
+pub fn run_id_of(o: &Output) -> String {
+    stderr(o)
+        .split_whitespace()
+        .find(|w| w.starts_with("r-") && airlock::sandbox::spec::valid_run_id(w))
+        .unwrap_or_else(|| panic!("no run id in stderr:\n{}", stderr(o)))
+        .to_string()
+}
+
+/// The scripted MCP client agent (tests/agents/mcp_client.js) as an argv: node runs it
+/// from `-e`, so nothing of the repository has to be visible in the jail.
+pub fn mcp_agent(steps: &Value) -> Vec<String> {
+    require_npm("@modelcontextprotocol/sdk");
+    let script =
+        std::fs::read_to_string(Path::new(REPO).join("tests/agents/mcp_client.js")).unwrap();
+    vec![
+        "/usr/bin/node".into(),
+        "-e".into(),
+        script,
+        steps.to_string(),
+    ]
+}
+
+/// The agent's JSON lines, by step.
+pub fn agent_lines(o: &Output) -> Vec<Value> {
+    stdout(o)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+pub fn step(lines: &[Value], i: usize) -> &Value {
+    lines
+        .iter()
+        .find(|l| l["step"] == i)
+        .unwrap_or_else(|| panic!("no step {i} in {lines:?}"))
+}
+
+/// The run's journal records of one event kind, waiting (bounded) until `want` are there.
+pub fn events(run: &str, event: &str, want: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = Command::new("journalctl")
+            .args(["--no-pager", "-q", "--all", "-o", "json"])
+            .arg(format!("AIRLOCK_RUN={run}"))
+            .arg(format!("AIRLOCK_EVENT={event}"))
+            .output()
+            .unwrap();
+        let recs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if recs.len() >= want || Instant::now() > deadline {
+            return recs;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every record of the run, as journalctl prints it (text of all fields).
+pub fn journal_text(run: &str) -> String {
+    let out = Command::new("journalctl")
+        .args(["--no-pager", "-q", "--all", "-o", "json"])
+        .arg(format!("AIRLOCK_RUN={run}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A workflow role for the jail tests: no model, so its command runs on the command side,
+/// where programs may start others. The escape probes that need a shell and its tools run
+/// there; the agent side (contained) has tests of its own.
+pub const PROBE_ROLE: &str =
+    "# A workflow role for the jail tests: its command runs on the command side.
+schema: 1
+role: probe
+level: L1
+brief: brief.md
+kind: workflow
+identity:
+  board_name: airlock:probe
+  key_store: airlock
+writes:
+  repos: []
+tools: {}
+budget:
+  runs_per_week: 100000
+  minutes_per_run: 30
+";
+
+/// Write [`PROBE_ROLE`] into a roles layer.
+pub fn write_probe_role(layer: &Path) {
+    let dir = layer.join("probe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), PROBE_ROLE).unwrap();
+    std::fs::write(dir.join("brief.md"), "# Probe\n\nRun the test's command.\n").unwrap();
+}

@@ -1,0 +1,125 @@
+//! The agent side can start no program but its own (DESIGN.md, "Two sides in every run").
+//! Each route to running another program is tried from inside a real run of an agent role,
+//! whose agent program is the Debian python3 (an interpreter with exec, memfd and dlopen at
+//! hand): every one must fail, and the agent's own program must still start. The same
+//! programs run fine on the command side (tests/gateway.rs, tests/jail_escape.rs).
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const PROBES: &str = r#"
+import ctypes, json, os, shutil, subprocess, sys
+r = {}
+def attempt(name, f):
+    try:
+        r[name] = f()
+    except OSError as e:
+        r[name] = "errno:" + (os.strerror(e.errno) if e.errno else str(e))
+    except Exception as e:
+        r[name] = "error:" + type(e).__name__ + ":" + str(e)[:200]
+def run(argv, fds=()):
+    p = subprocess.run(argv, capture_output=True, timeout=20, pass_fds=fds)
+    return "exit:%d" % p.returncode
+ldso = "/lib64/ld-linux-x86-64.so.2"
+attempt("git", lambda: run(["/usr/bin/git", "--version"]))
+attempt("true_by_name", lambda: run(["true"]))
+attempt("loader_on_git", lambda: run([ldso, "/usr/bin/git", "--version"]))
+attempt("loader_on_true", lambda: run([ldso, "/bin/true"]))
+places = {"workspace": os.environ["AIRLOCK_WORKSPACE"], "home": os.environ["HOME"], "tmp": "/tmp", "shm": "/dev/shm"}
+for name, d in places.items():
+    def copy_and_run(d=d):
+        p = os.path.join(d, "mytrue")
+        shutil.copyfile("/bin/true", p)
+        os.chmod(p, 0o755)
+        return run([p])
+    attempt("written:" + name, copy_and_run)
+    def loader_on_copy(d=d):
+        return run([ldso, os.path.join(d, "mytrue")])
+    attempt("loader_on_written:" + name, loader_on_copy)
+def memfd():
+    fd = os.memfd_create("x", 0)
+    with open("/bin/true", "rb") as f:
+        os.write(fd, f.read())
+    return run(["/proc/self/fd/%d" % fd], (fd,))
+attempt("memfd", memfd)
+MFD_EXEC = 0x10
+attempt("memfd_exec_flag", lambda: str(os.memfd_create("y", MFD_EXEC)))
+def proc_fd():
+    fd = os.open("/usr/bin/git", os.O_RDONLY)
+    return run(["/proc/self/fd/%d" % fd, "--version"], (fd,))
+attempt("proc_self_fd", proc_fd)
+def dlopen_written():
+    shutil.copyfile("/lib/x86_64-linux-gnu/libz.so.1", "/tmp/libmine.so")
+    ctypes.CDLL("/tmp/libmine.so")
+    return "loaded"
+attempt("dlopen_written", dlopen_written)
+def dlopen_system():
+    ctypes.CDLL("/lib/x86_64-linux-gnu/libpam.so.0")
+    return "loaded"
+attempt("dlopen_unlisted_system_lib", dlopen_system)
+attempt("own_program", lambda: run([sys.executable, "-c", "import sys; sys.exit(7)"]))
+print(json.dumps(r))
+"#;
+
+#[test]
+fn the_agent_side_can_start_no_program_but_its_own() {
+    let h = Host::new(&[("tess", "code")], "");
+    let o = h
+        .launch("code", "tess", &[], &["/usr/bin/python3", "-c", PROBES])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_str(stdout(&o).lines().last().unwrap()).unwrap();
+    let denied = |k: &str| {
+        let v = r[k].as_str().unwrap_or_default();
+        assert!(
+            v.starts_with("errno:Permission denied")
+                || v.starts_with("errno:Operation not permitted"),
+            "{k}: {v}\n{r}"
+        );
+    };
+    denied("git");
+    denied("true_by_name");
+    denied("memfd");
+    denied("memfd_exec_flag");
+    denied("proc_self_fd");
+    for place in ["workspace", "home", "tmp", "shm"] {
+        denied(&format!("written:{place}"));
+    }
+    // The loader itself may run (it is part of the agent's own program), but it cannot map
+    // another program, a file the agent wrote, or anything on a noexec mount.
+    for k in r
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("loader_on"))
+    {
+        assert_eq!(r[k], "exit:127", "{k}: {r}");
+    }
+    for k in ["dlopen_written", "dlopen_unlisted_system_lib"] {
+        let v = r[k].as_str().unwrap();
+        assert!(v.contains("failed to map"), "{k}: {v}");
+    }
+    // Its own program starts (Claude Code re-executes itself this way).
+    assert_eq!(r["own_program"], "exit:7", "{r}");
+}
+
+#[test]
+fn the_jail_reports_the_agent_sides_containment() {
+    let h = Host::new(&[("tess", "code")], "");
+    let o = h
+        .launch("code", "tess", &[], &["/usr/bin/python3", "-c", "pass"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let run = run_id_of(&o);
+    let text = journal_text(&run);
+    assert!(text.contains("agent side: landlock"), "{text}");
+    assert!(
+        text.contains("every other mount noexec, memfd exec off"),
+        "{text}"
+    );
+    assert!(text.contains("command side: runner ready"), "{text}");
+}

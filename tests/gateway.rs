@@ -1,0 +1,284 @@
+//! The run's gateway, for real: standalone runs whose agent is a scripted MCP client built
+//! on the official TypeScript SDK (tests/agents/mcp_client.js), talking to Airlock's own
+//! MCP server at $AIRLOCK_GATEWAY/mcp/airlock inside the run's network namespace. Allowed
+//! commands run on the run's command side, as the instance uid, in the jail.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// The shipped code role with a few more bash prefixes the tests use.
+fn host_with_probe_prefixes() -> Host {
+    let h = Host::new(&[("tess", "code")], "");
+    h.local_role("code", |t| {
+        t.replace(
+            "    - cat\n",
+            "    - cat\n    - make\n    - sleep\n    - id\n",
+        )
+    });
+    h
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let st = std::process::Command::new("git")
+        .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "git {args:?}");
+}
+
+#[test]
+fn allowed_commands_run_as_the_instance_in_its_workspace_and_are_journaled() {
+    require_journald();
+    let h = host_with_probe_prefixes();
+    let uid = h.uids[0];
+    let ws = h.root.join("repo");
+    std::fs::create_dir_all(&ws).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("README"), "hello\n").unwrap();
+    git(&ws, &["add", "README"]);
+    git(&ws, &["commit", "-q", "-m", "the first commit"]);
+    chown_tree(&ws, uid);
+    let steps = json!([
+        {"list": "tools"},
+        {"call": "bash", "args": {"command": "git log --oneline"}},
+        {"call": "bash", "args": {"command": "cat /proc/self/status"}},
+        {"call": "bash", "args": {"command": "id -u", "cwd": "/home/tess"}},
+        {"call": "bash", "args": {"command": "ls", "cwd": "/etc"}},
+        {"call": "bash", "args": {"command": "rm -rf ."}},
+    ]);
+    let ws_arg = ws.to_str().unwrap();
+    let argv = mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h
+        .launch("code", "tess", &["--workspace", ws_arg], &argv)
+        .output()
+        .unwrap();
+    let lines = agent_lines(&o);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(step(&lines, 0)["tools"], json!(["bash"]));
+    let log = &step(&lines, 1)["structured"];
+    assert_eq!(log["exit_code"], 0, "{log}");
+    assert!(
+        log["stdout"].as_str().unwrap().contains("the first commit"),
+        "{log}"
+    );
+    let status = step(&lines, 2)["structured"]["stdout"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert_eq!(
+        uid_line.split_whitespace().skip(1).collect::<Vec<_>>(),
+        vec![uid.to_string(); 4],
+        "{status}"
+    );
+    for cap in ["CapEff", "CapPrm"] {
+        let l = status.lines().find(|l| l.starts_with(cap)).unwrap();
+        assert!(l.ends_with("0000000000000000"), "{l}");
+    }
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    assert!(status.contains("Seccomp:\t2"), "{status}");
+    assert_eq!(
+        step(&lines, 3)["structured"]["stdout"],
+        format!("{uid}\n"),
+        "the home is a valid cwd"
+    );
+    let outside = step(&lines, 4);
+    assert_eq!(outside["isError"], true);
+    assert!(
+        outside["text"].as_str().unwrap().contains("arguments.cwd"),
+        "{outside}"
+    );
+    let refused = step(&lines, 5);
+    assert_eq!(refused["isError"], true);
+    assert!(
+        refused["text"]
+            .as_str()
+            .unwrap()
+            .contains("default: no prefix matches"),
+        "{refused}"
+    );
+    assert!(ws.join("README").exists(), "a refused command ran");
+
+    let run = run_id_of(&o);
+    let calls = events(&run, "tool_call", 5);
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    let field = |r: &Value, k: &str| r[k].as_str().unwrap_or_default().to_string();
+    assert_eq!(field(&calls[0], "AIRLOCK_DECISION"), "allow");
+    assert_eq!(field(&calls[0], "AIRLOCK_CONNECTOR"), "airlock");
+    assert_eq!(field(&calls[0], "AIRLOCK_TOOL"), "bash");
+    assert_eq!(field(&calls[0], "AIRLOCK_PROGRAM"), "git");
+    assert_eq!(field(&calls[0], "AIRLOCK_RULE"), "run.bash[2]");
+    assert_eq!(field(&calls[0], "AIRLOCK_EXIT_CODE"), "0");
+    assert_eq!(field(&calls[0], "AIRLOCK_ARGS"), "git log --oneline");
+    assert_eq!(field(&calls[3], "AIRLOCK_DECISION"), "deny");
+    assert_eq!(field(&calls[3], "AIRLOCK_RULE"), "input");
+    assert_eq!(field(&calls[4], "AIRLOCK_DECISION"), "deny");
+    assert_eq!(
+        field(&calls[4], "AIRLOCK_RULE"),
+        "default: no prefix matches"
+    );
+    assert!(
+        field(&calls[4], "MESSAGE").contains("deny"),
+        "{:?}",
+        calls[4]
+    );
+}
+
+#[test]
+fn messages_outside_the_protocol_are_refused_before_anything_runs() {
+    let h = host_with_probe_prefixes();
+    let ping = |id: u32| json!({"jsonrpc": "2.0", "id": id, "method": "ping"}).to_string();
+    let steps = json!([
+        {"raw": format!("[{}]", ping(1))},
+        {"raw": "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"method\":\"tools/list\"}"},
+        {"raw": ping(3), "headers": {"mcp-session-id": "0123"}},
+        {"raw": ping(4), "headers": {"mcp-session-id": ""}},
+        {"raw": ping(5), "method": "GET"},
+        {"raw": ping(6), "headers": {"content-type": "text/plain"}},
+        {"raw": ping(7), "headers": {"origin": "http://evil.example"}},
+        {"big": 5 << 20},
+        {"raw": json!({"jsonrpc": "2.0", "id": 9, "method": "prompts/list"}).to_string()},
+        {"raw": json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "exec", "arguments": {}}}).to_string()},
+        {"raw": ping(11)},
+        {"raw": "[".repeat(100) + &"]".repeat(100)},
+    ]);
+    let argv = mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h.launch("code", "tess", &[], &argv).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    let status = |i: usize| step(&lines, i)["status"].as_u64().unwrap();
+    let body = |i: usize| step(&lines, i)["body"].as_str().unwrap().to_string();
+    assert_eq!(status(0), 400);
+    assert!(body(0).contains("batches are not accepted"), "{}", body(0));
+    assert_eq!(status(1), 400);
+    assert!(body(1).contains("same key twice"), "{}", body(1));
+    assert_eq!(status(2), 404, "an unknown session");
+    assert_eq!(status(3), 404, "an empty session id is no session");
+    assert_eq!(status(4), 405, "no server-initiated stream");
+    assert_eq!(status(5), 415);
+    assert_eq!(status(6), 403);
+    assert_eq!(status(7), 413);
+    assert_eq!(status(8), 200);
+    assert!(body(8).contains("-32601"), "{}", body(8));
+    assert!(
+        body(9).contains("-32602") && body(9).contains("one tool"),
+        "{}",
+        body(9)
+    );
+    assert_eq!(status(10), 200);
+    assert!(body(10).contains("\"result\":{}"), "{}", body(10));
+    assert_eq!(status(11), 400);
+    assert!(body(11).contains("deeper than 64"), "{}", body(11));
+}
+
+#[test]
+fn a_commands_descendants_die_at_its_timeout_and_the_run_goes_on() {
+    let h = host_with_probe_prefixes();
+    let uid = h.uids[0];
+    let ws = h.workspace("ws", uid);
+    // make starts a background sleep that double-forks away from make, then waits.
+    std::fs::write(ws.join("Makefile"), "all:\n\t( sleep 300 & ) ; sleep 301\n").unwrap();
+    chown_tree(&ws, uid);
+    let steps = json!([
+        {"call": "bash", "args": {"command": "make", "timeout_ms": 1500}},
+        {"sleep_ms": 1500},
+        {"call": "bash", "args": {"command": "id -u"}},
+    ]);
+    let argv = mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut child = h
+        .launch(
+            "code",
+            "tess",
+            &["--workspace", ws.to_str().unwrap()],
+            &argv,
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut lines = Vec::new();
+    let mut sleepers_after_timeout = None;
+    for line in BufReader::new(out).lines() {
+        let line = line.unwrap();
+        let v: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if v["step"] == 0 {
+            // The agent now sleeps: look at the run from the host meanwhile.
+            sleepers_after_timeout = Some(sleepers(uid));
+        }
+        lines.push(v);
+    }
+    let st = child.wait().unwrap();
+    assert!(st.success(), "{lines:?}");
+    let timed = &step(&lines, 0)["structured"];
+    assert_eq!(timed["timed_out"], true, "{timed}");
+    assert_eq!(timed["exit_code"], Value::Null);
+    assert_eq!(timed["signal"], 9);
+    assert_eq!(
+        sleepers_after_timeout,
+        Some(Vec::<i32>::new()),
+        "a descendant outlived its command's timeout"
+    );
+    assert_eq!(step(&lines, 2)["structured"]["stdout"], format!("{uid}\n"));
+}
+
+/// Host pids of `uid` whose program is sleep.
+fn sleepers(uid: u32) -> Vec<i32> {
+    airlock::supervisor::launch::pids_of_uid(uid)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+        .collect()
+}
+
+#[test]
+fn the_agent_and_the_command_side_cannot_signal_or_read_each_other() {
+    let h = host_with_probe_prefixes();
+    let steps = json!([
+        // A command alive on the command side while the agent probes every pid.
+        {"call": "bash", "args": {"command": "sleep 3"}, "nowait": true},
+        {"sleep_ms": 500},
+        {"probe": "blind", "max": 300},
+        {"call": "bash", "args": {"command": "cat /proc/{{pid}}/environ"}},
+        {"call": "bash", "args": {"command": "ls /proc/{{pid}}/fd"}},
+        {"call": "bash", "args": {"command": "ls /proc"}},
+    ]);
+    let argv = mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h.launch("code", "tess", &[], &argv).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    let probe = step(&lines, 2);
+    assert_eq!(probe["signalled"], json!([]), "{probe}");
+    assert_eq!(probe["read"], json!([]), "{probe}");
+    // hidepid=2 shows only processes one may ptrace: neither side sees the other.
+    assert_eq!(probe["visible"], json!([]), "{probe}");
+    let agent_pid = probe["pid"].as_u64().unwrap();
+    for i in [3, 4] {
+        let r = &step(&lines, i)["structured"];
+        assert_ne!(r["exit_code"], 0, "step {i}: {r}");
+    }
+    let procs = step(&lines, 5)["structured"]["stdout"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !procs.lines().any(|l| l == agent_pid.to_string()),
+        "the command side sees the agent:\n{procs}"
+    );
+}
