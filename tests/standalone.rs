@@ -486,7 +486,12 @@ fn ctrl_c_on_the_terminal_stops_the_run_and_records_it_as_interrupted() {
     assert!(c.reason.contains("SIGINT"), "{}", c.reason);
     // The agent was ended by the stop's SIGTERM: the terminal's SIGINT reached only the
     // launch, not the jail.
-    assert_eq!((c.exit_code, c.signal), (Some(143), Some(15)), "{}", c.reason);
+    assert_eq!(
+        (c.exit_code, c.signal),
+        (Some(143), Some(15)),
+        "{}",
+        c.reason
+    );
     assert!(ledger::open_runs(&env.ledger()).unwrap().is_empty());
     assert!(!env.state.join("alive").join(&run).exists());
 }
