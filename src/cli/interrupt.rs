@@ -4,9 +4,10 @@
 //! that leaves a run behind with nobody to say so.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
@@ -55,37 +56,33 @@ impl Signals {
 }
 
 /// Wait until `socket` or the signals are readable, or `timeout` passes. Returns
-/// (socket readable, signal waiting).
+/// (socket readable or closed, signal waiting).
 pub fn wait_either(
     socket: BorrowedFd<'_>,
     signals: &Signals,
     timeout: Option<Duration>,
 ) -> io::Result<(bool, bool)> {
+    // Too long to say in milliseconds: as good as forever.
+    let timeout = match timeout {
+        None => PollTimeout::NONE,
+        Some(t) => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
+    };
     let mut fds = [
-        libc::pollfd {
-            fd: socket.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: signals.as_fd().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
+        PollFd::new(socket, PollFlags::POLLIN),
+        PollFd::new(signals.as_fd(), PollFlags::POLLIN),
     ];
-    let ms = timeout.map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX));
     loop {
-        // SAFETY: poll on two pollfds that live on this stack frame, for their count.
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if rc >= 0 {
-            break;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match poll(&mut fds, timeout) {
+            Ok(_) => break,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(io::Error::from(e)),
         }
     }
-    let ready = |p: &libc::pollfd| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+    let ready = |p: &PollFd| {
+        p.revents().is_some_and(|r| {
+            r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
+        })
+    };
     Ok((ready(&fds[0]), ready(&fds[1])))
 }
 

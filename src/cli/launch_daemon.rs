@@ -13,7 +13,7 @@ use super::output;
 use super::remote::{self, Ctx};
 use super::table::clean;
 use crate::control::client::{Client, ClientError};
-use crate::control::protocol::{Frame, Op, Request};
+use crate::control::protocol::{ErrorCode, Frame, Op, Request};
 
 pub fn run(ctx: &Ctx, args: &LaunchArgs) -> i32 {
     let workspace = match &args.workspace {
@@ -70,6 +70,8 @@ pub fn run(ctx: &Ctx, args: &LaunchArgs) -> i32 {
         let op = Op::Stop { run: run.into() };
         match ctx.request(&op) {
             Ok(_) => true,
+            // No longer active: it is ending already, and its exit is on its way.
+            Err(remote::Failed::Refused(Some(e))) if e.code == ErrorCode::NotFound => true,
             Err(f) => {
                 remote::report(&op, &f);
                 false
