@@ -149,9 +149,10 @@ pub struct Finished {
 /// could (it builds the common part of the jail meanwhile and gets its spec
 /// only after the opening record is durable). `started` hears the run id once that record
 /// is written; `caller`: whether the agent's output is copied to this process's stdout and
-/// stderr (on top of the journal), and the signals that stop the run. `Err`: nothing was started and nothing was
-/// recorded, except a run whose journal could not be opened (then its record is closed as
-/// refused). A helper not handed a run dies with this process (its lifeline).
+/// stderr (on top of the journal), and the signals that stop the run. `Err`: nothing was
+/// started and nothing was recorded, except a run whose journal could not be opened (then
+/// its record is closed as refused). A helper not handed a run dies with this process
+/// (its lifeline). Runs of earlier launches whose supervisor died are closed first.
 pub fn run(
     cfg: &Config,
     req: &LaunchRequest,
