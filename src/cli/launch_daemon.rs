@@ -137,7 +137,7 @@ fn follow(
                 let patience = detach::patience(phase, Instant::now());
                 let (readable, signalled) = interrupt::wait_either(client.as_fd(), sigs, patience)
                     .map_err(|e| ClientError::Io {
-                        socket: Default::default(),
+                        socket: client.socket().to_path_buf(),
                         op: "wait for the run",
                         source: e,
                     })?;
