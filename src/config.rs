@@ -39,6 +39,20 @@ uid_range: 1880000000-1880099999
 instances: {}
 ";
 
+/// A credential's name: `[A-Za-z0-9_.-]{1,64}`, not `.` or `..`.
+pub fn credential_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn header_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UidRange {
     pub first: u32,
@@ -108,6 +122,30 @@ pub struct Config {
     pub max_concurrent_runs: usize,
     pub grace_seconds: u64,
     pub journal_socket: PathBuf,
+    /// Secrets airlockd holds, by name: where each is read from.
+    pub credentials: BTreeMap<String, CredentialSource>,
+    /// Upstreams of `run.mcp.<name>: {via: airlock}` connectors.
+    pub mcp_connectors: BTreeMap<String, ConnectorConf>,
+}
+
+/// Where a secret is read from: a root-only file, or a systemd credential
+/// (`LoadCredential=NAME`, read from `$CREDENTIALS_DIRECTORY/NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialSource {
+    File(PathBuf),
+    Systemd(String),
+}
+
+/// One MCP connector's upstream, as airlockd's config declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectorConf {
+    /// A streamable-HTTP MCP endpoint (`http://host:port/path`).
+    pub url: String,
+    /// A `credentials` name sent only upstream.
+    pub credential: Option<String>,
+    /// The header it goes in: `Authorization` (as `Bearer <secret>`, the default) or another
+    /// name (the secret as is).
+    pub header: String,
 }
 
 /// Load `path`, or the installed default file, or the embedded default.
@@ -165,7 +203,10 @@ const TOP_KEYS: &[&str] = &[
     "max_concurrent_runs",
     "grace_seconds",
     "journal_socket",
+    "credentials",
+    "mcp_connectors",
 ];
+const CONNECTOR_KEYS: &[&str] = &["url", "command", "credential", "header", "credential_env"];
 const LIMIT_KEYS: &[&str] = &[
     "max_procs",
     "memory_bytes",
@@ -307,7 +348,17 @@ impl Parser<'_> {
         let journal_socket = get("journal_socket")
             .and_then(|v| self.path(v, "journal_socket"))
             .unwrap_or_else(|| PathBuf::from(DEFAULT_JOURNAL_SOCKET));
+        let credentials = match get("credentials") {
+            None => BTreeMap::new(),
+            Some(v) => self.credentials(v),
+        };
+        let mcp_connectors = match get("mcp_connectors") {
+            None => BTreeMap::new(),
+            Some(v) => self.connectors(v, &credentials),
+        };
         Some(Config {
+            credentials,
+            mcp_connectors,
             admin_group,
             operator_group,
             socket_group,
@@ -323,6 +374,114 @@ impl Parser<'_> {
             instances,
             limits,
         })
+    }
+
+    fn credentials(&mut self, v: &Value) -> BTreeMap<String, CredentialSource> {
+        let mut out = BTreeMap::new();
+        let Some(m) = self.mapping(v, "credentials", &[]) else {
+            return out;
+        };
+        for (k, v) in m {
+            let Some(name) = k.as_str().filter(|n| credential_name(n)) else {
+                self.problem(
+                    &key("credentials", "<invalid name>"),
+                    "credential names are [A-Za-z0-9_.-]{1,64}",
+                );
+                continue;
+            };
+            let at = key("credentials", name);
+            // Never echo the value: an operator may have pasted the secret itself.
+            match v.as_str() {
+                Some(s) if s.starts_with('/') && !s.contains('\0') => {
+                    out.insert(name.to_string(), CredentialSource::File(PathBuf::from(s)));
+                }
+                Some(s) if credential_name(s) => {
+                    out.insert(name.to_string(), CredentialSource::Systemd(s.to_string()));
+                }
+                _ => self.problem(
+                    &at,
+                    "must be an absolute path to a root-only file, or the name of a systemd credential (LoadCredential=NAME)",
+                ),
+            }
+        }
+        out
+    }
+
+    fn connectors(
+        &mut self,
+        v: &Value,
+        credentials: &BTreeMap<String, CredentialSource>,
+    ) -> BTreeMap<String, ConnectorConf> {
+        let mut out = BTreeMap::new();
+        let Some(m) = self.mapping(v, "mcp_connectors", &[]) else {
+            return out;
+        };
+        for (k, v) in m {
+            let Some(name) = k.as_str().filter(|n| valid_name(n)) else {
+                self.problem(
+                    &key("mcp_connectors", "<invalid name>"),
+                    "connector names match [a-z][a-z0-9_-]{0,31}",
+                );
+                continue;
+            };
+            let at = key("mcp_connectors", name);
+            let Some(c) = self.mapping(v, &at, CONNECTOR_KEYS) else {
+                continue;
+            };
+            let get = |k: &str| c.get(Value::from(k));
+            if get("command").is_some() || get("credential_env").is_some() {
+                self.problem(
+                    &key(&at, "command"),
+                    "stdio upstreams (command, credential_env) are not served yet; give a streamable-HTTP url",
+                );
+                continue;
+            }
+            let url = match get("url").and_then(Value::as_str) {
+                Some(u) if crate::gateway::upstream::parse_http_url(u).is_some() => u.to_string(),
+                Some(u) if u.starts_with("https://") => {
+                    self.problem(
+                        &key(&at, "url"),
+                        "https upstreams are not served yet; an http:// url (e.g. a local server or a TLS-terminating proxy on this host)",
+                    );
+                    continue;
+                }
+                _ => {
+                    self.problem(
+                        &key(&at, "url"),
+                        "required: the upstream's streamable-HTTP endpoint, http://HOST[:PORT]/PATH",
+                    );
+                    continue;
+                }
+            };
+            let credential = match get("credential") {
+                None => None,
+                Some(Value::String(c)) if credentials.contains_key(c) => Some(c.clone()),
+                Some(_) => {
+                    self.problem(&key(&at, "credential"), "must name an entry of credentials");
+                    continue;
+                }
+            };
+            let header = match get("header") {
+                None => "Authorization".to_string(),
+                Some(Value::String(h)) if header_name(h) => h.clone(),
+                Some(_) => {
+                    self.problem(
+                        &key(&at, "header"),
+                        "must be an HTTP header name (letters, digits and -)",
+                    );
+                    continue;
+                }
+            };
+            out.insert(
+                name.to_string(),
+                ConnectorConf {
+                    url,
+                    credential,
+                    header,
+                },
+            );
+        }
+        out
     }
 
     fn group(&mut self, v: &Value, at: &str) -> Option<GroupRef> {

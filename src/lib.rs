@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod credentials;
 pub mod daemon;
 pub mod diag;
 pub mod gateway;

@@ -400,3 +400,76 @@ fn inline_code_flags_of_interpreters() {
     }
     assert!(p.decide("python3 -m pytest -q").allow);
 }
+
+mod common;
+
+/// The gateway decides exactly as `airlockctl check` does: a role whose `run.bash` is this
+/// corpus's prefix list, every corpus command checked with the CLI and sent to a real run's
+/// bash tool, and the two verdicts and rules (the gateway's from its journal) compared.
+#[test]
+fn airlockctl_check_and_the_gateway_agree_on_the_whole_corpus() {
+    use serde_json::{json, Value};
+    common::require_journald();
+    let h = common::Host::new(&[("tess", "code")], "");
+    let list: String = PREFIXES.iter().map(|p| format!("    - {p}\n")).collect();
+    h.local_role("code", |t| {
+        let start = t.find("  bash:\n").unwrap();
+        let end = start + t[start..].find("  mcp:\n").unwrap();
+        format!("{}  bash:\n{list}{}", &t[..start], &t[end..])
+    });
+    let layer = h.root.join("roles.local");
+    // The policy core as `check` loads it, for the commands no argv can carry (a NUL).
+    let policies =
+        airlock::policy::Policies::load(&std::path::Path::new(common::REPO).join("policies"))
+            .unwrap();
+    let role = airlock::role::load_role_dir(&layer.join("code"))
+        .unwrap()
+        .role;
+    let core = airlock::policy::RolePolicy::compile(&role, &policies);
+    let check = |cmd: &str| -> (bool, String) {
+        if cmd.contains('\0') {
+            let d = core.bash(cmd);
+            return (d.allow, d.rule);
+        }
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+            .args(["--config"])
+            .arg(&h.cfg)
+            .args([
+                "check",
+                "code",
+                "--roles",
+                &format!("{}/roles", common::REPO),
+            ])
+            .arg("--roles")
+            .arg(&layer)
+            .args(["--json", "bash", "--", cmd])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| panic!("{cmd:?}: {}", String::from_utf8_lossy(&o.stderr)));
+        (v["allow"] == true, v["rule"].as_str().unwrap().to_string())
+    };
+    let steps: Vec<Value> = CORPUS
+        .iter()
+        .map(|(cmd, _, _)| json!({"call": "bash", "args": {"command": cmd, "timeout_ms": 5000}}))
+        .collect();
+    let argv = common::mcp_agent(&json!(steps));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h.launch("code", "tess", &[], &argv).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let run = common::run_id_of(&o);
+    let calls = common::events(&run, "tool_call", CORPUS.len());
+    assert_eq!(calls.len(), CORPUS.len());
+    let mut disagree = Vec::new();
+    for ((cmd, _, _), call) in CORPUS.iter().zip(&calls) {
+        let (allow, rule) = check(cmd);
+        let g_allow = call["AIRLOCK_DECISION"] == "allow";
+        let g_rule = call["AIRLOCK_RULE"].as_str().unwrap_or_default();
+        if allow != g_allow || rule != g_rule {
+            disagree.push(format!(
+                "{cmd:?}: check {allow} {rule}, gateway {g_allow} {g_rule}"
+            ));
+        }
+    }
+    assert!(disagree.is_empty(), "{}", disagree.join("\n"));
+}

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use airlock::supervisor::ledger;
+
+mod common;
 use serde_json::{json, Value};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -1216,4 +1218,36 @@ fn ctrl_c_on_launch_wait_detaches_and_twice_stops() {
     let c = ledger_closed(&env.ledger(), &run).expect("closed before the exit frame");
     assert_eq!(c.outcome, ledger::Outcome::Stopped, "{}", c.reason);
     assert!(c.reason.contains("stop requested by uid 0"), "{}", c.reason);
+}
+
+#[test]
+fn a_run_through_airlockd_gets_its_gateway_and_its_bash_tool() {
+    require_journald();
+    let mut env = Env::new(Opts::default());
+    env.start();
+    let argv = common::mcp_agent(&json!([
+        {"list": "tools"},
+        {"call": "bash", "args": {"command": "ls -a"}},
+        {"call": "bash", "args": {"command": "rm -rf /"}},
+    ]));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let r = env.launch("tess", &argv, json!({"wait": true}));
+    assert_eq!(exited(&r)["exit_code"], 0, "{r:?}");
+    let out = stdout_of(&r);
+    let lines: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(common::step(&lines, 0)["tools"], json!(["bash"]), "{out}");
+    let ls = &common::step(&lines, 1)["structured"];
+    assert_eq!(ls["exit_code"], 0, "{ls}");
+    assert!(ls["stdout"].as_str().unwrap().contains(".."), "{ls}");
+    assert_eq!(common::step(&lines, 2)["isError"], true);
+    let run = run_id(&r);
+    let calls = common::events(&run, "tool_call", 2);
+    let decisions: Vec<&str> = calls
+        .iter()
+        .map(|c| c["AIRLOCK_DECISION"].as_str().unwrap())
+        .collect();
+    assert_eq!(decisions, ["allow", "deny"]);
 }

@@ -12,8 +12,9 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, ORIGIN};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
-use super::mcp_server::{self, Headers, Reply};
+use super::jsonrpc::{Headers, Reply};
 use super::RunGateway;
+use super::{mcp_proxy, mcp_server};
 
 /// Largest message body accepted.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -112,14 +113,16 @@ async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
         );
     };
     if server == crate::policy::agent_config::BASH_SERVER {
-        return airlock(gw, req).await;
+        return endpoint(gw, None, req).await;
+    }
+    if let Some(c) = gw.connectors.get(server) {
+        return endpoint(gw, Some(c), req).await;
     }
     if gw.plan.connectors.iter().any(|c| c == server) {
-        // The connector proxy is not built yet: say so instead of a bare 404.
         return reply(Reply::refused(
             503,
             -32603,
-            "this connector's upstream is not served by this gateway yet",
+            "this host configures no upstream for this connector (airlockd's mcp_connectors)",
         ));
     }
     plain(
@@ -128,7 +131,12 @@ async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
     )
 }
 
-async fn airlock(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
+/// One MCP endpoint: Airlock's own server (`None`) or a connector's.
+async fn endpoint(
+    gw: &RunGateway,
+    connector: Option<&mcp_proxy::Connector>,
+    req: Request<Incoming>,
+) -> Response<Body> {
     match *req.method() {
         Method::POST => {
             let session = header(&req, SESSION_HEADER).map(str::to_string);
@@ -160,10 +168,15 @@ async fn airlock(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
                 session: session.as_deref(),
                 version: version.as_deref(),
             };
-            reply(mcp_server::post(gw, h, &body).await)
+            reply(match connector {
+                None => mcp_server::post(gw, h, &body).await,
+                Some(c) => mcp_proxy::post(gw, c, h, &body).await,
+            })
         }
         Method::DELETE => match header(&req, SESSION_HEADER) {
-            Some(s) if gw.sessions.close(s) => plain(StatusCode::OK, ""),
+            Some(s) if connector.map_or_else(|| gw.sessions.close(s), |c| c.sessions.close(s)) => {
+                plain(StatusCode::OK, "")
+            }
             Some(_) => plain(StatusCode::NOT_FOUND, "no such session\n"),
             None => plain(StatusCode::BAD_REQUEST, "Mcp-Session-Id: required\n"),
         },

@@ -15,9 +15,12 @@
 
 pub mod bash_tool;
 pub mod http;
+pub mod jsonrpc;
+pub mod mcp_proxy;
 pub mod mcp_server;
 pub mod runner_client;
 pub mod strict_json;
+pub mod upstream;
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -36,6 +39,16 @@ pub struct GatewayPlan {
     pub home: PathBuf,
     /// `run.mcp` connectors that go through Airlock (`{via: airlock}`).
     pub connectors: Vec<String>,
+    /// Those of them whose upstream this host configures (`mcp_connectors`).
+    pub upstreams: std::collections::BTreeMap<String, UpstreamPlan>,
+}
+
+/// A connector's upstream and the header carrying its credential, if it has one.
+#[derive(Debug, Clone)]
+pub struct UpstreamPlan {
+    pub url: upstream::HttpUrl,
+    /// Header name and value (`Bearer <secret>` for Authorization). Held by airlockd only.
+    pub auth: Option<(String, crate::credentials::Secret)>,
 }
 
 /// What the jail handed over: the listener and the command runner's channel.
@@ -76,6 +89,8 @@ pub struct RunGateway {
     pub runner: runner_client::RunnerClient,
     pub log: Arc<dyn CallLog>,
     pub sessions: mcp_server::Sessions,
+    /// The connectors served, by name.
+    pub connectors: std::collections::BTreeMap<String, mcp_proxy::Connector>,
 }
 
 /// A running gateway; dropping it stops it (every connection and call of the run ends).
@@ -100,7 +115,31 @@ impl Gateway {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
+        let mut connectors = std::collections::BTreeMap::new();
+        for (name, up) in &plan.upstreams {
+            let auth = match &up.auth {
+                Some((h, secret)) => {
+                    let name = hyper::header::HeaderName::from_bytes(h.as_bytes())
+                        .map_err(|_| std::io::Error::other("bad credential header name"))?;
+                    let mut value =
+                        hyper::header::HeaderValue::from_str(secret.expose()).map_err(|_| {
+                            std::io::Error::other("a credential is not a valid header value")
+                        })?;
+                    value.set_sensitive(true);
+                    Some((name, value))
+                }
+                None => None,
+            };
+            connectors.insert(
+                name.clone(),
+                mcp_proxy::Connector::new(
+                    name.clone(),
+                    upstream::Upstream::new(up.url.clone(), auth),
+                ),
+            );
+        }
         let state = Arc::new(RunGateway {
+            connectors,
             plan,
             deadline,
             runner,

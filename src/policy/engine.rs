@@ -117,6 +117,15 @@ impl RolePolicy {
         }
     }
 
+    /// Whether a filtered tools/list shows `tool` of `connector`: listed by the role, not
+    /// denied, no rail against it. Its calls are still decided by [`RolePolicy::tool`].
+    pub fn tool_listed(&self, connector: &str, tool: &str) -> Decision {
+        match self.tool_rails.find(&self.rails, tool) {
+            Some(rail) => Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
+            None => self.tool.listed(connector, tool),
+        }
+    }
+
     /// An MCP resource read through the gateway.
     pub fn resource(&self, connector: &str, uri: &str) -> Decision {
         self.resource.decide(connector, uri)

@@ -93,36 +93,66 @@ impl ToolPolicy {
         ToolPolicy { connectors }
     }
 
-    pub fn decide(&self, connector: &str, tool: &str, args: &Value) -> Decision {
+    /// Whether the role lists `tool` of `connector` at all (its name against `tools` and
+    /// `deny`; no argument rules): what a filtered tools/list shows.
+    pub fn listed(&self, connector: &str, tool: &str) -> Decision {
+        match self.name_check(connector, tool) {
+            Ok((c, allow_index)) => Decision::allow(
+                format!("tools.{connector}[{allow_index}]"),
+                if c.args.contains_key(tool) {
+                    "the role lists this tool; its calls must pass its argument rules"
+                } else {
+                    "the role lists this tool"
+                },
+            ),
+            Err(d) => d,
+        }
+    }
+
+    /// The name checks of a call: the connector's tools and the index of the allowing
+    /// pattern, or the refusal.
+    fn name_check(
+        &self,
+        connector: &str,
+        tool: &str,
+    ) -> Result<(&ConnectorTools, usize), Decision> {
         if !is_tool_name(tool) {
-            return Decision::deny(
+            return Err(Decision::deny(
                 "tool: invalid name",
                 "tool names are 1 to 128 characters from A-Z a-z 0-9 _ . -",
-            );
+            ));
         }
         let Some(c) = self.connectors.get(connector) else {
-            return Decision::deny(
+            return Err(Decision::deny(
                 "default: unknown connector",
                 "the role lists no tools for this connector",
-            );
+            ));
         };
         if let Some(i) = c.deny_all {
-            return Decision::deny(
+            return Err(Decision::deny(
                 format!("deny.{connector}[{i}]"),
                 "this deny entry is not a valid pattern, so every tool of the connector is refused",
-            );
+            ));
         }
         if let Some((i, _)) = c.deny.iter().find(|(_, p)| p.matches(tool)) {
-            return Decision::deny(
+            return Err(Decision::deny(
                 format!("deny.{connector}[{i}]"),
                 "the role denies this tool",
-            );
+            ));
         }
         let Some((allow_index, _)) = c.allow.iter().find(|(_, p)| p.matches(tool)) else {
-            return Decision::deny(
+            return Err(Decision::deny(
                 "default: tool not listed",
                 format!("no tools.{connector} pattern lists this tool"),
-            );
+            ));
+        };
+        Ok((c, *allow_index))
+    }
+
+    pub fn decide(&self, connector: &str, tool: &str, args: &Value) -> Decision {
+        let (c, allow_index) = match self.name_check(connector, tool) {
+            Ok(x) => x,
+            Err(d) => return d,
         };
         let empty = Map::new();
         let obj = match args {

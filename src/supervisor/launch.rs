@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::Config;
-use crate::gateway::GatewayPlan;
+use crate::gateway::{GatewayPlan, UpstreamPlan};
 use crate::policy::agent_config::GatewayEndpoints;
 use crate::policy::classes::canonicalize;
 use crate::policy::{Policies, RolePolicy};
@@ -128,6 +128,41 @@ fn helper_limits(cfg: &Config, deadline: Option<Duration>) -> crate::sandbox::sp
 /// The longest deadline the jail helper takes (its clock arithmetic stays below 2^40 ms).
 const MAX_DEADLINE_MS: u64 = (1 << 40) - 1;
 
+/// The upstreams of the role's gateway connectors that this host configures, with their
+/// credentials read now (held in memory, sent only upstream).
+fn upstream_plans<'a>(
+    cfg: &Config,
+    connectors: impl Iterator<Item = &'a String>,
+) -> Result<std::collections::BTreeMap<String, UpstreamPlan>, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for name in connectors {
+        let Some(c) = cfg.mcp_connectors.get(name) else {
+            continue;
+        };
+        let where_ = || format!("{}: mcp_connectors.{name}", cfg.file.display());
+        let url = crate::gateway::upstream::parse_http_url(&c.url)
+            .ok_or_else(|| format!("{}.url: not a plain http URL", where_()))?;
+        let auth = match &c.credential {
+            None => None,
+            Some(cred) => {
+                let src = cfg.credentials.get(cred).ok_or_else(|| {
+                    format!("{}.credential: no such entry in credentials", where_())
+                })?;
+                let secret = crate::credentials::read(cred, src)
+                    .map_err(|e| format!("{}: {e}", cfg.file.display()))?;
+                let value = if c.header.eq_ignore_ascii_case("authorization") {
+                    crate::credentials::Secret::bearer(&secret)
+                } else {
+                    secret
+                };
+                Some((c.header.clone(), value))
+            }
+        };
+        out.insert(name.clone(), UpstreamPlan { url, auth });
+    }
+    Ok(out)
+}
+
 /// The largest `--max-seconds` accepted: anything longer is no narrowing anyway, since a
 /// role's `minutes_per_run` is at most a week.
 pub const MAX_SECONDS: u64 = 7 * 24 * 3600;
@@ -214,6 +249,7 @@ pub fn prepare_in(
     };
     let inst: Instance = instances::resolve(cfg, &req.instance)
         .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
+    let upstreams = upstream_plans(cfg, endpoints.mcp.keys()).map_err(refused)?;
     // An agent runs contained (it can start no program but its own); a workflow role's
     // command runs on the command side.
     let exec = match loaded.role.kind {
@@ -278,6 +314,7 @@ pub fn prepare_in(
                 workspace: spec.workspace.clone(),
                 home: spec.jail_home(),
                 connectors: endpoints.mcp.keys().cloned().collect(),
+                upstreams,
             },
             deadline,
             spec,

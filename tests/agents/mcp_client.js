@@ -13,10 +13,32 @@ const { Client } = sdk("@modelcontextprotocol/sdk/client/index.js");
 const { StreamableHTTPClientTransport } = sdk("@modelcontextprotocol/sdk/client/streamableHttp.js");
 
 async function main() {
-  const steps = JSON.parse(process.argv[process.argv.length - 1]);
-  const server = process.env.MCP_SERVER || "airlock";
+  // The last argument: a list of steps, or {server, steps} for another server than
+  // Airlock's own.
+  const arg = JSON.parse(process.argv[process.argv.length - 1]);
+  const steps = Array.isArray(arg) ? arg : arg.steps;
+  const server = (!Array.isArray(arg) && arg.server) || "airlock";
   const url = new URL(`${process.env.AIRLOCK_GATEWAY}/mcp/${server}`);
-  const client = new Client({ name: "airlock-test-agent", version: "1.0.0" });
+  // The agent offers sampling, elicitation and roots, and records whether anything ever
+  // asks for them: through Airlock, nothing may.
+  const asked = [];
+  const client = new Client(
+    { name: "airlock-test-agent", version: "1.0.0" },
+    { capabilities: { sampling: {}, elicitation: {}, roots: { listChanged: true } } },
+  );
+  const types = sdk("@modelcontextprotocol/sdk/types.js");
+  client.setRequestHandler(types.CreateMessageRequestSchema, async () => {
+    asked.push("sampling/createMessage");
+    return { model: "x", role: "assistant", content: { type: "text", text: "from the agent's model" } };
+  });
+  client.setRequestHandler(types.ElicitRequestSchema, async () => {
+    asked.push("elicitation/create");
+    return { action: "accept", content: {} };
+  });
+  client.setRequestHandler(types.ListRootsRequestSchema, async () => {
+    asked.push("roots/list");
+    return { roots: [{ uri: "file:///", name: "everything" }] };
+  });
   const transport = new StreamableHTTPClientTransport(url);
   await client.connect(transport);
   const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
@@ -25,8 +47,20 @@ async function main() {
   for (const [i, s] of steps.entries()) {
     try {
       if (s.list === "tools") {
-        const r = await client.listTools();
-        out({ step: i, tools: r.tools.map((t) => t.name) });
+        const r = await client.listTools(s.cursor ? { cursor: s.cursor } : undefined);
+        out({ step: i, tools: r.tools.map((t) => t.name), nextCursor: r.nextCursor || null });
+      } else if (s.list === "resources") {
+        const r = await client.listResources();
+        out({ step: i, resources: r.resources.map((x) => x.uri), nextCursor: r.nextCursor || null });
+      } else if (s.list === "templates") {
+        const r = await client.listResourceTemplates();
+        out({ step: i, templates: r.resourceTemplates.map((x) => x.uriTemplate) });
+      } else if (s.read) {
+        const r = await client.readResource({ uri: s.read });
+        out({ step: i, contents: r.contents.length });
+      } else if (s.request) {
+        const r = await client.request({ method: s.request, params: s.params || {} }, types.ResultSchema);
+        out({ step: i, result: r });
       } else if (s.big) {
         const body = JSON.stringify({ jsonrpc: "2.0", id: i, method: "ping", params: { pad: "a".repeat(s.big) } });
         const r = await fetch(url, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": transport.sessionId }, body });
@@ -77,6 +111,7 @@ async function main() {
     }
   }
   await Promise.allSettled(pending);
+  out({ step: "asked", asked, capabilities: client.getServerCapabilities() || null });
   await transport.close();
 }
 main().catch((e) => {

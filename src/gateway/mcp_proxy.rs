@@ -1,0 +1,454 @@
+//! The gateway as the MCP server of a connector (`/mcp/<connector>` for `run.mcp.<name>:
+//! {via: airlock}`), in front of the upstream airlockd's config declares. Every message is
+//! checked against the role before anything reaches the upstream, and what is forwarded is
+//! what was checked, rebuilt: a fresh request with Airlock's own id, the known parameters
+//! only, re-serialized.
+//!
+//! - tools/list, resources/list and resources/templates/list come back filtered to what the
+//!   role lists (every page; a later list after a change is filtered afresh). Cursors are
+//!   Airlock's own tokens, mapped to the upstream's per session.
+//! - tools/call, resources/read, resources/subscribe and unsubscribe outside `tools` and
+//!   `resources`, inside `deny`, or against `args` are refused and reach nothing upstream.
+//! - prompts, completions and logging fail closed: a role cannot grant them.
+//! - The upstream's own requests (sampling, elicitation, roots) are answered by
+//!   [`super::upstream`], never relayed; its notifications go no further.
+//! - Each side keeps its own session: the agent's id is Airlock's, the upstream's stays here.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Map, Value};
+
+use super::jsonrpc::{
+    self, negotiate, parse_message, rpc_error, rpc_result, Headers, Reply, INTERNAL_ERROR,
+    INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, REFUSED,
+};
+use super::upstream::{Exchange, Upstream, UpstreamError};
+use super::{CallRecord, RunGateway};
+
+/// One connector of a run: its upstream and the sessions the agent opened on it.
+pub struct Connector {
+    pub name: String,
+    pub upstream: Upstream,
+    pub sessions: jsonrpc::Sessions<ProxySession>,
+}
+
+/// What Airlock keeps of one agent session on a connector.
+#[derive(Debug, Default)]
+pub struct ProxySession {
+    upstream_session: Option<String>,
+    version: String,
+    next_id: u64,
+    /// Airlock's cursor tokens -> the upstream's cursors.
+    cursors: HashMap<String, String>,
+}
+
+/// Most cursors one session keeps (a long listing is a few pages).
+const MAX_CURSORS: usize = 1024;
+
+impl Connector {
+    pub fn new(name: String, upstream: Upstream) -> Connector {
+        Connector {
+            name,
+            upstream,
+            sessions: jsonrpc::Sessions::default(),
+        }
+    }
+}
+
+/// One POSTed message to the connector's endpoint.
+pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -> Reply {
+    let msg = match parse_message(body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Some(("initialize", id)) = msg.request() {
+        return initialize(c, id, &msg.params).await;
+    }
+    let session = match c.sessions.admit(h) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let Some((method, id)) = msg.request() else {
+        // The agent's notifications and responses stay here: the upstream has what it
+        // needs (Airlock sent its `initialized`), and Airlock relays it no request.
+        return Reply::accepted();
+    };
+    let p = &msg.params;
+    let out = match method {
+        "ping" => Ok(json!({})),
+        "tools/list" => {
+            list(c, &session, "tools/list", p, "tools", |t| {
+                let name = t.get("name").and_then(Value::as_str)?;
+                gw.plan
+                    .policy
+                    .tool_listed(&c.name, name)
+                    .allow
+                    .then(|| t.clone())
+            })
+            .await
+        }
+        "resources/list" => {
+            list(c, &session, "resources/list", p, "resources", |r| {
+                let uri = r.get("uri").and_then(Value::as_str)?;
+                gw.plan
+                    .policy
+                    .resource(&c.name, uri)
+                    .allow
+                    .then(|| r.clone())
+            })
+            .await
+        }
+        "resources/templates/list" => {
+            list(c, &session, method, p, "resourceTemplates", |t| {
+                let tpl = t.get("uriTemplate").and_then(Value::as_str)?;
+                gw.plan
+                    .policy
+                    .resource(&c.name, &template_probe(tpl))
+                    .allow
+                    .then(|| t.clone())
+            })
+            .await
+        }
+        "tools/call" => return Reply::json(tool_call(gw, c, &session, id, p).await),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            return Reply::json(resource(gw, c, &session, id, method, p).await)
+        }
+        "prompts/list" | "prompts/get" | "completion/complete" | "logging/setLevel" => Err((
+            METHOD_NOT_FOUND,
+            "Airlock relays no prompts, completions or logging from a connector".to_string(),
+        )),
+        _ => Err((
+            METHOD_NOT_FOUND,
+            "method not relayed by Airlock's gateway".to_string(),
+        )),
+    };
+    Reply::json(match out {
+        Ok(result) => rpc_result(id, result),
+        Err((code, msg)) => rpc_error(id, code, &msg),
+    })
+}
+
+/// What the agent may learn of the upstream's capabilities: tools and resources, nothing
+/// of prompts, completions, logging or experiments, and no change notifications (none are
+/// relayed).
+fn capabilities(up: &Value) -> Value {
+    let mut caps = Map::new();
+    if up.get("tools").is_some_and(Value::is_object) {
+        caps.insert("tools".into(), json!({}));
+    }
+    if up.get("resources").is_some_and(Value::is_object) {
+        caps.insert("resources".into(), json!({}));
+    }
+    Value::Object(caps)
+}
+
+async fn initialize(c: &Connector, id: &Value, params: &Value) -> Reply {
+    let version = negotiate(params);
+    // Airlock's own client identity and no client capabilities: the upstream has no
+    // sampling, elicitation or roots to ask for.
+    let init = json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "airlock-gateway", "version": env!("CARGO_PKG_VERSION")},
+        }
+    });
+    let ex = match c.upstream.post(&init, Some(&json!(0)), None, None).await {
+        Ok(ex) => ex,
+        Err(e) => return Reply::refused(502, INTERNAL_ERROR, &e.to_string()),
+    };
+    let Some(result) = ex.response.as_ref().and_then(|r| r.get("result")) else {
+        return Reply::refused(
+            502,
+            INTERNAL_ERROR,
+            "the connector's upstream refused to initialize",
+        );
+    };
+    let Some(up_version) = result
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .filter(|v| jsonrpc::SUPPORTED_VERSIONS.contains(v))
+    else {
+        return Reply::refused(
+            502,
+            INTERNAL_ERROR,
+            "the connector's upstream speaks no MCP revision Airlock does",
+        );
+    };
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    if let Err(e) = c
+        .upstream
+        .post(&initialized, None, ex.session.as_deref(), Some(up_version))
+        .await
+    {
+        return Reply::refused(502, INTERNAL_ERROR, &e.to_string());
+    }
+    let state = ProxySession {
+        upstream_session: ex.session.clone(),
+        version: up_version.to_string(),
+        next_id: 1,
+        cursors: HashMap::new(),
+    };
+    let Some(session) = c.sessions.open(state) else {
+        return Reply::refused(500, INVALID_REQUEST, "no session id could be made");
+    };
+    let text = |k: &str| result.get(k).and_then(Value::as_str).map(str::to_string);
+    let info = result.get("serverInfo");
+    let info_text = |k: &str| info.and_then(|i| i.get(k)).and_then(Value::as_str);
+    let mut server_info = json!({
+        "name": info_text("name").unwrap_or(&c.name),
+        "version": info_text("version").unwrap_or("unknown"),
+    });
+    if let Some(t) = info_text("title") {
+        server_info["title"] = json!(t);
+    }
+    let mut out = json!({
+        "protocolVersion": up_version,
+        "capabilities": capabilities(result.get("capabilities").unwrap_or(&Value::Null)),
+        "serverInfo": server_info,
+    });
+    if let Some(i) = text("instructions") {
+        out["instructions"] = json!(i);
+    }
+    Reply {
+        status: 200,
+        body: Some(rpc_result(id, out)),
+        session: Some(session),
+    }
+}
+
+/// A request of this session to the upstream, with Airlock's own id; its result, or the
+/// upstream's error as (code, message).
+async fn forward(
+    c: &Connector,
+    session: &str,
+    method: &str,
+    params: Value,
+) -> Result<(Value, Exchange), (i64, String)> {
+    let Some((up_id, up_session, version)) = c.sessions.with(session, |s| {
+        s.next_id += 1;
+        (s.next_id, s.upstream_session.clone(), s.version.clone())
+    }) else {
+        return Err((INVALID_REQUEST, "the session ended".into()));
+    };
+    let req = json!({"jsonrpc": "2.0", "id": up_id, "method": method, "params": params});
+    let ex = c
+        .upstream
+        .post(
+            &req,
+            Some(&json!(up_id)),
+            up_session.as_deref(),
+            Some(&version),
+        )
+        .await
+        .map_err(|e| match e {
+            UpstreamError::Status(404) => (
+                INTERNAL_ERROR,
+                "the connector's upstream ended its session; initialize again".to_string(),
+            ),
+            e => (INTERNAL_ERROR, e.to_string()),
+        })?;
+    let resp = ex.response.clone().unwrap_or(Value::Null);
+    if let Some(err) = resp.get("error") {
+        let code = err
+            .get("code")
+            .and_then(Value::as_i64)
+            .unwrap_or(INTERNAL_ERROR);
+        let msg = err
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("the connector's upstream refused the request");
+        return Err((code, msg.chars().take(500).collect()));
+    }
+    match resp.get("result") {
+        Some(r) if r.is_object() => Ok((r.clone(), ex)),
+        _ => Err((
+            INTERNAL_ERROR,
+            "the connector's upstream sent no result".into(),
+        )),
+    }
+}
+
+/// A listing, filtered: `key` holds the items, `keep` decides each (and may rebuild it).
+/// The cursor the agent sends is Airlock's; the upstream's next cursor is kept here.
+async fn list(
+    c: &Connector,
+    session: &str,
+    method: &str,
+    params: &Value,
+    key: &str,
+    keep: impl Fn(&Value) -> Option<Value>,
+) -> Result<Value, (i64, String)> {
+    let mut up_params = json!({});
+    if let Some(cursor) = params.get("cursor") {
+        let token = cursor
+            .as_str()
+            .ok_or((INVALID_PARAMS, "params.cursor: a string".to_string()))?;
+        let up = c
+            .sessions
+            .with(session, |s| s.cursors.get(token).cloned())
+            .flatten()
+            .ok_or((
+                INVALID_PARAMS,
+                "params.cursor: not a cursor of this session".to_string(),
+            ))?;
+        up_params["cursor"] = json!(up);
+    }
+    let (result, _) = forward(c, session, method, up_params).await?;
+    let items: Vec<Value> = result
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(&keep).collect())
+        .unwrap_or_default();
+    let mut out = json!({ key: items });
+    if let Some(next) = result.get("nextCursor").and_then(Value::as_str) {
+        let token = c.sessions.with(session, |s| {
+            if s.cursors.len() >= MAX_CURSORS {
+                s.cursors.clear();
+            }
+            let t = format!("airlock-{}", s.cursors.len() + 1);
+            s.cursors.insert(t.clone(), next.to_string());
+            t
+        });
+        if let Some(t) = token {
+            out["nextCursor"] = json!(t);
+        }
+    }
+    Ok(out)
+}
+
+/// A URI that stands for a template when matching resource patterns: each `{var}` as `x`.
+fn template_probe(tpl: &str) -> String {
+    let mut out = String::with_capacity(tpl.len());
+    let mut in_var = false;
+    for ch in tpl.chars() {
+        match (ch, in_var) {
+            ('{', false) => in_var = true,
+            ('}', true) => {
+                in_var = false;
+                out.push('x');
+            }
+            (_, true) => {}
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
+fn record(c: &Connector, tool: &str) -> CallRecord {
+    CallRecord {
+        connector: c.name.clone(),
+        tool: tool.to_string(),
+        allow: false,
+        rule: String::new(),
+        reason: String::new(),
+        detail: String::new(),
+        program: None,
+        exit_code: None,
+        is_error: true,
+        duration_ms: 0,
+        result_bytes: 0,
+    }
+}
+
+async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p: &Value) -> Value {
+    let started = std::time::Instant::now();
+    let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
+    let args = p.get("arguments").cloned().unwrap_or(json!({}));
+    let mut rec = record(c, if name.is_empty() { "(none)" } else { name });
+    rec.detail = jsonrpc::shape(&args);
+    let d = gw.plan.policy.tool(&c.name, name, &args);
+    rec.allow = d.allow;
+    rec.rule = d.rule.clone();
+    rec.reason = d.reason.clone();
+    let reply = if !d.allow {
+        rpc_result(
+            id,
+            json!({
+                "content": [{"type": "text", "text": format!("refused by {}: {}", d.rule, d.reason)}],
+                "isError": true,
+            }),
+        )
+    } else {
+        let params = json!({"name": name, "arguments": args});
+        match forward(c, session, "tools/call", params).await {
+            Ok((result, ex)) => {
+                rec.is_error = result.get("isError") == Some(&json!(true));
+                note_asked(&mut rec, &ex);
+                rpc_result(id, result)
+            }
+            Err((code, msg)) => rpc_error(id, code, &msg),
+        }
+    };
+    rec.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    rec.result_bytes = reply.to_string().len() as u64;
+    gw.log.call(&rec);
+    reply
+}
+
+/// What the upstream asked of its client during the call (and was refused), for the journal.
+fn note_asked(rec: &mut CallRecord, ex: &Exchange) {
+    if !ex.asked.is_empty() {
+        rec.reason = format!(
+            "{}; the upstream asked {} and Airlock refused",
+            rec.reason,
+            ex.asked.join(", ")
+        );
+    }
+}
+
+async fn resource(
+    gw: &RunGateway,
+    c: &Connector,
+    session: &str,
+    id: &Value,
+    method: &str,
+    p: &Value,
+) -> Value {
+    let started = std::time::Instant::now();
+    let uri = p.get("uri").and_then(Value::as_str).unwrap_or_default();
+    let mut rec = record(c, method);
+    // A URI may carry anything: the journal keeps its scheme only.
+    rec.detail = format!("{}:…", uri.split(':').next().unwrap_or_default());
+    let d = gw.plan.policy.resource(&c.name, uri);
+    rec.allow = d.allow;
+    rec.rule = d.rule.clone();
+    rec.reason = d.reason.clone();
+    let reply = if !d.allow {
+        rpc_error(id, REFUSED, &format!("refused by {}: {}", d.rule, d.reason))
+    } else {
+        match forward(c, session, method, json!({"uri": uri})).await {
+            Ok((result, ex)) => {
+                rec.is_error = false;
+                note_asked(&mut rec, &ex);
+                rpc_result(id, result)
+            }
+            Err((code, msg)) => rpc_error(id, code, &msg),
+        }
+    };
+    rec.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    rec.result_bytes = reply.to_string().len() as u64;
+    gw.log.call(&rec);
+    reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_are_matched_with_their_variables_filled() {
+        assert_eq!(template_probe("repo://o/r/{path}"), "repo://o/r/x");
+        assert_eq!(template_probe("test://{a}/b/{c}"), "test://x/b/x");
+        assert_eq!(template_probe("plain://x"), "plain://x");
+    }
+
+    #[test]
+    fn only_tools_and_resources_are_announced() {
+        let up = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true},
+                        "prompts": {}, "completions": {}, "logging": {}, "experimental": {"x": {}}});
+        assert_eq!(capabilities(&up), json!({"tools": {}, "resources": {}}));
+        assert_eq!(capabilities(&json!({})), json!({}));
+    }
+}

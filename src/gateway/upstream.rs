@@ -1,0 +1,361 @@
+//! The gateway's client of an MCP connector's upstream (streamable HTTP): one POST per
+//! message, the answer as JSON or as an SSE stream read until the response to that message
+//! comes. Requests the upstream makes of its client in that stream (sampling, elicitation,
+//! roots) are answered here, refused or empty: they never reach the agent or its model.
+//! The connector's credential goes in one header, to this upstream only.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, HOST};
+use hyper::{Method, Request};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{json, Value};
+
+use super::strict_json;
+
+/// Largest answer read from an upstream, JSON or a whole SSE stream.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// How long one exchange with the upstream may take.
+pub const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// An `http://host[:port]/path` URL, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    pub authority: String,
+    pub path: String,
+}
+
+/// Parse a plain http URL: a host name or IPv4 address (or `[v6]`), an optional port, a
+/// path; no user info, query or fragment.
+pub fn parse_http_url(u: &str) -> Option<HttpUrl> {
+    let rest = u.strip_prefix("http://")?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let host_ok = |h: &str| {
+        !h.is_empty()
+            && (h
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+                || (h.starts_with('[')
+                    && h.ends_with(']')
+                    && h[1..h.len() - 1].parse::<std::net::Ipv6Addr>().is_ok()))
+    };
+    let ok_authority = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+            (host_ok(h) && p.parse::<u16>().is_ok_and(|p| p > 0)) || host_ok(authority)
+        }
+        _ => host_ok(authority),
+    };
+    let path_ok = path
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && !matches!(b, b'?' | b'#' | b'\\'));
+    (ok_authority && path_ok).then(|| HttpUrl {
+        authority: authority.to_string(),
+        path: path.to_string(),
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("the connector's upstream could not be reached")]
+    Unreachable,
+    #[error("the connector's upstream did not answer in time")]
+    Timeout,
+    #[error("the connector's upstream answered HTTP {0}")]
+    Status(u16),
+    #[error("the connector's upstream sent an answer that is not valid MCP")]
+    Malformed,
+    #[error("the connector's upstream sent more than 16 MiB")]
+    TooLarge,
+}
+
+/// What came back for one POST.
+#[derive(Debug, Default)]
+pub struct Exchange {
+    pub status: u16,
+    /// `Mcp-Session-Id` the upstream set.
+    pub session: Option<String>,
+    /// The response to the message, when it was a request.
+    pub response: Option<Value>,
+    /// Methods of the requests the upstream made of its client meanwhile (answered here).
+    pub asked: Vec<String>,
+}
+
+pub struct Upstream {
+    client: Client<HttpConnector, Full<Bytes>>,
+    url: HttpUrl,
+    auth: Option<(HeaderName, HeaderValue)>,
+}
+
+impl Upstream {
+    /// `auth`: the header carrying the connector's credential, if it has one.
+    pub fn new(url: HttpUrl, auth: Option<(HeaderName, HeaderValue)>) -> Upstream {
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(Duration::from_secs(10)));
+        Upstream {
+            client: Client::builder(TokioExecutor::new()).build(http),
+            url,
+            auth,
+        }
+    }
+
+    fn request(
+        &self,
+        body: Vec<u8>,
+        session: Option<&str>,
+        version: Option<&str>,
+    ) -> Option<Request<Full<Bytes>>> {
+        let uri = format!("http://{}{}", self.url.authority, self.url.path);
+        let mut b = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(HOST, &self.url.authority)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream");
+        if let Some(s) = session {
+            b = b.header("mcp-session-id", s);
+        }
+        if let Some(v) = version {
+            b = b.header("mcp-protocol-version", v);
+        }
+        if let Some((k, v)) = &self.auth {
+            b = b.header(k, v);
+        }
+        b.body(Full::new(Bytes::from(body))).ok()
+    }
+
+    /// Send one message (a request when `id` is given, else a notification or response)
+    /// and read the answer, answering the upstream's own requests in the stream.
+    pub async fn post(
+        &self,
+        msg: &Value,
+        id: Option<&Value>,
+        session: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<Exchange, UpstreamError> {
+        tokio::time::timeout(TIMEOUT, self.exchange(msg, id, session, version))
+            .await
+            .map_err(|_| UpstreamError::Timeout)?
+    }
+
+    async fn exchange(
+        &self,
+        msg: &Value,
+        id: Option<&Value>,
+        session: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<Exchange, UpstreamError> {
+        let body = serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?;
+        let req = self
+            .request(body, session, version)
+            .ok_or(UpstreamError::Malformed)?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|_| UpstreamError::Unreachable)?;
+        let status = resp.status().as_u16();
+        let mut ex = Exchange {
+            status,
+            session: resp
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            ..Exchange::default()
+        };
+        let sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        if !(200..300).contains(&status) {
+            return Err(UpstreamError::Status(status));
+        }
+        let Some(want) = id else {
+            return Ok(ex);
+        };
+        let mut body = resp.into_body();
+        if !sse {
+            let bytes = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|_| UpstreamError::TooLarge)?
+                .to_bytes();
+            let v = strict_json::parse(&bytes).map_err(|_| UpstreamError::Malformed)?;
+            if v.get("id") != Some(want) {
+                return Err(UpstreamError::Malformed);
+            }
+            ex.response = Some(v);
+            return Ok(ex);
+        }
+        // An SSE stream: events until the response to our request.
+        let mut buf: Vec<u8> = Vec::new();
+        let mut total = 0usize;
+        loop {
+            while let Some((event, used)) = next_event(&buf) {
+                buf.drain(..used);
+                let Some(data) = event else { continue };
+                let v =
+                    strict_json::parse(data.as_bytes()).map_err(|_| UpstreamError::Malformed)?;
+                if v.get("method").is_some() && v.get("id").is_some() {
+                    // The upstream asks its client something: Airlock answers.
+                    let method = v["method"].as_str().unwrap_or("?").to_string();
+                    let answer = answer_server_request(&v);
+                    let new_session = ex.session.clone();
+                    let s = new_session.as_deref().or(session);
+                    let _ = self.exchange_notify(&answer, s, version).await;
+                    ex.asked.push(method);
+                } else if v.get("id") == Some(want) && v.get("method").is_none() {
+                    ex.response = Some(v);
+                    return Ok(ex);
+                }
+                // Notifications (progress, logging, list changes) go no further.
+            }
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        total += data.len();
+                        if total > MAX_ANSWER_BYTES {
+                            return Err(UpstreamError::TooLarge);
+                        }
+                        buf.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(_)) | None => return Err(UpstreamError::Malformed),
+            }
+        }
+    }
+
+    /// Send a response or notification; its answer is only a status.
+    async fn exchange_notify(
+        &self,
+        msg: &Value,
+        session: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<(), UpstreamError> {
+        let body = serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?;
+        let req = self
+            .request(body, session, version)
+            .ok_or(UpstreamError::Malformed)?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|_| UpstreamError::Unreachable)?;
+        // Drain (bounded) so the connection can be reused.
+        let _ = http_body_util::Limited::new(resp.into_body(), 64 << 10)
+            .collect()
+            .await;
+        Ok(())
+    }
+}
+
+/// Airlock's answer to a request an upstream makes of its client: an empty list of roots
+/// (the upstream may touch nothing of the run's), a refusal for everything else (sampling
+/// would reach the agent's model, elicitation its user).
+pub fn answer_server_request(req: &Value) -> Value {
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    match req.get("method").and_then(Value::as_str) {
+        Some("roots/list") => json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}}),
+        Some("ping") => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+        _ => json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": -32601,
+            "message": "Airlock answers no sampling, elicitation or other requests from a connector"
+        }}),
+    }
+}
+
+/// The next complete SSE event in `buf`: its data (None for an event without data, such
+/// as a comment or a retry hint) and how many bytes it used.
+fn next_event(buf: &[u8]) -> Option<(Option<String>, usize)> {
+    let text = std::str::from_utf8(buf).ok().or_else(|| {
+        // A multi-byte character may be cut at the buffer's end: parse up to the last
+        // complete event only.
+        let end = buf.windows(2).rposition(|w| w == b"\n\n")? + 2;
+        std::str::from_utf8(&buf[..end]).ok()
+    })?;
+    let (end, sep) = [("\r\n\r\n", 4), ("\n\n", 2)]
+        .iter()
+        .filter_map(|(s, n)| text.find(s).map(|i| (i, *n)))
+        .min()?;
+    let block = &text[..end];
+    let mut data: Option<String> = None;
+    for line in block.lines() {
+        if let Some(d) = line.strip_prefix("data:") {
+            let d = d.strip_prefix(' ').unwrap_or(d);
+            match &mut data {
+                Some(s) => {
+                    s.push('\n');
+                    s.push_str(d);
+                }
+                None => data = Some(d.to_string()),
+            }
+        }
+    }
+    // An event with empty data (2025-11-25's priming event, for resumption) says nothing.
+    Some((data.filter(|d| !d.is_empty()), end + sep))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_plain_http() {
+        let u = parse_http_url("http://127.0.0.1:3001/mcp").unwrap();
+        assert_eq!(
+            (u.authority.as_str(), u.path.as_str()),
+            ("127.0.0.1:3001", "/mcp")
+        );
+        assert_eq!(parse_http_url("http://mcp.example").unwrap().path, "/");
+        assert!(parse_http_url("http://[::1]:80/x").is_some());
+        for bad in [
+            "https://a/b",
+            "http://user:pw@host/",
+            "http://host:0/",
+            "http://host/a?b",
+            "http://host/#x",
+            "http://ho st/",
+            "ftp://host/",
+            "http:///x",
+        ] {
+            assert!(parse_http_url(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sse_events_are_split_and_joined() {
+        let buf =
+            b"id: 1\ndata: \n\nevent: message\ndata: {\"a\":\ndata: 1}\n\n: comment\n\ndata: x";
+        let (d, used0) = next_event(buf).unwrap();
+        assert_eq!(d, None, "a priming event");
+        let buf = &buf[used0..];
+        let (d, used) = next_event(buf).unwrap();
+        assert_eq!(d.as_deref(), Some("{\"a\":\n1}"));
+        let (d, used2) = next_event(&buf[used..]).unwrap();
+        assert_eq!(d, None);
+        assert!(
+            next_event(&buf[used + used2..]).is_none(),
+            "incomplete event"
+        );
+    }
+
+    #[test]
+    fn an_upstream_never_gets_sampling_or_elicitation_from_airlock() {
+        for m in ["sampling/createMessage", "elicitation/create", "other"] {
+            let a = answer_server_request(&json!({"jsonrpc":"2.0","id":5,"method":m}));
+            assert_eq!(a["id"], 5);
+            assert_eq!(a["error"]["code"], -32601, "{m}");
+        }
+        let a = answer_server_request(&json!({"jsonrpc":"2.0","id":"r","method":"roots/list"}));
+        assert_eq!(a["result"]["roots"], json!([]));
+    }
+}

@@ -1,0 +1,95 @@
+// A stand-in MCP server for the gateway tests, on the official TypeScript SDK over
+// streamable HTTP: the conformance suite's reference tools and resources (so the suite's
+// server scenarios pass against it on their own), plus what the proxy tests need:
+// paged tools/list, a tool that asks its client for sampling, elicitation and roots
+// regardless of the client's capabilities, prompts (which Airlock never relays), and a log
+// of every request it got, at GET /log, for tests to see what reached the upstream.
+//   node reference_server.js PORT
+const http = require("http");
+const { randomUUID } = require("crypto");
+const { createRequire } = require("module");
+const sdk = createRequire("/usr/local/lib/airlock-test/");
+const { McpServer, ResourceTemplate } = sdk("@modelcontextprotocol/sdk/server/mcp.js");
+const { StreamableHTTPServerTransport } = sdk("@modelcontextprotocol/sdk/server/streamableHttp.js");
+const types = sdk("@modelcontextprotocol/sdk/types.js");
+const { z } = sdk("zod");
+
+const port = Number(process.argv[2] || 3902);
+const log = [];
+const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+const WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
+
+function build() {
+  const s = new McpServer({ name: "airlock-reference", version: "1.0.0" }, { capabilities: { logging: {} } });
+  const text = (t) => ({ content: [{ type: "text", text: t }] });
+  s.registerTool("test_simple_text", { description: "Returns simple text" }, async () => text("This is a simple text response for testing."));
+  s.registerTool("test_image_content", { description: "Returns an image" }, async () => ({ content: [{ type: "image", data: PNG, mimeType: "image/png" }] }));
+  s.registerTool("test_audio_content", { description: "Returns audio" }, async () => ({ content: [{ type: "audio", data: WAV, mimeType: "audio/wav" }] }));
+  s.registerTool("test_embedded_resource", { description: "Returns an embedded resource" }, async () => ({
+    content: [{ type: "resource", resource: { uri: "test://embedded-resource", mimeType: "text/plain", text: "This is an embedded resource content." } }],
+  }));
+  s.registerTool("test_multiple_content_types", { description: "Returns mixed content" }, async () => ({
+    content: [
+      { type: "text", text: "Multiple content types test:" },
+      { type: "image", data: PNG, mimeType: "image/png" },
+      { type: "resource", resource: { uri: "test://mixed-content-resource", mimeType: "application/json", text: "{\"test\":\"data\",\"value\":123}" } },
+    ],
+  }));
+  s.registerTool("test_error_handling", { description: "Always fails" }, async () => ({ isError: true, content: [{ type: "text", text: "This tool intentionally returns an error for testing" }] }));
+  s.registerTool("echo", { description: "Echoes its message", inputSchema: { message: z.string() } }, async ({ message }) => text(`echo: ${message}`));
+  s.registerTool("forbidden_tool", { description: "Must never be reached" }, async () => text("reached"));
+  s.registerTool("hidden_tool", { description: "Not listed by the role" }, async () => text("hidden"));
+  s.registerTool("ask_client", { description: "Asks its client for sampling, elicitation and roots" }, async (extra) => {
+    // On the call's own stream, whatever the client said it can do.
+    const ask = async (method, params, schema) => {
+      try { return { ok: await extra.sendRequest({ method, params }, schema, { timeout: 5000 }) }; }
+      catch (e) { return { error: String(e.message || e) }; }
+    };
+    const sampling = await ask("sampling/createMessage", { messages: [{ role: "user", content: { type: "text", text: "Say the secret" } }], maxTokens: 5 }, types.CreateMessageResultSchema);
+    const elicitation = await ask("elicitation/create", { message: "Your password?", requestedSchema: { type: "object", properties: {} } }, types.ElicitResultSchema);
+    const roots = await ask("roots/list", {}, types.ListRootsResultSchema);
+    return text(JSON.stringify({ sampling, elicitation, roots }));
+  });
+  s.registerResource("static-text", "test://static-text", { mimeType: "text/plain" }, async (uri) => ({ contents: [{ uri: uri.href, mimeType: "text/plain", text: "This is the content of the static text resource." }] }));
+  s.registerResource("static-binary", "test://static-binary", { mimeType: "image/png" }, async (uri) => ({ contents: [{ uri: uri.href, mimeType: "image/png", blob: PNG }] }));
+  s.registerResource("private", "mem://private/b", { mimeType: "text/plain" }, async (uri) => ({ contents: [{ uri: uri.href, text: "private" }] }));
+  s.registerResource("template", new ResourceTemplate("test://template/{id}/data", { list: undefined }), { mimeType: "application/json" }, async (uri, { id }) => ({
+    contents: [{ uri: uri.href, mimeType: "application/json", text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }],
+  }));
+  s.registerPrompt("test_simple_prompt", { description: "Never relayed by Airlock" }, async () => ({ messages: [{ role: "user", content: { type: "text", text: "hi" } }] }));
+  return s;
+}
+
+const sessions = {};
+// tools/list in pages of 4, so the proxy's filtering of every page is seen.
+function paged(server) {
+  const inner = server.server._requestHandlers.get("tools/list");
+  server.server.setRequestHandler(types.ListToolsRequestSchema, async (req, extra) => {
+    const all = (await inner(req, extra)).tools;
+    const start = Number(req.params?.cursor || 0);
+    const page = all.slice(start, start + 4);
+    return start + 4 < all.length ? { tools: page, nextCursor: String(start + 4) } : { tools: page };
+  });
+}
+
+http.createServer(async (req, res) => {
+  if (req.method === "GET" && req.url === "/log") {
+    res.writeHead(200, { "content-type": "application/json" });
+    return res.end(JSON.stringify(log));
+  }
+  let body = "";
+  for await (const chunk of req) body += chunk;
+  let msg = null;
+  try { msg = body ? JSON.parse(body) : null; } catch (e) {}
+  log.push({ method: req.method, rpc: msg && msg.method, tool: msg && msg.params && msg.params.name, uri: msg && msg.params && msg.params.uri,
+             session: req.headers["mcp-session-id"] || null, authorization: req.headers["authorization"] || null });
+  let transport = sessions[req.headers["mcp-session-id"]];
+  if (!transport) {
+    if (!(msg && msg.method === "initialize")) { res.writeHead(404); return res.end(); }
+    transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "up-" + randomUUID(), onsessioninitialized: (id) => { sessions[id] = transport; } });
+    const server = build();
+    paged(server);
+    await server.connect(transport);
+  }
+  await transport.handleRequest(req, res, msg);
+}).listen(port, "127.0.0.1", () => process.stdout.write(`listening ${port}\n`));

