@@ -307,20 +307,137 @@ fn verify_ledger_counts_and_names_the_first_broken_record() {
     assert_eq!(code, 2);
 }
 
+/// Commands that need airlockd say that it is not running and how to start it; only
+/// launch, which has a way without it, mentions --standalone.
 #[test]
 fn a_missing_socket_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
+    // A run in the ledger, so `stop` gets past "no such run".
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    let mut ledger = Ledger::open(&dir.path().join("state/ledger.jsonl")).unwrap();
+    ledger.append(opened("r-open")).unwrap();
+    drop(ledger);
     for args in [
-        vec!["ps"],
-        vec!["status"],
+        vec!["hire", "bob", "--role", "code"],
+        vec!["fire", "bob"],
+        vec!["reload"],
         vec!["launch", "code", "--instance", "tess", "--", "/bin/true"],
     ] {
         let (code, _, err) = run(ctl(dir.path()).args(&args));
         assert_eq!(code, 2, "{args:?}: {err}");
-        assert!(err.contains("airlockd is not running"), "{err}");
-        assert!(err.contains("systemctl start airlockd"), "{err}");
-        assert!(err.contains("--standalone"), "{err}");
+        assert!(err.contains("airlockd is not running"), "{args:?}: {err}");
+        assert!(err.contains("systemctl start airlockd"), "{args:?}: {err}");
+        assert_eq!(
+            err.contains("--standalone"),
+            args[0] == "launch",
+            "{args:?}: {err}"
+        );
     }
+    // A run whose supervisor is gone (no alive file) has nothing left to stop.
+    let (code, _, err) = run(ctl(dir.path()).args(["stop", "r-open"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("airlockd is not running"), "{err}");
+    assert!(err.contains("systemctl start airlockd"), "{err}");
+    assert!(err.contains("nothing to stop"), "{err}");
+    // status: one line, and systemctl's exit code for an inactive service.
+    let (code, out, err) = run(ctl(dir.path()).arg("status"));
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(out, "");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("airlockd is not running"), "{err}");
+    assert!(err.contains("systemctl start airlockd"), "{err}");
+}
+
+/// `runs`, `show`, `ps`, `instances` and `logs` read the files when airlockd is not
+/// running: a real ledger (written by the ledger's own appender), the registry, the
+/// journal's fallback file. Each says once that it read offline.
+#[test]
+fn read_commands_read_the_files_without_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &[repo().join("roles")], &[("tess", "code")]);
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    let mut ledger = Ledger::open(&dir.path().join("state/ledger.jsonl")).unwrap();
+    ledger.append(opened("r-done")).unwrap();
+    ledger
+        .append(LedgerEvent::RunClosed(RunClosed {
+            run: "r-done".into(),
+            ended_at: 1_700_000_065_000,
+            outcome: Outcome::Interrupted,
+            exit_code: Some(143),
+            signal: Some(15),
+            reason: "stopped: SIGINT to its supervisor".into(),
+        }))
+        .unwrap();
+    // Open, and no supervisor holds it (no alive file): nobody supervises it.
+    ledger.append(opened("r-left")).unwrap();
+    drop(ledger);
+    let offline = "airlockd is not running; reading";
+
+    let (code, out, err) = run(ctl(dir.path()).arg("runs"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.matches(offline).count(), 1, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[1].starts_with("r-done") && lines[1].contains("interrupted"),
+        "{out}"
+    );
+    assert!(lines[1].ends_with("signal 15"), "{out}");
+    assert!(
+        lines[2].starts_with("r-left") && lines[2].contains("unsupervised"),
+        "{out}"
+    );
+
+    let (code, out, _) = run(ctl(dir.path()).args(["runs", "--last", "1", "--json"]));
+    assert_eq!(code, 0);
+    let j = json_of(&out);
+    assert_eq!(j["more"], true);
+    assert_eq!(j["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(j["runs"][0]["run"], "r-left");
+
+    let (code, out, err) = run(ctl(dir.path()).args(["show", "r-done", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let j = json_of(&out);
+    assert_eq!(j["run"]["state"], "interrupted");
+    assert_eq!(j["run"]["exit_code"], 143);
+    assert_eq!(j["run"]["ended_at"], 1_700_000_065_000u64);
+    let (code, out, _) = run(ctl(dir.path()).args(["show", "r-left"]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("unsupervised") && out.contains("closes the record as aborted"),
+        "{out}"
+    );
+
+    // Nothing is supervised: no active runs, none per instance.
+    let (code, out, err) = run(ctl(dir.path()).arg("ps"));
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert!(
+        err.contains("no active runs") && err.contains(offline),
+        "{err}"
+    );
+    let (code, out, err) = run(ctl(dir.path()).args(["instances", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let j = json_of(&out);
+    assert_eq!(j["instances"][0]["instance"], "tess");
+    assert_eq!(j["instances"][0]["source"], "config");
+    assert_eq!(j["instances"][0]["active_runs"], 0);
+
+    // Unknown runs are named, and exit 1.
+    for cmd in ["show", "logs", "stop"] {
+        let (code, _, err) = run(ctl(dir.path()).args([cmd, "r-nowhere"]));
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(
+            err.contains("no run r-nowhere in the ledger"),
+            "{cmd}: {err}"
+        );
+    }
+    // An ended run cannot be stopped, and stop says so.
+    let (code, _, err) = run(ctl(dir.path()).args(["stop", "r-done"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("not active") && err.contains("interrupted"),
+        "{err}"
+    );
 }
 
 /// A fake airlockd: accepts one connection, checks the request parses as the protocol says,
@@ -504,7 +621,12 @@ fn daemon_refusals_map_to_exit_codes() {
         let (_d, socket, _h) = fake_daemon(vec![err(code_name, "said \u{1b}[2J why")]);
         let (code, _, stderr) = run(client(&socket).args(&args));
         assert_eq!(code, want, "{code_name}: {stderr}");
-        assert!(stderr.contains("why"), "{stderr}");
+        // A missing run is named by the id asked for; other refusals give airlockd's why.
+        if args[0] == "show" {
+            assert!(stderr.contains("no run r-x in the ledger"), "{stderr}");
+        } else {
+            assert!(stderr.contains("why"), "{stderr}");
+        }
         // Terminal control bytes from the peer are escaped.
         assert!(!stderr.contains('\u{1b}'), "{stderr}");
     }
@@ -584,10 +706,143 @@ fn logs_reads_the_fallback_file() {
             .unwrap();
         assert_eq!(j.sent_to_fallback(), 2);
     }
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    let mut ledger = Ledger::open(&dir.path().join("state/ledger.jsonl")).unwrap();
+    ledger.append(opened(run_id)).unwrap();
+    drop(ledger);
     let (code, out, err) = run(ctl(dir.path()).args(["logs", run_id]));
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("stdout: first line"), "{out}");
     assert!(out.contains("stderr: second line"), "{out}");
     let (code, _, _) = run(ctl(dir.path()).args(["logs", "../etc"]));
     assert_eq!(code, 2);
+}
+
+/// A fake airlockd for `launch --wait`: the first connection gets `started` and one output
+/// line, then stays open; every later connection is answered `ok` and its op handed to the
+/// test, and a `stop` there ends the run on the first connection (exit 143, stopped).
+fn waiting_daemon() -> (tempfile::TempDir, PathBuf, std::sync::mpsc::Receiver<Op>) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("airlockd.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let (ops, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let read_op = |conn: &std::os::unix::net::UnixStream| {
+            let mut line = Vec::new();
+            BufReader::new(conn.try_clone().unwrap())
+                .read_until(b'\n', &mut line)
+                .unwrap();
+            parse_request(line.trim_ascii_end())
+                .expect("a valid request")
+                .op
+        };
+        let (mut first, _) = listener.accept().unwrap();
+        ops.send(read_op(&first)).unwrap();
+        for f in [
+            json!({"frame": "started", "run": "r-77"}),
+            json!({"frame": "output", "stream": "stdout", "data": "ready\n"}),
+        ] {
+            first.write_all(format!("{}\n", ok(f)).as_bytes()).unwrap();
+        }
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let op = read_op(&conn);
+            let stop = matches!(op, Op::Stop { .. });
+            let _ = conn.write_all(
+                format!("{}\n", ok(json!({"run": "r-77", "stopping": true}))).as_bytes(),
+            );
+            let _ = ops.send(op);
+            if stop {
+                let exited = ok(json!({"frame": "exited", "run": "r-77", "exit_code": 143,
+                    "outcome": "stopped", "reason": "stopped: stop requested by uid 0"}));
+                let _ = first.write_all(format!("{exited}\n").as_bytes());
+            }
+        }
+    });
+    (dir, socket, seen)
+}
+
+/// `launch --wait` through the fake airlockd, once its run is going (its output is read).
+fn waiting_launch(socket: &Path) -> (std::process::Child, BufReader<std::process::ChildStderr>) {
+    let mut child = client(socket)
+        .args(["launch", "code", "--instance", "tess", "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut id = String::new();
+    err.read_line(&mut id).unwrap();
+    assert_eq!(id, "r-77\n");
+    (child, err)
+}
+
+fn signal(child: &std::process::Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+}
+
+fn next_line(err: &mut BufReader<std::process::ChildStderr>) -> String {
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    line
+}
+
+/// Ctrl-C on a `--wait` through airlockd detaches: the terminal says so and how to stop
+/// the run, nothing is sent to airlockd, and airlockctl exits 130 once the window for a
+/// second Ctrl-C has passed.
+#[test]
+fn ctrl_c_on_launch_wait_detaches_and_says_so() {
+    use nix::sys::signal::Signal;
+    let (_d, socket, ops) = waiting_daemon();
+    let (mut child, mut err) = waiting_launch(&socket);
+    assert!(matches!(ops.recv().unwrap(), Op::Launch { wait: true, .. }));
+    signal(&child, Signal::SIGINT);
+    let line = next_line(&mut err);
+    assert!(
+        line.starts_with("airlockctl: detached; the run goes on: airlockctl stop r-77"),
+        "{line}"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(
+        ops.try_recv().is_err(),
+        "nothing but the launch reached airlockd"
+    );
+
+    // SIGHUP (the terminal is gone): detached at once.
+    let (_d, socket, ops) = waiting_daemon();
+    let (mut child, mut err) = waiting_launch(&socket);
+    signal(&child, Signal::SIGHUP);
+    assert!(next_line(&mut err).contains("detached; the run goes on"));
+    assert_eq!(child.wait().unwrap().code(), Some(129));
+    ops.recv().unwrap();
+    assert!(ops.try_recv().is_err());
+}
+
+/// A second Ctrl-C soon after the first, or SIGTERM, asks airlockd to stop the run, and
+/// airlockctl waits for its end and exits with the run's code.
+#[test]
+fn a_second_ctrl_c_or_sigterm_stops_the_run() {
+    use nix::sys::signal::Signal;
+    for sigs in [vec![Signal::SIGINT, Signal::SIGINT], vec![Signal::SIGTERM]] {
+        let (_d, socket, ops) = waiting_daemon();
+        let (mut child, mut err) = waiting_launch(&socket);
+        ops.recv().unwrap();
+        for (i, s) in sigs.iter().enumerate() {
+            signal(&child, *s);
+            let line = next_line(&mut err);
+            if i + 1 < sigs.len() {
+                assert!(line.contains("detached"), "{sigs:?}: {line}");
+            } else {
+                assert!(line.contains("stopping run r-77"), "{sigs:?}: {line}");
+            }
+        }
+        assert_eq!(ops.recv().unwrap(), Op::Stop { run: "r-77".into() });
+        assert_eq!(child.wait().unwrap().code(), Some(143), "{sigs:?}");
+        let rest = std::io::read_to_string(&mut err).unwrap();
+        assert!(rest.contains("run r-77 stopped"), "{rest}");
+    }
 }

@@ -772,6 +772,7 @@ fn kill9_mid_run_then_restart_aborts_the_orphan() {
     let mut child = env.child.take().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
+    let killed_at = ledger::now_ms();
     // Nobody supervises the run now: its jail helper sees the daemon's end of the lifeline
     // close and kills the whole run on its own, before any restart.
     let gone = poll(10, || pids(env.uid).is_empty().then_some(()));
@@ -787,6 +788,9 @@ fn kill9_mid_run_then_restart_aborts_the_orphan() {
     let c = ledger_closed(&env.ledger(), &run).expect("closed by recovery");
     assert_eq!(c.outcome, ledger::Outcome::Aborted);
     assert!(c.reason.contains("not supervised"), "{}", c.reason);
+    // Ended when the run was last known alive (its heartbeat), not at the restart.
+    assert!(c.reason.contains("last known alive"), "{}", c.reason);
+    assert!(c.ended_at <= killed_at, "{} > {killed_at}", c.ended_at);
     assert_eq!(record_of(&env, &run)["state"], "aborted");
     let text = std::fs::read_to_string(env.state.join(format!("journal/{run}.journal"))).unwrap();
     assert!(text.contains("run_aborted"));
@@ -1120,6 +1124,100 @@ fn a_drain_waits_for_launches_being_decided() {
         );
     }
     remove_delegated(&base);
+}
+
+/// Ctrl-C on `airlockctl launch --wait` through a real airlockd: the first detaches (the
+/// run goes on, and the terminal says how to stop it), a second within the window stops
+/// the run and waits for its end.
+#[test]
+fn ctrl_c_on_launch_wait_detaches_and_twice_stops() {
+    use nix::sys::signal::Signal;
+    use std::io::{BufRead, BufReader};
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let ctl = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_airlockctl"));
+        c.arg("--config").arg(&env.cfg);
+        c
+    };
+    let sleeping = || {
+        poll(30, || {
+            pids(env.uid)
+                .iter()
+                .any(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .is_ok_and(|c| c.trim() == "sleep")
+                })
+                .then_some(())
+        })
+        .is_some()
+    };
+    let start = || {
+        let mut child = ctl()
+            .args([
+                "launch",
+                "code",
+                "--instance",
+                "tess",
+                "--wait",
+                "--",
+                "/bin/sleep",
+                "60",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut run = String::new();
+        err.read_line(&mut run).unwrap();
+        assert!(sleeping(), "the run's agent never started");
+        (child, err, run.trim().to_string())
+    };
+    let line = |err: &mut BufReader<std::process::ChildStderr>| {
+        let mut l = String::new();
+        err.read_line(&mut l).unwrap();
+        l
+    };
+    let sig = |child: &std::process::Child, s: Signal| {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), s).unwrap()
+    };
+
+    // Once: detached; the run goes on under airlockd.
+    let (mut child, mut err, run) = start();
+    sig(&child, Signal::SIGINT);
+    let said = line(&mut err);
+    assert!(
+        said.contains(&format!("detached; the run goes on: airlockctl stop {run}")),
+        "{said}"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let ps = env.one(json!({"v":1,"op":"ps"}));
+    assert_eq!(ps["data"]["runs"][0]["run"], run.as_str(), "{ps}");
+    let o = ctl().args(["stop", &run]).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let c = poll(30, || ledger_closed(&env.ledger(), &run)).expect("stopped and closed");
+    assert_eq!(c.outcome, ledger::Outcome::Stopped, "{}", c.reason);
+
+    // Twice: the run is stopped, and airlockctl exits with its code once it has ended.
+    let (mut child, mut err, run) = start();
+    sig(&child, Signal::SIGINT);
+    assert!(line(&mut err).contains("detached"));
+    sig(&child, Signal::SIGINT);
+    assert!(line(&mut err).contains(&format!("stopping run {run}")));
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+    let c = ledger_closed(&env.ledger(), &run).expect("closed before the exit frame");
+    assert_eq!(c.outcome, ledger::Outcome::Stopped, "{}", c.reason);
+    assert!(c.reason.contains("stop requested by uid 0"), "{}", c.reason);
 }
 
 #[test]

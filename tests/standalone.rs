@@ -38,6 +38,8 @@ fn copy_dir(from: &Path, to: &Path) {
 
 struct Env {
     _dir: tempfile::TempDir,
+    /// Instance `tess`'s uid.
+    uid: u32,
     root: PathBuf,
     cfg: PathBuf,
     state: PathBuf,
@@ -70,6 +72,7 @@ impl Env {
         )
         .unwrap();
         Env {
+            uid,
             state: root.join("state"),
             _dir: dir,
             root,
@@ -327,4 +330,406 @@ fn a_ledger_held_for_good_refuses_the_launch() {
     drop(held);
     let o = env.launch(&["--wait"], &["/bin/true"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// A standalone `--wait` launch whose agent (`/bin/sleep 60`: the agent side may start no
+/// other program, so the agent is the one that waits) is running, and its run id.
+struct Running {
+    child: std::process::Child,
+    run: String,
+}
+
+impl Env {
+    fn ctl(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlockctl"));
+        cmd.arg("--config").arg(&self.cfg);
+        cmd
+    }
+
+    fn start_sleeper(&self) -> Running {
+        use std::io::{BufRead, BufReader};
+        let mut child = self
+            .ctl()
+            .args([
+                "launch",
+                "code",
+                "--instance",
+                "tess",
+                "--standalone",
+                "--wait",
+            ])
+            .args(["--", "/bin/sleep", "60"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut run = String::new();
+        err.read_line(&mut run).unwrap();
+        // The rest of stderr is drained so the launch never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        self.wait_for_agent("sleep");
+        Running {
+            child,
+            run: run.trim().to_string(),
+        }
+    }
+
+    /// Waits (bounded, to avoid a hang) until the instance runs a process named `comm`:
+    /// the jail is built and the agent is going.
+    fn wait_for_agent(&self, comm: &str) {
+        let end = Instant::now() + Duration::from_secs(60);
+        let running = || {
+            airlock::supervisor::process::pids_of_uid(self.uid)
+                .iter()
+                .any(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .is_ok_and(|c| c.trim() == comm)
+                })
+        };
+        while !running() {
+            assert!(Instant::now() < end, "the agent {comm} never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `airlockctl ARGS` with no daemon running: (exit code, stdout, stderr).
+    fn read(&self, args: &[&str]) -> (i32, String, String) {
+        let o = self.ctl().args(args).stdin(Stdio::null()).output().unwrap();
+        (o.status.code().unwrap_or(-1), stdout(&o), stderr(&o))
+    }
+}
+
+/// Waits (bounded, to avoid a hang) until no process runs as `uid`.
+fn wait_no_process_of(uid: u32) {
+    let end = Instant::now() + Duration::from_secs(30);
+    while !airlock::supervisor::process::pids_of_uid(uid).is_empty() {
+        assert!(
+            Instant::now() < end,
+            "processes of uid {uid} outlived their run"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Ctrl-C typed on the launch's terminal (a real pseudo-terminal, its controlling
+/// terminal): the line discipline sends SIGINT to the foreground process group, and the
+/// launch stops the run as `airlockctl stop` does and records why.
+#[test]
+fn ctrl_c_on_the_terminal_stops_the_run_and_records_it_as_interrupted() {
+    use std::io::{Read, Write};
+    use std::os::fd::OwnedFd;
+    use std::os::unix::process::CommandExt;
+    use std::sync::{Arc, Mutex};
+
+    let env = Env::new();
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let slave: OwnedFd = pty.slave;
+    let mut cmd = env.ctl();
+    cmd.args([
+        "launch",
+        "code",
+        "--instance",
+        "tess",
+        "--standalone",
+        "--wait",
+    ])
+    .args(["--", "/bin/sleep", "60"])
+    .stdin(Stdio::from(slave.try_clone().unwrap()))
+    .stdout(Stdio::from(slave.try_clone().unwrap()))
+    .stderr(Stdio::from(slave.try_clone().unwrap()));
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            // A session of its own with the pty as its controlling terminal: the launch
+            // is then the terminal's foreground process group, as in a shell.
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    // The reader sees EOF (EIO) only once no slave fd is left open here.
+    drop(cmd);
+    drop(slave);
+    let mut master = std::fs::File::from(pty.master);
+    let seen = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let reader = {
+        let seen = seen.clone();
+        let mut master = master.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO once the last slave fd is closed.
+            while let Ok(n @ 1..) = master.read(&mut buf) {
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    env.wait_for_agent("sleep");
+    master.write_all(b"\x03").unwrap();
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    let shown = text();
+    assert_eq!(status.code(), Some(130), "{shown}");
+    assert!(shown.contains("SIGINT: stopping run"), "{shown}");
+    let run = shown
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("r-"))
+        .unwrap_or_else(|| panic!("no run id in {shown}"))
+        .to_string();
+    let c = env.record(&run);
+    assert_eq!(c.outcome, Outcome::Interrupted, "{}", c.reason);
+    assert!(c.reason.contains("SIGINT"), "{}", c.reason);
+    // The agent was ended by the stop's SIGTERM: the terminal's SIGINT reached only the
+    // launch, not the jail.
+    assert_eq!(
+        (c.exit_code, c.signal),
+        (Some(143), Some(15)),
+        "{}",
+        c.reason
+    );
+    assert!(ledger::open_runs(&env.ledger()).unwrap().is_empty());
+    assert!(!env.state.join("alive").join(&run).exists());
+}
+
+/// SIGTERM and SIGHUP to the launch (no terminal): the same stop, the same record, exit
+/// 128 + the signal.
+#[test]
+fn sigterm_and_sighup_stop_the_run_and_exit_128_plus_the_signal() {
+    let env = Env::new();
+    for (sig, code) in [
+        (nix::sys::signal::Signal::SIGTERM, 143),
+        (nix::sys::signal::Signal::SIGHUP, 129),
+    ] {
+        let mut r = env.start_sleeper();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(r.child.id() as i32), sig).unwrap();
+        let status = r.child.wait().unwrap();
+        assert_eq!(status.code(), Some(code), "{sig}");
+        let c = env.record(&r.run);
+        assert_eq!(c.outcome, Outcome::Interrupted, "{sig}: {}", c.reason);
+        assert!(c.reason.contains(sig.as_str()), "{}", c.reason);
+    }
+    assert!(ledger::open_runs(&env.ledger()).unwrap().is_empty());
+}
+
+/// A supervisor killed with SIGKILL can close nothing: its run dies with it (the helper's
+/// lifeline) and its record stays open, until the next standalone launch, which closes it
+/// as aborted at the time the run was last known alive (its heartbeat), not its own start.
+#[test]
+fn a_sigkilled_supervisor_leaves_its_record_to_the_next_launch() {
+    let env = Env::new();
+    let mut r = env.start_sleeper();
+    // Long enough for a heartbeat or two.
+    std::thread::sleep(Duration::from_secs(3));
+    let killed_at = ledger::now_ms();
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    let open = ledger::open_runs(&env.ledger()).unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].run, r.run);
+    wait_no_process_of(open[0].uid);
+
+    // Read without a daemon meanwhile: the record is open and nobody supervises it.
+    let (code, out, err) = env.read(&["show", &r.run]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("unsupervised"), "{out}");
+    let (code, out, _) = env.read(&["ps"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains(&r.run), "{out}");
+
+    std::thread::sleep(Duration::from_secs(1));
+    let o = env.launch(&["--wait"], &["/bin/true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let next = run_id_wait(&o);
+    let records = ledger::records(&env.ledger()).unwrap();
+    let next_started = records
+        .iter()
+        .find_map(|rec| match &rec.event {
+            LedgerEvent::RunOpened(o) if o.run == next => Some(o.started_at),
+            _ => None,
+        })
+        .unwrap();
+    let c = env.record(&r.run);
+    assert_eq!(c.outcome, Outcome::Aborted, "{}", c.reason);
+    assert!(c.reason.contains("last known alive"), "{}", c.reason);
+    assert!(c.reason.contains("--standalone"), "{}", c.reason);
+    assert!(c.ended_at >= open[0].started_at, "{c:?}");
+    assert!(c.ended_at <= killed_at, "{} > {killed_at}", c.ended_at);
+    assert!(c.ended_at < next_started, "{c:?}");
+    assert!(ledger::open_runs(&env.ledger()).unwrap().is_empty());
+    assert_eq!(ledger::verify(&env.ledger()).unwrap(), 4);
+    assert!(!env.state.join("alive").join(&r.run).exists());
+}
+
+/// With no airlockd, the read commands read the ledger, the registry and the journal
+/// themselves, say so once, and answer as the daemon would.
+#[test]
+fn read_commands_work_without_the_daemon() {
+    let env = Env::new();
+    let o = env.launch(&["--wait"], &["/bin/sh", "-c", "echo first-run; exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let done = run_id_wait(&o);
+    let mut live = env.start_sleeper();
+
+    let offline = "airlockd is not running";
+    let (code, out, err) = env.read(&["runs"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.matches(offline).count(), 1, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with("RUN "), "{out}");
+    assert!(
+        lines[1].starts_with(&done) && lines[1].contains("exited"),
+        "{out}"
+    );
+    assert!(lines[1].ends_with(" 3"), "{out}");
+    assert!(
+        lines[2].starts_with(&live.run) && lines[2].contains("running"),
+        "{out}"
+    );
+
+    let (code, out, err) = env.read(&["runs", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["runs"][0]["run"], done.as_str());
+    assert_eq!(j["runs"][0]["exit_code"], 3);
+    assert_eq!(j["more"], false);
+
+    let (code, out, err) = env.read(&["ps"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&live.run) && !out.contains(&done), "{out}");
+    assert!(err.contains(offline), "{err}");
+
+    let (code, out, _) = env.read(&["show", &done]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("exited") && out.contains("exited with code 3"),
+        "{out}"
+    );
+
+    let (code, out, err) = env.read(&["logs", &done]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("first-run"), "{out}");
+
+    let (code, out, err) = env.read(&["instances"]);
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("tess "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains("code") && row.ends_with(" 1"), "{out}");
+    assert!(err.contains(offline), "{err}");
+
+    // Unknown runs are named.
+    for cmd in ["show", "logs", "stop"] {
+        let (code, _, err) = env.read(&[cmd, "r-20990101-deadbeef"]);
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(
+            err.contains("no run r-20990101-deadbeef in the ledger"),
+            "{cmd}: {err}"
+        );
+    }
+    // A known run cannot be stopped without airlockd, and the message says what to do.
+    let (code, _, err) = env.read(&["stop", &live.run]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("airlockctl launch --standalone"), "{err}");
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(live.child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert_eq!(live.child.wait().unwrap().code(), Some(130));
+}
+
+/// airlockd as the next owner of the ledger: at its start it closes the record of a run
+/// whose standalone supervisor was SIGKILLed (aborted, at the run's last heartbeat) and
+/// leaves a live standalone run alone. And it answers `runs` and `show` exactly as the
+/// files read without it do.
+#[test]
+fn airlockd_closes_abandoned_runs_leaves_live_ones_and_reads_like_the_files() {
+    let env = Env::new();
+    let o = env.launch(&["--wait"], &["/bin/sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let done = run_id_wait(&o);
+    let mut dead = env.start_sleeper();
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
+    let killed_at = ledger::now_ms();
+    let mut live = env.start_sleeper();
+
+    let err = std::fs::File::create(env.root.join("airlockd.err")).unwrap();
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_airlockd"))
+        .arg("--config")
+        .arg(&env.cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let sock = env.root.join("airlockd.sock");
+    let end = Instant::now() + Duration::from_secs(30);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        if let Ok(Some(st)) = daemon.try_wait() {
+            panic!(
+                "airlockd exited early ({st}): {}",
+                std::fs::read_to_string(env.root.join("airlockd.err")).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < end, "airlockd never opened its socket");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let through = |args: &[&str]| {
+        let (code, out, err) = env.read(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!err.contains("offline"), "{args:?}: {err}");
+        out
+    };
+    let runs_daemon = through(&["runs", "--json"]);
+    let show_daemon = through(&["show", &done, "--json"]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    daemon.wait().unwrap();
+
+    let c = env.record(&dead.run);
+    assert_eq!(c.outcome, Outcome::Aborted, "{}", c.reason);
+    assert!(c.reason.contains("last known alive"), "{}", c.reason);
+    assert!(c.ended_at <= killed_at, "{} > {killed_at}", c.ended_at);
+    let open = ledger::open_runs(&env.ledger()).unwrap();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(
+        open[0].run, live.run,
+        "the live standalone run is left open"
+    );
+
+    let (code, runs_files, err) = env.read(&["runs", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("offline"), "{err}");
+    assert_eq!(runs_files, runs_daemon);
+    let (_, show_files, _) = env.read(&["show", &done, "--json"]);
+    assert_eq!(show_files, show_daemon);
+    let j: Value = serde_json::from_str(&runs_files).unwrap();
+    let states: Vec<&str> = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["exited", "aborted", "running"]);
+
+    // The live run was never touched: it still stops, and records, as its own.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(live.child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert_eq!(live.child.wait().unwrap().code(), Some(130));
+    assert_eq!(env.record(&live.run).outcome, Outcome::Interrupted);
 }

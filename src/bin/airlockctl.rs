@@ -16,7 +16,11 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "Validate roles, check policy decisions, and launch jailed AI agent runs",
     after_help = "Exit codes: 0 ok or allowed, 1 denied, invalid or not found, 2 usage or I/O error \
-                  (launch --wait: the run's exit code)."
+                  (launch --wait: the run's exit code, or 128 + the signal that interrupted it; \
+                  status: 3 when airlockd is not running).\n\
+                  Without airlockd, ps, runs, show, instances and logs read the state directory \
+                  themselves (as root, or whoever may read it); hire, fire, stop, reload and \
+                  launch (but launch --standalone) need airlockd."
 )]
 struct Cli {
     /// Config file (default /etc/airlock/airlock.yaml, else the built-in default).
@@ -68,15 +72,16 @@ enum Cmd {
     },
     /// Start a run of ROLE as a hired instance (through airlockd unless --standalone).
     Launch(airlock::cli::launch::LaunchArgs),
-    /// Active runs.
+    /// Active runs (read from the files when airlockd is not running).
     Ps,
-    /// The newest runs the ledger records, oldest first.
+    /// The newest runs the ledger records, oldest first (read from the ledger itself when
+    /// airlockd is not running).
     Runs {
         /// How many (default 100, at most 10000).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
         last: Option<u32>,
     },
-    /// One run in detail.
+    /// One run in detail (from the ledger itself when airlockd is not running).
     Show { run: String },
     /// A run's output and events, from the journal or the run's fallback file.
     Logs {
@@ -85,21 +90,23 @@ enum Cmd {
         #[arg(short, long)]
         follow: bool,
     },
-    /// Stop a run: SIGTERM, a grace period, then kill.
+    /// Stop a run: SIGTERM, a grace period, then kill (needs airlockd; a standalone run is
+    /// stopped with Ctrl-C or SIGTERM to its `launch --standalone`).
     Stop { run: String },
-    /// Hire an instance of ROLE with its own uid (admin).
+    /// Hire an instance of ROLE with its own uid (admin; needs airlockd).
     Hire {
         name: String,
         #[arg(long)]
         role: String,
     },
-    /// Fire an instance: it may not run again (admin).
+    /// Fire an instance: it may not run again (admin; needs airlockd).
     Fire { name: String },
-    /// Hired instances.
+    /// Hired instances (from the registry itself when airlockd is not running).
     Instances,
-    /// airlockd's state.
+    /// airlockd's state; exit 3 when it is not running.
     Status,
-    /// Reload roles, policies and config; an invalid new set is refused whole (admin).
+    /// Reload roles, policies and config; an invalid new set is refused whole (admin;
+    /// needs airlockd).
     Reload,
     /// Check the ledger's hash chain offline. Exit 0 intact, 1 broken.
     VerifyLedger {

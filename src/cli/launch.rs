@@ -2,7 +2,9 @@
 //! arguments into a launch and map the outcome to an exit code.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use super::interrupt::{self, Signals};
 use super::{explain, output};
 use crate::catalog::Catalog;
 use crate::policy::Policies;
@@ -10,6 +12,7 @@ use crate::sandbox::limits;
 use crate::supervisor::launch::{self, LaunchRequest};
 use crate::supervisor::ledger::Outcome;
 use crate::supervisor::outcome::outcome_str;
+use crate::supervisor::standalone::{signal_name, Interrupt};
 use crate::supervisor::{process, standalone};
 
 /// Arguments of `airlockctl launch`.
@@ -26,10 +29,14 @@ pub struct LaunchArgs {
     /// Narrow the run's deadline (never widens the role's minutes_per_run).
     #[arg(long)]
     pub max_seconds: Option<u64>,
-    /// Stream the run's output and exit with its exit code.
+    /// Stream the run's output and exit with its exit code. Through airlockd, Ctrl-C
+    /// detaches (the run goes on; `airlockctl stop RUN` stops it) and a second Ctrl-C
+    /// within 3 s stops the run; SIGTERM stops it; SIGHUP detaches.
     #[arg(long)]
     pub wait: bool,
-    /// Run the supervisor in this process (no daemon).
+    /// Run the supervisor in this process (no daemon). Ctrl-C, SIGTERM or SIGHUP stop the
+    /// run (SIGTERM, a grace period, then kill), record it as interrupted and exit
+    /// 128 + the signal.
     #[arg(long)]
     pub standalone: bool,
     /// Replace the role's agent command, under the same jail and budgets.
@@ -44,6 +51,17 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
     if !args.standalone {
         return super::launch_daemon::run(ctx, args);
     }
+    // Before any thread or child exists, so no thread ever takes these signals' default
+    // (death, with the run's record left open) and the helper starts with its own mask.
+    let signals = match Signals::take() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("airlockctl launch: cannot take SIGINT, SIGTERM and SIGHUP ({e}), so an interrupt could not close the run's record; nothing was started");
+            return EXIT_REFUSED;
+        }
+    };
+    let interrupt = Arc::new(Interrupt::default());
+    watch_signals(signals, interrupt.clone());
     // Started first: the helper builds the common part of the jail while this process
     // reads the policies, the role and the ledger. Refused launches leave it to die with
     // this process.
@@ -80,19 +98,31 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         role: &entry.loaded,
         policies: &policies,
     };
-    let finished = standalone::run(&cfg, &req, resolved, slot, helper, wait, |run_id| {
-        // The run id once its record is open; with --wait stdout is the agent's.
-        if wait {
-            eprintln!("{run_id}");
-        } else {
-            println!("{run_id}");
-        }
-    });
+    let finished = standalone::run(
+        &cfg,
+        &req,
+        resolved,
+        slot,
+        helper,
+        standalone::Caller {
+            stream: wait,
+            interrupt: &interrupt,
+        },
+        |run_id| {
+            // The run id once its record is open; with --wait stdout is the agent's.
+            if wait {
+                eprintln!("{run_id}");
+            } else {
+                println!("{run_id}");
+            }
+        },
+    );
+    let interrupted = interrupt.received();
     let f = match finished {
         Ok(f) => f,
         Err(e) => {
             eprintln!("airlockctl launch: {e}");
-            return EXIT_REFUSED;
+            return interrupted.map_or(EXIT_REFUSED, interrupt::exit_code);
         }
     };
     let run_id = &f.run_id;
@@ -111,9 +141,42 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
             c.reason
         );
     }
-    if wait {
-        c.code
-    } else {
-        0
+    match interrupted {
+        Some(sig) if c.outcome == Outcome::Interrupted => interrupt::exit_code(sig),
+        _ if wait => c.code,
+        _ => 0,
+    }
+}
+
+/// Hand every signal to `interrupt` from a thread of its own, saying on stderr what the
+/// first one does.
+fn watch_signals(mut signals: Signals, interrupt: Arc<Interrupt>) {
+    let spawned = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            while let Some(sig) = signals.wait() {
+                let first = interrupt.received().is_none();
+                let run = interrupt.signal(sig);
+                if !first {
+                    continue;
+                }
+                match run {
+                    Some(run) => eprintln!(
+                        "airlockctl: {}: stopping run {run} (SIGTERM, then SIGKILL after {} s)",
+                        signal_name(sig),
+                        launch::GRACE.as_secs()
+                    ),
+                    None => eprintln!(
+                        "airlockctl: {}: stopping the launch before its run starts",
+                        signal_name(sig)
+                    ),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        // The signals stay blocked: they wait, unanswered, until the run ends on its own.
+        eprintln!(
+            "airlockctl launch: cannot watch for signals ({e}); Ctrl-C has no effect on this run"
+        );
     }
 }

@@ -1,15 +1,19 @@
 //! `airlockctl launch` through airlockd (without `--standalone`): ask for the run, then
-//! either print its id, or stream its output and exit with its exit code.
+//! either print its id, or stream its output and exit with its exit code. While it waits,
+//! signals are decided by [`detach`](super::detach): Ctrl-C detaches (twice: stops).
 
 use crate::terminal::TerminalSafe;
 use std::io::{BufWriter, Write};
+use std::time::Instant;
 
+use super::detach::{self, Action, Phase};
+use super::interrupt::{self, Signals};
 use super::launch::LaunchArgs;
 use super::output;
 use super::remote::{self, Ctx};
 use super::table::clean;
 use crate::control::client::{Client, ClientError};
-use crate::control::protocol::{Frame, Op, Request};
+use crate::control::protocol::{ErrorCode, Frame, Op, Request};
 
 pub fn run(ctx: &Ctx, args: &LaunchArgs) -> i32 {
     let workspace = match &args.workspace {
@@ -41,28 +45,120 @@ pub fn run(ctx: &Ctx, args: &LaunchArgs) -> i32 {
         Ok(s) => s,
         Err(code) => return code,
     };
+    // Taken before anything else can start a thread; without them (they cannot fail on a
+    // sane host) the signals keep their default and end this process, detaching silently.
+    let mut signals = if args.wait {
+        Signals::take().ok()
+    } else {
+        None
+    };
     let mut client = match Client::connect(&socket) {
         Ok(c) => c,
+        Err(ClientError::NotRunning { socket }) => {
+            return remote::not_running(
+                "launch",
+                &socket,
+                ", or launch with --standalone to supervise the run in this process",
+            )
+        }
         Err(e) => return remote::client_error(&e),
     };
     if let Err(e) = client.send(&Request::new(op)) {
         return remote::client_error(&e);
     }
-    match follow(&mut client, args.wait) {
+    let stop = |run: &str| {
+        let op = Op::Stop { run: run.into() };
+        match ctx.request(&op) {
+            Ok(_) => true,
+            // No longer active: it is ending already, and its exit is on its way.
+            Err(remote::Failed::Refused(Some(e))) if e.code == ErrorCode::NotFound => true,
+            Err(f) => {
+                remote::report(&op, &f);
+                false
+            }
+        }
+    };
+    match follow(&mut client, args.wait, signals.as_mut(), &stop) {
         Ok(code) => code,
         Err(e) => remote::client_error(&e),
     }
 }
 
-/// Read frames until the run is started (without wait) or has exited (with wait).
-fn follow(client: &mut Client, wait: bool) -> Result<i32, ClientError> {
+/// What to do about a signal, once the run is known; `Some(code)`: leave with it.
+fn decide(phase: &mut Phase, sig: i32, run: &str, stop: &dyn Fn(&str) -> bool) -> Option<i32> {
+    let (next, action) = detach::on_signal(*phase, sig, Instant::now());
+    *phase = next;
+    let id = run;
+    let run = clean(run);
+    match action {
+        Action::Detach { then_leave: false } => {
+            eprintln!(
+                "airlockctl: detached; the run goes on: airlockctl stop {run} (Ctrl-C again within {} s stops it now)",
+                detach::AGAIN_WITHIN.as_secs()
+            );
+            None
+        }
+        Action::Detach { then_leave: true } => {
+            eprintln!("airlockctl: detached; the run goes on: airlockctl stop {run}");
+            Some(interrupt::exit_code(sig))
+        }
+        Action::Stop => {
+            eprintln!("airlockctl: stopping run {run} (SIGTERM, then kill after the grace period); Ctrl-C again stops waiting");
+            if !stop(id) {
+                eprintln!("airlockctl: the run goes on; still waiting for it");
+            }
+            None
+        }
+        Action::Leave => {
+            eprintln!("airlockctl: no longer waiting; the run goes on under airlockd: `airlockctl show {run}` tells how it ends");
+            Some(interrupt::exit_code(sig))
+        }
+    }
+}
+
+/// Read frames until the run is started (without wait) or has exited (with wait), or a
+/// signal says to leave. Signals that arrive before the run is started wait for it.
+fn follow(
+    client: &mut Client,
+    wait: bool,
+    mut signals: Option<&mut Signals>,
+    stop: &dyn Fn(&str) -> bool,
+) -> Result<i32, ClientError> {
     // The agent's output: escaped when shown on a terminal, exact into a pipe.
     let mut stdout = BufWriter::new(TerminalSafe::stdout());
     let mut stderr = BufWriter::new(TerminalSafe::stderr());
     let mut run: Option<String> = None;
+    let mut phase = Phase::Following;
     // Output goes where the run wrote it; a closed stdout (`| head`) must not stop us from
     // reading on to the exit code, so write errors are ignored.
     loop {
+        if let (Some(sigs), Some(id)) = (signals.as_deref_mut(), &run) {
+            if !client.has_buffered() {
+                let patience = detach::patience(phase, Instant::now());
+                let (readable, signalled) = interrupt::wait_either(client.as_fd(), sigs, patience)
+                    .map_err(|e| ClientError::Io {
+                        socket: client.socket().to_path_buf(),
+                        op: "wait for the run",
+                        source: e,
+                    })?;
+                if signalled {
+                    let _ = stdout.flush();
+                    let _ = stderr.flush();
+                    if let Some(code) = sigs
+                        .wait()
+                        .and_then(|sig| decide(&mut phase, sig, id, stop))
+                    {
+                        return Ok(code);
+                    }
+                    continue;
+                }
+                if !readable {
+                    // The detach's window passed without a second Ctrl-C.
+                    let _ = stdout.flush();
+                    return Ok(interrupt::exit_code(libc::SIGINT));
+                }
+            }
+        }
         let Some(resp) = client.recv_as::<Frame>()? else {
             let _ = stdout.flush();
             let _ = stderr.flush();
@@ -186,7 +282,7 @@ mod tests {
                 wait: true,
             }))
             .unwrap();
-        let code = follow(&mut client, true).unwrap();
+        let code = follow(&mut client, true, None, &|_| true).unwrap();
         assert_eq!(code, 7);
         server.join().unwrap();
     }

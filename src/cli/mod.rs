@@ -1,11 +1,14 @@
 //! What `airlockctl` does, one module per subcommand; the binary only parses arguments.
 
 pub mod check;
+pub mod detach;
 pub mod explain;
 pub mod instances;
+pub mod interrupt;
 pub mod launch;
 pub mod launch_daemon;
 pub mod logs;
+pub mod offline;
 pub mod output;
 pub mod remote;
 pub mod runs;

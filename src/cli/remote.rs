@@ -1,13 +1,16 @@
-//! What every daemon subcommand shares: where the socket is, one request and its answer,
-//! and how daemon errors map to exit codes (0 ok, 1 refused or not found, 2 error).
+//! What every daemon subcommand shares: where the socket is, one request and its answer
+//! (from the files when airlockd is not running and the request only reads, see
+//! [`offline`](super::offline)), and how daemon errors map to exit codes (0 ok, 1 refused
+//! or not found, 2 error).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::output;
 use super::table::clean;
+use super::{offline, output};
 use crate::config::{self, Config};
 use crate::control::client::{self, ClientError};
 use crate::control::protocol::{ErrorBody, ErrorCode, Op, Request};
@@ -39,13 +42,83 @@ impl Ctx<'_> {
 
     /// Send `op` and return the answer's `data`, or the exit code after printing the error.
     pub fn call(&self, op: Op) -> Result<Value, i32> {
-        let socket = self.socket_path()?;
-        let name = op.name();
-        match client::call(&socket, &Request::new(op)) {
+        self.request(&op).map_err(|f| report(&op, &f))
+    }
+
+    /// Send `op` and return the answer's `data`. When airlockd is not running and `op`
+    /// only reads, the same answer is read from the files (and stderr says so, once).
+    pub fn request(&self, op: &Op) -> Result<Value, Failed> {
+        let socket = self.socket_path().map_err(Failed::Printed)?;
+        match client::call(&socket, &Request::new(op.clone())) {
             Ok(resp) if resp.ok => Ok(resp.data.unwrap_or(Value::Null)),
-            Ok(resp) => Err(daemon_error(name, resp.error.as_ref())),
-            Err(e) => Err(client_error(&e)),
+            Ok(resp) => Err(Failed::Refused(resp.error)),
+            Err(ClientError::NotRunning { .. }) if offline::reads(op) => {
+                let cfg = self.load_config().map_err(Failed::Printed)?;
+                say_offline(&cfg.state_dir);
+                match offline::answer(&cfg, op) {
+                    Some(Ok(data)) => Ok(data),
+                    Some(Err(body)) => Err(Failed::Refused(Some(body))),
+                    None => Err(Failed::Unreachable(ClientError::NotRunning { socket })),
+                }
+            }
+            Err(e) => Err(Failed::Unreachable(e)),
         }
+    }
+}
+
+/// Why a request has no answer.
+#[derive(Debug)]
+pub enum Failed {
+    /// airlockd (or the files, read offline) refused, with its reason when it gave one.
+    Refused(Option<ErrorBody>),
+    /// airlockd could not be asked.
+    Unreachable(ClientError),
+    /// Already told on stderr; the exit code.
+    Printed(i32),
+}
+
+/// Print why `op` failed; the exit code.
+pub fn report(op: &Op, f: &Failed) -> i32 {
+    let name = op.name();
+    match f {
+        Failed::Printed(code) => *code,
+        Failed::Refused(Some(e)) if e.code == ErrorCode::NotFound => match op {
+            Op::Show { run } | Op::Stop { run } => no_such_run(name, run),
+            _ => daemon_error(name, Some(e)),
+        },
+        Failed::Refused(e) => daemon_error(name, e.as_ref()),
+        Failed::Unreachable(ClientError::NotRunning { socket }) => not_running(name, socket, ""),
+        Failed::Unreachable(e) => client_error(e),
+    }
+}
+
+/// `RUN` is not in the ledger (1).
+pub fn no_such_run(op: &str, run: &str) -> i32 {
+    eprintln!(
+        "airlockctl {op}: no run {} in the ledger; `airlockctl runs` lists them",
+        clean(run)
+    );
+    output::NO
+}
+
+/// airlockd is not running, and `op` needs it (2). `more`: what else the caller can do.
+pub fn not_running(op: &str, socket: &Path, more: &str) -> i32 {
+    eprintln!(
+        "airlockctl {op}: airlockd is not running (nothing listens on {}); {op} needs it: start it with `systemctl start airlockd`{more}",
+        socket.display()
+    );
+    output::ERROR
+}
+
+/// Said once per command, on stderr, so that output read from the files is never taken
+/// for airlockd's.
+fn say_offline(state_dir: &Path) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "airlockctl: airlockd is not running; reading {} directly (offline)",
+            state_dir.display()
+        );
     }
 }
 

@@ -1,10 +1,13 @@
 //! `airlockctl ps`, `runs`, `show RUN` and `stop RUN`: runs as airlockd reports them (live
-//! runs, and the ledger's history).
+//! runs, and the ledger's history), or as the files tell when airlockd is not running.
 
-use super::output;
-use super::remote::{self, Ctx};
+use std::path::Path;
+
+use super::remote::{self, Ctx, Failed};
 use super::table::{self, clean};
-use crate::control::protocol::{Op, RunInfo};
+use super::{offline, output};
+use crate::control::client::ClientError;
+use crate::control::protocol::{ErrorCode, Op, RunInfo};
 use crate::supervisor::ledger::now_ms;
 
 /// Active runs.
@@ -124,9 +127,11 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
     output::OK
 }
 
-/// Ask airlockd to stop a run (SIGTERM, grace period, then kill).
+/// Ask airlockd to stop a run (SIGTERM, grace period, then kill). A run airlockd does not
+/// supervise is told apart: not in the ledger, ended, or supervised by a standalone launch.
 pub fn stop(ctx: &Ctx, run: &str) -> i32 {
-    match ctx.call(Op::Stop { run: run.into() }) {
+    let op = Op::Stop { run: run.into() };
+    match ctx.request(&op) {
         Ok(data) => remote::confirm(
             ctx,
             &data,
@@ -136,6 +141,58 @@ pub fn stop(ctx: &Ctx, run: &str) -> i32 {
                 clean(run)
             ),
         ),
-        Err(code) => code,
+        Err(Failed::Refused(Some(e))) if e.code == ErrorCode::NotFound => {
+            match ctx.request(&Op::Show { run: run.into() }) {
+                Ok(data) => match remote::field::<RunInfo>(&data, "run") {
+                    Ok(info) => not_active(&info, None),
+                    Err(code) => code,
+                },
+                Err(f) => remote::report(&op, &f),
+            }
+        }
+        Err(Failed::Unreachable(ClientError::NotRunning { socket })) => {
+            stop_offline(ctx, run, &socket)
+        }
+        Err(f) => remote::report(&op, &f),
+    }
+}
+
+/// `stop` without airlockd: nothing can be stopped, but the message says why and what to do.
+fn stop_offline(ctx: &Ctx, run: &str, socket: &Path) -> i32 {
+    let Ok(cfg) = ctx.load_config() else {
+        return remote::not_running("stop", socket, "");
+    };
+    match offline::find(&cfg, run) {
+        Ok(None) => remote::no_such_run("stop", run),
+        Ok(Some(info)) => not_active(&info, offline::supervisor_of(&cfg, run)),
+        // The ledger cannot be read here: airlockd is what can tell.
+        Err(_) => remote::not_running("stop", socket, ""),
+    }
+}
+
+/// A run in the ledger that airlockd cannot stop. `standalone`: who holds it, when known.
+fn not_active(info: &RunInfo, standalone: Option<(bool, Option<u32>)>) -> i32 {
+    let run = clean(&info.run);
+    if info.ended_at.is_some() {
+        eprintln!(
+            "airlockctl stop: run {run} is not active: it ended ({}); `airlockctl show {run}` tells how",
+            clean(&info.state)
+        );
+        return output::NO;
+    }
+    match standalone {
+        Some((true, pid)) => {
+            let pid = pid.map(|p| p.to_string()).unwrap_or_else(|| "PID".into());
+            eprintln!("airlockctl stop: airlockd is not running, and run {run} is supervised by `airlockctl launch --standalone` (pid {pid}): stop it there with Ctrl-C, or `kill -INT {pid}`");
+            output::ERROR
+        }
+        _ if info.state == offline::UNSUPERVISED => {
+            eprintln!("airlockctl stop: airlockd is not running, and run {run} has no supervisor left (it died, and the run with it): nothing to stop; the next start of airlockd (`systemctl start airlockd`), or the next standalone launch, closes its record as aborted");
+            output::NO
+        }
+        _ => {
+            eprintln!("airlockctl stop: airlockd does not supervise run {run} (a standalone launch does): stop it there with Ctrl-C");
+            output::ERROR
+        }
     }
 }

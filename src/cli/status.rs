@@ -1,14 +1,26 @@
 //! `airlockctl status` and `reload`.
 
 use super::output;
-use super::remote::{self, Ctx};
+use super::remote::{self, Ctx, Failed};
 use super::table::{self, clean};
+use crate::control::client::ClientError;
 use crate::control::protocol::{Op, StatusInfo};
 
+/// `status` when airlockd is not running (systemctl's code for an inactive unit).
+pub const NOT_RUNNING: i32 = 3;
+
 pub fn status(ctx: &Ctx) -> i32 {
-    let data = match ctx.call(Op::Status) {
+    let op = Op::Status;
+    let data = match ctx.request(&op) {
         Ok(d) => d,
-        Err(code) => return code,
+        Err(Failed::Unreachable(ClientError::NotRunning { socket })) => {
+            eprintln!(
+                "airlockd is not running (nothing listens on {}); start it with `systemctl start airlockd`",
+                socket.display()
+            );
+            return NOT_RUNNING;
+        }
+        Err(f) => return remote::report(&op, &f),
     };
     let s: StatusInfo = match remote::whole(&data) {
         Ok(s) => s,

@@ -61,15 +61,7 @@ pub fn clean(text: &str) -> String {
 
 /// Unix milliseconds as `YYYY-MM-DD HH:MM:SS` in UTC.
 pub fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = crate::calendar::civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    crate::calendar::utc(ms)
 }
 
 /// A duration in whole seconds as `1h02m03s`, `4m05s` or `6s`.

@@ -21,7 +21,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot reach airlockd at {}: airlockd is not running (systemctl start airlockd), or use --standalone for launch", socket.display())]
+    #[error("cannot reach airlockd at {}: airlockd is not running (start it with `systemctl start airlockd`)", socket.display())]
     NotRunning { socket: PathBuf },
     #[error("permission denied on {}: you are not in the airlock-operators group (ask an admin: usermod -aG airlock-operators $USER, then log in again)", socket.display())]
     PermissionDenied { socket: PathBuf },
@@ -87,6 +87,18 @@ impl Client {
     /// block on the socket for them.
     pub fn has_buffered(&self) -> bool {
         !self.reader.buffer().is_empty()
+    }
+
+    /// The socket connected to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The connection's fd, to wait on it together with something else (signals). Only
+    /// when [`Client::has_buffered`] is false does readable mean a new answer is coming.
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.writer.as_fd()
     }
 
     /// Send one request line.
@@ -230,7 +242,8 @@ mod tests {
         let err = Client::connect(&dir.path().join("nope.sock")).unwrap_err();
         assert!(matches!(err, ClientError::NotRunning { .. }));
         assert!(err.to_string().contains("systemctl start airlockd"));
-        assert!(err.to_string().contains("--standalone"));
+        // Only launch has a way without the daemon; it says so itself.
+        assert!(!err.to_string().contains("--standalone"));
     }
 
     #[test]

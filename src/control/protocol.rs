@@ -334,7 +334,9 @@ pub struct RunInfo {
     pub instance: String,
     pub uid: u32,
     pub launched_by_uid: u32,
-    /// `running`, or the outcome once closed: exited, killed, timed_out, stopped, aborted.
+    /// `running`, or the outcome once closed: exited, killed, timed_out, stopped,
+    /// interrupted, aborted, refused; read without airlockd, `unsupervised` for an open
+    /// record whose supervisor is gone.
     pub state: String,
     /// Unix milliseconds.
     pub started_at: u64,

@@ -161,14 +161,25 @@ pub fn main(config_path: &Path) -> i32 {
     let jcfg = cfg.journal_config();
     let events = Events::open(&journal_dir, &jcfg);
     let cgroup_parent = cgroup::settle();
+    if let Err(e) = crate::supervisor::alive::ensure_dir(&cfg.state_dir) {
+        return fail(&[format!("state_dir: {e}")]);
+    }
     match recovery::recover(
         &mut ledger,
         &unclosed,
+        &cfg.state_dir,
         &journal_dir,
         &jcfg,
         cgroup_parent.as_deref(),
     ) {
         Ok(r) => {
+            for run in &r.supervised {
+                events.log(
+                    EventKind::DaemonStarted,
+                    &format!("crash recovery: run {run} is still supervised by a standalone launch and is left open; with airlockd owning the ledger that launch cannot close it, so airlockd's next start closes it as aborted, at the time the run was last alive"),
+                    &[],
+                );
+            }
             for line in &r.not_killed {
                 // Always on stderr too: the startup log must show it even if the journal
                 // does not take it.
@@ -184,7 +195,7 @@ pub fn main(config_path: &Path) -> i32 {
                 events.log(
                     EventKind::RunAborted,
                     &format!(
-                        "crash recovery: {} run(s) left by a previous airlockd were closed as aborted; nothing of {killed} is left alive, {} could not be killed",
+                        "crash recovery: {} run(s) left by a supervisor that died were closed as aborted; nothing of {killed} is left alive, {} could not be killed",
                         r.aborted,
                         r.not_killed.len()
                     ),

@@ -12,6 +12,7 @@ use super::standby::{Standby, Taken};
 use super::{budget, Daemon};
 use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
 use crate::journal::{EventKind, RunFields, RunJournal, Stream};
+use crate::supervisor::alive::{self, Alive, Beating, Supervisor};
 use crate::supervisor::instances;
 use crate::supervisor::launch::{self, LaunchError, LaunchRequest, Prepared};
 use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened};
@@ -197,11 +198,30 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         started_at: now,
         deadline_s,
     };
+    // Made before the opening record, so a record whose file is missing was never this
+    // build's; held and touched for as long as this process supervises the run.
+    let held = match Alive::create(
+        &cfg.state_dir,
+        &run,
+        Supervisor::Airlockd,
+        prepared.spec.cgroup_parent.as_deref(),
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            drop(ledger);
+            let r = err(ErrorCode::Internal, format!("the run was not started: {e}"));
+            return Err(refuse(runner, r));
+        }
+    };
     if let Err(e) = ledger.append(LedgerEvent::RunOpened(opened)) {
         drop(ledger);
+        held.remove();
         let r = err(ErrorCode::Internal, format!("the run was not started: {e}"));
         return Err(refuse(runner, r));
     }
+    // Without a heartbeat the file still tells that the run is supervised; only the time
+    // it was last alive is lost.
+    let heartbeat = held.beat().ok();
     let control = Arc::new(RunControl::new(
         prepared.deadline,
         Duration::from_secs(cfg.grace_seconds),
@@ -237,15 +257,18 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     } else {
         (None, None)
     };
+    let state_dir = cfg.state_dir.clone();
     let go = Go {
         prepared,
         info: info.clone(),
         control,
         frames,
+        heartbeat,
     };
     if !runner.start(go) {
-        // The supervisor thread is gone: close what was opened.
-        close(
+        // The supervisor thread is gone (and its heartbeat with the `Go` it was handed):
+        // close what was opened.
+        let closed = close(
             d,
             &info,
             Outcome::Refused,
@@ -253,6 +276,9 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             None,
             "airlockd lost the run's supervisor thread before the run started",
         );
+        if closed {
+            alive::forget(&state_dir, &info.run);
+        }
         return Err(err(ErrorCode::Internal, "airlockd could not start the run"));
     }
     Ok(Started {
@@ -330,6 +356,8 @@ pub struct Go {
     info: RunInfo,
     control: Arc<RunControl>,
     frames: Option<ClientFrames>,
+    /// The run's [`alive`] file, touched while the run is supervised.
+    heartbeat: Option<Beating>,
 }
 
 /// The body of a run's supervisor thread, once the run's record is durable. `helper` was
@@ -340,7 +368,19 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
         info,
         control,
         frames,
+        heartbeat,
     } = go;
+    // The closing record is durable: the file goes. Not closed: it stays, touched now, for
+    // airlockd's next start to close the run with this time.
+    let settle = |heartbeat: Option<Beating>, closed: bool| {
+        if let Some(a) = heartbeat.and_then(Beating::stop) {
+            if closed {
+                a.remove()
+            } else {
+                a.leave()
+            }
+        }
+    };
     let fields = RunFields {
         run: info.run.clone(),
         role: info.role.clone(),
@@ -353,7 +393,8 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
                 sp.abandon();
             }
             let reason = format!("the run's journal could not be opened: {e}");
-            close(&d, &info, Outcome::Refused, None, None, &reason);
+            let closed = close(&d, &info, Outcome::Refused, None, None, &reason);
+            settle(heartbeat, closed);
             if let Some((_, exit)) = frames {
                 let _ = exit.send(exited_frame(
                     &info.run,
@@ -406,7 +447,8 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
     journal.event(end.kind, &end.reason);
     journal.sync();
     let reason = with_lost(&end.reason, journal.lost());
-    close(&d, &info, end.outcome, end.exit_code(), end.signal, &reason);
+    let closed = close(&d, &info, end.outcome, end.exit_code(), end.signal, &reason);
+    settle(heartbeat, closed);
     if let Some(exit) = exit_tx {
         let _ = exit.send(exited_frame(&info.run, end.code, end.outcome, &reason));
     }
@@ -423,8 +465,8 @@ fn exited_frame(run: &str, code: i32, outcome: Outcome, reason: &str) -> Frame {
     }
 }
 
-/// Close a run's record and take it off the active table. A failed append leaves the
-/// record open; the next start of airlockd closes it as aborted.
+/// Close a run's record and take it off the active table; whether the record is closed. A
+/// failed append leaves the record open; the next start of airlockd closes it as aborted.
 fn close(
     d: &Daemon,
     info: &RunInfo,
@@ -432,7 +474,7 @@ fn close(
     exit_code: Option<i32>,
     signal: Option<i32>,
     reason: &str,
-) {
+) -> bool {
     let closed = RunClosed {
         run: info.run.clone(),
         ended_at: ledger::now_ms(),
@@ -441,7 +483,9 @@ fn close(
         signal,
         reason: reason.to_string(),
     };
-    if let Err(e) = lock(&d.ledger).append(LedgerEvent::RunClosed(closed)) {
+    let appended = lock(&d.ledger).append(LedgerEvent::RunClosed(closed));
+    let ok = appended.is_ok();
+    if let Err(e) = appended {
         d.events.log(
             EventKind::RunAborted,
             &format!(
@@ -453,6 +497,7 @@ fn close(
     }
     lock(&d.active).remove(&info.run);
     d.changed.notify_one();
+    ok
 }
 
 /// Ask one active run to stop. `false` when no active run has this id.
@@ -504,7 +549,8 @@ pub fn one(d: &Daemon, run: &str) -> Result<Option<RunInfo>, String> {
     Ok(found.map(run_info))
 }
 
-fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
+/// A run as the ledger records it, as `runs` and `show` report it: open means running.
+pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
     let mut info = RunInfo {
         run: o.run,
         role: o.role,

@@ -54,6 +54,8 @@ pub enum Outcome {
     Killed,
     TimedOut,
     Stopped,
+    /// Stopped because its standalone supervisor was sent SIGINT, SIGTERM or SIGHUP.
+    Interrupted,
     Aborted,
     Refused,
 }

@@ -1,6 +1,7 @@
 //! The service around the jail: instances, launches, the ledger, systemd notifications.
 
 pub mod agent_files;
+pub mod alive;
 pub mod exec_set;
 pub mod instances;
 pub mod launch;
@@ -8,6 +9,7 @@ pub mod ledger;
 pub mod notify;
 pub mod outcome;
 pub mod process;
+pub mod reap;
 pub mod run_output;
 pub mod spawn;
 pub mod standalone;

@@ -47,9 +47,20 @@ pub fn outcome_str(o: Outcome) -> &'static str {
         Outcome::Killed => "killed",
         Outcome::TimedOut => "timed_out",
         Outcome::Stopped => "stopped",
+        Outcome::Interrupted => "interrupted",
         Outcome::Aborted => "aborted",
         Outcome::Refused => "refused",
     }
+}
+
+/// A run stopped because its standalone supervisor was interrupted (SIGINT, SIGTERM or
+/// SIGHUP) is recorded as interrupted; any other end (it exited, or hit its deadline,
+/// before the stop took effect) is recorded as it happened.
+pub fn interrupted(mut c: Closing) -> Closing {
+    if c.outcome == Outcome::Stopped {
+        c.outcome = Outcome::Interrupted;
+    }
+    c
 }
 
 /// Map what [`super::process::supervise`] returned to the run's closing record.
@@ -190,6 +201,21 @@ mod tests {
         );
         let c = closing(&Err(LaunchError::Io("no helper".into())), 0, 3, false);
         assert_eq!((c.outcome, c.exit_code()), (Outcome::Refused, None));
+    }
+
+    #[test]
+    fn only_a_stopped_run_is_recorded_as_interrupted() {
+        let stopped = closing(
+            &Ok(sup(143, Some(15), Ending::Stopped("SIGINT".into()), None)),
+            0,
+            3,
+            false,
+        );
+        let c = interrupted(stopped);
+        assert_eq!((c.outcome, c.code), (Outcome::Interrupted, 143));
+        assert_eq!(outcome_str(c.outcome), "interrupted");
+        let exited = closing(&Ok(sup(0, None, Ending::Exited, None)), 0, 3, false);
+        assert_eq!(interrupted(exited).outcome, Outcome::Exited);
     }
 
     #[test]

@@ -65,8 +65,8 @@ impl Child {
     }
 }
 
-/// Start `prog` with `args`, an empty environment, default signal dispositions, an empty
-/// signal mask and the fds in `fds` (source, number in the child); every other fd of ours
+/// Start `prog` with `args` in a process group of its own, an empty environment, default
+/// signal dispositions, an empty signal mask and the fds in `fds` (source, number in the child); every other fd of ours
 /// must be close-on-exec.
 pub fn spawn_process(prog: &Path, args: &[&str], fds: &[(RawFd, RawFd)]) -> std::io::Result<Child> {
     let cstr = |b: &[u8]| CString::new(b).map_err(|_| std::io::Error::other("NUL in argument"));
@@ -120,9 +120,16 @@ pub fn spawn_process(prog: &Path, args: &[&str], fds: &[(RawFd, RawFd)]) -> std:
             libc::sigfillset(&mut all);
             check(libc::posix_spawnattr_setsigmask(&mut attr, &none))?;
             check(libc::posix_spawnattr_setsigdefault(&mut attr, &all))?;
+            // A process group of its own (pgroup 0: its pid): a terminal's Ctrl-C goes to
+            // the foreground group only, so it reaches the launcher, which decides what
+            // it means for the run, and never the helper (which would pass it to the
+            // agent).
+            check(libc::posix_spawnattr_setpgroup(&mut attr, 0))?;
             check(libc::posix_spawnattr_setflags(
                 &mut attr,
-                (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
+                (libc::POSIX_SPAWN_SETSIGMASK
+                    | libc::POSIX_SPAWN_SETSIGDEF
+                    | libc::POSIX_SPAWN_SETPGROUP) as libc::c_short,
             ))?;
             let mut pid: libc::pid_t = 0;
             check(libc::posix_spawn(

@@ -8,15 +8,22 @@
 //! while they append (a few milliseconds), so several can run side by side; a launch that
 //! finds it taken retries for a moment before concluding that a daemon owns it.
 //!
-//! If this process dies mid-run, the jail helper kills the run (its lifeline closes) and
-//! the record stays open until the next start of airlockd closes it as aborted.
+//! SIGINT, SIGTERM or SIGHUP to this process ([`Interrupt`], fed by the caller) stop the
+//! run as `airlockctl stop` does, and its record is closed as interrupted. If this process
+//! dies mid-run (SIGKILL), the jail helper kills the run (its lifeline closes) and the
+//! record stays open until the next process that owns the ledger (airlockd, or the next
+//! standalone launch) closes it as aborted, at the time the run's [`alive`] file was last
+//! touched.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::alive::{self, Alive, Supervisor};
 use super::launch::{self, LaunchError, LaunchRequest, Prepared, Resolved};
 use super::ledger::{self, Ledger, LedgerError, LedgerEvent, RunClosed, RunOpened};
 use super::outcome::{self, Closing};
 use super::process::{RunControl, Spawned};
+use super::reap;
 use super::run_output::{JournaledRun, Tee, WriterTee};
 use crate::config::Config;
 use crate::daemon::budget;
@@ -58,6 +65,74 @@ fn open_ledger(cfg: &Config, since_ms: u64) -> Result<Ledger, LaunchError> {
     }
 }
 
+/// A signal that asked this launch to end: set by whoever catches signals, acted on by the
+/// run's supervision (a stop, as `airlockctl stop` does), whichever comes first.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    inner: Mutex<Interrupted>,
+}
+
+#[derive(Debug, Default)]
+struct Interrupted {
+    signal: Option<i32>,
+    run: Option<(String, Arc<RunControl>)>,
+}
+
+impl Interrupt {
+    /// A signal arrived. The first one is kept; returns the run it stops, when one is
+    /// under way and this was the first.
+    pub fn signal(&self, sig: i32) -> Option<String> {
+        let mut i = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if i.signal.is_some() {
+            return None;
+        }
+        i.signal = Some(sig);
+        let (run, ctl) = i.run.as_ref()?;
+        ctl.request_stop(&stop_reason(sig));
+        Some(run.clone())
+    }
+
+    /// The signal that interrupted this launch, if one did.
+    pub fn received(&self) -> Option<i32> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).signal
+    }
+
+    /// The run is under way: a signal from now on stops it; one that came already stops
+    /// it at once.
+    fn attach(&self, run: &str, ctl: Arc<RunControl>) {
+        let mut i = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sig) = i.signal {
+            ctl.request_stop(&stop_reason(sig));
+        }
+        i.run = Some((run.to_string(), ctl));
+    }
+}
+
+/// The stop request's reason, for the closing record.
+fn stop_reason(sig: i32) -> String {
+    format!(
+        "{} to its supervisor (airlockctl launch --standalone, pid {})",
+        signal_name(sig),
+        std::process::id()
+    )
+}
+
+/// `SIGINT` for 2, and so on.
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// What the launching process adds to its run.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    /// Copy the agent's output to this process's stdout and stderr (terminal-safe).
+    pub stream: bool,
+    /// Signals to this process: they stop the run.
+    pub interrupt: &'a Interrupt,
+}
+
 /// How a standalone run ended.
 #[derive(Debug, Clone)]
 pub struct Finished {
@@ -73,31 +148,44 @@ pub struct Finished {
 /// jail helper from [`process::spawn_helper`] for that slot, started as early as the caller
 /// could (it builds the common part of the jail meanwhile and gets its spec
 /// only after the opening record is durable). `started` hears the run id once that record
-/// is written; `stream`: the agent's output is copied to this process's stdout and stderr
-/// (terminal-safe), on top of the journal. `Err`: nothing was started and nothing was
-/// recorded, except a run whose journal could not be opened (then its record is closed as
-/// refused). A helper not handed a run dies with this process (its lifeline).
+/// is written; `caller`: whether the agent's output is copied to this process's stdout and
+/// stderr (on top of the journal), and the signals that stop the run. `Err`: nothing was
+/// started and nothing was recorded, except a run whose journal could not be opened (then
+/// its record is closed as refused). A helper not handed a run dies with this process
+/// (its lifeline). Runs of earlier launches whose supervisor died are closed first.
 pub fn run(
     cfg: &Config,
     req: &LaunchRequest,
     resolved: Resolved<'_>,
     slot: Ahead,
     helper: Result<Spawned, LaunchError>,
-    stream: bool,
+    caller: Caller<'_>,
     started: impl FnOnce(&str),
 ) -> Result<Finished, LaunchError> {
+    let Caller { stream, interrupt } = caller;
     let role = resolved.role;
     instances::ensure_state_dir(&cfg.state_dir)
         .map_err(|e| LaunchError::Io(format!("state_dir: {e}")))?;
     let journal_dir = cfg.journal_dir();
     crate::journal::fallback::ensure_dir(&journal_dir)
         .map_err(|e| LaunchError::Io(format!("{}: cannot create: {e}", journal_dir.display())))?;
+    alive::ensure_dir(&cfg.state_dir).map_err(|e| LaunchError::Io(format!("state_dir: {e}")))?;
+    let jcfg = cfg.journal_config();
 
     // The budget check and the opening record under one hold of the ledger lock, so two
     // launches cannot both take the last run of the week.
     let now = ledger::now_ms();
     let window = budget::window_start(now);
     let mut ledger = open_ledger(cfg, window)?;
+    // This launch owns the ledger now: runs whose supervisor died are closed first, so
+    // their records never stay open for longer than until the next launch.
+    let reaped = reap::reap_left(&mut ledger, &cfg.state_dir, &journal_dir, &jcfg)
+        .map_err(|e| LaunchError::Io(e.to_string()))?;
+    for line in &reaped.not_killed {
+        eprintln!(
+            "airlockctl: closing an abandoned run: could not kill what was left of it: {line}"
+        );
+    }
     let used = ledger.opened_since(&req.instance, window);
     budget::check_weekly(&req.instance, used, role.role.budget.runs_per_week)
         .map_err(LaunchError::Refused)?;
@@ -105,7 +193,26 @@ pub fn run(
     let run = prepared.spec.run_id.clone();
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
     let launched_by_uid = nix::unistd::getuid().as_raw();
-    ledger
+    if let Some(sig) = interrupt.received() {
+        let _ = std::fs::remove_dir_all(&prepared.run_dir);
+        return Err(LaunchError::Refused(format!(
+            "{} arrived before the run started; nothing was started or recorded",
+            signal_name(sig)
+        )));
+    }
+    // Under the ledger lock, which every cleanup of abandoned runs holds too: no cleanup
+    // can find this file before its record exists.
+    let held = Alive::create(
+        &cfg.state_dir,
+        &run,
+        Supervisor::Standalone,
+        prepared.spec.cgroup_parent.as_deref(),
+    )
+    .map_err(|e| {
+        let _ = std::fs::remove_dir_all(&prepared.run_dir);
+        LaunchError::Io(format!("the run was not started: {e}"))
+    })?;
+    let opened = ledger
         .append(LedgerEvent::RunOpened(RunOpened {
             run: run.clone(),
             launched_by_uid,
@@ -121,8 +228,26 @@ pub fn run(
             // Nothing of a refused run stays behind.
             let _ = std::fs::remove_dir_all(&prepared.run_dir);
             LaunchError::Io(format!("the run was not started: {e}"))
-        })?;
+        });
+    if let Err(e) = opened {
+        held.remove();
+        return Err(e);
+    }
     drop(ledger);
+    // Without a heartbeat the file still says the run is supervised; only the time it was
+    // last alive is lost.
+    let heartbeat = held.beat().ok();
+    // The closing record is durable: the file goes. Not closed: it stays, touched now, for
+    // the next owner of the ledger to close the run with this time.
+    let settle = |closed: bool| {
+        if let Some(a) = heartbeat.and_then(alive::Beating::stop) {
+            if closed {
+                a.remove()
+            } else {
+                a.leave()
+            }
+        }
+    };
     started(&run);
 
     let fields = RunFields {
@@ -130,7 +255,6 @@ pub fn run(
         role: role.role.role.clone(),
         instance: req.instance.clone(),
     };
-    let jcfg = cfg.journal_config();
     let journal = match RunJournal::open_with(fields, &journal_dir, jcfg) {
         Ok(j) => JournaledRun::new(j),
         Err(e) => {
@@ -146,6 +270,7 @@ pub fn run(
                 kind: EventKind::RunAborted,
             };
             let ledger_error = close(cfg, &run, &closing).err();
+            settle(ledger_error.is_none());
             return Ok(Finished {
                 run_id: run,
                 closing,
@@ -153,20 +278,27 @@ pub fn run(
             });
         }
     };
-    let closing = supervise(
+    let ctl = Arc::new(RunControl::new(prepared.deadline, launch::GRACE));
+    interrupt.attach(&run, ctl.clone());
+    let mut closing = supervise(
         &prepared,
         helper,
         &journal,
+        &ctl,
         stream,
         launched_by_uid,
         deadline_s,
     );
+    if interrupt.received().is_some() {
+        closing = outcome::interrupted(closing);
+    }
     // The ledger first, so the run's last journal record can say if it failed.
     let ledger_error = close(cfg, &run, &closing).err();
+    settle(ledger_error.is_none());
     let last = match &ledger_error {
         None => closing.reason.clone(),
         Some(e) => format!(
-            "{}; its ledger record could not be closed ({e}); the next start of airlockd closes it as aborted",
+            "{}; its ledger record could not be closed ({e}); the next start of airlockd or launch --standalone closes it as aborted",
             closing.reason
         ),
     };
@@ -184,6 +316,7 @@ fn supervise(
     prepared: &Prepared,
     helper: Result<Spawned, LaunchError>,
     run: &JournaledRun,
+    ctl: &RunControl,
     stream: bool,
     launched_by_uid: u32,
     deadline_s: u64,
@@ -212,8 +345,7 @@ fn supervise(
     } else {
         [None, None]
     };
-    let ctl = RunControl::new(prepared.deadline, launch::GRACE);
-    let mut closing = run.supervise(prepared, helper, &ctl, tees, deadline_s);
+    let mut closing = run.supervise(prepared, helper, ctl, tees, deadline_s);
     closing.reason = outcome::with_lost(&closing.reason, run.lost());
     closing
 }
