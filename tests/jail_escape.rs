@@ -987,13 +987,21 @@ fn a_run_dies_when_its_lifeline_closes() {
             Ok(())
         });
     }
-    let child = c.spawn().unwrap();
+    let mut child = c.spawn().unwrap();
     drop(r);
-    assert!(
-        eventually(Duration::from_secs(20), || !pids_of_uid(d.spec.uid)
-            .is_empty()),
-        "the run never started"
-    );
+    let started = eventually(Duration::from_secs(20), || {
+        !pids_of_uid(d.spec.uid).is_empty()
+    });
+    if !started {
+        // Say why: the helper's own report, if it has exited.
+        let exited = child.try_wait().unwrap();
+        drop(w);
+        let o = output_within(child, Duration::from_secs(10));
+        panic!(
+            "the run never started (helper exited early: {exited:?}):\n{}",
+            err(&o)
+        );
+    }
     // The launcher (this test) stays alive and only drops its end of the lifeline.
     drop(w);
     let o = output_within(child, Duration::from_secs(30));
