@@ -61,7 +61,21 @@ field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$
 ARGS='{"message":"hello"}'
 echo "== (1) tools/call latency, $N sequential calls"
 direct=$(node "$JS" latency "http://127.0.0.1:$PORT/mcp" "$N" echo "$ARGS")
-through=$(jailed latency "http://127.0.0.1:4180/mcp/bench" "$N" echo "$ARGS")
+# The gateway's own CPU per call: airlockctl's user+system time (the supervisor process
+# serves the gateway; its children are not counted), sampled until it exits.
+( exec "$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait \
+    -- /usr/bin/node -e "$(cat "$JS")" -- latency "http://127.0.0.1:4180/mcp/bench" "$N" echo "$ARGS" \
+    >"$W/through.out" 2>/dev/null ) &
+sup=$!
+ticks=0
+while kill -0 "$sup" 2>/dev/null; do
+  t=$(awk '{print $14 + $15}' "/proc/$sup/stat" 2>/dev/null || true)
+  [ -n "$t" ] && ticks=$t
+  sleep 0.05
+done
+wait "$sup" || true
+through=$(cat "$W/through.out")
+hz=$(getconf CLK_TCK)
 echo "straight to the upstream: $direct"
 echo "through the gateway:      $through"
 python3 - "$direct" "$through" <<'PY'
@@ -70,6 +84,7 @@ d, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 for k in ("p50_us", "p90_us", "p99_us"):
     print(f"added {k[:-3]}: {t[k] - d[k]:.1f} us")
 PY
+python3 -c "print(f'gateway CPU per call (supervisor process, whole run incl. its start): {$ticks / $hz / ($N + 50) * 1e6:.1f} us')"
 
 echo "== (2) calls per second, 8 at once, ${SECS}s"
 echo "straight to the upstream: $(node "$JS" rate "http://127.0.0.1:$PORT/mcp" "$SECS" 8 echo "$ARGS")"

@@ -368,6 +368,11 @@ fn stop(child: Pid) -> Option<WaitStatus> {
 /// killing its children until none is left reaches the whole tree, however it forked.
 fn kill_descendants() {
     let me = std::process::id() as i32;
+    // No child at all (the usual case): nothing of the command is left anywhere, since
+    // every orphan of its tree would have become ours.
+    if waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) == Err(Errno::ECHILD) {
+        return;
+    }
     loop {
         for pid in children_of(me) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);

@@ -150,8 +150,10 @@ impl JournaledRun {
         let grace = ctl.grace.as_secs();
         let mut sigkilled = false;
         let started = std::time::Instant::now();
-        // Served from the jail's hand-over until this function returns (the run is over).
+        // Served from the jail's hand-over until this function returns (the run is over);
+        // its calls are journaled by a thread of their own, off the calls' path.
         let mut gateway: Option<Gateway> = None;
+        let mut call_writer: Option<std::thread::JoinHandle<()>> = None;
         let result = helper.and_then(|sp| {
             process::supervise(prepared, sp, ctl, out, errs, &mut |m| match m {
                 Milestone::Setup(report) => {
@@ -170,10 +172,21 @@ impl JournaledRun {
                 Milestone::Stopping(_) => {}
                 Milestone::Killing => sigkilled = true,
                 Milestone::Gateway(fds) => {
-                    let log = Arc::new(JournalCallLog {
-                        journal: self.journal.clone(),
-                        lost: self.lost.clone(),
-                    });
+                    let (log, writer) = match JournalCallLog::start(
+                        self.journal.clone(),
+                        self.lost.clone(),
+                    ) {
+                        Ok(x) => x,
+                        Err(e) => {
+                            self.event(
+                                EventKind::JailReport,
+                                &format!("gateway: no call journal ({e}); stopping the run"),
+                            );
+                            ctl.request_stop("its gateway's calls could not be journaled");
+                            return;
+                        }
+                    };
+                    call_writer = Some(writer);
                     let deadline = prepared.deadline.map(|d| started + d);
                     match Gateway::start(prepared.gateway.clone(), fds, deadline, log) {
                         Ok(g) => gateway = Some(g),
@@ -189,7 +202,11 @@ impl JournaledRun {
                 }
             })
         });
+        // The gateway's end drops every sender: the writer drains what is queued, then ends.
         drop(gateway);
+        if let Some(w) = call_writer {
+            let _ = w.join();
+        }
         let l = self.lost();
         if l > 0 {
             self.event(
@@ -201,14 +218,38 @@ impl JournaledRun {
     }
 }
 
-/// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`).
+/// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`), written in
+/// order by a thread of their own so no call waits for journald.
 struct JournalCallLog {
-    journal: Arc<Mutex<RunJournal>>,
-    lost: Arc<AtomicU64>,
+    tx: std::sync::mpsc::Sender<CallRecord>,
+}
+
+impl JournalCallLog {
+    fn start(
+        journal: Arc<Mutex<RunJournal>>,
+        lost: Arc<AtomicU64>,
+    ) -> std::io::Result<(Arc<JournalCallLog>, std::thread::JoinHandle<()>)> {
+        let (tx, rx) = std::sync::mpsc::channel::<CallRecord>();
+        let writer = std::thread::Builder::new()
+            .name("run-calls".into())
+            .spawn(move || {
+                for r in rx {
+                    write_call(&journal, &lost, &r);
+                }
+            })?;
+        Ok((Arc::new(JournalCallLog { tx }), writer))
+    }
 }
 
 impl CallLog for JournalCallLog {
     fn call(&self, r: &CallRecord) {
+        // The writer lives as long as any sender: a send fails only once it is gone.
+        let _ = self.tx.send(r.clone());
+    }
+}
+
+fn write_call(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &CallRecord) {
+    {
         let decision = if r.allow { "allow" } else { "deny" };
         let exit = r.exit_code.map(|c| c.to_string());
         let duration = r.duration_ms.to_string();
@@ -243,11 +284,11 @@ impl CallLog for JournalCallLog {
         if let Some(c) = &exit {
             fields.push(("AIRLOCK_EXIT_CODE", c));
         }
-        if lock(&self.journal)
+        if lock(journal)
             .event(EventKind::ToolCall, &msg, &fields)
             .is_err()
         {
-            self.lost.fetch_add(1, Ordering::Relaxed);
+            lost.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
