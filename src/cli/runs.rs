@@ -123,6 +123,12 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
     if let Some(reason) = &info.reason {
         pairs.push(("reason", clean(reason)));
     }
+    if let Some(c) = &info.calls {
+        pairs.push((
+            "tool calls",
+            format!("{} allowed, {} refused", c.allowed, c.refused),
+        ));
+    }
     print!("{}", table::render_pairs(&pairs));
     output::OK
 }

@@ -350,6 +350,9 @@ pub struct RunInfo {
     pub reason: Option<String>,
     /// Seconds the run may last from its start (0: no deadline).
     pub deadline_s: u64,
+    /// Calls through the run's gateway, allowed and refused, once the run is closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<crate::supervisor::ledger::CallCounts>,
 }
 
 /// One hired instance (`data.instances[]`).

@@ -239,6 +239,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         signal: None,
         reason: None,
         deadline_s,
+        calls: None,
     };
     lock(&d.active).insert(
         run.clone(),
@@ -275,6 +276,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             None,
             None,
             "airlockd lost the run's supervisor thread before the run started",
+            None,
         );
         if closed {
             alive::forget(&state_dir, &info.run);
@@ -393,7 +395,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
                 sp.abandon();
             }
             let reason = format!("the run's journal could not be opened: {e}");
-            let closed = close(&d, &info, Outcome::Refused, None, None, &reason);
+            let closed = close(&d, &info, Outcome::Refused, None, None, &reason, None);
             settle(heartbeat, closed);
             if let Some((_, exit)) = frames {
                 let _ = exit.send(exited_frame(
@@ -447,7 +449,15 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
     journal.event(end.kind, &end.reason);
     journal.sync();
     let reason = with_lost(&end.reason, journal.lost());
-    let closed = close(&d, &info, end.outcome, end.exit_code(), end.signal, &reason);
+    let closed = close(
+        &d,
+        &info,
+        end.outcome,
+        end.exit_code(),
+        end.signal,
+        &reason,
+        end.calls,
+    );
     settle(heartbeat, closed);
     if let Some(exit) = exit_tx {
         let _ = exit.send(exited_frame(&info.run, end.code, end.outcome, &reason));
@@ -474,6 +484,7 @@ fn close(
     exit_code: Option<i32>,
     signal: Option<i32>,
     reason: &str,
+    calls: Option<ledger::CallCounts>,
 ) -> bool {
     let closed = RunClosed {
         run: info.run.clone(),
@@ -482,6 +493,7 @@ fn close(
         exit_code,
         signal,
         reason: reason.to_string(),
+        calls,
     };
     let appended = lock(&d.ledger).append(LedgerEvent::RunClosed(closed));
     let ok = appended.is_ok();
@@ -564,6 +576,7 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         signal: None,
         reason: None,
         deadline_s: o.deadline_s,
+        calls: None,
     };
     if let Some(c) = closed {
         info.state = outcome_str(c.outcome).to_string();
@@ -571,6 +584,7 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         info.exit_code = c.exit_code;
         info.signal = c.signal;
         info.reason = Some(c.reason);
+        info.calls = c.calls;
     }
     info
 }

@@ -91,6 +91,17 @@ pub struct RunClosed {
     pub signal: Option<i32>,
     /// Written by airlock, never copied from the agent or a secret.
     pub reason: String,
+    /// The calls through the run's gateway, when it had one. Absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<CallCounts>,
+}
+
+/// Calls through a run's gateway (bash and MCP), by decision.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallCounts {
+    pub allowed: u64,
+    pub refused: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

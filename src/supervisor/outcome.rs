@@ -21,6 +21,8 @@ pub struct Closing {
     pub reason: String,
     /// The run's last journal event.
     pub kind: EventKind,
+    /// Calls through the run's gateway, when it had one.
+    pub calls: Option<super::ledger::CallCounts>,
 }
 
 impl Closing {
@@ -78,6 +80,7 @@ pub fn closing(
         signal,
         reason,
         kind,
+        calls: None,
     };
     let mut closing = match result {
         Err(e) => c(

@@ -92,6 +92,7 @@ pub fn close_aborted(
         exit_code: None,
         signal: None,
         reason,
+        calls: None,
     }))?;
     Ok(not_killed)
 }

@@ -154,6 +154,7 @@ impl JournaledRun {
         // its calls are journaled by a thread of their own, off the calls' path.
         let mut gateway: Option<Gateway> = None;
         let mut call_writer: Option<std::thread::JoinHandle<()>> = None;
+        let mut counts: Option<Arc<Counts>> = None;
         let result = helper.and_then(|sp| {
             process::supervise(prepared, sp, ctl, out, errs, &mut |m| match m {
                 Milestone::Setup(report) => {
@@ -172,21 +173,20 @@ impl JournaledRun {
                 Milestone::Stopping(_) => {}
                 Milestone::Killing => sigkilled = true,
                 Milestone::Gateway(fds) => {
-                    let (log, writer) = match JournalCallLog::start(
-                        self.journal.clone(),
-                        self.lost.clone(),
-                    ) {
-                        Ok(x) => x,
-                        Err(e) => {
-                            self.event(
-                                EventKind::JailReport,
-                                &format!("gateway: no call journal ({e}); stopping the run"),
-                            );
-                            ctl.request_stop("its gateway's calls could not be journaled");
-                            return;
-                        }
-                    };
+                    let (log, writer) =
+                        match JournalCallLog::start(self.journal.clone(), self.lost.clone()) {
+                            Ok(x) => x,
+                            Err(e) => {
+                                self.event(
+                                    EventKind::JailReport,
+                                    &format!("gateway: no call journal ({e}); stopping the run"),
+                                );
+                                ctl.request_stop("its gateway's calls could not be journaled");
+                                return;
+                            }
+                        };
                     call_writer = Some(writer);
+                    counts = Some(log.counts.clone());
                     let deadline = prepared.deadline.map(|d| started + d);
                     match Gateway::start(prepared.gateway.clone(), fds, deadline, log) {
                         Ok(g) => gateway = Some(g),
@@ -207,6 +207,7 @@ impl JournaledRun {
         if let Some(w) = call_writer {
             let _ = w.join();
         }
+        let counted = counts.map(|c| c.get());
         let l = self.lost();
         if l > 0 {
             self.event(
@@ -214,7 +215,9 @@ impl JournaledRun {
                 &format!("{l} journal records reached neither journald nor the fallback file"),
             );
         }
-        outcome::closing(&result, deadline_s, grace, sigkilled)
+        let mut closing = outcome::closing(&result, deadline_s, grace, sigkilled);
+        closing.calls = counted;
+        closing
     }
 }
 
@@ -222,6 +225,23 @@ impl JournaledRun {
 /// order by a thread of their own so no call waits for journald.
 struct JournalCallLog {
     tx: std::sync::mpsc::Sender<CallRecord>,
+    counts: Arc<Counts>,
+}
+
+/// The gateway's calls by decision, for the run's closing record.
+#[derive(Default)]
+struct Counts {
+    allowed: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl Counts {
+    fn get(&self) -> crate::supervisor::ledger::CallCounts {
+        crate::supervisor::ledger::CallCounts {
+            allowed: self.allowed.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl JournalCallLog {
@@ -237,12 +257,24 @@ impl JournalCallLog {
                     write_call(&journal, &lost, &r);
                 }
             })?;
-        Ok((Arc::new(JournalCallLog { tx }), writer))
+        Ok((
+            Arc::new(JournalCallLog {
+                tx,
+                counts: Arc::default(),
+            }),
+            writer,
+        ))
     }
 }
 
 impl CallLog for JournalCallLog {
     fn call(&self, r: &CallRecord) {
+        let n = if r.allow {
+            &self.counts.allowed
+        } else {
+            &self.counts.refused
+        };
+        n.fetch_add(1, Ordering::Relaxed);
         // The writer lives as long as any sender: a send fails only once it is gone.
         let _ = self.tx.send(r.clone());
     }

@@ -268,6 +268,7 @@ pub fn run(
                 signal: None,
                 reason: reason.clone(),
                 kind: EventKind::RunAborted,
+                calls: None,
             };
             let ledger_error = close(cfg, &run, &closing).err();
             settle(ledger_error.is_none());
@@ -362,6 +363,7 @@ fn close(cfg: &Config, run: &str, c: &Closing) -> Result<(), String> {
             exit_code: c.exit_code(),
             signal: c.signal,
             reason: c.reason.clone(),
+            calls: c.calls,
         }))
         .map(|_| ())
         .map_err(|e| e.to_string())
