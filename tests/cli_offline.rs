@@ -273,6 +273,7 @@ fn verify_ledger_counts_and_names_the_first_broken_record() {
                 exit_code: Some(0),
                 signal: None,
                 reason: "exited".into(),
+                calls: None,
             }))
             .unwrap();
         ledger.append(opened("r2")).unwrap();
@@ -366,6 +367,7 @@ fn read_commands_read_the_files_without_the_daemon() {
             exit_code: Some(143),
             signal: Some(15),
             reason: "stopped: SIGINT to its supervisor".into(),
+            calls: None,
         }))
         .unwrap();
     // Open, and no supervisor holds it (no alive file): nobody supervises it.

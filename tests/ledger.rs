@@ -33,6 +33,7 @@ fn closed(run: &str) -> LedgerEvent {
         exit_code: Some(0),
         signal: None,
         reason: "agent exited".to_string(),
+        calls: None,
     })
 }
 
@@ -261,6 +262,7 @@ fn open_runs_lists_unclosed_runs() {
         exit_code: None,
         signal: Some(9),
         reason: "daemon restarted".into(),
+        calls: None,
     }))
     .unwrap();
     drop(l);
@@ -314,6 +316,7 @@ fn outcomes_round_trip() {
             exit_code: None,
             signal: None,
             reason: String::new(),
+            calls: None,
         }))
         .unwrap();
     }
