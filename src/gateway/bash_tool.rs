@@ -186,19 +186,7 @@ pub fn command_result(r: &CommandResult) -> Value {
 /// One call of the tool: decide, run, journal. Returns the tool result.
 pub async fn call(gw: &RunGateway, args: &Value) -> Value {
     let started = Instant::now();
-    let mut rec = CallRecord {
-        connector: crate::policy::agent_config::BASH_SERVER.to_string(),
-        tool: NAME.to_string(),
-        allow: false,
-        rule: String::new(),
-        reason: String::new(),
-        detail: String::new(),
-        program: None,
-        exit_code: None,
-        is_error: true,
-        duration_ms: 0,
-        result_bytes: 0,
-    };
+    let mut rec = CallRecord::new(crate::policy::agent_config::BASH_SERVER, NAME);
     let result = run(gw, args, &mut rec).await;
     rec.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     rec.result_bytes = result.to_string().len() as u64;

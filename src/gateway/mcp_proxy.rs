@@ -76,37 +76,32 @@ pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -
     let p = &msg.params;
     let out = match method {
         "ping" => Ok(json!({})),
+        // Each listing's items, kept when the role grants the name or URI they carry.
         "tools/list" => {
-            list(c, &session, "tools/list", p, "tools", |t| {
-                let name = t.get("name").and_then(Value::as_str)?;
-                gw.plan
-                    .policy
-                    .tool_listed(&c.name, name)
-                    .allow
-                    .then(|| t.clone())
+            let policy = &gw.plan.policy;
+            list(c, &session, method, p, "tools", "name", |n| {
+                policy.tool_listed(&c.name, n).allow
             })
             .await
         }
         "resources/list" => {
-            list(c, &session, "resources/list", p, "resources", |r| {
-                let uri = r.get("uri").and_then(Value::as_str)?;
-                gw.plan
-                    .policy
-                    .resource(&c.name, uri)
-                    .allow
-                    .then(|| r.clone())
+            let policy = &gw.plan.policy;
+            list(c, &session, method, p, "resources", "uri", |u| {
+                policy.resource(&c.name, u).allow
             })
             .await
         }
         "resources/templates/list" => {
-            list(c, &session, method, p, "resourceTemplates", |t| {
-                let tpl = t.get("uriTemplate").and_then(Value::as_str)?;
-                gw.plan
-                    .policy
-                    .resource(&c.name, &template_probe(tpl))
-                    .allow
-                    .then(|| t.clone())
-            })
+            let policy = &gw.plan.policy;
+            list(
+                c,
+                &session,
+                method,
+                p,
+                "resourceTemplates",
+                "uriTemplate",
+                |t| policy.resource(&c.name, &template_probe(t)).allow,
+            )
             .await
         }
         "tools/call" => return Reply::json(tool_call(gw, c, &session, id, p).await),
@@ -270,15 +265,17 @@ async fn forward(
     }
 }
 
-/// A listing, filtered: `key` holds the items, `keep` decides each (and may rebuild it).
-/// The cursor the agent sends is Airlock's; the upstream's next cursor is kept here.
+/// A listing, filtered: `key` holds the items, each kept when `keep` allows the string at
+/// its `field` (an item without one goes). The cursor the agent sends is Airlock's; the
+/// upstream's next cursor is kept here.
 async fn list(
     c: &Connector,
     session: &str,
     method: &str,
     params: &Value,
     key: &str,
-    keep: impl Fn(&Value) -> Option<Value>,
+    field: &str,
+    keep: impl Fn(&str) -> bool,
 ) -> Result<Value, (i64, String)> {
     let mut up_params = json!({});
     if let Some(cursor) = params.get("cursor") {
@@ -299,7 +296,12 @@ async fn list(
     let items: Vec<Value> = result
         .get(key)
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(&keep).collect())
+        .map(|a| {
+            a.iter()
+                .filter(|item| item.get(field).and_then(Value::as_str).is_some_and(&keep))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
     let mut out = json!({ key: items });
     if let Some(next) = result.get("nextCursor").and_then(Value::as_str) {
@@ -336,27 +338,11 @@ fn template_probe(tpl: &str) -> String {
     out
 }
 
-fn record(c: &Connector, tool: &str) -> CallRecord {
-    CallRecord {
-        connector: c.name.clone(),
-        tool: tool.to_string(),
-        allow: false,
-        rule: String::new(),
-        reason: String::new(),
-        detail: String::new(),
-        program: None,
-        exit_code: None,
-        is_error: true,
-        duration_ms: 0,
-        result_bytes: 0,
-    }
-}
-
 async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p: &Value) -> Value {
     let started = std::time::Instant::now();
     let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
     let args = p.get("arguments").cloned().unwrap_or(json!({}));
-    let mut rec = record(c, if name.is_empty() { "(none)" } else { name });
+    let mut rec = CallRecord::new(&c.name, if name.is_empty() { "(none)" } else { name });
     rec.detail = jsonrpc::shape(&args);
     let d = gw.plan.policy.tool(&c.name, name, &args);
     rec.allow = d.allow;
@@ -408,7 +394,7 @@ async fn resource(
 ) -> Value {
     let started = std::time::Instant::now();
     let uri = p.get("uri").and_then(Value::as_str).unwrap_or_default();
-    let mut rec = record(c, method);
+    let mut rec = CallRecord::new(&c.name, method);
     // A URI may carry anything: the journal keeps its scheme only.
     rec.detail = format!("{}:…", uri.split(':').next().unwrap_or_default());
     let d = gw.plan.policy.resource(&c.name, uri);

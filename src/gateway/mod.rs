@@ -76,6 +76,25 @@ pub struct CallRecord {
     pub result_bytes: u64,
 }
 
+impl CallRecord {
+    /// A call not yet decided (refused until said otherwise).
+    pub fn new(connector: &str, tool: &str) -> CallRecord {
+        CallRecord {
+            connector: connector.to_string(),
+            tool: tool.to_string(),
+            allow: false,
+            rule: String::new(),
+            reason: String::new(),
+            detail: String::new(),
+            program: None,
+            exit_code: None,
+            is_error: true,
+            duration_ms: 0,
+            result_bytes: 0,
+        }
+    }
+}
+
 /// Where the gateway tells about its calls (the run's journal).
 pub trait CallLog: Send + Sync {
     fn call(&self, record: &CallRecord);

@@ -106,6 +106,23 @@ impl Upstream {
         }
     }
 
+    /// POST one message; the response's head, its body unread.
+    async fn send(
+        &self,
+        msg: &Value,
+        session: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, UpstreamError> {
+        let body = serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?;
+        let req = self
+            .request(body, session, version)
+            .ok_or(UpstreamError::Malformed)?;
+        self.client
+            .request(req)
+            .await
+            .map_err(|_| UpstreamError::Unreachable)
+    }
+
     fn request(
         &self,
         body: Vec<u8>,
@@ -152,15 +169,7 @@ impl Upstream {
         session: Option<&str>,
         version: Option<&str>,
     ) -> Result<Exchange, UpstreamError> {
-        let body = serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?;
-        let req = self
-            .request(body, session, version)
-            .ok_or(UpstreamError::Malformed)?;
-        let resp = self
-            .client
-            .request(req)
-            .await
-            .map_err(|_| UpstreamError::Unreachable)?;
+        let resp = self.send(msg, session, version).await?;
         let status = resp.status().as_u16();
         let mut ex = Exchange {
             status,
@@ -241,15 +250,7 @@ impl Upstream {
         session: Option<&str>,
         version: Option<&str>,
     ) -> Result<(), UpstreamError> {
-        let body = serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?;
-        let req = self
-            .request(body, session, version)
-            .ok_or(UpstreamError::Malformed)?;
-        let resp = self
-            .client
-            .request(req)
-            .await
-            .map_err(|_| UpstreamError::Unreachable)?;
+        let resp = self.send(msg, session, version).await?;
         // Drain (bounded) so the connection can be reused.
         let _ = http_body_util::Limited::new(resp.into_body(), 64 << 10)
             .collect()
