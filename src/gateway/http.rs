@@ -141,6 +141,8 @@ async fn endpoint(
         Method::POST => {
             let session = header(&req, SESSION_HEADER).map(str::to_string);
             let version = header(&req, VERSION_HEADER).map(str::to_string);
+            let method = header(&req, "mcp-method").map(str::to_string);
+            let name = header(&req, "mcp-name").map(str::to_string);
             let json = header(&req, CONTENT_TYPE.as_str()).is_some_and(|c| {
                 c.split(';')
                     .next()
@@ -167,6 +169,8 @@ async fn endpoint(
             let h = Headers {
                 session: session.as_deref(),
                 version: version.as_deref(),
+                method: method.as_deref(),
+                name: name.as_deref(),
             };
             reply(match connector {
                 None => mcp_server::post(gw, h, &body).await,

@@ -109,6 +109,41 @@ pub fn parse_message(body: &[u8]) -> Result<Message, Reply> {
 pub struct Headers<'a> {
     pub session: Option<&'a str>,
     pub version: Option<&'a str>,
+    /// `Mcp-Method` and `Mcp-Name` (newer clients name the message in headers too, for
+    /// routing): when present they must say what the body says.
+    pub method: Option<&'a str>,
+    pub name: Option<&'a str>,
+}
+
+impl Headers<'_> {
+    /// Refuse a message whose headers name another method or target than its body: what
+    /// a router reads and what the gateway checked must be the same message.
+    pub fn agree(&self, m: &Message) -> Result<(), Reply> {
+        if let Some(h) = self.method {
+            if m.method.as_deref() != Some(h) {
+                return Err(Reply::refused(
+                    400,
+                    INVALID_REQUEST,
+                    "Mcp-Method: differs from the message's method",
+                ));
+            }
+        }
+        if let Some(h) = self.name {
+            let target = m
+                .params
+                .get("name")
+                .or_else(|| m.params.get("uri"))
+                .and_then(Value::as_str);
+            if target != Some(h) {
+                return Err(Reply::refused(
+                    400,
+                    INVALID_REQUEST,
+                    "Mcp-Name: differs from the message's name or uri",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What the HTTP layer sends back.
@@ -280,6 +315,35 @@ pub fn shape(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routing_headers_must_say_what_the_body_says() {
+        let m = parse_message(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#,
+        )
+        .unwrap();
+        let h = |method, name| Headers {
+            method,
+            name,
+            ..Headers::default()
+        };
+        assert!(h(None, None).agree(&m).is_ok());
+        assert!(h(Some("tools/call"), Some("echo")).agree(&m).is_ok());
+        assert_eq!(
+            h(Some("tools/list"), None).agree(&m).unwrap_err().status,
+            400
+        );
+        assert_eq!(
+            h(None, Some("delete_repo")).agree(&m).unwrap_err().status,
+            400
+        );
+        let r = parse_message(
+            br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a://b"}}"#,
+        )
+        .unwrap();
+        assert!(h(Some("resources/read"), Some("a://b")).agree(&r).is_ok());
+        assert!(h(None, Some("a://c")).agree(&r).is_err());
+    }
 
     #[test]
     fn a_shape_has_keys_and_types_only() {

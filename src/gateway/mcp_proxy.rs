@@ -61,6 +61,9 @@ pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -
         Ok(m) => m,
         Err(r) => return r,
     };
+    if let Err(r) = h.agree(&msg) {
+        return r;
+    }
     if let Some(("initialize", id)) = msg.request() {
         return initialize(c, id, &msg.params).await;
     }

@@ -20,6 +20,9 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
         Ok(m) => m,
         Err(r) => return r,
     };
+    if let Err(r) = h.agree(&msg) {
+        return r;
+    }
     if let Some(("initialize", id)) = msg.request() {
         return initialize(gw, id, &msg.params);
     }
