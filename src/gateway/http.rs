@@ -19,6 +19,11 @@ use super::{mcp_proxy, mcp_server};
 /// Largest message body accepted.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 
+/// Connections one run's gateway serves at once. More wait in the listener's backlog: a
+/// run cannot spend airlockd's descriptors or memory (each connection may hold a body of
+/// [`MAX_BODY_BYTES`]) by opening connections.
+pub const MAX_CONNECTIONS: usize = 16;
+
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 
@@ -28,7 +33,15 @@ pub async fn serve(
     gw: Arc<RunGateway>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let slot = tokio::select! {
+            _ = &mut stop => return,
+            s = slots.clone().acquire_owned() => match s {
+                Ok(s) => s,
+                Err(_) => return,
+            },
+        };
         let stream = tokio::select! {
             _ = &mut stop => return,
             accepted = listener.accept() => match accepted {
@@ -51,6 +64,7 @@ pub async fn serve(
                 .max_buf_size(64 << 10)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
+            drop(slot);
         });
     }
 }

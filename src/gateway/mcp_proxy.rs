@@ -30,7 +30,12 @@ pub struct Connector {
     pub name: String,
     pub upstream: Upstream,
     pub sessions: jsonrpc::Sessions<ProxySession>,
+    /// Exchanges with the upstream at once (each may read an answer of 16 MiB).
+    in_flight: tokio::sync::Semaphore,
 }
+
+/// Most exchanges one connector of a run has with its upstream at once.
+pub const MAX_IN_FLIGHT: usize = 4;
 
 /// What Airlock keeps of one agent session on a connector.
 #[derive(Debug, Default)]
@@ -51,6 +56,7 @@ impl Connector {
             name,
             upstream,
             sessions: jsonrpc::Sessions::default(),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }
     }
 }
@@ -231,6 +237,11 @@ async fn forward(
         return Err((INVALID_REQUEST, "the session ended".into()));
     };
     let req = json!({"jsonrpc": "2.0", "id": up_id, "method": method, "params": params});
+    let _permit = c
+        .in_flight
+        .acquire()
+        .await
+        .map_err(|_| (INTERNAL_ERROR, "the gateway is stopping".to_string()))?;
     let ex = c
         .upstream
         .post(
