@@ -139,13 +139,23 @@ pub enum CredentialSource {
 /// One MCP connector's upstream, as airlockd's config declares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectorConf {
-    /// A streamable-HTTP MCP endpoint (`http://host:port/path`).
-    pub url: String,
+    pub upstream: UpstreamConf,
     /// A `credentials` name sent only upstream.
     pub credential: Option<String>,
-    /// The header it goes in: `Authorization` (as `Bearer <secret>`, the default) or another
-    /// name (the secret as is).
-    pub header: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamConf {
+    /// A streamable-HTTP MCP endpoint (`http://host:port/path`); the credential goes in
+    /// `header`: `Authorization` (as `Bearer <secret>`, the default) or another name (as is).
+    Url { url: String, header: String },
+    /// A stdio MCP server, started for each run in a jail of its own as `uid` (never root,
+    /// never the instance's); the credential, if any, in its environment as `credential_env`.
+    Command {
+        argv: Vec<String>,
+        uid: u32,
+        credential_env: Option<String>,
+    },
 }
 
 /// Load `path`, or the installed default file, or the embedded default.
@@ -206,7 +216,14 @@ const TOP_KEYS: &[&str] = &[
     "credentials",
     "mcp_connectors",
 ];
-const CONNECTOR_KEYS: &[&str] = &["url", "command", "credential", "header", "credential_env"];
+const CONNECTOR_KEYS: &[&str] = &[
+    "url",
+    "command",
+    "credential",
+    "header",
+    "credential_env",
+    "uid",
+];
 const LIMIT_KEYS: &[&str] = &[
     "max_procs",
     "memory_bytes",
@@ -429,11 +446,24 @@ impl Parser<'_> {
                 continue;
             };
             let get = |k: &str| c.get(Value::from(k));
-            if get("command").is_some() || get("credential_env").is_some() {
-                self.problem(
-                    &key(&at, "command"),
-                    "stdio upstreams (command, credential_env) are not served yet; give a streamable-HTTP url",
-                );
+            let credential = match get("credential") {
+                None => None,
+                Some(Value::String(c)) if credentials.contains_key(c) => Some(c.clone()),
+                Some(_) => {
+                    self.problem(&key(&at, "credential"), "must name an entry of credentials");
+                    continue;
+                }
+            };
+            if let Some(cmd) = get("command") {
+                if let Some(upstream) = self.command_upstream(&at, c, cmd, credential.is_some()) {
+                    out.insert(
+                        name.to_string(),
+                        ConnectorConf {
+                            upstream,
+                            credential,
+                        },
+                    );
+                }
                 continue;
             }
             let url = match get("url").and_then(Value::as_str) {
@@ -453,14 +483,6 @@ impl Parser<'_> {
                     continue;
                 }
             };
-            let credential = match get("credential") {
-                None => None,
-                Some(Value::String(c)) if credentials.contains_key(c) => Some(c.clone()),
-                Some(_) => {
-                    self.problem(&key(&at, "credential"), "must name an entry of credentials");
-                    continue;
-                }
-            };
             let header = match get("header") {
                 None => "Authorization".to_string(),
                 Some(Value::String(h)) if header_name(h) => h.clone(),
@@ -475,13 +497,78 @@ impl Parser<'_> {
             out.insert(
                 name.to_string(),
                 ConnectorConf {
-                    url,
+                    upstream: UpstreamConf::Url { url, header },
                     credential,
-                    header,
                 },
             );
         }
         out
+    }
+
+    /// `command`, `uid` and `credential_env` of a stdio connector at `at`.
+    fn command_upstream(
+        &mut self,
+        at: &str,
+        c: &serde_yaml::Mapping,
+        cmd: &Value,
+        has_credential: bool,
+    ) -> Option<UpstreamConf> {
+        let get = |k: &str| c.get(Value::from(k));
+        for k in ["url", "header"] {
+            if get(k).is_some() {
+                self.problem(&key(at, k), "a connector has either url or command");
+                return None;
+            }
+        }
+        let argv: Option<Vec<String>> = cmd.as_sequence().and_then(|items| {
+            items
+                .iter()
+                .map(|v| v.as_str().filter(|s| !s.contains('\0')).map(str::to_string))
+                .collect()
+        });
+        let argv = match argv {
+            Some(a) if a.first().is_some_and(|p| p.starts_with('/')) => a,
+            _ => {
+                self.problem(
+                    &key(at, "command"),
+                    "must be a list of strings, the program first as an absolute path",
+                );
+                return None;
+            }
+        };
+        let uid = match get("uid").and_then(Value::as_u64) {
+            Some(n) if (1000..1 << 31).contains(&n) && n != 65534 => n as u32,
+            _ => {
+                self.problem(
+                    &key(at, "uid"),
+                    "required for a command: the uid its jail runs as, from 1000 to 2147483647, not nobody, and no instance's",
+                );
+                return None;
+            }
+        };
+        let credential_env = match get("credential_env") {
+            None => None,
+            Some(Value::String(n))
+                if has_credential
+                    && !n.is_empty()
+                    && !n.starts_with(|c: char| c.is_ascii_digit())
+                    && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                Some(n.clone())
+            }
+            Some(_) => {
+                self.problem(
+                    &key(at, "credential_env"),
+                    "an environment variable name ([A-Za-z_][A-Za-z0-9_]*), and only with credential",
+                );
+                return None;
+            }
+        };
+        Some(UpstreamConf::Command {
+            argv,
+            uid,
+            credential_env,
+        })
     }
 
     fn group(&mut self, v: &Value, at: &str) -> Option<GroupRef> {

@@ -813,6 +813,7 @@ impl Direct {
             files: Vec::new(),
             gateway: false,
             exec: None,
+            stdio: false,
         };
         Direct { _dir: dir, spec }
     }

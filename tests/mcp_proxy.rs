@@ -95,6 +95,12 @@ const SECRET: &str = "connector-secret-7d1f0e9a3b";
 /// A host whose `code` role reaches `reference` (with a credential) and `everything`
 /// through Airlock.
 fn host(reference: &Upstream, everything: Option<&Upstream>) -> Host {
+    let every = everything.map(|e| format!("{{url: \"http://127.0.0.1:{}/mcp\"}}", e.port));
+    host_with(reference, every.as_deref())
+}
+
+/// [`host`], with `everything`'s upstream given as config text.
+fn host_with(reference: &Upstream, everything: Option<&str>) -> Host {
     let dir = tempfile::tempdir().unwrap().keep();
     let cred = dir.join("reference.token");
     std::fs::write(&cred, format!("{SECRET}\n")).unwrap();
@@ -106,10 +112,7 @@ fn host(reference: &Upstream, everything: Option<&Upstream>) -> Host {
         reference.port
     );
     if let Some(e) = everything {
-        extra.push_str(&format!(
-            "  everything: {{url: \"http://127.0.0.1:{}/mcp\"}}\n",
-            e.port
-        ));
+        extra.push_str(&format!("  everything: {e}\n"));
     }
     let h = Host::new(&[("tess", "code")], &extra);
     h.local_role("code", |t| {
@@ -471,4 +474,94 @@ fn the_conformance_suite_passes_through_the_proxy_and_on_airlocks_own_server() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+#[test]
+fn server_everything_over_stdio_runs_in_a_jail_of_its_own_and_dies_with_the_run() {
+    require_journald();
+    let up = reference_server();
+    let pkg = require_npm("@modelcontextprotocol/server-everything");
+    let conn_uid = 1_880_094_990 + std::process::id() % 9;
+    let h = host_with(
+        &up,
+        Some(&format!(
+            "{{command: [/usr/bin/node, {}, stdio], uid: {conn_uid}}}",
+            pkg.join("dist/index.js").display()
+        )),
+    );
+    let instance_uid = h.uids[0];
+    let argv = mcp_agent(&json!({"server": "everything", "steps": [
+        {"list": "tools"},
+        {"call": "echo", "args": {"message": "over stdio"}},
+        {"call": "get-env"},
+        {"sleep_ms": 1500},
+    ]}));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut child = h
+        .launch("code", "tess", &[], &argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    let mut during = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(&line.unwrap()) else {
+            continue;
+        };
+        if v["step"] == 2 {
+            // The agent sleeps now: look at the connector's jail and the agent's from the
+            // host (pid namespaces of each).
+            let ns = |uid: u32| -> Vec<Option<std::path::PathBuf>> {
+                airlock::supervisor::launch::pids_of_uid(uid)
+                    .into_iter()
+                    .map(|p| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok())
+                    .collect()
+            };
+            during = Some((ns(conn_uid), ns(instance_uid)));
+        }
+        lines.push(v);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{lines:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let tools: Vec<&str> = step(&lines, 0)["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"echo") && !tools.contains(&"get-env"),
+        "{tools:?}"
+    );
+    assert_eq!(step(&lines, 1)["text"], "Echo: over stdio");
+    assert!(step(&lines, 2)["text"]
+        .as_str()
+        .unwrap()
+        .contains("deny.everything[0]"));
+    // Its own uid, in a pid namespace of its own (not the agent's), and gone with the run.
+    let (conn, agent) = during.expect("no step 2");
+    assert!(!conn.is_empty(), "no connector process during the run");
+    assert!(!agent.is_empty(), "no agent process during the run");
+    for c in &conn {
+        assert!(
+            c.is_some() && !agent.contains(c),
+            "the connector shares the agent's pid namespace"
+        );
+    }
+    let end = Instant::now() + Duration::from_secs(10);
+    while !airlock::supervisor::launch::pids_of_uid(conn_uid).is_empty() {
+        assert!(Instant::now() < end, "a connector process outlived its run");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = run_id_of(&o);
+    let text = journal_text(&run);
+    assert!(
+        text.contains("[connector everything]"),
+        "its stderr is not in the run's journal"
+    );
 }

@@ -5,7 +5,7 @@
 //! may start a helper before it knows the run.
 //!
 //! ```text
-//! airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--run-id ID [--cgroup-parent DIR]] < spec.json
+//! airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--run-id ID [--cgroup-parent DIR]] < spec.json
 //! ```
 //!
 //! - `--status-fd N` (default 2): where setup reports go (`INFO ...` lines, one `ERR ...`
@@ -20,6 +20,8 @@
 //!   launcher. A spec with `gateway: true` needs it: pid 1 sends over it, in one message,
 //!   the run's gateway listener (127.0.0.1 in the run's network namespace) and the
 //!   channel to the run's command runner.
+//! - `--stdio-fd S` (optional, S >= 3, distinct): a socket that becomes the program's
+//!   stdin and stdout; a spec with `stdio: true` needs it, and no other spec takes it.
 //! - `--run-id ID` and `--cgroup-parent DIR` (optional): the run the helper is started
 //!   for, when the launcher knows it ahead of the spec. The helper then makes the run's
 //!   cgroups while it waits, and refuses a spec for another run.
@@ -35,12 +37,13 @@ use airlock::sandbox::spec::{valid_cgroup_parent, valid_run_id};
 use airlock::sandbox::status::StatusFd;
 use airlock::sandbox::{fds, helper, watch, SandboxError};
 
-const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--run-id ID [--cgroup-parent DIR]] < spec.json";
+const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--run-id ID [--cgroup-parent DIR]] < spec.json";
 
 struct Args {
     status: i32,
     lifeline: Option<i32>,
     gateway: Option<i32>,
+    stdio: Option<i32>,
     run_id: Option<String>,
     cgroup_parent: Option<PathBuf>,
 }
@@ -73,6 +76,7 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
         status: 2,
         lifeline: None,
         gateway: None,
+        stdio: None,
         run_id: None,
         cgroup_parent: None,
     };
@@ -92,6 +96,9 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
             "--gateway-fd" if out.gateway.is_none() => {
                 out.gateway = Some(fd().filter(|n| *n >= 3)?);
             }
+            "--stdio-fd" if out.stdio.is_none() => {
+                out.stdio = Some(fd().filter(|n| *n >= 3)?);
+            }
             "--run-id" if out.run_id.is_none() && valid_run_id(&value) => {
                 out.run_id = Some(value);
             }
@@ -107,6 +114,9 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
     if same(out.lifeline, Some(out.status))
         || same(out.gateway, Some(out.status))
         || same(out.gateway, out.lifeline)
+        || same(out.stdio, Some(out.status))
+        || same(out.stdio, out.lifeline)
+        || same(out.stdio, out.gateway)
         || (out.cgroup_parent.is_some() && out.run_id.is_none())
     {
         return None;
@@ -127,6 +137,7 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
     let mut keep = vec![args.status];
     keep.extend(args.lifeline);
     keep.extend(args.gateway);
+    keep.extend(args.stdio);
     // Nothing the launcher leaked (directory fds, sockets) may reach the jail.
     fds::close_all_except(&keep)?;
     let lifeline = take_fd(
@@ -135,6 +146,7 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
         "--lifeline-fd is not an open fd",
     )?;
     let gateway = take_fd(args.gateway, "gateway fd", "--gateway-fd is not an open fd")?;
+    let stdio = take_fd(args.stdio, "stdio fd", "--stdio-fd is not an open fd")?;
     if !nix::unistd::geteuid().is_root() {
         return Err(invalid("start helper", "airlock-jail must run as root"));
     }
@@ -151,6 +163,7 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
         launcher,
         lifeline,
         gateway,
+        stdio,
         start,
         ahead: args.run_id.clone().map(|run_id| helper::Ahead {
             run_id,

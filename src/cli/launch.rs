@@ -66,7 +66,7 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
     // reads the policies, the role and the ledger. Refused launches leave it to die with
     // this process.
     let slot = launch::new_slot(limits::prepare_parent());
-    let helper = process::spawn_helper(Some(&slot));
+    let helper = process::spawn_helper(Some(&slot), None);
     let cfg = match ctx.load_config() {
         Ok(c) => c,
         Err(code) => return code,

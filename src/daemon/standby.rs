@@ -119,7 +119,7 @@ fn start(d: &Arc<Daemon>) -> std::io::Result<Runner> {
     let thread = std::thread::Builder::new()
         .name("run".into())
         .spawn(move || {
-            let helper = process::spawn_helper(Some(&ahead));
+            let helper = process::spawn_helper(Some(&ahead), None);
             match go_rx.recv() {
                 Ok(go) => {
                     // A helper that died while waiting (killed by hand, say) is replaced.
@@ -129,10 +129,10 @@ fn start(d: &Arc<Daemon>) -> std::io::Result<Runner> {
                                 Ok(sp)
                             } else {
                                 sp.abandon();
-                                process::spawn_helper(Some(&ahead))
+                                process::spawn_helper(Some(&ahead), None)
                             }
                         }
-                        Err(_) => process::spawn_helper(Some(&ahead)),
+                        Err(_) => process::spawn_helper(Some(&ahead), None),
                     };
                     runs::supervise_run(d2, go, helper);
                 }

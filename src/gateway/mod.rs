@@ -19,6 +19,7 @@ pub mod jsonrpc;
 pub mod mcp_proxy;
 pub mod mcp_server;
 pub mod runner_client;
+pub mod stdio_upstream;
 pub mod strict_json;
 pub mod upstream;
 
@@ -43,12 +44,22 @@ pub struct GatewayPlan {
     pub upstreams: std::collections::BTreeMap<String, UpstreamPlan>,
 }
 
-/// A connector's upstream and the header carrying its credential, if it has one.
+/// A connector's upstream, as the gateway will reach it.
 #[derive(Debug, Clone)]
-pub struct UpstreamPlan {
-    pub url: upstream::HttpUrl,
-    /// Header name and value (`Bearer <secret>` for Authorization). Held by airlockd only.
-    pub auth: Option<(String, crate::credentials::Secret)>,
+pub enum UpstreamPlan {
+    /// Streamable HTTP, and the header carrying its credential (name and value, `Bearer
+    /// <secret>` for Authorization), if it has one. Held by airlockd only.
+    Http {
+        url: upstream::HttpUrl,
+        auth: Option<(String, crate::credentials::Secret)>,
+    },
+    /// A stdio server in a jail of its own, started with the gateway; its credential, if
+    /// it has one, goes in its environment as the named variable (added to the spec only
+    /// when the jail is started, so no Debug of a plan can show it).
+    Stdio {
+        spec: Box<crate::sandbox::RunSpec>,
+        env: Option<(String, crate::credentials::Secret)>,
+    },
 }
 
 /// What the jail handed over: the listener and the command runner's channel.
@@ -98,6 +109,8 @@ impl CallRecord {
 /// Where the gateway tells about its calls (the run's journal).
 pub trait CallLog: Send + Sync {
     fn call(&self, record: &CallRecord);
+    /// Where a stdio connector's stderr goes.
+    fn connector_output(&self, connector: &str) -> Box<dyn crate::supervisor::process::OutputSink>;
 }
 
 /// Everything a request handler of one run's gateway needs.
@@ -116,6 +129,8 @@ pub struct RunGateway {
 pub struct Gateway {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The run's stdio connectors, stopped after the gateway (their stdio closes first).
+    jails: Vec<crate::supervisor::connector::ConnectorJail>,
 }
 
 impl Gateway {
@@ -135,28 +150,35 @@ impl Gateway {
             .enable_all()
             .build()?;
         let mut connectors = std::collections::BTreeMap::new();
+        let mut jails = Vec::new();
+        // The stdio upstreams' sockets are served by this runtime.
+        let entered = rt.enter();
         for (name, up) in &plan.upstreams {
-            let auth = match &up.auth {
-                Some((h, secret)) => {
-                    let name = hyper::header::HeaderName::from_bytes(h.as_bytes())
-                        .map_err(|_| std::io::Error::other("bad credential header name"))?;
-                    let mut value =
-                        hyper::header::HeaderValue::from_str(secret.expose()).map_err(|_| {
-                            std::io::Error::other("a credential is not a valid header value")
-                        })?;
-                    value.set_sensitive(true);
-                    Some((name, value))
+            let upstream = match up {
+                UpstreamPlan::Http { url, auth } => {
+                    let auth = match auth {
+                        Some((h, secret)) => Some(auth_header(h, secret)?),
+                        None => None,
+                    };
+                    upstream::Upstream::Http(upstream::HttpUpstream::new(url.clone(), auth))
                 }
-                None => None,
+                UpstreamPlan::Stdio { spec, env } => {
+                    let (jail, sock) = crate::supervisor::connector::start(
+                        (**spec).clone(),
+                        env.clone(),
+                        log.connector_output(name),
+                    )
+                    .map_err(|e| std::io::Error::other(format!("connector {name}: {e}")))?;
+                    jails.push(jail);
+                    upstream::Upstream::Stdio(stdio_upstream::StdioUpstream::new(sock)?)
+                }
             };
             connectors.insert(
                 name.clone(),
-                mcp_proxy::Connector::new(
-                    name.clone(),
-                    upstream::Upstream::new(up.url.clone(), auth),
-                ),
+                mcp_proxy::Connector::new(name.clone(), upstream),
             );
         }
+        drop(entered);
         let state = Arc::new(RunGateway {
             connectors,
             plan,
@@ -180,8 +202,22 @@ impl Gateway {
         Ok(Gateway {
             stop: Some(tx),
             thread: Some(thread),
+            jails,
         })
     }
+}
+
+/// The header carrying an HTTP connector's credential, marked sensitive.
+fn auth_header(
+    name: &str,
+    secret: &crate::credentials::Secret,
+) -> std::io::Result<(hyper::header::HeaderName, hyper::header::HeaderValue)> {
+    let name = hyper::header::HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| std::io::Error::other("bad credential header name"))?;
+    let mut value = hyper::header::HeaderValue::from_str(secret.expose())
+        .map_err(|_| std::io::Error::other("a credential is not a valid header value"))?;
+    value.set_sensitive(true);
+    Ok((name, value))
 }
 
 impl Drop for Gateway {
@@ -192,5 +228,6 @@ impl Drop for Gateway {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.jails.clear();
     }
 }

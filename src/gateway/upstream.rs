@@ -87,19 +87,19 @@ pub struct Exchange {
     pub asked: Vec<String>,
 }
 
-pub struct Upstream {
+pub struct HttpUpstream {
     client: Client<HttpConnector, Full<Bytes>>,
     url: HttpUrl,
     auth: Option<(HeaderName, HeaderValue)>,
 }
 
-impl Upstream {
+impl HttpUpstream {
     /// `auth`: the header carrying the connector's credential, if it has one.
-    pub fn new(url: HttpUrl, auth: Option<(HeaderName, HeaderValue)>) -> Upstream {
+    pub fn new(url: HttpUrl, auth: Option<(HeaderName, HeaderValue)>) -> HttpUpstream {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.set_connect_timeout(Some(Duration::from_secs(10)));
-        Upstream {
+        HttpUpstream {
             client: Client::builder(TokioExecutor::new()).build(http),
             url,
             auth,
@@ -256,6 +256,29 @@ impl Upstream {
             .collect()
             .await;
         Ok(())
+    }
+}
+
+/// A connector's upstream: over HTTP, or a stdio server in its own jail.
+pub enum Upstream {
+    Http(HttpUpstream),
+    Stdio(super::stdio_upstream::StdioUpstream),
+}
+
+impl Upstream {
+    /// Send one message (a request when `id` is given) and read its answer; see
+    /// [`HttpUpstream::post`].
+    pub async fn post(
+        &self,
+        msg: &Value,
+        id: Option<&Value>,
+        session: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<Exchange, UpstreamError> {
+        match self {
+            Upstream::Http(h) => h.post(msg, id, session, version).await,
+            Upstream::Stdio(s) => s.post(msg, id).await,
+        }
     }
 }
 

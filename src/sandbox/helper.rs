@@ -53,6 +53,9 @@ pub struct Launch {
     pub lifeline: Option<OwnedFd>,
     /// The launcher's gateway socket (see `airlock-jail --gateway-fd`), if it passed one.
     pub gateway: Option<OwnedFd>,
+    /// The program's stdin and stdout (see `airlock-jail --stdio-fd`), if the launcher
+    /// passed one.
+    pub stdio: Option<OwnedFd>,
     /// When the helper started (setup times count from here).
     pub start: Instant,
     /// The run this helper was started for, when its launcher knew it ahead of the spec.
@@ -136,11 +139,12 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
     // Pid 1's alone: the helper's copy is closed right after the fork, so the launcher
     // sees the socket close when pid 1 is gone.
     let gateway = launch.gateway.take();
+    let stdio = launch.stdio.take();
     let forked = limits::fork_into(cgroups.as_ref().and_then(RunCgroups::v2_dir));
     let (child, born_in) = match forked {
         Ok(Forked::Child) => {
             drop((life_w, cg_w, spec_w));
-            let code = match pid1(status, life_r, cg_r, spec_r, gateway, launch.start) {
+            let code = match pid1(status, life_r, cg_r, spec_r, gateway, stdio, launch.start) {
                 Ok(code) => code,
                 // The helper reports a spec it could not hand over; the rest is ours.
                 Err(Pid1Error::NoSpec) => EXIT_SETUP_FAILED,
@@ -160,7 +164,7 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
             return Err(e);
         }
     };
-    drop((life_r, cg_r, spec_r, gateway));
+    drop((life_r, cg_r, spec_r, gateway, stdio));
     // Dropped (below) before the write ends of the pipes: on an error pid 1 is killed (and
     // with it the whole run) before it can read the end of a pipe.
     let mut guard = Pid1Guard(Some(child));
@@ -403,6 +407,7 @@ fn pid1(
     cg_r: OwnedFd,
     spec_r: OwnedFd,
     gateway: Option<OwnedFd>,
+    stdio: Option<OwnedFd>,
     start: Instant,
 ) -> Result<i32, Pid1Error> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
@@ -417,10 +422,17 @@ fn pid1(
     }
     nix::sys::prctl::set_dumpable(false)
         .map_err(|e| SandboxError::errno("init not dumpable", e))?;
-    // Stdin is the launcher's spec pipe: the agent's is /dev/null.
-    let null = std::fs::File::open("/dev/null").map_err(|e| SandboxError::sys("stdin", e))?;
-    nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| SandboxError::errno("stdin", e))?;
-    drop(null);
+    // Stdin is the launcher's spec pipe: the agent's is /dev/null, or the launcher's stdio
+    // socket for a program that speaks over stdio.
+    let has_stdio = stdio.is_some();
+    let stdin: OwnedFd = match stdio {
+        Some(s) => s,
+        None => std::fs::File::open("/dev/null")
+            .map_err(|e| SandboxError::sys("stdin", e))?
+            .into(),
+    };
+    nix::unistd::dup2(stdin.as_raw_fd(), 0).map_err(|e| SandboxError::errno("stdin", e))?;
+    drop(stdin);
     // No memfd of this pid namespace may be executed (a child cannot lower it). Through the
     // host's /proc, still mounted here: the setting is the writer's pid namespace's.
     namespaces::memfd_noexec_strict()?;
@@ -433,6 +445,15 @@ fn pid1(
     let spec_at = Instant::now();
     let spec = parse_spec(&text).map_err(|_| Pid1Error::NoSpec)?;
     let spec = &spec;
+    // Fail closed on a mismatch: a stdio program must not talk to /dev/null, and an agent
+    // must never get a launcher's socket as its stdin.
+    if spec.stdio != has_stdio {
+        return Err(SandboxError::Invalid {
+            step: "stdio",
+            why: "the spec's stdio and the helper's --stdio-fd disagree".into(),
+        }
+        .into());
+    }
     // Open the bind sources refusing symlinked components. After the unshare: a bind
     // source must be a mount of the namespace that binds it.
     let sources = rootfs::Sources::open(spec)?;
@@ -599,6 +620,10 @@ fn agent(
     if status.raw() > 2 {
         // Closed by the exec itself: end-of-file tells the launcher the agent started.
         fds::set_cloexec(status.raw())?;
+    }
+    if spec.stdio {
+        // Stdout is the same socket as stdin.
+        nix::unistd::dup2(0, 1).map_err(|e| SandboxError::errno("stdio", e))?;
     }
     fds::give_pipes(&[1, 2], spec.uid, spec.gid)?;
     // The agent side's own view, while it is still root: every mount noexec but the files

@@ -52,6 +52,11 @@ pub struct RunSpec {
     /// the argv runs on the command side (a workflow role, or an older spec).
     #[serde(default)]
     pub exec: Option<ExecAllow>,
+    /// The program's stdin and stdout are the helper's `--stdio-fd` (a socket to the
+    /// launcher: an MCP connector speaking JSON-RPC over stdio) instead of /dev/null and
+    /// the output pipe. Absent in older specs.
+    #[serde(default)]
+    pub stdio: bool,
 }
 
 /// What the agent side may execute or map executable. Every path is a root-owned system
@@ -522,6 +527,7 @@ pub(crate) mod tests {
             }],
             gateway: false,
             exec: None,
+            stdio: false,
         }
     }
 

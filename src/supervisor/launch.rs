@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::unistd::{chown, Gid, Uid};
 
-use crate::config::Config;
+use crate::config::{Config, UpstreamConf};
 use crate::gateway::{GatewayPlan, UpstreamPlan};
 use crate::policy::agent_config::GatewayEndpoints;
 use crate::policy::classes::canonicalize;
@@ -20,9 +20,9 @@ use crate::sandbox::env::gateway_url;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
-use crate::supervisor::exec_set;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
+use crate::supervisor::{connector, exec_set};
 
 pub use crate::supervisor::process::pids_of_uid;
 
@@ -129,36 +129,65 @@ fn helper_limits(cfg: &Config, deadline: Option<Duration>) -> crate::sandbox::sp
 const MAX_DEADLINE_MS: u64 = (1 << 40) - 1;
 
 /// The upstreams of the role's gateway connectors that this host configures, with their
-/// credentials read now (held in memory, sent only upstream).
+/// credentials read now (held in memory, sent only upstream); a stdio connector's jail is
+/// prepared beside the run's (its own uid, home and workspace).
 fn upstream_plans<'a>(
     cfg: &Config,
+    run: &RunSpec,
     connectors: impl Iterator<Item = &'a String>,
-) -> Result<std::collections::BTreeMap<String, UpstreamPlan>, String> {
+) -> Result<std::collections::BTreeMap<String, UpstreamPlan>, LaunchError> {
     let mut out = std::collections::BTreeMap::new();
     for name in connectors {
         let Some(c) = cfg.mcp_connectors.get(name) else {
             continue;
         };
         let where_ = || format!("{}: mcp_connectors.{name}", cfg.file.display());
-        let url = crate::gateway::upstream::parse_http_url(&c.url)
-            .ok_or_else(|| format!("{}.url: not a plain http URL", where_()))?;
-        let auth = match &c.credential {
+        let secret = match &c.credential {
             None => None,
             Some(cred) => {
                 let src = cfg.credentials.get(cred).ok_or_else(|| {
-                    format!("{}.credential: no such entry in credentials", where_())
+                    refused(format!(
+                        "{}.credential: no such entry in credentials",
+                        where_()
+                    ))
                 })?;
-                let secret = crate::credentials::read(cred, src)
-                    .map_err(|e| format!("{}: {e}", cfg.file.display()))?;
-                let value = if c.header.eq_ignore_ascii_case("authorization") {
-                    crate::credentials::Secret::bearer(&secret)
-                } else {
-                    secret
-                };
-                Some((c.header.clone(), value))
+                Some(
+                    crate::credentials::read(cred, src)
+                        .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?,
+                )
             }
         };
-        out.insert(name.clone(), UpstreamPlan { url, auth });
+        let plan = match &c.upstream {
+            UpstreamConf::Url { url, header } => {
+                let url = crate::gateway::upstream::parse_http_url(url)
+                    .ok_or_else(|| refused(format!("{}.url: not a plain http URL", where_())))?;
+                let auth = secret.map(|s| {
+                    let value = if header.eq_ignore_ascii_case("authorization") {
+                        crate::credentials::Secret::bearer(&s)
+                    } else {
+                        s
+                    };
+                    (header.clone(), value)
+                });
+                UpstreamPlan::Http { url, auth }
+            }
+            UpstreamConf::Command {
+                argv,
+                uid,
+                credential_env,
+            } => {
+                let spec = connector::prepare(cfg, run, name, argv, *uid).map_err(|e| match e {
+                    LaunchError::Refused(m) => refused(format!("{}: {m}", where_())),
+                    e => e,
+                })?;
+                let env = credential_env.clone().zip(secret);
+                UpstreamPlan::Stdio {
+                    spec: Box::new(spec),
+                    env,
+                }
+            }
+        };
+        out.insert(name.clone(), plan);
     }
     Ok(out)
 }
@@ -249,7 +278,6 @@ pub fn prepare_in(
     };
     let inst: Instance = instances::resolve(cfg, &req.instance)
         .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
-    let upstreams = upstream_plans(cfg, endpoints.mcp.keys()).map_err(refused)?;
     // An agent runs contained (it can start no program but its own); a workflow role's
     // command runs on the command side.
     let exec = match loaded.role.kind {
@@ -302,13 +330,15 @@ pub fn prepare_in(
             files: given.files,
             gateway: true,
             exec,
+            stdio: false,
         };
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
-        Ok((spec, deadline))
+        let upstreams = upstream_plans(cfg, &spec, endpoints.mcp.keys())?;
+        Ok((spec, deadline, upstreams))
     })();
     match built {
-        Ok((spec, deadline)) => Ok(Prepared {
+        Ok((spec, deadline, upstreams)) => Ok(Prepared {
             gateway: GatewayPlan {
                 policy: std::sync::Arc::new(RolePolicy::compile(&loaded.role, policies)),
                 workspace: spec.workspace.clone(),

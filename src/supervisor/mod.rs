@@ -2,6 +2,7 @@
 
 pub mod agent_files;
 pub mod alive;
+pub mod connector;
 pub mod exec_set;
 pub mod instances;
 pub mod launch;

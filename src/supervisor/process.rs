@@ -19,7 +19,7 @@ use nix::fcntl::OFlag;
 use nix::sys::socket::SockType;
 use std::os::fd::AsFd;
 
-use super::launch::{LaunchError, Prepared};
+use super::launch::LaunchError;
 use super::spawn::{spawn_process, Child};
 use crate::gateway::GatewayFds;
 use crate::sandbox::helper::Ahead;
@@ -211,7 +211,12 @@ fn pidfd_signal(fd: &OwnedFd, sig: libc::c_int) {
 /// writes: so a caller can overlap the helper's start with recording the run, and still
 /// start nothing of the run before the record is durable. A helper that is not supervised
 /// must be [`Spawned::abandon`]ed (or dies with its launcher, through its lifeline).
-pub fn spawn_helper(ahead: Option<&Ahead>) -> Result<Spawned, LaunchError> {
+///
+/// `stdio`: a socket that becomes the program's stdin and stdout (a stdio connector).
+pub fn spawn_helper(
+    ahead: Option<&Ahead>,
+    stdio: Option<&OwnedFd>,
+) -> Result<Spawned, LaunchError> {
     let jail = jail_binary()?;
     let pipe = |what: &str| {
         nix::unistd::pipe2(OFlag::O_CLOEXEC)
@@ -232,25 +237,25 @@ pub fn spawn_helper(ahead: Option<&Ahead>) -> Result<Spawned, LaunchError> {
         "--gateway-fd",
         "5",
     ];
+    if stdio.is_some() {
+        args.extend(["--stdio-fd", "6"]);
+    }
     if let Some(a) = ahead {
         args.extend(["--run-id", a.run_id.as_str()]);
         if let Some(p) = a.cgroup_parent.as_ref().and_then(|p| p.to_str()) {
             args.extend(["--cgroup-parent", p]);
         }
     }
-    let child = spawn_process(
-        &jail,
-        &args,
-        &[
-            (in_r.as_raw_fd(), 0),
-            (out_w.as_raw_fd(), 1),
-            (err_w.as_raw_fd(), 2),
-            (st_w.as_raw_fd(), 3),
-            (life_r.as_raw_fd(), 4),
-            (gw_theirs.as_raw_fd(), 5),
-        ],
-    )
-    .map_err(|e| {
+    let mut fds = vec![
+        (in_r.as_raw_fd(), 0),
+        (out_w.as_raw_fd(), 1),
+        (err_w.as_raw_fd(), 2),
+        (st_w.as_raw_fd(), 3),
+        (life_r.as_raw_fd(), 4),
+        (gw_theirs.as_raw_fd(), 5),
+    ];
+    fds.extend(stdio.map(|s| (s.as_raw_fd(), 6)));
+    let child = spawn_process(&jail, &args, &fds).map_err(|e| {
         LaunchError::Io(format!(
             "{}: cannot start the jail helper: {e}",
             jail.display()
@@ -434,7 +439,7 @@ fn exit_of(status: &ExitStatus) -> (i32, Option<i32>) {
 /// Run a spawned jail to its end. Blocks. `on` hears about milestones as they happen.
 /// The whole run is killed before this returns, and both output streams are drained.
 pub fn supervise(
-    p: &Prepared,
+    spec: &RunSpec,
     sp: Spawned,
     ctl: &RunControl,
     stdout: Box<dyn OutputSink>,
@@ -454,7 +459,7 @@ pub fn supervise(
         gateway,
     } = sp;
     let mut gateway = Some(gateway);
-    let spec_json = match serde_json::to_vec(&p.spec) {
+    let spec_json = match serde_json::to_vec(spec) {
         Ok(j) => j,
         Err(e) => {
             // The helper got no spec and ran nothing: reap it.
@@ -487,7 +492,7 @@ pub fn supervise(
     if let Err(e) = spawned_pumps {
         child.kill();
         let _ = child.wait();
-        return Err(match backstop(&p.spec) {
+        return Err(match backstop(spec) {
             Ok(()) => e,
             Err(b) => LaunchError::Io(format!(
                 "{e}; then killing what was left of the run failed ({b}), so processes of the run may still be alive"
@@ -566,7 +571,7 @@ pub fn supervise(
     };
     // Whatever is left (double-forked processes, a stuck init) dies now, which also closes
     // every copy of the pipes so the pumps and the status reader reach EOF.
-    let cleanup_error = backstop(&p.spec).err();
+    let cleanup_error = backstop(spec).err();
     for h in pumps {
         let _ = h.join();
     }

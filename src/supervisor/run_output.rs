@@ -36,6 +36,8 @@ pub struct JournalSink {
     journal: Arc<Mutex<RunJournal>>,
     lost: Arc<AtomicU64>,
     tee: Option<Box<dyn Tee>>,
+    /// Put before every line (a connector's stderr says whose it is).
+    prefix: Vec<u8>,
 }
 
 impl JournalSink {
@@ -51,10 +53,18 @@ impl JournalSink {
             journal,
             lost,
             tee,
+            prefix: Vec::new(),
         }
     }
 
     fn emit(&mut self, line: &[u8]) {
+        let prefixed;
+        let line = if self.prefix.is_empty() {
+            line
+        } else {
+            prefixed = [self.prefix.as_slice(), line].concat();
+            &prefixed
+        };
         if lock(&self.journal).line(self.stream, line).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
@@ -156,7 +166,7 @@ impl JournaledRun {
         let mut call_writer: Option<std::thread::JoinHandle<()>> = None;
         let mut counts: Option<Arc<Counts>> = None;
         let result = helper.and_then(|sp| {
-            process::supervise(prepared, sp, ctl, out, errs, &mut |m| match m {
+            process::supervise(&prepared.spec, sp, ctl, out, errs, &mut |m| match m {
                 Milestone::Setup(report) => {
                     for i in &report.infos {
                         self.event(EventKind::JailReport, &format!("jail: {i}"));
@@ -226,6 +236,8 @@ impl JournaledRun {
 struct JournalCallLog {
     tx: std::sync::mpsc::Sender<CallRecord>,
     counts: Arc<Counts>,
+    journal: Arc<Mutex<RunJournal>>,
+    lost: Arc<AtomicU64>,
 }
 
 /// The gateway's calls by decision, for the run's closing record.
@@ -250,17 +262,20 @@ impl JournalCallLog {
         lost: Arc<AtomicU64>,
     ) -> std::io::Result<(Arc<JournalCallLog>, std::thread::JoinHandle<()>)> {
         let (tx, rx) = std::sync::mpsc::channel::<CallRecord>();
+        let (j, l) = (journal.clone(), lost.clone());
         let writer = std::thread::Builder::new()
             .name("run-calls".into())
             .spawn(move || {
                 for r in rx {
-                    write_call(&journal, &lost, &r);
+                    write_call(&j, &l, &r);
                 }
             })?;
         Ok((
             Arc::new(JournalCallLog {
                 tx,
                 counts: Arc::default(),
+                journal,
+                lost,
             }),
             writer,
         ))
@@ -277,6 +292,17 @@ impl CallLog for JournalCallLog {
         n.fetch_add(1, Ordering::Relaxed);
         // The writer lives as long as any sender: a send fails only once it is gone.
         let _ = self.tx.send(r.clone());
+    }
+
+    fn connector_output(&self, connector: &str) -> Box<dyn OutputSink> {
+        let mut sink = JournalSink::new(
+            Stream::Stderr,
+            self.journal.clone(),
+            self.lost.clone(),
+            None,
+        );
+        sink.prefix = format!("[connector {connector}] ").into_bytes();
+        Box::new(sink)
     }
 }
 
