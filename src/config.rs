@@ -467,7 +467,19 @@ impl Parser<'_> {
                 continue;
             }
             let url = match get("url").and_then(Value::as_str) {
-                Some(u) if crate::gateway::upstream::parse_http_url(u).is_some() => u.to_string(),
+                Some(u)
+                    if crate::gateway::upstream::parse_http_url(u)
+                        .is_some_and(|p| p.is_loopback()) =>
+                {
+                    u.to_string()
+                }
+                Some(u) if crate::gateway::upstream::parse_http_url(u).is_some() => {
+                    self.problem(
+                        &key(&at, "url"),
+                        "plain http goes only to this host (127.0.0.1, ::1, localhost): a credential must not cross a network in clear; https upstreams are not served yet",
+                    );
+                    continue;
+                }
                 Some(u) if u.starts_with("https://") => {
                     self.problem(
                         &key(&at, "url"),

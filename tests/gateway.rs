@@ -296,3 +296,91 @@ fn the_agent_and_the_command_side_cannot_signal_or_read_each_other() {
         "the command side sees the agent:\n{procs}"
     );
 }
+
+#[test]
+fn commands_cannot_escape_their_timeout_their_shepherd_or_their_cwd() {
+    let h = host_with_probe_prefixes();
+    let uid = h.uids[0];
+    let ws = h.workspace("ws", uid);
+    // hide: a descendant that leaves the group and turns non-dumpable (hidepid hides it
+    // from /proc/PID); ks: kill the shepherd (make's parent) and keep running.
+    std::fs::write(
+        ws.join("Makefile"),
+        "hide:\n\t( python3 -c 'import os, ctypes, time; os.setsid(); ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); time.sleep(300)' & ) ; sleep 301\n\
+ks:\n\tkill -9 $$(awk '{print $$4}' /proc/$$PPID/stat) ; echo still-here\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/", ws.join("out")).unwrap();
+    chown_tree(&ws, uid);
+    let ws_s = ws.to_str().unwrap().to_string();
+    let steps = json!([
+        {"call": "bash", "args": {"command": "make hide", "timeout_ms": 1500}},
+        {"call": "bash", "args": {"command": "make ks", "timeout_ms": 5000}},
+        {"call": "bash", "args": {"command": "ls", "cwd": format!("{ws_s}/out")}},
+        {"call": "bash", "args": {"command": "id -u"}},
+    ]);
+    let argv = mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut child = h
+        .launch(
+            "code",
+            "tess",
+            &["--workspace", &ws_s, "--max-seconds", "120"],
+            &argv,
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    let mut left_after_timeout = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(&line.unwrap()) else {
+            continue;
+        };
+        if v["step"] == 0 {
+            left_after_timeout = Some(
+                airlock::supervisor::launch::pids_of_uid(uid)
+                    .into_iter()
+                    .filter(|p| {
+                        std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                            .is_ok_and(|c| c.contains("time.sleep(300)"))
+                    })
+                    .count(),
+            );
+        }
+        lines.push(v);
+    }
+    assert!(child.wait().unwrap().success(), "{lines:?}");
+    let hide = &step(&lines, 0)["structured"];
+    assert_eq!(hide["timed_out"], true, "{hide}");
+    assert_eq!(
+        left_after_timeout,
+        Some(0),
+        "a hidden descendant outlived the timeout"
+    );
+    // The shepherd could not be killed: the call came back with the command's own result.
+    let ks = step(&lines, 1);
+    assert_eq!(ks["isError"], false, "{ks}");
+    assert!(
+        ks["structured"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("still-here"),
+        "{ks}"
+    );
+    assert!(
+        ks["structured"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Operation not permitted"),
+        "the kill was not even tried: {ks}"
+    );
+    let cwd = step(&lines, 2);
+    assert_eq!(cwd["isError"], true, "{cwd}");
+    assert!(
+        cwd["text"].as_str().unwrap().contains("resolves outside"),
+        "{cwd}"
+    );
+    assert_eq!(step(&lines, 3)["structured"]["stdout"], format!("{uid}\n"));
+}

@@ -118,7 +118,7 @@ fn host_with(reference: &Upstream, everything: Option<&str>) -> Host {
     h.local_role("code", |t| {
         t.replacen(
             "tools:\n",
-            "tools:\n  reference: [test_*, echo, ask_client]\n  everything: [echo, get-*]\n",
+            "tools:\n  reference: [test_*, echo, echo_auth, ask_client]\n  everything: [echo, get-*]\n",
             1,
         )
         .replacen(
@@ -191,8 +191,12 @@ fn the_proxy_holds_every_call_to_the_role_and_the_upstream_sees_only_what_passed
             {"request": "logging/setLevel", "params": {"level": "debug"}},
             {"raw": "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}]"},
             {"js": probe},
+            {"call": "echo_auth"},
         ]),
     );
+    // An upstream that echoes the credential hands the agent only Airlock's placeholder.
+    let echoed = step(&lines, 16)["text"].as_str().unwrap().to_string();
+    assert_eq!(echoed, "you sent: Bearer [withheld by Airlock]");
     // Pages: the first page is filtered, and its cursor is Airlock's own.
     let p0 = step(&lines, 0);
     let first: Vec<&str> = p0["tools"]

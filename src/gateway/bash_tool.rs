@@ -213,7 +213,7 @@ async fn run(gw: &RunGateway, args: &Value, rec: &mut CallRecord) -> Value {
         ));
     };
     rec.allow = true;
-    rec.detail = shown_argv(&argv);
+    rec.detail = super::clip(&shown_argv(&argv), super::MAX_DETAIL_CHARS);
     rec.program = argv.first().cloned();
     let cwd = match check_cwd(input.cwd.as_deref(), &gw.plan.workspace, &gw.plan.home) {
         Ok(c) => c,

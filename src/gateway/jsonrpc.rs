@@ -300,14 +300,17 @@ pub fn shape(v: &Value) -> String {
                 .take(32)
                 .map(|(k, v)| {
                     let k = if crate::policy::secrets::find_secret(k).is_some() {
-                        "[redacted]"
+                        "[redacted]".to_string()
                     } else {
-                        k.as_str()
+                        super::clip(k, 64)
                     };
                     format!("{k}: {}", shape(v))
                 })
                 .collect();
-            format!("{{{}}}", parts.join(", "))
+            super::clip(
+                &format!("{{{}}}", parts.join(", ")),
+                super::MAX_DETAIL_CHARS,
+            )
         }
     }
 }

@@ -32,6 +32,9 @@ pub struct Connector {
     pub sessions: jsonrpc::Sessions<ProxySession>,
     /// Exchanges with the upstream at once (each may read an answer of 16 MiB).
     in_flight: tokio::sync::Semaphore,
+    /// The connector's credential as it may appear in an answer (as sent, and JSON-escaped):
+    /// an upstream that echoes it must not hand it to the agent.
+    secrets: Vec<String>,
 }
 
 /// Most exchanges one connector of a run has with its upstream at once.
@@ -51,13 +54,38 @@ pub struct ProxySession {
 const MAX_CURSORS: usize = 1024;
 
 impl Connector {
-    pub fn new(name: String, upstream: Upstream) -> Connector {
+    /// `secret`: the connector's credential, if it has one (never relayed to the agent).
+    pub fn new(name: String, upstream: Upstream, secret: Option<&str>) -> Connector {
+        let mut secrets = Vec::new();
+        if let Some(s) = secret.filter(|s| s.len() >= 4) {
+            secrets.push(s.to_string());
+            if let Ok(escaped) = serde_json::to_string(s) {
+                secrets.push(escaped.trim_matches('"').to_string());
+            }
+        }
         Connector {
             name,
             upstream,
             sessions: jsonrpc::Sessions::default(),
             in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+            secrets,
         }
+    }
+
+    /// `v` with every copy of the credential withheld.
+    fn scrub(&self, v: Value) -> Value {
+        if self.secrets.is_empty() {
+            return v;
+        }
+        let text = v.to_string();
+        if !self.secrets.iter().any(|s| text.contains(s.as_str())) {
+            return v;
+        }
+        let mut t = text;
+        for s in &self.secrets {
+            t = t.replace(s.as_str(), "[withheld by Airlock]");
+        }
+        serde_json::from_str(&t).unwrap_or_else(|_| json!({}))
     }
 }
 
@@ -158,6 +186,9 @@ async fn initialize(c: &Connector, id: &Value, params: &Value) -> Reply {
             "clientInfo": {"name": "airlock-gateway", "version": env!("CARGO_PKG_VERSION")},
         }
     });
+    let Ok(_permit) = c.in_flight.acquire().await else {
+        return Reply::refused(503, INTERNAL_ERROR, "the gateway is stopping");
+    };
     let ex = match c.upstream.post(&init, Some(&json!(0)), None, None).await {
         Ok(ex) => ex,
         Err(e) => return Reply::refused(502, INTERNAL_ERROR, &e.to_string()),
@@ -258,7 +289,7 @@ async fn forward(
             ),
             e => (INTERNAL_ERROR, e.to_string()),
         })?;
-    let resp = ex.response.clone().unwrap_or(Value::Null);
+    let resp = c.scrub(ex.response.clone().unwrap_or(Value::Null));
     if let Some(err) = resp.get("error") {
         let code = err
             .get("code")

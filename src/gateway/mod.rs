@@ -92,7 +92,8 @@ impl CallRecord {
     pub fn new(connector: &str, tool: &str) -> CallRecord {
         CallRecord {
             connector: connector.to_string(),
-            tool: tool.to_string(),
+            // An agent's tool name may be anything up to a message's size.
+            tool: clip(tool, MAX_NAME_CHARS),
             allow: false,
             rule: String::new(),
             reason: String::new(),
@@ -103,6 +104,20 @@ impl CallRecord {
             duration_ms: 0,
             result_bytes: 0,
         }
+    }
+}
+
+/// Most characters of a name (tool, key) a call's record keeps.
+pub const MAX_NAME_CHARS: usize = 128;
+/// Most characters of a call's detail (argv or argument shape) a record keeps.
+pub const MAX_DETAIL_CHARS: usize = 1024;
+
+/// `s` cut to `max` characters, marked when cut.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
     }
 }
 
@@ -154,6 +169,15 @@ impl Gateway {
         // The stdio upstreams' sockets are served by this runtime.
         let entered = rt.enter();
         for (name, up) in &plan.upstreams {
+            let secret = match up {
+                UpstreamPlan::Http { auth, .. } => auth.as_ref().map(|(_, s)| {
+                    let v = s.expose();
+                    v.strip_prefix("Bearer ").unwrap_or(v).to_string()
+                }),
+                UpstreamPlan::Stdio { env, .. } => {
+                    env.as_ref().map(|(_, s)| s.expose().to_string())
+                }
+            };
             let upstream = match up {
                 UpstreamPlan::Http { url, auth } => {
                     let auth = match auth {
@@ -175,7 +199,7 @@ impl Gateway {
             };
             connectors.insert(
                 name.clone(),
-                mcp_proxy::Connector::new(name.clone(), upstream),
+                mcp_proxy::Connector::new(name.clone(), upstream, secret.as_deref()),
             );
         }
         drop(entered);

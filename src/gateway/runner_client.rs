@@ -31,7 +31,13 @@ pub enum RunnerError {
     TooLarge,
     #[error("the command runner sent no valid result")]
     BadResult,
+    #[error("the command outlived its timeout; it was killed")]
+    Overran,
 }
+
+/// How long past its timeout a command's result may take (its shepherd kills it at the
+/// timeout; this bounds a shepherd that could not).
+const RESULT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl RunnerClient {
     pub fn new(channel: OwnedFd) -> RunnerClient {
@@ -69,10 +75,11 @@ impl RunnerClient {
             .map_err(|_| RunnerError::Gone)?;
         let stream = tokio::net::UnixStream::from_std(std_stream).map_err(|_| RunnerError::Gone)?;
         let mut out = Vec::new();
-        stream
-            .take(MAX_RESULT_BYTES)
-            .read_to_end(&mut out)
+        let limit = std::time::Duration::from_millis(req.timeout_ms) + RESULT_GRACE;
+        // Dropping the socket on overrun tells the shepherd (if alive) to kill the command.
+        tokio::time::timeout(limit, stream.take(MAX_RESULT_BYTES).read_to_end(&mut out))
             .await
+            .map_err(|_| RunnerError::Overran)?
             .map_err(|_| RunnerError::Gone)?;
         if out.is_empty() {
             return Err(RunnerError::Gone);

@@ -61,6 +61,22 @@ pub fn parse_http_url(u: &str) -> Option<HttpUrl> {
     })
 }
 
+impl HttpUrl {
+    /// Whether the host is this machine's loopback (127.0.0.0/8, ::1, localhost): plain
+    /// http carries a connector's credential in clear, so it goes nowhere else.
+    pub fn is_loopback(&self) -> bool {
+        let host = match self.authority.rsplit_once(':') {
+            Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':') => h,
+            _ => self.authority.as_str(),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
     #[error("the connector's upstream could not be reached")]
@@ -352,6 +368,21 @@ mod tests {
             "http:///x",
         ] {
             assert!(parse_http_url(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_loopback_hosts_are_loopback() {
+        for (u, want) in [
+            ("http://127.0.0.1:3001/mcp", true),
+            ("http://127.9.8.7/x", true),
+            ("http://localhost:80/", true),
+            ("http://[::1]:8080/mcp", true),
+            ("http://10.0.0.1/mcp", false),
+            ("http://mcp.example/", false),
+            ("http://[::2]/", false),
+        ] {
+            assert_eq!(parse_http_url(u).unwrap().is_loopback(), want, "{u}");
         }
     }
 

@@ -99,6 +99,7 @@ fn runner_child(
     nix::unistd::chdir(&spec.workspace)
         .map_err(|e| SandboxError::errno("chdir workspace (runner)", e))?;
     let report = landlock::apply(&helper::command_side_rules(spec))?;
+    helper::require_isolation(spec, &report)?;
     let envp = env::to_cstrings(&env::build(spec))?;
     seccomp::install()?;
     status.info(&format!("command side: runner ready, {report}"));
@@ -106,5 +107,9 @@ fn runner_child(
     drop(ready);
     // The status pipe's end of file tells the launcher the run started: not ours to hold.
     let _ = nix::unistd::close(status.raw());
-    Ok(runner::serve(channel, envp))
+    Ok(runner::serve(
+        channel,
+        envp,
+        vec![spec.workspace.clone(), spec.jail_home()],
+    ))
 }

@@ -187,6 +187,30 @@ fn add_paths(
     Ok(ruleset)
 }
 
+/// A nested domain that only scopes signals and abstract unix sockets: the caller (a
+/// command about to exec) can no longer signal, trace or reach anything of its parent
+/// domain (the shepherd that times it, the runner), only its own descendants. Needs
+/// Landlock ABI 6; refuses otherwise.
+pub fn scope_only() -> Result<(), SandboxError> {
+    if probe_abi() < 6 {
+        return Err(unsupported(
+            "Landlock ABI 6 (signal scoping) is needed to keep a command from its shepherd",
+        ));
+    }
+    let status = landlock::Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
+        .map_err(rule_error)?
+        .create()
+        .map_err(rule_error)?
+        .restrict_self()
+        .map_err(rule_error)?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(unsupported("the scope was not enforced"));
+    }
+    Ok(())
+}
+
 /// Restrict the calling thread and its future children to `rules`.
 ///
 /// Refuses (`Unsupported`) when the kernel ABI is below [`MIN_ABI`] or anything requested is

@@ -62,7 +62,7 @@ pub struct CommandResult {
 
 /// The runner's loop: one request (with its result socket) per message, until the
 /// supervisor's end closes. `envp` is the run's own environment for every command.
-pub fn serve(channel: OwnedFd, envp: Vec<CString>) -> i32 {
+pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>) -> i32 {
     // Shepherds are reaped by the kernel: the runner never waits for one.
     // SAFETY: SIG_IGN installs no handler code.
     let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigIgn) };
@@ -86,7 +86,7 @@ pub fn serve(channel: OwnedFd, envp: Vec<CString>) -> i32 {
             Ok(ForkResult::Child) => {
                 drop(channel);
                 let result = match req {
-                    Ok(req) => shepherd(&req, &reply, &envp),
+                    Ok(req) => shepherd(&req, &reply, &envp, &roots),
                     Err(_) => CommandResult {
                         error: Some("the request is not a valid command".into()),
                         ..Default::default()
@@ -158,7 +158,12 @@ impl Capture {
 }
 
 /// Run one command to its end as a subreaper; everything it started is dead on return.
-fn shepherd(req: &CommandRequest, reply: &OwnedFd, envp: &[CString]) -> CommandResult {
+fn shepherd(
+    req: &CommandRequest,
+    reply: &OwnedFd,
+    envp: &[CString],
+    roots: &[PathBuf],
+) -> CommandResult {
     let started = Instant::now();
     let fail = |why: String| CommandResult {
         error: Some(why),
@@ -190,6 +195,10 @@ fn shepherd(req: &CommandRequest, reply: &OwnedFd, envp: &[CString]) -> CommandR
     let Ok(cwd) = CString::new(req.cwd.as_os_str().as_encoded_bytes()) else {
         return fail("the working directory contains a NUL byte".into());
     };
+    let roots: Vec<Vec<u8>> = roots
+        .iter()
+        .map(|r| r.as_os_str().as_encoded_bytes().to_vec())
+        .collect();
     let candidates = env::program_candidates(program);
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
     let (Ok((out_r, out_w)), Ok((err_r, err_w)), Ok((exec_r, exec_w))) = (pipe(), pipe(), pipe())
@@ -201,7 +210,7 @@ fn shepherd(req: &CommandRequest, reply: &OwnedFd, envp: &[CString]) -> CommandR
     let child = match unsafe { fork() } {
         Err(_) => return fail("the runner could not start the command (fork failed)".into()),
         Ok(ForkResult::Child) => {
-            let errno = exec_child(&argv, &cwd, &candidates, envp, &out_w, &err_w);
+            let errno = exec_child(&argv, &cwd, &roots, &candidates, envp, &out_w, &err_w);
             let _ = nix::unistd::write(&exec_w, &errno.to_ne_bytes());
             // SAFETY: leave without running the shepherd's destructors.
             unsafe { libc::_exit(127) }
@@ -217,6 +226,9 @@ fn shepherd(req: &CommandRequest, reply: &OwnedFd, envp: &[CString]) -> CommandR
         let errno = Errno::from_raw(i32::from_ne_bytes(word));
         return fail(match errno {
             Errno::ENOENT => "no such program on the jail's PATH".to_string(),
+            Errno::EXDEV => {
+                "the working directory resolves outside the workspace and the home".to_string()
+            }
             e => format!("the command could not start: {}", e.desc()),
         });
     }
@@ -251,11 +263,14 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// In the command's child: its own process group and session, stdio, cwd, exec. Returns
-/// the errno of the failure.
+/// In the command's child: its own process group and session, stdio, cwd (resolved by the
+/// kernel, it must still be inside one of `roots`: a symlink does not lead out), a Landlock
+/// domain of its own that keeps it from signalling or tracing its shepherd, exec. Returns
+/// the errno of the failure (EXDEV: the cwd resolved outside).
 fn exec_child(
     argv: &[CString],
     cwd: &CString,
+    roots: &[Vec<u8>],
     candidates: &[CString],
     envp: &[CString],
     out_w: &OwnedFd,
@@ -275,6 +290,19 @@ fn exec_child(
         if libc::chdir(cwd.as_ptr()) != 0 {
             return Errno::last_raw();
         }
+    }
+    let Ok(real) = std::env::current_dir() else {
+        return libc::ENOENT;
+    };
+    let real = real.as_os_str().as_encoded_bytes();
+    let inside = roots.iter().any(|r| {
+        real.starts_with(r) && (real.len() == r.len() || real.get(r.len()) == Some(&b'/'))
+    });
+    if !inside {
+        return libc::EXDEV;
+    }
+    if super::landlock::scope_only().is_err() {
+        return libc::EPERM;
     }
     let mut last = Errno::ENOENT;
     for prog in candidates {
@@ -365,45 +393,38 @@ fn stop(child: Pid) -> Option<WaitStatus> {
 }
 
 /// Kill every remaining descendant. As a subreaper the shepherd inherits each orphan, so
-/// killing its children until none is left reaches the whole tree, however it forked.
+/// killing its children until none is left reaches the whole tree, however it forked. Its
+/// children are read from its own /proc/self/task/TID/children, which shows every child,
+/// a non-dumpable one too (hidepid hides those from /proc/PID); it never blocks on a wait.
 fn kill_descendants() {
-    let me = std::process::id() as i32;
-    // No child at all (the usual case): nothing of the command is left anywhere, since
-    // every orphan of its tree would have become ours.
-    if waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) == Err(Errno::ECHILD) {
-        return;
-    }
     loop {
-        for pid in children_of(me) {
+        // Reap whatever is dead; no child at all means nothing of the command is left.
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => break,
+                Ok(_) | Err(Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
+        for pid in own_children() {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
-        match waitpid(Pid::from_raw(-1), None) {
-            Ok(_) | Err(Errno::EINTR) => continue,
-            Err(_) => return,
-        }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
-/// Pids whose parent is `parent`, from /proc (the run's own pid namespace).
-fn children_of(parent: i32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| ppid_of_stat(&s))
-                == Some(parent)
-        })
-        .collect()
+/// The shepherd's children (it is single-threaded: its one task's list).
+fn own_children() -> Vec<i32> {
+    let me = std::process::id();
+    std::fs::read_to_string(format!("/proc/self/task/{me}/children"))
+        .map(|s| parse_children(&s))
+        .unwrap_or_default()
 }
 
-/// The parent pid in a /proc/PID/stat line: the second field after the command name, which
-/// is in parentheses and may itself contain spaces and parentheses.
-fn ppid_of_stat(stat: &str) -> Option<i32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+fn parse_children(s: &str) -> Vec<i32> {
+    s.split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 /// Read a pipe whose writers are all gone, to end of file (bounded by time, in case one
@@ -456,9 +477,8 @@ mod tests {
     }
 
     #[test]
-    fn the_parent_pid_is_read_past_a_tricky_name() {
-        assert_eq!(ppid_of_stat("12 (a) b) S 7 12 12 0"), Some(7));
-        assert_eq!(ppid_of_stat("12 (sh) R 1 12"), Some(1));
-        assert_eq!(ppid_of_stat("garbage"), None);
+    fn the_children_list_is_read_as_pids() {
+        assert_eq!(parse_children("12 13 400 \n"), vec![12, 13, 400]);
+        assert_eq!(parse_children(""), Vec::<i32>::new());
     }
 }

@@ -521,8 +521,13 @@ pub fn supervise(
             wait_for(pidfd.as_ref(), status.file.as_ref(), gateway.as_ref(), TICK);
         if handover {
             // One message, or the socket closed: either way it is done with.
-            if let Some(fds) = gateway.take().as_ref().and_then(take_gateway) {
-                on(Milestone::Gateway(fds));
+            match gateway.take().as_ref().and_then(take_gateway) {
+                Some(fds) => on(Milestone::Gateway(fds)),
+                // Fail closed: a run that asked for a gateway does not go on without it.
+                None if spec.gateway => {
+                    ctl.request_stop("the jail handed over no gateway");
+                }
+                None => {}
             }
         }
         if readable && status.read_some() {

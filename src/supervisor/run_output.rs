@@ -234,11 +234,14 @@ impl JournaledRun {
 /// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`), written in
 /// order by a thread of their own so no call waits for journald.
 struct JournalCallLog {
-    tx: std::sync::mpsc::Sender<CallRecord>,
+    tx: std::sync::mpsc::SyncSender<CallRecord>,
     counts: Arc<Counts>,
     journal: Arc<Mutex<RunJournal>>,
     lost: Arc<AtomicU64>,
 }
+
+/// Call records waiting for the journal, at most.
+const CALL_QUEUE: usize = 4096;
 
 /// The gateway's calls by decision, for the run's closing record.
 #[derive(Default)]
@@ -261,7 +264,9 @@ impl JournalCallLog {
         journal: Arc<Mutex<RunJournal>>,
         lost: Arc<AtomicU64>,
     ) -> std::io::Result<(Arc<JournalCallLog>, std::thread::JoinHandle<()>)> {
-        let (tx, rx) = std::sync::mpsc::channel::<CallRecord>();
+        // Bounded: a run that calls faster than journald takes records loses records (and
+        // says so in its last record), never airlockd's memory.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<CallRecord>(CALL_QUEUE);
         let (j, l) = (journal.clone(), lost.clone());
         let writer = std::thread::Builder::new()
             .name("run-calls".into())
@@ -290,8 +295,9 @@ impl CallLog for JournalCallLog {
             &self.counts.refused
         };
         n.fetch_add(1, Ordering::Relaxed);
-        // The writer lives as long as any sender: a send fails only once it is gone.
-        let _ = self.tx.send(r.clone());
+        if self.tx.try_send(r.clone()).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn connector_output(&self, connector: &str) -> Box<dyn OutputSink> {

@@ -37,6 +37,9 @@ function build() {
   }));
   s.registerTool("test_error_handling", { description: "Always fails" }, async () => ({ isError: true, content: [{ type: "text", text: "This tool intentionally returns an error for testing" }] }));
   s.registerTool("echo", { description: "Echoes its message", inputSchema: { message: z.string() } }, async ({ message }) => text(`echo: ${message}`));
+  // A careless upstream that echoes its client's credential.
+  s.registerTool("echo_auth", { description: "Echoes the Authorization header it got" }, async (extra) =>
+    text(`you sent: ${(extra.requestInfo && extra.requestInfo.headers.authorization) || "nothing"}`));
   s.registerTool("forbidden_tool", { description: "Must never be reached" }, async () => text("reached"));
   s.registerTool("hidden_tool", { description: "Not listed by the role" }, async () => text("hidden"));
   s.registerTool("ask_client", { description: "Asks its client for sampling, elicitation and roots" }, async (extra) => {
