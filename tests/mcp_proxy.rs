@@ -569,3 +569,100 @@ fn server_everything_over_stdio_runs_in_a_jail_of_its_own_and_dies_with_the_run(
         "its stderr is not in the run's journal"
     );
 }
+
+/// The proxy decides MCP calls and reads exactly as `airlockctl check ROLE tool|resource`
+/// does: each case sent through a real run's gateway and checked with the CLI, the two
+/// verdicts and rules (the gateway's from its journal) compared.
+#[test]
+fn airlockctl_check_and_the_proxy_agree_on_tools_and_resources() {
+    require_journald();
+    let up = reference_server();
+    let h = host(&up, None);
+    let long = "y".repeat(40);
+    let tools: Vec<(&str, Value)> = vec![
+        ("echo", json!({"message": "hi"})),
+        ("echo", json!({"message": long})),
+        ("echo", json!({"message": 7})),
+        ("echo", json!({})),
+        ("test_simple_text", json!({})),
+        ("forbidden_tool", json!({})),
+        ("hidden_tool", json!({})),
+        ("test_sampling", json!({"prompt": "x"})),
+        ("bad name", json!({})),
+        ("delete_everything", json!({})),
+    ];
+    let resources = [
+        "test://static-text",
+        "test://static-binary",
+        "test://template/7/data",
+        "mem://private/b",
+        "test://static-text/../x",
+        "file:///etc/shadow",
+    ];
+    let mut steps: Vec<Value> = tools
+        .iter()
+        .map(|(t, a)| json!({"call": t, "args": a}))
+        .collect();
+    steps.extend(resources.iter().map(|u| json!({"read": u})));
+    let (o, _lines) = run_agent(&h, "reference", json!(steps));
+    let run = run_id_of(&o);
+    let calls = events(&run, "tool_call", steps.len());
+    assert_eq!(calls.len(), steps.len(), "{calls:?}");
+    let layer = h.root.join("roles.local");
+    let check = |args: &[&str]| -> (bool, String) {
+        let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+            .arg("--config")
+            .arg(&h.cfg)
+            .args(["check", "code", "--roles", &format!("{REPO}/roles")])
+            .arg("--roles")
+            .arg(&layer)
+            .arg("--json")
+            .args(args)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| panic!("{args:?}: {}", String::from_utf8_lossy(&o.stderr)));
+        (v["allow"] == true, v["rule"].as_str().unwrap().to_string())
+    };
+    let mut disagree = Vec::new();
+    let mut i = 0;
+    for (t, a) in &tools {
+        let want = check(&["tool", "--", "reference", t, &a.to_string()]);
+        let got = (
+            calls[i]["AIRLOCK_DECISION"] == "allow",
+            calls[i]["AIRLOCK_RULE"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+        if want != got {
+            disagree.push(format!("tool {t} {a}: check {want:?}, gateway {got:?}"));
+        }
+        i += 1;
+    }
+    for u in resources {
+        let want = check(&["resource", "--", "reference", u]);
+        let got = (
+            calls[i]["AIRLOCK_DECISION"] == "allow",
+            calls[i]["AIRLOCK_RULE"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+        if want != got {
+            disagree.push(format!("resource {u}: check {want:?}, gateway {got:?}"));
+        }
+        i += 1;
+    }
+    assert!(disagree.is_empty(), "{}", disagree.join("\n"));
+    // Some of each were allowed and some refused: the comparison covered both.
+    let allowed = calls
+        .iter()
+        .filter(|c| c["AIRLOCK_DECISION"] == "allow")
+        .count();
+    assert!(
+        allowed >= 4 && allowed <= calls.len() - 6,
+        "{allowed} of {}",
+        calls.len()
+    );
+}
