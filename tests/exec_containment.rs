@@ -60,6 +60,16 @@ def dlopen_system():
     return "loaded"
 attempt("dlopen_unlisted_system_lib", dlopen_system)
 attempt("own_program", lambda: run([sys.executable, "-c", "import sys; sys.exit(7)"]))
+# Every other process of the run (pid 1, the command side's runner): none may be traced.
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_ATTACH, PTRACE_DETACH = 16, 17
+attached = []
+for pid in range(1, 300):
+    if pid != os.getpid() and libc.ptrace(PTRACE_ATTACH, pid, 0, 0) == 0:
+        attached.append(pid)
+        libc.ptrace(PTRACE_DETACH, pid, 0, 0)
+r["ptrace_attached"] = attached
+r["runner_seen"] = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
 print(json.dumps(r))
 "#;
 
@@ -102,6 +112,9 @@ fn the_agent_side_can_start_no_program_but_its_own() {
         let v = r[k].as_str().unwrap();
         assert!(v.contains("failed to map"), "{k}: {v}");
     }
+    assert_eq!(r["ptrace_attached"], serde_json::json!([]), "{r}");
+    // hidepid shows only what one may trace: the runner is not even visible.
+    assert_eq!(r["runner_seen"], serde_json::json!([]), "{r}");
     // Its own program starts (Claude Code re-executes itself this way).
     assert_eq!(r["own_program"], "exit:7", "{r}");
 }
