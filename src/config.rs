@@ -10,6 +10,11 @@
 //! (journald's native socket, default `/run/systemd/journal/socket`; when it cannot take
 //! records they go to `<state_dir>/journal/<run>.journal`).
 //!
+//! The gateway's keys: `credentials` (name -> a root-only file, or a systemd credential's
+//! name) and `mcp_connectors` (name -> `{url, credential?, header?}` for a streamable-HTTP
+//! upstream on this host, or `{command, uid, credential?, credential_env?}` for a stdio one
+//! run in a jail of its own).
+//!
 //! Default `uid_range` 1880000000-1880099999, chosen to collide with nothing common:
 //! above systemd's container range (524288-1879048191) and therefore above every
 //! /etc/subuid range useradd hands out by default (100000 up to 600100000), above
@@ -408,6 +413,15 @@ impl Parser<'_> {
             };
             let at = key("credentials", name);
             // Never echo the value: an operator may have pasted the secret itself.
+            if v.as_str()
+                .is_some_and(|s| crate::policy::secrets::find_secret(s).is_some())
+            {
+                self.problem(
+                    &at,
+                    "looks like a secret itself; put the secret in a root-only file and name the file here",
+                );
+                continue;
+            }
             match v.as_str() {
                 Some(s) if s.starts_with('/') && !s.contains('\0') => {
                     out.insert(name.to_string(), CredentialSource::File(PathBuf::from(s)));
@@ -697,6 +711,47 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connectors_and_credentials_are_checked_by_key_path() {
+        let p = Path::new("c.yaml");
+        let c = parse(
+            p,
+            "credentials:\n  tok: /etc/airlock/credentials/tok\n  sd: tok-from-systemd\nmcp_connectors:\n  web: {url: \"http://127.0.0.1:9/mcp\", credential: tok}\n  git: {command: [/usr/bin/python3, -m, mcp_server_git], uid: 1880099990, credential: sd, credential_env: TOKEN}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.credentials["sd"],
+            CredentialSource::Systemd("tok-from-systemd".into())
+        );
+        assert!(
+            matches!(&c.mcp_connectors["web"].upstream, UpstreamConf::Url { header, .. } if header == "Authorization")
+        );
+        assert!(matches!(
+            &c.mcp_connectors["git"].upstream,
+            UpstreamConf::Command {
+                uid: 1880099990,
+                ..
+            }
+        ));
+        let secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        for (text, at) in [
+            ("mcp_connectors:\n  web: {url: \"http://10.0.0.1/mcp\"}\n", "mcp_connectors.web.url"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/mcp\"}\n", "mcp_connectors.web.url"),
+            ("mcp_connectors:\n  web: {url: \"http://127.0.0.1/\", credential: nope}\n", "mcp_connectors.web.credential"),
+            ("mcp_connectors:\n  git: {command: [python3]}\n", "mcp_connectors.git.command"),
+            ("mcp_connectors:\n  git: {command: [/usr/bin/x]}\n", "mcp_connectors.git.uid"),
+            ("mcp_connectors:\n  git: {command: [/usr/bin/x], uid: 0}\n", "mcp_connectors.git.uid"),
+            ("mcp_connectors:\n  git: {command: [/usr/bin/x], uid: 5000, credential_env: T}\n", "mcp_connectors.git.credential_env"),
+            ("mcp_connectors:\n  git: {command: [/usr/bin/x], url: \"http://127.0.0.1/\", uid: 5000}\n", "mcp_connectors.git.url"),
+            (&format!("credentials:\n  x: \"{secret}\"\n")[..], "credentials.x"),
+        ] {
+            let problems = parse(p, text).unwrap_err();
+            let all: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            assert!(all.iter().any(|m| m.contains(at)), "{text}: {all:?}");
+            assert!(all.iter().all(|m| !m.contains(secret)), "{all:?}");
+        }
+    }
 
     #[test]
     fn builtin_parses() {

@@ -3,13 +3,19 @@
 //! listener out ([`crate::sandbox::command_side`]); the supervisor serves it here, from
 //! outside the jail, for that run alone, and stops it when the run ends.
 //!
-//! Served so far: Airlock's own MCP server at `/mcp/airlock` with the `bash` tool
+//! Served: Airlock's own MCP server at `/mcp/airlock` with the `bash` tool
 //! ([`bash_tool`]), whose allowed commands run on the run's command side
-//! ([`crate::sandbox::runner`]). Every call is decided by the policy core and journaled.
+//! ([`crate::sandbox::runner`]), and `/mcp/<connector>` for each `run.mcp` connector with
+//! `{via: airlock}` ([`mcp_proxy`]) in front of its upstream: streamable HTTP on this
+//! host ([`upstream`]) or a stdio server in a jail of its own ([`stdio_upstream`],
+//! [`crate::supervisor::connector`]). Every call is decided by the policy core and
+//! journaled.
 //!
-//! Layers, each one concern: [`http`] (routing, limits, headers), [`mcp_server`] (the
-//! MCP session and methods), [`bash_tool`] (the tool), [`runner_client`] (the command
-//! side's socket), [`strict_json`] (the one reader of a run's JSON).
+//! Layers, each one concern: [`http`] (routing, limits, headers), [`jsonrpc`] (messages,
+//! sessions, replies), [`mcp_server`] and [`mcp_proxy`] (the two kinds of endpoint),
+//! [`bash_tool`] (the tool), [`runner_client`] (the command side's socket), [`upstream`]
+//! and [`stdio_upstream`] (a connector's upstream), [`strict_json`] (the one reader of a
+//! run's JSON).
 //!
 //! [`GATEWAY_PORT`]: crate::sandbox::runner::GATEWAY_PORT
 

@@ -205,8 +205,8 @@ fn shepherd(
     else {
         return fail("the runner could not make pipes".into());
     };
-    // SAFETY: the shepherd is single-threaded; the child only calls async-signal-safe
-    // functions before execve or _exit.
+    // SAFETY: the shepherd is single-threaded, so its child may run any code (it
+    // allocates for its cwd check and Landlock) before execve or _exit.
     let child = match unsafe { fork() } {
         Err(_) => return fail("the runner could not start the command (fork failed)".into()),
         Ok(ForkResult::Child) => {
