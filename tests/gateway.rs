@@ -196,6 +196,56 @@ fn messages_outside_the_protocol_are_refused_before_anything_runs() {
 }
 
 #[test]
+fn the_stateless_revision_needs_no_session() {
+    let h = host_with_probe_prefixes();
+    let meta = |v: &str| json!({"io.modelcontextprotocol/protocolVersion": v, "io.modelcontextprotocol/clientCapabilities": {}});
+    let req = |id: u32, method: &str, params: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+    };
+    let steps = json!([
+        {"raw": req(1, "server/discover", json!({"_meta": meta("2026-07-28")})), "nosession": true},
+        {"raw": req(2, "tools/call", json!({"_meta": meta("2026-07-28"), "name": "bash", "arguments": {"command": "id -u"}})), "nosession": true,
+         "headers": {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "bash"}},
+        {"raw": req(3, "tools/list", json!({"_meta": meta("2031-01-01")})), "nosession": true},
+        {"raw": req(4, "tools/list", json!({})), "nosession": true, "headers": {"mcp-protocol-version": "2026-07-28"}},
+        {"raw": req(5, "tools/call", json!({"_meta": meta("2026-07-28"), "name": "bash", "arguments": {"command": "id -u"}})), "nosession": true,
+         "headers": {"mcp-name": "other"}},
+    ]);
+    let argv = mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h.launch("code", "tess", &[], &argv).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    let body = |i: usize| -> Value {
+        serde_json::from_str(step(&lines, i)["body"].as_str().unwrap()).unwrap()
+    };
+    let d = body(0);
+    assert_eq!(d["result"]["resultType"], "complete", "{d}");
+    assert!(d["result"]["supportedVersions"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("2026-07-28")));
+    let call = body(1);
+    assert_eq!(call["result"]["resultType"], "complete", "{call}");
+    assert_eq!(
+        call["result"]["structuredContent"]["stdout"],
+        format!("{}\n", h.uids[0])
+    );
+    assert_eq!(step(&lines, 2)["status"], 400);
+    assert!(body(2)["error"]["data"]["supportedVersions"].is_array());
+    assert_eq!(
+        step(&lines, 3)["status"],
+        400,
+        "a 2026 header without _meta"
+    );
+    assert_eq!(
+        step(&lines, 4)["status"],
+        400,
+        "Mcp-Name naming another tool"
+    );
+}
+
+#[test]
 fn a_commands_descendants_die_at_its_timeout_and_the_run_goes_on() {
     let h = host_with_probe_prefixes();
     let uid = h.uids[0];

@@ -666,3 +666,53 @@ fn airlockctl_check_and_the_proxy_agree_on_tools_and_resources() {
         calls.len()
     );
 }
+
+#[test]
+fn stateless_requests_go_through_the_proxy_filtered_like_the_rest() {
+    let up = reference_server();
+    let h = host(&up, None);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let req = |id: u32, method: &str, mut params: Value| {
+        params["_meta"] = meta.clone();
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+    };
+    let (_o, lines) = run_agent(
+        &h,
+        "reference",
+        json!([
+            {"raw": req(1, "server/discover", json!({})), "nosession": true},
+            {"raw": req(2, "tools/list", json!({})), "nosession": true},
+            {"raw": req(3, "tools/call", json!({"name": "echo", "arguments": {"message": "hi"}})), "nosession": true},
+            {"raw": req(4, "tools/call", json!({"name": "forbidden_tool", "arguments": {}})), "nosession": true},
+        ]),
+    );
+    let body = |i: usize| -> Value {
+        serde_json::from_str(step(&lines, i)["body"].as_str().unwrap()).unwrap()
+    };
+    let d = body(0);
+    assert_eq!(
+        d["result"]["capabilities"],
+        json!({"tools": {}, "resources": {}}),
+        "{d}"
+    );
+    let list = body(1);
+    assert_eq!(list["result"]["resultType"], "complete");
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.is_empty() && !names.contains(&"forbidden_tool"),
+        "{names:?}"
+    );
+    assert!(list["result"]["nextCursor"]
+        .as_str()
+        .unwrap()
+        .starts_with("airlock-"));
+    assert_eq!(body(2)["result"]["content"][0]["text"], "echo: hi");
+    assert_eq!(body(3)["result"]["isError"], true);
+    let log = upstream_log(&up);
+    assert!(!log.iter().any(|r| r["tool"] == "forbidden_tool"));
+}

@@ -8,8 +8,14 @@ use serde_json::{json, Value};
 
 use super::strict_json;
 
-/// Revisions spoken, newest first; a client asking for another gets the newest.
+/// Revisions spoken with a session (`initialize`), newest first; a client asking for
+/// another gets the newest.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// The stateless revision: no handshake, no session; every request names its revision and
+/// the client's capabilities in `params._meta`.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
 // JSON-RPC error codes.
 pub const PARSE_ERROR: i64 = -32700;
@@ -102,6 +108,58 @@ pub fn parse_message(body: &[u8]) -> Result<Message, Reply> {
         method,
         params: obj.get("params").cloned().unwrap_or(Value::Null),
     })
+}
+
+/// Whether a message speaks the stateless revision: `Ok(true)` when its `_meta` names
+/// [`STATELESS_VERSION`], `Ok(false)` for a message of the session revisions, the reply
+/// refusing it when it names a revision this gateway does not speak (or its header says
+/// otherwise).
+pub fn stateless(m: &Message, h: &Headers<'_>) -> Result<bool, Reply> {
+    let meta = m
+        .params
+        .get("_meta")
+        .and_then(|x| x.get(META_VERSION))
+        .and_then(Value::as_str);
+    match meta {
+        None if h.version == Some(STATELESS_VERSION) => Err(Reply::refused(
+            400,
+            INVALID_PARAMS,
+            "params._meta: a 2026-07-28 request names its protocolVersion there",
+        )),
+        None => Ok(false),
+        Some(v) if v == STATELESS_VERSION && h.version.map_or(true, |hv| hv == v) => Ok(true),
+        Some(v) if v == STATELESS_VERSION => Err(Reply::refused(
+            400,
+            INVALID_REQUEST,
+            "MCP-Protocol-Version: differs from params._meta",
+        )),
+        Some(_) => Err(Reply {
+            status: 400,
+            body: Some(
+                json!({"jsonrpc": "2.0", "id": m.id.clone().unwrap_or(Value::Null), "error": {
+                    "code": INVALID_PARAMS,
+                    "message": "unsupported protocol version",
+                    "data": {"supportedVersions": all_versions()},
+                }}),
+            ),
+            session: None,
+        }),
+    }
+}
+
+/// Every revision this gateway speaks.
+pub fn all_versions() -> Vec<&'static str> {
+    let mut v = vec![STATELESS_VERSION];
+    v.extend_from_slice(SUPPORTED_VERSIONS);
+    v
+}
+
+/// A result as the stateless revision shapes it: marked complete.
+pub fn complete(mut result: Value) -> Value {
+    if let Value::Object(o) = &mut result {
+        o.insert("resultType".into(), json!("complete"));
+    }
+    result
 }
 
 /// The headers of a POST an endpoint looks at.

@@ -32,6 +32,8 @@ pub struct Connector {
     pub sessions: jsonrpc::Sessions<ProxySession>,
     /// Exchanges with the upstream at once (each may read an answer of 16 MiB).
     in_flight: tokio::sync::Semaphore,
+    /// The session stateless (2026-07-28) requests share with the upstream.
+    stateless: tokio::sync::Mutex<Option<String>>,
     /// The connector's credential as it may appear in an answer (as sent, and JSON-escaped):
     /// an upstream that echoes it must not hand it to the agent.
     secrets: Vec<String>,
@@ -48,6 +50,9 @@ pub struct ProxySession {
     next_id: u64,
     /// Airlock's cursor tokens -> the upstream's cursors.
     cursors: HashMap<String, String>,
+    /// What the agent was told of the upstream (for server/discover).
+    capabilities: Value,
+    instructions: Option<String>,
 }
 
 /// Most cursors one session keeps (a long listing is a few pages).
@@ -68,6 +73,7 @@ impl Connector {
             upstream,
             sessions: jsonrpc::Sessions::default(),
             in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+            stateless: tokio::sync::Mutex::new(None),
             secrets,
         }
     }
@@ -98,12 +104,25 @@ pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -
     if let Err(r) = h.agree(&msg) {
         return r;
     }
-    if let Some(("initialize", id)) = msg.request() {
-        return initialize(c, id, &msg.params).await;
-    }
-    let session = match c.sessions.admit(h) {
+    let stateless = match jsonrpc::stateless(&msg, &h) {
         Ok(s) => s,
         Err(r) => return r,
+    };
+    if !stateless {
+        if let Some(("initialize", id)) = msg.request() {
+            return initialize(c, id, &msg.params).await;
+        }
+    }
+    // A stateless request rides on one session Airlock keeps with the upstream for them.
+    let session = match stateless {
+        true => match stateless_session(c).await {
+            Ok(s) => s,
+            Err(r) => return r,
+        },
+        false => match c.sessions.admit(h) {
+            Ok(s) => s,
+            Err(r) => return r,
+        },
     };
     let Some((method, id)) = msg.request() else {
         // The agent's notifications and responses stay here: the upstream has what it
@@ -111,6 +130,72 @@ pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -
         return Reply::accepted();
     };
     let p = &msg.params;
+    if stateless && method == "server/discover" {
+        let (caps, instructions) = c
+            .sessions
+            .with(&session, |s| {
+                (s.capabilities.clone(), s.instructions.clone())
+            })
+            .unwrap_or_default();
+        let mut out = json!({
+            "resultType": "complete",
+            "supportedVersions": jsonrpc::all_versions(),
+            "capabilities": caps,
+            "serverInfo": {"name": c.name, "version": env!("CARGO_PKG_VERSION")},
+        });
+        if let Some(i) = instructions {
+            out["instructions"] = json!(i);
+        }
+        return Reply::json(rpc_result(id, out));
+    }
+    let reply = answer(gw, c, &session, method, id, p).await;
+    Reply::json(if stateless {
+        mark_complete(reply)
+    } else {
+        reply
+    })
+}
+
+/// The stateless revision's results are marked complete.
+fn mark_complete(mut reply: Value) -> Value {
+    if let Some(r) = reply.get_mut("result") {
+        *r = jsonrpc::complete(r.take());
+    }
+    reply
+}
+
+/// The session stateless requests share: opened with the upstream on the first one.
+async fn stateless_session(c: &Connector) -> Result<String, Reply> {
+    let mut slot = c.stateless.lock().await;
+    if let Some(s) = slot
+        .as_ref()
+        .filter(|s| c.sessions.with(s, |_| ()).is_some())
+    {
+        return Ok(s.clone());
+    }
+    let r = initialize(
+        c,
+        &json!(0),
+        &json!({"protocolVersion": jsonrpc::SUPPORTED_VERSIONS[0]}),
+    )
+    .await;
+    let Some(s) = r.session else {
+        return Err(r);
+    };
+    *slot = Some(s.clone());
+    Ok(s)
+}
+
+/// One request of an agent session (either revision).
+async fn answer(
+    gw: &RunGateway,
+    c: &Connector,
+    session: &str,
+    method: &str,
+    id: &Value,
+    p: &Value,
+) -> Value {
+    let session = session.to_string();
     let out = match method {
         "ping" => Ok(json!({})),
         // Each listing's items, kept when the role grants the name or URI they carry.
@@ -141,9 +226,9 @@ pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -
             )
             .await
         }
-        "tools/call" => return Reply::json(tool_call(gw, c, &session, id, p).await),
+        "tools/call" => return tool_call(gw, c, &session, id, p).await,
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-            return Reply::json(resource(gw, c, &session, id, method, p).await)
+            return resource(gw, c, &session, id, method, p).await
         }
         "prompts/list" | "prompts/get" | "completion/complete" | "logging/setLevel" => Err((
             METHOD_NOT_FOUND,
@@ -154,10 +239,10 @@ pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -
             "method not relayed by Airlock's gateway".to_string(),
         )),
     };
-    Reply::json(match out {
+    match out {
         Ok(result) => rpc_result(id, result),
         Err((code, msg)) => rpc_error(id, code, &msg),
-    })
+    }
 }
 
 /// What the agent may learn of the upstream's capabilities: tools and resources, nothing
@@ -219,16 +304,19 @@ async fn initialize(c: &Connector, id: &Value, params: &Value) -> Reply {
     {
         return Reply::refused(502, INTERNAL_ERROR, &e.to_string());
     }
+    let caps = capabilities(result.get("capabilities").unwrap_or(&Value::Null));
+    let text = |k: &str| result.get(k).and_then(Value::as_str).map(str::to_string);
     let state = ProxySession {
         upstream_session: ex.session.clone(),
         version: up_version.to_string(),
         next_id: 1,
         cursors: HashMap::new(),
+        capabilities: caps.clone(),
+        instructions: text("instructions"),
     };
     let Some(session) = c.sessions.open(state) else {
         return Reply::refused(500, INVALID_REQUEST, "no session id could be made");
     };
-    let text = |k: &str| result.get(k).and_then(Value::as_str).map(str::to_string);
     let info = result.get("serverInfo");
     let info_text = |k: &str| info.and_then(|i| i.get(k)).and_then(Value::as_str);
     let mut server_info = json!({
@@ -240,7 +328,7 @@ async fn initialize(c: &Connector, id: &Value, params: &Value) -> Reply {
     }
     let mut out = json!({
         "protocolVersion": up_version,
-        "capabilities": capabilities(result.get("capabilities").unwrap_or(&Value::Null)),
+        "capabilities": caps,
         "serverInfo": server_info,
     });
     if let Some(i) = text("instructions") {

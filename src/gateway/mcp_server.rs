@@ -1,13 +1,15 @@
 //! Airlock's own MCP server (`/mcp/airlock`), streamable HTTP, revisions 2025-03-26,
 //! 2025-06-18 and 2025-11-25: `initialize` opens a session (`Mcp-Session-Id`), every later
 //! message names it; requests get one JSON response, notifications and responses 202. It
-//! offers one tool, `bash`. Messages are read by [`super::jsonrpc`].
+//! offers one tool, `bash`. It also speaks the stateless 2026-07-28 revision (no session;
+//! `server/discover`; the revision in each request's `_meta`). Messages are read by
+//! [`super::jsonrpc`].
 
 use serde_json::{json, Value};
 
 use super::jsonrpc::{
-    negotiate, parse_message, rpc_error, rpc_result, Headers, Reply, INVALID_PARAMS,
-    INVALID_REQUEST, METHOD_NOT_FOUND,
+    all_versions, complete, negotiate, parse_message, rpc_error, rpc_result, stateless, Headers,
+    Reply, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
 };
 use super::{bash_tool, RunGateway};
 
@@ -23,6 +25,28 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
     if let Err(r) = h.agree(&msg) {
         return r;
     }
+    let stateless = match stateless(&msg, &h) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if stateless {
+        let Some((method, id)) = msg.request() else {
+            return Reply::accepted();
+        };
+        return Reply::json(match method {
+            "server/discover" => rpc_result(
+                id,
+                json!({
+                    "resultType": "complete",
+                    "supportedVersions": all_versions(),
+                    "capabilities": {"tools": {}},
+                    "serverInfo": server_info(),
+                    "instructions": INSTRUCTIONS,
+                }),
+            ),
+            _ => answer(gw, method, id, &msg.params, true).await,
+        });
+    }
     if let Some(("initialize", id)) = msg.request() {
         return initialize(gw, id, &msg.params);
     }
@@ -33,12 +57,23 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
     let Some((method, id)) = msg.request() else {
         return Reply::accepted();
     };
-    let params = &msg.params;
-    Reply::json(match method {
-        "ping" => rpc_result(id, json!({})),
-        "tools/list" => rpc_result(id, json!({"tools": [bash_tool::definition()]})),
+    Reply::json(answer(gw, method, id, &msg.params, false).await)
+}
+
+/// A request of either kind of revision (`stateless`: results marked complete).
+async fn answer(
+    gw: &RunGateway,
+    method: &str,
+    id: &Value,
+    params: &Value,
+    stateless: bool,
+) -> Value {
+    let done = |r: Value| rpc_result(id, if stateless { complete(r) } else { r });
+    match method {
+        "ping" if !stateless => done(json!({})),
+        "tools/list" => done(json!({"tools": [bash_tool::definition()]})),
         "tools/call" => match tool_call(gw, params).await {
-            Ok(result) => rpc_result(id, result),
+            Ok(result) => done(result),
             Err(why) => rpc_error(id, INVALID_PARAMS, &why),
         },
         _ => rpc_error(
@@ -46,7 +81,13 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
             METHOD_NOT_FOUND,
             "method not offered by Airlock's server",
         ),
-    })
+    }
+}
+
+const INSTRUCTIONS: &str = "Airlock runs this agent in a jail. Run commands with the bash tool; only the commands the role allows run.";
+
+fn server_info() -> Value {
+    json!({"name": "airlock", "title": "Airlock", "version": env!("CARGO_PKG_VERSION")})
 }
 
 fn initialize(gw: &RunGateway, id: &Value, params: &Value) -> Reply {
@@ -57,8 +98,8 @@ fn initialize(gw: &RunGateway, id: &Value, params: &Value) -> Reply {
     let result = json!({
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "airlock", "title": "Airlock", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "Airlock runs this agent in a jail. Run commands with the bash tool; only the commands the role allows run."
+        "serverInfo": server_info(),
+        "instructions": INSTRUCTIONS,
     });
     Reply {
         status: 200,

@@ -103,6 +103,7 @@ async function main() {
         out(r);
       } else if (s.raw !== undefined) {
         const headers = Object.assign({ "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": transport.sessionId }, s.headers || {});
+        if (s.nosession) delete headers["mcp-session-id"];
         const r = await fetch(url, { method: s.method || "POST", headers, body: s.method === "GET" || s.method === "DELETE" ? undefined : s.raw });
         out({ step: i, status: r.status, body: await r.text() });
       }
