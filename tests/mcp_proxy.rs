@@ -314,6 +314,12 @@ fn the_proxy_holds_every_call_to_the_role_and_the_upstream_sees_only_what_passed
     }
     let up_session = log.iter().find_map(|r| r["session"].as_str()).unwrap();
     assert!(up_session.starts_with("up-"));
+    // The run's end ended its upstream session too.
+    assert!(
+        log.iter()
+            .any(|r| r["method"] == "DELETE" && r["session"] == up_session),
+        "no DELETE of the upstream session: {log:?}"
+    );
 
     // The journal: every call, arguments by shape only, and never the secret.
     let run = run_id_of(&o);

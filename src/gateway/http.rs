@@ -34,16 +34,25 @@ pub async fn serve(
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    // At the run's end, the upstream sessions are ended too (bounded: the run is over).
+    let end = |gw: Arc<RunGateway>| async move {
+        let all = async {
+            for c in gw.connectors.values() {
+                c.end_all().await;
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), all).await;
+    };
     loop {
         let slot = tokio::select! {
-            _ = &mut stop => return,
+            _ = &mut stop => return end(gw).await,
             s = slots.clone().acquire_owned() => match s {
                 Ok(s) => s,
                 Err(_) => return,
             },
         };
         let stream = tokio::select! {
-            _ = &mut stop => return,
+            _ = &mut stop => return end(gw).await,
             accepted = listener.accept() => match accepted {
                 Ok((s, _)) => s,
                 // Out of fds or similar: wait a moment rather than spin.
@@ -191,13 +200,20 @@ async fn endpoint(
                 Some(c) => mcp_proxy::post(gw, c, h, &body).await,
             })
         }
-        Method::DELETE => match header(&req, SESSION_HEADER) {
-            Some(s) if connector.map_or_else(|| gw.sessions.close(s), |c| c.sessions.close(s)) => {
+        Method::DELETE => {
+            let Some(s) = header(&req, SESSION_HEADER) else {
+                return plain(StatusCode::BAD_REQUEST, "Mcp-Session-Id: required\n");
+            };
+            let ended = match connector {
+                None => gw.sessions.close(s),
+                Some(c) => c.end(s).await,
+            };
+            if ended {
                 plain(StatusCode::OK, "")
+            } else {
+                plain(StatusCode::NOT_FOUND, "no such session\n")
             }
-            Some(_) => plain(StatusCode::NOT_FOUND, "no such session\n"),
-            None => plain(StatusCode::BAD_REQUEST, "Mcp-Session-Id: required\n"),
-        },
+        }
         _ => {
             // No server-initiated stream: Airlock's server sends nothing unasked.
             let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "");

@@ -296,7 +296,17 @@ impl<S> Sessions<S> {
 
     /// End a session (HTTP DELETE). False when it was not open.
     pub fn close(&self, id: &str) -> bool {
-        self.lock().remove(id).is_some()
+        self.take(id).is_some()
+    }
+
+    /// End a session and hand back its state.
+    pub fn take(&self, id: &str) -> Option<S> {
+        self.lock().remove(id)
+    }
+
+    /// End every session, handing back their states.
+    pub fn take_all(&self) -> Vec<S> {
+        self.lock().drain().map(|(_, s)| s).collect()
     }
 
     /// The checks every message but `initialize` passes: a known session, a revision this

@@ -78,6 +78,31 @@ impl Connector {
         }
     }
 
+    /// End the agent's session `id`, and its upstream session with it. False when it was
+    /// not open.
+    pub async fn end(&self, id: &str) -> bool {
+        match self.sessions.take(id) {
+            Some(s) => {
+                self.end_upstream(s).await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// End every session with the upstream (the run is over).
+    pub async fn end_all(&self) {
+        for s in self.sessions.take_all() {
+            self.end_upstream(s).await;
+        }
+    }
+
+    async fn end_upstream(&self, s: ProxySession) {
+        if let (Upstream::Http(h), Some(up)) = (&self.upstream, s.upstream_session) {
+            h.delete(&up).await;
+        }
+    }
+
     /// `v` with every copy of the credential withheld.
     fn scrub(&self, v: Value) -> Value {
         if self.secrets.is_empty() {

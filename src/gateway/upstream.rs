@@ -259,6 +259,22 @@ impl HttpUpstream {
         }
     }
 
+    /// End an upstream session (HTTP DELETE); its answer is only a status.
+    pub async fn delete(&self, session: &str) {
+        let uri = format!("http://{}{}", self.url.authority, self.url.path);
+        let mut b = Request::builder()
+            .method(Method::DELETE)
+            .uri(uri)
+            .header(HOST, &self.url.authority)
+            .header("mcp-session-id", session);
+        if let Some((k, v)) = &self.auth {
+            b = b.header(k, v);
+        }
+        if let Ok(req) = b.body(Full::new(Bytes::new())) {
+            let _ = tokio::time::timeout(Duration::from_secs(2), self.client.request(req)).await;
+        }
+    }
+
     /// Send a response or notification; its answer is only a status.
     async fn exchange_notify(
         &self,
