@@ -47,3 +47,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   install -d -m 0755 -o root -g root "$TEST_NPM"
   (cd "$TEST_NPM" && npm install --no-audit --no-fund --loglevel=error "${missing[@]}" >/dev/null)
 fi
+
+# mcp-server-git (PyPI), a real stdio MCP server for the connector tests, for Debian's own
+# python3 (the one a jail sees under /usr), in a root-owned folder of its own.
+TEST_PY="$TEST_NPM/py"
+GIT_MCP=mcp-server-git==2026.10.19
+have=$(PYTHONPATH="$TEST_PY" /usr/bin/python3 -c "import importlib.metadata as m; print(m.version('mcp-server-git'))" 2>/dev/null || true)
+if [ "$have" != "${GIT_MCP#*==}" ]; then
+  /usr/bin/python3 -m pip --version >/dev/null 2>&1 || {
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+  }
+  echo "install-deps: installing $GIT_MCP under $TEST_PY"
+  rm -rf "$TEST_PY"
+  install -d -m 0755 -o root -g root "$TEST_PY"
+  /usr/bin/python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check \
+    --root-user-action=ignore --target "$TEST_PY" "$GIT_MCP"
+fi

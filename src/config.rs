@@ -54,6 +54,13 @@ pub fn credential_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
+/// An environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+fn env_name(n: &str) -> bool {
+    !n.is_empty()
+        && !n.starts_with(|c: char| c.is_ascii_digit())
+        && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 fn header_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
@@ -160,6 +167,8 @@ pub enum UpstreamConf {
         argv: Vec<String>,
         uid: u32,
         credential_env: Option<String>,
+        /// More environment for it (no secrets: those go through `credential`).
+        env: Vec<(String, String)>,
     },
 }
 
@@ -228,6 +237,7 @@ const CONNECTOR_KEYS: &[&str] = &[
     "header",
     "credential_env",
     "uid",
+    "env",
 ];
 const LIMIT_KEYS: &[&str] = &[
     "max_procs",
@@ -574,14 +584,7 @@ impl Parser<'_> {
         };
         let credential_env = match get("credential_env") {
             None => None,
-            Some(Value::String(n))
-                if has_credential
-                    && !n.is_empty()
-                    && !n.starts_with(|c: char| c.is_ascii_digit())
-                    && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
-            {
-                Some(n.clone())
-            }
+            Some(Value::String(n)) if has_credential && env_name(n) => Some(n.clone()),
             Some(_) => {
                 self.problem(
                     &key(at, "credential_env"),
@@ -590,10 +593,35 @@ impl Parser<'_> {
                 return None;
             }
         };
+        let mut env = Vec::new();
+        if let Some(v) = get("env") {
+            let at = key(at, "env");
+            let m = self.mapping(v, &at, &[])?;
+            for (k, v) in m {
+                let name = k.as_str().filter(|n| env_name(n));
+                match (name, v.as_str()) {
+                    (Some(n), Some(val)) if !val.contains('\0') => {
+                        if crate::policy::secrets::find_secret(val).is_some() {
+                            self.problem(
+                                &key(&at, n),
+                                "looks like a secret; give it as the connector's credential (credential_env)",
+                            );
+                            return None;
+                        }
+                        env.push((n.to_string(), val.to_string()));
+                    }
+                    _ => {
+                        self.problem(&at, "names are [A-Za-z_][A-Za-z0-9_]*, values strings");
+                        return None;
+                    }
+                }
+            }
+        }
         Some(UpstreamConf::Command {
             argv,
             uid,
             credential_env,
+            env,
         })
     }
 

@@ -722,3 +722,81 @@ fn stateless_requests_go_through_the_proxy_filtered_like_the_rest() {
     let log = upstream_log(&up);
     assert!(!log.iter().any(|r| r["tool"] == "forbidden_tool"));
 }
+
+/// `mcp-server-git` (PyPI), a real stdio server, in a connector jail of its own over a git
+/// repository in the connector's home: the role's git tools work, the others are refused.
+#[test]
+fn mcp_server_git_over_stdio_serves_only_the_roles_git_tools() {
+    let py = Path::new(TEST_NPM).join("py");
+    assert!(
+        py.join("mcp_server_git").is_dir(),
+        "mcp-server-git is missing under {}: run scripts/install-deps.sh",
+        py.display()
+    );
+    let conn_uid = 1_880_094_980 + std::process::id() % 9;
+    let extra = format!(
+        "mcp_connectors:\n  git: {{command: [/usr/bin/python3, -m, mcp_server_git, --repository, /home/git/repo], uid: {conn_uid}, env: {{PYTHONPATH: {}}}}}\n",
+        py.display()
+    );
+    let h = Host::new(&[("tess", "code")], &extra);
+    h.local_role("code", |t| {
+        t.replacen("tools:\n", "tools:\n  git: [git_status, git_log]\n", 1)
+            .replacen("  mcp:\n", "  mcp:\n    git:\n      via: airlock\n", 1)
+    });
+    // The connector's home (made by the launch, owned by its uid) holds the repository.
+    let repo = h.state.join("connectors/git/repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let st = Command::new("git")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&repo)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "the connector's first commit"]);
+    chown_tree(&h.state.join("connectors/git"), conn_uid);
+    let (_o, lines) = run_agent(
+        &h,
+        "git",
+        json!([
+            {"list": "tools"},
+            {"call": "git_log", "args": {"repo_path": "/home/git/repo"}},
+            {"call": "git_status", "args": {"repo_path": "/home/git/repo"}},
+            {"call": "git_commit", "args": {"repo_path": "/home/git/repo", "message": "x"}},
+        ]),
+    );
+    assert_eq!(
+        step(&lines, 0)["tools"],
+        json!(["git_status", "git_log"]),
+        "{lines:?}"
+    );
+    let log = step(&lines, 1);
+    assert!(
+        log["text"]
+            .as_str()
+            .unwrap()
+            .contains("the connector's first commit"),
+        "{log}"
+    );
+    assert!(
+        step(&lines, 2)["text"].as_str().unwrap().contains("main"),
+        "{:?}",
+        step(&lines, 2)
+    );
+    let commit = step(&lines, 3);
+    assert_eq!(commit["isError"], true);
+    assert!(
+        commit["text"]
+            .as_str()
+            .unwrap()
+            .contains("default: tool not listed"),
+        "{commit}"
+    );
+    assert!(airlock::supervisor::launch::pids_of_uid(conn_uid).is_empty());
+}

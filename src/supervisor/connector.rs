@@ -38,6 +38,7 @@ pub fn prepare(
     name: &str,
     argv: &[String],
     uid: u32,
+    env: &[(String, String)],
 ) -> Result<RunSpec, LaunchError> {
     if uid == run.uid {
         return Err(refused(
@@ -73,7 +74,7 @@ pub fn prepare(
         home,
         workspace,
         argv: argv.to_vec(),
-        env: Vec::new(),
+        env: env.to_vec(),
         hide: run.hide.clone(),
         connect_tcp: Vec::new(),
         limits: run.limits.clone(),

@@ -175,11 +175,13 @@ fn upstream_plans<'a>(
                 argv,
                 uid,
                 credential_env,
+                env,
             } => {
-                let spec = connector::prepare(cfg, run, name, argv, *uid).map_err(|e| match e {
-                    LaunchError::Refused(m) => refused(format!("{}: {m}", where_())),
-                    e => e,
-                })?;
+                let spec =
+                    connector::prepare(cfg, run, name, argv, *uid, env).map_err(|e| match e {
+                        LaunchError::Refused(m) => refused(format!("{}: {m}", where_())),
+                        e => e,
+                    })?;
                 let env = credential_env.clone().zip(secret);
                 UpstreamPlan::Stdio {
                     spec: Box::new(spec),
