@@ -188,9 +188,7 @@ pub async fn call(gw: &RunGateway, args: &Value) -> Value {
     let started = Instant::now();
     let mut rec = CallRecord::new(crate::policy::agent_config::BASH_SERVER, NAME);
     let result = run(gw, args, &mut rec).await;
-    rec.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    rec.result_bytes = result.to_string().len() as u64;
-    gw.log.call(&rec);
+    rec.finish(started, &result, gw.log.as_ref());
     result
 }
 
@@ -204,15 +202,13 @@ async fn run(gw: &RunGateway, args: &Value, rec: &mut CallRecord) -> Value {
         }
     };
     let (decision, argv) = gw.plan.policy.bash_command(&input.command);
-    rec.rule = decision.rule.clone();
-    rec.reason = decision.reason.clone();
+    rec.decided(&decision);
     let Some(argv) = argv.filter(|_| decision.allow) else {
         return error_result(&format!(
             "refused by {}: {}",
             decision.rule, decision.reason
         ));
     };
-    rec.allow = true;
     rec.detail = super::clip(&shown_argv(&argv), super::MAX_DETAIL_CHARS);
     rec.program = argv.first().cloned();
     let cwd = match check_cwd(input.cwd.as_deref(), &gw.plan.workspace, &gw.plan.home) {

@@ -503,9 +503,7 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
     let mut rec = CallRecord::new(&c.name, if name.is_empty() { "(none)" } else { name });
     rec.detail = jsonrpc::shape(&args);
     let d = gw.plan.policy.tool(&c.name, name, &args);
-    rec.allow = d.allow;
-    rec.rule = d.rule.clone();
-    rec.reason = d.reason.clone();
+    rec.decided(&d);
     let reply = if !d.allow {
         rpc_result(
             id,
@@ -525,9 +523,7 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
             Err((code, msg)) => rpc_error(id, code, &msg),
         }
     };
-    rec.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    rec.result_bytes = reply.to_string().len() as u64;
-    gw.log.call(&rec);
+    rec.finish(started, &reply, gw.log.as_ref());
     reply
 }
 
@@ -556,9 +552,7 @@ async fn resource(
     // A URI may carry anything: the journal keeps its scheme only.
     rec.detail = format!("{}:…", uri.split(':').next().unwrap_or_default());
     let d = gw.plan.policy.resource(&c.name, uri);
-    rec.allow = d.allow;
-    rec.rule = d.rule.clone();
-    rec.reason = d.reason.clone();
+    rec.decided(&d);
     let reply = if !d.allow {
         rpc_error(id, REFUSED, &format!("refused by {}: {}", d.rule, d.reason))
     } else {
@@ -571,9 +565,7 @@ async fn resource(
             Err((code, msg)) => rpc_error(id, code, &msg),
         }
     };
-    rec.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    rec.result_bytes = reply.to_string().len() as u64;
-    gw.log.call(&rec);
+    rec.finish(started, &reply, gw.log.as_ref());
     reply
 }
 

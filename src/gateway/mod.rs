@@ -113,6 +113,22 @@ impl CallRecord {
     }
 }
 
+impl CallRecord {
+    /// Take the policy's decision (allowed calls stay errors until a result says not).
+    pub fn decided(&mut self, d: &crate::policy::Decision) {
+        self.allow = d.allow;
+        self.rule = d.rule.clone();
+        self.reason = d.reason.clone();
+    }
+
+    /// Close the record with the reply the agent gets, and journal it.
+    pub fn finish(mut self, started: Instant, reply: &serde_json::Value, log: &dyn CallLog) {
+        self.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.result_bytes = reply.to_string().len() as u64;
+        log.call(&self);
+    }
+}
+
 /// Most characters of a name (tool, key) a call's record keeps.
 pub const MAX_NAME_CHARS: usize = 128;
 /// Most characters of a call's detail (argv or argument shape) a record keeps.
