@@ -1251,3 +1251,50 @@ fn a_run_through_airlockd_gets_its_gateway_and_its_bash_tool() {
         .collect();
     assert_eq!(decisions, ["allow", "deny"]);
 }
+
+#[test]
+fn a_run_through_airlockd_reaches_a_stdio_connector_through_its_gateway() {
+    let pkg = common::require_npm("@modelcontextprotocol/server-everything");
+    let conn_uid = 1_880_094_970 + std::process::id() % 9;
+    let mut env = Env::new(Opts {
+        copy_roles: true,
+        extra: format!(
+            "mcp_connectors:\n  everything: {{command: [/usr/bin/node, {}, stdio], uid: {conn_uid}}}\n",
+            pkg.join("dist/index.js").display()
+        ),
+        ..Opts::default()
+    });
+    let role = env.roles.join("code/role.yaml");
+    let text = std::fs::read_to_string(&role).unwrap();
+    std::fs::write(
+        &role,
+        text.replacen("tools:\n", "tools:\n  everything: [echo]\n", 1)
+            .replacen(
+                "  mcp:\n",
+                "  mcp:\n    everything:\n      via: airlock\n",
+                1,
+            ),
+    )
+    .unwrap();
+    env.start();
+    let argv = common::mcp_agent(&json!({"server": "everything", "steps": [
+        {"list": "tools"},
+        {"call": "echo", "args": {"message": "through airlockd"}},
+        {"call": "get-env"},
+    ]}));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let r = env.launch("tess", &argv, json!({"wait": true}));
+    assert_eq!(exited(&r)["exit_code"], 0, "{r:?}");
+    let out = stdout_of(&r);
+    let lines: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(common::step(&lines, 0)["tools"], json!(["echo"]), "{out}");
+    assert_eq!(common::step(&lines, 1)["text"], "Echo: through airlockd");
+    assert_eq!(common::step(&lines, 2)["isError"], true);
+    assert!(
+        poll(50, || pids(conn_uid).is_empty().then_some(())).is_some(),
+        "a connector process outlived its run"
+    );
+}
