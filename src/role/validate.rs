@@ -361,6 +361,24 @@ fn budget(c: &mut Ctx, v: &Value) {
     }
 }
 
+/// `run.bash`: a list of prefixes, each one that can match a command. A prefix the bash
+/// lexer refuses, or whose program is not a bare name, would be a grant that never allows
+/// anything; it is refused at its key path (`run.bash[3]`) without repeating its text.
+fn bash_prefixes(c: &mut Ctx, v: &Value, path: &str) {
+    c.string_list(v, path);
+    let Value::Sequence(items) = v else {
+        return;
+    };
+    for (i, item) in items.iter().enumerate() {
+        if let Some(why) = item
+            .as_str()
+            .and_then(crate::policy::bash::matcher::prefix_problem)
+        {
+            c.add(&diag::index(path, i), why);
+        }
+    }
+}
+
 /// A week: the longest run Airlock accepts.
 pub const MAX_MINUTES_PER_RUN: i128 = 7 * 24 * 60;
 
@@ -411,7 +429,7 @@ fn run(c: &mut Ctx, v: &Value) {
                 c.integer(val, &p, Some(1), None);
             }
             "clone" => repo_list(c, val, &p),
-            "bash" => c.string_list(val, &p),
+            "bash" => bash_prefixes(c, val, &p),
             "tools" => c.enum_list(val, &p, &["WebFetch", "WebSearch", "Agent"], true),
             "mcp" => mcp(c, val, &p),
             _ => {}
