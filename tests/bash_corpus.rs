@@ -384,15 +384,18 @@ fn prefixes_that_cannot_match_match_nothing() {
         "/usr/bin/git log",
         "FOO=1 ls",
         "sudo ls",
+        "git -c core.pager=sh log",
+        "git log",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
     let p = BashPolicy::compile(&prefixes, &ArgGuards::builtin());
-    assert_eq!(p.invalid_prefixes(), &[0, 1, 2, 3, 4]);
-    for cmd in ["git log", "ls", "sudo ls", "git"] {
+    assert_eq!(p.invalid_prefixes(), &[0, 1, 2, 3, 4, 5, 6]);
+    for cmd in ["ls", "sudo ls", "git", "git -c core.pager=sh log"] {
         assert!(!p.decide(cmd).allow, "{cmd}");
     }
+    assert_eq!(p.decide("git log").rule, "run.bash[7]");
 }
 
 #[test]

@@ -1253,6 +1253,28 @@ fn dead_bash_prefixes_are_refused_at_their_key_path() {
             "bare command name",
         ),
         ("[ls, '']".to_string(), "run.bash[1]", "empty"),
+        // Wrappers and words the built-in argument guards refuse in every command.
+        (
+            "[ls, sudo ls]".to_string(),
+            "run.bash[1]",
+            "runs other commands",
+        ),
+        ("[env]".to_string(), "run.bash[0]", "runs other commands"),
+        (
+            format!("['git -c {s} log']"),
+            "run.bash[0]",
+            "argument guards refuse",
+        ),
+        (
+            "['cargo +nightly test']".to_string(),
+            "run.bash[0]",
+            "argument guards refuse",
+        ),
+        (
+            "['find . -exec']".to_string(),
+            "run.bash[0]",
+            "argument guards refuse",
+        ),
         ("['   ']".to_string(), "run.bash[0]", "empty"),
     ];
     let mut failures = Vec::new();

@@ -362,17 +362,20 @@ fn budget(c: &mut Ctx, v: &Value) {
 }
 
 /// `run.bash`: a list of prefixes, each one that can match a command. A prefix the bash
-/// lexer refuses, or whose program is not a bare name, would be a grant that never allows
-/// anything; it is refused at its key path (`run.bash[3]`) without repeating its text.
+/// lexer refuses, whose program is not a bare name or is a wrapper, or whose words trip a
+/// built-in argument guard would be a grant that never allows anything; it is refused at
+/// its key path (`run.bash[3]`) without repeating its text. The built-in guards are always
+/// in force (an operator's guard file only adds to them), so this holds under any policy.
 fn bash_prefixes(c: &mut Ctx, v: &Value, path: &str) {
     c.string_list(v, path);
     let Value::Sequence(items) = v else {
         return;
     };
+    let guards = crate::policy::bash::ArgGuards::builtin();
     for (i, item) in items.iter().enumerate() {
         if let Some(why) = item
             .as_str()
-            .and_then(crate::policy::bash::matcher::prefix_problem)
+            .and_then(|p| crate::policy::bash::dead_prefix(p, &guards))
         {
             c.add(&diag::index(path, i), why);
         }
