@@ -54,3 +54,48 @@ pub fn key(parent: &str, child: &str) -> String {
 pub fn index(parent: &str, i: usize) -> String {
     format!("{parent}[{i}]")
 }
+
+/// Longest key repeated in a problem path; longer keys are named by position.
+pub const MAX_SHOWN_KEY: usize = 64;
+
+/// Whether an operator-written key may be repeated in a problem path: a plain identifier
+/// (an ASCII letter or `_`, then letters, digits, `_` or `-`, at most [`MAX_SHOWN_KEY`]
+/// bytes) that is not shaped like a credential (the secret shapes the rails scan for).
+/// Anything else is named by its position, so a pasted secret is never echoed.
+pub fn shows_key(key: &str) -> bool {
+    let mut bytes = key.bytes();
+    key.len() <= MAX_SHOWN_KEY
+        && bytes
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && crate::policy::secrets::find_secret(key).is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shows_key;
+
+    #[test]
+    fn shown_keys_are_identifiers_not_secrets() {
+        for k in ["colour", "max_minutes", "Max-Minutes", "_x", "a1"] {
+            assert!(shows_key(k), "{k}");
+        }
+        let long = "a".repeat(65);
+        for k in [
+            "",
+            "1abc",
+            "-x",
+            "a b",
+            "x/y",
+            "a.b",
+            "é",
+            long.as_str(),
+            "ghp_zzSECRETKEYMARKER0123456789abcdefghij",
+            "sk-ant-zzSECRETKEYMARKER0123456789",
+            "AKIAABCDEFGHIJKLMNOP",
+        ] {
+            assert!(!shows_key(k), "{k}");
+        }
+    }
+}

@@ -30,8 +30,14 @@ const CORPUS: &[(&str, bool, &str)] = &[
     ("git status", A, "run.bash[1]"),
     ("git status -sb", A, "run.bash[1]"),
     ("git status -uno", A, "run.bash[1]"),
-    ("git diff HEAD~1", D, "lexer: tilde"),
-    ("git diff HEAD^", D, "lexer: history expansion"),
+    ("git diff HEAD~1", A, "run.bash[2]"),
+    ("git diff HEAD~1..HEAD", A, "run.bash[2]"),
+    ("git diff HEAD^", A, "run.bash[2]"),
+    ("git log --format=%h~%s", A, "run.bash[0]"),
+    ("git log @{u}..", A, "run.bash[0]"),
+    ("git log --grep=a#b", A, "run.bash[0]"),
+    ("git log --format={%h}", A, "run.bash[0]"),
+    ("cargo test -- --nocapture", A, "run.bash[3]"),
     ("git diff main..feature", A, "run.bash[2]"),
     ("git diff --stat", A, "run.bash[2]"),
     ("git diff --no-ext-diff", A, "run.bash[2]"),
@@ -112,7 +118,15 @@ const CORPUS: &[(&str, bool, &str)] = &[
     ("ls {a,b}", D, "lexer: brace expansion"),
     ("ls ~", D, "lexer: tilde"),
     ("ls ~root", D, "lexer: tilde"),
-    ("cat a~b", D, "lexer: tilde"),
+    ("cat a~b", A, "run.bash[6]"),
+    ("cat --x=~", A, "run.bash[6]"),
+    ("cat x=~/.ssh/id_rsa", D, "lexer: tilde"),
+    ("cat X=a:~/.ssh", D, "lexer: tilde"),
+    ("cat x{a,b}y", D, "lexer: brace expansion"),
+    ("cat {1..3}", D, "lexer: brace expansion"),
+    ("{cat,/etc/shadow}", D, "lexer: brace expansion"),
+    ("^git^rm", D, "lexer: history expansion"),
+    ("cat #x", D, "lexer: comment"),
     ("git log !!", D, "lexer: history expansion"),
     ("git log \"!-1\"", D, "lexer: history expansion"),
     ("git log # comment", D, "lexer: comment"),
@@ -241,6 +255,78 @@ const CORPUS: &[(&str, bool, &str)] = &[
     ("rg -iz pattern", D, "guard: rg -z"),
 ];
 
+/// Each construct is refused only where bash would expand it or treat it as syntax;
+/// elsewhere it is a literal character and the word passes with it.
+#[test]
+fn lexer_refuses_by_position_as_bash_does() {
+    use airlock::policy::bash::{lex, LexError};
+    let ok = |s: &[&str]| Ok(s.iter().map(|w| w.to_string()).collect::<Vec<_>>());
+    let cases: &[(&str, Result<Vec<String>, LexError>)] = &[
+        // Tilde: only at a word's start or after `=`/`:` in an assignment-shaped word.
+        ("git diff HEAD~1", ok(&["git", "diff", "HEAD~1"])),
+        (
+            "git log --format=%h~%s",
+            ok(&["git", "log", "--format=%h~%s"]),
+        ),
+        ("ls a~b", ok(&["ls", "a~b"])),
+        ("ls --dir=~", ok(&["ls", "--dir=~"])),
+        ("ls a:~", ok(&["ls", "a:~"])),
+        ("ls ''~", ok(&["ls", "~"])),
+        ("ls ~", Err(LexError::Tilde)),
+        ("ls ~/x", Err(LexError::Tilde)),
+        ("ls x=~", Err(LexError::Tilde)),
+        ("ls x=a:~/b", Err(LexError::Tilde)),
+        ("ls _X1=~", Err(LexError::Tilde)),
+        // Comment: only where a word starts.
+        ("ls a#b", ok(&["ls", "a#b"])),
+        ("ls ''#b", ok(&["ls", "#b"])),
+        ("ls #b", Err(LexError::Comment)),
+        ("ls a #b", Err(LexError::Comment)),
+        // Quick substitution: only the command's first character.
+        ("git diff HEAD^", ok(&["git", "diff", "HEAD^"])),
+        ("git log ^main", ok(&["git", "log", "^main"])),
+        ("^a^b", Err(LexError::History)),
+        // History expansion stays refused outside single quotes (an agent may expect it).
+        ("ls !!", Err(LexError::History)),
+        ("ls 'a!'", ok(&["ls", "a!"])),
+        // Braces: reserved words in the command position, expansion needs `,` or `..`.
+        ("git log @{u}", ok(&["git", "log", "@{u}"])),
+        ("git show HEAD@{1}", ok(&["git", "show", "HEAD@{1}"])),
+        ("ls {}", ok(&["ls", "{}"])),
+        ("ls {a}", ok(&["ls", "{a}"])),
+        ("ls a} {b", ok(&["ls", "a}", "{b"])),
+        ("ls a,b", ok(&["ls", "a,b"])),
+        ("ls '{a,b}'", ok(&["ls", "{a,b}"])),
+        ("ls {a',b'}", ok(&["ls", "{a,b}"])),
+        ("ls {1'..'3}", ok(&["ls", "{1..3}"])),
+        ("ls {a,b}", Err(LexError::Brace)),
+        ("ls x{a,b}y", Err(LexError::Brace)),
+        ("ls {1..3}", Err(LexError::Brace)),
+        ("ls {a,{b}}", Err(LexError::Brace)),
+        ("ls {'a',b}", Err(LexError::Brace)),
+        ("{ls,id}", Err(LexError::Brace)),
+        ("{ ls; }", Err(LexError::Brace)),
+        ("} ls", Err(LexError::Brace)),
+        // A lone `]` is literal; globs stay refused.
+        ("ls a]", ok(&["ls", "a]"])),
+        ("ls [a]", Err(LexError::Glob)),
+        // Common git and cargo arguments.
+        (
+            "cargo test -- --nocapture",
+            ok(&["cargo", "test", "--", "--nocapture"]),
+        ),
+        ("git diff main...HEAD", ok(&["git", "diff", "main...HEAD"])),
+    ];
+    let mut failures = Vec::new();
+    for (cmd, want) in cases {
+        let got = lex(cmd);
+        if &got != want {
+            failures.push(format!("{cmd:?}: want {want:?}, got {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 fn policy() -> BashPolicy {
     let prefixes: Vec<String> = PREFIXES.iter().map(|s| s.to_string()).collect();
     BashPolicy::compile(&prefixes, &ArgGuards::builtin())
@@ -298,15 +384,18 @@ fn prefixes_that_cannot_match_match_nothing() {
         "/usr/bin/git log",
         "FOO=1 ls",
         "sudo ls",
+        "git -c core.pager=sh log",
+        "git log",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
     let p = BashPolicy::compile(&prefixes, &ArgGuards::builtin());
-    assert_eq!(p.invalid_prefixes(), &[0, 1, 2, 3, 4]);
-    for cmd in ["git log", "ls", "sudo ls", "git"] {
+    assert_eq!(p.invalid_prefixes(), &[0, 1, 2, 3, 4, 5, 6]);
+    for cmd in ["ls", "sudo ls", "git", "git -c core.pager=sh log"] {
         assert!(!p.decide(cmd).allow, "{cmd}");
     }
+    assert_eq!(p.decide("git log").rule, "run.bash[7]");
 }
 
 #[test]
@@ -320,7 +409,7 @@ fn guards_hold_even_for_broad_prefixes() {
         ("git fetch -u x origin", "guard: git -u"),
         ("git clone --upload-pack=x repo", "guard: git --upload-pack"),
         ("git push --receive-pack=x", "guard: git --receive-pack"),
-        ("git format-patch -o /tmp HEAD~1", "lexer: tilde"),
+        ("git format-patch -o /tmp HEAD~1", "guard: git -o"),
         ("git format-patch -o /tmp HEAD", "guard: git -o"),
         ("git rebase --exec id main", "guard: git --exec"),
         ("git clone --template=/x r", "guard: git --template"),

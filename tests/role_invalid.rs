@@ -9,6 +9,9 @@ use std::collections::HashSet;
 use std::path::Path;
 
 const SECRET: &str = "zz-SECRET-MARKER-77";
+/// A key shaped like a credential (a GitHub token): an unknown key like this is named by
+/// its position, never repeated.
+const SECRET_KEY: &str = "ghp_zzSECRETKEYMARKER0123456789abcdefghij";
 
 const BASE: &str = r#"
 schema: 1
@@ -154,9 +157,11 @@ fn raw(
 }
 
 const S: Option<&str> = Some(SECRET);
+const K: Option<&str> = Some(SECRET_KEY);
 
 fn cases() -> Vec<Case> {
     let s = SECRET;
+    let k = SECRET_KEY;
     let q = |v: &str| format!("\"{v}\"");
     let l = |v: &str| format!("[\"{v}\"]");
     let workflow_base: &[(&str, &str)] = &[("kind", "workflow"), ("run", DEL), ("scopes", DEL)];
@@ -283,10 +288,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "unknown top key",
-            &[(s, "1")],
+            &[(k, "1")],
             "<key #17>",
             "allowed keys are: schema, role",
-            S,
+            K,
         ),
         case(
             "writes missing",
@@ -396,10 +401,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "writes unknown key",
-            &[(&format!("writes.{s}"), "1")],
+            &[(&format!("writes.{k}"), "1")],
             "writes.<key #8>",
             "allowed keys are: repos",
-            S,
+            K,
         ),
         case(
             "writes not mapping",
@@ -453,10 +458,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "identity unknown key",
-            &[(&format!("identity.{s}"), "1")],
+            &[(&format!("identity.{k}"), "1")],
             "identity.<key #4>",
             "allowed keys are: github_login",
-            S,
+            K,
         ),
         // tools
         case(
@@ -638,10 +643,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "args rule unknown key",
-            &[(&format!("{arg}.{s}"), "1")],
+            &[(&format!("{arg}.{k}"), "1")],
             "args.github.get_issue.owner.<key #3>",
             "allowed keys are: enum, const",
-            S,
+            K,
         ),
         case(
             "args enum empty",
@@ -786,10 +791,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "budget unknown key",
-            &[(&format!("budget.{s}"), "1")],
+            &[(&format!("budget.{k}"), "1")],
             "budget.<key #5>",
             "allowed keys are: runs_per_week",
-            S,
+            K,
         ),
         // run
         case(
@@ -871,10 +876,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "run unknown key",
-            &[(&format!("run.{s}"), "1")],
+            &[(&format!("run.{k}"), "1")],
             "run.<key #9>",
             "allowed keys are: schedule, model",
-            S,
+            K,
         ),
         case(
             "mcp via not airlock",
@@ -885,10 +890,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "mcp direct extra key",
-            &[(&format!("run.mcp.github.{s}"), "1")],
+            &[(&format!("run.mcp.github.{k}"), "1")],
             "run.mcp.github.<key #3>",
             "allowed keys are: url, header",
-            S,
+            K,
         ),
         case(
             "mcp neither",
@@ -900,7 +905,7 @@ fn cases() -> Vec<Case> {
         case(
             "mcp both",
             &[("run.mcp.board.url", &q(s))],
-            "run.mcp.board.<key #2>",
+            "run.mcp.board.url",
             "allowed keys are: via",
             S,
         ),
@@ -950,7 +955,7 @@ fn cases() -> Vec<Case> {
         case(
             "scopes unknown family",
             &[("scopes.sending", "[read]")],
-            "scopes.<key #6>",
+            "scopes.sending",
             "allowed keys are: capcom",
             None,
         ),
@@ -961,7 +966,7 @@ fn cases() -> Vec<Case> {
         raw("L4 without goals", l4_with(&[("goals", DEL.into())]), "goals", "required for a role at level L4", None),
         raw("L4 without check", l4_with(&[("judge.check", DEL.into())]), "judge.check", "required for a role at level L4", None),
         raw("judge metric missing", l4_with(&[("judge.metric", DEL.into())]), "judge.metric", "required", None),
-        raw("judge unknown key", l4_with(&[(Box::leak(format!("judge.{s}").into_boxed_str()), "1".into())]), "judge.<key #5>", "allowed keys are: metric, source", S),
+        raw("judge unknown key", l4_with(&[(Box::leak(format!("judge.{k}").into_boxed_str()), "1".into())]), "judge.<key #5>", "allowed keys are: metric, source", K),
         raw("check both kinds", l4_with(&[("judge.check.issue_label", q(s))]), "judge.check", "exactly one of them", S),
         raw("check neither kind", l4_with(&[("judge.check.workflow", DEL.into()), ("judge.check.branch", DEL.into())]), "judge.check", "`issue_label` (a report judge)", None),
         raw("check workflow without branch", l4_with(&[("judge.check.branch", DEL.into())]), "judge.check", "names both", None),
@@ -1115,6 +1120,197 @@ fn every_invalid_case_is_refused_precisely_and_without_the_value() {
         failures.join("\n")
     );
     eprintln!("{} invalid cases checked", cases.len());
+}
+
+/// An unknown key is named when it is a plain identifier and withheld (named by position)
+/// only when it is not one or is shaped like a credential.
+#[test]
+fn unknown_keys_are_named_unless_they_look_like_secrets() {
+    let sk = "sk-ant-zzSECRETKEYMARKER0123456789";
+    let cases: &[(&str, &str, &str)] = &[
+        // (mutated path, value, expected problem path)
+        ("colour", "1", "colour"),
+        ("Max-Minutes", "1", "Max-Minutes"),
+        ("_private", "1", "_private"),
+        ("writes.repo", "[acme/widgets]", "writes.repo"),
+        ("identity.login", "x", "identity.login"),
+        ("budget.max_minutes", "1", "budget.max_minutes"),
+        ("run.timeout", "1", "run.timeout"),
+        ("run.mcp.board.header", "X-Token", "run.mcp.board.header"),
+        (
+            "args.github.get_issue.owner.minLength",
+            "1",
+            "args.github.get_issue.owner.minLength",
+        ),
+        ("scopes.sending", "[read]", "scopes.sending"),
+        // Secret-shaped keys, and keys that are not identifiers, by position.
+        (SECRET_KEY, "1", "<key #17>"),
+        (sk, "1", "<key #17>"),
+        (&*format!("budget.{sk}"), "1", "budget.<key #5>"),
+        ("a b", "1", "<key #17>"),
+        ("1abc", "1", "<key #17>"),
+        ("x/y", "1", "<key #17>"),
+    ];
+    let mut failures = Vec::new();
+    for (path, value, want) in cases {
+        let text = mutate(&[(path, value)]);
+        let file = Path::new("roles/scout/role.yaml");
+        match parse_role(file, &text) {
+            Ok(_) => failures.push(format!("{path}: accepted")),
+            Err(problems) => {
+                let out = rendered(&problems);
+                if !problems
+                    .iter()
+                    .any(|p| p.path == *want && p.message.contains("is not a known key"))
+                {
+                    failures.push(format!("{path}: wanted `{want}`, got:\n{out}"));
+                }
+                for secret in [SECRET_KEY, sk] {
+                    if out.contains(secret) {
+                        failures.push(format!("{path}: echoed a secret-shaped key:\n{out}"));
+                    }
+                }
+            }
+        }
+    }
+    // A duplicated unknown key is named the same way by the YAML pre-scan.
+    let dup = format!("{BASE}colour: 1\ncolour: 2\n");
+    match parse_role(Path::new("r.yaml"), &dup) {
+        Ok(_) => failures.push("duplicate: accepted".into()),
+        Err(p) => {
+            if !p
+                .iter()
+                .any(|p| p.path == "colour" && p.message.contains("more than once"))
+            {
+                failures.push(format!("duplicate: got {}", rendered(&p)));
+            }
+        }
+    }
+    let dup = format!("{BASE}{SECRET_KEY}: 1\n{SECRET_KEY}: 2\n");
+    match parse_role(Path::new("r.yaml"), &dup) {
+        Ok(_) => failures.push("secret duplicate: accepted".into()),
+        Err(p) => {
+            if rendered(&p).contains(SECRET_KEY) {
+                failures.push(format!("secret duplicate echoed: {}", rendered(&p)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A `run.bash` prefix that can never match a command is a problem at its key path, with
+/// the construct named and the prefix text never repeated.
+#[test]
+fn dead_bash_prefixes_are_refused_at_their_key_path() {
+    let s = SECRET;
+    let cases: Vec<(String, &str, &str)> = vec![
+        // (run.bash list, expected path, message fragment)
+        (
+            format!("[git log, 'git log; {s}']"),
+            "run.bash[1]",
+            "command separator",
+        ),
+        (format!("[ls, 'git log | {s}']"), "run.bash[1]", "pipe"),
+        (format!("['ls > {s}']"), "run.bash[0]", "redirection"),
+        (format!("['ls && {s}']"), "run.bash[0]", "control operator"),
+        (
+            format!("['cat $HOME{s}']"),
+            "run.bash[0]",
+            "parameter expansion",
+        ),
+        (
+            format!("['ls $({s})']"),
+            "run.bash[0]",
+            "command substitution",
+        ),
+        (format!("['ls {s}*']"), "run.bash[0]", "glob"),
+        (format!("['ls ~/{s}']"), "run.bash[0]", "tilde"),
+        (
+            format!("['ls {{a,{s}}}']"),
+            "run.bash[0]",
+            "brace expansion",
+        ),
+        (format!("['git log # {s}']"), "run.bash[0]", "comment"),
+        (
+            format!("[\"git log 'u{s}\"]"),
+            "run.bash[0]",
+            "unterminated quote",
+        ),
+        (
+            format!("['FOO={s} ls']"),
+            "run.bash[0]",
+            "environment assignment",
+        ),
+        (
+            format!("[ls, cat, '/usr/bin/{s} log']"),
+            "run.bash[2]",
+            "bare command name",
+        ),
+        (format!("['./{s}']"), "run.bash[0]", "bare command name"),
+        (
+            format!("[\"'git log' {s}\"]"),
+            "run.bash[0]",
+            "bare command name",
+        ),
+        ("[ls, '']".to_string(), "run.bash[1]", "empty"),
+        // Wrappers and words the built-in argument guards refuse in every command.
+        (
+            "[ls, sudo ls]".to_string(),
+            "run.bash[1]",
+            "runs other commands",
+        ),
+        ("[env]".to_string(), "run.bash[0]", "runs other commands"),
+        (
+            format!("['git -c {s} log']"),
+            "run.bash[0]",
+            "argument guards refuse",
+        ),
+        (
+            "['cargo +nightly test']".to_string(),
+            "run.bash[0]",
+            "argument guards refuse",
+        ),
+        (
+            "['find . -exec']".to_string(),
+            "run.bash[0]",
+            "argument guards refuse",
+        ),
+        ("['   ']".to_string(), "run.bash[0]", "empty"),
+    ];
+    let mut failures = Vec::new();
+    for (list, want, fragment) in &cases {
+        let text = mutate(&[("run.bash", list)]);
+        match parse_role(Path::new("roles/scout/role.yaml"), &text) {
+            Ok(_) => failures.push(format!("{list}: accepted")),
+            Err(problems) => {
+                let out = rendered(&problems);
+                if !problems.iter().any(|p| {
+                    p.path == *want
+                        && p.message.contains(fragment)
+                        && p.message.contains("can never match a command")
+                }) {
+                    failures.push(format!(
+                        "{list}: wanted `{want}` with `{fragment}`, got:\n{out}"
+                    ));
+                }
+                if out.contains(s) {
+                    failures.push(format!("{list}: echoed the prefix:\n{out}"));
+                }
+            }
+        }
+    }
+    // Prefixes that can match stay valid, however they are quoted or punctuated.
+    for list in [
+        "[git log, \"'gh' pr view\", \"cargo test\"]",
+        "[git diff HEAD~1, git log --format=%h~%s, cargo test -- --nocapture]",
+        "['git log @{u}', git show HEAD^]",
+    ] {
+        let text = mutate(&[("run.bash", list)]);
+        if let Err(p) = parse_role(Path::new("r.yaml"), &text) {
+            failures.push(format!("{list}: refused:\n{}", rendered(&p)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

@@ -74,7 +74,8 @@ impl<'f> Ctx<'f> {
     }
 
     /// A mapping with a fixed set of properties (`additionalProperties: false`) and required
-    /// ones. Unknown keys are named by position and the allowed keys listed.
+    /// ones. An unknown key is named when it is a plain identifier not shaped like a secret
+    /// ([`diag::shows_key`]), else by position; the allowed keys are listed.
     pub fn object<'v>(
         &mut self,
         v: &'v Value,
@@ -94,7 +95,7 @@ impl<'f> Ctx<'f> {
                     format!("in `{path}`")
                 };
                 self.add(
-                    &key_seg(path, k, n, false),
+                    &key_seg(path, k, n, diag::shows_key(k)),
                     format!(
                         "is not a known key {where_}; allowed keys are: {}",
                         allowed.join(", ")

@@ -361,6 +361,27 @@ fn budget(c: &mut Ctx, v: &Value) {
     }
 }
 
+/// `run.bash`: a list of prefixes, each one that can match a command. A prefix the bash
+/// lexer refuses, whose program is not a bare name or is a wrapper, or whose words trip a
+/// built-in argument guard would be a grant that never allows anything; it is refused at
+/// its key path (`run.bash[3]`) without repeating its text. The built-in guards are always
+/// in force (an operator's guard file only adds to them), so this holds under any policy.
+fn bash_prefixes(c: &mut Ctx, v: &Value, path: &str) {
+    c.string_list(v, path);
+    let Value::Sequence(items) = v else {
+        return;
+    };
+    let guards = crate::policy::bash::ArgGuards::builtin();
+    for (i, item) in items.iter().enumerate() {
+        if let Some(why) = item
+            .as_str()
+            .and_then(|p| crate::policy::bash::dead_prefix(p, &guards))
+        {
+            c.add(&diag::index(path, i), why);
+        }
+    }
+}
+
 /// A week: the longest run Airlock accepts.
 pub const MAX_MINUTES_PER_RUN: i128 = 7 * 24 * 60;
 
@@ -411,7 +432,7 @@ fn run(c: &mut Ctx, v: &Value) {
                 c.integer(val, &p, Some(1), None);
             }
             "clone" => repo_list(c, val, &p),
-            "bash" => c.string_list(val, &p),
+            "bash" => bash_prefixes(c, val, &p),
             "tools" => c.enum_list(val, &p, &["WebFetch", "WebSearch", "Agent"], true),
             "mcp" => mcp(c, val, &p),
             _ => {}

@@ -27,7 +27,8 @@ pub const MAX_NODES: usize = 20_000;
 const MAX_PROBLEMS: usize = 50;
 
 /// Keys that may be named in a path as they are: the schema's own property names. Any other
-/// key is named only if it looks like a connector name, else by its position.
+/// key is named if it looks like a connector name or is a plain identifier not shaped like a
+/// secret ([`diag::shows_key`], the rule validation uses too), else by its position.
 const SCHEMA_KEYS: &[&str] = &[
     "schema",
     "role",
@@ -95,7 +96,7 @@ const SCHEMA_KEYS: &[&str] = &[
 
 /// The path segment for a mapping key met during the scan (`n` counts from 1).
 fn scan_key(parent: &str, key: &str, n: usize) -> String {
-    if SCHEMA_KEYS.contains(&key) || super::names::is_connector(key) {
+    if SCHEMA_KEYS.contains(&key) || super::names::is_connector(key) || diag::shows_key(key) {
         diag::key(parent, key)
     } else {
         diag::key(parent, &format!("<key #{n}>"))
@@ -519,9 +520,15 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_are_named_by_position() {
-        let e = load_err("ghp_SECRET: 1\nghp_SECRET: 2\n");
+    fn secret_shaped_keys_are_named_by_position() {
+        let k = "ghp_zzSECRETKEYMARKER0123456789abcdefghij";
+        let e = load_err(&format!("{k}: 1\n{k}: 2\n"));
         assert!(e[0].contains("<key #2>"), "{e:?}");
         assert!(!e[0].contains("SECRET"), "{e:?}");
+        let e = load_err("colour: 1\ncolour: 2\n");
+        assert!(
+            e[0].contains("r.yaml: colour: appears more than once"),
+            "{e:?}"
+        );
     }
 }

@@ -3,7 +3,10 @@
 //! `$`, backtick, backslash or `!`. Everything bash would treat specially (operators,
 //! redirection, substitution, expansion, globs, braces, tilde, history, comments, escapes)
 //! is refused rather than interpreted, so the argv we decide on is exactly the argv bash
-//! would build from the same string.
+//! would build from the same string. Where bash's meaning depends on the position (`~`,
+//! `#`, `^`, `{`, `}`), the character is refused only where bash would give it that meaning
+//! and kept literally elsewhere (`HEAD~1`, `a#b`, `HEAD^`, `@{u}`); `!` stays refused
+//! outside single quotes, as an interactive shell would expand it.
 //!
 //! Tab: accepted as a word separator outside quotes only (bash splits on it the same way as
 //! on a space); inside quotes it is a control character and refused.
@@ -110,12 +113,20 @@ impl fmt::Display for LexError {
 impl std::error::Error for LexError {}
 
 /// Split a command into its dequoted argv, or say which construct is refused.
+///
+/// Position matters where it matters to bash: `~` is refused only where bash would expand
+/// it (at the start of a word, or after `=` or `:` in a word shaped like an assignment),
+/// `#` only at the start of a word (a comment), `^` only as the first character of the
+/// command (quick substitution), `{`/`}` only when a word holds an unquoted `{...}` with an
+/// unquoted `,` or `..` inside (brace expansion) or in the program word (a reserved word).
 pub fn lex(cmd: &str) -> Result<Vec<String>, LexError> {
     if cmd.len() > MAX_COMMAND_BYTES {
         return Err(LexError::TooLong);
     }
     let mut words: Vec<String> = Vec::new();
     let mut word = String::new();
+    // The current word with every quoted character masked, for the brace check.
+    let mut shadow: Vec<char> = Vec::new();
     // A word exists once any character or quote pair was seen (so `''` is an empty word).
     let mut in_word = false;
     let mut chars = cmd.chars().peekable();
@@ -123,7 +134,7 @@ pub fn lex(cmd: &str) -> Result<Vec<String>, LexError> {
         match c {
             ' ' | '\t' => {
                 if in_word {
-                    push_word(&mut words, &mut word)?;
+                    end_word(&mut words, &mut word, &mut shadow)?;
                     in_word = false;
                 }
             }
@@ -136,6 +147,7 @@ pub fn lex(cmd: &str) -> Result<Vec<String>, LexError> {
                         Some(q) => {
                             quoted_char_ok(q)?;
                             word.push(q);
+                            shadow.push(QUOTED);
                         }
                     }
                 }
@@ -159,6 +171,7 @@ pub fn lex(cmd: &str) -> Result<Vec<String>, LexError> {
                         Some(q) => {
                             quoted_char_ok(q)?;
                             word.push(q);
+                            shadow.push(QUOTED);
                         }
                     }
                 }
@@ -166,6 +179,7 @@ pub fn lex(cmd: &str) -> Result<Vec<String>, LexError> {
             c if is_plain(c) => {
                 in_word = true;
                 word.push(c);
+                shadow.push(c);
             }
             '$' => {
                 return Err(if chars.peek() == Some(&'(') {
@@ -174,17 +188,91 @@ pub fn lex(cmd: &str) -> Result<Vec<String>, LexError> {
                     LexError::Expansion
                 })
             }
+            // Tilde expansion: at the start of a word, or after `=` or `:` in an
+            // assignment-shaped word (`name=~`, `name=a:~`); anywhere else it is literal.
+            '~' if !in_word || tilde_expands_after(&word) => return Err(LexError::Tilde),
+            '~' => {
+                word.push(c);
+                shadow.push(c);
+            }
+            // A comment starts only where a word could start.
+            '#' if !in_word => return Err(LexError::Comment),
+            // Quick substitution (`^old^new`) is only the first character of a line.
+            '^' if !in_word && words.is_empty() => return Err(LexError::History),
+            // `{` and `}` are reserved words in the command position; elsewhere only a
+            // brace expansion (checked when the word ends) is refused.
+            '{' | '}' if words.is_empty() => return Err(LexError::Brace),
+            '#' | '^' | '{' | '}' | ']' => {
+                in_word = true;
+                word.push(c);
+                shadow.push(c);
+            }
             other => return Err(classify_unquoted(other)),
         }
     }
     if in_word {
-        push_word(&mut words, &mut word)?;
+        end_word(&mut words, &mut word, &mut shadow)?;
     }
     match words.first() {
         None => Err(LexError::Empty),
         Some(first) if first.contains('=') => Err(LexError::EnvAssignment),
         Some(_) => Ok(words),
     }
+}
+
+/// Stands for a quoted character in a word's shadow: never special.
+const QUOTED: char = '\0';
+
+fn end_word(
+    words: &mut Vec<String>,
+    word: &mut String,
+    shadow: &mut Vec<char>,
+) -> Result<(), LexError> {
+    if brace_expands(shadow) {
+        return Err(LexError::Brace);
+    }
+    shadow.clear();
+    push_word(words, word)
+}
+
+/// Whether bash could brace-expand a word (its shadow, quoted characters masked): an
+/// unquoted `{` followed by an unquoted `}` with an unquoted `,` or `..` between them. A
+/// superset of bash's rule (which also wants a well-formed sequence), so never too lax.
+fn brace_expands(shadow: &[char]) -> bool {
+    for (i, &c) in shadow.iter().enumerate() {
+        if c != '{' {
+            continue;
+        }
+        let mut seen = false;
+        let mut prev = c;
+        for &d in shadow.iter().skip(i + 1) {
+            if d == ',' || (d == '.' && prev == '.') {
+                seen = true;
+            }
+            if d == '}' && seen {
+                return true;
+            }
+            prev = d;
+        }
+    }
+    false
+}
+
+/// Whether a `~` after the word read so far would be expanded: the word so far ends in `=`
+/// or `:` and opens with `name=` (bash expands tildes in assignment-shaped words even when
+/// they are arguments).
+fn tilde_expands_after(word: &str) -> bool {
+    if !(word.ends_with('=') || word.ends_with(':')) {
+        return false;
+    }
+    let Some((name, _)) = word.split_once('=') else {
+        return false;
+    };
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 fn push_word(words: &mut Vec<String>, word: &mut String) -> Result<(), LexError> {
@@ -343,7 +431,7 @@ mod tests {
             ("ls [ab]", LexError::Glob),
             ("ls {a,b}", LexError::Brace),
             ("ls ~", LexError::Tilde),
-            ("ls a~b", LexError::Tilde),
+            ("ls x=~", LexError::Tilde),
             ("ls !!", LexError::History),
             ("ls \"!x\"", LexError::History),
             ("ls # x", LexError::Comment),

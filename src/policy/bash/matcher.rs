@@ -2,7 +2,7 @@
 //! and matched word for word against the command's dequoted argv.
 
 use super::guards::is_program_name;
-use super::lex::lex;
+use super::lex::{lex, LexError};
 use std::collections::HashMap;
 
 #[derive(Debug, Clone)]
@@ -29,14 +29,42 @@ pub struct PrefixMatch<'a> {
     pub text: &'a str,
 }
 
+/// Why a `run.bash` prefix can never match a command, or `None` when it can. The same test
+/// [`PrefixTable::compile`] applies: a command matches a prefix only when it lexes, so a
+/// prefix the lexer refuses (shell syntax, operators, expansions, an empty string) or whose
+/// program is not a bare name is a dead grant. The reason names the construct, never the
+/// prefix text.
+pub fn prefix_problem(prefix: &str) -> Option<String> {
+    match lex(prefix) {
+        Err(e) => Some(match e {
+            LexError::Empty => {
+                "is empty, so it can never match a command; give a program name and \
+                                optional leading arguments, like `git log`"
+                    .to_string()
+            }
+            e => format!(
+                "can never match a command: commands with a {} are refused before prefixes are \
+                 compared; a prefix is plain or quoted words, like `git log`",
+                e.construct()
+            ),
+        }),
+        Ok(words) if words.first().is_some_and(|w| is_program_name(w)) => None,
+        Ok(_) => Some(
+            "can never match a command: its program must be a bare command name (ASCII letters, \
+             digits, '.', '_', '+', '-'; no path, no spaces), like `git log`"
+                .to_string(),
+        ),
+    }
+}
+
 impl PrefixTable {
-    /// Compile prefixes. An empty or unparseable prefix, or one whose program is not a bare
-    /// name, matches nothing; its index is kept in `invalid` so callers can report it.
+    /// Compile prefixes. A prefix that [`prefix_problem`] refuses matches nothing; its index
+    /// is kept in `invalid` so callers can report it.
     pub fn compile(prefixes: &[String]) -> PrefixTable {
         let mut t = PrefixTable::default();
         for (index, p) in prefixes.iter().enumerate() {
             match lex(p) {
-                Ok(mut words) if words.first().is_some_and(|w| is_program_name(w)) => {
+                Ok(mut words) if prefix_problem(p).is_none() && !words.is_empty() => {
                     let rest = words.split_off(1);
                     let program = words.swap_remove(0);
                     t.by_program.entry(program).or_default().push(Prefix {
@@ -96,5 +124,24 @@ mod tests {
         assert_eq!(t.find(&v(&["ls"])).map(|m| m.text), Some("ls"));
         assert_eq!(t.find(&v(&["gh", "pr", "list"])).map(|m| m.index), Some(5));
         assert_eq!(t.find(&v(&["/usr/bin/git", "log"])), None);
+    }
+
+    #[test]
+    fn problems_agree_with_compile() {
+        let all = v(&[
+            "git log",
+            "",
+            "a;b",
+            "/usr/bin/git log",
+            "'gh' pr",
+            "ls ~",
+            "x=1 ls",
+        ]);
+        let t = PrefixTable::compile(&all);
+        let dead: Vec<usize> = (0..all.len())
+            .filter(|&i| prefix_problem(&all[i]).is_some())
+            .collect();
+        assert_eq!(t.invalid(), dead.as_slice());
+        assert_eq!(dead, [1, 2, 3, 5, 6]);
     }
 }

@@ -26,20 +26,51 @@ const MAX_ECHOED_PROGRAM: usize = 32;
 pub struct BashPolicy {
     prefixes: PrefixTable,
     guards: ArgGuards,
+    dead: Vec<usize>,
+}
+
+/// Why a `run.bash` prefix can never allow a command under these guards, or `None` when
+/// it can: the lexer refuses it, its program is not a bare name
+/// ([`matcher::prefix_problem`]), its program is a wrapper, or its own words already trip
+/// an argument guard (every command it would match carries the same words, so trips it
+/// too). Names the construct or the guard, never the prefix text.
+pub fn dead_prefix(prefix: &str, guards: &ArgGuards) -> Option<String> {
+    if let Some(why) = matcher::prefix_problem(prefix) {
+        return Some(why);
+    }
+    let words = lex(prefix).ok()?;
+    let hit = guards.check(&words)?;
+    Some(if hit.what == "wrapper" {
+        "can never match a command: its program runs other commands (a wrapper), which no \
+         prefix can allow; name the program the wrapper would run instead"
+            .to_string()
+    } else {
+        format!(
+            "can never match a command: it uses {}, which the argument guards refuse in every \
+             command; drop that word from the prefix",
+            hit.what
+        )
+    })
 }
 
 impl BashPolicy {
     pub fn compile(prefixes: &[String], guards: &ArgGuards) -> BashPolicy {
+        let dead = prefixes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| dead_prefix(p, guards).is_some())
+            .map(|(i, _)| i)
+            .collect();
         BashPolicy {
             prefixes: PrefixTable::compile(prefixes),
             guards: guards.clone(),
+            dead,
         }
     }
 
-    /// Indices of `run.bash` entries that can never match (empty, unparseable, or with a
-    /// program that is not a bare name).
+    /// Indices of `run.bash` entries that can never allow a command ([`dead_prefix`]).
     pub fn invalid_prefixes(&self) -> &[usize] {
-        self.prefixes.invalid()
+        &self.dead
     }
 
     pub fn decide(&self, cmd: &str) -> Decision {
