@@ -22,11 +22,6 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
-
-    /// `Bearer <secret>`, for an Authorization header.
-    pub fn bearer(s: &Secret) -> Secret {
-        Secret(format!("Bearer {}", s.0))
-    }
 }
 
 impl std::fmt::Debug for Secret {

@@ -103,20 +103,21 @@ impl Connector {
         }
     }
 
-    /// `v` with every copy of the credential withheld.
-    fn scrub(&self, v: Value) -> Value {
+    /// `v` with every copy of the credential withheld; None when withholding it left no
+    /// valid answer (then the agent gets an error, never a silently emptied result).
+    fn scrub(&self, v: Value) -> Option<Value> {
         if self.secrets.is_empty() {
-            return v;
+            return Some(v);
         }
         let text = v.to_string();
         if !self.secrets.iter().any(|s| text.contains(s.as_str())) {
-            return v;
+            return Some(v);
         }
         let mut t = text;
         for s in &self.secrets {
             t = t.replace(s.as_str(), "[withheld by Airlock]");
         }
-        serde_json::from_str(&t).unwrap_or_else(|_| json!({}))
+        serde_json::from_str(&t).ok()
     }
 }
 
@@ -220,20 +221,19 @@ async fn answer(
     id: &Value,
     p: &Value,
 ) -> Value {
-    let session = session.to_string();
     let out = match method {
         "ping" => Ok(json!({})),
         // Each listing's items, kept when the role grants the name or URI they carry.
         "tools/list" => {
             let policy = &gw.plan.policy;
-            list(c, &session, method, p, "tools", "name", |n| {
+            list(c, session, method, p, "tools", "name", |n| {
                 policy.tool_listed(&c.name, n).allow
             })
             .await
         }
         "resources/list" => {
             let policy = &gw.plan.policy;
-            list(c, &session, method, p, "resources", "uri", |u| {
+            list(c, session, method, p, "resources", "uri", |u| {
                 policy.resource(&c.name, u).allow
             })
             .await
@@ -242,7 +242,7 @@ async fn answer(
             let policy = &gw.plan.policy;
             list(
                 c,
-                &session,
+                session,
                 method,
                 p,
                 "resourceTemplates",
@@ -251,9 +251,9 @@ async fn answer(
             )
             .await
         }
-        "tools/call" => return tool_call(gw, c, &session, id, p).await,
+        "tools/call" => return tool_call(gw, c, session, id, p).await,
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-            return resource(gw, c, &session, id, method, p).await
+            return resource(gw, c, session, id, method, p).await
         }
         "prompts/list" | "prompts/get" | "completion/complete" | "logging/setLevel" => Err((
             METHOD_NOT_FOUND,
@@ -402,7 +402,15 @@ async fn forward(
             ),
             e => (INTERNAL_ERROR, e.to_string()),
         })?;
-    let resp = c.scrub(ex.response.clone().unwrap_or(Value::Null));
+    let resp = c
+        .scrub(ex.response.clone().unwrap_or(Value::Null))
+        .ok_or_else(|| {
+            (
+                INTERNAL_ERROR,
+                "the connector's upstream answered with its credential; the answer was withheld"
+                    .to_string(),
+            )
+        })?;
     if let Some(err) = resp.get("error") {
         let code = err
             .get("code")

@@ -53,8 +53,9 @@ pub struct GatewayPlan {
 /// A connector's upstream, as the gateway will reach it.
 #[derive(Debug, Clone)]
 pub enum UpstreamPlan {
-    /// Streamable HTTP, and the header carrying its credential (name and value, `Bearer
-    /// <secret>` for Authorization), if it has one. Held by airlockd only.
+    /// Streamable HTTP, and the header carrying its credential (its name, and the secret:
+    /// sent as `Bearer <secret>` in Authorization, as is in another header), if it has
+    /// one. Held by airlockd only.
     Http {
         url: upstream::HttpUrl,
         auth: Option<(String, crate::credentials::Secret)>,
@@ -111,9 +112,7 @@ impl CallRecord {
             result_bytes: 0,
         }
     }
-}
 
-impl CallRecord {
     /// Take the policy's decision (allowed calls stay errors until a result says not).
     pub fn decided(&mut self, d: &crate::policy::Decision) {
         self.allow = d.allow;
@@ -125,7 +124,7 @@ impl CallRecord {
     pub fn finish(mut self, started: Instant, reply: &serde_json::Value, log: &dyn CallLog) {
         self.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.result_bytes = reply.to_string().len() as u64;
-        log.call(&self);
+        log.call(self);
     }
 }
 
@@ -145,7 +144,7 @@ pub fn clip(s: &str, max: usize) -> String {
 
 /// Where the gateway tells about its calls (the run's journal).
 pub trait CallLog: Send + Sync {
-    fn call(&self, record: &CallRecord);
+    fn call(&self, record: CallRecord);
     /// Where a stdio connector's stderr goes.
     fn connector_output(&self, connector: &str) -> Box<dyn crate::supervisor::process::OutputSink>;
 }
@@ -192,14 +191,10 @@ impl Gateway {
         let entered = rt.enter();
         for (name, up) in &plan.upstreams {
             let secret = match up {
-                UpstreamPlan::Http { auth, .. } => auth.as_ref().map(|(_, s)| {
-                    let v = s.expose();
-                    v.strip_prefix("Bearer ").unwrap_or(v).to_string()
-                }),
-                UpstreamPlan::Stdio { env, .. } => {
-                    env.as_ref().map(|(_, s)| s.expose().to_string())
-                }
-            };
+                UpstreamPlan::Http { auth, .. } => auth.as_ref(),
+                UpstreamPlan::Stdio { env, .. } => env.as_ref(),
+            }
+            .map(|(_, s)| s.expose());
             let upstream = match up {
                 UpstreamPlan::Http { url, auth } => {
                     let auth = match auth {
@@ -221,7 +216,7 @@ impl Gateway {
             };
             connectors.insert(
                 name.clone(),
-                mcp_proxy::Connector::new(name.clone(), upstream, secret.as_deref()),
+                mcp_proxy::Connector::new(name.clone(), upstream, secret),
             );
         }
         drop(entered);
@@ -260,7 +255,12 @@ fn auth_header(
 ) -> std::io::Result<(hyper::header::HeaderName, hyper::header::HeaderValue)> {
     let name = hyper::header::HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| std::io::Error::other("bad credential header name"))?;
-    let mut value = hyper::header::HeaderValue::from_str(secret.expose())
+    let text = if name == hyper::header::AUTHORIZATION {
+        format!("Bearer {}", secret.expose())
+    } else {
+        secret.expose().to_string()
+    };
+    let mut value = hyper::header::HeaderValue::from_str(&text)
         .map_err(|_| std::io::Error::other("a credential is not a valid header value"))?;
     value.set_sensitive(true);
     Ok((name, value))

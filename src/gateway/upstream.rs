@@ -131,7 +131,7 @@ impl HttpUpstream {
     ) -> Result<hyper::Response<hyper::body::Incoming>, UpstreamError> {
         let body = serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?;
         let req = self
-            .request(body, session, version)
+            .request(Method::POST, body, session, version)
             .ok_or(UpstreamError::Malformed)?;
         self.client
             .request(req)
@@ -139,15 +139,18 @@ impl HttpUpstream {
             .map_err(|_| UpstreamError::Unreachable)
     }
 
+    /// A request to the endpoint: the session and revision headers when given, the
+    /// credential's header always.
     fn request(
         &self,
+        method: Method,
         body: Vec<u8>,
         session: Option<&str>,
         version: Option<&str>,
     ) -> Option<Request<Full<Bytes>>> {
         let uri = format!("http://{}{}", self.url.authority, self.url.path);
         let mut b = Request::builder()
-            .method(Method::POST)
+            .method(method)
             .uri(uri)
             .header(HOST, &self.url.authority)
             .header(CONTENT_TYPE, "application/json")
@@ -261,16 +264,7 @@ impl HttpUpstream {
 
     /// End an upstream session (HTTP DELETE); its answer is only a status.
     pub async fn delete(&self, session: &str) {
-        let uri = format!("http://{}{}", self.url.authority, self.url.path);
-        let mut b = Request::builder()
-            .method(Method::DELETE)
-            .uri(uri)
-            .header(HOST, &self.url.authority)
-            .header("mcp-session-id", session);
-        if let Some((k, v)) = &self.auth {
-            b = b.header(k, v);
-        }
-        if let Ok(req) = b.body(Full::new(Bytes::new())) {
+        if let Some(req) = self.request(Method::DELETE, Vec::new(), Some(session), None) {
             let _ = tokio::time::timeout(Duration::from_secs(2), self.client.request(req)).await;
         }
     }

@@ -155,6 +155,15 @@ pub const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
 ];
 
+/// Strictly inside one of the system directories the jail shows executable (all of
+/// [`SYSTEM_DIRS`] but /etc): where an agent's exec set may come from.
+pub fn in_exec_system_dirs(p: &Path) -> bool {
+    SYSTEM_DIRS
+        .iter()
+        .filter(|d| **d != "/etc")
+        .any(|d| p.starts_with(d) && p != Path::new(d))
+}
+
 /// Host paths a workspace or home may never be at or under: the system view, kernel
 /// interfaces, and the helper's own mount point.
 const FORBIDDEN_BIND_ROOTS: &[&str] = &[
@@ -426,11 +435,7 @@ impl RunSpec {
             ("trees", &x.trees),
         ] {
             for (i, p) in paths.iter().enumerate() {
-                let in_system = SYSTEM_DIRS
-                    .iter()
-                    .filter(|d| **d != "/etc")
-                    .any(|d| p.starts_with(d) && p != Path::new(d));
-                if !normalized_absolute_loose(p) || !in_system {
+                if !normalized_absolute_loose(p) || !in_exec_system_dirs(p) {
                     return Err(invalid(
                         STEP,
                         format!("exec.{list}[{i}]: a plain absolute path inside a system directory (/usr, /lib...)"),

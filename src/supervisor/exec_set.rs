@@ -20,13 +20,75 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::sandbox::env::JAIL_PATH;
-use crate::sandbox::spec::{ExecAllow, MAX_EXEC_FILES, SYSTEM_DIRS};
+use crate::sandbox::spec::{in_exec_system_dirs, ExecAllow, MAX_EXEC_FILES};
 
 /// Find `program` as the jail will (a path, or a name on its PATH) and list what it needs
 /// to run. `uid`/`gid`: the instance, as whom the loader lists the libraries. Errors say
 /// what to change; they name the program, which the operator chose.
 pub fn exec_set(program: &str, uid: u32, gid: u32) -> Result<ExecAllow, String> {
     let path = resolve(program)?;
+    // Listing runs the loader once per ELF (~2 ms; ~110 ms for CPython's modules): a set
+    // already listed is reused while its programs are the same files, every file checked
+    // again.
+    let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hit) = cache.get(&path).filter(|e| e.still_valid()) {
+        return Ok(hit.set.clone());
+    }
+    drop(cache);
+    let set = list(path.clone(), uid, gid)?;
+    let entry = Cached {
+        programs: set.programs.iter().map(|p| identity(p)).collect(),
+        set: set.clone(),
+    };
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= MAX_CACHED {
+        cache.clear();
+    }
+    cache.insert(path, entry);
+    Ok(set)
+}
+
+/// Most exec sets kept (a host runs a handful of agent programs).
+const MAX_CACHED: usize = 64;
+
+static CACHE: std::sync::Mutex<std::collections::BTreeMap<PathBuf, Cached>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+struct Cached {
+    set: ExecAllow,
+    /// Each program's file identity when it was listed.
+    programs: Vec<Option<FileId>>,
+}
+
+impl Cached {
+    /// The same program files, and every file still passes the checks.
+    fn still_valid(&self) -> bool {
+        let x = &self.set;
+        x.programs
+            .iter()
+            .map(|p| identity(p))
+            .eq(self.programs.iter().cloned())
+            && self.programs.iter().all(Option::is_some)
+            && x.programs
+                .iter()
+                .chain(&x.libraries)
+                .all(|p| checked(p, "").is_ok_and(|r| r == *p))
+            && x.trees
+                .iter()
+                .all(|t| checked_dir(t).is_ok_and(|r| r == *t))
+    }
+}
+
+/// A file's identity: device, inode, size, modification time (seconds, nanoseconds).
+type FileId = (u64, u64, u64, i64, i64);
+
+fn identity(p: &Path) -> Option<FileId> {
+    let m = std::fs::metadata(p).ok()?;
+    Some((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+}
+
+/// [`exec_set`] of a resolved program, listed afresh.
+fn list(path: PathBuf, uid: u32, gid: u32) -> Result<ExecAllow, String> {
     let mut programs = vec![path.clone()];
     let mut elves = vec![path.clone()];
     if let Some(interp) = shebang(&path)? {
@@ -137,10 +199,7 @@ fn checked_dir(p: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("{}: a runtime folder: {}", p.display(), e.kind()))?;
     let meta = std::fs::metadata(&real)
         .map_err(|e| format!("{}: a runtime folder: {}", real.display(), e.kind()))?;
-    let in_system = SYSTEM_DIRS
-        .iter()
-        .filter(|d| **d != "/etc")
-        .any(|d| real.starts_with(d));
+    let in_system = in_exec_system_dirs(&real);
     if !in_system || !meta.is_dir() || meta.uid() != 0 || meta.permissions().mode() & 0o022 != 0 {
         return Err(format!(
             "{}: a runtime folder must be a root-owned system directory writable by nobody else",
@@ -172,10 +231,7 @@ fn checked(p: &Path, what: &str) -> Result<PathBuf, String> {
     let real = p
         .canonicalize()
         .map_err(|e| format!("{}: {what}: {}", p.display(), e.kind()))?;
-    let in_system = SYSTEM_DIRS
-        .iter()
-        .filter(|d| **d != "/etc")
-        .any(|d| real.starts_with(d));
+    let in_system = in_exec_system_dirs(&real);
     if !in_system {
         return Err(format!(
             "{}: {what} is outside the system directories the jail shows (/usr, /lib...); install it under /usr",
@@ -229,37 +285,43 @@ fn shebang(p: &Path) -> Result<Option<PathBuf>, String> {
 /// PT_INTERP of an ELF64 little-endian file; None for a static one. Not an ELF file: an
 /// error (the kernel would not run it either).
 pub fn elf_interpreter(p: &Path) -> Result<Option<PathBuf>, String> {
-    let bytes = std::fs::read(p).map_err(|e| format!("{}: {}", p.display(), e.kind()))?;
+    use std::os::unix::fs::FileExt;
     let bad = || format!("{}: not an x86-64 ELF program", p.display());
-    let u16_at = |o: usize| -> Option<u16> {
-        Some(u16::from_le_bytes(bytes.get(o..o + 2)?.try_into().ok()?))
+    let f = std::fs::File::open(p).map_err(|e| format!("{}: {}", p.display(), e.kind()))?;
+    // Only what is needed: the ELF header, the program headers, the interpreter's name (an
+    // agent program may be hundreds of MiB).
+    let read = |off: u64, len: usize| -> Result<Vec<u8>, String> {
+        let mut buf = vec![0u8; len];
+        f.read_exact_at(&mut buf, off).map_err(|_| bad())?;
+        Ok(buf)
     };
-    let u32_at = |o: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?))
+    let le = |b: &[u8]| {
+        b.iter()
+            .rev()
+            .fold(0u64, |acc, x| (acc << 8) | u64::from(*x))
     };
-    let u64_at = |o: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?))
-    };
+    let head = read(0, 64)?;
     // 64-bit, little-endian.
-    if bytes.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
+    if head[..6] != [0x7f, b'E', b'L', b'F', 2, 1] {
         return Err(bad());
     }
-    const PT_INTERP: u32 = 3;
-    let phoff = u64_at(0x20).ok_or_else(bad)? as usize;
-    let phentsize = u16_at(0x36).ok_or_else(bad)? as usize;
-    let phnum = u16_at(0x38).ok_or_else(bad)? as usize;
-    for i in 0..phnum {
-        let ph = phoff
-            .checked_add(i.checked_mul(phentsize).ok_or_else(bad)?)
-            .ok_or_else(bad)?;
-        if u32_at(ph).ok_or_else(bad)? != PT_INTERP {
+    const PT_INTERP: u64 = 3;
+    let phoff = le(&head[0x20..0x28]);
+    let phentsize = le(&head[0x36..0x38]) as usize;
+    let phnum = le(&head[0x38..0x3a]) as usize;
+    if phentsize < 0x38 || phentsize * phnum > 64 << 10 {
+        return Err(bad());
+    }
+    let table = read(phoff, phentsize * phnum)?;
+    for ph in table.chunks_exact(phentsize) {
+        if le(&ph[0..4]) != PT_INTERP {
             continue;
         }
-        let off = u64_at(ph + 8).ok_or_else(bad)? as usize;
-        let size = u64_at(ph + 32).ok_or_else(bad)? as usize;
-        let raw = bytes
-            .get(off..off.checked_add(size).ok_or_else(bad)?)
-            .ok_or_else(bad)?;
+        let size = le(&ph[32..40]);
+        if size == 0 || size > 4096 {
+            return Err(bad());
+        }
+        let raw = read(le(&ph[8..16]), size as usize)?;
         let name = raw.split(|b| *b == 0).next().unwrap_or_default();
         let name = std::str::from_utf8(name).map_err(|_| bad())?;
         return Ok(Some(PathBuf::from(name)));

@@ -161,14 +161,7 @@ fn upstream_plans<'a>(
             UpstreamConf::Url { url, header } => {
                 let url = crate::gateway::upstream::parse_http_url(url)
                     .ok_or_else(|| refused(format!("{}.url: not a plain http URL", where_())))?;
-                let auth = secret.map(|s| {
-                    let value = if header.eq_ignore_ascii_case("authorization") {
-                        crate::credentials::Secret::bearer(&s)
-                    } else {
-                        s
-                    };
-                    (header.clone(), value)
-                });
+                let auth = secret.map(|s| (header.clone(), s));
                 UpstreamPlan::Http { url, auth }
             }
             UpstreamConf::Command {
@@ -291,6 +284,12 @@ pub fn prepare_in(
     };
 
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
+    // A stdio connector's jail has a run dir of its own beside the run's.
+    let connector_dirs: Vec<PathBuf> = cfg
+        .mcp_connectors
+        .keys()
+        .map(|name| cfg.state_dir.join("runs").join(format!("{run_id}-{name}")))
+        .collect();
     fs::DirBuilder::new()
         .mode(0o700)
         .create(&run_dir)
@@ -354,6 +353,10 @@ pub fn prepare_in(
         }),
         Err(e) => {
             let _ = fs::remove_dir_all(&run_dir);
+            // And those of the stdio connectors prepared before the refusal.
+            for d in &connector_dirs {
+                let _ = fs::remove_dir_all(d);
+            }
             Err(e)
         }
     }

@@ -288,14 +288,14 @@ impl JournalCallLog {
 }
 
 impl CallLog for JournalCallLog {
-    fn call(&self, r: &CallRecord) {
+    fn call(&self, r: CallRecord) {
         let n = if r.allow {
             &self.counts.allowed
         } else {
             &self.counts.refused
         };
         n.fetch_add(1, Ordering::Relaxed);
-        if self.tx.try_send(r.clone()).is_err() {
+        if self.tx.try_send(r).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
