@@ -22,7 +22,7 @@ use clap::{Args, Parser, Subcommand};
                   themselves (as root, or whoever may read it); hire, fire, stop, reload and \
                   launch (but launch --standalone) need airlockd."
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// Config file (default /etc/airlock/airlock.yaml, else the built-in default).
     #[arg(long, global = true)]
     config: Option<PathBuf>,

@@ -10,7 +10,7 @@ use clap::Parser;
     version,
     about = "Supervise jailed AI agent runs: control socket, journal, ledger, budgets"
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// Config file.
     #[arg(long, default_value = airlock::config::DEFAULT_CONFIG_PATH)]
     config: PathBuf,

@@ -6,6 +6,17 @@
 //! duplicate keys, non-scalar keys, deep nesting, huge scalars and too many nodes. Only a
 //! document that passes is handed to serde_yaml, which then has nothing left to expand.
 //! Problems carry a key path and a line/column, never a value and never serde_yaml's text.
+//!
+//! serde_yaml is archived upstream (0.9.34+deprecated); no advisory names it as of this
+//! writing and it stays, as the mission names it. Swapping it for a maintained parser:
+//! `serde_norway` (a maintained fork with the same API over `unsafe-libyaml-norway`) is
+//! a rename of the crate in Cargo.toml and in the `serde_yaml::Value` imports (role/,
+//! policy/, config.rs), with this module's scan ported to the fork's libyaml bindings
+//! (the same C API); a pure-Rust parser (`saphyr`, `serde-saphyr`) would mean rewriting
+//! the event scan below over its event stream and re-deriving line/column marks, and
+//! re-running the hostile-role corpus (tests/role_hostile.rs) and the role_file fuzz
+//! target to show both readers still refuse the same documents. `serde_yml` is not a
+//! candidate (RUSTSEC-2025-0068, unsound).
 
 use crate::diag::{self, Problem};
 use serde_yaml::Value;
