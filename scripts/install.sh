@@ -113,19 +113,8 @@ install -d -m 0755 "$etc" "$etc/policies" "$etc/roles.local"
 done
 config_src="$(mktemp)"
 trap 'rm -f "$config_src"' EXIT
-cat >"$config_src" <<'EOF'
-# Airlock configuration (airlockd and airlockctl). See `airlockctl --help`.
-roles:
-  - /usr/share/airlock/roles
-  - /etc/airlock/roles.local
-policies: /etc/airlock/policies
-state_dir: /var/lib/airlock
-socket: /run/airlock/airlockd.sock
-uid_range: 1880000000-1880099999
-admin_group: airlock-admin
-operator_group: airlock-operators
-instances: {}
-EOF
+# The shipped config, the same file the Debian package installs.
+cp "$here/packaging/airlock.yaml" "$config_src"
 # Like the policies: an operator's edited config is kept, the shipped one goes beside it.
 keep "$config_src" "$etc/airlock.yaml" 0644
 
