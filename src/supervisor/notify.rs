@@ -30,16 +30,13 @@ pub fn watchdog() {
 
 /// How often to send WATCHDOG=1: half of WatchdogSec, or never when it is not set.
 pub fn watchdog_interval() -> Option<Duration> {
-    let mut usec = 0u64;
-    if sd_notify::watchdog_enabled(false, &mut usec) && usec > 0 {
-        Some(Duration::from_micros(usec / 2))
-    } else {
-        None
-    }
+    sd_notify::watchdog_enabled()
+        .filter(|d| !d.is_zero())
+        .map(|d| d / 2)
 }
 
 fn send(states: &[NotifyState]) {
     // A lost notification is not worth failing for: systemd's own timeouts catch a daemon
     // that stops notifying, which is the failure that matters.
-    let _ = sd_notify::notify(false, states);
+    let _ = sd_notify::notify(states);
 }
