@@ -40,7 +40,10 @@ for pin in "${pins[@]}"; do
   have="$(cargo "$sub" --version 2>/dev/null | awk '{print $2}' || true)"
   if [ "$have" != "$version" ]; then
     echo "install-tools: building $name $version (cargo install; takes a few minutes once)"
-    # Low priority: the machine is shared and CI's other steps need not wait on the CPU.
-    nice -n 10 cargo install --quiet --locked "$name" --version "=$version"
+    # Low priority: the machine is shared. A quick, unoptimised-enough build: these tools
+    # run for a second or two, so LTO and full optimisation would only cost compile time.
+    CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+      CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=0 \
+      nice -n 10 cargo install --quiet --locked "$name" --version "=$version"
   fi
 done
