@@ -28,6 +28,7 @@ pub mod runner_client;
 pub mod stdio_upstream;
 pub mod strict_json;
 pub mod upstream;
+pub mod usage;
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;

@@ -10,6 +10,7 @@ pub mod decision;
 pub mod engine;
 pub mod levels;
 pub mod pattern;
+pub mod prices;
 pub mod rails;
 pub mod resource;
 pub mod secrets;
