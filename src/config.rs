@@ -138,7 +138,23 @@ pub struct Config {
     pub credentials: BTreeMap<String, CredentialSource>,
     /// Upstreams of `run.mcp.<name>: {via: airlock}` connectors.
     pub mcp_connectors: BTreeMap<String, ConnectorConf>,
+    /// Where a run's model traffic goes, by `run.provider` (`claude`, `codex`).
+    pub providers: BTreeMap<String, ProviderConf>,
 }
+
+/// A model provider's endpoint, as airlockd's config declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderConf {
+    /// `https://HOST[:PORT][/BASE]`, or `http://` to this host only.
+    pub url: String,
+    /// A `credentials` name: the provider's key, sent only to `url`.
+    pub credential: Option<String>,
+    /// PEM CA certificates trusted for `url` instead of the system's (a private gateway).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// The providers a role's `run.provider` may name.
+pub const PROVIDER_NAMES: &[&str] = &["claude", "codex"];
 
 /// Where a secret is read from: a root-only file, or a systemd credential
 /// (`LoadCredential=NAME`, read from `$CREDENTIALS_DIRECTORY/NAME`).
@@ -229,7 +245,9 @@ const TOP_KEYS: &[&str] = &[
     "journal_socket",
     "credentials",
     "mcp_connectors",
+    "providers",
 ];
+const PROVIDER_KEYS: &[&str] = &["url", "credential", "ca_file"];
 const CONNECTOR_KEYS: &[&str] = &[
     "url",
     "command",
@@ -388,9 +406,14 @@ impl Parser<'_> {
             None => BTreeMap::new(),
             Some(v) => self.connectors(v, &credentials),
         };
+        let providers = match get("providers") {
+            None => BTreeMap::new(),
+            Some(v) => self.providers(v, &credentials),
+        };
         Some(Config {
             credentials,
             mcp_connectors,
+            providers,
             admin_group,
             operator_group,
             socket_group,
@@ -444,6 +467,71 @@ impl Parser<'_> {
                     "must be an absolute path to a root-only file, or the name of a systemd credential (LoadCredential=NAME)",
                 ),
             }
+        }
+        out
+    }
+
+    fn providers(
+        &mut self,
+        v: &Value,
+        credentials: &BTreeMap<String, CredentialSource>,
+    ) -> BTreeMap<String, ProviderConf> {
+        let mut out = BTreeMap::new();
+        let Some(m) = self.mapping(v, "providers", PROVIDER_NAMES) else {
+            return out;
+        };
+        for (k, v) in m {
+            let Some(name) = k.as_str() else { continue };
+            let at = key("providers", name);
+            let Some(c) = self.mapping(v, &at, PROVIDER_KEYS) else {
+                continue;
+            };
+            let get = |k: &str| c.get(Value::from(k));
+            let credential = match get("credential") {
+                None => None,
+                Some(Value::String(c)) if credentials.contains_key(c) => Some(c.clone()),
+                Some(_) => {
+                    self.problem(&key(&at, "credential"), "must name an entry of credentials");
+                    continue;
+                }
+            };
+            let url = match get("url").and_then(Value::as_str) {
+                Some(u) => match crate::gateway::provider::ProviderUrl::parse(u) {
+                    Ok(_) => u.to_string(),
+                    Err(why) => {
+                        self.problem(&key(&at, "url"), why);
+                        continue;
+                    }
+                },
+                None => {
+                    self.problem(
+                        &key(&at, "url"),
+                        "required: the provider's API base, https://HOST[:PORT][/PATH]",
+                    );
+                    continue;
+                }
+            };
+            let ca_file = match get("ca_file") {
+                None => None,
+                Some(Value::String(p)) if p.starts_with('/') && !p.contains('\0') => {
+                    Some(PathBuf::from(p))
+                }
+                Some(_) => {
+                    self.problem(
+                        &key(&at, "ca_file"),
+                        "must be an absolute path to a PEM file of CA certificates",
+                    );
+                    continue;
+                }
+            };
+            out.insert(
+                name.to_string(),
+                ProviderConf {
+                    url,
+                    credential,
+                    ca_file,
+                },
+            );
         }
         out
     }

@@ -33,7 +33,38 @@ pub fn fire(ctx: &Ctx, name: &str) -> i32 {
     match ctx.call(Op::Fire {
         instance: name.into(),
     }) {
-        Ok(data) => remote::confirm(ctx, &data, &format!("fired {}", clean(name))),
+        Ok(data) => {
+            let ids = |k: &str| -> Vec<String> {
+                data.get(k)
+                    .and_then(|v| v.as_array())
+                    .map(|a| a.iter().filter_map(|x| x.as_str()).map(clean).collect())
+                    .unwrap_or_default()
+            };
+            let list = |v: Vec<String>| {
+                if v.is_empty() {
+                    "none".to_string()
+                } else {
+                    v.join(", ")
+                }
+            };
+            let runs = data
+                .get("stopped_runs")
+                .and_then(|n| n.as_u64())
+                .unwrap_or(0);
+            let mut msg = format!(
+                "fired {}: {runs} active run(s) stopped; leases revoked: {}; revocation pending: {}",
+                clean(name),
+                list(ids("revoked")),
+                list(ids("pending"))
+            );
+            if let Some(e) = data.get("revocation_error").and_then(|e| e.as_str()) {
+                msg.push_str(&format!(
+                    "; not yet revoked ({}): airlockd's next start revokes the rest",
+                    clean(e)
+                ));
+            }
+            remote::confirm(ctx, &data, &msg)
+        }
         Err(code) => code,
     }
 }

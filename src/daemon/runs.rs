@@ -11,10 +11,12 @@ use tokio::sync::{mpsc, oneshot};
 use super::standby::{Standby, Taken};
 use super::{budget, Daemon};
 use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
+use crate::credentials::leases::LeaseStore;
 use crate::journal::{EventKind, RunFields, RunJournal, Stream};
 use crate::supervisor::alive::{self, Alive, Beating, Supervisor};
 use crate::supervisor::instances;
 use crate::supervisor::launch::{self, LaunchError, LaunchRequest, Prepared};
+use crate::supervisor::lease_records;
 use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened};
 use crate::supervisor::outcome::{outcome_str, with_lost, NOT_STARTED};
 use crate::supervisor::process::{self, RunControl};
@@ -28,6 +30,8 @@ pub const FRAME_BUFFER: usize = 256;
 pub struct ActiveRun {
     pub info: RunInfo,
     pub control: Arc<RunControl>,
+    /// The run's leases as its gateway checks them: a fire revokes them here at once.
+    pub leases: Arc<crate::credentials::leases::LiveLeases>,
 }
 
 /// What a launch hands the connection: the run id, and for `--wait` its frames.
@@ -213,7 +217,23 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             return Err(refuse(runner, r));
         }
     };
-    if let Err(e) = ledger.append(LedgerEvent::RunOpened(opened)) {
+    // The leases before the opening record: a crash in between leaves leases of a run
+    // that never opened, which the next start's sweep revokes.
+    let store = LeaseStore::new(&cfg.state_dir);
+    let recorded = {
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        lease_records::record_issued(&store, &mut append, &prepared.leases)
+    };
+    let opened = recorded.and_then(|()| {
+        ledger
+            .append(LedgerEvent::RunOpened(opened))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    if let Err(e) = opened {
+        prepared.gateway.leases.revoke_all();
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        let _ = lease_records::revoke_run(&store, &mut append, &run, "the run was not started");
         drop(ledger);
         held.remove();
         let r = err(ErrorCode::Internal, format!("the run was not started: {e}"));
@@ -246,6 +266,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         Arc::new(ActiveRun {
             info: info.clone(),
             control: control.clone(),
+            leases: prepared.gateway.leases.clone(),
         }),
     );
     drop(ledger);
@@ -269,6 +290,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     if !runner.start(go) {
         // The supervisor thread is gone (and its heartbeat with the `Go` it was handed):
         // close what was opened.
+        revoke_leases(d, &info.run, "the run was not started");
         let closed = close(
             d,
             &info,
@@ -276,7 +298,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             None,
             None,
             "airlockd lost the run's supervisor thread before the run started",
-            None,
+            (None, None),
         );
         if closed {
             alive::forget(&state_dir, &info.run);
@@ -395,7 +417,16 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
                 sp.abandon();
             }
             let reason = format!("the run's journal could not be opened: {e}");
-            let closed = close(&d, &info, Outcome::Refused, None, None, &reason, None);
+            revoke_leases(&d, &info.run, "the run was not started");
+            let closed = close(
+                &d,
+                &info,
+                Outcome::Refused,
+                None,
+                None,
+                &reason,
+                (None, None),
+            );
             settle(heartbeat, closed);
             if let Some((_, exit)) = frames {
                 let _ = exit.send(exited_frame(
@@ -446,6 +477,8 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
             &format!("{n} output lines were not sent to the waiting client (it read too slowly); the journal has every line"),
         );
     }
+    let why = format!("the run ended ({})", outcome_str(end.outcome));
+    journal.revoked(&revoke_leases(&d, &info.run, &why), &why);
     journal.event(end.kind, &end.reason);
     journal.sync();
     let reason = with_lost(&end.reason, journal.lost());
@@ -456,7 +489,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
         end.exit_code(),
         end.signal,
         &reason,
-        end.calls,
+        (end.calls, end.spend),
     );
     settle(heartbeat, closed);
     if let Some(exit) = exit_tx {
@@ -475,6 +508,29 @@ fn exited_frame(run: &str, code: i32, outcome: Outcome, reason: &str) -> Frame {
     }
 }
 
+/// Revoke a run's leases durably (its tokens died with its gateway, or were revoked by a
+/// fire, already). A failure is told and left for airlockd's next start, which revokes
+/// every lease a closed run still holds.
+pub fn revoke_leases(d: &Daemon, run: &str, reason: &str) -> lease_records::Revoked {
+    let store = LeaseStore::new(&d.set().config.state_dir);
+    let mut ledger = lock(&d.ledger);
+    let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+    match lease_records::revoke_run(&store, &mut append, run, reason) {
+        Ok(r) => r,
+        Err(e) => {
+            d.events.log(
+                EventKind::RunAborted,
+                &format!("run {run}: its leases could not be revoked ({e}); airlockd's next start revokes them"),
+                &[],
+            );
+            lease_records::Revoked::default()
+        }
+    }
+}
+
+/// What a run's closing record counts: gateway calls, and model requests and spend.
+type Counted = (Option<ledger::CallCounts>, Option<ledger::SpendCounts>);
+
 /// Close a run's record and take it off the active table; whether the record is closed. A
 /// failed append leaves the record open; the next start of airlockd closes it as aborted.
 fn close(
@@ -484,8 +540,9 @@ fn close(
     exit_code: Option<i32>,
     signal: Option<i32>,
     reason: &str,
-    calls: Option<ledger::CallCounts>,
+    counts: Counted,
 ) -> bool {
+    let (calls, spend) = counts;
     let closed = RunClosed {
         run: info.run.clone(),
         ended_at: ledger::now_ms(),
@@ -494,6 +551,7 @@ fn close(
         signal,
         reason: reason.to_string(),
         calls,
+        spend,
     };
     let appended = lock(&d.ledger).append(LedgerEvent::RunClosed(closed));
     let ok = appended.is_ok();
@@ -520,6 +578,16 @@ pub fn stop(d: &Daemon, run: &str, reason: &str) -> bool {
             true
         }
         None => false,
+    }
+}
+
+/// Stop every token of every active run of `instance` now (a fire, before the stop).
+pub fn revoke_live_instance(d: &Daemon, instance: &str) {
+    for r in lock(&d.active)
+        .values()
+        .filter(|r| r.info.instance == instance)
+    {
+        r.leases.revoke_all();
     }
 }
 

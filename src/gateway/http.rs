@@ -6,14 +6,14 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, ORIGIN};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
 use super::jsonrpc::{Headers, Reply};
-use super::RunGateway;
+use super::{full, GwBody, RunGateway};
 use super::{mcp_proxy, mcp_server};
 
 /// Largest message body accepted.
@@ -78,10 +78,10 @@ pub async fn serve(
     }
 }
 
-type Body = Full<Bytes>;
+type Body = GwBody;
 
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(text.to_string())));
+    let mut r = Response::new(full(Bytes::from(text.to_string())));
     *r.status_mut() = status;
     r.headers_mut().insert(
         CONTENT_TYPE,
@@ -94,12 +94,12 @@ fn reply(r: Reply) -> Response<Body> {
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = match r.body {
         Some(b) => {
-            let mut resp = Response::new(Full::new(Bytes::from(b.to_string())));
+            let mut resp = Response::new(full(Bytes::from(b.to_string())));
             resp.headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             resp
         }
-        None => Response::new(Full::new(Bytes::new())),
+        None => Response::new(full(Bytes::new())),
     };
     *resp.status_mut() = status;
     if let Some(s) = r.session.and_then(|s| HeaderValue::from_str(&s).ok()) {
@@ -129,6 +129,18 @@ async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
         return plain(StatusCode::FORBIDDEN, "Origin: not the run's gateway\n");
     }
     let path = req.uri().path().to_string();
+    if let Some(rest) = path.strip_prefix(super::provider::ROUTE) {
+        let (name, rest) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        return match &gw.provider {
+            Some(p) if p.plan.name == name => {
+                super::provider::handle(p, &gw.plan.leases, gw.log.clone(), rest, req).await
+            }
+            _ => plain(
+                StatusCode::NOT_FOUND,
+                "no such provider on the run's gateway (its role's run.provider, configured in airlockd's providers)\n",
+            ),
+        };
+    }
     let Some(server) = path.strip_prefix("/mcp/") else {
         return plain(
             StatusCode::NOT_FOUND,

@@ -124,10 +124,14 @@ pub enum EventKind {
     InstanceHired,
     InstanceFired,
     ToolCall,
+    /// A request on the run's provider route (`provider`).
+    Provider,
+    /// A credential lease issued or revoked (`lease`).
+    Lease,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::RunStarted,
         EventKind::RunExited,
         EventKind::RunKilled,
@@ -145,6 +149,8 @@ impl EventKind {
         EventKind::InstanceHired,
         EventKind::InstanceFired,
         EventKind::ToolCall,
+        EventKind::Provider,
+        EventKind::Lease,
     ];
 
     /// The `AIRLOCK_EVENT` value.
@@ -167,6 +173,8 @@ impl EventKind {
             EventKind::InstanceHired => "instance_hired",
             EventKind::InstanceFired => "instance_fired",
             EventKind::ToolCall => "tool_call",
+            EventKind::Provider => "provider",
+            EventKind::Lease => "lease",
         }
     }
 
@@ -194,6 +202,8 @@ impl EventKind {
             EventKind::InstanceHired => "c442d70523704501b777e03f9b73fab4",
             EventKind::InstanceFired => "a615d5abbb654d4c88237db15efdaf10",
             EventKind::ToolCall => "6f1e0c9b2d8a4e37b5c4a1d09e7f3b62",
+            EventKind::Provider => "17ade88e3a4c25a074e1877319ca0cdf",
+            EventKind::Lease => "7b6222c770b571e5092bd2d29a70ae56",
         }
     }
 
@@ -212,11 +222,13 @@ impl EventKind {
             | EventKind::DaemonStopping
             | EventKind::Reloaded
             | EventKind::InstanceHired
-            | EventKind::InstanceFired => 5,
+            | EventKind::InstanceFired
+            | EventKind::Lease => 5,
             EventKind::RunStarted
             | EventKind::RunExited
             | EventKind::JailReport
-            | EventKind::ToolCall => 6,
+            | EventKind::ToolCall
+            | EventKind::Provider => 6,
         }
     }
 

@@ -11,9 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::{Config, UpstreamConf};
+use crate::credentials::leases::{self, LeaseKind, Want};
+use crate::gateway::provider::{api_of, ProviderPlan, ProviderUrl};
 use crate::gateway::{GatewayPlan, UpstreamPlan};
-use crate::policy::agent_config::GatewayEndpoints;
+use crate::policy::agent_config::{provider_env, provider_name, GatewayEndpoints};
 use crate::policy::classes::canonicalize;
+use crate::policy::prices::budget_micro_usd;
 use crate::policy::{Policies, RolePolicy};
 use crate::role::LoadedRole;
 use crate::sandbox::env::gateway_url;
@@ -67,6 +70,9 @@ pub struct Prepared {
     pub gateway: GatewayPlan,
     pub run_dir: PathBuf,
     pub deadline: Option<Duration>,
+    /// The run's credential leases, issued in memory; the caller records them once the
+    /// run's opening record is durable ([`crate::supervisor::lease_records`]).
+    pub leases: Vec<crate::credentials::leases::Lease>,
 }
 
 fn refused(msg: impl Into<String>) -> LaunchError {
@@ -187,6 +193,103 @@ fn upstream_plans<'a>(
     Ok(out)
 }
 
+/// The provider route of a run of `role`: its `run.provider` as this host configures it
+/// (`providers`), with the key read now and the model's price from `prices.yaml`. `None`
+/// when the role runs no model or the host configures no such provider; a launch of the
+/// role's own agent is then refused (it could not think), a `-- CMD` launch goes on
+/// without the route.
+fn provider_plan(
+    cfg: &Config,
+    role: &crate::role::Role,
+    policies: &Policies,
+    own_agent: bool,
+) -> Result<Option<ProviderPlan>, LaunchError> {
+    let Some(run) = role
+        .run
+        .as_ref()
+        .filter(|_| role.kind != crate::role::Kind::Workflow)
+    else {
+        return Ok(None);
+    };
+    let name = provider_name(run.provider);
+    let Some(conf) = cfg.providers.get(name) else {
+        if own_agent {
+            return Err(refused(format!(
+                "{}: providers.{name}: not configured, so the role's agent could not reach its model; add providers.{name} {{url, credential}} to airlockd's config",
+                cfg.file.display()
+            )));
+        }
+        return Ok(None);
+    };
+    let at = || format!("{}: providers.{name}", cfg.file.display());
+    let url = ProviderUrl::parse(&conf.url).map_err(|e| refused(format!("{}.url: {e}", at())))?;
+    let key = match &conf.credential {
+        None => None,
+        Some(cred) => {
+            let src = cfg.credentials.get(cred).ok_or_else(|| {
+                refused(format!("{}.credential: no such entry in credentials", at()))
+            })?;
+            Some(
+                crate::credentials::read(cred, src)
+                    .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?,
+            )
+        }
+    };
+    let price = *policies.prices.get(&run.model).ok_or_else(|| {
+        refused(format!(
+            "{}: models.{}: no price for the role's run.model, so its spend budget cannot be enforced; add the model's prices",
+            policies.dir.join("prices.yaml").display(),
+            run.model
+        ))
+    })?;
+    let tls = crate::gateway::provider::tls_config(conf.ca_file.as_deref())
+        .map_err(|e| refused(format!("{}: {e}", at())))?;
+    Ok(Some(ProviderPlan {
+        name: name.to_string(),
+        api: api_of(run.provider),
+        url,
+        key,
+        tls,
+        model: run.model.clone(),
+        price,
+        budget_micro_usd: budget_micro_usd(role.budget.spend_usd),
+    }))
+}
+
+/// One lease per credential the run will use through its gateway: the provider's key, and
+/// each connector credential.
+fn lease_wants(
+    provider: Option<&ProviderPlan>,
+    upstreams: &std::collections::BTreeMap<String, UpstreamPlan>,
+) -> Vec<Want> {
+    let mut wants = Vec::new();
+    if let Some(p) = provider {
+        let scheme = if p.url.https { "https" } else { "http" };
+        wants.push(Want {
+            kind: LeaseKind::Provider,
+            name: p.name.clone(),
+            grants: format!(
+                "provider {}: model {} at {scheme}://{}{}",
+                p.name, p.model, p.url.authority, p.url.base_path
+            ),
+        });
+    }
+    for (name, up) in upstreams {
+        let has = match up {
+            UpstreamPlan::Http { auth, .. } => auth.is_some(),
+            UpstreamPlan::Stdio { env, .. } => env.is_some(),
+        };
+        if has {
+            wants.push(Want {
+                kind: LeaseKind::Connector,
+                name: name.clone(),
+                grants: format!("connector {name}: its credential, used by the gateway"),
+            });
+        }
+    }
+    wants
+}
+
 /// The largest `--max-seconds` accepted: anything longer is no narrowing anyway, since a
 /// role's `minutes_per_run` is at most a week.
 pub const MAX_SECONDS: u64 = 7 * 24 * 3600;
@@ -282,6 +385,7 @@ pub fn prepare_in(
                 .map_err(|e| refused(format!("agent program: {e}")))?,
         ),
     };
+    let provider = provider_plan(cfg, &loaded.role, policies, req.command.is_empty())?;
 
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
     // A stdio connector's jail has a run dir of its own beside the run's.
@@ -314,6 +418,7 @@ pub fn prepare_in(
             }
         };
         let deadline = deadline(loaded.role.max_run_seconds(), req.max_seconds);
+        let mut env = given.env;
         let spec = RunSpec {
             run_id,
             role: loaded.role.role.clone(),
@@ -323,7 +428,7 @@ pub fn prepare_in(
             home: inst.home.clone(),
             workspace,
             argv,
-            env: given.env,
+            env: Vec::new(),
             hide: vec![cfg.state_dir.clone(), cfg.socket.clone()],
             connect_tcp: Vec::new(),
             limits: helper_limits(cfg, deadline),
@@ -333,20 +438,41 @@ pub fn prepare_in(
             exec,
             stdio: false,
         };
+        let upstreams = upstream_plans(cfg, &spec, endpoints.mcp.keys())?;
+        // The run's leases, and the provider's run token in the agent's key variable.
+        let now = crate::supervisor::ledger::now_ms();
+        let expires =
+            deadline.map(|d| now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
+        let wants = lease_wants(provider.as_ref(), &upstreams);
+        let issued = leases::issue(&spec.run_id, &spec.instance, &wants, now, expires)
+            .map_err(|e| LaunchError::Io(format!("run tokens could not be made: {e}")))?;
+        // The provider's want comes first, so its token is the first.
+        if let (Some(run), Some(_), Some(token)) =
+            (&loaded.role.run, &provider, issued.tokens.first())
+        {
+            env.push((
+                provider_env(run.provider).0.to_string(),
+                token.expose().to_string(),
+            ));
+        }
+        let mut spec = spec;
+        spec.env = env;
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
-        let upstreams = upstream_plans(cfg, &spec, endpoints.mcp.keys())?;
-        Ok((spec, deadline, upstreams))
+        Ok((spec, deadline, upstreams, issued))
     })();
     match built {
-        Ok((spec, deadline, upstreams)) => Ok(Prepared {
+        Ok((spec, deadline, upstreams, issued)) => Ok(Prepared {
             gateway: GatewayPlan {
                 policy: std::sync::Arc::new(RolePolicy::compile(&loaded.role, policies)),
                 workspace: spec.workspace.clone(),
                 home: spec.jail_home(),
                 connectors: endpoints.mcp.keys().cloned().collect(),
                 upstreams,
+                provider,
+                leases: issued.live,
             },
+            leases: issued.records,
             deadline,
             spec,
             run_dir,

@@ -6,6 +6,7 @@ pub mod connector;
 pub mod exec_set;
 pub mod instances;
 pub mod launch;
+pub mod lease_records;
 pub mod ledger;
 pub mod notify;
 pub mod outcome;

@@ -93,6 +93,7 @@ pub fn close_aborted(
         signal: None,
         reason,
         calls: None,
+        spend: None,
     }))?;
     Ok(not_killed)
 }
