@@ -69,6 +69,22 @@ pub fn fire(ctx: &Ctx, name: &str) -> i32 {
     }
 }
 
+/// `2 active, 1 revoke-pending`, or `-`.
+fn leases(i: &InstanceInfo) -> String {
+    use crate::credentials::leases::LeaseState;
+    let n = |s: LeaseState| i.leases.iter().filter(|l| l.state == s).count();
+    let parts: Vec<String> = [LeaseState::Active, LeaseState::RevokePending]
+        .into_iter()
+        .filter(|s| n(*s) > 0)
+        .map(|s| format!("{} {}", n(s), s.as_str()))
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 pub fn list(ctx: &Ctx) -> i32 {
     let data = match ctx.call(Op::Instances) {
         Ok(d) => d,
@@ -99,13 +115,14 @@ pub fn list(ctx: &Ctx) -> i32 {
                 clean(&i.source),
                 if i.fired { "fired" } else { "hired" }.into(),
                 i.active_runs.to_string(),
+                leases(i),
             ]
         })
         .collect();
     print!(
         "{}",
         table::render(
-            &["INSTANCE", "ROLE", "UID", "SOURCE", "STATE", "RUNS"],
+            &["INSTANCE", "ROLE", "UID", "SOURCE", "STATE", "RUNS", "LEASES"],
             &rows
         )
     );

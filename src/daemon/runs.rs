@@ -260,6 +260,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         reason: None,
         deadline_s,
         calls: None,
+        spend: None,
+        leases: Vec::new(),
     };
     lock(&d.active).insert(
         run.clone(),
@@ -626,7 +628,8 @@ pub fn recent(d: &Daemon, limit: usize) -> Result<(Vec<RunInfo>, bool), String> 
 /// One run of the ledger (`show`).
 pub fn one(d: &Daemon, run: &str) -> Result<Option<RunInfo>, String> {
     let found = ledger::find_run(&d.ledger_path, run).map_err(|e| e.to_string())?;
-    Ok(found.map(run_info))
+    let state_dir = d.set().config.state_dir.clone();
+    Ok(found.map(|r| with_leases(run_info(r), &state_dir)))
 }
 
 /// A run as the ledger records it, as `runs` and `show` report it: open means running.
@@ -645,6 +648,8 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         reason: None,
         deadline_s: o.deadline_s,
         calls: None,
+        spend: None,
+        leases: Vec::new(),
     };
     if let Some(c) = closed {
         info.state = outcome_str(c.outcome).to_string();
@@ -653,6 +658,34 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         info.signal = c.signal;
         info.reason = Some(c.reason);
         info.calls = c.calls;
+        info.spend = c.spend;
     }
     info
+}
+
+/// A run's leases, from the lease store, for `show`. Unreadable: none shown (the
+/// ledger's records still tell).
+pub fn with_leases(mut info: RunInfo, state_dir: &std::path::Path) -> RunInfo {
+    info.leases = LeaseStore::new(state_dir)
+        .load(&info.run)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    info
+}
+
+/// The leases not yet revoked, by instance (`instances`).
+pub fn open_leases(
+    state_dir: &std::path::Path,
+) -> std::collections::BTreeMap<String, Vec<crate::credentials::leases::Lease>> {
+    let store = LeaseStore::new(state_dir);
+    let mut out: std::collections::BTreeMap<String, Vec<_>> = Default::default();
+    for run in store.open_runs().unwrap_or_default() {
+        for l in store.load(&run).ok().flatten().unwrap_or_default() {
+            if l.state != crate::credentials::leases::LeaseState::Revoked {
+                out.entry(l.instance.clone()).or_default().push(l);
+            }
+        }
+    }
+    out
 }

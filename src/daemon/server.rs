@@ -250,9 +250,11 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
             match instances::list(&set.config) {
                 Ok(list) => {
                     let active = runs::active(d);
+                    let mut leases = runs::open_leases(&set.config.state_dir);
                     let infos: Vec<InstanceInfo> = list
                         .into_iter()
                         .map(|e| InstanceInfo {
+                            leases: leases.remove(&e.name).unwrap_or_default(),
                             active_runs: active.iter().filter(|r| r.instance == e.name).count(),
                             // 0: a config instance whose uid is allocated on its first run.
                             uid: e.uid.unwrap_or(0),

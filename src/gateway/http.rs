@@ -151,6 +151,19 @@ async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
         return endpoint(gw, None, req).await;
     }
     if let Some(c) = gw.connectors.get(server) {
+        // A connector whose credential is leased works only while the lease does (a fire
+        // revokes it at once). One without a credential has no lease.
+        use crate::credentials::leases::{LeaseKind, TokenRefusal};
+        let now = crate::supervisor::ledger::now_ms();
+        if let Err(why @ (TokenRefusal::Revoked | TokenRefusal::Expired)) =
+            gw.plan.leases.usable(LeaseKind::Connector, server, now)
+        {
+            return reply(Reply::refused(
+                403,
+                -32603,
+                &format!("this connector's credential lease is over: {why}"),
+            ));
+        }
         return endpoint(gw, Some(c), req).await;
     }
     if gw.plan.connectors.iter().any(|c| c == server) {
