@@ -814,6 +814,7 @@ impl Direct {
             gateway: false,
             exec: None,
             stdio: false,
+            disks: Vec::new(),
         };
         Direct { _dir: dir, spec }
     }

@@ -3,14 +3,17 @@
 pub mod agent_files;
 pub mod alive;
 pub mod connector;
+pub mod disk;
 pub mod exec_set;
 pub mod instances;
 pub mod launch;
 pub mod ledger;
+pub mod loopdev;
 pub mod notify;
 pub mod outcome;
 pub mod process;
 pub mod reap;
+pub mod reserve;
 pub mod run_output;
 pub mod spawn;
 pub mod standalone;
