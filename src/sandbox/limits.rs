@@ -273,7 +273,11 @@ impl RunCgroups {
         if let Some(w) = weight {
             // cpu.shares 1024 is cpu.weight 100.
             let shares = (w.saturating_mul(1024) / 100).max(2);
-            write_file(&dir.join("cpu.shares"), &shares.to_string(), "cgroup v1 cpu.shares")?;
+            write_file(
+                &dir.join("cpu.shares"),
+                &shares.to_string(),
+                "cgroup v1 cpu.shares",
+            )?;
         }
         if let Some(m) = max {
             write_file(
@@ -298,7 +302,11 @@ impl RunCgroups {
             return Ok(Knob::NotRequested);
         };
         if let Some(dir) = self.v2.as_ref().filter(|d| d.join("io.weight").exists()) {
-            write_file(&dir.join("io.weight"), &format!("default {w}"), "cgroup io.weight")?;
+            write_file(
+                &dir.join("io.weight"),
+                &format!("default {w}"),
+                "cgroup io.weight",
+            )?;
             return Ok(Knob::V2);
         }
         let Some(parent) = v1_parents().blkio.clone() else {
