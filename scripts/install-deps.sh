@@ -6,8 +6,9 @@ set -euo pipefail
 need=()
 # systemd-journald: the tests read a real journal; passwd: the setuid escape test;
 # iproute2: network namespace checks; procps: pgrep in scripts;
-# bubblewrap and hyperfine: the side-by-side benchmarks.
-for pkg in systemd passwd iproute2 procps util-linux bubblewrap hyperfine; do
+# bubblewrap and hyperfine: the side-by-side benchmarks; e2fsprogs (mke2fs): the runs' bounded
+# workspace and home filesystems; mount (losetup, mount): the disk tests' own small filesystems.
+for pkg in systemd passwd iproute2 procps util-linux e2fsprogs mount bubblewrap hyperfine; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 

@@ -29,6 +29,7 @@ use serde_yaml::Value;
 
 use crate::diag::{key, Problem};
 use crate::sandbox::spec::{valid_name, Limits};
+use crate::supervisor::disk::{Bound, DiskLimits};
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/airlock/airlock.yaml";
 
@@ -128,6 +129,8 @@ pub struct Config {
     pub uid_range: UidRange,
     pub instances: BTreeMap<String, InstanceConf>,
     pub limits: Limits,
+    /// `limits.workspace`, `limits.home` and `limits.reserve`: the disk bounds.
+    pub disk: DiskLimits,
     pub admin_group: Option<GroupRef>,
     pub operator_group: Option<GroupRef>,
     pub socket_group: Option<GroupRef>,
@@ -285,7 +288,14 @@ const LIMIT_KEYS: &[&str] = &[
     "tmp_bytes",
     "shm_bytes",
     "nofile",
+    "workspace",
+    "home",
+    "reserve",
+    "cpu_weight",
+    "cpu_max",
+    "io_weight",
 ];
+const DISK_KEYS: &[&str] = &["disk_bytes", "disk_inodes"];
 
 impl Parser<'_> {
     fn problem(&mut self, path: &str, msg: &str) {
@@ -387,9 +397,9 @@ impl Parser<'_> {
                 }
             }
         }
-        let limits = match get("limits") {
-            None => Limits::default(),
-            Some(v) => self.limits(v)?,
+        let (limits, disk) = match get("limits") {
+            None => (Limits::default(), DiskLimits::default()),
+            Some(v) => (self.limits(v)?, self.disk_limits(v)?),
         };
         let admin_group = get("admin_group").and_then(|v| self.group(v, "admin_group"));
         let operator_group = get("operator_group").and_then(|v| self.group(v, "operator_group"));
@@ -452,7 +462,69 @@ impl Parser<'_> {
             uid_range,
             instances,
             limits,
+            disk,
         })
+    }
+
+    /// `limits.workspace`, `limits.home` (a mapping `{disk_bytes, disk_inodes}`, each key
+    /// optional, or null: no bound) and `limits.reserve` (the same mapping).
+    fn disk_limits(&mut self, v: &Value) -> Option<DiskLimits> {
+        use crate::supervisor::disk::{MIN_BYTES, MIN_INODES};
+        let m = v.as_mapping()?;
+        let mut d = DiskLimits::default();
+        let bound =
+            |p: &mut Self, k: &str, dflt: Bound, min: (u64, u64)| -> Option<Option<Bound>> {
+                let at = key("limits", k);
+                let Some(v) = m.get(Value::from(k)) else {
+                    return Some(Some(dflt));
+                };
+                if v.is_null() {
+                    return Some(None);
+                }
+                let bm = p.mapping(v, &at, DISK_KEYS)?;
+                let mut b = dflt;
+                for (name, lo, slot) in [
+                    ("disk_bytes", min.0, &mut b.bytes),
+                    ("disk_inodes", min.1, &mut b.inodes),
+                ] {
+                    if let Some(x) = bm.get(Value::from(name)) {
+                        match x.as_u64() {
+                            Some(n) if n >= lo && n < 1 << 50 => *slot = n,
+                            _ => {
+                                p.problem(
+                                    &key(&at, name),
+                                    &format!("must be an integer from {lo} to 2^50"),
+                                );
+                                return None;
+                            }
+                        }
+                    }
+                }
+                Some(Some(b))
+            };
+        d.workspace = bound(
+            self,
+            "workspace",
+            crate::supervisor::disk::DEFAULT_WORKSPACE,
+            (MIN_BYTES, MIN_INODES),
+        )?;
+        d.home = bound(
+            self,
+            "home",
+            crate::supervisor::disk::DEFAULT_HOME,
+            (MIN_BYTES, MIN_INODES),
+        )?;
+        match bound(self, "reserve", d.reserve, (0, 0))? {
+            Some(r) => d.reserve = r,
+            None => {
+                self.problem(
+                    "limits.reserve",
+                    "must be a mapping {disk_bytes, disk_inodes}; give 0 for no reserve",
+                );
+                return None;
+            }
+        }
+        Some(d)
     }
 
     fn credentials(&mut self, v: &Value) -> BTreeMap<String, CredentialSource> {
@@ -904,6 +976,40 @@ impl Parser<'_> {
         }
         if let Some(n) = num(self, "shm_bytes", 4096)? {
             l.shm_bytes = n;
+        }
+        for (k, slot, hi) in [
+            ("cpu_weight", &mut l.cpu_weight, 10_000u64),
+            ("io_weight", &mut l.io_weight, 10_000u64),
+        ] {
+            match m.get(Value::from(k)) {
+                None => {}
+                Some(Value::Null) => *slot = None,
+                Some(v) => match v.as_u64() {
+                    Some(n) if (1..=hi).contains(&n) => *slot = Some(n),
+                    _ => {
+                        self.problem(
+                            &key("limits", k),
+                            &format!("must be an integer from 1 to {hi} (100 is the cgroup default), or null to leave it unset"),
+                        );
+                        return None;
+                    }
+                },
+            }
+        }
+        match m.get(Value::from("cpu_max")) {
+            None | Some(Value::Null) => {}
+            Some(v) => match v.as_f64() {
+                Some(c) if (0.01..=1000.0).contains(&c) => {
+                    l.cpu_max_millis = Some((c * 1000.0).round() as u64);
+                }
+                _ => {
+                    self.problem(
+                        "limits.cpu_max",
+                        "must be a number of CPUs from 0.01 to 1000 (e.g. 1.5), or null for no ceiling",
+                    );
+                    return None;
+                }
+            },
         }
         // Absent: the default cap. `null`: no memory limit asked for (the jail refuses to
         // start when a limit is asked for and no memory controller can enforce it).

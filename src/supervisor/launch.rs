@@ -23,6 +23,7 @@ use crate::sandbox::env::gateway_url;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
+use crate::supervisor::disk::{self, Bound, RunDisks};
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
 use crate::supervisor::{connector, exec_set};
@@ -73,6 +74,8 @@ pub struct Prepared {
     /// The run's credential leases, issued in memory; the caller records them once the
     /// run's opening record is durable ([`crate::supervisor::lease_records`]).
     pub leases: Vec<crate::credentials::leases::Lease>,
+    /// The run's bounded filesystems, held until the run is over (dropped: released).
+    pub disks: std::sync::Arc<RunDisks>,
 }
 
 fn refused(msg: impl Into<String>) -> LaunchError {
@@ -290,6 +293,36 @@ fn lease_wants(
     wants
 }
 
+/// A disk bound the run needs could not be set up: the run does not start.
+fn bound_failed(cfg: &Config, what: &str, e: &str) -> LaunchError {
+    LaunchError::Jail(format!(
+        "{}: limits.{what}: the {what}'s disk bound could not be set up, so the run was not started: {e}",
+        cfg.file.display()
+    ))
+}
+
+/// Refuse the launch when the state directory's filesystem would fall below
+/// `limits.reserve` (see [`crate::supervisor::reserve`]). `fresh_workspace`: the run gets a
+/// bounded workspace image there.
+fn check_reserve(cfg: &Config, fresh_workspace: bool, instance: &str) -> Result<(), LaunchError> {
+    use crate::supervisor::reserve;
+    let free = reserve::free_under(&cfg.state_dir).map_err(LaunchError::Io)?;
+    let mut new_run = Bound {
+        bytes: 0,
+        inodes: 2,
+    };
+    if let Some(b) = cfg.disk.workspace.filter(|_| fresh_workspace) {
+        new_run.bytes += b.bytes;
+    }
+    if let Some(b) = cfg.disk.home {
+        if !disk::home_image(&cfg.state_dir, instance).exists() {
+            new_run.bytes += b.bytes;
+        }
+    }
+    let pending = disk::uncommitted_bytes(&cfg.state_dir);
+    reserve::check(&cfg.state_dir, free, pending, new_run, cfg.disk.reserve).map_err(refused)
+}
+
 /// The largest `--max-seconds` accepted: anything longer is no narrowing anyway, since a
 /// role's `minutes_per_run` is at most a week.
 pub const MAX_SECONDS: u64 = 7 * 24 * 3600;
@@ -387,6 +420,7 @@ pub fn prepare_in(
     };
     let provider = provider_plan(cfg, &loaded.role, policies, req.command.is_empty())?;
 
+    check_reserve(cfg, workspace.is_none(), &inst.name)?;
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
     // A stdio connector's jail has a run dir of its own beside the run's.
     let connector_dirs: Vec<PathBuf> = cfg
@@ -399,6 +433,7 @@ pub fn prepare_in(
         .create(&run_dir)
         .map_err(|e| io_err("cannot create run directory", &run_dir, e))?;
     // A refusal from here on leaves nothing of the run behind.
+    let mut disks = RunDisks::default();
     let built = (|| {
         let workspace = match workspace {
             Some(w) => w,
@@ -414,9 +449,26 @@ pub fn prepare_in(
                     Some(Gid::from_raw(inst.gid)),
                 )
                 .map_err(|e| io_err("cannot chown workspace", &w, e))?;
+                if let Some(b) = cfg.disk.workspace {
+                    disks
+                        .add_workspace(&run_dir, b, inst.uid, inst.gid)
+                        .map_err(|e| bound_failed(cfg, "workspace", &e))?;
+                }
                 w
             }
         };
+        if let Some(b) = cfg.disk.home {
+            disks
+                .add_home(
+                    &cfg.state_dir,
+                    &inst.name,
+                    &inst.home,
+                    b,
+                    inst.uid,
+                    inst.gid,
+                )
+                .map_err(|e| bound_failed(cfg, "home", &e))?;
+        }
         let deadline = deadline(loaded.role.max_run_seconds(), req.max_seconds);
         let mut env = given.env;
         let spec = RunSpec {
@@ -437,6 +489,7 @@ pub fn prepare_in(
             gateway: true,
             exec,
             stdio: false,
+            disks: disks.mounts.clone(),
         };
         let upstreams = upstream_plans(cfg, &spec, endpoints.mcp.keys())?;
         // The run's leases, and the provider's run token in the agent's key variable.
@@ -476,8 +529,10 @@ pub fn prepare_in(
             deadline,
             spec,
             run_dir,
+            disks: std::sync::Arc::new(disks),
         }),
         Err(e) => {
+            drop(disks);
             let _ = fs::remove_dir_all(&run_dir);
             // And those of the stdio connectors prepared before the refusal.
             for d in &connector_dirs {
