@@ -849,14 +849,38 @@ fn ledger_verifies_and_tampering_is_detected() {
 
 #[test]
 fn hire_and_fire() {
+    // What the code role's runs use: its provider (no key: a local model server), its
+    // two connectors and the GitHub App. Nothing here is read before a run needs it.
     let mut env = Env::new(Opts {
         no_journald: true,
+        extra: "credentials:\n  gh: /etc/airlock/credentials/gh.pem\nproviders:\n  claude: {url: \"http://127.0.0.1:9\"}\nmcp_connectors:\n  board: {url: \"http://127.0.0.1:9/mcp\"}\n  github: {url: \"http://127.0.0.1:9/mcp\"}\ngithub: {app_id: 7, private_key: gh}\n".into(),
         ..Opts::default()
     });
     env.start();
+    // review runs Codex, whose provider this host does not configure: refused, named.
+    let r = env.one(json!({"v":1,"op":"hire","instance":"vega","role":"review"}));
+    assert_eq!(r["error"]["code"], "refused", "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("providers.codex"), "{msg}");
     let r = env.one(json!({"v":1,"op":"hire","instance":"nova","role":"implementer"}));
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["data"]["role"], "code");
+    let lines: Vec<&str> = r["data"]["credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    for want in [
+        "provider claude: no key, sent only to http://127.0.0.1:9",
+        "connector board: no credential",
+        "github: an installation token per run from App 7 (key credentials.gh)",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "{want} in {lines:?}"
+        );
+    }
     let uid = r["data"]["uid"].as_u64().unwrap() as u32;
     assert!((env.range.0..=env.range.1).contains(&uid));
     let r = env.launch(
@@ -872,6 +896,13 @@ fn hire_and_fire() {
     let f = env.one(json!({"v":1,"op":"fire","instance":"nova"}));
     assert_eq!(f["ok"], true, "{f}");
     assert_eq!(f["data"]["stopped_runs"], 1);
+    // Its one lease (the provider's) is revoked by the fire itself, and said so.
+    assert_eq!(
+        f["data"]["revoked"],
+        json!([format!("run/{run}/provider/1")]),
+        "{f}"
+    );
+    assert_eq!(f["data"]["pending"], json!([]));
     let c = poll(30, || ledger_closed(&env.ledger(), &run)).expect("closed");
     assert_eq!(c.outcome, ledger::Outcome::Stopped);
     assert!(c.reason.contains("fired"), "{}", c.reason);

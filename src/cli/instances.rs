@@ -19,11 +19,21 @@ pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
                 .map(|u| format!(" (uid {u})"))
                 .unwrap_or_default();
             let role = data.get("role").and_then(|r| r.as_str()).unwrap_or(role);
-            remote::confirm(
-                ctx,
-                &data,
-                &format!("hired {} as {}{uid}", clean(name), clean(role)),
-            )
+            let mut msg = format!("hired {} as {}{uid}", clean(name), clean(role));
+            let lines: Vec<String> = data
+                .get("credentials")
+                .and_then(|c| c.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str()).map(clean).collect())
+                .unwrap_or_default();
+            if lines.is_empty() {
+                msg.push_str("; its runs use no credential");
+            } else {
+                msg.push_str("; credentials its runs use:");
+                for l in lines {
+                    msg.push_str(&format!("\n  {l}"));
+                }
+            }
+            remote::confirm(ctx, &data, &msg)
         }
         Err(code) => code,
     }

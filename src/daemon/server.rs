@@ -277,6 +277,23 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
                     "the requested role is not in the catalog (missing, or it failed validation); see `airlockctl validate`",
                 );
             };
+            // Every credential the role's runs will use must be configured here, and the
+            // reply lists each (seed 003).
+            let lines = match crate::policy::hire::credential_lines(&entry.loaded.role, &set.config)
+            {
+                Ok(l) => l,
+                Err(missing) => {
+                    return Response::err(
+                        ErrorCode::Refused,
+                        format!(
+                            "role {} needs credentials this host does not configure in {}: {}",
+                            entry.class,
+                            set.config.file.display(),
+                            missing.join("; ")
+                        ),
+                    )
+                }
+            };
             match instances::hire(&set.config, &instance, &entry.class, ledger::now_ms()) {
                 Ok(i) => {
                     d.events.log(
@@ -288,7 +305,8 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
                         &[("AIRLOCK_SUBJECT_INSTANCE", &i.name)],
                     );
                     ok(serde_json::json!({
-                    "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired"
+                    "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired",
+                    "credentials": lines,
                     }))
                 }
                 Err(e) => Response::err(ErrorCode::Refused, e.to_string()),

@@ -8,6 +8,7 @@ pub mod bash;
 pub mod classes;
 pub mod decision;
 pub mod engine;
+pub mod hire;
 pub mod levels;
 pub mod pattern;
 pub mod prices;

@@ -32,7 +32,7 @@ pub fn record_issued(
             lease: l.id.clone(),
             run: l.run.clone(),
             instance: l.instance.clone(),
-            kind: l.kind.as_str().to_string(),
+            lease_kind: l.kind.as_str().to_string(),
             grants: l.grants.clone(),
             issued_at: l.issued_at,
             expires_at: l.expires_at,
@@ -222,6 +222,29 @@ mod tests {
             .collect();
         assert_eq!(kinds, ["issued", "issued", "revoked", "revoked"]);
         assert!(store.open_runs().unwrap().is_empty());
+    }
+
+    #[test]
+    fn lease_records_round_trip_through_a_real_ledger() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LeaseStore::new(dir.path());
+        let mut l = ledger::Ledger::open(&dir.path().join("ledger.jsonl")).unwrap();
+        let mut append = |e| l.append(e).map(|_| ()).map_err(|e| e.to_string());
+        let want = Want {
+            kind: LeaseKind::Provider,
+            name: "codex".into(),
+            grants: "provider codex".into(),
+        };
+        let run = "r-20261201-000000d4";
+        let i = issue(run, "tess", &[want], 5, Some(99)).unwrap();
+        record_issued(&store, &mut append, &i.records).unwrap();
+        revoke_run(&store, &mut append, run, "the run ended").unwrap();
+        let all = ledger::records(&dir.path().join("ledger.jsonl")).unwrap();
+        assert_eq!(all.len(), 2);
+        assert!(
+            matches!(&all[0].event, LedgerEvent::LeaseIssued(x) if x.lease_kind == "provider" && x.expires_at == Some(99))
+        );
+        assert!(matches!(&all[1].event, LedgerEvent::LeaseRevoked(x) if x.state == "revoked"));
     }
 
     #[test]

@@ -117,8 +117,8 @@ pub struct LeaseIssued {
     pub lease: String,
     pub run: String,
     pub instance: String,
-    /// `provider`, `connector`.
-    pub kind: String,
+    /// `provider`, `connector` (not `kind`: that names the record's own kind).
+    pub lease_kind: String,
     pub grants: String,
     /// Unix milliseconds.
     pub issued_at: u64,
