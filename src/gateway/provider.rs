@@ -461,7 +461,9 @@ pub async fn handle(
     }
     rec.allow = true;
     rec.rule = format!("lease {lease}");
-    p.account.requests.fetch_add(1, Ordering::Relaxed);
+    if metered != Metered::List {
+        p.account.requests.fetch_add(1, Ordering::Relaxed);
+    }
 
     let url = p.plan.url.join(rest, parts.uri.query());
     let mut up = Request::builder().method(parts.method.clone()).uri(&url);
