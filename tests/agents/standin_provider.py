@@ -13,6 +13,9 @@ Usage reported per answer (so a test can compute the spend):
   Anthropic: input 1000, cache creation 2000, cache read 3000, output 500
   OpenAI:    input 10000 of which 8000 cached, output 1000
 
+`{"metadata": {"user_id": "big:N"}}` streams N more deltas of 1000 characters (for
+throughput benchmarks).
+
 A request whose metadata asks for it (`{"metadata": {"user_id": "hold"}}` or, for OpenAI,
 `{"metadata": {"hold": "1"}}`) is a held stream: its first events are sent, then the
 stand-in waits (at most 20 s) for a GET of the model list before it sends the rest, so a
@@ -54,6 +57,9 @@ def log(entry):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without this, Nagle's algorithm and the
+    # peer's delayed ACK hold each answer back some 40 ms.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass
@@ -162,6 +168,12 @@ class Handler(BaseHTTPRequestHandler):
             )
             if held:
                 self.hold(entry)
+            big = str((body.get("metadata") or {}).get("user_id") or "")
+            if big.startswith("big:"):
+                # A long answer for throughput: N deltas of 1000 characters.
+                chunk = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x" * 1000}}
+                for _ in range(int(big[4:])):
+                    self.event("content_block_delta", chunk)
             self.event(
                 "content_block_delta",
                 {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "from the stand-in"}},
