@@ -19,7 +19,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -327,29 +327,6 @@ pub fn sweep(state_dir: &Path, held: impl Fn(&str) -> bool) {
             forget_run(state_dir, run);
         }
     }
-}
-
-/// Bytes the bounded images under `state_dir` may still take from it: for each, its size
-/// less what it holds already (a stat each; images are sparse).
-pub fn uncommitted_bytes(state_dir: &Path) -> u64 {
-    let mut images: Vec<PathBuf> = Vec::new();
-    if let Ok(runs) = fs::read_dir(state_dir.join("runs")) {
-        images.extend(runs.flatten().map(|e| workspace_image(&e.path())));
-    }
-    if let Ok(homes) = fs::read_dir(state_dir.join("homes")) {
-        images.extend(
-            homes
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "img")),
-        );
-    }
-    images
-        .iter()
-        .filter_map(|p| fs::symlink_metadata(p).ok())
-        .filter(|m| m.is_file())
-        .map(|m| m.len().saturating_sub(m.blocks().saturating_mul(512)))
-        .fold(0u64, u64::saturating_add)
 }
 
 /// Whether the filesystem holding `path` has project quotas switched on, from

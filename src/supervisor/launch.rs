@@ -23,7 +23,7 @@ use crate::sandbox::env::gateway_url;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
-use crate::supervisor::disk::{self, Bound, RunDisks};
+use crate::supervisor::disk::RunDisks;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
 use crate::supervisor::{connector, exec_set};
@@ -301,26 +301,12 @@ fn bound_failed(cfg: &Config, what: &str, e: &str) -> LaunchError {
     ))
 }
 
-/// Refuse the launch when the state directory's filesystem would fall below
-/// `limits.reserve` (see [`crate::supervisor::reserve`]). `fresh_workspace`: the run gets a
-/// bounded workspace image there.
-fn check_reserve(cfg: &Config, fresh_workspace: bool, instance: &str) -> Result<(), LaunchError> {
+/// Refuse the launch when the state directory's filesystem has less free than
+/// `limits.reserve` (see [`crate::supervisor::reserve`]).
+fn check_reserve(cfg: &Config) -> Result<(), LaunchError> {
     use crate::supervisor::reserve;
     let free = reserve::free_under(&cfg.state_dir).map_err(LaunchError::Io)?;
-    let mut new_run = Bound {
-        bytes: 0,
-        inodes: 2,
-    };
-    if let Some(b) = cfg.disk.workspace.filter(|_| fresh_workspace) {
-        new_run.bytes += b.bytes;
-    }
-    if let Some(b) = cfg.disk.home {
-        if !disk::home_image(&cfg.state_dir, instance).exists() {
-            new_run.bytes += b.bytes;
-        }
-    }
-    let pending = disk::uncommitted_bytes(&cfg.state_dir);
-    reserve::check(&cfg.state_dir, free, pending, new_run, cfg.disk.reserve).map_err(refused)
+    reserve::check(&cfg.state_dir, free, cfg.disk.reserve).map_err(refused)
 }
 
 /// The largest `--max-seconds` accepted: anything longer is no narrowing anyway, since a
@@ -420,7 +406,7 @@ pub fn prepare_in(
     };
     let provider = provider_plan(cfg, &loaded.role, policies, req.command.is_empty())?;
 
-    check_reserve(cfg, workspace.is_none(), &inst.name)?;
+    check_reserve(cfg)?;
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
     // A stdio connector's jail has a run dir of its own beside the run's.
     let connector_dirs: Vec<PathBuf> = cfg
