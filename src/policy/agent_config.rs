@@ -14,7 +14,7 @@ mod claude;
 mod codex;
 mod toml_text;
 
-pub use claude::{claude_mcp_config, claude_settings};
+pub use claude::{claude_env, claude_mcp_config, claude_settings};
 pub use codex::codex_config;
 
 use crate::role::{McpConnector, Provider, Role, Run};

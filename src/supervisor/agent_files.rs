@@ -79,6 +79,7 @@ pub fn agent_files(
             let mcp = agent_config::claude_mcp_config(role, gateway)?;
             files.push(file(CLAUDE_MANAGED_SETTINGS_PATH, pretty(&settings)));
             files.push(file(CLAUDE_MANAGED_MCP_PATH, pretty(&mcp)));
+            env.extend(agent_config::claude_env(role));
             // `--settings` names the managed file itself: one copy of the settings, and the
             // managed-only keys take effect from where Claude Code reads them.
             CLAUDE_MANAGED_SETTINGS_PATH
@@ -171,12 +172,13 @@ mod tests {
         // The provider's base URL is the gateway's route; its key (a run token) is added
         // when the run's leases are issued.
         assert_eq!(
-            f.env,
-            vec![(
+            f.env[0],
+            (
                 "ANTHROPIC_BASE_URL".to_string(),
                 gw.provider_url.clone().unwrap()
-            )]
+            )
         );
+        assert_eq!(&f.env[1..], agent_config::claude_env(&loaded.role));
         assert!(f.files.iter().all(|x| x.mode == 0o444));
     }
 
