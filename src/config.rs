@@ -13,7 +13,8 @@
 //! The gateway's keys: `credentials` (name -> a root-only file, or a systemd credential's
 //! name) and `mcp_connectors` (name -> `{url, credential?, header?}` for a streamable-HTTP
 //! upstream on this host, or `{command, uid, credential?, credential_env?}` for a stdio one
-//! run in a jail of its own).
+//! run in a jail of its own), `egress` (`{nameservers, ports, http_ports}`, see
+//! [`crate::config_egress`]).
 //!
 //! Default `uid_range` 1880000000-1880099999, chosen to collide with nothing common:
 //! above systemd's container range (524288-1879048191) and therefore above every
@@ -138,6 +139,8 @@ pub struct Config {
     pub credentials: BTreeMap<String, CredentialSource>,
     /// Upstreams of `run.mcp.<name>: {via: airlock}` connectors.
     pub mcp_connectors: BTreeMap<String, ConnectorConf>,
+    /// Runs' proxied connections: nameservers and ports (see [`crate::config_egress`]).
+    pub egress: crate::config_egress::EgressConf,
 }
 
 /// Where a secret is read from: a root-only file, or a systemd credential
@@ -229,6 +232,7 @@ const TOP_KEYS: &[&str] = &[
     "journal_socket",
     "credentials",
     "mcp_connectors",
+    "egress",
 ];
 const CONNECTOR_KEYS: &[&str] = &[
     "url",
@@ -388,7 +392,12 @@ impl Parser<'_> {
             None => BTreeMap::new(),
             Some(v) => self.connectors(v, &credentials),
         };
+        let egress = match get("egress") {
+            None => crate::config_egress::EgressConf::default(),
+            Some(v) => crate::config_egress::parse(self.file, v, &mut self.problems),
+        };
         Some(Config {
+            egress,
             credentials,
             mcp_connectors,
             admin_group,

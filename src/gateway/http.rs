@@ -6,7 +6,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, ORIGIN};
 use hyper::{Method, Request, Response, StatusCode};
@@ -14,7 +15,7 @@ use hyper_util::rt::TokioIo;
 
 use super::jsonrpc::{Headers, Reply};
 use super::RunGateway;
-use super::{mcp_proxy, mcp_server};
+use super::{egress, mcp_proxy, mcp_server};
 
 /// Largest message body accepted.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -72,16 +73,27 @@ pub async fn serve(
             let _ = hyper::server::conn::http1::Builder::new()
                 .max_buf_size(64 << 10)
                 .serve_connection(TokioIo::new(stream), service)
+                // CONNECT tunnels (egress) take the connection over.
+                .with_upgrades()
                 .await;
             drop(slot);
         });
     }
 }
 
-type Body = Full<Bytes>;
+/// A response body: whole, or streamed (a forwarded response).
+pub type Body = BoxBody<Bytes, std::io::Error>;
 
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(text.to_string())));
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).map_err(|never| match never {}).boxed()
+}
+
+pub fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+pub fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut r = Response::new(full(text.to_string()));
     *r.status_mut() = status;
     r.headers_mut().insert(
         CONTENT_TYPE,
@@ -94,12 +106,12 @@ fn reply(r: Reply) -> Response<Body> {
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = match r.body {
         Some(b) => {
-            let mut resp = Response::new(Full::new(Bytes::from(b.to_string())));
+            let mut resp = Response::new(full(b.to_string()));
             resp.headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             resp
         }
-        None => Response::new(Full::new(Bytes::new())),
+        None => Response::new(empty()),
     };
     *resp.status_mut() = status;
     if let Some(s) = r.session.and_then(|s| HeaderValue::from_str(&s).ok()) {
@@ -125,6 +137,10 @@ fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
 }
 
 async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
+    // Proxy requests first: a browser's Origin there is the page's, not the gateway's.
+    if egress::is_proxy_request(&req) {
+        return egress::handle(&gw.egress, &gw.log, req).await;
+    }
     if !origin_ok(&req) {
         return plain(StatusCode::FORBIDDEN, "Origin: not the run's gateway\n");
     }

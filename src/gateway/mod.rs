@@ -20,6 +20,7 @@
 //! [`GATEWAY_PORT`]: crate::sandbox::runner::GATEWAY_PORT
 
 pub mod bash_tool;
+pub mod egress;
 pub mod http;
 pub mod jsonrpc;
 pub mod mcp_proxy;
@@ -48,6 +49,8 @@ pub struct GatewayPlan {
     pub connectors: Vec<String>,
     /// Those of them whose upstream this host configures (`mcp_connectors`).
     pub upstreams: std::collections::BTreeMap<String, UpstreamPlan>,
+    /// Where the run's proxy may go (`HTTPS_PROXY`/`HTTP_PROXY`).
+    pub egress: egress::EgressPlan,
 }
 
 /// A connector's upstream, as the gateway will reach it.
@@ -145,6 +148,8 @@ pub fn clip(s: &str, max: usize) -> String {
 /// Where the gateway tells about its calls (the run's journal).
 pub trait CallLog: Send + Sync {
     fn call(&self, record: CallRecord);
+    /// One egress connection (tunnel or forwarded request), at its end.
+    fn egress(&self, record: egress::EgressRecord);
     /// Where a stdio connector's stderr goes.
     fn connector_output(&self, connector: &str) -> Box<dyn crate::supervisor::process::OutputSink>;
 }
@@ -159,6 +164,7 @@ pub struct RunGateway {
     pub sessions: mcp_server::Sessions,
     /// The connectors served, by name.
     pub connectors: std::collections::BTreeMap<String, mcp_proxy::Connector>,
+    pub egress: Arc<egress::Egress>,
 }
 
 /// A running gateway; dropping it stops it (every connection and call of the run ends).
@@ -221,6 +227,7 @@ impl Gateway {
         }
         drop(entered);
         let state = Arc::new(RunGateway {
+            egress: Arc::new(egress::Egress::new(plan.egress.clone())),
             connectors,
             plan,
             deadline,

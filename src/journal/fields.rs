@@ -22,6 +22,8 @@
 //! | `reload_refused`   | `8d06ee4da3124bc3a4bc535ba6c1f343` | 4 warning  |
 //! | `instance_hired`   | `c442d70523704501b777e03f9b73fab4` | 5 notice   |
 //! | `instance_fired`   | `a615d5abbb654d4c88237db15efdaf10` | 5 notice   |
+//! | `tool_call`        | `6f1e0c9b2d8a4e37b5c4a1d09e7f3b62` | 6 info     |
+//! | `egress`           | `5b0d7c2e9a4f4e1c8d3b6a7f2e1c0d94` | 6 info     |
 //!
 //! Agent output lines carry `AIRLOCK_STREAM=stdout|stderr` instead of an event and have no
 //! `MESSAGE_ID`; stdout lines are priority 6, stderr lines priority 5.
@@ -124,10 +126,11 @@ pub enum EventKind {
     InstanceHired,
     InstanceFired,
     ToolCall,
+    Egress,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::RunStarted,
         EventKind::RunExited,
         EventKind::RunKilled,
@@ -145,6 +148,7 @@ impl EventKind {
         EventKind::InstanceHired,
         EventKind::InstanceFired,
         EventKind::ToolCall,
+        EventKind::Egress,
     ];
 
     /// The `AIRLOCK_EVENT` value.
@@ -167,6 +171,7 @@ impl EventKind {
             EventKind::InstanceHired => "instance_hired",
             EventKind::InstanceFired => "instance_fired",
             EventKind::ToolCall => "tool_call",
+            EventKind::Egress => "egress",
         }
     }
 
@@ -194,6 +199,7 @@ impl EventKind {
             EventKind::InstanceHired => "c442d70523704501b777e03f9b73fab4",
             EventKind::InstanceFired => "a615d5abbb654d4c88237db15efdaf10",
             EventKind::ToolCall => "6f1e0c9b2d8a4e37b5c4a1d09e7f3b62",
+            EventKind::Egress => "5b0d7c2e9a4f4e1c8d3b6a7f2e1c0d94",
         }
     }
 
@@ -216,7 +222,8 @@ impl EventKind {
             EventKind::RunStarted
             | EventKind::RunExited
             | EventKind::JailReport
-            | EventKind::ToolCall => 6,
+            | EventKind::ToolCall
+            | EventKind::Egress => 6,
         }
     }
 

@@ -346,6 +346,8 @@ pub fn prepare_in(
                 home: spec.jail_home(),
                 connectors: endpoints.mcp.keys().cloned().collect(),
                 upstreams,
+                // Provider hosts (`providers.<name>.url` as host:port) go in the list.
+                egress: crate::supervisor::egress_plan::plan(cfg, &loaded.role, Vec::new()),
             },
             deadline,
             spec,

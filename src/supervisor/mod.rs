@@ -3,7 +3,9 @@
 pub mod agent_files;
 pub mod alive;
 pub mod connector;
+pub mod egress_plan;
 pub mod exec_set;
+pub mod host_addrs;
 pub mod instances;
 pub mod launch;
 pub mod ledger;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::launch::{LaunchError, Prepared};
 use super::outcome::{self, Closing};
 use super::process::{self, Milestone, OutputSink, RunControl, Spawned};
+use crate::gateway::egress::EgressRecord;
 use crate::gateway::{CallLog, CallRecord, Gateway};
 use crate::journal::{EventKind, LineSplitter, RunJournal, Stream};
 
@@ -231,13 +232,19 @@ impl JournaledRun {
     }
 }
 
-/// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`), written in
-/// order by a thread of their own so no call waits for journald.
+/// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`, `egress`),
+/// written in order by a thread of their own so no call waits for journald.
 struct JournalCallLog {
-    tx: std::sync::mpsc::SyncSender<CallRecord>,
+    tx: std::sync::mpsc::SyncSender<Record>,
     counts: Arc<Counts>,
     journal: Arc<Mutex<RunJournal>>,
     lost: Arc<AtomicU64>,
+}
+
+/// What the gateway journals.
+enum Record {
+    Call(CallRecord),
+    Egress(EgressRecord),
 }
 
 /// Call records waiting for the journal, at most.
@@ -266,13 +273,16 @@ impl JournalCallLog {
     ) -> std::io::Result<(Arc<JournalCallLog>, std::thread::JoinHandle<()>)> {
         // Bounded: a run that calls faster than journald takes records loses records (and
         // says so in its last record), never airlockd's memory.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<CallRecord>(CALL_QUEUE);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Record>(CALL_QUEUE);
         let (j, l) = (journal.clone(), lost.clone());
         let writer = std::thread::Builder::new()
             .name("run-calls".into())
             .spawn(move || {
                 for r in rx {
-                    write_call(&j, &l, &r);
+                    match r {
+                        Record::Call(r) => write_call(&j, &l, &r),
+                        Record::Egress(r) => write_egress(&j, &l, &r),
+                    }
                 }
             })?;
         Ok((
@@ -295,7 +305,13 @@ impl CallLog for JournalCallLog {
             &self.counts.refused
         };
         n.fetch_add(1, Ordering::Relaxed);
-        if self.tx.try_send(r).is_err() {
+        if self.tx.try_send(Record::Call(r)).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn egress(&self, r: EgressRecord) {
+        if self.tx.try_send(Record::Egress(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -354,6 +370,44 @@ fn write_call(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &CallRecord) {
         {
             lost.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord) {
+    let decision = if r.allow { "allow" } else { "deny" };
+    let (port, status) = (r.port.to_string(), r.status.to_string());
+    let (up, down) = (r.bytes_up.to_string(), r.bytes_down.to_string());
+    let duration = r.duration_ms.to_string();
+    let addr = r.addr.map(|a| a.ip().to_string());
+    let mut msg = format!(
+        "egress {} {}:{} {decision} by {}",
+        r.method, r.host, r.port, r.rule
+    );
+    if r.allow {
+        msg.push_str(&format!(": {up} bytes up, {down} down, {duration} ms"));
+    } else {
+        msg.push_str(&format!(": {}", r.reason));
+    }
+    let mut fields: Vec<(&str, &str)> = vec![
+        ("AIRLOCK_EGRESS_METHOD", &r.method),
+        ("AIRLOCK_EGRESS_HOST", &r.host),
+        ("AIRLOCK_EGRESS_PORT", &port),
+        ("AIRLOCK_DECISION", decision),
+        ("AIRLOCK_RULE", &r.rule),
+        ("AIRLOCK_REASON", &r.reason),
+        ("AIRLOCK_STATUS", &status),
+        ("AIRLOCK_BYTES_UP", &up),
+        ("AIRLOCK_BYTES_DOWN", &down),
+        ("AIRLOCK_DURATION_MS", &duration),
+    ];
+    if let Some(a) = &addr {
+        fields.push(("AIRLOCK_EGRESS_ADDR", a));
+    }
+    if lock(journal)
+        .event(EventKind::Egress, &msg, &fields)
+        .is_err()
+    {
+        lost.fetch_add(1, Ordering::Relaxed);
     }
 }
 
