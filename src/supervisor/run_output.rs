@@ -379,9 +379,14 @@ fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord)
     let (up, down) = (r.bytes_up.to_string(), r.bytes_down.to_string());
     let duration = r.duration_ms.to_string();
     let addr = r.addr.map(|a| a.ip().to_string());
+    let host = if r.host.contains(':') {
+        format!("[{}]", r.host)
+    } else {
+        r.host.clone()
+    };
     let mut msg = format!(
-        "egress {} {}:{} {decision} by {}",
-        r.method, r.host, r.port, r.rule
+        "egress {} {host}:{} {decision} by {}",
+        r.method, r.port, r.rule
     );
     if r.allow {
         msg.push_str(&format!(": {up} bytes up, {down} down, {duration} ms"));

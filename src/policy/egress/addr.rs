@@ -126,23 +126,28 @@ pub fn check(ip: IpAddr, own: &[IpAddr]) -> Result<(), Refusal> {
     if METADATA.contains(&ip) {
         return bare(Class::Metadata);
     }
+    // The range first (the host's loopback is "loopback"), then the host's own.
+    match ip {
+        IpAddr::V4(v4) => {
+            if let Some(c) = v4_class(v4) {
+                return bare(c);
+            }
+        }
+        IpAddr::V6(v6) => match v6_class(v6) {
+            V6::Refused(c) => return bare(c),
+            V6::Global => {}
+            V6::Embeds(v4, form) => {
+                return check(IpAddr::V4(v4), own).map_err(|r| Refusal {
+                    class: r.class,
+                    form: Some(form),
+                })
+            }
+        },
+    }
     if own.iter().any(|o| canonical(*o) == canonical(ip)) {
         return bare(Class::Own);
     }
-    match ip {
-        IpAddr::V4(v4) => match v4_class(v4) {
-            Some(c) => bare(c),
-            None => Ok(()),
-        },
-        IpAddr::V6(v6) => match v6_class(v6) {
-            V6::Refused(c) => bare(c),
-            V6::Global => Ok(()),
-            V6::Embeds(v4, form) => check(IpAddr::V4(v4), own).map_err(|r| Refusal {
-                class: r.class,
-                form: Some(form),
-            }),
-        },
-    }
+    Ok(())
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is (the kernel dials it so).
@@ -366,13 +371,19 @@ mod tests {
 
     #[test]
     fn the_hosts_own_addresses_in_any_form() {
-        let own: Vec<IpAddr> = vec!["11.0.0.5".parse().unwrap(), "2a01::5".parse().unwrap()];
+        let own: Vec<IpAddr> = vec![
+            "11.0.0.5".parse().unwrap(),
+            "2a01::5".parse().unwrap(),
+            "127.0.0.1".parse().unwrap(),
+        ];
         let refused = |a: &str| verdict(a, &own).map_err(|r| r.class);
         assert_eq!(refused("11.0.0.5"), Err(Class::Own));
         assert_eq!(refused("::ffff:11.0.0.5"), Err(Class::Own));
         assert_eq!(refused("64:ff9b::b00:5"), Err(Class::Own));
         assert_eq!(refused("2a01::5"), Err(Class::Own));
         assert_eq!(refused("11.0.0.6"), Ok(()));
+        // The host's loopback is named for its range.
+        assert_eq!(refused("127.0.0.1"), Err(Class::Loopback));
         // The host's own address given in mapped form matches its IPv4 form too.
         let own: Vec<IpAddr> = vec!["::ffff:11.0.0.7".parse().unwrap()];
         assert_eq!(

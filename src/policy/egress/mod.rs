@@ -66,7 +66,7 @@ pub fn decide(g: &EgressGrants, host: &str, port: u16, via: Via) -> Decision {
         true => format!("[{host}]:{port}"),
         false => format!("{host}:{port}"),
     };
-    if g.provider_hosts.iter().any(|p| *p == authority) {
+    if g.provider_hosts.contains(&authority) {
         return Decision::allow(
             format!("provider {authority}"),
             "the run's model provider (providers.<name>.url)",
@@ -102,7 +102,9 @@ pub fn decide_addresses(addrs: &[IpAddr], own: &[IpAddr]) -> Decision {
         if let Err(r) = addr::check(*a, own) {
             return Decision::deny(
                 format!("address: {}", r.class.as_str()),
-                format!("resolves to a {r} address, which a run may never reach"),
+                format!(
+                    "an address of the destination is {r}; a run reaches only the public internet"
+                ),
             );
         }
     }
