@@ -331,6 +331,7 @@ fn a_web_role_reaches_the_public_web_and_nothing_inside() {
         ("inside.test", Ipv4Addr::new(10, 1, 2, 3)),
         ("split.test", net.public),
         ("split.test", Ipv4Addr::new(192, 168, 7, 7)),
+        ("hold.test", net.public),
     ]);
     let h = Host::new(
         &[("wr", "web-researcher")],
@@ -363,6 +364,9 @@ fn a_web_role_reaches_the_public_web_and_nothing_inside() {
         {"connect": "nx.test:443"},
         // 15: plain HTTP to the metadata service.
         {"url": "http://169.254.169.254/latest/meta-data/"},
+        // 16: more tunnels at once than a run may hold (each held tunnel has left the
+        // gateway's HTTP connection slots, or the 17th would never be answered).
+        {"hold": 33, "target": "hold.test:443"},
     ]);
     let (run, lines) = run(&h, "web-researcher", "wr", &probes);
     let line = |i: usize| step(&lines, i).clone();
@@ -422,8 +426,11 @@ fn a_web_role_reaches_the_public_web_and_nothing_inside() {
     );
     assert_eq!(line(14)["status"], 502, "{}", line(14));
     assert_403(&line(15), "address: cloud metadata");
+    let mut want = vec![200; 32];
+    want.push(429);
+    assert_eq!(line(16)["statuses"], json!(want), "{}", line(16));
 
-    let recs = events(&run, "egress", 16);
+    let recs = events(&run, "egress", 16 + 33);
     let ok = record(&recs, "allowed.test", 443);
     // The first allowed.test:443 record is the tunnel that went through.
     assert_eq!(field(ok, "AIRLOCK_DECISION"), "allow", "{ok:#}");
@@ -448,8 +455,21 @@ fn a_web_role_reaches_the_public_web_and_nothing_inside() {
     assert_refused(&recs, "allowed.test", 22, "egress.ports");
     assert_refused(&recs, "nx.test", 443, "egress: dns");
     assert_refused(&recs, "169.254.169.254", 80, "address: cloud metadata");
+    let held: Vec<&Value> = recs
+        .iter()
+        .filter(|r| field(r, "AIRLOCK_EGRESS_HOST") == "hold.test")
+        .collect();
+    assert_eq!(held.len(), 33, "{held:#?}");
+    assert_eq!(
+        held.iter()
+            .filter(|r| field(r, "AIRLOCK_RULE") == "egress: connection limit")
+            .count(),
+        1,
+        "{held:#?}"
+    );
     let tls_refusals: Vec<&Value> = recs
         .iter()
+        .filter(|r| field(r, "AIRLOCK_EGRESS_HOST") != "hold.test")
         .filter(|r| field(r, "AIRLOCK_RULE").starts_with("egress: tls"))
         .collect();
     assert_eq!(tls_refusals.len(), 3, "{recs:#?}");

@@ -9,7 +9,8 @@
 //! `{via: airlock}` ([`mcp_proxy`]) in front of its upstream: streamable HTTP on this
 //! host ([`upstream`]) or a stdio server in a jail of its own ([`stdio_upstream`],
 //! [`crate::supervisor::connector`]). Every call is decided by the policy core and
-//! journaled.
+//! journaled. The same listener is the run's HTTP proxy ([`egress`]): `CONNECT` tunnels
+//! and absolute-form plain HTTP to what the role may reach, each connection journaled.
 //!
 //! Layers, each one concern: [`http`] (routing, limits, headers), [`jsonrpc`] (messages,
 //! sessions, replies), [`mcp_server`] and [`mcp_proxy`] (the two kinds of endpoint),

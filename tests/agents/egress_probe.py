@@ -66,6 +66,19 @@ def connect(p):
     return out
 
 
+def hold(p):
+    # Open tunnels and keep them, to find the run's limit; then close them all.
+    held, statuses = [], []
+    for _ in range(p["hold"]):
+        s = socket.create_connection(ADDR, timeout=20)
+        s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: x\r\n\r\n" % p["target"].encode())
+        statuses.append(read_head(s)[0])
+        held.append(s)
+    for s in held:
+        s.close()
+    return {"statuses": statuses}
+
+
 def fetch(p):
     # urllib takes the proxy from the environment, as any tool would.
     req = urllib.request.Request(p["url"], headers=p.get("headers", {}))
@@ -92,7 +105,9 @@ def udp(p):
 
 
 for i, p in enumerate(json.loads(sys.argv[1])):
-    if "connect" in p:
+    if "hold" in p:
+        r = hold(p)
+    elif "connect" in p:
         r = connect(p)
     elif "url" in p:
         r = fetch(p)
