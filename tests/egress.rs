@@ -504,11 +504,35 @@ fn a_role_without_the_web_reaches_nothing() {
         {"connect": "allowed.test:443", "sni": "allowed.test"},
         {"connect": format!("{}:443", net.public)},
         {"url": "http://allowed.test/"},
+        // The command side's commands have the same proxy, and the gateway's own
+        // endpoints are reached directly (NO_PROXY), not through it.
+        {"mcp_bash": "cat /proc/self/environ"},
     ]);
     let (run, lines) = run(&h, "code", "tess", &probes);
     for i in 0..3 {
         assert_403(step(&lines, i), "egress: no grant");
     }
+    let environ = step(&lines, 3)["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let vars: Vec<&str> = environ.split('\0').collect();
+    for v in [
+        "HTTPS_PROXY=http://127.0.0.1:4180",
+        "HTTP_PROXY=http://127.0.0.1:4180",
+        "https_proxy=http://127.0.0.1:4180",
+        "http_proxy=http://127.0.0.1:4180",
+        "NO_PROXY=127.0.0.1,localhost",
+        "no_proxy=127.0.0.1,localhost",
+    ] {
+        assert!(vars.contains(&v), "the command side lacks {v}: {vars:?}");
+    }
+    assert!(
+        !vars
+            .iter()
+            .any(|v| v.to_ascii_uppercase().starts_with("ALL_PROXY=")),
+        "{vars:?}"
+    );
     let recs = events(&run, "egress", 3);
     assert_refused(&recs, "allowed.test", 443, "egress: no grant");
     assert_refused(&recs, &net.public.to_string(), 443, "egress: no grant");

@@ -79,6 +79,32 @@ def hold(p):
     return {"statuses": statuses}
 
 
+def mcp_bash(p):
+    # Airlock's bash tool, over plain urllib: NO_PROXY must keep this off the proxy (else
+    # the gateway would refuse its own loopback address).
+    url = os.environ["AIRLOCK_GATEWAY"] + "/mcp/airlock"
+    session = None
+
+    def post(msg):
+        nonlocal session
+        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if session:
+            h["Mcp-Session-Id"] = session
+        req = urllib.request.Request(url, data=json.dumps(msg).encode(), headers=h)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            session = r.headers.get("Mcp-Session-Id") or session
+            body = r.read()
+            return json.loads(body) if body else None
+
+    post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "egress-probe", "version": "1"}}})
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    r = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "bash", "arguments": {"command": p["mcp_bash"]}}})
+    return {"stdout": r["result"]["structuredContent"]["stdout"]}
+
+
 def fetch(p):
     # urllib takes the proxy from the environment, as any tool would.
     req = urllib.request.Request(p["url"], headers=p.get("headers", {}))
@@ -105,7 +131,9 @@ def udp(p):
 
 
 for i, p in enumerate(json.loads(sys.argv[1])):
-    if "hold" in p:
+    if "mcp_bash" in p:
+        r = mcp_bash(p)
+    elif "hold" in p:
         r = hold(p)
     elif "connect" in p:
         r = connect(p)
