@@ -564,3 +564,29 @@ fn plain_dns_and_udp_have_no_way_out() {
         assert!(e.contains("unreachable"), "{e}");
     }
 }
+
+#[test]
+fn explain_says_what_a_role_may_reach() {
+    let h = Host::new(&[("tess", "code")], "");
+    let explain = |role: &str, json: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_airlockctl"));
+        c.arg("--config").arg(&h.cfg).args(["explain", role]);
+        if json {
+            c.arg("--json");
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert!(
+        explain("web-researcher", false)
+            .contains("egress      its model provider, and the public web (run.tools[0] WebFetch)"),
+        "{}",
+        explain("web-researcher", false)
+    );
+    assert!(explain("code", false).contains("egress      its model provider only"));
+    let j: Value = serde_json::from_str(&explain("web-researcher", true)).unwrap();
+    assert_eq!(j["egress"]["public_web"], "run.tools[0] WebFetch");
+    let j: Value = serde_json::from_str(&explain("code", true)).unwrap();
+    assert_eq!(j["egress"]["public_web"], Value::Null);
+}

@@ -111,6 +111,8 @@ pub fn report(entry: &CatalogEntry, policies: &Policies) -> Value {
         "bash": role.bash_prefixes(),
         "builtin_tools": role.run.as_ref().map(|r| r.tools.clone()).unwrap_or_default(),
         "budget": role.budget,
+        // What the run's proxy may reach beyond its provider (airlockd's config adds ports).
+        "egress": {"public_web": crate::policy::egress::web_grant(role)},
         "credential_source": credential_source(role),
         "agent": {
             "provider": role.run.as_ref().map(|r| r.provider),
@@ -187,6 +189,12 @@ fn print_human(entry: &CatalogEntry, policies: &Policies, report: &Value) {
         }
     }
     println!("bash        {}", list(role.bash_prefixes()));
+    match crate::policy::egress::web_grant(role) {
+        Some(rule) => println!(
+            "egress      its model provider, and the public web ({rule}) on the ports airlockd's egress config allows"
+        ),
+        None => println!("egress      its model provider only (run.tools grants no WebFetch or WebSearch)"),
+    }
     let b = &role.budget;
     let n = |v: Option<u64>| {
         v.map(|x| x.to_string())

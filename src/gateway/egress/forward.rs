@@ -146,6 +146,14 @@ pub(crate) async fn forward(
         }
     };
     let (parts, body) = resp.into_parts();
+    // No upgrade was asked for (Upgrade is stripped), so a 101 is a broken destination.
+    if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+        return j.refuse(
+            StatusCode::BAD_GATEWAY,
+            "egress: unreachable",
+            "the destination switched protocols unasked",
+        );
+    }
     j.rec.status = parts.status.as_u16();
     let down = j.down.clone();
     let mut back = Response::new(
