@@ -50,7 +50,29 @@ fn gateway() -> GatewayEndpoints {
     GatewayEndpoints {
         bash_url: "http://10.0.0.1:9000/bash".to_string(),
         mcp,
+        provider_url: Some("http://10.0.0.1:9000/provider/codex".to_string()),
     }
+}
+
+#[test]
+fn codex_reaches_its_model_only_through_the_gateway_with_the_run_token() {
+    let text = codex_config(&role(BASE), &gateway()).unwrap();
+    // A top-level key: before the first table.
+    let top: Vec<&str> = text.lines().take_while(|l| !l.starts_with('[')).collect();
+    assert!(top.contains(&"model_provider = \"airlock\""), "{text}");
+    let p = table(&text, "[model_providers.airlock]");
+    for want in [
+        "base_url = \"http://10.0.0.1:9000/provider/codex\"",
+        "env_key = \"OPENAI_API_KEY\"",
+        "wire_api = \"responses\"",
+    ] {
+        assert!(p.contains(&want), "{want} in {p:?}");
+    }
+    // Without a provider route, no provider entry (and nothing points elsewhere).
+    let mut none = gateway();
+    none.provider_url = None;
+    let text = codex_config(&role(BASE), &none).unwrap();
+    assert!(!text.contains("model_provider"), "{text}");
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -221,6 +243,7 @@ fn errors_fail_closed_and_name_keys_not_values() {
     let missing = GatewayEndpoints {
         bash_url: "http://x/bash".into(),
         mcp: BTreeMap::new(),
+        provider_url: None,
     };
     let err = claude_settings(&role(BASE), &missing).unwrap_err();
     assert_eq!(err, AgentConfigError::MissingEndpoint("board".into()));
@@ -279,6 +302,7 @@ fn codex_config_disables_the_shell_and_never_asks() {
         root,
         [
             "model = \"claude-sonnet-4-5\"",
+            "model_provider = \"airlock\"",
             "approval_policy = \"never\"",
             "sandbox_mode = \"danger-full-access\"",
             "web_search = \"disabled\"",

@@ -580,11 +580,11 @@ fn explain_says_what_a_role_may_reach() {
     };
     assert!(
         explain("web-researcher", false)
-            .contains("egress      its model provider, and the public web (run.tools[0] WebFetch)"),
+            .contains("egress      the public web (run.tools[0] WebFetch) on the ports"),
         "{}",
         explain("web-researcher", false)
     );
-    assert!(explain("code", false).contains("egress      its model provider only"));
+    assert!(explain("code", false).contains("egress      nothing (run.tools grants no WebFetch"));
     let j: Value = serde_json::from_str(&explain("web-researcher", true)).unwrap();
     assert_eq!(j["egress"]["public_web"], "run.tools[0] WebFetch");
     let j: Value = serde_json::from_str(&explain("code", true)).unwrap();

@@ -814,6 +814,7 @@ impl Direct {
             gateway: false,
             exec: None,
             stdio: false,
+            disks: Vec::new(),
         };
         Direct { _dir: dir, spec }
     }
@@ -827,9 +828,16 @@ impl Direct {
             .as_ref()
             .expect("this host must offer a writable cgroup v2 directory for runs");
         let mut v = vec![parent.join(&self.spec.run_id)];
-        for c in ["pids", "memory"] {
+        for c in ["pids", "memory", "cpu"] {
             if let Some(p) = airlock::sandbox::limits::v1_parent(c) {
                 v.push(p.join(&self.spec.run_id));
+            }
+        }
+        // Made only where the IO scheduler weighs (BFQ or CFQ).
+        if let Some(p) = airlock::sandbox::limits::v1_parent("blkio") {
+            let d = p.join(&self.spec.run_id);
+            if d.is_dir() {
+                v.push(d);
             }
         }
         v

@@ -44,6 +44,9 @@ pub struct GatewayEndpoints {
     pub bash_url: String,
     /// Connector name -> URL of the gateway's endpoint for it.
     pub mcp: BTreeMap<String, String>,
+    /// The gateway's provider route for `run.provider` (`<base>/provider/<name>`), the
+    /// agent's only way to its model.
+    pub provider_url: Option<String>,
 }
 
 impl GatewayEndpoints {
@@ -64,7 +67,29 @@ impl GatewayEndpoints {
         GatewayEndpoints {
             bash_url: url(BASH_SERVER),
             mcp,
+            provider_url: role
+                .run
+                .as_ref()
+                .map(|r| format!("{base}/provider/{}", provider_name(r.provider))),
         }
+    }
+}
+
+/// `run.provider` as airlockd's config names it (`providers.<name>`).
+pub fn provider_name(p: Provider) -> &'static str {
+    match p {
+        Provider::Claude => "claude",
+        Provider::Codex => "codex",
+    }
+}
+
+/// The environment variable that carries the run's provider token (the agent CLI's own key
+/// variable), and the one that carries the provider route's URL, if the CLI reads one.
+pub fn provider_env(p: Provider) -> (&'static str, Option<&'static str>) {
+    match p {
+        Provider::Claude => ("ANTHROPIC_API_KEY", Some("ANTHROPIC_BASE_URL")),
+        // Codex reads its base URL from config.toml's model_providers entry.
+        Provider::Codex => ("OPENAI_API_KEY", None),
     }
 }
 

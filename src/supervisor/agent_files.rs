@@ -66,6 +66,13 @@ pub fn agent_files(
             })
         }
     };
+    // Where the CLI reads its provider's base URL from the environment: the gateway's route.
+    if let (Some(var), Some(url)) = (
+        agent_config::provider_env(provider).1,
+        &gateway.provider_url,
+    ) {
+        env.push((var.to_string(), url.clone()));
+    }
     let settings_path = match provider {
         Provider::Claude => {
             let settings = agent_config::claude_settings(role, gateway)?;
@@ -161,7 +168,15 @@ mod tests {
             mcp,
             agent_config::claude_mcp_config(&loaded.role, &gw).unwrap()
         );
-        assert!(f.env.is_empty());
+        // The provider's base URL is the gateway's route; its key (a run token) is added
+        // when the run's leases are issued.
+        assert_eq!(
+            f.env,
+            vec![(
+                "ANTHROPIC_BASE_URL".to_string(),
+                gw.provider_url.clone().unwrap()
+            )]
+        );
         assert!(f.files.iter().all(|x| x.mode == 0o444));
     }
 

@@ -165,7 +165,7 @@ pub(crate) async fn forward(
             },
             _journaled: j,
         }
-        .boxed(),
+        .boxed_unsync(),
     );
     *back.status_mut() = parts.status;
     *back.headers_mut() = end_to_end(&parts.headers);
