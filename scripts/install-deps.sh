@@ -5,10 +5,12 @@ set -euo pipefail
 
 need=()
 # systemd-journald: the tests read a real journal; passwd: the setuid escape test;
-# iproute2: network namespace checks; procps: pgrep in scripts;
-# bubblewrap and hyperfine: the side-by-side benchmarks; e2fsprogs (mke2fs): the runs' bounded
-# workspace and home filesystems; mount (losetup, mount): the disk tests' own small filesystems.
-for pkg in systemd passwd iproute2 procps util-linux e2fsprogs mount bubblewrap hyperfine; do
+# iproute2: network namespace checks and the egress tests' own namespace and veth pair;
+# openssl and python3: the egress tests' TLS server and its certificate, and their agent;
+# procps: pgrep in scripts; bubblewrap and hyperfine: the side-by-side benchmarks; e2fsprogs
+# (mke2fs): the runs' bounded workspace and home filesystems; mount (losetup, mount): the disk
+# tests' own small filesystems.
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 

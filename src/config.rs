@@ -13,7 +13,8 @@
 //! The gateway's keys: `credentials` (name -> a root-only file, or a systemd credential's
 //! name) and `mcp_connectors` (name -> `{url, credential?, header?}` for a streamable-HTTP
 //! upstream on this host, or `{command, uid, credential?, credential_env?}` for a stdio one
-//! run in a jail of its own).
+//! run in a jail of its own), `egress` (`{nameservers, ports, http_ports}`, see
+//! [`crate::config_egress`]).
 //!
 //! Default `uid_range` 1880000000-1880099999, chosen to collide with nothing common:
 //! above systemd's container range (524288-1879048191) and therefore above every
@@ -145,6 +146,8 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConf>,
     /// The organization's Airlock GitHub App (`identity.key_store: airlock`).
     pub github: Option<GithubConf>,
+    /// Runs' proxied connections: nameservers and ports (see [`crate::config_egress`]).
+    pub egress: crate::config_egress::EgressConf,
 }
 
 /// The GitHub App airlockd mints installation tokens with.
@@ -264,6 +267,7 @@ const TOP_KEYS: &[&str] = &[
     "mcp_connectors",
     "providers",
     "github",
+    "egress",
 ];
 const GITHUB_KEYS: &[&str] = &[
     "api_url",
@@ -443,7 +447,12 @@ impl Parser<'_> {
             Some(v) => self.providers(v, &credentials),
         };
         let github = get("github").and_then(|v| self.github(v, &credentials));
+        let egress = match get("egress") {
+            None => crate::config_egress::EgressConf::default(),
+            Some(v) => crate::config_egress::parse(self.file, v, &mut self.problems),
+        };
         Some(Config {
+            egress,
             credentials,
             mcp_connectors,
             providers,

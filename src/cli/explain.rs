@@ -165,6 +165,8 @@ pub fn report(entry: &CatalogEntry, policies: &Policies) -> Value {
         "bash": role.bash_prefixes(),
         "builtin_tools": role.run.as_ref().map(|r| r.tools.clone()).unwrap_or_default(),
         "budget": role.budget,
+        // What the run's proxy may reach beyond its provider (airlockd's config adds ports).
+        "egress": {"public_web": crate::policy::egress::web_grant(role)},
         "credential_source": credential_source(role),
         "agent": {
             "provider": role.run.as_ref().map(|r| r.provider),
@@ -241,6 +243,14 @@ fn print_human(entry: &CatalogEntry, policies: &Policies, report: &Value) {
         }
     }
     println!("bash        {}", list(role.bash_prefixes()));
+    match crate::policy::egress::web_grant(role) {
+        Some(rule) => println!(
+            "egress      the public web ({rule}) on the ports airlockd's egress config allows; model traffic takes the provider route"
+        ),
+        None => println!(
+            "egress      nothing (run.tools grants no WebFetch or WebSearch); model traffic takes the provider route"
+        ),
+    }
     let b = &role.budget;
     let n = |v: Option<u64>| {
         v.map(|x| x.to_string())

@@ -13,8 +13,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
 use super::jsonrpc::{Headers, Reply};
+use super::{egress, mcp_proxy, mcp_server};
 use super::{full, GwBody, RunGateway};
-use super::{mcp_proxy, mcp_server};
 
 /// Largest message body accepted.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -72,15 +72,22 @@ pub async fn serve(
             let _ = hyper::server::conn::http1::Builder::new()
                 .max_buf_size(64 << 10)
                 .serve_connection(TokioIo::new(stream), service)
+                // CONNECT tunnels (egress) take the connection over.
+                .with_upgrades()
                 .await;
             drop(slot);
         });
     }
 }
 
-type Body = GwBody;
+/// A response body: whole, or streamed (a forwarded response, the provider route).
+pub type Body = GwBody;
 
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
+pub fn empty() -> Body {
+    full(Bytes::new())
+}
+
+pub fn plain(status: StatusCode, text: &str) -> Response<Body> {
     let mut r = Response::new(full(Bytes::from(text.to_string())));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -125,6 +132,10 @@ fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
 }
 
 async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
+    // Proxy requests first: a browser's Origin there is the page's, not the gateway's.
+    if egress::is_proxy_request(&req) {
+        return egress::handle(&gw.egress, &gw.log, req).await;
+    }
     if !origin_ok(&req) {
         return plain(StatusCode::FORBIDDEN, "Origin: not the run's gateway\n");
     }

@@ -9,7 +9,8 @@
 //! `{via: airlock}` ([`mcp_proxy`]) in front of its upstream: streamable HTTP on this
 //! host ([`upstream`]) or a stdio server in a jail of its own ([`stdio_upstream`],
 //! [`crate::supervisor::connector`]). Every call is decided by the policy core and
-//! journaled.
+//! journaled. The same listener is the run's HTTP proxy ([`egress`]): `CONNECT` tunnels
+//! and absolute-form plain HTTP to what the role may reach, each connection journaled.
 //!
 //! Layers, each one concern: [`http`] (routing, limits, headers), [`jsonrpc`] (messages,
 //! sessions, replies), [`mcp_server`] and [`mcp_proxy`] (the two kinds of endpoint),
@@ -20,6 +21,7 @@
 //! [`GATEWAY_PORT`]: crate::sandbox::runner::GATEWAY_PORT
 
 pub mod bash_tool;
+pub mod egress;
 pub mod http;
 pub mod jsonrpc;
 pub mod mcp_proxy;
@@ -66,6 +68,8 @@ pub struct GatewayPlan {
     pub provider: Option<provider::ProviderPlan>,
     /// The run's credential leases, as the gateway checks them.
     pub leases: Arc<crate::credentials::leases::LiveLeases>,
+    /// Where the run's proxy may go (`HTTPS_PROXY`/`HTTP_PROXY`).
+    pub egress: egress::EgressPlan,
 }
 
 /// A connector's upstream, as the gateway will reach it.
@@ -165,6 +169,8 @@ pub trait CallLog: Send + Sync {
     fn call(&self, record: CallRecord);
     /// A request on the provider route.
     fn provider(&self, record: provider::ProviderRecord);
+    /// One egress connection (tunnel or forwarded request), at its end.
+    fn egress(&self, record: egress::EgressRecord);
     /// Where a stdio connector's stderr goes.
     fn connector_output(&self, connector: &str) -> Box<dyn crate::supervisor::process::OutputSink>;
 }
@@ -181,6 +187,7 @@ pub struct RunGateway {
     pub connectors: std::collections::BTreeMap<String, mcp_proxy::Connector>,
     /// The provider route, when the plan has one.
     pub provider: Option<provider::Provider>,
+    pub egress: Arc<egress::Egress>,
 }
 
 /// A running gateway; dropping it stops it (every connection and call of the run ends).
@@ -250,6 +257,7 @@ impl Gateway {
             .map(|p| provider::Provider::new(p, account.clone()));
         let state = Arc::new(RunGateway {
             provider,
+            egress: Arc::new(egress::Egress::new(plan.egress.clone())),
             connectors,
             plan,
             deadline,

@@ -7,6 +7,7 @@ pub mod autonomy;
 pub mod bash;
 pub mod classes;
 pub mod decision;
+pub mod egress;
 pub mod engine;
 pub mod hire;
 pub mod levels;

@@ -510,6 +510,10 @@ pub fn prepare_in(
                 upstreams,
                 provider,
                 leases: issued.live,
+                // No provider host: model traffic takes the provider route, which holds the
+                // key and counts spend. `egress_plan::provider_host(url)` values listed here
+                // would also let the run CONNECT to the provider's host itself.
+                egress: crate::supervisor::egress_plan::plan(cfg, &loaded.role, Vec::new()),
             },
             leases: issued.records,
             deadline,

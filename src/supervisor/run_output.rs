@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::launch::{LaunchError, Prepared};
 use super::outcome::{self, Closing};
 use super::process::{self, Milestone, OutputSink, RunControl, Spawned};
+use crate::gateway::egress::EgressRecord;
 use crate::gateway::provider::ProviderRecord;
 use crate::gateway::{CallLog, CallRecord, Gateway};
 use crate::journal::{EventKind, LineSplitter, RunJournal, Stream};
@@ -272,8 +273,8 @@ impl JournaledRun {
     }
 }
 
-/// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`), written in
-/// order by a thread of their own so no call waits for journald.
+/// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`, `egress`),
+/// written in order by a thread of their own so no call waits for journald.
 struct JournalCallLog {
     tx: std::sync::mpsc::SyncSender<Entry>,
     counts: Arc<Counts>,
@@ -285,6 +286,7 @@ struct JournalCallLog {
 enum Entry {
     Call(CallRecord),
     Provider(ProviderRecord),
+    Egress(EgressRecord),
 }
 
 /// Call records waiting for the journal, at most.
@@ -322,6 +324,7 @@ impl JournalCallLog {
                     match e {
                         Entry::Call(r) => write_call(&j, &l, &r),
                         Entry::Provider(r) => write_provider(&j, &l, &r),
+                        Entry::Egress(r) => write_egress(&j, &l, &r),
                     }
                 }
             })?;
@@ -352,6 +355,12 @@ impl CallLog for JournalCallLog {
 
     fn provider(&self, r: ProviderRecord) {
         if self.tx.try_send(Entry::Provider(r)).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn egress(&self, r: EgressRecord) {
+        if self.tx.try_send(Entry::Egress(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -479,6 +488,49 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
     }
     if lock(journal)
         .event(EventKind::Provider, &msg, &fields)
+        .is_err()
+    {
+        lost.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord) {
+    let decision = if r.allow { "allow" } else { "deny" };
+    let (port, status) = (r.port.to_string(), r.status.to_string());
+    let (up, down) = (r.bytes_up.to_string(), r.bytes_down.to_string());
+    let duration = r.duration_ms.to_string();
+    let addr = r.addr.map(|a| a.ip().to_string());
+    let host = if r.host.contains(':') {
+        format!("[{}]", r.host)
+    } else {
+        r.host.clone()
+    };
+    let mut msg = format!(
+        "egress {} {host}:{} {decision} by {}",
+        r.method, r.port, r.rule
+    );
+    if r.allow {
+        msg.push_str(&format!(": {up} bytes up, {down} down, {duration} ms"));
+    } else {
+        msg.push_str(&format!(": {}", r.reason));
+    }
+    let mut fields: Vec<(&str, &str)> = vec![
+        ("AIRLOCK_EGRESS_METHOD", &r.method),
+        ("AIRLOCK_EGRESS_HOST", &r.host),
+        ("AIRLOCK_EGRESS_PORT", &port),
+        ("AIRLOCK_DECISION", decision),
+        ("AIRLOCK_RULE", &r.rule),
+        ("AIRLOCK_REASON", &r.reason),
+        ("AIRLOCK_STATUS", &status),
+        ("AIRLOCK_BYTES_UP", &up),
+        ("AIRLOCK_BYTES_DOWN", &down),
+        ("AIRLOCK_DURATION_MS", &duration),
+    ];
+    if let Some(a) = &addr {
+        fields.push(("AIRLOCK_EGRESS_ADDR", a));
+    }
+    if lock(journal)
+        .event(EventKind::Egress, &msg, &fields)
         .is_err()
     {
         lost.fetch_add(1, Ordering::Relaxed);
