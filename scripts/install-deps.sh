@@ -68,3 +68,6 @@ if [ "$have" != "${GIT_MCP#*==}" ]; then
   /usr/bin/python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check \
     --root-user-action=ignore --target "$TEST_PY" "$GIT_MCP"
 fi
+
+# The real agents (Claude Code, Codex) the agent tests and the demo run in the jail.
+"$(dirname "$0")/install-agents.sh"

@@ -148,6 +148,29 @@ pub struct Config {
     pub github: Option<GithubConf>,
     /// Runs' proxied connections: nameservers and ports (see [`crate::config_egress`]).
     pub egress: crate::config_egress::EgressConf,
+    /// The agent program of each provider (`agents.claude`, `agents.codex`).
+    pub agents: BTreeMap<String, PathBuf>,
+}
+
+/// Where scripts/install-agents.sh puts the pinned agent CLIs.
+pub const AGENTS_DIR: &str = "/usr/local/lib/airlock-agents";
+
+/// The agent programs when the config names none: the native binaries of the pinned npm
+/// packages' platform packages (not their launchers: Codex's is a Node wrapper that would
+/// have to start the binary, and a contained agent starts no other program; Claude Code's
+/// is put in place by an install script, which scripts/install-agents.sh does not run).
+pub fn default_agents() -> BTreeMap<String, PathBuf> {
+    let at = |p: &str| PathBuf::from(AGENTS_DIR).join("node_modules").join(p);
+    BTreeMap::from([
+        (
+            "claude".to_string(),
+            at("@anthropic-ai/claude-code-linux-x64/claude"),
+        ),
+        (
+            "codex".to_string(),
+            at("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"),
+        ),
+    ])
 }
 
 /// The GitHub App airlockd mints installation tokens with.
@@ -447,6 +470,23 @@ impl Parser<'_> {
             Some(v) => self.providers(v, &credentials),
         };
         let github = get("github").and_then(|v| self.github(v, &credentials));
+        let mut agents = default_agents();
+        if let Some(v) = get("agents") {
+            if let Some(m) = self.mapping(v, "agents", PROVIDER_NAMES) {
+                for (k, v) in m {
+                    let Some(name) = k.as_str() else { continue };
+                    match v.as_str() {
+                        Some(p) if p.starts_with('/') && !p.contains('\0') => {
+                            agents.insert(name.to_string(), PathBuf::from(p));
+                        }
+                        _ => self.problem(
+                            &key("agents", name),
+                            "must be the absolute path of the provider's agent program",
+                        ),
+                    }
+                }
+            }
+        }
         let egress = match get("egress") {
             None => crate::config_egress::EgressConf::default(),
             Some(v) => crate::config_egress::parse(self.file, v, &mut self.problems),
@@ -457,6 +497,7 @@ impl Parser<'_> {
             mcp_connectors,
             providers,
             github,
+            agents,
             admin_group,
             operator_group,
             socket_group,

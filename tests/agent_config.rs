@@ -2,7 +2,7 @@
 //! config.toml, and the default argv.
 
 use airlock::policy::agent_config::{
-    agent_command, claude_mcp_config, claude_settings, codex_config, codex_home, AgentConfigError,
+    agent_command, claude_mcp_config, claude_settings, codex_config, AgentConfigError,
     GatewayEndpoints, BASH_SERVER,
 };
 use airlock::role::Role;
@@ -379,6 +379,9 @@ fn claude_command_names_brief_settings_turns_and_model() {
     assert_eq!(after("--max-turns"), "42");
     assert_eq!(after("--model"), "claude-sonnet-4-5");
     assert_eq!(after("--permission-mode"), "dontAsk");
+    // JSON lines, which the journal keeps as the agent's events.
+    assert_eq!(after("--output-format"), "stream-json");
+    assert!(argv.iter().any(|a| a == "--verbose"));
     assert!(!argv.iter().any(|a| a.contains("dangerously")));
 }
 
@@ -398,9 +401,7 @@ fn codex_command_runs_exec_with_the_model() {
     let i = argv.iter().position(|a| a == "--model").unwrap();
     assert_eq!(argv[i + 1], "claude-sonnet-4-5");
     assert!(argv.last().unwrap().contains("/run/brief.md"));
-    assert_eq!(codex_home("/run/codex/config.toml"), Some("/run/codex"));
-    assert_eq!(codex_home("/run/codex/other.toml"), None);
-    assert_eq!(codex_home("/run/codex/xconfig.toml"), None);
+    assert!(argv.iter().any(|a| a == "--json"), "JSON lines: {argv:?}");
 }
 
 #[test]

@@ -286,15 +286,18 @@ pub fn brief_prompt(brief_path: &str) -> String {
 /// The argv the jail runs by default for the role's provider.
 ///
 /// - Claude Code: `claude -p <prompt> --settings <settings_path> --model <model>
-///   --max-turns <n> --permission-mode dontAsk`. `settings_path` holds [`claude_settings`];
-///   the jail also mounts that file at [`CLAUDE_MANAGED_SETTINGS_PATH`] (managed-only keys
-///   count only there) and [`claude_mcp_config`] at [`CLAUDE_MANAGED_MCP_PATH`].
-/// - Codex: `codex exec --skip-git-repo-check --model <model> <prompt>`. Codex has no flag
-///   naming a config file; it reads `$CODEX_HOME/config.toml`. So `settings_path` must be a
-///   file named `config.toml` holding [`codex_config`], and the jail sets `CODEX_HOME` to its
-///   folder (see [`codex_home`]). Codex has no turn limit; the run's minute budget bounds it.
+///   --max-turns <n> --permission-mode dontAsk --output-format stream-json --verbose`.
+///   `settings_path` holds [`claude_settings`]; the jail also mounts that file at
+///   [`CLAUDE_MANAGED_SETTINGS_PATH`] (managed-only keys count only there) and
+///   [`claude_mcp_config`] at [`CLAUDE_MANAGED_MCP_PATH`]. Its JSON lines go to the journal.
+/// - Codex: `codex exec --json --skip-git-repo-check --model <model> <prompt>`. Codex has
+///   no flag naming a config file: the jail mounts [`codex_config`] as its managed config
+///   (`/etc/codex/managed_config.toml`, read-only, above every other layer), and Codex keeps
+///   its own state in the instance's home (`~/.codex`). Codex has no turn limit; the run's
+///   minute budget bounds it.
 ///
-/// The prompt only points at `brief_path` (see [`brief_prompt`]).
+/// The prompt only points at `brief_path` (see [`brief_prompt`]). The program is the bare
+/// name (`claude`, `codex`); the launch puts the path airlockd's config gives (`agents`).
 pub fn agent_command(
     role: &Role,
     brief_path: &str,
@@ -315,10 +318,14 @@ pub fn agent_command(
             run.max_turns.unwrap_or(DEFAULT_MAX_TURNS).to_string(),
             "--permission-mode".into(),
             "dontAsk".into(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
         ],
         Provider::Codex => vec![
             "codex".into(),
             "exec".into(),
+            "--json".into(),
             "--skip-git-repo-check".into(),
             "--model".into(),
             run.model.clone(),
@@ -326,15 +333,4 @@ pub fn agent_command(
         ],
     };
     Ok(argv)
-}
-
-/// The `CODEX_HOME` folder for a Codex settings path: its parent folder, when the file is
-/// named `config.toml`; `None` otherwise (Codex would never read it).
-pub fn codex_home(settings_path: &str) -> Option<&str> {
-    let dir = settings_path.strip_suffix("config.toml")?;
-    match dir {
-        "" => Some("."),
-        "/" => Some("/"),
-        _ => dir.strip_suffix('/'),
-    }
 }

@@ -24,6 +24,8 @@ pub fn build(spec: &RunSpec) -> Vec<(String, String)> {
         ("AIRLOCK_ROLE".to_string(), spec.role.clone()),
         ("AIRLOCK_INSTANCE".to_string(), spec.instance.clone()),
         ("TMPDIR".to_string(), "/tmp".to_string()),
+        // The run's private /tmp: nothing of the host's runtime directory is shared.
+        ("XDG_RUNTIME_DIR".to_string(), "/tmp".to_string()),
         ("LANG".to_string(), "C.UTF-8".to_string()),
     ];
     if spec.gateway {
@@ -99,7 +101,8 @@ mod tests {
         assert_eq!(get("PATH"), Some(JAIL_PATH));
         assert_eq!(get("AIRLOCK_WORKSPACE"), Some("/srv/ws"));
         assert_eq!(get("EXTRA"), Some("1"));
-        assert_eq!(env.len(), 11);
+        assert_eq!(env.len(), 12);
+        assert_eq!(get("XDG_RUNTIME_DIR"), Some("/tmp"));
         assert_eq!(get("HTTPS_PROXY"), None, "no gateway, no proxy");
     }
 

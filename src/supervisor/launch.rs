@@ -196,6 +196,25 @@ fn upstream_plans<'a>(
     Ok(out)
 }
 
+/// The agent program of the role's provider, as airlockd's config names it (`agents`),
+/// refused with how to install it when it is not there.
+fn agent_program(cfg: &Config, role: &crate::role::Role) -> Result<Option<String>, LaunchError> {
+    let Some(run) = &role.run else {
+        return Ok(None);
+    };
+    let name = provider_name(run.provider);
+    let Some(path) = cfg.agents.get(name) else {
+        return Ok(None);
+    };
+    if !path.is_file() {
+        return Err(refused(format!(
+            "agent program for run.provider {name}: {} is not installed; install the pinned agents with scripts/install-agents.sh (as root), or name another program in airlockd's config (agents.{name})",
+            path.display()
+        )));
+    }
+    Ok(Some(path.to_string_lossy().into_owned()))
+}
+
 /// The provider route of a run of `role`: its `run.provider` as this host configures it
 /// (`providers`), with the key read now and the model's price from `prices.yaml`. `None`
 /// when the role runs no model or the host configures no such provider; a launch of the
@@ -384,12 +403,16 @@ pub fn prepare_in(
         .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?;
     // `-- CMD` replaces only the argv: the files and environment stay (see agent_files).
     let argv = if req.command.is_empty() {
-        given.argv.clone().ok_or_else(|| {
+        let mut argv = given.argv.clone().ok_or_else(|| {
             refused(format!(
                 "{}: run: the role runs no agent, so it has no agent command; pass -- CMD ARGS",
                 loaded.file.display()
             ))
-        })?
+        })?;
+        if let Some(program) = agent_program(cfg, &loaded.role)? {
+            argv[0] = program;
+        }
+        argv
     } else {
         req.command.clone()
     };
@@ -569,7 +592,7 @@ mod tests {
         let repo = env!("CARGO_MANIFEST_DIR");
         let file = dir.path().join("airlock.yaml");
         let text = format!(
-            "roles: [{repo}/roles]\npolicies: {repo}/policies\nstate_dir: {}\nuid_range: 1880097000-1880097999\ninstances:\n  tess: {{role: {role}, uid: 1880097001}}\n",
+            "roles: [{repo}/roles]\npolicies: {repo}/policies\nstate_dir: {}\nuid_range: 1880097000-1880097999\nproviders:\n  claude: {{url: \"http://127.0.0.1:9\"}}\n  codex: {{url: \"http://127.0.0.1:9\"}}\ninstances:\n  tess: {{role: {role}, uid: 1880097001}}\n",
             dir.path().join("state").display()
         );
         std::fs::write(&file, &text).unwrap();
@@ -645,17 +668,16 @@ mod tests {
         let p = match p {
             Ok(p) => p,
             Err(LaunchError::Refused(m)) => {
-                assert!(
-                    m.contains(&format!("{}: no such agent program", want[0])),
-                    "{m}"
-                );
+                assert!(m.contains("is not installed"), "{m}");
                 // The rest of the run's files, with the program replaced.
                 prepared("code", &["/bin/true"]).1
             }
             Err(e) => panic!("{e}"),
         };
         if p.spec.argv != ["/bin/true"] {
-            assert_eq!(p.spec.argv, want);
+            // The configured program in place of the bare name.
+            assert_eq!(p.spec.argv[1..], want[1..]);
+            assert!(p.spec.argv[0].ends_with("/claude"), "{:?}", p.spec.argv);
         }
         assert!(p.spec.exec.is_some(), "an agent role runs contained");
         let brief = p
@@ -681,11 +703,12 @@ mod tests {
             .spec
             .files
             .iter()
-            .any(|f| f.path == Path::new("/etc/codex/config.toml")));
-        assert_eq!(
-            p.spec.env,
-            vec![("CODEX_HOME".to_string(), "/etc/codex".to_string())]
-        );
+            .any(|f| f.path == Path::new("/etc/codex/managed_config.toml")));
+        // The provider's run token and nothing else; no CODEX_HOME (Codex keeps its state in
+        // the instance's home).
+        assert_eq!(p.spec.env.len(), 1, "{:?}", p.spec.env);
+        assert_eq!(p.spec.env[0].0, "OPENAI_API_KEY");
+        assert!(p.spec.env[0].1.starts_with("airlock-run-"));
     }
 
     #[test]

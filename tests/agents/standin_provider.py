@@ -3,7 +3,17 @@
 API (POST /responses, GET /models), streamed (server-sent events) or not, over plain HTTP
 on loopback.
 
-Usage: standin_provider.py LOG_FILE PORT_FILE
+Usage: standin_provider.py LOG_FILE PORT_FILE [SCRIPT_FILE]
+
+With SCRIPT_FILE it is a scripted model: `{"turns": [TURN, ...]}` answers the agent's
+requests that offer tools (an agent's main loop), one turn each, in order:
+  {"text": "..."}                           a final answer
+  {"tool": NAME, "input": {...}}            a call of the offered tool named NAME, or whose
+                                            name ends with `__NAME` (mcp__airlock__bash)
+Past the last turn it answers "done". Requests without tools (an agent's side calls:
+titles, summaries) get a short text answer and use no turn. Each scripted request's log
+line has the turn it was served, the tools offered, and the tool results it carried back
+(`results`: the text of each), so a test can check what came back to the model.
 
 Every request is appended to LOG_FILE as one JSON line: method, path, the key headers it
 carried, the model, whether it streamed, and for a held stream how it was released. The
@@ -31,6 +41,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOG = sys.argv[1]
 PORT_FILE = sys.argv[2]
+SCRIPT = json.load(open(sys.argv[3]))["turns"] if len(sys.argv) > 3 else None
+TURN = [0]
 LOCK = threading.Lock()
 RELEASE = threading.Event()
 
@@ -119,6 +131,8 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(n) or b"{}")
         entry = self.entry(body)
         path = self.path.split("?")[0]
+        if SCRIPT is not None and path in ("/v1/messages", "/responses"):
+            return self.scripted(path, body, entry)
         held = (body.get("metadata") or {}).get("user_id") == "hold" or (
             body.get("metadata") or {}
         ).get("hold") == "1"
@@ -234,6 +248,140 @@ class Handler(BaseHTTPRequestHandler):
         log(entry)
         self.send_json(404, {"error": "no such endpoint"})
 
+
+def text_of(content):
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content)
+    return json.dumps(content)
+
+
+def tool_results(path, body):
+    """The text of every tool result in the request's newest turn."""
+    out = []
+    if path == "/v1/messages":
+        msgs = body.get("messages") or []
+        last = msgs[-1] if msgs else {}
+        for c in last.get("content") or [] if isinstance(last.get("content"), list) else []:
+            if isinstance(c, dict) and c.get("type") == "tool_result":
+                out.append({"error": bool(c.get("is_error")), "text": text_of(c.get("content"))})
+    else:
+        items = body.get("input") or []
+        tail = []
+        for it in reversed(items if isinstance(items, list) else []):
+            if isinstance(it, dict) and it.get("type", "").endswith("_call_output"):
+                tail.append({"error": False, "text": text_of(it.get("output"))})
+            elif tail:
+                break
+        out = list(reversed(tail))
+    return out
+
+
+def tool_names(path, body):
+    names = []
+    for t in body.get("tools") or []:
+        if not isinstance(t, dict):
+            continue
+        if t.get("name"):
+            names.append(t["name"])
+        elif isinstance(t.get("function"), dict):
+            names.append(t["function"].get("name"))
+    return [n for n in names if n]
+
+
+def pick(names, want):
+    for n in names:
+        if n == want or n.endswith("__" + want):
+            return n
+    return None
+
+
+def _scripted(self, path, body, entry):
+    names = tool_names(path, body)
+    if not names:
+        turn = {"text": "ok"}
+    else:
+        i = TURN[0]
+        TURN[0] += 1
+        turn = SCRIPT[i] if i < len(SCRIPT) else {"text": "done"}
+        entry.update({"turn": i, "tools": names, "results": tool_results(path, body)})
+    call = None
+    if "tool" in turn:
+        name = pick(names, turn["tool"])
+        if name is None:
+            turn = {"text": f"the tool {turn['tool']} was not offered"}
+        else:
+            call = (name, turn.get("input") or {})
+    entry["answer"] = {"tool": call[0]} if call else {"text": turn["text"]}
+    log(entry)
+    if path == "/v1/messages":
+        return self.anthropic_turn(body, turn, call)
+    return self.openai_turn(body, turn, call)
+
+
+def _anthropic_turn(self, body, turn, call):
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    if call:
+        block = {"type": "tool_use", "id": "toolu_%d" % TURN[0], "name": call[0], "input": call[1]}
+        stop = "tool_use"
+    else:
+        block = {"type": "text", "text": turn["text"]}
+        stop = "end_turn"
+    if not body.get("stream"):
+        return self.send_json(200, {"id": "msg_s", "type": "message", "role": "assistant", "model": body.get("model"),
+                                    "content": [block], "stop_reason": stop, "stop_sequence": None, "usage": usage})
+    self.start_stream()
+    self.event("message_start", {"type": "message_start", "message": {"id": "msg_s", "type": "message", "role": "assistant",
+               "model": body.get("model"), "content": [], "stop_reason": None, "usage": dict(usage, output_tokens=1)}})
+    if call:
+        self.event("content_block_start", {"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "tool_use", "id": block["id"], "name": call[0], "input": {}}})
+        self.event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "input_json_delta", "partial_json": json.dumps(call[1])}})
+    else:
+        self.event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+        self.event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": turn["text"]}})
+    self.event("content_block_stop", {"type": "content_block_stop", "index": 0})
+    self.event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}})
+    self.event("message_stop", {"type": "message_stop"})
+    self.end_stream()
+
+
+def _openai_turn(self, body, turn, call):
+    n = TURN[0]
+    if call:
+        item = {"type": "function_call", "id": "fc_%d" % n, "call_id": "call_%d" % n, "name": call[0],
+                "arguments": json.dumps(call[1]), "status": "completed"}
+    else:
+        item = {"type": "message", "id": "msg_%d" % n, "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": turn["text"], "annotations": []}]}
+    usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}
+    resp = {"id": "resp_%d" % n, "object": "response", "created_at": int(time.time()), "status": "completed",
+            "model": body.get("model"), "output": [item], "usage": usage}
+    if not body.get("stream"):
+        return self.send_json(200, resp)
+    self.start_stream()
+    self.event("response.created", {"type": "response.created", "response": dict(resp, status="in_progress", output=[], usage=None)})
+    self.event("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
+               "item": dict(item, status="in_progress", **({"arguments": ""} if call else {"content": []}))})
+    if call:
+        self.event("response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta",
+                   "item_id": item["id"], "output_index": 0, "delta": item["arguments"]})
+        self.event("response.function_call_arguments.done", {"type": "response.function_call_arguments.done",
+                   "item_id": item["id"], "output_index": 0, "arguments": item["arguments"]})
+    else:
+        self.event("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
+                   "output_index": 0, "content_index": 0, "delta": turn["text"]})
+    self.event("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item})
+    self.event("response.completed", {"type": "response.completed", "response": resp})
+    self.end_stream()
+
+
+Handler.scripted = _scripted
+Handler.anthropic_turn = _anthropic_turn
+Handler.openai_turn = _openai_turn
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 with open(PORT_FILE + ".tmp", "w") as f:

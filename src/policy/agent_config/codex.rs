@@ -1,4 +1,4 @@
-//! Codex CLI: `config.toml` text for `$CODEX_HOME`.
+//! Codex CLI: the managed `config.toml` layer (`/etc/codex/managed_config.toml`) of a run.
 //!
 //! Keys used, as Codex documents them:
 //! - `approval_policy = "never"`: nobody is there to approve, and Airlock's gateway decides.
