@@ -317,6 +317,8 @@ fn codex_config_disables_the_shell_and_never_asks() {
         table(&toml, "[mcp_servers.airlock]"),
         [
             "url = \"http://10.0.0.1:9000/bash\"",
+            // The gateway decides each call; Codex's own approval would refuse them all.
+            "default_tools_approval_mode = \"approve\"",
             "enabled_tools = [\"bash\"]"
         ]
     );
@@ -324,6 +326,7 @@ fn codex_config_disables_the_shell_and_never_asks() {
         table(&toml, "[mcp_servers.board]"),
         [
             "url = \"http://10.0.0.1:9000/board\"",
+            "default_tools_approval_mode = \"approve\"",
             "enabled_tools = [\"board_read\", \"board_post\"]"
         ]
     );
@@ -332,6 +335,7 @@ fn codex_config_disables_the_shell_and_never_asks() {
         table(&toml, "[mcp_servers.github]"),
         [
             "url = \"http://10.0.0.1:9000/github\"",
+            "default_tools_approval_mode = \"approve\"",
             "disabled_tools = [\"merge_pull_request\"]"
         ]
     );

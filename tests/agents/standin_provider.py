@@ -43,6 +43,7 @@ LOG = sys.argv[1]
 PORT_FILE = sys.argv[2]
 SCRIPT = json.load(open(sys.argv[3]))["turns"] if len(sys.argv) > 3 else None
 TURN = [0]
+NAMESPACES = set()
 LOCK = threading.Lock()
 RELEASE = threading.Event()
 
@@ -283,7 +284,12 @@ def tool_names(path, body):
     for t in body.get("tools") or []:
         if not isinstance(t, dict):
             continue
-        if t.get("name"):
+        if t.get("type") == "namespace":
+            # Codex offers an MCP server's tools as one namespace: mcp__<server> with its
+            # tools inside; a call names the tool as <namespace>__<tool>.
+            NAMESPACES.add(t["name"])
+            names.extend(t["name"] + "__" + x.get("name", "") for x in t.get("tools") or [] if isinstance(x, dict))
+        elif t.get("name"):
             names.append(t["name"])
         elif isinstance(t.get("function"), dict):
             names.append(t["function"].get("name"))
@@ -353,6 +359,10 @@ def _openai_turn(self, body, turn, call):
     if call:
         item = {"type": "function_call", "id": "fc_%d" % n, "call_id": "call_%d" % n, "name": call[0],
                 "arguments": json.dumps(call[1]), "status": "completed"}
+        ns, _, tool = call[0].rpartition("__")
+        if ns.startswith("mcp__") and ns in NAMESPACES:
+            # A tool of a namespace is called by its own name, with the namespace beside it.
+            item.update({"name": tool, "namespace": ns})
     else:
         item = {"type": "message", "id": "msg_%d" % n, "status": "completed", "role": "assistant",
                 "content": [{"type": "output_text", "text": turn["text"], "annotations": []}]}

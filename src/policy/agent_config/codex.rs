@@ -11,7 +11,9 @@
 //! - `[features] multi_agent`: subagents only when `run.tools` grants `Agent`.
 //! - `web_search = "live"` only when `run.tools` grants `WebSearch`, `"disabled"` otherwise.
 //!   Codex has no separate fetch tool, so `WebFetch` has no setting here.
-//! - `[mcp_servers.<name>] url = ...`: streamable HTTP servers at the gateway.
+//! - `[mcp_servers.<name>] url = ...`: streamable HTTP servers at the gateway, with
+//!   `default_tools_approval_mode = "approve"`: Codex would otherwise ask to approve each
+//!   MCP call, which `approval_policy = "never"` turns into a refusal; the gateway decides.
 //!   `enabled_tools` lists a server's tools when every pattern the role gives is an exact
 //!   name (Codex takes names, not globs); with a `prefix*` pattern the list is left out and
 //!   the gateway filters. `disabled_tools` carries the exact names from `deny`.
@@ -87,11 +89,13 @@ pub fn codex_config(role: &Role, gateway: &GatewayEndpoints) -> Result<String, A
     if grants.has_bash() {
         table(&mut out, &["mcp_servers", BASH_SERVER]);
         line(&mut out, "url", &string(&gateway.bash_url));
+        line(&mut out, "default_tools_approval_mode", &string("approve"));
         line(&mut out, "enabled_tools", &string_array([BASH_TOOL]));
     }
     for (connector, url) in &grants.servers {
         table(&mut out, &["mcp_servers", connector]);
         line(&mut out, "url", &string(url));
+        line(&mut out, "default_tools_approval_mode", &string("approve"));
         let patterns = role.tools.get(*connector).map(Vec::as_slice).unwrap_or(&[]);
         if let Some(names) = exact_names(patterns) {
             line(&mut out, "enabled_tools", &string_array(names));
