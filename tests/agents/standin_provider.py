@@ -9,7 +9,8 @@ With SCRIPT_FILE it is a scripted model: `{"turns": [TURN, ...]}` answers the ag
 requests that offer tools (an agent's main loop), one turn each, in order:
   {"text": "..."}                           a final answer
   {"tool": NAME, "input": {...}}            a call of the offered tool named NAME, or whose
-                                            name ends with `__NAME` (mcp__airlock__bash)
+                                            name ends with `__NAME` (mcp__airlock__bash);
+                                            with "force": true, called even if not offered
 Past the last turn it answers "done". Requests without tools (an agent's side calls:
 titles, summaries) get a short text answer and use no turn. Each scripted request's log
 line has the turn it was served, the tools offered, and the tool results it carried back
@@ -315,6 +316,9 @@ def _scripted(self, path, body, entry):
     call = None
     if "tool" in turn:
         name = pick(names, turn["tool"])
+        if name is None and turn.get("force"):
+            # A model may name a tool it was not offered: the agent must refuse it.
+            name = turn["tool"]
         if name is None:
             turn = {"text": f"the tool {turn['tool']} was not offered"}
         else:

@@ -72,8 +72,9 @@ impl Host {
         std::fs::write(
             &cfg,
             format!(
-                "roles: [{REPO}/roles, {}]\npolicies: {REPO}/policies\nstate_dir: state\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\n{extra}instances:\n{inst}",
-                root.join("roles.local").display()
+                "roles: [{REPO}/roles, {}]\npolicies: {REPO}/policies\nstate_dir: state\nsocket: {}\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\n{extra}instances:\n{inst}",
+                root.join("roles.local").display(),
+                root.join("airlockd.sock").display()
             ),
         )
         .unwrap();
@@ -244,6 +245,7 @@ pub fn write_probe_role(layer: &Path) {
 /// Anthropic Messages and OpenAI Responses wire formats. Killed when dropped.
 pub struct StandIn {
     child: std::process::Child,
+    script_dir: Option<tempfile::TempDir>,
     _dir: tempfile::TempDir,
     pub port: u16,
     log: PathBuf,
@@ -254,6 +256,10 @@ pub struct StandIn {
 
 impl StandIn {
     pub fn start() -> StandIn {
+        StandIn::start_with(None)
+    }
+
+    fn start_with(script: Option<&Path>) -> StandIn {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("requests.jsonl");
@@ -262,6 +268,7 @@ impl StandIn {
             .arg(Path::new(REPO).join("tests/agents/standin_provider.py"))
             .arg(&log)
             .arg(&port_file)
+            .args(script)
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
@@ -286,6 +293,7 @@ impl StandIn {
         std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
         StandIn {
             child,
+            script_dir: None,
             _dir: dir,
             port,
             log,
@@ -338,4 +346,81 @@ pub fn provider_agent(steps: &Value) -> Vec<String> {
         script,
         steps.to_string(),
     ]
+}
+
+/// airlockd serving a [`Host`]'s config (its socket under the host's root), killed when
+/// dropped.
+pub struct Airlockd {
+    child: std::process::Child,
+}
+
+impl Airlockd {
+    pub fn start(h: &Host) -> Airlockd {
+        let child = Command::new(env!("CARGO_BIN_EXE_airlockd"))
+            .arg("--config")
+            .arg(&h.cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(h.root.join("airlockd.err")).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let st = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+                .arg("--config")
+                .arg(&h.cfg)
+                .arg("status")
+                .output()
+                .unwrap();
+            if st.status.success() {
+                return Airlockd { child };
+            }
+            assert!(
+                Instant::now() < deadline,
+                "airlockd never became ready:\n{}",
+                std::fs::read_to_string(h.root.join("airlockd.err")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `airlockctl launch ROLE --instance NAME --wait [extra]` through this airlockd.
+    pub fn launch(h: &Host, role: &str, instance: &str, extra: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+            .arg("--config")
+            .arg(&h.cfg)
+            .args(["launch", role, "--instance", instance, "--wait"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Airlockd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl StandIn {
+    /// A scripted model (see tests/agents/standin_provider.py): `turns` answer the agent's
+    /// main loop in order.
+    pub fn scripted(turns: &Value) -> StandIn {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("script.json");
+        std::fs::write(&script, serde_json::json!({ "turns": turns }).to_string()).unwrap();
+        let mut si = StandIn::start_with(Some(&script));
+        si.script_dir = Some(dir);
+        si
+    }
+
+    /// The requests the script answered (those that offered tools), in order.
+    pub fn turns(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.get("turn").is_some())
+            .collect()
+    }
 }
