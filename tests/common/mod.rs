@@ -364,6 +364,8 @@ impl Airlockd {
             .stderr(std::fs::File::create(h.root.join("airlockd.err")).unwrap())
             .spawn()
             .unwrap();
+        // Dropped (killed and reaped) on every way out, a failed start included.
+        let d = Airlockd { child };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let st = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
@@ -373,7 +375,7 @@ impl Airlockd {
                 .output()
                 .unwrap();
             if st.status.success() {
-                return Airlockd { child };
+                return d;
             }
             assert!(
                 Instant::now() < deadline,
