@@ -617,6 +617,23 @@ impl Parser<'_> {
         out
     }
 
+    /// `<at>.credential`: absent, or the name of a `credentials` entry.
+    fn credential_ref(
+        &mut self,
+        at: &str,
+        v: Option<&Value>,
+        credentials: &BTreeMap<String, CredentialSource>,
+    ) -> Result<Option<String>, ()> {
+        match v {
+            None => Ok(None),
+            Some(Value::String(c)) if credentials.contains_key(c) => Ok(Some(c.clone())),
+            Some(_) => {
+                self.problem(&key(at, "credential"), "must name an entry of credentials");
+                Err(())
+            }
+        }
+    }
+
     fn github(
         &mut self,
         v: &Value,
@@ -703,13 +720,8 @@ impl Parser<'_> {
                 continue;
             };
             let get = |k: &str| c.get(Value::from(k));
-            let credential = match get("credential") {
-                None => None,
-                Some(Value::String(c)) if credentials.contains_key(c) => Some(c.clone()),
-                Some(_) => {
-                    self.problem(&key(&at, "credential"), "must name an entry of credentials");
-                    continue;
-                }
+            let Ok(credential) = self.credential_ref(&at, get("credential"), credentials) else {
+                continue;
             };
             let url = match get("url").and_then(Value::as_str) {
                 Some(u) => match crate::gateway::provider::ProviderUrl::parse(u) {
@@ -774,13 +786,8 @@ impl Parser<'_> {
                 continue;
             };
             let get = |k: &str| c.get(Value::from(k));
-            let credential = match get("credential") {
-                None => None,
-                Some(Value::String(c)) if credentials.contains_key(c) => Some(c.clone()),
-                Some(_) => {
-                    self.problem(&key(&at, "credential"), "must name an entry of credentials");
-                    continue;
-                }
+            let Ok(credential) = self.credential_ref(&at, get("credential"), credentials) else {
+                continue;
             };
             if let Some(cmd) = get("command") {
                 if let Some(upstream) = self.command_upstream(&at, c, cmd, credential.is_some()) {

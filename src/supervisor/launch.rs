@@ -137,6 +137,24 @@ fn helper_limits(cfg: &Config, deadline: Option<Duration>) -> crate::sandbox::sp
 /// The longest deadline the jail helper takes (its clock arithmetic stays below 2^40 ms).
 const MAX_DEADLINE_MS: u64 = (1 << 40) - 1;
 
+/// The secret a config entry at `at` names in `credentials`, read now, if it names one.
+fn read_credential(
+    cfg: &Config,
+    name: Option<&str>,
+    at: &str,
+) -> Result<Option<crate::credentials::Secret>, LaunchError> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let src = cfg
+        .credentials
+        .get(name)
+        .ok_or_else(|| refused(format!("{at}.credential: no such entry in credentials")))?;
+    crate::credentials::read(name, src)
+        .map(Some)
+        .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))
+}
+
 /// The upstreams of the role's gateway connectors that this host configures, with their
 /// credentials read now (held in memory, sent only upstream); a stdio connector's jail is
 /// prepared beside the run's (its own uid, home and workspace).
@@ -151,21 +169,7 @@ fn upstream_plans<'a>(
             continue;
         };
         let where_ = || format!("{}: mcp_connectors.{name}", cfg.file.display());
-        let secret = match &c.credential {
-            None => None,
-            Some(cred) => {
-                let src = cfg.credentials.get(cred).ok_or_else(|| {
-                    refused(format!(
-                        "{}.credential: no such entry in credentials",
-                        where_()
-                    ))
-                })?;
-                Some(
-                    crate::credentials::read(cred, src)
-                        .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?,
-                )
-            }
-        };
+        let secret = read_credential(cfg, c.credential.as_deref(), &where_())?;
         let plan = match &c.upstream {
             UpstreamConf::Url { url, header } => {
                 let url = crate::gateway::upstream::parse_http_url(url)
@@ -245,18 +249,7 @@ fn provider_plan(
     };
     let at = || format!("{}: providers.{name}", cfg.file.display());
     let url = ProviderUrl::parse(&conf.url).map_err(|e| refused(format!("{}.url: {e}", at())))?;
-    let key = match &conf.credential {
-        None => None,
-        Some(cred) => {
-            let src = cfg.credentials.get(cred).ok_or_else(|| {
-                refused(format!("{}.credential: no such entry in credentials", at()))
-            })?;
-            Some(
-                crate::credentials::read(cred, src)
-                    .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?,
-            )
-        }
-    };
+    let key = read_credential(cfg, conf.credential.as_deref(), &at())?;
     let price = *policies.prices.get(&run.model).ok_or_else(|| {
         refused(format!(
             "{}: models.{}: no price for the role's run.model, so its spend budget cannot be enforced; add the model's prices",
