@@ -389,7 +389,9 @@ fn write_call(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &CallRecord) {
             match &exit {
                 Some(c) => msg.push_str(&format!(" -> exit {c}")),
                 None if r.is_error => msg.push_str(" -> error"),
-                None => msg.push_str(" -> killed"),
+                // A command with no exit code was killed; an MCP call has none to give.
+                None if r.program.is_some() => msg.push_str(" -> killed"),
+                None => msg.push_str(" -> ok"),
             }
             msg.push_str(&format!(", {duration} ms"));
         } else {
