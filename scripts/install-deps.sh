@@ -5,9 +5,12 @@ set -euo pipefail
 
 need=()
 # systemd-journald: the tests read a real journal; passwd: the setuid escape test;
-# iproute2: network namespace checks; procps: pgrep in scripts;
-# bubblewrap and hyperfine: the side-by-side benchmarks.
-for pkg in systemd passwd iproute2 procps util-linux bubblewrap hyperfine; do
+# iproute2: network namespace checks and the egress tests' own namespace and veth pair;
+# openssl and python3: the egress tests' TLS server and its certificate, and their agent;
+# procps: pgrep in scripts; bubblewrap and hyperfine: the side-by-side benchmarks; e2fsprogs
+# (mke2fs): the runs' bounded workspace and home filesystems; mount (losetup, mount): the disk
+# tests' own small filesystems.
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 
@@ -65,3 +68,6 @@ if [ "$have" != "${GIT_MCP#*==}" ]; then
   /usr/bin/python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check \
     --root-user-action=ignore --target "$TEST_PY" "$GIT_MCP"
 fi
+
+# The real agents (Claude Code, Codex) the agent tests and the demo run in the jail.
+"$(dirname "$0")/install-agents.sh"

@@ -13,7 +13,8 @@
 //! The gateway's keys: `credentials` (name -> a root-only file, or a systemd credential's
 //! name) and `mcp_connectors` (name -> `{url, credential?, header?}` for a streamable-HTTP
 //! upstream on this host, or `{command, uid, credential?, credential_env?}` for a stdio one
-//! run in a jail of its own).
+//! run in a jail of its own), `egress` (`{nameservers, ports, http_ports}`, see
+//! [`crate::config_egress`]).
 //!
 //! Default `uid_range` 1880000000-1880099999, chosen to collide with nothing common:
 //! above systemd's container range (524288-1879048191) and therefore above every
@@ -29,6 +30,7 @@ use serde_yaml::Value;
 
 use crate::diag::{key, Problem};
 use crate::sandbox::spec::{valid_name, Limits};
+use crate::supervisor::disk::{Bound, DiskLimits};
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/airlock/airlock.yaml";
 
@@ -128,6 +130,8 @@ pub struct Config {
     pub uid_range: UidRange,
     pub instances: BTreeMap<String, InstanceConf>,
     pub limits: Limits,
+    /// `limits.workspace`, `limits.home` and `limits.reserve`: the disk bounds.
+    pub disk: DiskLimits,
     pub admin_group: Option<GroupRef>,
     pub operator_group: Option<GroupRef>,
     pub socket_group: Option<GroupRef>,
@@ -138,7 +142,62 @@ pub struct Config {
     pub credentials: BTreeMap<String, CredentialSource>,
     /// Upstreams of `run.mcp.<name>: {via: airlock}` connectors.
     pub mcp_connectors: BTreeMap<String, ConnectorConf>,
+    /// Where a run's model traffic goes, by `run.provider` (`claude`, `codex`).
+    pub providers: BTreeMap<String, ProviderConf>,
+    /// The organization's Airlock GitHub App (`identity.key_store: airlock`).
+    pub github: Option<GithubConf>,
+    /// Runs' proxied connections: nameservers and ports (see [`crate::config_egress`]).
+    pub egress: crate::config_egress::EgressConf,
+    /// The agent program of each provider (`agents.claude`, `agents.codex`).
+    pub agents: BTreeMap<String, PathBuf>,
 }
+
+/// Where scripts/install-agents.sh puts the pinned agent CLIs.
+pub const AGENTS_DIR: &str = "/usr/local/lib/airlock-agents";
+
+/// The agent programs when the config names none: the native binaries of the pinned npm
+/// packages' platform packages (not their launchers: Codex's is a Node wrapper that would
+/// have to start the binary, and a contained agent starts no other program; Claude Code's
+/// is put in place by an install script, which scripts/install-agents.sh does not run).
+pub fn default_agents() -> BTreeMap<String, PathBuf> {
+    let at = |p: &str| PathBuf::from(AGENTS_DIR).join("node_modules").join(p);
+    BTreeMap::from([
+        (
+            "claude".to_string(),
+            at("@anthropic-ai/claude-code-linux-x64/claude"),
+        ),
+        (
+            "codex".to_string(),
+            at("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"),
+        ),
+    ])
+}
+
+/// The GitHub App airlockd mints installation tokens with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GithubConf {
+    pub api_url: String,
+    pub git_url: String,
+    pub app_id: u64,
+    /// A `credentials` name: the App's private key (PEM).
+    pub private_key: String,
+    /// Owner -> installation id, where configured (looked up otherwise).
+    pub installations: BTreeMap<String, u64>,
+}
+
+/// A model provider's endpoint, as airlockd's config declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderConf {
+    /// `https://HOST[:PORT][/BASE]`, or `http://` to this host only.
+    pub url: String,
+    /// A `credentials` name: the provider's key, sent only to `url`.
+    pub credential: Option<String>,
+    /// PEM CA certificates trusted for `url` instead of the system's (a private gateway).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// The providers a role's `run.provider` may name.
+pub const PROVIDER_NAMES: &[&str] = &["claude", "codex"];
 
 /// Where a secret is read from: a root-only file, or a systemd credential
 /// (`LoadCredential=NAME`, read from `$CREDENTIALS_DIRECTORY/NAME`).
@@ -229,7 +288,18 @@ const TOP_KEYS: &[&str] = &[
     "journal_socket",
     "credentials",
     "mcp_connectors",
+    "providers",
+    "github",
+    "egress",
 ];
+const GITHUB_KEYS: &[&str] = &[
+    "api_url",
+    "git_url",
+    "app_id",
+    "private_key",
+    "installations",
+];
+const PROVIDER_KEYS: &[&str] = &["url", "credential", "ca_file"];
 const CONNECTOR_KEYS: &[&str] = &[
     "url",
     "command",
@@ -245,7 +315,14 @@ const LIMIT_KEYS: &[&str] = &[
     "tmp_bytes",
     "shm_bytes",
     "nofile",
+    "workspace",
+    "home",
+    "reserve",
+    "cpu_weight",
+    "cpu_max",
+    "io_weight",
 ];
+const DISK_KEYS: &[&str] = &["disk_bytes", "disk_inodes"];
 
 impl Parser<'_> {
     fn problem(&mut self, path: &str, msg: &str) {
@@ -347,9 +424,9 @@ impl Parser<'_> {
                 }
             }
         }
-        let limits = match get("limits") {
-            None => Limits::default(),
-            Some(v) => self.limits(v)?,
+        let (limits, disk) = match get("limits") {
+            None => (Limits::default(), DiskLimits::default()),
+            Some(v) => (self.limits(v)?, self.disk_limits(v)?),
         };
         let admin_group = get("admin_group").and_then(|v| self.group(v, "admin_group"));
         let operator_group = get("operator_group").and_then(|v| self.group(v, "operator_group"));
@@ -388,9 +465,39 @@ impl Parser<'_> {
             None => BTreeMap::new(),
             Some(v) => self.connectors(v, &credentials),
         };
+        let providers = match get("providers") {
+            None => BTreeMap::new(),
+            Some(v) => self.providers(v, &credentials),
+        };
+        let github = get("github").and_then(|v| self.github(v, &credentials));
+        let mut agents = default_agents();
+        if let Some(v) = get("agents") {
+            if let Some(m) = self.mapping(v, "agents", PROVIDER_NAMES) {
+                for (k, v) in m {
+                    let Some(name) = k.as_str() else { continue };
+                    match v.as_str() {
+                        Some(p) if p.starts_with('/') && !p.contains('\0') => {
+                            agents.insert(name.to_string(), PathBuf::from(p));
+                        }
+                        _ => self.problem(
+                            &key("agents", name),
+                            "must be the absolute path of the provider's agent program",
+                        ),
+                    }
+                }
+            }
+        }
+        let egress = match get("egress") {
+            None => crate::config_egress::EgressConf::default(),
+            Some(v) => crate::config_egress::parse(self.file, v, &mut self.problems),
+        };
         Some(Config {
+            egress,
             credentials,
             mcp_connectors,
+            providers,
+            github,
+            agents,
             admin_group,
             operator_group,
             socket_group,
@@ -405,7 +512,69 @@ impl Parser<'_> {
             uid_range,
             instances,
             limits,
+            disk,
         })
+    }
+
+    /// `limits.workspace`, `limits.home` (a mapping `{disk_bytes, disk_inodes}`, each key
+    /// optional, or null: no bound) and `limits.reserve` (the same mapping).
+    fn disk_limits(&mut self, v: &Value) -> Option<DiskLimits> {
+        use crate::supervisor::disk::{MIN_BYTES, MIN_INODES};
+        let m = v.as_mapping()?;
+        let mut d = DiskLimits::default();
+        let bound =
+            |p: &mut Self, k: &str, dflt: Bound, min: (u64, u64)| -> Option<Option<Bound>> {
+                let at = key("limits", k);
+                let Some(v) = m.get(Value::from(k)) else {
+                    return Some(Some(dflt));
+                };
+                if v.is_null() {
+                    return Some(None);
+                }
+                let bm = p.mapping(v, &at, DISK_KEYS)?;
+                let mut b = dflt;
+                for (name, lo, slot) in [
+                    ("disk_bytes", min.0, &mut b.bytes),
+                    ("disk_inodes", min.1, &mut b.inodes),
+                ] {
+                    if let Some(x) = bm.get(Value::from(name)) {
+                        match x.as_u64() {
+                            Some(n) if n >= lo && n < 1 << 50 => *slot = n,
+                            _ => {
+                                p.problem(
+                                    &key(&at, name),
+                                    &format!("must be an integer from {lo} to 2^50"),
+                                );
+                                return None;
+                            }
+                        }
+                    }
+                }
+                Some(Some(b))
+            };
+        d.workspace = bound(
+            self,
+            "workspace",
+            crate::supervisor::disk::DEFAULT_WORKSPACE,
+            (MIN_BYTES, MIN_INODES),
+        )?;
+        d.home = bound(
+            self,
+            "home",
+            crate::supervisor::disk::DEFAULT_HOME,
+            (MIN_BYTES, MIN_INODES),
+        )?;
+        match bound(self, "reserve", d.reserve, (0, 0))? {
+            Some(r) => d.reserve = r,
+            None => {
+                self.problem(
+                    "limits.reserve",
+                    "must be a mapping {disk_bytes, disk_inodes}; give 0 for no reserve",
+                );
+                return None;
+            }
+        }
+        Some(d)
     }
 
     fn credentials(&mut self, v: &Value) -> BTreeMap<String, CredentialSource> {
@@ -448,6 +617,153 @@ impl Parser<'_> {
         out
     }
 
+    /// `<at>.credential`: absent, or the name of a `credentials` entry.
+    fn credential_ref(
+        &mut self,
+        at: &str,
+        v: Option<&Value>,
+        credentials: &BTreeMap<String, CredentialSource>,
+    ) -> Result<Option<String>, ()> {
+        match v {
+            None => Ok(None),
+            Some(Value::String(c)) if credentials.contains_key(c) => Ok(Some(c.clone())),
+            Some(_) => {
+                self.problem(&key(at, "credential"), "must name an entry of credentials");
+                Err(())
+            }
+        }
+    }
+
+    fn github(
+        &mut self,
+        v: &Value,
+        credentials: &BTreeMap<String, CredentialSource>,
+    ) -> Option<GithubConf> {
+        let m = self.mapping(v, "github", GITHUB_KEYS)?;
+        let get = |k: &str| m.get(Value::from(k));
+        let url = |p: &mut Self, k: &str, default: &str| -> Option<String> {
+            match get(k) {
+                None => Some(default.to_string()),
+                Some(Value::String(u))
+                    if crate::gateway::provider::ProviderUrl::parse(u).is_ok() =>
+                {
+                    Some(u.trim_end_matches('/').to_string())
+                }
+                Some(_) => {
+                    p.problem(
+                        &key("github", k),
+                        "must be an https:// URL (or http:// to this host)",
+                    );
+                    None
+                }
+            }
+        };
+        let api_url = url(self, "api_url", "https://api.github.com");
+        let git_url = url(self, "git_url", "https://github.com");
+        let app_id = match get("app_id").and_then(Value::as_u64) {
+            Some(n) if n > 0 => Some(n),
+            _ => {
+                self.problem(&key("github", "app_id"), "required: the App's numeric id");
+                None
+            }
+        };
+        let private_key = match get("private_key") {
+            Some(Value::String(c)) if credentials.contains_key(c) => Some(c.clone()),
+            _ => {
+                self.problem(
+                    &key("github", "private_key"),
+                    "required: the name of the credentials entry holding the App's private key",
+                );
+                None
+            }
+        };
+        let mut installations = BTreeMap::new();
+        if let Some(v) = get("installations") {
+            if let Some(im) = self.mapping(v, &key("github", "installations"), &[]) {
+                for (k, v) in im {
+                    match (k.as_str(), v.as_u64()) {
+                        (Some(owner), Some(id))
+                            if id > 0 && crate::policy::store::is_plain_key(owner) =>
+                        {
+                            installations.insert(owner.to_string(), id);
+                        }
+                        _ => self.problem(
+                            &key("github", "installations"),
+                            "maps an owner (user or organization) to its installation id",
+                        ),
+                    }
+                }
+            }
+        }
+        Some(GithubConf {
+            api_url: api_url?,
+            git_url: git_url?,
+            app_id: app_id?,
+            private_key: private_key?,
+            installations,
+        })
+    }
+
+    fn providers(
+        &mut self,
+        v: &Value,
+        credentials: &BTreeMap<String, CredentialSource>,
+    ) -> BTreeMap<String, ProviderConf> {
+        let mut out = BTreeMap::new();
+        let Some(m) = self.mapping(v, "providers", PROVIDER_NAMES) else {
+            return out;
+        };
+        for (k, v) in m {
+            let Some(name) = k.as_str() else { continue };
+            let at = key("providers", name);
+            let Some(c) = self.mapping(v, &at, PROVIDER_KEYS) else {
+                continue;
+            };
+            let get = |k: &str| c.get(Value::from(k));
+            let Ok(credential) = self.credential_ref(&at, get("credential"), credentials) else {
+                continue;
+            };
+            let url = match get("url").and_then(Value::as_str) {
+                Some(u) => match crate::gateway::provider::ProviderUrl::parse(u) {
+                    Ok(_) => u.to_string(),
+                    Err(why) => {
+                        self.problem(&key(&at, "url"), why);
+                        continue;
+                    }
+                },
+                None => {
+                    self.problem(
+                        &key(&at, "url"),
+                        "required: the provider's API base, https://HOST[:PORT][/PATH]",
+                    );
+                    continue;
+                }
+            };
+            let ca_file = match get("ca_file") {
+                None => None,
+                Some(Value::String(p)) if p.starts_with('/') && !p.contains('\0') => {
+                    Some(PathBuf::from(p))
+                }
+                Some(_) => {
+                    self.problem(
+                        &key(&at, "ca_file"),
+                        "must be an absolute path to a PEM file of CA certificates",
+                    );
+                    continue;
+                }
+            };
+            out.insert(
+                name.to_string(),
+                ProviderConf {
+                    url,
+                    credential,
+                    ca_file,
+                },
+            );
+        }
+        out
+    }
+
     fn connectors(
         &mut self,
         v: &Value,
@@ -470,13 +786,8 @@ impl Parser<'_> {
                 continue;
             };
             let get = |k: &str| c.get(Value::from(k));
-            let credential = match get("credential") {
-                None => None,
-                Some(Value::String(c)) if credentials.contains_key(c) => Some(c.clone()),
-                Some(_) => {
-                    self.problem(&key(&at, "credential"), "must name an entry of credentials");
-                    continue;
-                }
+            let Ok(credential) = self.credential_ref(&at, get("credential"), credentials) else {
+                continue;
             };
             if let Some(cmd) = get("command") {
                 if let Some(upstream) = self.command_upstream(&at, c, cmd, credential.is_some()) {
@@ -722,6 +1033,40 @@ impl Parser<'_> {
         }
         if let Some(n) = num(self, "shm_bytes", 4096)? {
             l.shm_bytes = n;
+        }
+        for (k, slot, hi) in [
+            ("cpu_weight", &mut l.cpu_weight, 10_000u64),
+            ("io_weight", &mut l.io_weight, 10_000u64),
+        ] {
+            match m.get(Value::from(k)) {
+                None => {}
+                Some(Value::Null) => *slot = None,
+                Some(v) => match v.as_u64() {
+                    Some(n) if (1..=hi).contains(&n) => *slot = Some(n),
+                    _ => {
+                        self.problem(
+                            &key("limits", k),
+                            &format!("must be an integer from 1 to {hi} (100 is the cgroup default), or null to leave it unset"),
+                        );
+                        return None;
+                    }
+                },
+            }
+        }
+        match m.get(Value::from("cpu_max")) {
+            None | Some(Value::Null) => {}
+            Some(v) => match v.as_f64() {
+                Some(c) if (0.01..=1000.0).contains(&c) => {
+                    l.cpu_max_millis = Some((c * 1000.0).round() as u64);
+                }
+                _ => {
+                    self.problem(
+                        "limits.cpu_max",
+                        "must be a number of CPUs from 0.01 to 1000 (e.g. 1.5), or null for no ceiling",
+                    );
+                    return None;
+                }
+            },
         }
         // Absent: the default cap. `null`: no memory limit asked for (the jail refuses to
         // start when a limit is asked for and no memory controller can enforce it).

@@ -12,6 +12,7 @@ pub mod calendar;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod config_egress;
 pub mod control;
 pub mod credentials;
 pub mod daemon;

@@ -2,7 +2,7 @@
 //! config.toml, and the default argv.
 
 use airlock::policy::agent_config::{
-    agent_command, claude_mcp_config, claude_settings, codex_config, codex_home, AgentConfigError,
+    agent_command, claude_mcp_config, claude_settings, codex_config, AgentConfigError,
     GatewayEndpoints, BASH_SERVER,
 };
 use airlock::role::Role;
@@ -50,7 +50,29 @@ fn gateway() -> GatewayEndpoints {
     GatewayEndpoints {
         bash_url: "http://10.0.0.1:9000/bash".to_string(),
         mcp,
+        provider_url: Some("http://10.0.0.1:9000/provider/codex".to_string()),
     }
+}
+
+#[test]
+fn codex_reaches_its_model_only_through_the_gateway_with_the_run_token() {
+    let text = codex_config(&role(BASE), &gateway()).unwrap();
+    // A top-level key: before the first table.
+    let top: Vec<&str> = text.lines().take_while(|l| !l.starts_with('[')).collect();
+    assert!(top.contains(&"model_provider = \"airlock\""), "{text}");
+    let p = table(&text, "[model_providers.airlock]");
+    for want in [
+        "base_url = \"http://10.0.0.1:9000/provider/codex\"",
+        "env_key = \"OPENAI_API_KEY\"",
+        "wire_api = \"responses\"",
+    ] {
+        assert!(p.contains(&want), "{want} in {p:?}");
+    }
+    // Without a provider route, no provider entry (and nothing points elsewhere).
+    let mut none = gateway();
+    none.provider_url = None;
+    let text = codex_config(&role(BASE), &none).unwrap();
+    assert!(!text.contains("model_provider"), "{text}");
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -221,6 +243,7 @@ fn errors_fail_closed_and_name_keys_not_values() {
     let missing = GatewayEndpoints {
         bash_url: "http://x/bash".into(),
         mcp: BTreeMap::new(),
+        provider_url: None,
     };
     let err = claude_settings(&role(BASE), &missing).unwrap_err();
     assert_eq!(err, AgentConfigError::MissingEndpoint("board".into()));
@@ -279,6 +302,7 @@ fn codex_config_disables_the_shell_and_never_asks() {
         root,
         [
             "model = \"claude-sonnet-4-5\"",
+            "model_provider = \"airlock\"",
             "approval_policy = \"never\"",
             "sandbox_mode = \"danger-full-access\"",
             "web_search = \"disabled\"",
@@ -293,6 +317,8 @@ fn codex_config_disables_the_shell_and_never_asks() {
         table(&toml, "[mcp_servers.airlock]"),
         [
             "url = \"http://10.0.0.1:9000/bash\"",
+            // The gateway decides each call; Codex's own approval would refuse them all.
+            "default_tools_approval_mode = \"approve\"",
             "enabled_tools = [\"bash\"]"
         ]
     );
@@ -300,6 +326,7 @@ fn codex_config_disables_the_shell_and_never_asks() {
         table(&toml, "[mcp_servers.board]"),
         [
             "url = \"http://10.0.0.1:9000/board\"",
+            "default_tools_approval_mode = \"approve\"",
             "enabled_tools = [\"board_read\", \"board_post\"]"
         ]
     );
@@ -308,6 +335,7 @@ fn codex_config_disables_the_shell_and_never_asks() {
         table(&toml, "[mcp_servers.github]"),
         [
             "url = \"http://10.0.0.1:9000/github\"",
+            "default_tools_approval_mode = \"approve\"",
             "disabled_tools = [\"merge_pull_request\"]"
         ]
     );
@@ -355,6 +383,9 @@ fn claude_command_names_brief_settings_turns_and_model() {
     assert_eq!(after("--max-turns"), "42");
     assert_eq!(after("--model"), "claude-sonnet-4-5");
     assert_eq!(after("--permission-mode"), "dontAsk");
+    // JSON lines, which the journal keeps as the agent's events.
+    assert_eq!(after("--output-format"), "stream-json");
+    assert!(argv.iter().any(|a| a == "--verbose"));
     assert!(!argv.iter().any(|a| a.contains("dangerously")));
 }
 
@@ -374,9 +405,7 @@ fn codex_command_runs_exec_with_the_model() {
     let i = argv.iter().position(|a| a == "--model").unwrap();
     assert_eq!(argv[i + 1], "claude-sonnet-4-5");
     assert!(argv.last().unwrap().contains("/run/brief.md"));
-    assert_eq!(codex_home("/run/codex/config.toml"), Some("/run/codex"));
-    assert_eq!(codex_home("/run/codex/other.toml"), None);
-    assert_eq!(codex_home("/run/codex/xconfig.toml"), None);
+    assert!(argv.iter().any(|a| a == "--json"), "JSON lines: {argv:?}");
 }
 
 #[test]

@@ -274,6 +274,7 @@ fn verify_ledger_counts_and_names_the_first_broken_record() {
                 signal: None,
                 reason: "exited".into(),
                 calls: None,
+                spend: None,
             }))
             .unwrap();
         ledger.append(opened("r2")).unwrap();
@@ -368,6 +369,7 @@ fn read_commands_read_the_files_without_the_daemon() {
             signal: Some(15),
             reason: "stopped: SIGINT to its supervisor".into(),
             calls: None,
+            spend: None,
         }))
         .unwrap();
     // Open, and no supervisor holds it (no alive file): nobody supervises it.

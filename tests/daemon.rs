@@ -849,14 +849,38 @@ fn ledger_verifies_and_tampering_is_detected() {
 
 #[test]
 fn hire_and_fire() {
+    // What the code role's runs use: its provider (no key: a local model server), its
+    // two connectors and the GitHub App. Nothing here is read before a run needs it.
     let mut env = Env::new(Opts {
         no_journald: true,
+        extra: "credentials:\n  gh: /etc/airlock/credentials/gh.pem\nproviders:\n  claude: {url: \"http://127.0.0.1:9\"}\nmcp_connectors:\n  board: {url: \"http://127.0.0.1:9/mcp\"}\n  github: {url: \"http://127.0.0.1:9/mcp\"}\ngithub: {app_id: 7, private_key: gh}\n".into(),
         ..Opts::default()
     });
     env.start();
+    // review runs Codex, whose provider this host does not configure: refused, named.
+    let r = env.one(json!({"v":1,"op":"hire","instance":"vega","role":"review"}));
+    assert_eq!(r["error"]["code"], "refused", "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("providers.codex"), "{msg}");
     let r = env.one(json!({"v":1,"op":"hire","instance":"nova","role":"implementer"}));
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["data"]["role"], "code");
+    let lines: Vec<&str> = r["data"]["credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    for want in [
+        "provider claude: no key, sent only to http://127.0.0.1:9",
+        "connector board: no credential",
+        "github: an installation token per run from App 7 (key credentials.gh)",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "{want} in {lines:?}"
+        );
+    }
     let uid = r["data"]["uid"].as_u64().unwrap() as u32;
     assert!((env.range.0..=env.range.1).contains(&uid));
     let r = env.launch(
@@ -872,6 +896,13 @@ fn hire_and_fire() {
     let f = env.one(json!({"v":1,"op":"fire","instance":"nova"}));
     assert_eq!(f["ok"], true, "{f}");
     assert_eq!(f["data"]["stopped_runs"], 1);
+    // Its one lease (the provider's) is revoked by the fire itself, and said so.
+    assert_eq!(
+        f["data"]["revoked"],
+        json!([format!("run/{run}/provider/1")]),
+        "{f}"
+    );
+    assert_eq!(f["data"]["pending"], json!([]));
     let c = poll(30, || ledger_closed(&env.ledger(), &run)).expect("closed");
     assert_eq!(c.outcome, ledger::Outcome::Stopped);
     assert!(c.reason.contains("fired"), "{}", c.reason);
@@ -1297,4 +1328,185 @@ fn a_run_through_airlockd_reaches_a_stdio_connector_through_its_gateway() {
         poll(50, || pids(conn_uid).is_empty().then_some(())).is_some(),
         "a connector process outlived its run"
     );
+}
+
+/// The lease records of `run` in the ledger: (issued, revoked) with each revocation's reason.
+fn lease_records(path: &Path, run: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let mut issued = Vec::new();
+    let mut revoked = Vec::new();
+    for r in ledger::records(path).unwrap() {
+        match r.event {
+            ledger::LedgerEvent::LeaseIssued(l) if l.run == run => issued.push(l.lease),
+            ledger::LedgerEvent::LeaseRevoked(l) if l.run == run => {
+                revoked.push((l.lease, l.reason))
+            }
+            _ => {}
+        }
+    }
+    (issued, revoked)
+}
+
+/// The run's leases as the lease store holds them, and whether they are still open.
+fn stored_leases(env: &Env, run: &str) -> (Vec<Value>, bool) {
+    let open = env.state.join(format!("leases/{run}.json"));
+    let done = env.state.join(format!("leases/done/{run}.json"));
+    let (path, is_open) = if open.exists() {
+        (open, true)
+    } else {
+        (done, false)
+    };
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (serde_json::from_str(&text).unwrap(), is_open)
+}
+
+fn looping_agent() -> Vec<String> {
+    common::provider_agent(&json!([
+        {"op": "loop", "api": "anthropic", "model": "claude-sonnet-4-5", "seconds": 60}
+    ]))
+}
+
+fn now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+#[test]
+fn a_fire_during_a_live_run_stops_it_and_its_token_is_refused_at_once() {
+    common::require_journald();
+    let si = common::StandIn::start();
+    let mut env = Env::new(Opts {
+        extra: si.config(),
+        ..Opts::default()
+    });
+    env.start();
+    let argv = looping_agent();
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let run = run_id(&env.launch("tess", &argv, json!({})));
+    assert!(
+        poll(20, || (si.requests().len() >= 2).then_some(())).is_some(),
+        "the agent never reached its model"
+    );
+    let f = env.one(json!({"v":1,"op":"fire","instance":"tess"}));
+    let replied = now_s();
+    assert_eq!(f["ok"], true, "{f}");
+    let lease = format!("run/{run}/provider/1");
+    assert_eq!(f["data"]["revoked"], json!([lease]), "{f}");
+    assert_eq!(f["data"]["pending"], json!([]));
+    // The agent ignores SIGTERM and keeps calling through the grace period: every call
+    // after the fire is refused by the gateway, and none reaches the provider.
+    let c = poll(30, || ledger_closed(&env.ledger(), &run)).expect("the fired run ended");
+    assert_eq!(c.outcome, ledger::Outcome::Stopped, "{c:?}");
+    let late: Vec<Value> = si
+        .requests()
+        .into_iter()
+        .filter(|r| r["t"].as_f64().unwrap() > replied)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "requests reached the provider after the fire: {late:?}"
+    );
+    let refused: Vec<Value> = common::events(&run, "provider", 1)
+        .into_iter()
+        .filter(|e| e["AIRLOCK_DECISION"] == "deny" && e["AIRLOCK_RULE"] == "lease")
+        .collect();
+    assert!(!refused.is_empty(), "no call was made after the fire");
+    assert!(refused
+        .iter()
+        .all(|e| e["MESSAGE"].as_str().unwrap().contains("revoked")));
+    // Revoked in the store and the ledger, once, saying why.
+    let (leases, open) = stored_leases(&env, &run);
+    assert!(!open);
+    assert_eq!(leases[0]["state"], "revoked");
+    assert!(leases[0]["revoke_reason"]
+        .as_str()
+        .unwrap()
+        .contains("fired"));
+    let (issued, revoked) = lease_records(&env.ledger(), &run);
+    assert_eq!(issued, vec![lease.clone()]);
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert!(revoked[0].1.contains("was fired"), "{revoked:?}");
+    // `instances` shows no lease left for the fired instance.
+    let list = env.one(json!({"v":1,"op":"instances"}));
+    let tess = list["data"]["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["instance"] == "tess")
+        .cloned()
+        .unwrap();
+    assert!(tess.get("leases").is_none(), "{tess}");
+}
+
+/// Makes a file immutable (chattr +i) until dropped: a write through an open descriptor
+/// then fails with EPERM, as on a failing disk.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn set(p: &Path) -> Immutable {
+        let st = Command::new("chattr").arg("+i").arg(p).status().unwrap();
+        assert!(st.success(), "chattr +i {}", p.display());
+        Immutable(p.to_path_buf())
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_fire_cut_short_by_a_crash_completes_after_the_restart_and_never_claims_more() {
+    let si = common::StandIn::start();
+    let mut env = Env::new(Opts {
+        extra: si.config(),
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let argv = looping_agent();
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let run = run_id(&env.launch("tess", &argv, json!({})));
+    assert!(poll(20, || (si.requests().len() >= 2).then_some(())).is_some());
+    let lease = format!("run/{run}/provider/1");
+    // The ledger cannot take the revocation: the fire stops the run, refuses its token,
+    // and says the revocation is not done.
+    let guard = Immutable::set(&env.ledger());
+    let f = env.one(json!({"v":1,"op":"fire","instance":"tess"}));
+    assert_eq!(f["ok"], true, "{f}");
+    assert_eq!(f["data"]["revoked"], json!([]), "{f}");
+    assert!(f["data"]["revocation_error"].is_string(), "{f}");
+    let served = si.requests().len();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        si.requests().len(),
+        served,
+        "the token still worked after the fire"
+    );
+    // airlockd dies before anything more is written.
+    let mut child = env.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(guard);
+    let (leases, open) = stored_leases(&env, &run);
+    assert!(open, "reported revoked before it was");
+    assert_eq!(leases[0]["state"], "active");
+    assert!(lease_records(&env.ledger(), &run).1.is_empty());
+
+    env.start();
+    let (leases, open) = stored_leases(&env, &run);
+    assert!(!open);
+    assert_eq!(leases[0]["state"], "revoked");
+    let (_, revoked) = lease_records(&env.ledger(), &run);
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0].0, lease);
+    assert!(
+        revoked[0].1.contains("was fired") && revoked[0].1.contains("airlockd's start"),
+        "{revoked:?}"
+    );
+    let c = ledger_closed(&env.ledger(), &run).expect("closed by recovery");
+    assert_eq!(c.outcome, ledger::Outcome::Aborted);
+    assert!(ledger::verify(&env.ledger()).is_ok());
 }

@@ -678,18 +678,19 @@ return r;
 }
 
 #[test]
-fn a_codex_role_gets_its_config_toml_and_codex_home() {
+fn a_codex_role_gets_its_managed_config_and_keeps_its_state_at_home() {
     use airlock::policy::agent_config::{self, GatewayEndpoints};
     let (env, _) = Env::hire(&[("rita", "review")]);
     let o = agent_probe(
         &env,
         "review",
         "rita",
-        serde_json::json!([{"js": "return [process.env.CODEX_HOME, fs.readFileSync(process.env.CODEX_HOME + '/config.toml', 'utf8'), try_(() => fs.readdirSync('/etc/claude-code'))];"}]),
+        serde_json::json!([{"js": "return [process.env.CODEX_HOME || 'unset', fs.readFileSync('/etc/codex/managed_config.toml', 'utf8'), try_(() => fs.readdirSync('/etc/claude-code')), try_(() => fs.writeFileSync('/etc/codex/managed_config.toml', 'x'))];"}]),
     );
     assert_ok(&o);
     let v = probe_value(&o, 0);
-    assert_eq!(v[0], "/etc/codex");
+    assert_eq!(v[0], "unset");
+    assert_ne!(v[3], "ok", "the managed config is read-only");
     let loaded = shipped_role("review");
     let gateway = GatewayEndpoints::at(&airlock::sandbox::env::gateway_url(), &loaded.role);
     let config = agent_config::codex_config(&loaded.role, &gateway).unwrap();
@@ -817,6 +818,7 @@ impl Direct {
             gateway: false,
             exec: None,
             stdio: false,
+            disks: Vec::new(),
         };
         Direct { _dir: dir, spec }
     }
@@ -830,9 +832,16 @@ impl Direct {
             .as_ref()
             .expect("this host must offer a writable cgroup v2 directory for runs");
         let mut v = vec![parent.join(&self.spec.run_id)];
-        for c in ["pids", "memory"] {
+        for c in ["pids", "memory", "cpu"] {
             if let Some(p) = airlock::sandbox::limits::v1_parent(c) {
                 v.push(p.join(&self.spec.run_id));
+            }
+        }
+        // Made only where the IO scheduler weighs (BFQ or CFQ).
+        if let Some(p) = airlock::sandbox::limits::v1_parent("blkio") {
+            let d = p.join(&self.spec.run_id);
+            if d.is_dir() {
+                v.push(d);
             }
         }
         v

@@ -34,6 +34,7 @@ fn closed(run: &str) -> LedgerEvent {
         signal: None,
         reason: "agent exited".to_string(),
         calls: None,
+        spend: None,
     })
 }
 
@@ -263,6 +264,7 @@ fn open_runs_lists_unclosed_runs() {
         signal: Some(9),
         reason: "daemon restarted".into(),
         calls: None,
+        spend: None,
     }))
     .unwrap();
     drop(l);
@@ -317,6 +319,7 @@ fn outcomes_round_trip() {
             signal: None,
             reason: String::new(),
             calls: None,
+            spend: None,
         }))
         .unwrap();
     }

@@ -25,12 +25,66 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, as_json: bool) -> i32
     let Some(entry) = &loaded.entry else {
         return not_found(name, &loaded.problems);
     };
-    let report = report(entry, policies);
+    let mut report = report(entry, policies);
+    report["limits"] = limits_json(config);
     if as_json {
         return output::json(&report);
     }
     print_human(entry, policies, &report);
+    for line in limits_lines(config) {
+        println!("{line}");
+    }
     output::OK
+}
+
+/// The host's limits on every run (config `limits`), the same for every role.
+pub fn limits_json(config: &Config) -> Value {
+    let l = &config.limits;
+    let d = &config.disk;
+    let bound = |b: Option<crate::supervisor::disk::Bound>| match b {
+        Some(b) => json!({"disk_bytes": b.bytes, "disk_inodes": b.inodes}),
+        None => Value::Null,
+    };
+    json!({
+        "max_procs": l.max_procs,
+        "memory_bytes": l.memory_bytes,
+        "tmp_bytes": l.tmp_bytes,
+        "workspace": bound(d.workspace),
+        "home": bound(d.home),
+        "reserve": {"disk_bytes": d.reserve.bytes, "disk_inodes": d.reserve.inodes},
+        "cpu_weight": l.cpu_weight,
+        "cpu_max": l.cpu_max_millis.map(|m| m as f64 / 1000.0),
+        "io_weight": l.io_weight,
+    })
+}
+
+fn limits_lines(config: &Config) -> Vec<String> {
+    let d = &config.disk;
+    let disk = |what: &str, b: Option<crate::supervisor::disk::Bound>| match b {
+        Some(b) => format!(
+            "{what}: {} bytes, {} inodes, on a filesystem of its own (ENOSPC past either)",
+            b.bytes, b.inodes
+        ),
+        None => format!("{what}: not bounded (limits.{what} is null)"),
+    };
+    let l = &config.limits;
+    let opt = |v: Option<u64>| v.map_or("not set".to_string(), |n| n.to_string());
+    vec![
+        format!("disk        {}", disk("workspace", d.workspace)),
+        "            (an operator's --workspace DIR is not bounded by Airlock: the host's own limits apply there)".to_string(),
+        format!("            {}", disk("home", d.home)),
+        format!(
+            "            reserve: no run starts while the state directory's filesystem would keep less than {} bytes or {} inodes free",
+            d.reserve.bytes, d.reserve.inodes
+        ),
+        format!(
+            "cpu         weight {} (airlockd 100); ceiling {}; io weight {}",
+            opt(l.cpu_weight),
+            l.cpu_max_millis
+                .map_or("none".to_string(), |m| format!("{} CPUs", m as f64 / 1000.0)),
+            opt(l.io_weight)
+        ),
+    ]
 }
 
 /// A role that is absent may have failed validation: say so rather than "unknown".
@@ -111,6 +165,8 @@ pub fn report(entry: &CatalogEntry, policies: &Policies) -> Value {
         "bash": role.bash_prefixes(),
         "builtin_tools": role.run.as_ref().map(|r| r.tools.clone()).unwrap_or_default(),
         "budget": role.budget,
+        // What the run's proxy may reach beyond its provider (airlockd's config adds ports).
+        "egress": {"public_web": crate::policy::egress::web_grant(role)},
         "credential_source": credential_source(role),
         "agent": {
             "provider": role.run.as_ref().map(|r| r.provider),
@@ -187,6 +243,14 @@ fn print_human(entry: &CatalogEntry, policies: &Policies, report: &Value) {
         }
     }
     println!("bash        {}", list(role.bash_prefixes()));
+    match crate::policy::egress::web_grant(role) {
+        Some(rule) => println!(
+            "egress      the public web ({rule}) on the ports airlockd's egress config allows; model traffic takes the provider route"
+        ),
+        None => println!(
+            "egress      nothing (run.tools grants no WebFetch or WebSearch); model traffic takes the provider route"
+        ),
+    }
     let b = &role.budget;
     let n = |v: Option<u64>| {
         v.map(|x| x.to_string())

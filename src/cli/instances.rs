@@ -19,11 +19,21 @@ pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
                 .map(|u| format!(" (uid {u})"))
                 .unwrap_or_default();
             let role = data.get("role").and_then(|r| r.as_str()).unwrap_or(role);
-            remote::confirm(
-                ctx,
-                &data,
-                &format!("hired {} as {}{uid}", clean(name), clean(role)),
-            )
+            let mut msg = format!("hired {} as {}{uid}", clean(name), clean(role));
+            let lines: Vec<String> = data
+                .get("credentials")
+                .and_then(|c| c.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str()).map(clean).collect())
+                .unwrap_or_default();
+            if lines.is_empty() {
+                msg.push_str("; its runs use no credential");
+            } else {
+                msg.push_str("; credentials its runs use:");
+                for l in lines {
+                    msg.push_str(&format!("\n  {l}"));
+                }
+            }
+            remote::confirm(ctx, &data, &msg)
         }
         Err(code) => code,
     }
@@ -33,8 +43,55 @@ pub fn fire(ctx: &Ctx, name: &str) -> i32 {
     match ctx.call(Op::Fire {
         instance: name.into(),
     }) {
-        Ok(data) => remote::confirm(ctx, &data, &format!("fired {}", clean(name))),
+        Ok(data) => {
+            let ids = |k: &str| -> Vec<String> {
+                data.get(k)
+                    .and_then(|v| v.as_array())
+                    .map(|a| a.iter().filter_map(|x| x.as_str()).map(clean).collect())
+                    .unwrap_or_default()
+            };
+            let list = |v: Vec<String>| {
+                if v.is_empty() {
+                    "none".to_string()
+                } else {
+                    v.join(", ")
+                }
+            };
+            let runs = data
+                .get("stopped_runs")
+                .and_then(|n| n.as_u64())
+                .unwrap_or(0);
+            let mut msg = format!(
+                "fired {}: {runs} active run(s) stopped; leases revoked: {}; revocation pending: {}",
+                clean(name),
+                list(ids("revoked")),
+                list(ids("pending"))
+            );
+            if let Some(e) = data.get("revocation_error").and_then(|e| e.as_str()) {
+                msg.push_str(&format!(
+                    "; not yet revoked ({}): airlockd's next start revokes the rest",
+                    clean(e)
+                ));
+            }
+            remote::confirm(ctx, &data, &msg)
+        }
         Err(code) => code,
+    }
+}
+
+/// `2 active, 1 revoke-pending`, or `-`.
+fn leases(i: &InstanceInfo) -> String {
+    use crate::credentials::leases::LeaseState;
+    let n = |s: LeaseState| i.leases.iter().filter(|l| l.state == s).count();
+    let parts: Vec<String> = [LeaseState::Active, LeaseState::RevokePending]
+        .into_iter()
+        .filter(|s| n(*s) > 0)
+        .map(|s| format!("{} {}", n(s), s.as_str()))
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
     }
 }
 
@@ -68,13 +125,14 @@ pub fn list(ctx: &Ctx) -> i32 {
                 clean(&i.source),
                 if i.fired { "fired" } else { "hired" }.into(),
                 i.active_runs.to_string(),
+                leases(i),
             ]
         })
         .collect();
     print!(
         "{}",
         table::render(
-            &["INSTANCE", "ROLE", "UID", "SOURCE", "STATE", "RUNS"],
+            &["INSTANCE", "ROLE", "UID", "SOURCE", "STATE", "RUNS", "LEASES"],
             &rows
         )
     );

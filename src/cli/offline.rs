@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::config::Config;
 use crate::control::protocol::{self, ErrorBody, ErrorCode, InstanceInfo, Op, RunInfo};
-use crate::daemon::runs::run_info;
+use crate::daemon::runs::{open_leases, run_info, with_leases};
 use crate::supervisor::alive::{self, Liveness};
 use crate::supervisor::{instances, ledger};
 
@@ -39,7 +39,7 @@ pub fn answer(cfg: &Config, op: &Op) -> Option<Result<Value, ErrorBody>> {
                 })
         }
         Op::Show { run } => match find(cfg, run) {
-            Ok(Some(info)) => Ok(json!({ "run": info })),
+            Ok(Some(info)) => Ok(json!({ "run": with_leases(info, &cfg.state_dir) })),
             Ok(None) => Err(ErrorBody {
                 code: ErrorCode::NotFound,
                 message: "no run with this id in the ledger; `airlockctl runs` lists them".into(),
@@ -119,9 +119,11 @@ fn active(cfg: &Config) -> Result<Vec<RunInfo>, ErrorBody> {
 fn instances_now(cfg: &Config) -> Result<Vec<InstanceInfo>, ErrorBody> {
     let list = instances::list(cfg).map_err(|e| internal(&e.to_string()))?;
     let active = active(cfg)?;
+    let mut leases = open_leases(&cfg.state_dir);
     Ok(list
         .into_iter()
         .map(|e| InstanceInfo {
+            leases: leases.remove(&e.name).unwrap_or_default(),
             active_runs: active.iter().filter(|r| r.instance == e.name).count(),
             // 0: a config instance whose uid is allocated on its first run.
             uid: e.uid.unwrap_or(0),

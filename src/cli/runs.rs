@@ -129,6 +129,32 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
             format!("{} allowed, {} refused", c.allowed, c.refused),
         ));
     }
+    if let Some(s) = &info.spend {
+        use crate::policy::prices::usd;
+        pairs.push((
+            "model requests",
+            format!("{} forwarded, {} refused", s.requests, s.refused),
+        ));
+        pairs.push((
+            "spend",
+            format!(
+                "{} of {} (budget.spend_usd)",
+                usd(s.micro_usd),
+                usd(s.budget_micro_usd)
+            ),
+        ));
+    }
+    for l in &info.leases {
+        pairs.push((
+            "lease",
+            format!(
+                "{} {}: {}",
+                clean(&l.id),
+                l.state.as_str(),
+                clean(&l.grants)
+            ),
+        ));
+    }
     print!("{}", table::render_pairs(&pairs));
     output::OK
 }

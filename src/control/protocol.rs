@@ -353,6 +353,12 @@ pub struct RunInfo {
     /// Calls through the run's gateway, allowed and refused, once the run is closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<crate::supervisor::ledger::CallCounts>,
+    /// Model requests and spend, once the run is closed, when it had a provider route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::supervisor::ledger::SpendCounts>,
+    /// The run's credential leases and their state (`show` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leases: Vec<crate::credentials::leases::Lease>,
 }
 
 /// One hired instance (`data.instances[]`).
@@ -365,6 +371,9 @@ pub struct InstanceInfo {
     pub source: String,
     pub fired: bool,
     pub active_runs: usize,
+    /// Leases of the instance's runs not yet revoked (active, or revoke-pending).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leases: Vec<crate::credentials::leases::Lease>,
 }
 
 /// `status` (`data`).

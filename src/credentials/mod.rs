@@ -4,6 +4,8 @@
 //! upstream by the run's gateway: never to the jail, a log, the journal, the ledger or an
 //! error message ([`Secret`]'s Debug and Display say nothing of it).
 
+pub mod leases;
+
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;

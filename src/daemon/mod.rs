@@ -205,6 +205,33 @@ pub fn main(config_path: &Path) -> i32 {
         }
         Err(e) => return fail(&[format!("crash recovery failed, refusing to start: {e}")]),
     }
+    // Leases a crash left active: every run not still supervised by a standalone launch
+    // is over, so its leases are revoked now (completing a fire the crash interrupted).
+    {
+        let mut append = |e| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        match crate::supervisor::lease_records::sweep_left(cfg, &mut append, "airlockd's start") {
+            Ok(r) if !r.revoked.is_empty() || !r.pending.is_empty() => events.log(
+                EventKind::DaemonStarted,
+                &format!(
+                    "crash recovery: {} lease(s) left active were revoked: {}{}",
+                    r.revoked.len(),
+                    r.revoked.join(", "),
+                    if r.pending.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; pending at their source: {}", r.pending.join(", "))
+                    }
+                ),
+                &[],
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                return fail(&[format!(
+                "crash recovery: leases left active could not be revoked, refusing to start: {e}"
+            )])
+            }
+        }
+    }
     let (std_listener, origin) = match activated {
         Some(l) => (l, "socket activation"),
         None => match listener::bind(&cfg.socket, set.socket_gid) {

@@ -66,6 +66,11 @@ pub fn recover(
         alive::forget(state_dir, &run.run);
         done.aborted += 1;
     }
+    // The runs' workspace images (their mounts and loop devices went with their
+    // processes), and those of launches killed before their record.
+    crate::supervisor::disk::sweep(state_dir, |run| {
+        matches!(alive::probe(state_dir, run), Ok(Liveness::Held { .. }))
+    });
     // Files of runs the ledger has closed or never opened (a crash between a file and its
     // record): nothing to tell any more.
     let open: HashSet<&str> = open.iter().map(|r| r.run.as_str()).collect();

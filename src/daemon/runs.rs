@@ -11,10 +11,12 @@ use tokio::sync::{mpsc, oneshot};
 use super::standby::{Standby, Taken};
 use super::{budget, Daemon};
 use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
+use crate::credentials::leases::LeaseStore;
 use crate::journal::{EventKind, RunFields, RunJournal, Stream};
 use crate::supervisor::alive::{self, Alive, Beating, Supervisor};
 use crate::supervisor::instances;
 use crate::supervisor::launch::{self, LaunchError, LaunchRequest, Prepared};
+use crate::supervisor::lease_records;
 use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened};
 use crate::supervisor::outcome::{outcome_str, with_lost, NOT_STARTED};
 use crate::supervisor::process::{self, RunControl};
@@ -28,6 +30,8 @@ pub const FRAME_BUFFER: usize = 256;
 pub struct ActiveRun {
     pub info: RunInfo,
     pub control: Arc<RunControl>,
+    /// The run's leases as its gateway checks them: a fire revokes them here at once.
+    pub leases: Arc<crate::credentials::leases::LiveLeases>,
 }
 
 /// What a launch hands the connection: the run id, and for `--wait` its frames.
@@ -213,7 +217,23 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             return Err(refuse(runner, r));
         }
     };
-    if let Err(e) = ledger.append(LedgerEvent::RunOpened(opened)) {
+    // The leases before the opening record: a crash in between leaves leases of a run
+    // that never opened, which the next start's sweep revokes.
+    let store = LeaseStore::new(&cfg.state_dir);
+    let recorded = {
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        lease_records::record_issued(&store, &mut append, &prepared.leases)
+    };
+    let opened = recorded.and_then(|()| {
+        ledger
+            .append(LedgerEvent::RunOpened(opened))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    if let Err(e) = opened {
+        prepared.gateway.leases.revoke_all();
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        let _ = lease_records::revoke_run(&store, &mut append, &run, "the run was not started");
         drop(ledger);
         held.remove();
         let r = err(ErrorCode::Internal, format!("the run was not started: {e}"));
@@ -240,12 +260,15 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         reason: None,
         deadline_s,
         calls: None,
+        spend: None,
+        leases: Vec::new(),
     };
     lock(&d.active).insert(
         run.clone(),
         Arc::new(ActiveRun {
             info: info.clone(),
             control: control.clone(),
+            leases: prepared.gateway.leases.clone(),
         }),
     );
     drop(ledger);
@@ -269,6 +292,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     if !runner.start(go) {
         // The supervisor thread is gone (and its heartbeat with the `Go` it was handed):
         // close what was opened.
+        revoke_leases(d, &info.run, "the run was not started");
         let closed = close(
             d,
             &info,
@@ -276,7 +300,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             None,
             None,
             "airlockd lost the run's supervisor thread before the run started",
-            None,
+            (None, None),
         );
         if closed {
             alive::forget(&state_dir, &info.run);
@@ -395,7 +419,16 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
                 sp.abandon();
             }
             let reason = format!("the run's journal could not be opened: {e}");
-            let closed = close(&d, &info, Outcome::Refused, None, None, &reason, None);
+            revoke_leases(&d, &info.run, "the run was not started");
+            let closed = close(
+                &d,
+                &info,
+                Outcome::Refused,
+                None,
+                None,
+                &reason,
+                (None, None),
+            );
             settle(heartbeat, closed);
             if let Some((_, exit)) = frames {
                 let _ = exit.send(exited_frame(
@@ -446,6 +479,8 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
             &format!("{n} output lines were not sent to the waiting client (it read too slowly); the journal has every line"),
         );
     }
+    let why = format!("the run ended ({})", outcome_str(end.outcome));
+    journal.revoked(&revoke_leases(&d, &info.run, &why), &why);
     journal.event(end.kind, &end.reason);
     journal.sync();
     let reason = with_lost(&end.reason, journal.lost());
@@ -456,7 +491,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
         end.exit_code(),
         end.signal,
         &reason,
-        end.calls,
+        (end.calls, end.spend),
     );
     settle(heartbeat, closed);
     if let Some(exit) = exit_tx {
@@ -475,6 +510,29 @@ fn exited_frame(run: &str, code: i32, outcome: Outcome, reason: &str) -> Frame {
     }
 }
 
+/// Revoke a run's leases durably (its tokens died with its gateway, or were revoked by a
+/// fire, already). A failure is told and left for airlockd's next start, which revokes
+/// every lease a closed run still holds.
+pub fn revoke_leases(d: &Daemon, run: &str, reason: &str) -> lease_records::Revoked {
+    let store = LeaseStore::new(&d.set().config.state_dir);
+    let mut ledger = lock(&d.ledger);
+    let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+    match lease_records::revoke_run(&store, &mut append, run, reason) {
+        Ok(r) => r,
+        Err(e) => {
+            d.events.log(
+                EventKind::RunAborted,
+                &format!("run {run}: its leases could not be revoked ({e}); airlockd's next start revokes them"),
+                &[],
+            );
+            lease_records::Revoked::default()
+        }
+    }
+}
+
+/// What a run's closing record counts: gateway calls, and model requests and spend.
+type Counted = (Option<ledger::CallCounts>, Option<ledger::SpendCounts>);
+
 /// Close a run's record and take it off the active table; whether the record is closed. A
 /// failed append leaves the record open; the next start of airlockd closes it as aborted.
 fn close(
@@ -484,8 +542,9 @@ fn close(
     exit_code: Option<i32>,
     signal: Option<i32>,
     reason: &str,
-    calls: Option<ledger::CallCounts>,
+    counts: Counted,
 ) -> bool {
+    let (calls, spend) = counts;
     let closed = RunClosed {
         run: info.run.clone(),
         ended_at: ledger::now_ms(),
@@ -494,6 +553,7 @@ fn close(
         signal,
         reason: reason.to_string(),
         calls,
+        spend,
     };
     let appended = lock(&d.ledger).append(LedgerEvent::RunClosed(closed));
     let ok = appended.is_ok();
@@ -520,6 +580,16 @@ pub fn stop(d: &Daemon, run: &str, reason: &str) -> bool {
             true
         }
         None => false,
+    }
+}
+
+/// Stop every token of every active run of `instance` now (a fire, before the stop).
+pub fn revoke_live_instance(d: &Daemon, instance: &str) {
+    for r in lock(&d.active)
+        .values()
+        .filter(|r| r.info.instance == instance)
+    {
+        r.leases.revoke_all();
     }
 }
 
@@ -558,7 +628,8 @@ pub fn recent(d: &Daemon, limit: usize) -> Result<(Vec<RunInfo>, bool), String> 
 /// One run of the ledger (`show`).
 pub fn one(d: &Daemon, run: &str) -> Result<Option<RunInfo>, String> {
     let found = ledger::find_run(&d.ledger_path, run).map_err(|e| e.to_string())?;
-    Ok(found.map(run_info))
+    let state_dir = d.set().config.state_dir.clone();
+    Ok(found.map(|r| with_leases(run_info(r), &state_dir)))
 }
 
 /// A run as the ledger records it, as `runs` and `show` report it: open means running.
@@ -577,6 +648,8 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         reason: None,
         deadline_s: o.deadline_s,
         calls: None,
+        spend: None,
+        leases: Vec::new(),
     };
     if let Some(c) = closed {
         info.state = outcome_str(c.outcome).to_string();
@@ -585,6 +658,34 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         info.signal = c.signal;
         info.reason = Some(c.reason);
         info.calls = c.calls;
+        info.spend = c.spend;
     }
     info
+}
+
+/// A run's leases, from the lease store, for `show`. Unreadable: none shown (the
+/// ledger's records still tell).
+pub fn with_leases(mut info: RunInfo, state_dir: &std::path::Path) -> RunInfo {
+    info.leases = LeaseStore::new(state_dir)
+        .load(&info.run)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    info
+}
+
+/// The leases not yet revoked, by instance (`instances`).
+pub fn open_leases(
+    state_dir: &std::path::Path,
+) -> std::collections::BTreeMap<String, Vec<crate::credentials::leases::Lease>> {
+    let store = LeaseStore::new(state_dir);
+    let mut out: std::collections::BTreeMap<String, Vec<_>> = Default::default();
+    for run in store.open_runs().unwrap_or_default() {
+        for l in store.load(&run).ok().flatten().unwrap_or_default() {
+            if l.state != crate::credentials::leases::LeaseState::Revoked {
+                out.entry(l.instance.clone()).or_default().push(l);
+            }
+        }
+    }
+    out
 }

@@ -15,8 +15,9 @@ use crate::control::auth::{self, Peer};
 use crate::control::protocol::{
     self, ErrorCode, Frame, InstanceInfo, Op, Response, StatusInfo, MAX_REQUEST_BYTES,
 };
+use crate::credentials::leases::LeaseStore;
 use crate::journal::EventKind;
-use crate::supervisor::{instances, ledger};
+use crate::supervisor::{instances, lease_records, ledger};
 
 /// How long a peer has to send its request line.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -249,9 +250,11 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
             match instances::list(&set.config) {
                 Ok(list) => {
                     let active = runs::active(d);
+                    let mut leases = runs::open_leases(&set.config.state_dir);
                     let infos: Vec<InstanceInfo> = list
                         .into_iter()
                         .map(|e| InstanceInfo {
+                            leases: leases.remove(&e.name).unwrap_or_default(),
                             active_runs: active.iter().filter(|r| r.instance == e.name).count(),
                             // 0: a config instance whose uid is allocated on its first run.
                             uid: e.uid.unwrap_or(0),
@@ -274,6 +277,23 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
                     "the requested role is not in the catalog (missing, or it failed validation); see `airlockctl validate`",
                 );
             };
+            // Every credential the role's runs will use must be configured here, and the
+            // reply lists each (seed 003).
+            let lines = match crate::policy::hire::credential_lines(&entry.loaded.role, &set.config)
+            {
+                Ok(l) => l,
+                Err(missing) => {
+                    return Response::err(
+                        ErrorCode::Refused,
+                        format!(
+                            "role {} needs credentials this host does not configure in {}: {}",
+                            entry.class,
+                            set.config.file.display(),
+                            missing.join("; ")
+                        ),
+                    )
+                }
+            };
             match instances::hire(&set.config, &instance, &entry.class, ledger::now_ms()) {
                 Ok(i) => {
                     d.events.log(
@@ -285,7 +305,8 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
                         &[("AIRLOCK_SUBJECT_INSTANCE", &i.name)],
                     );
                     ok(serde_json::json!({
-                    "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired"
+                    "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired",
+                    "credentials": lines,
                     }))
                 }
                 Err(e) => Response::err(ErrorCode::Refused, e.to_string()),
@@ -295,27 +316,57 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
             let set = d.set();
             // Under the ledger lock, which a launch holds from its last checks (this
             // instance not fired included) until its run is in the active table: no launch
-            // can slip between the fire and the stop.
+            // can slip between the fire and the stop. The fire is recorded first, so a crash
+            // from here on still ends in every lease revoked (airlockd's start sweeps them).
             let fired = {
-                let _launches = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
-                instances::fire(&set.config, &instance, ledger::now_ms())
-                    .map(|_| runs::stop_instance(d, &instance, "the instance was fired"))
+                let mut ledger = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
+                instances::fire(&set.config, &instance, ledger::now_ms()).map(|_| {
+                    // Tokens stop working at once, before the runs have even stopped.
+                    runs::revoke_live_instance(d, &instance);
+                    let n = runs::stop_instance(d, &instance, "the instance was fired");
+                    let store = LeaseStore::new(&set.config.state_dir);
+                    let why = format!("instance `{instance}` was fired by uid {peer_uid}");
+                    let mut append = |e| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+                    (
+                        n,
+                        lease_records::revoke_instance(&store, &mut append, &instance, &why),
+                    )
+                })
             };
             match fired {
-                Ok(n) => {
+                Ok((n, revoked)) => {
+                    let (revoked, pending, error) = match revoked {
+                        Ok(r) => (r.revoked, r.pending, None),
+                        Err(e) => (Vec::new(), Vec::new(), Some(e)),
+                    };
+                    for id in &revoked {
+                        d.events.log(
+                            EventKind::Lease,
+                            &format!("lease {id} revoked: instance `{instance}` was fired"),
+                            &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
+                        );
+                    }
                     d.events.log(
                         EventKind::InstanceFired,
-                        &format!("instance `{instance}` fired by uid {peer_uid}; {n} active run(s) stopped"),
+                        &format!(
+                            "instance `{instance}` fired by uid {peer_uid}; {n} active run(s) stopped; {} lease(s) revoked{}{}",
+                            revoked.len(),
+                            if pending.is_empty() { String::new() } else { format!(", {} pending at their source", pending.len()) },
+                            match &error { Some(e) => format!("; the rest could not be revoked now ({e}) and is revoked at airlockd's next start"), None => String::new() }
+                        ),
                         &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
                     );
-                    // Credential leases do not exist yet (no credential broker in this
-                    // build): there is nothing to revoke, and nothing is claimed revoked.
-                    ok(serde_json::json!({
+                    let mut reply = serde_json::json!({
                         "instance": instance,
                         "fired": true,
                         "stopped_runs": n,
-                        "credentials": "none held: this airlockd does not mint credential leases yet",
-                    }))
+                        "revoked": revoked,
+                        "pending": pending,
+                    });
+                    if let Some(e) = error {
+                        reply["revocation_error"] = e.into();
+                    }
+                    ok(reply)
                 }
                 Err(instances::InstanceError::Unknown(_)) => Response::err(
                     ErrorCode::NotFound,

@@ -6,15 +6,15 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, ORIGIN};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
 use super::jsonrpc::{Headers, Reply};
-use super::RunGateway;
-use super::{mcp_proxy, mcp_server};
+use super::{egress, mcp_proxy, mcp_server};
+use super::{full, GwBody, RunGateway};
 
 /// Largest message body accepted.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -72,16 +72,23 @@ pub async fn serve(
             let _ = hyper::server::conn::http1::Builder::new()
                 .max_buf_size(64 << 10)
                 .serve_connection(TokioIo::new(stream), service)
+                // CONNECT tunnels (egress) take the connection over.
+                .with_upgrades()
                 .await;
             drop(slot);
         });
     }
 }
 
-type Body = Full<Bytes>;
+/// A response body: whole, or streamed (a forwarded response, the provider route).
+pub type Body = GwBody;
 
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(text.to_string())));
+pub fn empty() -> Body {
+    full(Bytes::new())
+}
+
+pub fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut r = Response::new(full(Bytes::from(text.to_string())));
     *r.status_mut() = status;
     r.headers_mut().insert(
         CONTENT_TYPE,
@@ -94,12 +101,12 @@ fn reply(r: Reply) -> Response<Body> {
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = match r.body {
         Some(b) => {
-            let mut resp = Response::new(Full::new(Bytes::from(b.to_string())));
+            let mut resp = Response::new(full(Bytes::from(b.to_string())));
             resp.headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             resp
         }
-        None => Response::new(Full::new(Bytes::new())),
+        None => Response::new(full(Bytes::new())),
     };
     *resp.status_mut() = status;
     if let Some(s) = r.session.and_then(|s| HeaderValue::from_str(&s).ok()) {
@@ -125,10 +132,26 @@ fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
 }
 
 async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
+    // Proxy requests first: a browser's Origin there is the page's, not the gateway's.
+    if egress::is_proxy_request(&req) {
+        return egress::handle(&gw.egress, &gw.log, req).await;
+    }
     if !origin_ok(&req) {
         return plain(StatusCode::FORBIDDEN, "Origin: not the run's gateway\n");
     }
     let path = req.uri().path().to_string();
+    if let Some(rest) = path.strip_prefix(super::provider::ROUTE) {
+        let (name, rest) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        return match &gw.provider {
+            Some(p) if p.plan.name == name => {
+                super::provider::handle(p, &gw.plan.leases, gw.log.clone(), rest, req).await
+            }
+            _ => plain(
+                StatusCode::NOT_FOUND,
+                "no such provider on the run's gateway (its role's run.provider, configured in airlockd's providers)\n",
+            ),
+        };
+    }
     let Some(server) = path.strip_prefix("/mcp/") else {
         return plain(
             StatusCode::NOT_FOUND,
@@ -139,6 +162,19 @@ async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
         return endpoint(gw, None, req).await;
     }
     if let Some(c) = gw.connectors.get(server) {
+        // A connector whose credential is leased works only while the lease does (a fire
+        // revokes it at once). One without a credential has no lease.
+        use crate::credentials::leases::{LeaseKind, TokenRefusal};
+        let now = crate::supervisor::ledger::now_ms();
+        if let Err(why @ (TokenRefusal::Revoked | TokenRefusal::Expired)) =
+            gw.plan.leases.usable(LeaseKind::Connector, server, now)
+        {
+            return reply(Reply::refused(
+                403,
+                -32603,
+                &format!("this connector's credential lease is over: {why}"),
+            ));
+        }
         return endpoint(gw, Some(c), req).await;
     }
     if gw.plan.connectors.iter().any(|c| c == server) {

@@ -9,7 +9,8 @@
 //! `{via: airlock}` ([`mcp_proxy`]) in front of its upstream: streamable HTTP on this
 //! host ([`upstream`]) or a stdio server in a jail of its own ([`stdio_upstream`],
 //! [`crate::supervisor::connector`]). Every call is decided by the policy core and
-//! journaled.
+//! journaled. The same listener is the run's HTTP proxy ([`egress`]): `CONNECT` tunnels
+//! and absolute-form plain HTTP to what the role may reach, each connection journaled.
 //!
 //! Layers, each one concern: [`http`] (routing, limits, headers), [`jsonrpc`] (messages,
 //! sessions, replies), [`mcp_server`] and [`mcp_proxy`] (the two kinds of endpoint),
@@ -20,14 +21,17 @@
 //! [`GATEWAY_PORT`]: crate::sandbox::runner::GATEWAY_PORT
 
 pub mod bash_tool;
+pub mod egress;
 pub mod http;
 pub mod jsonrpc;
 pub mod mcp_proxy;
 pub mod mcp_server;
+pub mod provider;
 pub mod runner_client;
 pub mod stdio_upstream;
 pub mod strict_json;
 pub mod upstream;
+pub mod usage;
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -35,6 +39,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::policy::RolePolicy;
+
+/// The body of every gateway response: whole (a message) or streamed (a provider's answer).
+pub type GwBody = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, std::io::Error>;
+
+/// A whole response body.
+pub fn full(b: bytes::Bytes) -> GwBody {
+    use http_body_util::BodyExt;
+    http_body_util::Full::new(b)
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
 
 /// What the gateway of one run enforces, decided before the run starts.
 #[derive(Debug, Clone)]
@@ -48,6 +63,13 @@ pub struct GatewayPlan {
     pub connectors: Vec<String>,
     /// Those of them whose upstream this host configures (`mcp_connectors`).
     pub upstreams: std::collections::BTreeMap<String, UpstreamPlan>,
+    /// The model provider route, when the role runs a model and this host configures its
+    /// provider.
+    pub provider: Option<provider::ProviderPlan>,
+    /// The run's credential leases, as the gateway checks them.
+    pub leases: Arc<crate::credentials::leases::LiveLeases>,
+    /// Where the run's proxy may go (`HTTPS_PROXY`/`HTTP_PROXY`).
+    pub egress: egress::EgressPlan,
 }
 
 /// A connector's upstream, as the gateway will reach it.
@@ -145,6 +167,10 @@ pub fn clip(s: &str, max: usize) -> String {
 /// Where the gateway tells about its calls (the run's journal).
 pub trait CallLog: Send + Sync {
     fn call(&self, record: CallRecord);
+    /// A request on the provider route.
+    fn provider(&self, record: provider::ProviderRecord);
+    /// One egress connection (tunnel or forwarded request), at its end.
+    fn egress(&self, record: egress::EgressRecord);
     /// Where a stdio connector's stderr goes.
     fn connector_output(&self, connector: &str) -> Box<dyn crate::supervisor::process::OutputSink>;
 }
@@ -159,6 +185,9 @@ pub struct RunGateway {
     pub sessions: mcp_server::Sessions,
     /// The connectors served, by name.
     pub connectors: std::collections::BTreeMap<String, mcp_proxy::Connector>,
+    /// The provider route, when the plan has one.
+    pub provider: Option<provider::Provider>,
+    pub egress: Arc<egress::Egress>,
 }
 
 /// A running gateway; dropping it stops it (every connection and call of the run ends).
@@ -167,6 +196,7 @@ pub struct Gateway {
     thread: Option<std::thread::JoinHandle<()>>,
     /// The run's stdio connectors, stopped after the gateway (their stdio closes first).
     jails: Vec<crate::supervisor::connector::ConnectorJail>,
+    account: Arc<provider::Account>,
 }
 
 impl Gateway {
@@ -220,7 +250,14 @@ impl Gateway {
             );
         }
         drop(entered);
+        let account = Arc::new(provider::Account::default());
+        let provider = plan
+            .provider
+            .clone()
+            .map(|p| provider::Provider::new(p, account.clone()));
         let state = Arc::new(RunGateway {
+            provider,
+            egress: Arc::new(egress::Egress::new(plan.egress.clone())),
             connectors,
             plan,
             deadline,
@@ -241,6 +278,7 @@ impl Gateway {
                 drop(rt);
             })?;
         Ok(Gateway {
+            account,
             stop: Some(tx),
             thread: Some(thread),
             jails,
@@ -264,6 +302,13 @@ fn auth_header(
         .map_err(|_| std::io::Error::other("a credential is not a valid header value"))?;
     value.set_sensitive(true);
     Ok((name, value))
+}
+
+impl Gateway {
+    /// The run's spend and model requests, kept up to date while it runs.
+    pub fn account(&self) -> Arc<provider::Account> {
+        self.account.clone()
+    }
 }
 
 impl Drop for Gateway {

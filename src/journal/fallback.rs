@@ -29,6 +29,8 @@ pub fn ensure_dir(dir: &Path) -> io::Result<()> {
 pub struct FallbackFile {
     path: PathBuf,
     file: Option<File>,
+    /// Where the file ends after its last whole record.
+    len: u64,
     line: Vec<u8>,
 }
 
@@ -37,6 +39,7 @@ impl FallbackFile {
         FallbackFile {
             path,
             file: None,
+            len: 0,
             line: Vec::new(),
         }
     }
@@ -45,7 +48,8 @@ impl FallbackFile {
         &self.path
     }
 
-    /// Append one record as a single `write` of one complete line.
+    /// Append one record as a single `write` of one complete line. A record that does not
+    /// fit (a full disk) is cut off again, so the file never ends in half a record.
     pub fn append(&mut self, fields: &[(&str, &[u8])]) -> io::Result<()> {
         self.line.clear();
         encode_line(&mut self.line, fields);
@@ -57,11 +61,21 @@ impl FallbackFile {
                 .mode(0o640)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&self.path)?;
+            self.len = file.metadata()?.len();
             self.file = Some(file);
         }
-        match self.file.as_mut() {
-            Some(f) => f.write_all(&self.line),
-            None => Err(io::Error::other("fallback file not open")),
+        let Some(f) = self.file.as_mut() else {
+            return Err(io::Error::other("fallback file not open"));
+        };
+        match f.write_all(&self.line) {
+            Ok(()) => {
+                self.len += self.line.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = f.set_len(self.len);
+                Err(e)
+            }
         }
     }
 

@@ -22,6 +22,8 @@
 //! | `reload_refused`   | `8d06ee4da3124bc3a4bc535ba6c1f343` | 4 warning  |
 //! | `instance_hired`   | `c442d70523704501b777e03f9b73fab4` | 5 notice   |
 //! | `instance_fired`   | `a615d5abbb654d4c88237db15efdaf10` | 5 notice   |
+//! | `tool_call`        | `6f1e0c9b2d8a4e37b5c4a1d09e7f3b62` | 6 info     |
+//! | `egress`           | `5b0d7c2e9a4f4e1c8d3b6a7f2e1c0d94` | 6 info     |
 //!
 //! Agent output lines carry `AIRLOCK_STREAM=stdout|stderr` instead of an event and have no
 //! `MESSAGE_ID`; stdout lines are priority 6, stderr lines priority 5.
@@ -124,10 +126,16 @@ pub enum EventKind {
     InstanceHired,
     InstanceFired,
     ToolCall,
+    /// A request on the run's provider route (`provider`).
+    Provider,
+    /// A credential lease issued or revoked (`lease`).
+    Lease,
+    /// A connection through the run's egress proxy (`egress`).
+    Egress,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 20] = [
         EventKind::RunStarted,
         EventKind::RunExited,
         EventKind::RunKilled,
@@ -145,6 +153,9 @@ impl EventKind {
         EventKind::InstanceHired,
         EventKind::InstanceFired,
         EventKind::ToolCall,
+        EventKind::Provider,
+        EventKind::Lease,
+        EventKind::Egress,
     ];
 
     /// The `AIRLOCK_EVENT` value.
@@ -167,6 +178,9 @@ impl EventKind {
             EventKind::InstanceHired => "instance_hired",
             EventKind::InstanceFired => "instance_fired",
             EventKind::ToolCall => "tool_call",
+            EventKind::Provider => "provider",
+            EventKind::Lease => "lease",
+            EventKind::Egress => "egress",
         }
     }
 
@@ -194,6 +208,9 @@ impl EventKind {
             EventKind::InstanceHired => "c442d70523704501b777e03f9b73fab4",
             EventKind::InstanceFired => "a615d5abbb654d4c88237db15efdaf10",
             EventKind::ToolCall => "6f1e0c9b2d8a4e37b5c4a1d09e7f3b62",
+            EventKind::Provider => "17ade88e3a4c25a074e1877319ca0cdf",
+            EventKind::Lease => "7b6222c770b571e5092bd2d29a70ae56",
+            EventKind::Egress => "5b0d7c2e9a4f4e1c8d3b6a7f2e1c0d94",
         }
     }
 
@@ -212,11 +229,14 @@ impl EventKind {
             | EventKind::DaemonStopping
             | EventKind::Reloaded
             | EventKind::InstanceHired
-            | EventKind::InstanceFired => 5,
+            | EventKind::InstanceFired
+            | EventKind::Lease => 5,
             EventKind::RunStarted
             | EventKind::RunExited
             | EventKind::JailReport
-            | EventKind::ToolCall => 6,
+            | EventKind::ToolCall
+            | EventKind::Provider
+            | EventKind::Egress => 6,
         }
     }
 

@@ -14,7 +14,7 @@ mod claude;
 mod codex;
 mod toml_text;
 
-pub use claude::{claude_mcp_config, claude_settings};
+pub use claude::{claude_env, claude_mcp_config, claude_settings};
 pub use codex::codex_config;
 
 use crate::role::{McpConnector, Provider, Role, Run};
@@ -44,6 +44,9 @@ pub struct GatewayEndpoints {
     pub bash_url: String,
     /// Connector name -> URL of the gateway's endpoint for it.
     pub mcp: BTreeMap<String, String>,
+    /// The gateway's provider route for `run.provider` (`<base>/provider/<name>`), the
+    /// agent's only way to its model.
+    pub provider_url: Option<String>,
 }
 
 impl GatewayEndpoints {
@@ -64,7 +67,29 @@ impl GatewayEndpoints {
         GatewayEndpoints {
             bash_url: url(BASH_SERVER),
             mcp,
+            provider_url: role
+                .run
+                .as_ref()
+                .map(|r| format!("{base}/provider/{}", provider_name(r.provider))),
         }
+    }
+}
+
+/// `run.provider` as airlockd's config names it (`providers.<name>`).
+pub fn provider_name(p: Provider) -> &'static str {
+    match p {
+        Provider::Claude => "claude",
+        Provider::Codex => "codex",
+    }
+}
+
+/// The environment variable that carries the run's provider token (the agent CLI's own key
+/// variable), and the one that carries the provider route's URL, if the CLI reads one.
+pub fn provider_env(p: Provider) -> (&'static str, Option<&'static str>) {
+    match p {
+        Provider::Claude => ("ANTHROPIC_API_KEY", Some("ANTHROPIC_BASE_URL")),
+        // Codex reads its base URL from config.toml's model_providers entry.
+        Provider::Codex => ("OPENAI_API_KEY", None),
     }
 }
 
@@ -261,15 +286,18 @@ pub fn brief_prompt(brief_path: &str) -> String {
 /// The argv the jail runs by default for the role's provider.
 ///
 /// - Claude Code: `claude -p <prompt> --settings <settings_path> --model <model>
-///   --max-turns <n> --permission-mode dontAsk`. `settings_path` holds [`claude_settings`];
-///   the jail also mounts that file at [`CLAUDE_MANAGED_SETTINGS_PATH`] (managed-only keys
-///   count only there) and [`claude_mcp_config`] at [`CLAUDE_MANAGED_MCP_PATH`].
-/// - Codex: `codex exec --skip-git-repo-check --model <model> <prompt>`. Codex has no flag
-///   naming a config file; it reads `$CODEX_HOME/config.toml`. So `settings_path` must be a
-///   file named `config.toml` holding [`codex_config`], and the jail sets `CODEX_HOME` to its
-///   folder (see [`codex_home`]). Codex has no turn limit; the run's minute budget bounds it.
+///   --max-turns <n> --permission-mode dontAsk --output-format stream-json --verbose`.
+///   `settings_path` holds [`claude_settings`]; the jail also mounts that file at
+///   [`CLAUDE_MANAGED_SETTINGS_PATH`] (managed-only keys count only there) and
+///   [`claude_mcp_config`] at [`CLAUDE_MANAGED_MCP_PATH`]. Its JSON lines go to the journal.
+/// - Codex: `codex exec --json --skip-git-repo-check --model <model> <prompt>`. Codex has
+///   no flag naming a config file: the jail mounts [`codex_config`] as its managed config
+///   (`/etc/codex/managed_config.toml`, read-only, above every other layer), and Codex keeps
+///   its own state in the instance's home (`~/.codex`). Codex has no turn limit; the run's
+///   minute budget bounds it.
 ///
-/// The prompt only points at `brief_path` (see [`brief_prompt`]).
+/// The prompt only points at `brief_path` (see [`brief_prompt`]). The program is the bare
+/// name (`claude`, `codex`); the launch puts the path airlockd's config gives (`agents`).
 pub fn agent_command(
     role: &Role,
     brief_path: &str,
@@ -290,10 +318,14 @@ pub fn agent_command(
             run.max_turns.unwrap_or(DEFAULT_MAX_TURNS).to_string(),
             "--permission-mode".into(),
             "dontAsk".into(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
         ],
         Provider::Codex => vec![
             "codex".into(),
             "exec".into(),
+            "--json".into(),
             "--skip-git-repo-check".into(),
             "--model".into(),
             run.model.clone(),
@@ -301,15 +333,4 @@ pub fn agent_command(
         ],
     };
     Ok(argv)
-}
-
-/// The `CODEX_HOME` folder for a Codex settings path: its parent folder, when the file is
-/// named `config.toml`; `None` otherwise (Codex would never read it).
-pub fn codex_home(settings_path: &str) -> Option<&str> {
-    let dir = settings_path.strip_suffix("config.toml")?;
-    match dir {
-        "" => Some("."),
-        "/" => Some("/"),
-        _ => dir.strip_suffix('/'),
-    }
 }

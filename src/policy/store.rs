@@ -31,6 +31,9 @@ pub struct Policies {
     pub autonomy: BTreeMap<String, RepoAutonomy>,
     /// Bash argument guards: the built-in ones plus `bash-guards.yaml`, which only adds.
     pub bash_guards: ArgGuards,
+    /// Model prices (`prices.yaml`), for spend budgets. Without the file the table is
+    /// empty, and every run that uses a model is refused before it starts.
+    pub prices: super::prices::PriceTable,
 }
 
 impl Policies {
@@ -45,24 +48,30 @@ impl Policies {
             .and_then(|(file, doc)| LevelTable::parse(&file, &doc));
         let autonomy = load_autonomy_dir(&dir.join("autonomy"));
         let guards = load_guards(&dir.join("bash-guards.yaml"));
+        let prices = load_prices(&dir.join("prices.yaml"));
         let classes = collect(classes, &mut problems);
         let rails = collect(rails, &mut problems);
         let levels = collect(levels, &mut problems);
         let autonomy = collect(autonomy, &mut problems);
         let bash_guards = collect(guards, &mut problems);
-        match (classes, rails, levels, autonomy, bash_guards) {
-            (Some(classes), Some(rails), Some(levels), Some(autonomy), Some(bash_guards))
-                if problems.is_empty() =>
-            {
-                Ok(Policies {
-                    dir: dir.to_path_buf(),
-                    classes,
-                    rails,
-                    levels,
-                    autonomy,
-                    bash_guards,
-                })
-            }
+        let prices = collect(prices, &mut problems);
+        match (classes, rails, levels, autonomy, bash_guards, prices) {
+            (
+                Some(classes),
+                Some(rails),
+                Some(levels),
+                Some(autonomy),
+                Some(bash_guards),
+                Some(prices),
+            ) if problems.is_empty() => Ok(Policies {
+                dir: dir.to_path_buf(),
+                classes,
+                rails,
+                levels,
+                autonomy,
+                bash_guards,
+                prices,
+            }),
             _ => Err(problems),
         }
     }
@@ -94,6 +103,14 @@ fn load_guards(file: &Path) -> Result<ArgGuards, Vec<Problem>> {
     match std::fs::symlink_metadata(file) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ArgGuards::builtin()),
         _ => ArgGuards::from_yaml(file, &read_text(file)?),
+    }
+}
+
+/// The price table is optional too: a host whose runs use no model needs none.
+fn load_prices(file: &Path) -> Result<super::prices::PriceTable, Vec<Problem>> {
+    match std::fs::symlink_metadata(file) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
+        _ => read_yaml(file).and_then(|(f, doc)| super::prices::PriceTable::parse(&f, &doc)),
     }
 }
 

@@ -35,11 +35,12 @@ use nix::unistd::{fork, ForkResult, Pid};
 use super::landlock::{self, LandlockRules};
 use super::limits::{self, Enforcement, Forked, ProcLimit, RunCgroups};
 use super::runner::GATEWAY_PORT;
-use super::spec::{ExecAllow, DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
+use super::spec::{DiskTarget, ExecAllow, DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
 use super::status::StatusFd;
 use super::watch::Watch;
 use super::{
-    command_side, env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec, SandboxError,
+    command_side, disk, env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec,
+    SandboxError,
 };
 
 /// Exit code of the helper (and of pid 1) when the jail could not be built.
@@ -371,6 +372,18 @@ fn report(
                 .join(", ")
         }
     ));
+    for target in [DiskTarget::Workspace, DiskTarget::Home] {
+        let what = target.as_str();
+        status.info(&match spec.disks.iter().find(|d| d.target == target) {
+            Some(d) => format!(
+                "disk: {what} bounded by the kernel: its own ext4 filesystem on {} ({} bytes, {} inodes); a write past either gets ENOSPC",
+                d.device.display(),
+                d.bytes,
+                d.inodes
+            ),
+            None => format!("disk: {what} not bounded by Airlock; the host's own limits apply"),
+        });
+    }
     // When the run ends, pid 1 is reaped last: its exit kills every process left in the
     // run's pid namespace, so no sweep over the instance uid is ever needed.
     status.info("teardown: every process of the run is killed with pid 1 of its pid namespace");
@@ -456,6 +469,8 @@ fn pid1(
     }
     // Open the bind sources refusing symlinked components. After the unshare: a bind
     // source must be a mount of the namespace that binds it.
+    // The bounded filesystems first: the sources opened below are then their roots.
+    disk::mount_all(spec)?;
     let sources = rootfs::Sources::open(spec)?;
     rootfs::finish(spec, &sources)?;
     drop(sources);

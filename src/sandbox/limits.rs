@@ -14,6 +14,9 @@ use nix::sys::resource::{setrlimit, Resource};
 use super::spec::Limits;
 use super::SandboxError;
 
+/// The nice value of every process of a run.
+pub const RUN_NICE: libc::c_int = 5;
+
 /// Set the rlimits every process of the run inherits. `nproc`: also cap processes with
 /// `RLIMIT_NPROC`, which counts processes of the real uid on the whole host (every run of
 /// the instance together); only used when no pids cgroup limits the run itself.
@@ -26,6 +29,12 @@ pub fn apply_rlimits(l: &Limits, nproc: bool) -> Result<(), SandboxError> {
         set(Resource::RLIMIT_NPROC, l.max_procs, "rlimit nproc")?;
     }
     set(Resource::RLIMIT_NOFILE, l.nofile, "rlimit nofile")?;
+    // Whatever priority the supervisor runs at (airlockd's unit raises its own), the run
+    // runs below the host's default: the backstop where no cpu controller weighs it.
+    // SAFETY: setpriority on this process; no memory is passed.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, RUN_NICE) } != 0 {
+        return Err(SandboxError::sys("nice", std::io::Error::last_os_error()));
+    }
     Ok(())
 }
 
@@ -60,11 +69,33 @@ pub enum MemLimit {
     CgroupV1 { memsw: bool },
 }
 
+/// How one CPU or IO setting is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    NotRequested,
+    /// By the run's cgroup v2.
+    V2,
+    /// By the run's cgroup in a v1 hierarchy.
+    V1,
+    /// Asked for, but no controller on this host has it.
+    Unavailable,
+}
+
+fn knob(asked: Option<u64>, how: Knob) -> Knob {
+    match asked {
+        Some(_) => how,
+        None => Knob::NotRequested,
+    }
+}
+
 /// What the run's cgroups enforce, for the run log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Enforcement {
     pub procs: ProcLimit,
     pub memory: MemLimit,
+    pub cpu_weight: Knob,
+    pub cpu_max: Knob,
+    pub io: Knob,
 }
 
 /// The run's cgroups: at most one in the cgroup v2 hierarchy (the kill switch and, where
@@ -155,11 +186,21 @@ impl RunCgroups {
             }
             _ => ProcLimit::RlimitNproc,
         };
+        let memory = self.limit_memory(limits)?;
+        let (cpu_weight, cpu_max) = self.limit_cpu(limits)?;
+        let io = self.limit_io(limits)?;
+        Ok(Enforcement {
+            procs,
+            memory,
+            cpu_weight,
+            cpu_max,
+            io,
+        })
+    }
+
+    fn limit_memory(&mut self, limits: &Limits) -> Result<MemLimit, SandboxError> {
         let Some(m) = limits.memory_bytes else {
-            return Ok(Enforcement {
-                procs,
-                memory: MemLimit::NotRequested,
-            });
+            return Ok(MemLimit::NotRequested);
         };
         let m = m.to_string();
         if let Some(dir) = self.v2.as_ref().filter(|d| d.join("memory.max").exists()) {
@@ -168,10 +209,7 @@ impl RunCgroups {
             if swap.exists() {
                 write_file(&swap, "0", "cgroup memory.swap.max")?;
             }
-            return Ok(Enforcement {
-                procs,
-                memory: MemLimit::CgroupV2,
-            });
+            return Ok(MemLimit::CgroupV2);
         }
         let Some(parent) = v1_parents().memory.clone() else {
             return Err(SandboxError::Unsupported {
@@ -194,10 +232,99 @@ impl RunCgroups {
         if has_memsw {
             write_file(&memsw, &m, "cgroup v1 memory.memsw.limit_in_bytes")?;
         }
-        Ok(Enforcement {
-            procs,
-            memory: MemLimit::CgroupV1 { memsw: has_memsw },
-        })
+        Ok(MemLimit::CgroupV1 { memsw: has_memsw })
+    }
+
+    /// The CPU weight (a priority: where no controller gives it, the run says so and
+    /// starts) and the CPU ceiling (a bound: where none enforces it, the run is refused).
+    fn limit_cpu(&mut self, limits: &Limits) -> Result<(Knob, Knob), SandboxError> {
+        let (weight, max) = (limits.cpu_weight, limits.cpu_max_millis);
+        if weight.is_none() && max.is_none() {
+            return Ok((Knob::NotRequested, Knob::NotRequested));
+        }
+        const PERIOD_US: u64 = 100_000;
+        if let Some(dir) = self.v2.as_ref().filter(|d| d.join("cpu.weight").exists()) {
+            if let Some(w) = weight {
+                write_file(&dir.join("cpu.weight"), &w.to_string(), "cgroup cpu.weight")?;
+            }
+            if let Some(m) = max {
+                let quota = m.saturating_mul(PERIOD_US) / 1000;
+                write_file(
+                    &dir.join("cpu.max"),
+                    &format!("{quota} {PERIOD_US}"),
+                    "cgroup cpu.max",
+                )?;
+            }
+            return Ok((knob(weight, Knob::V2), knob(max, Knob::V2)));
+        }
+        let Some(parent) = v1_parents().cpu.clone() else {
+            if max.is_some() {
+                return Err(SandboxError::Unsupported {
+                    step: "cpu ceiling",
+                    why: "fail closed: limits.cpu_max is set but no cpu controller is \
+                          available; set limits.cpu_max: null to run without a ceiling"
+                        .to_string(),
+                });
+            }
+            return Ok((knob(weight, Knob::Unavailable), Knob::NotRequested));
+        };
+        let run_id = self.run_id.clone();
+        let dir = self.make_v1(&parent, &run_id, "create run cpu cgroup (v1)")?;
+        if let Some(w) = weight {
+            // cpu.shares 1024 is cpu.weight 100.
+            let shares = (w.saturating_mul(1024) / 100).max(2);
+            write_file(
+                &dir.join("cpu.shares"),
+                &shares.to_string(),
+                "cgroup v1 cpu.shares",
+            )?;
+        }
+        if let Some(m) = max {
+            write_file(
+                &dir.join("cpu.cfs_period_us"),
+                &PERIOD_US.to_string(),
+                "cgroup v1 cpu.cfs_period_us",
+            )?;
+            let quota = (m.saturating_mul(PERIOD_US) / 1000).max(1000);
+            write_file(
+                &dir.join("cpu.cfs_quota_us"),
+                &quota.to_string(),
+                "cgroup v1 cpu.cfs_quota_us",
+            )?;
+        }
+        Ok((knob(weight, Knob::V1), knob(max, Knob::V1)))
+    }
+
+    /// The IO weight, where the host's controller has one (v2 `io.weight`, or v1
+    /// `blkio.weight` / `blkio.bfq.weight` with the CFQ or BFQ scheduler).
+    fn limit_io(&mut self, limits: &Limits) -> Result<Knob, SandboxError> {
+        let Some(w) = limits.io_weight else {
+            return Ok(Knob::NotRequested);
+        };
+        if let Some(dir) = self.v2.as_ref().filter(|d| d.join("io.weight").exists()) {
+            write_file(
+                &dir.join("io.weight"),
+                &format!("default {w}"),
+                "cgroup io.weight",
+            )?;
+            return Ok(Knob::V2);
+        }
+        let Some(parent) = v1_parents().blkio.clone() else {
+            return Ok(Knob::Unavailable);
+        };
+        // Only with a scheduler that weighs: otherwise the files are absent.
+        let file = ["blkio.bfq.weight", "blkio.weight"]
+            .into_iter()
+            .find(|f| parent.parent().is_some_and(|p| p.join(f).exists()));
+        let Some(file) = file else {
+            return Ok(Knob::Unavailable);
+        };
+        let run_id = self.run_id.clone();
+        let dir = self.make_v1(&parent, &run_id, "create run blkio cgroup (v1)")?;
+        // v1 weights run from 10 to 1000 (default 100, as v2's).
+        let w = w.clamp(10, 1000);
+        write_file(&dir.join(file), &w.to_string(), "cgroup v1 blkio weight")?;
+        Ok(Knob::V1)
     }
 
     fn make(
@@ -220,7 +347,13 @@ impl RunCgroups {
         step: &'static str,
     ) -> Result<PathBuf, SandboxError> {
         match fs::create_dir(parent) {
-            Ok(()) => {}
+            // Every run together weighs less than airlockd beside them (see RUNS_CPU_WEIGHT).
+            Ok(()) => {
+                let shares = parent.join("cpu.shares");
+                if shares.exists() {
+                    let _ = write_file(&shares, &(RUNS_CPU_WEIGHT * 1024 / 100).to_string(), "");
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(SandboxError::sys(step, e)),
         }
@@ -237,6 +370,8 @@ impl RunCgroups {
             .into_iter()
             .chain(v1.pids.iter().cloned())
             .chain(v1.memory.iter().cloned())
+            .chain(v1.cpu.iter().cloned())
+            .chain(v1.blkio.iter().cloned())
             .map(|p| p.join(run_id))
             .filter(|d| d.is_dir())
             .collect();
@@ -307,7 +442,22 @@ impl std::fmt::Display for Enforcement {
             }
             MemLimit::CgroupV1 { memsw: false } => "cgroup v1 memory.limit_in_bytes",
         };
-        write!(f, "process limit: {procs}; memory limit: {memory}")
+        let knob = |k: Knob, v2: &'static str, v1: &'static str| match k {
+            Knob::NotRequested => "not set (null in the config)",
+            Knob::V2 => v2,
+            Knob::V1 => v1,
+            Knob::Unavailable => "not enforced: no controller for it on this host",
+        };
+        write!(
+            f,
+            "process limit: {procs}; memory limit: {memory}; cpu weight: {}; cpu ceiling: {}; io weight: {}",
+            knob(self.cpu_weight, "cgroup v2 cpu.weight", "cgroup v1 cpu.shares"),
+            match self.cpu_max {
+                Knob::NotRequested => "none (limits.cpu_max is null)",
+                k => knob(k, "cgroup v2 cpu.max", "cgroup v1 cpu.cfs_quota_us"),
+            },
+            knob(self.io, "cgroup v2 io.weight", "cgroup v1 blkio weight"),
+        )
     }
 }
 
@@ -317,6 +467,8 @@ impl std::fmt::Display for Enforcement {
 struct V1Parents {
     pids: Option<PathBuf>,
     memory: Option<PathBuf>,
+    cpu: Option<PathBuf>,
+    blkio: Option<PathBuf>,
 }
 
 fn v1_parents() -> &'static V1Parents {
@@ -324,6 +476,8 @@ fn v1_parents() -> &'static V1Parents {
     PARENTS.get_or_init(|| V1Parents {
         pids: v1_parent("pids"),
         memory: v1_parent("memory"),
+        cpu: v1_parent("cpu"),
+        blkio: v1_parent("blkio"),
     })
 }
 
@@ -503,6 +657,11 @@ pub fn kill_and_remove(dir: &Path) -> Result<(), SandboxError> {
     }
 }
 
+/// CPU weight of the `airlock` parent of every run's cgroup: half the default (100) that
+/// airlockd's own cgroup (or, in v1, each of its threads) has, so runs together never
+/// outweigh the supervisor that answers `airlockctl` and streams their output.
+pub const RUNS_CPU_WEIGHT: u64 = 50;
+
 /// This process's cgroup v2: the cgroup2 mount point and our path below it (the `0::`
 /// line of `/proc/self/cgroup`).
 pub fn own_cgroup_v2() -> Option<(PathBuf, String)> {
@@ -542,11 +701,17 @@ pub fn prepare_parent_in(base: &Path) -> Option<PathBuf> {
     let available = fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
     let delegated = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
     let has = |list: &str, c: &str| list.split_whitespace().any(|x| x == c);
-    for c in ["pids", "memory"] {
+    for c in ["pids", "memory", "cpu", "io"] {
         if has(&available, c) && !has(&delegated, c) {
             let _ = write_file(&base.join("cgroup.subtree_control"), &format!("+{c}"), "");
             let _ = write_file(&parent.join("cgroup.subtree_control"), &format!("+{c}"), "");
         }
+    }
+    // Every run together weighs less than airlockd beside them.
+    let weight = parent.join("cpu.weight");
+    let want = RUNS_CPU_WEIGHT.to_string();
+    if fs::read_to_string(&weight).is_ok_and(|w| w.trim() != want) {
+        let _ = write_file(&weight, &want, "");
     }
     // Made just now, it is writable; one made before may sit on a cgroupfs mounted
     // read-only since (a container's), which access() reports (EROFS).

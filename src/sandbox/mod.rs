@@ -2,6 +2,7 @@
 //! credential syscalls. One file per isolation step; [`helper`] runs them in order.
 
 pub mod command_side;
+pub mod disk;
 pub mod env;
 pub mod error;
 pub mod fdpass;

@@ -57,6 +57,50 @@ pub struct RunSpec {
     /// the output pipe. Absent in older specs.
     #[serde(default)]
     pub stdio: bool,
+    /// Filesystems of fixed size that pid 1 mounts over the workspace or home before
+    /// binding them (see [`super::disk`]): the kernel bounds the run's bytes and inodes
+    /// there. Absent in older specs: nothing is mounted, the host's own limits apply.
+    #[serde(default)]
+    pub disks: Vec<DiskMount>,
+}
+
+/// Which of the run's writable trees a [`DiskMount`] bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiskTarget {
+    Workspace,
+    Home,
+}
+
+impl DiskTarget {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiskTarget::Workspace => "workspace",
+            DiskTarget::Home => "home",
+        }
+    }
+}
+
+/// An ext4 filesystem on a loop device that the supervisor attached (and keeps open for
+/// the run), mounted by pid 1 over [`RunSpec::workspace`] or [`RunSpec::home`] in the
+/// run's own mount namespace: the mount dies with the run, and the loop device (attached
+/// with autoclear) with its last user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskMount {
+    pub target: DiskTarget,
+    /// `/dev/loopN`.
+    pub device: PathBuf,
+    /// The filesystem's size and inode count, for the run log.
+    pub bytes: u64,
+    pub inodes: u64,
+}
+
+/// `/dev/loopN`, N decimal: the only devices a spec may ask pid 1 to mount.
+pub fn valid_loop_device(p: &Path) -> bool {
+    p.to_str()
+        .and_then(|s| s.strip_prefix("/dev/loop"))
+        .is_some_and(|n| !n.is_empty() && n.len() <= 7 && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// What the agent side may execute or map executable. Every path is a root-owned system
@@ -103,6 +147,18 @@ pub struct Limits {
     pub shm_bytes: u64,
     /// Most open files per process.
     pub nofile: u64,
+    /// cgroup CPU weight of the run (v2 `cpu.weight`, 1-10000, default 100; on cgroup v1
+    /// `cpu.shares` = weight * 1024 / 100). `None`: not set. Absent in older specs.
+    #[serde(default)]
+    pub cpu_weight: Option<u64>,
+    /// CPU ceiling in thousandths of a CPU (v2 `cpu.max`, v1 `cpu.cfs_quota_us`); a ceiling
+    /// that no controller can enforce refuses the run. `None`: no ceiling.
+    #[serde(default)]
+    pub cpu_max_millis: Option<u64>,
+    /// IO weight (v2 `io.weight`, v1 `blkio.weight`, 1-10000 / 10-1000), where the host's
+    /// controller allows; `None`: not set.
+    #[serde(default)]
+    pub io_weight: Option<u64>,
     /// Wall-clock budget of the run in milliseconds, counted from the spec's arrival. The
     /// helper enforces it itself (SIGTERM to every process of the run, then SIGKILL after
     /// [`Limits::grace_ms`]), so a run cannot outlive its budget even when the launcher's
@@ -115,6 +171,12 @@ pub struct Limits {
     pub grace_ms: Option<u64>,
 }
 
+/// A run's CPU weight unless the config says otherwise: half the default weight (100)
+/// that airlockd's own cgroup has, so a busy run never outweighs its supervisor.
+pub const DEFAULT_CPU_WEIGHT: u64 = 50;
+/// A run's IO weight unless the config says otherwise (the default is 100).
+pub const DEFAULT_IO_WEIGHT: u64 = 50;
+
 /// Grace between SIGTERM and SIGKILL when a spec does not say.
 pub const DEFAULT_GRACE_MS: u64 = 3000;
 
@@ -126,6 +188,9 @@ impl Default for Limits {
             tmp_bytes: 256 << 20,
             shm_bytes: 64 << 20,
             nofile: 1024,
+            cpu_weight: Some(DEFAULT_CPU_WEIGHT),
+            cpu_max_millis: None,
+            io_weight: Some(DEFAULT_IO_WEIGHT),
             deadline_ms: None,
             grace_ms: None,
         }
@@ -403,6 +468,26 @@ impl RunSpec {
                 "limits: deadline_ms and grace_ms must be below 2^40",
             ));
         }
+        if l.cpu_weight.is_some_and(|w| !(1..=10_000).contains(&w))
+            || l.io_weight.is_some_and(|w| !(1..=10_000).contains(&w))
+            || l.cpu_max_millis
+                .is_some_and(|m| !(10..=1_000_000).contains(&m))
+        {
+            return Err(invalid(
+                STEP,
+                "limits: cpu_weight and io_weight 1-10000, cpu_max_millis 10-1000000",
+            ));
+        }
+        let mut seen = Vec::new();
+        for d in &self.disks {
+            if !valid_loop_device(&d.device) || seen.contains(&d.target) || d.bytes == 0 {
+                return Err(invalid(
+                    STEP,
+                    "disks: one per target, each a /dev/loopN device of a nonzero size",
+                ));
+            }
+            seen.push(d.target);
+        }
         if let Some(p) = &self.cgroup_parent {
             if !valid_cgroup_parent(p) {
                 return Err(invalid(
@@ -533,6 +618,7 @@ pub(crate) mod tests {
             gateway: false,
             exec: None,
             stdio: false,
+            disks: Vec::new(),
         }
     }
 

@@ -15,8 +15,9 @@ use crate::sandbox::spec::JailFile;
 pub const BRIEF_PATH: &str = "/etc/airlock/brief.md";
 /// Where the jail shows the role's goals, when it has any.
 pub const GOALS_PATH: &str = "/etc/airlock/goals.md";
-/// Codex's config file; its folder is the run's `CODEX_HOME`.
-pub const CODEX_CONFIG_PATH: &str = "/etc/codex/config.toml";
+/// Codex's managed config: read-only, and above the user layer in `~/.codex`, so one run
+/// cannot loosen the next run's configuration.
+pub const CODEX_CONFIG_PATH: &str = "/etc/codex/managed_config.toml";
 /// Every jail file is read-only to everyone: root owns it and the mount is read-only too.
 const MODE: u32 = 0o444;
 
@@ -66,29 +67,32 @@ pub fn agent_files(
             })
         }
     };
+    // Where the CLI reads its provider's base URL from the environment: the gateway's route.
+    if let (Some(var), Some(url)) = (
+        agent_config::provider_env(provider).1,
+        &gateway.provider_url,
+    ) {
+        env.push((var.to_string(), url.clone()));
+    }
     let settings_path = match provider {
         Provider::Claude => {
             let settings = agent_config::claude_settings(role, gateway)?;
             let mcp = agent_config::claude_mcp_config(role, gateway)?;
             files.push(file(CLAUDE_MANAGED_SETTINGS_PATH, pretty(&settings)));
             files.push(file(CLAUDE_MANAGED_MCP_PATH, pretty(&mcp)));
+            env.extend(agent_config::claude_env(role));
             // `--settings` names the managed file itself: one copy of the settings, and the
             // managed-only keys take effect from where Claude Code reads them.
             CLAUDE_MANAGED_SETTINGS_PATH
         }
         Provider::Codex => {
-            // CODEX_HOME is the read-only /etc/codex: a writable home (the instance's
-            // persistent ~/.codex) would let one run loosen the config of the next, since
-            // Codex's user layer overrides the system one. The cost: Codex cannot keep its
-            // own state (sessions, logs) there; a writable state folder beside a read-only
-            // config.toml is a follow-up.
+            // Codex's own state (sessions, its database) goes to ~/.codex in the instance's
+            // home, which it must be able to write; the configuration is the managed layer,
+            // which nothing there can override.
             files.push(file(
                 CODEX_CONFIG_PATH,
                 agent_config::codex_config(role, gateway)?,
             ));
-            if let Some(home) = agent_config::codex_home(CODEX_CONFIG_PATH) {
-                env.push(("CODEX_HOME".to_string(), home.to_string()));
-            }
             CODEX_CONFIG_PATH
         }
     };
@@ -161,12 +165,21 @@ mod tests {
             mcp,
             agent_config::claude_mcp_config(&loaded.role, &gw).unwrap()
         );
-        assert!(f.env.is_empty());
+        // The provider's base URL is the gateway's route; its key (a run token) is added
+        // when the run's leases are issued.
+        assert_eq!(
+            f.env[0],
+            (
+                "ANTHROPIC_BASE_URL".to_string(),
+                gw.provider_url.clone().unwrap()
+            )
+        );
+        assert_eq!(&f.env[1..], agent_config::claude_env(&loaded.role));
         assert!(f.files.iter().all(|x| x.mode == 0o444));
     }
 
     #[test]
-    fn codex_role_gets_config_toml_and_codex_home() {
+    fn codex_role_gets_its_managed_config_and_no_codex_home() {
         let loaded = shipped("review");
         let gw = GatewayEndpoints::at(&crate::sandbox::env::gateway_url(), &loaded.role);
         let f = agent_files(&loaded, &gw).unwrap();
@@ -174,10 +187,7 @@ mod tests {
             content(&f, CODEX_CONFIG_PATH),
             agent_config::codex_config(&loaded.role, &gw).unwrap()
         );
-        assert_eq!(
-            f.env,
-            vec![("CODEX_HOME".to_string(), "/etc/codex".to_string())]
-        );
+        assert!(f.env.iter().all(|(k, _)| k != "CODEX_HOME"), "{:?}", f.env);
         assert_eq!(
             f.argv.unwrap(),
             agent_config::agent_command(&loaded.role, BRIEF_PATH, CODEX_CONFIG_PATH).unwrap()

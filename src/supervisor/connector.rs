@@ -83,6 +83,7 @@ pub fn prepare(
         gateway: false,
         exec: None,
         stdio: true,
+        disks: Vec::new(),
     };
     spec.validate()
         .map_err(|e| refused(format!(": the connector's jail: {e}")))?;

@@ -11,15 +11,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::{Config, UpstreamConf};
+use crate::credentials::leases::{self, LeaseKind, Want};
+use crate::gateway::provider::{api_of, ProviderPlan, ProviderUrl};
 use crate::gateway::{GatewayPlan, UpstreamPlan};
-use crate::policy::agent_config::GatewayEndpoints;
+use crate::policy::agent_config::{provider_env, provider_name, GatewayEndpoints};
 use crate::policy::classes::canonicalize;
+use crate::policy::prices::budget_micro_usd;
 use crate::policy::{Policies, RolePolicy};
 use crate::role::LoadedRole;
 use crate::sandbox::env::gateway_url;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
+use crate::supervisor::disk::RunDisks;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
 use crate::supervisor::{connector, exec_set};
@@ -67,6 +71,11 @@ pub struct Prepared {
     pub gateway: GatewayPlan,
     pub run_dir: PathBuf,
     pub deadline: Option<Duration>,
+    /// The run's credential leases, issued in memory; the caller records them once the
+    /// run's opening record is durable ([`crate::supervisor::lease_records`]).
+    pub leases: Vec<crate::credentials::leases::Lease>,
+    /// The run's bounded filesystems, held until the run is over (dropped: released).
+    pub disks: std::sync::Arc<RunDisks>,
 }
 
 fn refused(msg: impl Into<String>) -> LaunchError {
@@ -128,6 +137,24 @@ fn helper_limits(cfg: &Config, deadline: Option<Duration>) -> crate::sandbox::sp
 /// The longest deadline the jail helper takes (its clock arithmetic stays below 2^40 ms).
 const MAX_DEADLINE_MS: u64 = (1 << 40) - 1;
 
+/// The secret a config entry at `at` names in `credentials`, read now, if it names one.
+fn read_credential(
+    cfg: &Config,
+    name: Option<&str>,
+    at: &str,
+) -> Result<Option<crate::credentials::Secret>, LaunchError> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let src = cfg
+        .credentials
+        .get(name)
+        .ok_or_else(|| refused(format!("{at}.credential: no such entry in credentials")))?;
+    crate::credentials::read(name, src)
+        .map(Some)
+        .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))
+}
+
 /// The upstreams of the role's gateway connectors that this host configures, with their
 /// credentials read now (held in memory, sent only upstream); a stdio connector's jail is
 /// prepared beside the run's (its own uid, home and workspace).
@@ -142,21 +169,7 @@ fn upstream_plans<'a>(
             continue;
         };
         let where_ = || format!("{}: mcp_connectors.{name}", cfg.file.display());
-        let secret = match &c.credential {
-            None => None,
-            Some(cred) => {
-                let src = cfg.credentials.get(cred).ok_or_else(|| {
-                    refused(format!(
-                        "{}.credential: no such entry in credentials",
-                        where_()
-                    ))
-                })?;
-                Some(
-                    crate::credentials::read(cred, src)
-                        .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?,
-                )
-            }
-        };
+        let secret = read_credential(cfg, c.credential.as_deref(), &where_())?;
         let plan = match &c.upstream {
             UpstreamConf::Url { url, header } => {
                 let url = crate::gateway::upstream::parse_http_url(url)
@@ -185,6 +198,127 @@ fn upstream_plans<'a>(
         out.insert(name.clone(), plan);
     }
     Ok(out)
+}
+
+/// The agent program of the role's provider, as airlockd's config names it (`agents`),
+/// refused with how to install it when it is not there.
+fn agent_program(cfg: &Config, role: &crate::role::Role) -> Result<Option<String>, LaunchError> {
+    let Some(run) = &role.run else {
+        return Ok(None);
+    };
+    let name = provider_name(run.provider);
+    let Some(path) = cfg.agents.get(name) else {
+        return Ok(None);
+    };
+    if !path.is_file() {
+        return Err(refused(format!(
+            "agent program for run.provider {name}: {} is not installed; install the pinned agents with scripts/install-agents.sh (as root), or name another program in airlockd's config (agents.{name})",
+            path.display()
+        )));
+    }
+    Ok(Some(path.to_string_lossy().into_owned()))
+}
+
+/// The provider route of a run of `role`: its `run.provider` as this host configures it
+/// (`providers`), with the key read now and the model's price from `prices.yaml`. `None`
+/// when the role runs no model or the host configures no such provider; a launch of the
+/// role's own agent is then refused (it could not think), a `-- CMD` launch goes on
+/// without the route.
+fn provider_plan(
+    cfg: &Config,
+    role: &crate::role::Role,
+    policies: &Policies,
+    own_agent: bool,
+) -> Result<Option<ProviderPlan>, LaunchError> {
+    let Some(run) = role
+        .run
+        .as_ref()
+        .filter(|_| role.kind != crate::role::Kind::Workflow)
+    else {
+        return Ok(None);
+    };
+    let name = provider_name(run.provider);
+    let Some(conf) = cfg.providers.get(name) else {
+        if own_agent {
+            return Err(refused(format!(
+                "{}: providers.{name}: not configured, so the role's agent could not reach its model; add providers.{name} {{url, credential}} to airlockd's config",
+                cfg.file.display()
+            )));
+        }
+        return Ok(None);
+    };
+    let at = || format!("{}: providers.{name}", cfg.file.display());
+    let url = ProviderUrl::parse(&conf.url).map_err(|e| refused(format!("{}.url: {e}", at())))?;
+    let key = read_credential(cfg, conf.credential.as_deref(), &at())?;
+    let price = *policies.prices.get(&run.model).ok_or_else(|| {
+        refused(format!(
+            "{}: models.{}: no price for the role's run.model, so its spend budget cannot be enforced; add the model's prices",
+            policies.dir.join("prices.yaml").display(),
+            run.model
+        ))
+    })?;
+    let tls = crate::gateway::provider::tls_config(conf.ca_file.as_deref())
+        .map_err(|e| refused(format!("{}: {e}", at())))?;
+    Ok(Some(ProviderPlan {
+        name: name.to_string(),
+        api: api_of(run.provider),
+        url,
+        key,
+        tls,
+        model: run.model.clone(),
+        price,
+        budget_micro_usd: budget_micro_usd(role.budget.spend_usd),
+    }))
+}
+
+/// One lease per credential the run will use through its gateway: the provider's key, and
+/// each connector credential.
+fn lease_wants(
+    provider: Option<&ProviderPlan>,
+    upstreams: &std::collections::BTreeMap<String, UpstreamPlan>,
+) -> Vec<Want> {
+    let mut wants = Vec::new();
+    if let Some(p) = provider {
+        let scheme = if p.url.https { "https" } else { "http" };
+        wants.push(Want {
+            kind: LeaseKind::Provider,
+            name: p.name.clone(),
+            grants: format!(
+                "provider {}: model {} at {scheme}://{}{}",
+                p.name, p.model, p.url.authority, p.url.base_path
+            ),
+        });
+    }
+    for (name, up) in upstreams {
+        let has = match up {
+            UpstreamPlan::Http { auth, .. } => auth.is_some(),
+            UpstreamPlan::Stdio { env, .. } => env.is_some(),
+        };
+        if has {
+            wants.push(Want {
+                kind: LeaseKind::Connector,
+                name: name.clone(),
+                grants: format!("connector {name}: its credential, used by the gateway"),
+            });
+        }
+    }
+    wants
+}
+
+/// A disk bound the run needs could not be set up: the run does not start.
+fn bound_failed(cfg: &Config, what: &str, e: &str) -> LaunchError {
+    LaunchError::Jail(format!(
+        "{}: limits.{what}: the {what}'s disk bound could not be set up, so the run was not started: {e}",
+        cfg.file.display()
+    ))
+}
+
+/// Refuse the launch when the state directory's filesystem has less free than
+/// `limits.reserve` (see [`crate::supervisor::reserve`]).
+fn check_reserve(cfg: &Config) -> Result<(), LaunchError> {
+    use crate::supervisor::reserve;
+    let free = reserve::free_under(&cfg.state_dir).map_err(LaunchError::Io)?;
+    reserve::check(&cfg.state_dir, free, cfg.disk.reserve).map_err(refused)
 }
 
 /// The largest `--max-seconds` accepted: anything longer is no narrowing anyway, since a
@@ -262,12 +396,16 @@ pub fn prepare_in(
         .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?;
     // `-- CMD` replaces only the argv: the files and environment stay (see agent_files).
     let argv = if req.command.is_empty() {
-        given.argv.clone().ok_or_else(|| {
+        let mut argv = given.argv.clone().ok_or_else(|| {
             refused(format!(
                 "{}: run: the role runs no agent, so it has no agent command; pass -- CMD ARGS",
                 loaded.file.display()
             ))
-        })?
+        })?;
+        if let Some(program) = agent_program(cfg, &loaded.role)? {
+            argv[0] = program;
+        }
+        argv
     } else {
         req.command.clone()
     };
@@ -282,7 +420,9 @@ pub fn prepare_in(
                 .map_err(|e| refused(format!("agent program: {e}")))?,
         ),
     };
+    let provider = provider_plan(cfg, &loaded.role, policies, req.command.is_empty())?;
 
+    check_reserve(cfg)?;
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
     // A stdio connector's jail has a run dir of its own beside the run's.
     let connector_dirs: Vec<PathBuf> = cfg
@@ -295,6 +435,7 @@ pub fn prepare_in(
         .create(&run_dir)
         .map_err(|e| io_err("cannot create run directory", &run_dir, e))?;
     // A refusal from here on leaves nothing of the run behind.
+    let mut disks = RunDisks::default();
     let built = (|| {
         let workspace = match workspace {
             Some(w) => w,
@@ -310,10 +451,28 @@ pub fn prepare_in(
                     Some(Gid::from_raw(inst.gid)),
                 )
                 .map_err(|e| io_err("cannot chown workspace", &w, e))?;
+                if let Some(b) = cfg.disk.workspace {
+                    disks
+                        .add_workspace(&run_dir, b, inst.uid, inst.gid)
+                        .map_err(|e| bound_failed(cfg, "workspace", &e))?;
+                }
                 w
             }
         };
+        if let Some(b) = cfg.disk.home {
+            disks
+                .add_home(
+                    &cfg.state_dir,
+                    &inst.name,
+                    &inst.home,
+                    b,
+                    inst.uid,
+                    inst.gid,
+                )
+                .map_err(|e| bound_failed(cfg, "home", &e))?;
+        }
         let deadline = deadline(loaded.role.max_run_seconds(), req.max_seconds);
+        let mut env = given.env;
         let spec = RunSpec {
             run_id,
             role: loaded.role.role.clone(),
@@ -323,7 +482,7 @@ pub fn prepare_in(
             home: inst.home.clone(),
             workspace,
             argv,
-            env: given.env,
+            env: Vec::new(),
             hide: vec![cfg.state_dir.clone(), cfg.socket.clone()],
             connect_tcp: Vec::new(),
             limits: helper_limits(cfg, deadline),
@@ -332,26 +491,54 @@ pub fn prepare_in(
             gateway: true,
             exec,
             stdio: false,
+            disks: disks.mounts.clone(),
         };
+        let upstreams = upstream_plans(cfg, &spec, endpoints.mcp.keys())?;
+        // The run's leases, and the provider's run token in the agent's key variable.
+        let now = crate::supervisor::ledger::now_ms();
+        let expires =
+            deadline.map(|d| now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
+        let wants = lease_wants(provider.as_ref(), &upstreams);
+        let issued = leases::issue(&spec.run_id, &spec.instance, &wants, now, expires)
+            .map_err(|e| LaunchError::Io(format!("run tokens could not be made: {e}")))?;
+        // The provider's want comes first, so its token is the first.
+        if let (Some(run), Some(_), Some(token)) =
+            (&loaded.role.run, &provider, issued.tokens.first())
+        {
+            env.push((
+                provider_env(run.provider).0.to_string(),
+                token.expose().to_string(),
+            ));
+        }
+        let mut spec = spec;
+        spec.env = env;
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
-        let upstreams = upstream_plans(cfg, &spec, endpoints.mcp.keys())?;
-        Ok((spec, deadline, upstreams))
+        Ok((spec, deadline, upstreams, issued))
     })();
     match built {
-        Ok((spec, deadline, upstreams)) => Ok(Prepared {
+        Ok((spec, deadline, upstreams, issued)) => Ok(Prepared {
             gateway: GatewayPlan {
                 policy: std::sync::Arc::new(RolePolicy::compile(&loaded.role, policies)),
                 workspace: spec.workspace.clone(),
                 home: spec.jail_home(),
                 connectors: endpoints.mcp.keys().cloned().collect(),
                 upstreams,
+                provider,
+                leases: issued.live,
+                // No provider host: model traffic takes the provider route, which holds the
+                // key and counts spend. `egress_plan::provider_host(url)` values listed here
+                // would also let the run CONNECT to the provider's host itself.
+                egress: crate::supervisor::egress_plan::plan(cfg, &loaded.role, Vec::new()),
             },
+            leases: issued.records,
             deadline,
             spec,
             run_dir,
+            disks: std::sync::Arc::new(disks),
         }),
         Err(e) => {
+            drop(disks);
             let _ = fs::remove_dir_all(&run_dir);
             // And those of the stdio connectors prepared before the refusal.
             for d in &connector_dirs {
@@ -398,7 +585,7 @@ mod tests {
         let repo = env!("CARGO_MANIFEST_DIR");
         let file = dir.path().join("airlock.yaml");
         let text = format!(
-            "roles: [{repo}/roles]\npolicies: {repo}/policies\nstate_dir: {}\nuid_range: 1880097000-1880097999\ninstances:\n  tess: {{role: {role}, uid: 1880097001}}\n",
+            "roles: [{repo}/roles]\npolicies: {repo}/policies\nstate_dir: {}\nuid_range: 1880097000-1880097999\nproviders:\n  claude: {{url: \"http://127.0.0.1:9\"}}\n  codex: {{url: \"http://127.0.0.1:9\"}}\ninstances:\n  tess: {{role: {role}, uid: 1880097001}}\n",
             dir.path().join("state").display()
         );
         std::fs::write(&file, &text).unwrap();
@@ -474,17 +661,16 @@ mod tests {
         let p = match p {
             Ok(p) => p,
             Err(LaunchError::Refused(m)) => {
-                assert!(
-                    m.contains(&format!("{}: no such agent program", want[0])),
-                    "{m}"
-                );
+                assert!(m.contains("is not installed"), "{m}");
                 // The rest of the run's files, with the program replaced.
                 prepared("code", &["/bin/true"]).1
             }
             Err(e) => panic!("{e}"),
         };
         if p.spec.argv != ["/bin/true"] {
-            assert_eq!(p.spec.argv, want);
+            // The configured program in place of the bare name.
+            assert_eq!(p.spec.argv[1..], want[1..]);
+            assert!(p.spec.argv[0].ends_with("/claude"), "{:?}", p.spec.argv);
         }
         assert!(p.spec.exec.is_some(), "an agent role runs contained");
         let brief = p
@@ -510,11 +696,12 @@ mod tests {
             .spec
             .files
             .iter()
-            .any(|f| f.path == Path::new("/etc/codex/config.toml")));
-        assert_eq!(
-            p.spec.env,
-            vec![("CODEX_HOME".to_string(), "/etc/codex".to_string())]
-        );
+            .any(|f| f.path == Path::new("/etc/codex/managed_config.toml")));
+        // The provider's run token and nothing else; no CODEX_HOME (Codex keeps its state in
+        // the instance's home).
+        assert_eq!(p.spec.env.len(), 1, "{:?}", p.spec.env);
+        assert_eq!(p.spec.env[0].0, "OPENAI_API_KEY");
+        assert!(p.spec.env[0].1.starts_with("airlock-run-"));
     }
 
     #[test]

@@ -94,6 +94,50 @@ pub struct RunClosed {
     /// The calls through the run's gateway, when it had one. Absent in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<CallCounts>,
+    /// The run's model requests and spend, when it had a provider route. Absent in older
+    /// records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<SpendCounts>,
+}
+
+/// A run's model requests (forwarded and refused) and what they cost, in micro-USD.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpendCounts {
+    pub requests: u64,
+    pub refused: u64,
+    pub micro_usd: u64,
+    pub budget_micro_usd: u64,
+}
+
+/// A credential lease was issued to a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseIssued {
+    pub lease: String,
+    pub run: String,
+    pub instance: String,
+    /// `provider`, `connector` (not `kind`: that names the record's own kind).
+    pub lease_kind: String,
+    pub grants: String,
+    /// Unix milliseconds.
+    pub issued_at: u64,
+    pub expires_at: Option<u64>,
+}
+
+/// A credential lease was revoked (or its revocation at the source is still pending).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRevoked {
+    pub lease: String,
+    pub run: String,
+    pub instance: String,
+    /// Unix milliseconds.
+    pub revoked_at: u64,
+    /// `revoked`, or `revoke-pending`.
+    pub state: String,
+    /// Written by airlock: why (the run ended, the instance was fired, ...).
+    pub reason: String,
 }
 
 /// Calls through a run's gateway (bash and MCP), by decision.
@@ -109,6 +153,8 @@ pub struct CallCounts {
 pub enum LedgerEvent {
     RunOpened(RunOpened),
     RunClosed(RunClosed),
+    LeaseIssued(LeaseIssued),
+    LeaseRevoked(LeaseRevoked),
 }
 
 /// One ledger line.
@@ -678,6 +724,7 @@ fn scan_runs(path: &Path, mut visit: impl FnMut(RunRecords) -> bool) -> Result<(
             let closed = closings.remove(&o.run);
             visit((o, closed))
         }
+        LedgerEvent::LeaseIssued(_) | LedgerEvent::LeaseRevoked(_) => true,
     })?;
     Ok(())
 }
@@ -697,7 +744,7 @@ fn unclosed(all: &[Record]) -> Vec<RunOpened> {
         .iter()
         .filter_map(|r| match &r.event {
             LedgerEvent::RunClosed(c) => Some(c.run.as_str()),
-            LedgerEvent::RunOpened(_) => None,
+            _ => None,
         })
         .collect();
     all.iter()

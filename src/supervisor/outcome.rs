@@ -23,6 +23,8 @@ pub struct Closing {
     pub kind: EventKind,
     /// Calls through the run's gateway, when it had one.
     pub calls: Option<super::ledger::CallCounts>,
+    /// Model requests and spend, when the run had a provider route.
+    pub spend: Option<super::ledger::SpendCounts>,
 }
 
 impl Closing {
@@ -81,6 +83,7 @@ pub fn closing(
         reason,
         kind,
         calls: None,
+        spend: None,
     };
     let mut closing = match result {
         Err(e) => c(

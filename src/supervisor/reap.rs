@@ -93,6 +93,7 @@ pub fn close_aborted(
         signal: None,
         reason,
         calls: None,
+        spend: None,
     }))?;
     Ok(not_killed)
 }
@@ -130,6 +131,10 @@ pub fn reap_left(
         }
         alive::forget(state_dir, &run);
     }
+    // What dead launches left of their workspace images (under the ledger lock).
+    super::disk::sweep(state_dir, |run| {
+        matches!(alive::probe(state_dir, run), Ok(Liveness::Held { .. }))
+    });
     Ok(done)
 }
 

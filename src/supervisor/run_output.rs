@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use super::launch::{LaunchError, Prepared};
 use super::outcome::{self, Closing};
 use super::process::{self, Milestone, OutputSink, RunControl, Spawned};
+use crate::gateway::egress::EgressRecord;
+use crate::gateway::provider::ProviderRecord;
 use crate::gateway::{CallLog, CallRecord, Gateway};
 use crate::journal::{EventKind, LineSplitter, RunJournal, Stream};
 
@@ -124,6 +126,19 @@ impl JournaledRun {
         }
     }
 
+    /// Journal what a revocation of the run's leases did.
+    pub fn revoked(&self, r: &crate::supervisor::lease_records::Revoked, reason: &str) {
+        for id in &r.revoked {
+            self.event(EventKind::Lease, &format!("lease {id} revoked: {reason}"));
+        }
+        for id in &r.pending {
+            self.event(
+                EventKind::Lease,
+                &format!("lease {id} revoked here, its revocation at the source pending: {reason}"),
+            );
+        }
+    }
+
     /// Records lost so far.
     pub fn lost(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
@@ -165,6 +180,21 @@ impl JournaledRun {
         let mut gateway: Option<Gateway> = None;
         let mut call_writer: Option<std::thread::JoinHandle<()>> = None;
         let mut counts: Option<Arc<Counts>> = None;
+        let mut account = None;
+        for l in &prepared.leases {
+            self.event(
+                EventKind::Lease,
+                &format!(
+                    "lease {} issued: {}{}",
+                    l.id,
+                    l.grants,
+                    match l.expires_at {
+                        Some(t) => format!(", expires at {t} (Unix ms)"),
+                        None => String::new(),
+                    }
+                ),
+            );
+        }
         let result = helper.and_then(|sp| {
             process::supervise(&prepared.spec, sp, ctl, out, errs, &mut |m| match m {
                 Milestone::Setup(report) => {
@@ -199,7 +229,10 @@ impl JournaledRun {
                     counts = Some(log.counts.clone());
                     let deadline = prepared.deadline.map(|d| started + d);
                     match Gateway::start(prepared.gateway.clone(), fds, deadline, log) {
-                        Ok(g) => gateway = Some(g),
+                        Ok(g) => {
+                            account = Some(g.account());
+                            gateway = Some(g);
+                        }
                         Err(e) => {
                             // Fail closed: a run without its gateway has no tools.
                             self.event(
@@ -227,17 +260,33 @@ impl JournaledRun {
         }
         let mut closing = outcome::closing(&result, deadline_s, grace, sigkilled);
         closing.calls = counted;
+        if let Some(p) = &prepared.gateway.provider {
+            let a = account.unwrap_or_default();
+            closing.spend = Some(crate::supervisor::ledger::SpendCounts {
+                requests: a.requests.load(Ordering::Relaxed),
+                refused: a.refused.load(Ordering::Relaxed),
+                micro_usd: a.spent_micro_usd.load(Ordering::Relaxed),
+                budget_micro_usd: p.budget_micro_usd,
+            });
+        }
         closing
     }
 }
 
-/// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`), written in
-/// order by a thread of their own so no call waits for journald.
+/// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`, `egress`),
+/// written in order by a thread of their own so no call waits for journald.
 struct JournalCallLog {
-    tx: std::sync::mpsc::SyncSender<CallRecord>,
+    tx: std::sync::mpsc::SyncSender<Entry>,
     counts: Arc<Counts>,
     journal: Arc<Mutex<RunJournal>>,
     lost: Arc<AtomicU64>,
+}
+
+/// One record for the call writer.
+enum Entry {
+    Call(CallRecord),
+    Provider(ProviderRecord),
+    Egress(EgressRecord),
 }
 
 /// Call records waiting for the journal, at most.
@@ -266,13 +315,17 @@ impl JournalCallLog {
     ) -> std::io::Result<(Arc<JournalCallLog>, std::thread::JoinHandle<()>)> {
         // Bounded: a run that calls faster than journald takes records loses records (and
         // says so in its last record), never airlockd's memory.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<CallRecord>(CALL_QUEUE);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Entry>(CALL_QUEUE);
         let (j, l) = (journal.clone(), lost.clone());
         let writer = std::thread::Builder::new()
             .name("run-calls".into())
             .spawn(move || {
-                for r in rx {
-                    write_call(&j, &l, &r);
+                for e in rx {
+                    match e {
+                        Entry::Call(r) => write_call(&j, &l, &r),
+                        Entry::Provider(r) => write_provider(&j, &l, &r),
+                        Entry::Egress(r) => write_egress(&j, &l, &r),
+                    }
                 }
             })?;
         Ok((
@@ -295,7 +348,19 @@ impl CallLog for JournalCallLog {
             &self.counts.refused
         };
         n.fetch_add(1, Ordering::Relaxed);
-        if self.tx.try_send(r).is_err() {
+        if self.tx.try_send(Entry::Call(r)).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn provider(&self, r: ProviderRecord) {
+        if self.tx.try_send(Entry::Provider(r)).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn egress(&self, r: EgressRecord) {
+        if self.tx.try_send(Entry::Egress(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -324,7 +389,9 @@ fn write_call(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &CallRecord) {
             match &exit {
                 Some(c) => msg.push_str(&format!(" -> exit {c}")),
                 None if r.is_error => msg.push_str(" -> error"),
-                None => msg.push_str(" -> killed"),
+                // A command with no exit code was killed; an MCP call has none to give.
+                None if r.program.is_some() => msg.push_str(" -> killed"),
+                None => msg.push_str(" -> ok"),
             }
             msg.push_str(&format!(", {duration} ms"));
         } else {
@@ -354,6 +421,121 @@ fn write_call(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &CallRecord) {
         {
             lost.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRecord) {
+    use crate::policy::prices::usd;
+    let decision = if r.allow { "allow" } else { "deny" };
+    let model = r.model.as_deref().unwrap_or("-");
+    let msg = if r.allow {
+        format!(
+            "provider {} {} model {model}: HTTP {}, {} in + {} cache write + {} cache read + {} out tokens{}, {} (spent {} of {}), first byte {} ms, {} ms",
+            r.provider,
+            r.endpoint,
+            r.status,
+            r.usage.input,
+            r.usage.cache_write,
+            r.usage.cache_read,
+            r.usage.output,
+            if r.usage_final { "" } else { " (estimated: no final count)" },
+            usd(r.cost_micro_usd),
+            usd(r.spent_micro_usd),
+            usd(r.budget_micro_usd),
+            r.first_byte_ms,
+            r.duration_ms
+        )
+    } else {
+        format!(
+            "provider {} {} model {model} deny by {}: {}",
+            r.provider, r.endpoint, r.rule, r.reason
+        )
+    };
+    let n = |v: u64| v.to_string();
+    let (status, input, output, cw, cr, cost, spent, budget, fb, dur) = (
+        n(u64::from(r.status)),
+        n(r.usage.input),
+        n(r.usage.output),
+        n(r.usage.cache_write),
+        n(r.usage.cache_read),
+        n(r.cost_micro_usd),
+        n(r.spent_micro_usd),
+        n(r.budget_micro_usd),
+        n(r.first_byte_ms),
+        n(r.duration_ms),
+    );
+    let mut fields: Vec<(&str, &str)> = vec![
+        ("AIRLOCK_PROVIDER", &r.provider),
+        ("AIRLOCK_ENDPOINT", &r.endpoint),
+        ("AIRLOCK_DECISION", decision),
+        ("AIRLOCK_RULE", &r.rule),
+        ("AIRLOCK_STATUS", &status),
+        ("AIRLOCK_STREAMED", if r.streamed { "1" } else { "0" }),
+        ("AIRLOCK_INPUT_TOKENS", &input),
+        ("AIRLOCK_OUTPUT_TOKENS", &output),
+        ("AIRLOCK_CACHE_WRITE_TOKENS", &cw),
+        ("AIRLOCK_CACHE_READ_TOKENS", &cr),
+        (
+            "AIRLOCK_USAGE",
+            if r.usage_final { "final" } else { "estimated" },
+        ),
+        ("AIRLOCK_COST_MICRO_USD", &cost),
+        ("AIRLOCK_SPENT_MICRO_USD", &spent),
+        ("AIRLOCK_BUDGET_MICRO_USD", &budget),
+        ("AIRLOCK_FIRST_BYTE_MS", &fb),
+        ("AIRLOCK_DURATION_MS", &dur),
+    ];
+    if let Some(m) = &r.model {
+        fields.push(("AIRLOCK_MODEL", m));
+    }
+    if lock(journal)
+        .event(EventKind::Provider, &msg, &fields)
+        .is_err()
+    {
+        lost.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord) {
+    let decision = if r.allow { "allow" } else { "deny" };
+    let (port, status) = (r.port.to_string(), r.status.to_string());
+    let (up, down) = (r.bytes_up.to_string(), r.bytes_down.to_string());
+    let duration = r.duration_ms.to_string();
+    let addr = r.addr.map(|a| a.ip().to_string());
+    let host = if r.host.contains(':') {
+        format!("[{}]", r.host)
+    } else {
+        r.host.clone()
+    };
+    let mut msg = format!(
+        "egress {} {host}:{} {decision} by {}",
+        r.method, r.port, r.rule
+    );
+    if r.allow {
+        msg.push_str(&format!(": {up} bytes up, {down} down, {duration} ms"));
+    } else {
+        msg.push_str(&format!(": {}", r.reason));
+    }
+    let mut fields: Vec<(&str, &str)> = vec![
+        ("AIRLOCK_EGRESS_METHOD", &r.method),
+        ("AIRLOCK_EGRESS_HOST", &r.host),
+        ("AIRLOCK_EGRESS_PORT", &port),
+        ("AIRLOCK_DECISION", decision),
+        ("AIRLOCK_RULE", &r.rule),
+        ("AIRLOCK_REASON", &r.reason),
+        ("AIRLOCK_STATUS", &status),
+        ("AIRLOCK_BYTES_UP", &up),
+        ("AIRLOCK_BYTES_DOWN", &down),
+        ("AIRLOCK_DURATION_MS", &duration),
+    ];
+    if let Some(a) = &addr {
+        fields.push(("AIRLOCK_EGRESS_ADDR", a));
+    }
+    if lock(journal)
+        .event(EventKind::Egress, &msg, &fields)
+        .is_err()
+    {
+        lost.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -20,12 +20,14 @@ use std::time::{Duration, Instant};
 
 use super::alive::{self, Alive, Supervisor};
 use super::launch::{self, LaunchError, LaunchRequest, Prepared, Resolved};
+use super::lease_records;
 use super::ledger::{self, Ledger, LedgerError, LedgerEvent, RunClosed, RunOpened};
 use super::outcome::{self, Closing};
 use super::process::{RunControl, Spawned};
 use super::reap;
 use super::run_output::{JournaledRun, Tee, WriterTee};
 use crate::config::Config;
+use crate::credentials::leases::LeaseStore;
 use crate::daemon::budget;
 use crate::journal::{EventKind, RunFields, RunJournal};
 use crate::sandbox::helper::Ahead;
@@ -186,6 +188,11 @@ pub fn run(
             "airlockctl: closing an abandoned run: could not kill what was left of it: {line}"
         );
     }
+    {
+        let mut append = |e| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        lease_records::sweep_left(cfg, &mut append, "a standalone launch")
+            .map_err(LaunchError::Io)?;
+    }
     let used = ledger.opened_since(&req.instance, window);
     budget::check_weekly(&req.instance, used, role.role.budget.runs_per_week)
         .map_err(LaunchError::Refused)?;
@@ -212,6 +219,20 @@ pub fn run(
         let _ = std::fs::remove_dir_all(&prepared.run_dir);
         LaunchError::Io(format!("the run was not started: {e}"))
     })?;
+    // The leases before the opening record, as airlockd records them.
+    let store = LeaseStore::new(&cfg.state_dir);
+    let recorded = {
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        lease_records::record_issued(&store, &mut append, &prepared.leases)
+    };
+    if let Err(e) = recorded {
+        prepared.gateway.leases.revoke_all();
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        let _ = lease_records::revoke_run(&store, &mut append, &run, "the run was not started");
+        let _ = std::fs::remove_dir_all(&prepared.run_dir);
+        held.remove();
+        return Err(LaunchError::Io(format!("the run was not started: {e}")));
+    }
     let opened = ledger
         .append(LedgerEvent::RunOpened(RunOpened {
             run: run.clone(),
@@ -230,6 +251,8 @@ pub fn run(
             LaunchError::Io(format!("the run was not started: {e}"))
         });
     if let Err(e) = opened {
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        let _ = lease_records::revoke_run(&store, &mut append, &run, "the run was not started");
         held.remove();
         return Err(e);
     }
@@ -269,6 +292,7 @@ pub fn run(
                 reason: reason.clone(),
                 kind: EventKind::RunAborted,
                 calls: None,
+                spend: None,
             };
             let ledger_error = close(cfg, &run, &closing).err();
             settle(ledger_error.is_none());
@@ -294,7 +318,16 @@ pub fn run(
         closing = outcome::interrupted(closing);
     }
     // The ledger first, so the run's last journal record can say if it failed.
-    let ledger_error = close(cfg, &run, &closing).err();
+    let ledger_error = match close(cfg, &run, &closing) {
+        Ok(revoked) => {
+            journal.revoked(
+                &revoked,
+                &format!("the run ended ({})", outcome::outcome_str(closing.outcome)),
+            );
+            None
+        }
+        Err(e) => Some(e),
+    };
     settle(ledger_error.is_none());
     let last = match &ledger_error {
         None => closing.reason.clone(),
@@ -351,10 +384,16 @@ fn supervise(
     closing
 }
 
-/// Append the run's closing record.
-fn close(cfg: &Config, run: &str, c: &Closing) -> Result<(), String> {
+/// Revoke the run's leases and append its closing record, under one hold of the ledger.
+fn close(cfg: &Config, run: &str, c: &Closing) -> Result<lease_records::Revoked, String> {
     // Nothing before the last record is needed to append the closing one.
     let mut ledger = open_ledger(cfg, u64::MAX).map_err(|e| e.to_string())?;
+    let store = LeaseStore::new(&cfg.state_dir);
+    let why = format!("the run ended ({})", outcome::outcome_str(c.outcome));
+    let revoked = {
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        lease_records::revoke_run(&store, &mut append, run, &why)?
+    };
     ledger
         .append(LedgerEvent::RunClosed(RunClosed {
             run: run.to_string(),
@@ -364,7 +403,8 @@ fn close(cfg: &Config, run: &str, c: &Closing) -> Result<(), String> {
             signal: c.signal,
             reason: c.reason.clone(),
             calls: c.calls,
+            spend: c.spend,
         }))
-        .map(|_| ())
+        .map(|_| revoked)
         .map_err(|e| e.to_string())
 }

@@ -72,8 +72,9 @@ impl Host {
         std::fs::write(
             &cfg,
             format!(
-                "roles: [{REPO}/roles, {}]\npolicies: {REPO}/policies\nstate_dir: state\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\n{extra}instances:\n{inst}",
-                root.join("roles.local").display()
+                "roles: [{REPO}/roles, {}]\npolicies: {REPO}/policies\nstate_dir: state\nsocket: {}\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\n{extra}instances:\n{inst}",
+                root.join("roles.local").display(),
+                root.join("airlockd.sock").display()
             ),
         )
         .unwrap();
@@ -238,4 +239,190 @@ pub fn write_probe_role(layer: &Path) {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("role.yaml"), PROBE_ROLE).unwrap();
     std::fs::write(dir.join("brief.md"), "# Probe\n\nRun the test's command.\n").unwrap();
+}
+
+/// The stand-in model provider (tests/agents/standin_provider.py) on loopback: the real
+/// Anthropic Messages and OpenAI Responses wire formats. Killed when dropped.
+pub struct StandIn {
+    child: std::process::Child,
+    script_dir: Option<tempfile::TempDir>,
+    _dir: tempfile::TempDir,
+    pub port: u16,
+    log: PathBuf,
+    /// The real provider key airlockd is configured with (a root-only file).
+    pub key: String,
+    pub key_file: PathBuf,
+}
+
+impl StandIn {
+    pub fn start() -> StandIn {
+        StandIn::start_with(None)
+    }
+
+    fn start_with(script: Option<&Path>) -> StandIn {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.jsonl");
+        let port_file = dir.path().join("port");
+        let child = Command::new("/usr/bin/python3")
+            .arg(Path::new(REPO).join("tests/agents/standin_provider.py"))
+            .arg(&log)
+            .arg(&port_file)
+            .args(script)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let port = loop {
+            if let Some(p) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the stand-in provider did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // A fresh "real" key per stand-in: searched for inside the jail, never found.
+        let key = format!("sk-standin-{:016x}{:08x}", rand_u64(), std::process::id());
+        let key_file = dir.path().join("provider.key");
+        std::fs::write(&key_file, format!("{key}\n")).unwrap();
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        StandIn {
+            child,
+            script_dir: None,
+            _dir: dir,
+            port,
+            log,
+            key,
+            key_file,
+        }
+    }
+
+    /// airlockd config lines for both providers at this stand-in, keyed by [`Self::key`].
+    pub fn config(&self) -> String {
+        format!(
+            "credentials:\n  provider-key: {}\nproviders:\n  claude: {{url: \"http://127.0.0.1:{p}\", credential: provider-key}}\n  codex: {{url: \"http://127.0.0.1:{p}\", credential: provider-key}}\n",
+            self.key_file.display(),
+            p = self.port
+        )
+    }
+
+    /// Every request it has answered (or is answering, for a held stream: logged at the end).
+    pub fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rand_u64() -> u64 {
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .unwrap();
+    u64::from_le_bytes(b)
+}
+
+/// The scripted provider client (tests/agents/provider_client.py) as an argv.
+pub fn provider_agent(steps: &Value) -> Vec<String> {
+    let script =
+        std::fs::read_to_string(Path::new(REPO).join("tests/agents/provider_client.py")).unwrap();
+    vec![
+        "/usr/bin/python3".into(),
+        "-c".into(),
+        script,
+        steps.to_string(),
+    ]
+}
+
+/// airlockd serving a [`Host`]'s config (its socket under the host's root), killed when
+/// dropped.
+pub struct Airlockd {
+    child: std::process::Child,
+}
+
+impl Airlockd {
+    pub fn start(h: &Host) -> Airlockd {
+        let child = Command::new(env!("CARGO_BIN_EXE_airlockd"))
+            .arg("--config")
+            .arg(&h.cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(h.root.join("airlockd.err")).unwrap())
+            .spawn()
+            .unwrap();
+        // Dropped (killed and reaped) on every way out, a failed start included.
+        let d = Airlockd { child };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let st = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+                .arg("--config")
+                .arg(&h.cfg)
+                .arg("status")
+                .output()
+                .unwrap();
+            if st.status.success() {
+                return d;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "airlockd never became ready:\n{}",
+                std::fs::read_to_string(h.root.join("airlockd.err")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `airlockctl launch ROLE --instance NAME --wait [extra]` through this airlockd.
+    pub fn launch(h: &Host, role: &str, instance: &str, extra: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+            .arg("--config")
+            .arg(&h.cfg)
+            .args(["launch", role, "--instance", instance, "--wait"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Airlockd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl StandIn {
+    /// A scripted model (see tests/agents/standin_provider.py): `turns` answer the agent's
+    /// main loop in order.
+    pub fn scripted(turns: &Value) -> StandIn {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("script.json");
+        std::fs::write(&script, serde_json::json!({ "turns": turns }).to_string()).unwrap();
+        let mut si = StandIn::start_with(Some(&script));
+        si.script_dir = Some(dir);
+        si
+    }
+
+    /// The requests the script answered (those that offered tools), in order.
+    pub fn turns(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.get("turn").is_some())
+            .collect()
+    }
 }

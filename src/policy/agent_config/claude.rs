@@ -123,6 +123,37 @@ pub fn claude_settings(role: &Role, gateway: &GatewayEndpoints) -> Result<Value,
     }))
 }
 
+/// Claude Code's environment in a run: quiet, and every model call on the run's model.
+///
+/// - `DISABLE_TELEMETRY`, `DISABLE_ERROR_REPORTING`, `DISABLE_AUTOUPDATER`,
+///   `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`: no start-up or background traffic (it
+///   would only be refused by the gateway, and slowly).
+/// - `ENABLE_TOOL_SEARCH=false`: MCP tools (Airlock's bash tool among them) are listed to
+///   the model directly, not deferred behind a search tool.
+/// - `ANTHROPIC_SMALL_FAST_MODEL`, `ANTHROPIC_DEFAULT_HAIKU_MODEL`: the background calls
+///   (titles, summaries) use `run.model` too, the only model the gateway lets through.
+pub fn claude_env(role: &Role) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = [
+        ("DISABLE_TELEMETRY", "1"),
+        ("DISABLE_ERROR_REPORTING", "1"),
+        ("DISABLE_AUTOUPDATER", "1"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("ENABLE_TOOL_SEARCH", "false"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    if let Some(run) = &role.run {
+        for k in [
+            "ANTHROPIC_SMALL_FAST_MODEL",
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        ] {
+            env.push((k.to_string(), run.model.clone()));
+        }
+    }
+    env
+}
+
 /// The MCP servers of a run (the `managed-mcp.json` shape, also what `--mcp-config` reads):
 /// Airlock's bash tool when the role has bash prefixes, and the gateway endpoint of every
 /// `run.mcp` connector that goes through Airlock. All are streamable HTTP; the gateway knows

@@ -1,0 +1,274 @@
+//! Plain HTTP through the proxy: an absolute-form request (`GET http://host/path`) is
+//! checked like a tunnel, then sent to the checked address in origin form, on a fresh
+//! connection, with hop-by-hop and `Proxy-*` headers removed both ways (so no upgrade
+//! passes and no proxy credential leaks onward). The response streams back as it comes,
+//! counted; the record is journaled when it ends.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderMap, HeaderValue, CONNECTION, HOST};
+use hyper::{Request, Response, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+
+use super::{open, target, Egress, Journaled, Opened, IDLE};
+use crate::gateway::http::Body;
+use crate::policy::egress::Via;
+
+/// Time for the destination's response head.
+const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Headers that belong to one hop (RFC 9110 §7.6.1), and what a proxy must not pass on.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// `headers` without hop-by-hop ones, those named by Connection, and any `Proxy-*`.
+pub fn end_to_end(headers: &HeaderMap) -> HeaderMap {
+    let named: Vec<String> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .collect();
+    let mut out = HeaderMap::new();
+    for (k, v) in headers {
+        let n = k.as_str();
+        if HOP_BY_HOP.contains(&n) || n.starts_with("proxy-") || named.iter().any(|c| c == n) {
+            continue;
+        }
+        out.append(k.clone(), v.clone());
+    }
+    out
+}
+
+pub(crate) async fn forward(
+    eg: &Arc<Egress>,
+    mut j: Journaled,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let authority = req.uri().authority().map(|a| a.as_str().to_string());
+    let Some(t) = authority
+        .as_deref()
+        .and_then(|a| target::parse_authority(a, Some(80)))
+    else {
+        return j.refuse(
+            StatusCode::BAD_REQUEST,
+            "egress: target",
+            "an http:// URL needs a host name or an IP address",
+        );
+    };
+    let Opened { stream, slot } = match open(eg, &mut j, &t, Via::Http).await {
+        Ok(o) => o,
+        Err(resp) => return resp,
+    };
+    let (parts, body) = req.into_parts();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let Ok(uri) = path.parse::<Uri>() else {
+        return j.refuse(
+            StatusCode::BAD_REQUEST,
+            "egress: target",
+            "the URL's path is not valid",
+        );
+    };
+    let mut headers = end_to_end(&parts.headers);
+    // The Host is the one checked, whatever the run's header said.
+    let host = match (&t.host, t.port) {
+        (target::Host::Ip(std::net::IpAddr::V6(v6)), 80) => format!("[{v6}]"),
+        (target::Host::Ip(std::net::IpAddr::V6(v6)), p) => format!("[{v6}]:{p}"),
+        (h, 80) => h.text(),
+        (h, p) => format!("{}:{p}", h.text()),
+    };
+    let Ok(host) = HeaderValue::from_str(&host) else {
+        return j.refuse(
+            StatusCode::BAD_REQUEST,
+            "egress: target",
+            "the host is not a valid Host header",
+        );
+    };
+    headers.insert(HOST, host);
+    let mut out = Request::new(Counted {
+        inner: body,
+        n: j.up.clone(),
+        idle: None,
+    });
+    *out.method_mut() = parts.method;
+    *out.uri_mut() = uri;
+    *out.headers_mut() = headers;
+    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+    {
+        Ok(x) => x,
+        Err(_) => {
+            return j.refuse(
+                StatusCode::BAD_GATEWAY,
+                "egress: unreachable",
+                "the connection failed",
+            )
+        }
+    };
+    // The connection lives as long as the response body is read (or the run lasts).
+    tokio::spawn(async move {
+        let _ = conn.await;
+        drop(slot);
+    });
+    let resp = match tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(out)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => {
+            return j.refuse(
+                StatusCode::BAD_GATEWAY,
+                "egress: unreachable",
+                "the destination sent no valid HTTP response",
+            )
+        }
+        Err(_) => {
+            return j.refuse(
+                StatusCode::GATEWAY_TIMEOUT,
+                "egress: unreachable",
+                "no response within 30 s",
+            )
+        }
+    };
+    let (parts, body) = resp.into_parts();
+    // No upgrade was asked for (Upgrade is stripped), so a 101 is a broken destination.
+    if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+        return j.refuse(
+            StatusCode::BAD_GATEWAY,
+            "egress: unreachable",
+            "the destination switched protocols unasked",
+        );
+    }
+    j.rec.status = parts.status.as_u16();
+    let down = j.down.clone();
+    let mut back = Response::new(
+        Tail {
+            body: Counted {
+                inner: body,
+                n: down,
+                idle: Some(Box::pin(tokio::time::sleep(IDLE))),
+            },
+            _journaled: j,
+        }
+        .boxed_unsync(),
+    );
+    *back.status_mut() = parts.status;
+    *back.headers_mut() = end_to_end(&parts.headers);
+    back
+}
+
+/// A body whose data bytes are counted into `n`; with `idle`, it fails when no frame
+/// came for [`IDLE`].
+struct Counted {
+    inner: Incoming,
+    n: Arc<AtomicU64>,
+    idle: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl HttpBody for Counted {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    self.n.fetch_add(d.len() as u64, Ordering::Relaxed);
+                }
+                if let Some(idle) = self.idle.as_mut() {
+                    idle.as_mut().reset(tokio::time::Instant::now() + IDLE);
+                }
+                Poll::Ready(Some(Ok(f)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match self.idle.as_mut().map(|s| s.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => Poll::Ready(Some(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the destination sent nothing for too long",
+                )))),
+                _ => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The response body, holding the connection's record until it is dropped.
+struct Tail {
+    body: Counted,
+    _journaled: Journaled,
+}
+
+impl HttpBody for Tail {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderName;
+
+    #[test]
+    fn hop_by_hop_and_proxy_headers_are_dropped() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("connection", "keep-alive, X-Secret-Hop"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-authorization", "Basic eDp5"),
+            ("proxy-connection", "keep-alive"),
+            ("x-secret-hop", "1"),
+            ("upgrade", "websocket"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("accept", "text/html"),
+            ("user-agent", "curl/8"),
+        ] {
+            h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        let out = end_to_end(&h);
+        let names: Vec<&str> = out.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, vec!["accept", "user-agent"]);
+    }
+}

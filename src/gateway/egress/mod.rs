@@ -1,0 +1,402 @@
+//! Egress: the run's only way to the network, as an HTTP proxy on its gateway
+//! (`HTTPS_PROXY`/`HTTP_PROXY` point here). `CONNECT host:port` opens a TLS tunnel;
+//! an absolute-form plain HTTP request (`GET http://host/path`) is forwarded. Each one:
+//!
+//! 1. the target is parsed ([`target`]) and decided by the role's grants
+//!    ([`crate::policy::egress::decide`]);
+//! 2. a name is resolved by Airlock itself ([`resolve`]), and every address it has is
+//!    judged ([`crate::policy::egress::decide_addresses`]) against the refused ranges and
+//!    the host's own addresses; an IP literal is judged the same way;
+//! 3. the connection goes to an address that was checked (no second lookup);
+//! 4. a tunnel's first bytes must be a TLS ClientHello whose server name is the CONNECT
+//!    host ([`client_hello`]); then both ways are spliced ([`tunnel`]), counting bytes;
+//! 5. the connection is a journal event (`AIRLOCK_EVENT=egress`) with host, port,
+//!    decision, rule and bytes each way, refusals included.
+//!
+//! Redirects are the client's to follow: each goes through here again.
+
+pub mod client_hello;
+pub mod dns;
+pub mod forward;
+pub mod resolve;
+pub mod target;
+pub mod tunnel;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::http::{plain, Body};
+use super::CallLog;
+use crate::policy::egress::{decide, decide_addresses, EgressGrants, Via};
+use crate::policy::Decision;
+use target::{Host, Target};
+
+/// Outbound connections (tunnels and forwarded requests) one run may hold at once.
+pub const MAX_TUNNELS: usize = 32;
+/// A tunnel with no byte either way for this long is closed.
+pub const IDLE: Duration = Duration::from_secs(300);
+/// Time for the TCP connection to the destination (all its checked addresses together).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time for the client's ClientHello after the tunnel is open.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What one run's egress may reach, decided before it starts.
+#[derive(Debug, Clone)]
+pub struct EgressPlan {
+    pub grants: EgressGrants,
+    /// Where names are resolved (airlockd's `egress.nameservers`, else /etc/resolv.conf).
+    pub nameservers: Vec<SocketAddr>,
+    /// The host's own addresses, read for every connection (they may change while a run
+    /// goes on). An error refuses the connection.
+    pub host_addrs: fn() -> std::io::Result<Vec<IpAddr>>,
+}
+
+fn unknown_host_addrs() -> std::io::Result<Vec<IpAddr>> {
+    Err(std::io::Error::other("the host's addresses were not given"))
+}
+
+impl Default for EgressPlan {
+    /// Nothing but the default ports, no nameserver, and no way to know the host's
+    /// addresses: every destination refused.
+    fn default() -> Self {
+        EgressPlan {
+            grants: EgressGrants::default(),
+            nameservers: Vec::new(),
+            host_addrs: unknown_host_addrs,
+        }
+    }
+}
+
+/// One run's egress: its plan and the bound on its connections.
+pub struct Egress {
+    pub plan: EgressPlan,
+    slots: Arc<Semaphore>,
+}
+
+impl Egress {
+    pub fn new(plan: EgressPlan) -> Egress {
+        Egress {
+            plan,
+            slots: Arc::new(Semaphore::new(MAX_TUNNELS)),
+        }
+    }
+}
+
+/// One egress connection, as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressRecord {
+    /// `CONNECT`, or the forwarded request's method.
+    pub method: String,
+    /// The target's host as the run gave it (normalized), or `-` when it was unreadable.
+    pub host: String,
+    pub port: u16,
+    /// The address dialled, once there is one.
+    pub addr: Option<SocketAddr>,
+    /// Whether the connection went through: refused by policy, by an address check, by
+    /// the TLS check, or unreachable are all `false`.
+    pub allow: bool,
+    pub rule: String,
+    pub reason: String,
+    /// The HTTP status the run got (200 for an opened tunnel).
+    pub status: u16,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub duration_ms: u64,
+}
+
+/// A record that goes to the journal when dropped: at the connection's end, however it
+/// ends (the run's end cancels its tunnels, and their records are still written).
+pub(crate) struct Journaled {
+    rec: EgressRecord,
+    up: Arc<AtomicU64>,
+    down: Arc<AtomicU64>,
+    started: Instant,
+    log: Arc<dyn CallLog>,
+}
+
+impl Journaled {
+    fn new(method: &str, log: Arc<dyn CallLog>) -> Journaled {
+        Journaled {
+            rec: EgressRecord {
+                method: super::clip(method, 16),
+                host: "-".into(),
+                port: 0,
+                addr: None,
+                allow: false,
+                rule: String::new(),
+                reason: String::new(),
+                status: 0,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration_ms: 0,
+            },
+            up: Arc::default(),
+            down: Arc::default(),
+            started: Instant::now(),
+            log,
+        }
+    }
+
+    fn target(&mut self, t: &Target) {
+        self.rec.host = t.host.text();
+        self.rec.port = t.port;
+    }
+
+    fn decided(&mut self, d: &Decision) {
+        self.rec.allow = d.allow;
+        self.rec.rule = d.rule.clone();
+        self.rec.reason = d.reason.clone();
+    }
+
+    /// Refused after the tunnel was answered: the record says why.
+    fn closed(&mut self, rule: &str, reason: impl Into<String>) {
+        self.rec.allow = false;
+        self.rec.rule = rule.to_string();
+        self.rec.reason = reason.into();
+    }
+
+    /// Refused (or failed): the answer the run gets, with the rule in its text.
+    fn refuse(&mut self, status: StatusCode, rule: &str, reason: &str) -> Response<Body> {
+        self.rec.allow = false;
+        self.rec.rule = rule.to_string();
+        self.rec.reason = reason.to_string();
+        self.rec.status = status.as_u16();
+        plain(
+            status,
+            &format!("Airlock egress refused by {rule}: {reason}\n"),
+        )
+    }
+}
+
+impl Drop for Journaled {
+    fn drop(&mut self) {
+        let mut rec = std::mem::replace(
+            &mut self.rec,
+            EgressRecord {
+                method: String::new(),
+                host: String::new(),
+                port: 0,
+                addr: None,
+                allow: false,
+                rule: String::new(),
+                reason: String::new(),
+                status: 0,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration_ms: 0,
+            },
+        );
+        rec.bytes_up = self.up.load(Ordering::Relaxed);
+        rec.bytes_down = self.down.load(Ordering::Relaxed);
+        rec.duration_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.log.egress(rec);
+    }
+}
+
+/// Is this request for the proxy (rather than the gateway's own endpoints)?
+pub fn is_proxy_request(req: &Request<Incoming>) -> bool {
+    req.method() == Method::CONNECT || req.uri().scheme().is_some()
+}
+
+/// Serve one proxy request.
+pub async fn handle(
+    eg: &Arc<Egress>,
+    log: &Arc<dyn CallLog>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let mut j = Journaled::new(req.method().as_str(), log.clone());
+    if req.method() == Method::CONNECT {
+        connect(eg, j, req).await
+    } else {
+        match req.uri().scheme_str() {
+            Some("http") => forward::forward(eg, j, req).await,
+            _ => j.refuse(
+                StatusCode::BAD_REQUEST,
+                "egress: scheme",
+                "only http:// is forwarded; for https, CONNECT host:443 (HTTPS_PROXY does so)",
+            ),
+        }
+    }
+}
+
+/// A checked, connected destination and the slot it holds.
+pub(crate) struct Opened {
+    pub stream: TcpStream,
+    pub slot: OwnedSemaphorePermit,
+}
+
+/// Steps 1-3: decide, resolve, check every address, connect to a checked one.
+pub(crate) async fn open(
+    eg: &Egress,
+    j: &mut Journaled,
+    t: &Target,
+    via: Via,
+) -> Result<Opened, Response<Body>> {
+    j.target(t);
+    let host = t.host.text();
+    let d = decide(&eg.plan.grants, &host, t.port, via);
+    j.decided(&d);
+    if !d.allow {
+        return Err(j.refuse(StatusCode::FORBIDDEN, &d.rule, &d.reason));
+    }
+    let Ok(slot) = eg.slots.clone().try_acquire_owned() else {
+        return Err(j.refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "egress: connection limit",
+            &format!("this run has {MAX_TUNNELS} egress connections open already"),
+        ));
+    };
+    let addrs = match &t.host {
+        Host::Ip(ip) => vec![*ip],
+        Host::Name(n) => match resolve::resolve(&eg.plan.nameservers, n).await {
+            Ok(a) => a,
+            Err(e) => {
+                return Err(j.refuse(
+                    StatusCode::BAD_GATEWAY,
+                    "egress: dns",
+                    &format!("cannot resolve the host: {e}"),
+                ))
+            }
+        },
+    };
+    let own = match (eg.plan.host_addrs)() {
+        Ok(o) => o,
+        Err(_) => {
+            return Err(j.refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "egress: host addresses",
+                "the host's own addresses cannot be read, so no destination can be checked",
+            ))
+        }
+    };
+    let checked = decide_addresses(&addrs, &own);
+    if !checked.allow {
+        return Err(j.refuse(StatusCode::FORBIDDEN, &checked.rule, &checked.reason));
+    }
+    // Dial what was checked, in the resolver's order, within one time budget.
+    let dial = async {
+        let mut last = None;
+        for ip in &addrs {
+            let sa = SocketAddr::new(*ip, t.port);
+            match TcpStream::connect(sa).await {
+                Ok(s) => return Ok((s, sa)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no address")))
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, dial).await {
+        Ok(Ok((stream, sa))) => {
+            let _ = stream.set_nodelay(true);
+            j.rec.addr = Some(sa);
+            Ok(Opened { stream, slot })
+        }
+        Ok(Err(e)) => Err(j.refuse(
+            StatusCode::BAD_GATEWAY,
+            "egress: unreachable",
+            &format!("cannot connect: {}", e.kind()),
+        )),
+        Err(_) => Err(j.refuse(
+            StatusCode::BAD_GATEWAY,
+            "egress: unreachable",
+            "no answer within 10 s",
+        )),
+    }
+}
+
+/// A TLS alert (fatal, unrecognized_name): what the client's TLS stack reports when the
+/// tunnel is closed for its server name.
+const ALERT_UNRECOGNIZED_NAME: [u8; 7] = [21, 3, 3, 0, 2, 2, 112];
+
+async fn connect(eg: &Arc<Egress>, mut j: Journaled, mut req: Request<Incoming>) -> Response<Body> {
+    let authority = req.uri().authority().map(|a| a.as_str().to_string());
+    let Some(t) = authority
+        .as_deref()
+        .and_then(|a| target::parse_authority(a, None))
+    else {
+        return j.refuse(
+            StatusCode::BAD_REQUEST,
+            "egress: target",
+            "CONNECT needs HOST:PORT, HOST a DNS name or an IP address",
+        );
+    };
+    let opened = match open(eg, &mut j, &t, Via::Connect).await {
+        Ok(o) => o,
+        Err(resp) => return resp,
+    };
+    let upgrade = hyper::upgrade::on(&mut req);
+    j.rec.status = 200;
+    tokio::spawn(async move {
+        let Opened { stream, slot } = opened;
+        let Ok(upgraded) = upgrade.await else {
+            let rule = j.rec.rule.clone();
+            j.closed(&rule, "the client went away before the tunnel opened");
+            return;
+        };
+        let mut client = hyper_util::rt::TokioIo::new(upgraded);
+        let hello = read_hello(&mut client).await;
+        let (first, name) = match hello {
+            Ok(x) => x,
+            Err(why) => {
+                j.closed("egress: tls", format!("not a TLS ClientHello: {why}"));
+                return;
+            }
+        };
+        if !target::server_name_matches(&t.host, name.as_deref()) {
+            let why = match (&t.host, &name) {
+                (Host::Ip(_), Some(_)) => "a tunnel to an IP address must carry no TLS server name",
+                (_, None) => "the ClientHello names no server",
+                _ => "the TLS server name is not the CONNECT host",
+            };
+            j.closed("egress: tls server name", why);
+            let _ = client.write_all(&ALERT_UNRECOGNIZED_NAME).await;
+            let _ = client.shutdown().await;
+            return;
+        }
+        let mut server = stream;
+        if server.write_all(&first).await.is_err() {
+            return;
+        }
+        j.up.fetch_add(first.len() as u64, Ordering::Relaxed);
+        let (up, down) = (j.up.clone(), j.down.clone());
+        tunnel::splice(client, server, &up, &down, IDLE).await;
+        drop(slot);
+    });
+    Response::new(super::http::empty())
+}
+
+/// The client's bytes up to the end of its ClientHello, and its server name.
+async fn read_hello<R: tokio::io::AsyncRead + Unpin>(
+    client: &mut R,
+) -> Result<(Vec<u8>, Option<String>), &'static str> {
+    let read = async {
+        let mut buf = Vec::with_capacity(2048);
+        let mut chunk = [0u8; 4096];
+        loop {
+            match client_hello::parse(&buf) {
+                client_hello::Parse::Hello { server_name } => return Ok((buf, server_name)),
+                client_hello::Parse::Refused(why) => return Err(why),
+                client_hello::Parse::NeedMore => {}
+            }
+            let room = client_hello::MAX_HELLO_BYTES
+                .saturating_sub(buf.len())
+                .min(chunk.len());
+            match client.read(&mut chunk[..room]).await {
+                Ok(0) | Err(_) => return Err("the client closed the tunnel first"),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    match tokio::time::timeout(HELLO_TIMEOUT, read).await {
+        Ok(r) => r,
+        Err(_) => Err("no ClientHello within 10 s"),
+    }
+}

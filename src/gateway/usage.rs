@@ -1,0 +1,272 @@
+//! Reading a model response's token usage as it streams past, without holding the stream
+//! back: the Anthropic Messages API and the OpenAI Responses API, streamed (server-sent
+//! events) or not (one JSON body). Pure: bytes in, [`Usage`] out.
+//!
+//! - Anthropic: `message_start` carries the input side (`input_tokens`,
+//!   `cache_creation_input_tokens`, `cache_read_input_tokens`); each `message_delta` carries
+//!   the cumulative usage so far, so the last one wins field by field. A non-streamed reply
+//!   has the same fields under `usage`.
+//! - OpenAI Responses: `response.completed` (or `.incomplete`, `.failed`) carries the whole
+//!   usage; its `input_tokens` already includes `input_tokens_details.cached_tokens`, which
+//!   are priced apart.
+
+use serde_json::Value;
+
+use crate::policy::prices::Usage;
+
+/// Which wire API a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    AnthropicMessages,
+    OpenAiResponses,
+}
+
+/// Largest server-sent event or JSON body read for usage; a bigger one is passed through
+/// unread (and the usage counts as incomplete).
+const MAX_EVENT_BYTES: usize = 16 << 20;
+
+/// Watches one response's bytes.
+#[derive(Debug)]
+pub struct Meter {
+    api: Api,
+    streaming: bool,
+    usage: Usage,
+    /// Whether the final usage was seen.
+    complete: bool,
+    /// Stream: the current, unfinished line and event; body: the whole body so far.
+    buf: Vec<u8>,
+    data: Vec<u8>,
+    overflowed: bool,
+}
+
+impl Meter {
+    /// `streaming`: the response is `text/event-stream`.
+    pub fn new(api: Api, streaming: bool) -> Meter {
+        Meter {
+            api,
+            streaming,
+            usage: Usage::default(),
+            complete: false,
+            buf: Vec::new(),
+            data: Vec::new(),
+            overflowed: false,
+        }
+    }
+
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if !self.streaming {
+            if self.buf.len() + chunk.len() > MAX_EVENT_BYTES {
+                self.overflowed = true;
+                self.buf = Vec::new();
+            }
+            if !self.overflowed {
+                self.buf.extend_from_slice(chunk);
+            }
+            return;
+        }
+        for &b in chunk {
+            if b != b'\n' {
+                if self.buf.len() < MAX_EVENT_BYTES {
+                    self.buf.push(b);
+                }
+                continue;
+            }
+            let line = std::mem::take(&mut self.buf);
+            let line = line.strip_suffix(b"\r").unwrap_or(&line);
+            if line.is_empty() {
+                self.dispatch();
+            } else if let Some(d) = line.strip_prefix(b"data:") {
+                let d = d.strip_prefix(b" ").unwrap_or(d);
+                if !self.data.is_empty() {
+                    self.data.push(b'\n');
+                }
+                if self.data.len() + d.len() <= MAX_EVENT_BYTES {
+                    self.data.extend_from_slice(d);
+                }
+            }
+        }
+    }
+
+    /// The usage seen, and whether it is the response's final count.
+    pub fn finish(&mut self) -> (Usage, bool) {
+        if self.streaming {
+            // An event not closed by a blank line still counts.
+            if !self.buf.is_empty() {
+                self.feed(b"\n");
+            }
+            self.dispatch();
+        } else if !self.overflowed {
+            if let Ok(v) = serde_json::from_slice::<Value>(&self.buf) {
+                if let Some(u) = v.get("usage") {
+                    self.take(u, true);
+                }
+            }
+            self.buf = Vec::new();
+        }
+        (self.usage, self.complete)
+    }
+
+    fn dispatch(&mut self) {
+        let data = std::mem::take(&mut self.data);
+        if data.is_empty() {
+            return;
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(&data) else {
+            return;
+        };
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+        match (self.api, kind) {
+            (Api::AnthropicMessages, "message_start") => {
+                if let Some(u) = v.pointer("/message/usage") {
+                    self.take(u, false);
+                }
+            }
+            (Api::AnthropicMessages, "message_delta") => {
+                if let Some(u) = v.get("usage") {
+                    self.take(u, true);
+                }
+            }
+            (
+                Api::OpenAiResponses,
+                "response.completed" | "response.incomplete" | "response.failed",
+            ) => {
+                if let Some(u) = v.pointer("/response/usage") {
+                    self.take(u, true);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Take the fields `u` has (Anthropic's deltas carry only some); `last`: this is a
+    /// final count.
+    fn take(&mut self, u: &Value, last: bool) {
+        let n = |k: &str| u.get(k).and_then(Value::as_u64);
+        match self.api {
+            Api::AnthropicMessages => {
+                if let Some(x) = n("input_tokens") {
+                    self.usage.input = x;
+                }
+                if let Some(x) = n("output_tokens") {
+                    self.usage.output = x;
+                }
+                if let Some(x) = n("cache_creation_input_tokens") {
+                    self.usage.cache_write = x;
+                }
+                if let Some(x) = n("cache_read_input_tokens") {
+                    self.usage.cache_read = x;
+                }
+            }
+            Api::OpenAiResponses => {
+                let input = n("input_tokens").unwrap_or(0);
+                let cached = u
+                    .pointer("/input_tokens_details/cached_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    .min(input);
+                self.usage = Usage {
+                    input: input - cached,
+                    output: n("output_tokens").unwrap_or(0),
+                    cache_write: 0,
+                    cache_read: cached,
+                };
+            }
+        }
+        self.complete |= last;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(api: Api, text: &str, chunk: usize) -> (Usage, bool) {
+        let mut m = Meter::new(api, true);
+        for c in text.as_bytes().chunks(chunk) {
+            m.feed(c);
+        }
+        m.finish()
+    }
+
+    const ANTHROPIC: &str = "event: message_start\r\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":12,\"cache_creation_input_tokens\":300,\"cache_read_input_tokens\":4000,\"output_tokens\":1}}}\r\n\r\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"usage\"}}\n\n\
+event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":57}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+
+    #[test]
+    fn anthropic_streams_take_the_last_cumulative_delta_and_the_cache_counts() {
+        for chunk in [1, 7, 4096] {
+            let (u, done) = stream(Api::AnthropicMessages, ANTHROPIC, chunk);
+            assert!(done);
+            assert_eq!(
+                u,
+                Usage {
+                    input: 12,
+                    output: 57,
+                    cache_write: 300,
+                    cache_read: 4000
+                }
+            );
+        }
+        // Cut before the delta: only the input side is known, and it is not final.
+        let cut = &ANTHROPIC[..ANTHROPIC.find("event: message_delta").unwrap()];
+        let (u, done) = stream(Api::AnthropicMessages, cut, 64);
+        assert!(!done);
+        assert_eq!((u.input, u.output, u.cache_read), (12, 1, 4000));
+    }
+
+    #[test]
+    fn openai_streams_take_response_completed_with_cached_tokens_apart() {
+        let text = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n\
+event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":1000,\"input_tokens_details\":{\"cached_tokens\":800},\"output_tokens\":50,\"output_tokens_details\":{\"reasoning_tokens\":20}}}}\n\n";
+        let (u, done) = stream(Api::OpenAiResponses, text, 3);
+        assert!(done);
+        assert_eq!(
+            u,
+            Usage {
+                input: 200,
+                output: 50,
+                cache_write: 0,
+                cache_read: 800
+            }
+        );
+    }
+
+    #[test]
+    fn whole_bodies_read_usage_at_the_end() {
+        let mut m = Meter::new(Api::AnthropicMessages, false);
+        m.feed(br#"{"content":[],"usage":{"input_tokens":5,"output_tokens":"#);
+        m.feed(br#"9,"cache_read_input_tokens":2}}"#);
+        assert_eq!(
+            m.finish(),
+            (
+                Usage {
+                    input: 5,
+                    output: 9,
+                    cache_write: 0,
+                    cache_read: 2
+                },
+                true
+            )
+        );
+        let mut m = Meter::new(Api::OpenAiResponses, false);
+        m.feed(b"not json");
+        assert!(!m.finish().1);
+    }
+
+    #[test]
+    fn garbage_never_panics_and_counts_as_incomplete() {
+        for text in [
+            "data: {\n\n",
+            "data: [1,2]\n\n",
+            "\n\n\n",
+            "data:",
+            "event: x",
+        ] {
+            for api in [Api::AnthropicMessages, Api::OpenAiResponses] {
+                let (_, done) = stream(api, text, 1);
+                assert!(!done, "{text}");
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! What a hire tells the operator: each credential the instance's runs will use, and its
+//! scope (seed 003: a hire lists every credential line). A role that needs a credential
+//! this host does not configure is refused, naming it, so a hired instance never fails at
+//! its first run for want of a key. Pure: the role and the config in, lines out.
+
+use crate::config::Config;
+use crate::policy::agent_config::provider_name;
+use crate::role::{Kind, McpConnector, Role};
+
+/// The credential lines of `role` on this host, or every credential it needs that the host
+/// does not configure (each naming the config key to add).
+pub fn credential_lines(role: &Role, cfg: &Config) -> Result<Vec<String>, Vec<String>> {
+    let mut lines = Vec::new();
+    let mut missing = Vec::new();
+    let run = role.run.as_ref();
+    if let Some(run) = run.filter(|_| role.kind != Kind::Workflow) {
+        let name = provider_name(run.provider);
+        match cfg.providers.get(name) {
+            Some(p) => lines.push(format!(
+                "provider {name}: {}, sent only to {}; the run holds a run token for model {} within budget.spend_usd {}",
+                match &p.credential {
+                    Some(c) => format!("key credentials.{c}"),
+                    None => "no key".to_string(),
+                },
+                p.url,
+                run.model,
+                role.budget.spend_usd.unwrap_or(0.0)
+            )),
+            None => missing.push(format!(
+                "providers.{name}: the role's run.provider, with its url and credential"
+            )),
+        }
+    }
+    for (name, c) in run.map(|r| &r.mcp).into_iter().flatten() {
+        if !matches!(c, McpConnector::Gateway { .. }) {
+            continue;
+        }
+        match cfg.mcp_connectors.get(name) {
+            Some(conf) => lines.push(match &conf.credential {
+                Some(cred) => format!(
+                    "connector {name}: credentials.{cred}, used by the run's gateway only, for the tools tools.{name} grants"
+                ),
+                None => format!("connector {name}: no credential"),
+            }),
+            None => missing.push(format!(
+                "mcp_connectors.{name}: the role's run.mcp.{name} goes through Airlock"
+            )),
+        }
+    }
+    if role.identity.as_ref().and_then(|i| i.key_store.as_deref()) == Some("airlock") {
+        match &cfg.github {
+            Some(g) => lines.push(format!(
+                "github: an installation token per run from App {} (key credentials.{}), for {}; permissions: {}",
+                g.app_id,
+                g.private_key,
+                repos(role),
+                github_permissions(role).join(", ")
+            )),
+            None => missing.push(
+                "github: the role's identity.key_store is airlock, so this host's GitHub App (app_id, private_key)".to_string(),
+            ),
+        }
+    }
+    if missing.is_empty() {
+        Ok(lines)
+    } else {
+        Err(missing)
+    }
+}
+
+fn repos(role: &Role) -> String {
+    let mut all: Vec<&str> = role.writes.repos.iter().map(String::as_str).collect();
+    for r in role.run.iter().flat_map(|r| r.clone.iter().flatten()) {
+        if !all.contains(&r.as_str()) {
+            all.push(r);
+        }
+    }
+    if all.is_empty() {
+        "no repository".into()
+    } else {
+        all.join(", ")
+    }
+}
+
+/// The App permissions a role's writes imply (GitHub's permission names).
+pub fn github_permissions(role: &Role) -> Vec<String> {
+    let w = &role.writes;
+    let mut p = vec![if w.repos.is_empty() {
+        "contents: read".to_string()
+    } else {
+        "contents: write".to_string()
+    }];
+    p.push("metadata: read".into());
+    if !w.issues.is_empty() {
+        p.push("issues: write".into());
+    }
+    if !w.pull_requests.is_empty() {
+        p.push("pull_requests: write".into());
+    }
+    if w.workflows {
+        p.push("workflows: write".into());
+    }
+    if w.dispatch {
+        p.push("actions: write".into());
+    } else if w.reads.iter().any(|r| r == "actions") {
+        p.push("actions: read".into());
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn shipped(name: &str) -> Role {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("roles")
+            .join(name);
+        crate::role::load_role_dir(&dir).unwrap().role
+    }
+
+    fn config(text: &str) -> Config {
+        crate::config::parse(Path::new("/etc/airlock/airlock.yaml"), text).unwrap()
+    }
+
+    #[test]
+    fn a_role_needing_what_the_host_lacks_is_refused_naming_each_key() {
+        let role = shipped("code");
+        let missing = credential_lines(&role, &config("{}\n")).unwrap_err();
+        assert!(
+            missing.iter().any(|m| m.starts_with("providers.claude:")),
+            "{missing:?}"
+        );
+        assert!(
+            missing
+                .iter()
+                .any(|m| m.starts_with("mcp_connectors.board:")),
+            "{missing:?}"
+        );
+        assert!(
+            missing.iter().any(|m| m.starts_with("github:")),
+            "{missing:?}"
+        );
+    }
+
+    #[test]
+    fn a_configured_host_lists_each_credential_and_its_scope() {
+        let role = shipped("code");
+        let cfg = config(
+            "credentials:\n  anthropic: /etc/airlock/credentials/anthropic.key\n  gh: /etc/airlock/credentials/gh.pem\n  b: /etc/airlock/credentials/b\n\
+providers:\n  claude: {url: https://api.anthropic.com, credential: anthropic}\n\
+mcp_connectors:\n  board: {url: http://127.0.0.1:7/mcp, credential: b}\n  github: {url: http://127.0.0.1:8/mcp}\n\
+github: {app_id: 42, private_key: gh}\n",
+        );
+        let lines = credential_lines(&role, &cfg).unwrap();
+        let text = lines.join("\n");
+        assert!(text.contains("provider claude: key credentials.anthropic, sent only to https://api.anthropic.com"), "{text}");
+        assert!(text.contains("connector board: credentials.b"), "{text}");
+        assert!(text.contains("connector github: no credential"), "{text}");
+        assert!(
+            text.contains("github: an installation token per run from App 42 (key credentials.gh)"),
+            "{text}"
+        );
+        assert!(text.contains("pull_requests: write"), "{text}");
+    }
+}

@@ -1,0 +1,280 @@
+//! The model price table (`policies/prices.yaml`) and what a response cost. The operator
+//! keeps the table current; a run whose model has no price cannot have its spend budget
+//! enforced, so it does not start.
+//!
+//! Amounts are integers: prices in micro-USD per million tokens, costs in micro-USD, so the
+//! ledger (which refuses floats that may not round-trip) records them exactly and sums never
+//! drift.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_yaml::Value;
+
+use super::store::{as_map, Obj};
+use crate::diag::Problem;
+
+/// One model's prices, in micro-USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelPrice {
+    pub input: u64,
+    pub output: u64,
+    /// Tokens written to the prompt cache (Anthropic's cache creation); the input price when
+    /// the table gives none.
+    pub cache_write: u64,
+    /// Tokens read from the prompt cache; the input price when the table gives none.
+    pub cache_read: u64,
+}
+
+/// Tokens one model response used, as the provider reported them. `input` excludes the
+/// cached tokens counted in `cache_write` and `cache_read`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_write: u64,
+    pub cache_read: u64,
+}
+
+impl ModelPrice {
+    /// What `u` cost, in micro-USD, rounded up (a budget is never under-counted).
+    pub fn cost(&self, u: &Usage) -> u64 {
+        let part = |tokens: u64, rate: u64| u128::from(tokens) * u128::from(rate);
+        let total = part(u.input, self.input)
+            + part(u.output, self.output)
+            + part(u.cache_write, self.cache_write)
+            + part(u.cache_read, self.cache_read);
+        u64::try_from(total.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    }
+}
+
+/// The price table: model name -> prices.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PriceTable {
+    pub models: BTreeMap<String, ModelPrice>,
+}
+
+const PRICE_KEYS: &[&str] = &["input", "output", "cache_write", "cache_read"];
+/// The highest price taken, USD per million tokens: far above any model's, low enough that
+/// no product of tokens and price overflows.
+const MAX_USD_PER_MTOK: f64 = 100_000.0;
+
+impl PriceTable {
+    pub fn get(&self, model: &str) -> Option<&ModelPrice> {
+        self.models.get(model)
+    }
+
+    /// `schema: 1` and `models: {NAME: {input, output, cache_write?, cache_read?}}`, each a
+    /// price in USD per million tokens.
+    pub fn parse(file: &Path, doc: &Value) -> Result<PriceTable, Vec<Problem>> {
+        let mut problems = Vec::new();
+        let Some(top) = Obj::new(file, "", doc, &["schema", "models"], &mut problems) else {
+            return Err(problems);
+        };
+        top.schema_one(&mut problems);
+        let mut models = BTreeMap::new();
+        if let Some(v) = top.required("models", &mut problems) {
+            if let Some(m) = as_map(file, "models", v, &mut problems) {
+                for (k, v) in m {
+                    let Some(name) = k.as_str().filter(|n| model_name(n)) else {
+                        problems.push(Problem::new(
+                            file,
+                            "models",
+                            "model names are [A-Za-z0-9._:/-]{1,128}",
+                        ));
+                        continue;
+                    };
+                    let at = crate::diag::key("models", name);
+                    if let Some(p) = parse_price(file, &at, v, &mut problems) {
+                        models.insert(name.to_string(), p);
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(PriceTable { models })
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+fn model_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
+}
+
+fn parse_price(
+    file: &Path,
+    at: &str,
+    v: &Value,
+    problems: &mut Vec<Problem>,
+) -> Option<ModelPrice> {
+    let o = Obj::new(file, at, v, PRICE_KEYS, problems)?;
+    let mut rate = |key: &str, required: bool| -> Option<u64> {
+        let v = match o.get(key) {
+            Some(v) => v,
+            None if required => {
+                problems.push(Problem::new(file, o.key(key), "is required"));
+                return None;
+            }
+            None => return None,
+        };
+        match v.as_f64() {
+            Some(usd) if usd.is_finite() && (0.0..=MAX_USD_PER_MTOK).contains(&usd) => {
+                Some((usd * 1_000_000.0).round() as u64)
+            }
+            _ => {
+                problems.push(Problem::new(
+                    file,
+                    o.key(key),
+                    format!(
+                        "must be a price in USD per million tokens, from 0 to {MAX_USD_PER_MTOK}"
+                    ),
+                ));
+                None
+            }
+        }
+    };
+    let input = rate("input", true);
+    let output = rate("output", true);
+    let cache_write = rate("cache_write", false);
+    let cache_read = rate("cache_read", false);
+    let input = input?;
+    Some(ModelPrice {
+        input,
+        output: output?,
+        cache_write: cache_write.unwrap_or(input),
+        cache_read: cache_read.unwrap_or(input),
+    })
+}
+
+/// A micro-USD amount as dollars for people: `$1.234567` trimmed to cents when exact.
+pub fn usd(micro: u64) -> String {
+    let (d, m) = (micro / 1_000_000, micro % 1_000_000);
+    if m % 10_000 == 0 {
+        format!("${d}.{:02}", m / 10_000)
+    } else {
+        format!("${d}.{m:06}")
+    }
+}
+
+/// `budget.spend_usd` as micro-USD. The budget is per run; absent is the schema's default of
+/// 0, and 0 is a cap like any other (seed 004: a cap of 0 allows none): such a run may make
+/// no model request at all.
+pub fn budget_micro_usd(spend_usd: Option<f64>) -> u64 {
+    match spend_usd {
+        Some(v) if v.is_finite() && v > 0.0 => {
+            let m = v * 1_000_000.0;
+            if m >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                m.round() as u64
+            }
+        }
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> Result<PriceTable, Vec<Problem>> {
+        let doc: Value = serde_yaml::from_str(text).unwrap();
+        PriceTable::parse(Path::new("prices.yaml"), &doc)
+    }
+
+    #[test]
+    fn costs_count_each_kind_of_token_at_its_rate_and_round_up() {
+        let t = table(
+            "schema: 1\nmodels:\n  m: {input: 3, output: 15, cache_write: 3.75, cache_read: 0.3}\n",
+        )
+        .unwrap();
+        let p = t.get("m").unwrap();
+        let u = Usage {
+            input: 1_000_000,
+            output: 0,
+            cache_write: 0,
+            cache_read: 0,
+        };
+        assert_eq!(p.cost(&u), 3_000_000);
+        let u = Usage {
+            input: 100,
+            output: 10,
+            cache_write: 1000,
+            cache_read: 2000,
+        };
+        // 100*3 + 10*15 + 1000*3.75 + 2000*0.3 = 300 + 150 + 3750 + 600 = 4800 micro-USD
+        assert_eq!(p.cost(&u), 4800);
+        let one = Usage {
+            input: 1,
+            ..Usage::default()
+        };
+        let cheap = ModelPrice {
+            input: 1,
+            output: 1,
+            cache_write: 1,
+            cache_read: 1,
+        };
+        assert_eq!(
+            cheap.cost(&one),
+            1,
+            "a fraction of a micro-USD counts as one"
+        );
+        assert_eq!(cheap.cost(&Usage::default()), 0);
+    }
+
+    #[test]
+    fn cache_rates_default_to_the_input_rate() {
+        let t = table("schema: 1\nmodels:\n  gpt-5: {input: 1.25, output: 10}\n").unwrap();
+        let p = t.get("gpt-5").unwrap();
+        assert_eq!(
+            (p.input, p.cache_write, p.cache_read),
+            (1_250_000, 1_250_000, 1_250_000)
+        );
+    }
+
+    #[test]
+    fn bad_tables_are_refused_by_key_path_without_values() {
+        for (text, at) in [
+            ("schema: 1\nmodels:\n  m: {input: 3}\n", "models.m.output"),
+            (
+                "schema: 1\nmodels:\n  m: {input: -1, output: 1}\n",
+                "models.m.input",
+            ),
+            (
+                "schema: 1\nmodels:\n  m: {input: .inf, output: 1}\n",
+                "models.m.input",
+            ),
+            (
+                "schema: 1\nmodels:\n  m: {input: 1, output: 1, extra: 2}\n",
+                "models.m.extra",
+            ),
+            (
+                "schema: 1\nmodels:\n  m: {input: \"sk-ant-abc\", output: 1}\n",
+                "models.m.input",
+            ),
+            ("schema: 2\nmodels: {}\n", "schema"),
+            ("models: {}\n", "schema"),
+        ] {
+            let e = table(text).unwrap_err();
+            assert!(e.iter().any(|p| p.path == at), "{text}: {e:?}");
+            assert!(!format!("{e:?}").contains("sk-ant"), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn budgets_are_per_run_micro_usd_and_zero_or_absent_allows_nothing() {
+        assert_eq!(budget_micro_usd(Some(15.0)), 15_000_000);
+        assert_eq!(budget_micro_usd(Some(0.5)), 500_000);
+        assert_eq!(budget_micro_usd(Some(0.0)), 0);
+        assert_eq!(budget_micro_usd(None), 0);
+        assert_eq!(budget_micro_usd(Some(f64::NAN)), 0);
+        assert_eq!(budget_micro_usd(Some(1e300)), u64::MAX);
+        assert_eq!(usd(15_000_000), "$15.00");
+        assert_eq!(usd(4_800), "$0.004800");
+    }
+}

@@ -1,0 +1,376 @@
+//! Disk bounds of a run, the supervisor's side. The state directory's filesystem is shared
+//! by every run, the ledger and the journal's fallback files, so a run's workspace and its
+//! instance's home each get a filesystem of their own of fixed size: a sparse ext4 image
+//! (`runs/<run>/workspace.img`, made per run and removed when it ends;
+//! `homes/<instance>.img`, made on the instance's first bounded run and kept), attached
+//! to a loop device with autoclear, mounted by the jail's pid 1 in the run's own mount
+//! namespace (see [`crate::sandbox::disk`]). A write past the size or the inode count gets
+//! ENOSPC from the kernel inside the jail; nothing is ever polled.
+//!
+//! Nothing is left behind by a run, even when its supervisor is killed: the mounts exist
+//! only in the run's mount namespace and go with its last process, the loop devices detach
+//! themselves once neither a mount nor a supervisor holds them, and the next owner of the
+//! ledger removes a dead run's workspace image with its record ([`forget_run`]).
+//!
+//! Project quotas (XFS `prjquota`, ext4 with the project feature) would bound a directory
+//! of the shared filesystem instead; [`project_quota_mount`] detects them for the run log.
+//! The image is used in every case: it works on every filesystem with loop devices, the
+//! only path hosts without CONFIG_QUOTA (this project's CI) can take.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use super::loopdev::{self, Loop};
+use crate::sandbox::spec::{DiskMount, DiskTarget};
+
+/// A size and inode bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    pub bytes: u64,
+    pub inodes: u64,
+}
+
+/// `limits.workspace`, `limits.home` (each `None` when the config says null: unbounded),
+/// and `limits.reserve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskLimits {
+    pub workspace: Option<Bound>,
+    pub home: Option<Bound>,
+    pub reserve: Bound,
+}
+
+/// A code repository with its build (a Rust `target/`, `node_modules`) fits in 10 GiB and
+/// a million files.
+pub const DEFAULT_WORKSPACE: Bound = Bound {
+    bytes: 10 << 30,
+    inodes: 1_000_000,
+};
+/// Caches that persist between runs (cargo, npm, pip): 4 GiB, 500 000 files.
+pub const DEFAULT_HOME: Bound = Bound {
+    bytes: 4 << 30,
+    inodes: 500_000,
+};
+/// Free space and inodes under the state directory below which no run starts: room for
+/// the ledger, the journal's fallback files and the runs' directories.
+pub const DEFAULT_RESERVE: Bound = Bound {
+    bytes: 1 << 30,
+    inodes: 50_000,
+};
+
+/// Smallest bounded filesystem: ext4 needs room for its own metadata.
+pub const MIN_BYTES: u64 = 16 << 20;
+/// Fewest inodes of a bounded filesystem (ext4 keeps 11 for itself).
+pub const MIN_INODES: u64 = 64;
+
+impl Default for DiskLimits {
+    fn default() -> Self {
+        DiskLimits {
+            workspace: Some(DEFAULT_WORKSPACE),
+            home: Some(DEFAULT_HOME),
+            reserve: DEFAULT_RESERVE,
+        }
+    }
+}
+
+/// `<run_dir>/workspace.img`.
+pub fn workspace_image(run_dir: &Path) -> PathBuf {
+    run_dir.join("workspace.img")
+}
+
+/// `<state_dir>/homes/<instance>.img`.
+pub fn home_image(state_dir: &Path, instance: &str) -> PathBuf {
+    state_dir.join("homes").join(format!("{instance}.img"))
+}
+
+/// What a run holds of its bounded filesystems until it ends: the open loop devices (they
+/// stay attached while held) and its workspace image, removed on drop.
+#[derive(Debug, Default)]
+pub struct RunDisks {
+    loops: Vec<Loop>,
+    workspace_image: Option<PathBuf>,
+    /// What pid 1 mounts, for the spec.
+    pub mounts: Vec<DiskMount>,
+}
+
+impl Drop for RunDisks {
+    fn drop(&mut self) {
+        // The loop devices first: once the run's mounts are gone too, they detach. The
+        // image's blocks are freed when the last of them lets go of it.
+        self.loops.clear();
+        if let Some(img) = self.workspace_image.take() {
+            let _ = fs::remove_file(img);
+        }
+    }
+}
+
+impl RunDisks {
+    /// Make and attach the run's workspace filesystem (a fresh workspace only: an
+    /// operator's `--workspace DIR` keeps the host's limits). Owned by `uid:gid`.
+    pub fn add_workspace(
+        &mut self,
+        run_dir: &Path,
+        bound: Bound,
+        uid: u32,
+        gid: u32,
+    ) -> Result<(), String> {
+        let img = workspace_image(run_dir);
+        // Recorded first, so a failure below still removes what was made.
+        self.workspace_image = Some(img.clone());
+        // A workspace lives for one run: no journal (faster to make, less to write).
+        make_image(&img, bound, uid, gid, false, None)?;
+        let lp = loopdev::attach(&img)?;
+        self.push(DiskTarget::Workspace, lp, bound);
+        Ok(())
+    }
+
+    /// Attach the instance's home filesystem, made now on its first bounded run (with
+    /// what its home directory held copied in, then removed from the shared filesystem).
+    /// Every run of the instance uses the one loop device (see [`loopdev`]).
+    pub fn add_home(
+        &mut self,
+        state_dir: &Path,
+        instance: &str,
+        home: &Path,
+        bound: Bound,
+        uid: u32,
+        gid: u32,
+    ) -> Result<(), String> {
+        let img = home_image(state_dir, instance);
+        let _lock = lock_image(&img)?;
+        let made = match fs::symlink_metadata(&img) {
+            // Made on an earlier run: its own size, whatever the config says now.
+            Ok(m) if m.is_file() => read_bound(&img).unwrap_or(Bound {
+                bytes: m.len(),
+                inodes: bound.inodes,
+            }),
+            Ok(_) => return Err(format!("{}: not a regular file", img.display())),
+            Err(_) => {
+                let populate = dir_has_entries(home)?;
+                if let Err(e) = make_image(&img, bound, uid, gid, true, populate.then_some(home)) {
+                    let _ = fs::remove_file(&img);
+                    return Err(e);
+                }
+                if populate {
+                    // Copied into the image: what stays on the shared filesystem would be
+                    // hidden under the mount and still take its space.
+                    empty_dir(home)?;
+                }
+                bound
+            }
+        };
+        let lp = match loopdev::find(&img) {
+            Some(l) => l,
+            None => loopdev::attach(&img)?,
+        };
+        self.push(DiskTarget::Home, lp, made);
+        Ok(())
+    }
+
+    fn push(&mut self, target: DiskTarget, lp: Loop, bound: Bound) {
+        self.mounts.push(DiskMount {
+            target,
+            device: lp.path.clone(),
+            bytes: bound.bytes,
+            inodes: bound.inodes,
+        });
+        self.loops.push(lp);
+    }
+}
+
+/// An exclusive lock on `<image>.lock` while an image is looked up, made or attached.
+fn lock_image(img: &Path) -> Result<Flock<File>, String> {
+    let path = img.with_extension("img.lock");
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Flock::lock(f, FlockArg::LockExclusive)
+        .map_err(|(_, e)| format!("{}: cannot lock: {e}", path.display()))
+}
+
+fn dir_has_entries(dir: &Path) -> Result<bool, String> {
+    let mut it = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(it.next().is_some())
+}
+
+/// Remove everything in `dir` (never following a symlink), keeping `dir`.
+fn empty_dir(dir: &Path) -> Result<(), String> {
+    for e in fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let p = e.path();
+        let r = match e.file_type() {
+            Ok(t) if t.is_dir() => fs::remove_dir_all(&p),
+            _ => fs::remove_file(&p),
+        };
+        r.map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The size and inode count an ext4 image was made with, from its superblock (at byte
+/// 1024: `s_inodes_count`, `s_blocks_count_lo`, then `s_log_block_size` at 24).
+fn read_bound(img: &Path) -> Option<Bound> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = File::open(img).ok()?;
+    f.seek(SeekFrom::Start(1024)).ok()?;
+    let mut sb = [0u8; 28];
+    f.read_exact(&mut sb).ok()?;
+    let u32_at = |o: usize| u32::from_le_bytes([sb[o], sb[o + 1], sb[o + 2], sb[o + 3]]);
+    let log = u32_at(24);
+    if log > 6 {
+        return None;
+    }
+    Some(Bound {
+        bytes: u64::from(u32_at(4)) << (10 + log),
+        inodes: u64::from(u32_at(0)),
+    })
+}
+
+/// mke2fs, from the system directories only.
+fn mke2fs() -> Result<&'static str, String> {
+    ["/usr/sbin/mke2fs", "/sbin/mke2fs"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .ok_or_else(|| "mke2fs not found (install e2fsprogs)".to_string())
+}
+
+/// Make a sparse image of `bound.bytes` holding an ext4 filesystem with at least
+/// `bound.inodes` inodes, no blocks reserved for root, its root directory owned by
+/// `uid:gid`; `populate`: a directory whose contents are copied in.
+pub fn make_image(
+    img: &Path,
+    bound: Bound,
+    uid: u32,
+    gid: u32,
+    journal: bool,
+    populate: Option<&Path>,
+) -> Result<(), String> {
+    let f = OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(img)
+        .map_err(|e| format!("{}: cannot create the image: {e}", img.display()))?;
+    // Sparse: the host's space is taken only as the run writes.
+    f.set_len(bound.bytes)
+        .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
+    drop(f);
+    let mut cmd = Command::new(mke2fs()?);
+    cmd.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .args(["-q", "-F", "-t", "ext4", "-m", "0", "-b", "4096"])
+        .arg("-N")
+        .arg(bound.inodes.to_string())
+        // The image reads as zeros already: nothing to discard or zero.
+        .arg("-E")
+        .arg(format!(
+            "nodiscard,lazy_itable_init=1,lazy_journal_init=1,root_owner={uid}:{gid}"
+        ));
+    if !journal {
+        cmd.args(["-O", "^has_journal"]);
+    }
+    if let Some(dir) = populate {
+        cmd.arg("-d").arg(dir);
+    }
+    cmd.arg(img)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run mke2fs: {e}"))?;
+    let mut err = String::new();
+    if let Some(mut s) = child.stderr.take() {
+        let _ = s.read_to_string(&mut err);
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("cannot run mke2fs: {e}"))?;
+    if !status.success() {
+        let first = err.lines().next().unwrap_or("").trim().to_string();
+        return Err(format!(
+            "mke2fs failed for {} ({status}): {first}",
+            img.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Remove what a run whose supervisor died left of its disks: its workspace image (its
+/// mounts and loop devices went with its processes). For the next owner of the ledger.
+pub fn forget_run(state_dir: &Path, run: &str) {
+    if crate::sandbox::spec::valid_run_id(run) {
+        let _ = fs::remove_file(workspace_image(&state_dir.join("runs").join(run)));
+    }
+}
+
+/// Remove the workspace image of every run under `state_dir/runs` that no live supervisor
+/// holds (`held`: its alive file is locked): what a supervisor killed between making the
+/// image and recording the run left. Call holding the ledger lock, which every launch
+/// holds from making its images until its alive file exists (airlockd: at its start).
+pub fn sweep(state_dir: &Path, held: impl Fn(&str) -> bool) {
+    let Ok(runs) = fs::read_dir(state_dir.join("runs")) else {
+        return;
+    };
+    for e in runs.flatten() {
+        let name = e.file_name();
+        let Some(run) = name.to_str() else { continue };
+        if workspace_image(&e.path()).exists() && !held(run) {
+            forget_run(state_dir, run);
+        }
+    }
+}
+
+/// Whether the filesystem holding `path` has project quotas switched on, from
+/// `/proc/self/mountinfo`'s text: XFS `prjquota`/`pquota`, ext4 `prjquota`. Pure.
+pub fn project_quota_mount(mountinfo: &str, path: &Path) -> bool {
+    let mut best: Option<(usize, bool)> = None;
+    for line in mountinfo.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
+        let Some(point) = pre.split_whitespace().nth(4) else {
+            continue;
+        };
+        let mut post = post.split_whitespace();
+        let (Some(fstype), Some(_src), Some(opts)) = (post.next(), post.next(), post.next()) else {
+            continue;
+        };
+        if !path.starts_with(point) {
+            continue;
+        }
+        let quota = matches!(fstype, "xfs" | "ext4")
+            && opts
+                .split(',')
+                .any(|o| matches!(o, "prjquota" | "pquota" | "pqnoenforce"));
+        let depth = point.len();
+        if best.map_or(true, |(d, _)| depth >= d) {
+            best = Some((depth, quota));
+        }
+    }
+    best.is_some_and(|(_, q)| q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_quotas_are_read_from_the_mount_of_the_path() {
+        let mi = "22 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard\n\
+                  30 22 254:1 / /var/lib rw - xfs /dev/vdb rw,attr2,inode64,prjquota\n\
+                  31 22 254:2 / /srv rw - ext4 /dev/vdc rw,prjquota\n";
+        assert!(!project_quota_mount(mi, Path::new("/work/state")));
+        assert!(project_quota_mount(mi, Path::new("/var/lib/airlock")));
+        assert!(project_quota_mount(mi, Path::new("/srv/a")));
+        assert!(!project_quota_mount(mi, Path::new("/var/libx")));
+    }
+}

@@ -1,0 +1,78 @@
+//! A run's egress plan, from its role and the host's config: what the proxy on its
+//! gateway may reach ([`crate::policy::egress`]), where names are resolved, and how the
+//! host's own addresses are read.
+
+use crate::config::Config;
+use crate::gateway::egress::resolve::resolv_conf_servers;
+use crate::gateway::egress::EgressPlan;
+use crate::policy::egress::{web_grant, EgressGrants};
+use crate::role::Role;
+
+/// Where the host's resolver configuration is, when `egress.nameservers` is not set.
+pub const RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// The `host:port` a provider's URL (`https://host[:port]/path`, `http://...`) names, as
+/// [`EgressGrants::provider_hosts`] holds it (lower case, IPv6 bracketed, default port by
+/// scheme); `None` for anything else.
+pub fn provider_host(url: &str) -> Option<String> {
+    let (rest, port) = if let Some(r) = url.strip_prefix("https://") {
+        (r, 443)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (r, 80)
+    } else {
+        return None;
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let t = crate::gateway::egress::target::parse_authority(authority, Some(port))?;
+    Some(match t.host {
+        crate::gateway::egress::target::Host::Ip(std::net::IpAddr::V6(v6)) => {
+            format!("[{v6}]:{}", t.port)
+        }
+        h => format!("{}:{}", h.text(), t.port),
+    })
+}
+
+/// `provider_hosts`: `host:port` of each provider the run may use directly (see
+/// [`provider_host`]), from `providers.<name>.url`.
+pub fn plan(cfg: &Config, role: &Role, provider_hosts: Vec<String>) -> EgressPlan {
+    let nameservers = match &cfg.egress.nameservers {
+        Some(list) => list.clone(),
+        // Read at each launch: the host's resolver may change. None readable: names do
+        // not resolve (every lookup refused with a message that says why).
+        None => std::fs::read_to_string(RESOLV_CONF)
+            .map(|t| resolv_conf_servers(&t))
+            .unwrap_or_default(),
+    };
+    EgressPlan {
+        grants: EgressGrants {
+            provider_hosts,
+            web: web_grant(role),
+            connect_ports: cfg.egress.ports.clone(),
+            http_ports: cfg.egress.http_ports.clone(),
+        },
+        nameservers,
+        host_addrs: crate::supervisor::host_addrs::host_addrs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::provider_host;
+
+    #[test]
+    fn provider_hosts_from_urls() {
+        let cases = [
+            ("https://api.anthropic.com", Some("api.anthropic.com:443")),
+            ("https://API.openai.com/v1", Some("api.openai.com:443")),
+            ("https://llm.example:8443/v1?x=1", Some("llm.example:8443")),
+            ("http://llm.example/v1", Some("llm.example:80")),
+            ("https://[2606:4700::1]/v1", Some("[2606:4700::1]:443")),
+            ("https://user:pw@api.example.com", None),
+            ("ftp://api.example.com", None),
+            ("api.example.com", None),
+        ];
+        for (url, want) in cases {
+            assert_eq!(provider_host(url).as_deref(), want, "{url}");
+        }
+    }
+}

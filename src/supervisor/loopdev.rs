@@ -1,0 +1,171 @@
+//! Loop devices for the runs' bounded filesystems: attach an image file with autoclear (the
+//! kernel detaches the device once nothing has it open or mounted, so a supervisor that
+//! dies leaves none behind), or find the device an image is attached to already (the
+//! home of an instance with a run going on: one device, so one superblock, for every run
+//! of it; two devices on one image would corrupt it).
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
+
+/// The kernel's `struct loop_info64`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+/// The kernel's `struct loop_config` (LOOP_CONFIGURE, Linux 5.8).
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+fn zero_info() -> LoopInfo64 {
+    LoopInfo64 {
+        lo_device: 0,
+        lo_inode: 0,
+        lo_rdevice: 0,
+        lo_offset: 0,
+        lo_sizelimit: 0,
+        lo_number: 0,
+        lo_encrypt_type: 0,
+        lo_encrypt_key_size: 0,
+        lo_flags: 0,
+        lo_file_name: [0; 64],
+        lo_crypt_name: [0; 64],
+        lo_encrypt_key: [0; 32],
+        lo_init: [0; 2],
+    }
+}
+
+/// An open loop device. The device stays attached at least as long as this is held; once
+/// dropped, it detaches when its filesystem's last mount is gone.
+#[derive(Debug)]
+pub struct Loop {
+    pub path: PathBuf,
+    _file: File,
+}
+
+fn open_dev(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Attach `image` to a free loop device, with autoclear.
+pub fn attach(image: &Path) -> Result<Loop, String> {
+    let backing = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(image)
+        .map_err(|e| format!("{}: cannot open the image: {e}", image.display()))?;
+    let ctl = open_dev(Path::new("/dev/loop-control")).map_err(|e| {
+        format!("/dev/loop-control: {e} (loop devices are needed for the disk bounds; load the loop module, or set limits.workspace and limits.home to null)")
+    })?;
+    // Another process may take the free device between asking and configuring: ask again.
+    let mut last = String::new();
+    for _ in 0..16 {
+        // SAFETY: an ioctl without an argument on an fd we own.
+        let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE as _) };
+        if n < 0 {
+            return Err(format!(
+                "no free loop device: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let path = PathBuf::from(format!("/dev/loop{n}"));
+        let dev = match open_dev(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                last = format!("{}: {e}", path.display());
+                continue;
+            }
+        };
+        let mut info = zero_info();
+        info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        let cfg = LoopConfig {
+            fd: backing.as_raw_fd() as u32,
+            block_size: 0,
+            info,
+            reserved: [0; 8],
+        };
+        // SAFETY: LOOP_CONFIGURE reads one struct loop_config we own for the call.
+        let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE as _, &cfg) };
+        if rc == 0 {
+            return Ok(Loop { path, _file: dev });
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EBUSY) {
+            return Err(format!("{}: cannot attach the image: {e}", path.display()));
+        }
+        last = format!("{}: taken meanwhile", path.display());
+    }
+    Err(format!("no loop device could be attached ({last})"))
+}
+
+/// The loop device `image` is attached to now, opened (so it stays), if any. Checked by
+/// the backing file's device and inode, not only its name.
+pub fn find(image: &Path) -> Option<Loop> {
+    let meta = std::fs::metadata(image).ok()?;
+    let want = image.to_str()?;
+    for entry in std::fs::read_dir("/sys/block").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|n| n.starts_with("loop")) else {
+            continue;
+        };
+        let backing = std::fs::read_to_string(entry.path().join("loop/backing_file"));
+        if backing.ok().as_deref().map(str::trim) != Some(want) {
+            continue;
+        }
+        let path = PathBuf::from(format!("/dev/{name}"));
+        let Ok(dev) = open_dev(&path) else { continue };
+        let mut info = zero_info();
+        // SAFETY: LOOP_GET_STATUS64 writes one struct loop_info64 we own.
+        let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info) };
+        // A device being torn down answers ENXIO: not usable.
+        if rc == 0 && info.lo_inode == meta.ino() && info.lo_device == meta.dev() {
+            return Some(Loop { path, _file: dev });
+        }
+    }
+    None
+}
+
+/// Loop devices whose backing file is under `dir` now, for tests and clean-up checks.
+pub fn attached_under(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let b = std::fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
+            let b = PathBuf::from(b.trim().trim_end_matches(" (deleted)"));
+            b.starts_with(dir).then_some(b)
+        })
+        .collect()
+}

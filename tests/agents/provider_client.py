@@ -1,0 +1,168 @@
+"""A scripted agent for Airlock's provider tests, run inside the jail: it calls its model
+provider the way an agent CLI does, through the run's gateway with its run token, and prints
+one JSON line per step.
+
+argv[1]: a JSON list of steps:
+  {"op": "call", "api": "anthropic"|"openai", "model": M, "stream": bool,
+   "token": "own"|"wrong"|"none", "hold": bool}
+  {"op": "scan", "out": PATH}   everything the agent can read that could hold a key, to PATH
+  {"op": "loop", "api": A, "model": M, "seconds": N}   keep calling (ignoring SIGTERM)
+"""
+
+import http.client
+import json
+import os
+import signal
+import sys
+import time
+import urllib.parse
+
+GATEWAY = urllib.parse.urlsplit(os.environ["AIRLOCK_GATEWAY"])
+NAME = {"anthropic": "claude", "openai": "codex"}
+KEY_VAR = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def out(doc):
+    print(json.dumps(doc), flush=True)
+
+
+def conn():
+    return http.client.HTTPConnection(GATEWAY.hostname, GATEWAY.port, timeout=60)
+
+
+def headers(api, token):
+    own = os.environ.get(KEY_VAR[api], "")
+    t = {"own": own, "wrong": "airlock-run-" + "0" * 48, "none": None}[token]
+    h = {"content-type": "application/json"}
+    if api == "anthropic":
+        h["anthropic-version"] = "2023-06-01"
+        if t is not None:
+            h["x-api-key"] = t
+    elif t is not None:
+        h["authorization"] = "Bearer " + t
+    return h
+
+
+def path(api, rest):
+    return f"/provider/{NAME[api]}{rest}"
+
+
+def body(api, model, stream, hold):
+    if api == "anthropic":
+        b = {"model": model, "max_tokens": 600, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+        if hold:
+            b["metadata"] = {"user_id": "hold"}
+    else:
+        b = {"model": model, "input": "hi", "stream": stream, "max_output_tokens": 1200}
+        if hold:
+            b["metadata"] = {"hold": "1"}
+    return json.dumps(b)
+
+
+def release(api, token):
+    c = conn()
+    c.request("GET", path(api, "/v1/models" if api == "anthropic" else "/models"), headers=headers(api, token))
+    r = c.getresponse()
+    r.read()
+    return r.status
+
+
+def call(i, s):
+    api, token = s["api"], s.get("token", "own")
+    c = conn()
+    t0 = time.monotonic()
+    c.request("POST", path(api, "/v1/messages" if api == "anthropic" else "/responses"),
+              body=body(api, s["model"], s.get("stream", False), s.get("hold", False)),
+              headers=headers(api, token))
+    r = c.getresponse()
+    doc = {"step": i, "status": r.status}
+    if r.status != 200 or not s.get("stream"):
+        raw = r.read()
+        try:
+            j = json.loads(raw)
+        except ValueError:
+            j = {"raw": raw.decode(errors="replace")}
+        doc["body"] = j
+        err = j.get("error") if isinstance(j, dict) else None
+        if isinstance(err, dict):
+            doc["error_type"] = err.get("type")
+            doc["message"] = err.get("message")
+        out(doc)
+        return
+    text, events, released = "", 0, None
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        line = line.decode().rstrip("\r\n")
+        if not line.startswith("data:"):
+            continue
+        ev = json.loads(line[5:])
+        events += 1
+        delta = ev.get("delta")
+        if isinstance(delta, dict) and delta.get("type") == "text_delta":
+            text += delta["text"]
+        elif isinstance(delta, str):
+            text += delta
+        if s.get("hold") and released is None and text:
+            # The first words are here while the stand-in holds the rest back.
+            doc["first_text_s"] = round(time.monotonic() - t0, 3)
+            released = release(api, token)
+    doc.update({"events": events, "text": text, "released_status": released})
+    out(doc)
+
+
+def scan(i, s):
+    """Everything readable that could carry a key: the environment, every visible
+    process's environ and cmdline, and the files of the writable and config places."""
+    seen = 0
+    with open(s["out"], "wb") as f:
+        for k, v in os.environ.items():
+            f.write(f"{k}={v}\n".encode())
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            for leaf in ("environ", "cmdline"):
+                try:
+                    with open(f"/proc/{pid}/{leaf}", "rb") as p:
+                        f.write(p.read() + b"\n")
+                        seen += 1
+                except OSError:
+                    pass
+        roots = ["/etc", "/tmp", "/run", "/dev/shm", "/var", os.environ.get("HOME", "/"), os.environ.get("AIRLOCK_WORKSPACE", "/")]
+        for root in roots:
+            for d, dirs, files in os.walk(root):
+                for name in files:
+                    p = os.path.join(d, name)
+                    if p == s["out"]:
+                        continue
+                    try:
+                        with open(p, "rb") as x:
+                            f.write(x.read(1 << 20) + b"\n")
+                            seen += 1
+                    except OSError:
+                        pass
+    out({"step": i, "scanned": seen})
+
+
+def loop(i, s):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    end = time.monotonic() + s["seconds"]
+    n = 0
+    while time.monotonic() < end:
+        c = conn()
+        c.request("POST", path(s["api"], "/v1/messages" if s["api"] == "anthropic" else "/responses"),
+                  body=body(s["api"], s["model"], False, False), headers=headers(s["api"], "own"))
+        r = c.getresponse()
+        raw = r.read()
+        try:
+            err = (json.loads(raw).get("error") or {}).get("message")
+        except ValueError:
+            err = None
+        out({"step": i, "n": n, "status": r.status, "t": time.time(), "message": err})
+        n += 1
+        time.sleep(0.1)
+
+
+for i, s in enumerate(json.loads(sys.argv[1])):
+    {"call": call, "scan": scan, "loop": loop}[s["op"]](i, s)

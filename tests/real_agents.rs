@@ -1,0 +1,248 @@
+//! The real agents in the jail: Claude Code and Codex (installed by
+//! scripts/install-agents.sh) run their role's brief through airlockd, with the model a
+//! scripted stand-in (tests/agents/standin_provider.py) reached through the run's provider
+//! route. The script makes the model try what an agent does: an allowed and a refused bash
+//! command, an allowed and a denied MCP tool on a connector, a web fetch the role lacks, and
+//! getting the agent to start a program itself. Each test checks what came back to the
+//! model and what the journal says.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+use serde_json::{json, Value};
+
+fn require_agent(path: &str) {
+    assert!(
+        Path::new(path).is_file(),
+        "{path} is missing: run scripts/install-agents.sh (scripts/install-deps.sh runs it)"
+    );
+}
+
+/// A host whose `code` and `review` roles also reach server-everything (stdio, in a jail of
+/// its own) with `echo` and `get-*` granted and `get-env` denied, with both providers at the
+/// scripted stand-in.
+fn host(si: &StandIn) -> Host {
+    let pkg = require_npm("@modelcontextprotocol/server-everything");
+    let conn_uid = 1_880_094_980 + std::process::id() % 9;
+    let extra = format!(
+        "{}mcp_connectors:\n  everything: {{command: [/usr/bin/node, {}, stdio], uid: {conn_uid}}}\n",
+        si.config(),
+        pkg.join("dist/index.js").display()
+    );
+    let h = Host::new(&[("tess", "code"), ("rex", "review")], &extra);
+    for role in ["code", "review"] {
+        h.local_role(role, |t| {
+            t.replacen("tools:\n", "tools:\n  everything: [echo, get-*]\n", 1)
+                .replacen("deny:\n", "deny:\n  everything: [get-env]\n", 1)
+                .replacen(
+                    "  mcp:\n",
+                    "  mcp:\n    everything:\n      via: airlock\n",
+                    1,
+                )
+        });
+    }
+    h
+}
+
+/// A workspace holding a git repository with one commit, owned by the instance.
+fn repo(h: &Host, uid: u32) -> PathBuf {
+    let ws = h.workspace("ws", uid);
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &[
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "initial commit of the demo",
+        ][..],
+    ] {
+        let st = Command::new("git")
+            .args(["-c", "safe.directory=*"])
+            .args(args)
+            .current_dir(&ws)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "git {args:?}");
+    }
+    chown_tree(&ws, uid);
+    ws
+}
+
+/// The text of every tool result the model got back in the request after turn `i`.
+fn results_after(si: &StandIn, i: u64) -> String {
+    si.turns()
+        .iter()
+        .find(|t| t["turn"] == i + 1)
+        .map(|t| t["results"].to_string())
+        .unwrap_or_else(|| panic!("no request after turn {i}: {:?}", si.turns()))
+}
+
+fn tool_calls(run: &str) -> Vec<Value> {
+    events(run, "tool_call", 3)
+}
+
+fn decided(calls: &[Value], connector: &str, tool: &str, decision: &str) -> usize {
+    calls
+        .iter()
+        .filter(|c| {
+            c["AIRLOCK_CONNECTOR"] == connector
+                && c["AIRLOCK_TOOL"] == tool
+                && c["AIRLOCK_DECISION"] == decision
+        })
+        .count()
+}
+
+#[test]
+fn claude_code_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows() {
+    require_journald();
+    require_agent(
+        "/usr/local/lib/airlock-agents/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    );
+    let turns = json!([
+        {"tool": "bash", "input": {"command": "git log --oneline"}},
+        {"tool": "bash", "input": {"command": "rm -rf ."}},
+        {"tool": "echo", "input": {"message": "hello-through-airlock"}},
+        {"tool": "mcp__everything__get-env", "input": {}, "force": true},
+        {"tool": "WebFetch", "input": {"url": "https://example.com/", "prompt": "read it"}, "force": true},
+        {"tool": "Bash", "input": {"command": "touch pwned-by-bash"}, "force": true},
+        {"text": "All done."}
+    ]);
+    let si = StandIn::scripted(&turns);
+    let h = host(&si);
+    let ws = repo(&h, h.uids[0]);
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "code", "tess", &["--workspace", ws.to_str().unwrap()]);
+    let run = run_id_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+
+    // The allowed command ran in the workspace and its output reached the model.
+    assert!(
+        results_after(&si, 0).contains("initial commit of the demo"),
+        "{}",
+        results_after(&si, 0)
+    );
+    // The refused one came back as a refusal, naming the rule.
+    assert!(
+        results_after(&si, 1).contains("refused"),
+        "{}",
+        results_after(&si, 1)
+    );
+    // The connector's allowed tool answered.
+    assert!(
+        results_after(&si, 2).contains("hello-through-airlock"),
+        "{}",
+        results_after(&si, 2)
+    );
+    // The denied tool was not even offered to the model.
+    let offered = si.turns()[0]["tools"].to_string();
+    assert!(offered.contains("mcp__everything__echo"), "{offered}");
+    assert!(!offered.contains("get-env"), "{offered}");
+    assert!(
+        !offered.contains("\"Bash\"") && !offered.contains("WebFetch"),
+        "{offered}"
+    );
+    for i in [3, 4, 5] {
+        let r = results_after(&si, i);
+        assert!(
+            r.contains("\"error\":true"),
+            "turn {i} came back without an error: {r}"
+        );
+    }
+    assert!(
+        !ws.join("pwned-by-bash").exists(),
+        "the agent started a program itself"
+    );
+
+    let calls = tool_calls(&run);
+    assert_eq!(decided(&calls, "airlock", "bash", "allow"), 1, "{calls:?}");
+    assert_eq!(decided(&calls, "airlock", "bash", "deny"), 1, "{calls:?}");
+    assert_eq!(
+        decided(&calls, "everything", "echo", "allow"),
+        1,
+        "{calls:?}"
+    );
+    assert!(
+        calls.iter().all(|c| c["AIRLOCK_TOOL"] != "get-env"),
+        "{calls:?}"
+    );
+    // The model was reached through the provider route with the real key only, on run.model.
+    for r in si.requests() {
+        assert_eq!(r["x_api_key"], si.key.as_str(), "{r}");
+        assert!(
+            r["model"].is_null() || r["model"] == "claude-sonnet-4-5",
+            "{r}"
+        );
+    }
+    // The agent's own events are in the journal with Airlock's decisions.
+    let text = journal_text(&run);
+    assert!(
+        text.contains("\\\"type\\\":\\\"result\\\"") || text.contains("\"type\":\"result\""),
+        "no agent result event in the journal"
+    );
+    assert!(!text.contains(&si.key));
+}
+
+#[test]
+fn codex_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows() {
+    require_journald();
+    require_agent("/usr/local/lib/airlock-agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex");
+    let turns = json!([
+        {"tool": "bash", "input": {"command": "git log --oneline"}},
+        {"tool": "bash", "input": {"command": "git push origin main"}},
+        {"tool": "echo", "input": {"message": "codex-through-airlock"}},
+        {"tool": "shell", "input": {"command": ["touch", "pwned-by-shell"]}, "force": true},
+        {"text": "All done."}
+    ]);
+    let si = StandIn::scripted(&turns);
+    let h = host(&si);
+    let ws = repo(&h, h.uids[1]);
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "review", "rex", &["--workspace", ws.to_str().unwrap()]);
+    let run = run_id_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(
+        results_after(&si, 0).contains("initial commit of the demo"),
+        "{}",
+        results_after(&si, 0)
+    );
+    assert!(
+        results_after(&si, 1).contains("refused"),
+        "{}",
+        results_after(&si, 1)
+    );
+    assert!(
+        results_after(&si, 2).contains("codex-through-airlock"),
+        "{}",
+        results_after(&si, 2)
+    );
+    let offered = si.turns()[0]["tools"].to_string();
+    assert!(!offered.contains("get-env"), "{offered}");
+    assert!(
+        !offered.contains("\"shell\""),
+        "Codex offered its own shell: {offered}"
+    );
+    assert!(
+        !ws.join("pwned-by-shell").exists(),
+        "the agent started a program itself"
+    );
+    let calls = tool_calls(&run);
+    assert_eq!(decided(&calls, "airlock", "bash", "allow"), 1, "{calls:?}");
+    assert_eq!(decided(&calls, "airlock", "bash", "deny"), 1, "{calls:?}");
+    assert_eq!(
+        decided(&calls, "everything", "echo", "allow"),
+        1,
+        "{calls:?}"
+    );
+    for r in si.requests() {
+        assert_eq!(r["authorization"], format!("Bearer {}", si.key), "{r}");
+    }
+}
