@@ -182,6 +182,21 @@ fn claude_code_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows
             "{r}"
         );
     }
+    // `logs` interleaves the agent's own events, readable, with Airlock's decisions.
+    let logs = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args(["logs", &run])
+        .output()
+        .unwrap();
+    let logs = stdout(&logs);
+    let call = logs.find(r#"agent: calls mcp__airlock__bash {"command":"git log --oneline"}"#);
+    let decision = logs.find("tool_call: airlock/bash allow by run.bash");
+    assert!(
+        call.is_some() && decision.is_some() && call < decision,
+        "{logs}"
+    );
+    assert!(logs.contains("agent: finished: success"), "{logs}");
     // The agent's own events are in the journal with Airlock's decisions.
     let text = journal_text(&run);
     assert!(

@@ -89,6 +89,9 @@ enum Cmd {
         /// Keep printing until the run ends.
         #[arg(short, long)]
         follow: bool,
+        /// Print the agent's own events as it wrote them (JSON lines), not as readable lines.
+        #[arg(long)]
+        raw: bool,
     },
     /// Stop a run: SIGTERM, a grace period, then kill (needs airlockd; a standalone run is
     /// stopped with Ctrl-C or SIGTERM to its `launch --standalone`).
@@ -188,7 +191,7 @@ fn main() {
         Cmd::Ps => runs::ps(&ctx),
         Cmd::Runs { last } => runs::runs(&ctx, *last),
         Cmd::Show { run } => runs::show(&ctx, run),
-        Cmd::Logs { run, follow } => logs::logs(&ctx, run, *follow),
+        Cmd::Logs { run, follow, raw } => logs::logs(&ctx, run, *follow, *raw),
         Cmd::Stop { run } => runs::stop(&ctx, run),
         Cmd::Hire { name, role } => instances::hire(&ctx, name, role),
         Cmd::Fire { name } => instances::fire(&ctx, name),

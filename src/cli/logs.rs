@@ -9,7 +9,52 @@ use super::remote::{self, Ctx, Failed};
 use crate::control::protocol::{ErrorCode, Op};
 use crate::journal;
 
-pub fn logs(ctx: &Ctx, run: &str, follow: bool) -> i32 {
+/// How `logs` prints each record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Agent events as readable lines ([`super::agent_events::readable`]).
+    Readable,
+    /// Each record as the journal reader prints it.
+    Raw,
+    /// Each record as a JSON object.
+    Json,
+}
+
+/// Passes each whole line through the chosen style as it is written (so `-f` stays live).
+struct Styled<'a> {
+    out: &'a mut dyn Write,
+    style: Style,
+    line: Vec<u8>,
+}
+
+impl Write for Styled<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for &b in buf {
+            if b != b'\n' {
+                self.line.push(b);
+                continue;
+            }
+            let text = String::from_utf8_lossy(&self.line).into_owned();
+            self.line.clear();
+            let lines = match self.style {
+                Style::Raw => vec![text],
+                Style::Readable => super::agent_events::readable(&text),
+                Style::Json => vec![super::agent_events::as_json(&text)],
+            };
+            for l in lines {
+                writeln!(self.out, "{l}")?;
+            }
+            self.out.flush()?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+pub fn logs(ctx: &Ctx, run: &str, follow: bool, raw: bool) -> i32 {
     if !journal::valid_run_id(run) {
         eprintln!("airlockctl logs: not a run id (letters, digits, '.', '_' and '-'); `airlockctl runs` lists them");
         return output::ERROR;
@@ -26,7 +71,17 @@ pub fn logs(ctx: &Ctx, run: &str, follow: bool) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let mut out = std::io::stdout().lock();
+    let mut stdout = std::io::stdout().lock();
+    let style = match (ctx.json, raw) {
+        (true, _) => Style::Json,
+        (false, true) => Style::Raw,
+        (false, false) => Style::Readable,
+    };
+    let mut out = Styled {
+        out: &mut stdout,
+        style,
+        line: Vec::new(),
+    };
     let result = journal::read_run(run, &cfg.journal_dir(), follow, &mut out);
     let _ = out.flush();
     match result {

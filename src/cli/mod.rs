@@ -1,5 +1,6 @@
 //! What `airlockctl` does, one module per subcommand; the binary only parses arguments.
 
+pub mod agent_events;
 pub mod check;
 pub mod detach;
 pub mod explain;
