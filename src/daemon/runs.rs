@@ -300,7 +300,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             None,
             None,
             "airlockd lost the run's supervisor thread before the run started",
-            (None, None),
+            (None, None, None),
         );
         if closed {
             alive::forget(&state_dir, &info.run);
@@ -427,7 +427,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
                 None,
                 None,
                 &reason,
-                (None, None),
+                (None, None, None),
             );
             settle(heartbeat, closed);
             if let Some((_, exit)) = frames {
@@ -491,7 +491,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
         end.exit_code(),
         end.signal,
         &reason,
-        (end.calls, end.spend),
+        (end.calls, end.spend, end.github),
     );
     settle(heartbeat, closed);
     if let Some(exit) = exit_tx {
@@ -531,7 +531,11 @@ pub fn revoke_leases(d: &Daemon, run: &str, reason: &str) -> lease_records::Revo
 }
 
 /// What a run's closing record counts: gateway calls, and model requests and spend.
-type Counted = (Option<ledger::CallCounts>, Option<ledger::SpendCounts>);
+type Counted = (
+    Option<ledger::CallCounts>,
+    Option<ledger::SpendCounts>,
+    Option<ledger::GithubWrites>,
+);
 
 /// Close a run's record and take it off the active table; whether the record is closed. A
 /// failed append leaves the record open; the next start of airlockd closes it as aborted.
@@ -544,7 +548,7 @@ fn close(
     reason: &str,
     counts: Counted,
 ) -> bool {
-    let (calls, spend) = counts;
+    let (calls, spend, github) = counts;
     let closed = RunClosed {
         run: info.run.clone(),
         ended_at: ledger::now_ms(),
@@ -554,6 +558,7 @@ fn close(
         reason: reason.to_string(),
         calls,
         spend,
+        github,
     };
     let appended = lock(&d.ledger).append(LedgerEvent::RunClosed(closed));
     let ok = appended.is_ok();

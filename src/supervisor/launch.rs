@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::{Config, UpstreamConf};
+use crate::credentials::github_app;
 use crate::credentials::leases::{self, LeaseKind, Want};
 use crate::gateway::provider::{api_of, ProviderPlan, ProviderUrl};
 use crate::gateway::{GatewayPlan, UpstreamPlan};
@@ -26,7 +27,7 @@ use crate::supervisor::agent_files::agent_files;
 use crate::supervisor::disk::RunDisks;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
-use crate::supervisor::{connector, exec_set};
+use crate::supervisor::{connector, exec_set, github_plan};
 
 pub use crate::supervisor::process::pids_of_uid;
 
@@ -405,6 +406,7 @@ pub fn prepare_in(
         ),
     };
     let provider = provider_plan(cfg, &loaded.role, policies, req.command.is_empty())?;
+    let github_lease = format!("run/{run_id}/github/1");
 
     check_reserve(cfg)?;
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
@@ -482,9 +484,39 @@ pub fn prepare_in(
         let now = crate::supervisor::ledger::now_ms();
         let expires =
             deadline.map(|d| now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
-        let wants = lease_wants(provider.as_ref(), &upstreams);
-        let issued = leases::issue(&spec.run_id, &spec.instance, &wants, now, expires)
+        let mut wants = lease_wants(provider.as_ref(), &upstreams);
+        // GitHub tokens are minted last, once nothing else can refuse the launch early.
+        // As with the provider: a `-- CMD` launch on a host without the App goes on
+        // without the route (the role's own agent is refused, since it could not work).
+        let own_agent = req.command.is_empty();
+        let github = if github_plan::wanted(&loaded.role) && (own_agent || cfg.github.is_some()) {
+            let m =
+                github_plan::mint(cfg, &loaded.role, policies, &spec.run_id).map_err(refused)?;
+            github_app::Held::put(&github_lease, m.minted.clone());
+            wants.push(Want {
+                kind: LeaseKind::Github,
+                name: crate::gateway::github::LEASE_NAME.into(),
+                grants: m.grants.clone(),
+            });
+            Some(m)
+        } else {
+            None
+        };
+        let mut issued = leases::issue(&spec.run_id, &spec.instance, &wants, now, expires)
             .map_err(|e| LaunchError::Io(format!("run tokens could not be made: {e}")))?;
+        let mut spec = spec;
+        let github = match github {
+            Some(m) => {
+                let token = issued.tokens.last().map(|t| t.expose().to_string());
+                if let Some(rec) = issued.records.iter_mut().find(|l| l.id == github_lease) {
+                    rec.upstream_expires_at = m.minted.iter().map(|t| t.expires_at).max();
+                }
+                env.extend(github_plan::env(token.as_deref().unwrap_or_default()));
+                spec.files.extend(m.files);
+                Some(m.plan)
+            }
+            None => None,
+        };
         // The provider's want comes first, so its token is the first.
         if let (Some(run), Some(_), Some(token)) =
             (&loaded.role.run, &provider, issued.tokens.first())
@@ -494,14 +526,13 @@ pub fn prepare_in(
                 token.expose().to_string(),
             ));
         }
-        let mut spec = spec;
         spec.env = env;
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
-        Ok((spec, deadline, upstreams, issued))
+        Ok((spec, deadline, upstreams, issued, github))
     })();
     match built {
-        Ok((spec, deadline, upstreams, issued)) => Ok(Prepared {
+        Ok((spec, deadline, upstreams, issued, github)) => Ok(Prepared {
             gateway: GatewayPlan {
                 policy: std::sync::Arc::new(RolePolicy::compile(&loaded.role, policies)),
                 workspace: spec.workspace.clone(),
@@ -514,6 +545,7 @@ pub fn prepare_in(
                 // key and counts spend. `egress_plan::provider_host(url)` values listed here
                 // would also let the run CONNECT to the provider's host itself.
                 egress: crate::supervisor::egress_plan::plan(cfg, &loaded.role, Vec::new()),
+                github,
             },
             leases: issued.records,
             deadline,
@@ -522,6 +554,8 @@ pub fn prepare_in(
             disks: std::sync::Arc::new(disks),
         }),
         Err(e) => {
+            // Tokens minted for a run that does not start are revoked at once.
+            let _ = github_app::Held::revoke(&github_lease);
             drop(disks);
             let _ = fs::remove_dir_all(&run_dir);
             // And those of the stdio connectors prepared before the refusal.
