@@ -1,0 +1,444 @@
+//! The GitHub route, for real: standalone runs of a workflow role whose command (on the
+//! command side, where programs may start) drives `curl`, `gh api` and `git` at
+//! `https://api.github.com` and `https://github.com` through the run's gateway, in front
+//! of a stand-in GitHub (tests/agents/standin_github.py) that verifies the App JWT, mints
+//! installation tokens, serves git over smart HTTP with the real `git http-backend`, and
+//! logs every request.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+pub struct StandInGithub {
+    child: std::process::Child,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+fn sh(cmd: &str, cwd: &Path) {
+    let o = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+}
+
+impl StandInGithub {
+    pub fn start() -> StandInGithub {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // GitHub hands out PKCS#1 keys ("BEGIN RSA PRIVATE KEY").
+        sh(
+            "openssl genrsa -traditional -out app.key 2048 2>/dev/null && openssl rsa -in app.key -pubout -out app.pub.pem 2>/dev/null",
+            d,
+        );
+        assert!(std::fs::read_to_string(d.join("app.key"))
+            .unwrap()
+            .starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        std::fs::set_permissions(d.join("app.key"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        // One repository with a main branch and a workflow.
+        let bare = d.join("repos/example-org/example-repo.git");
+        std::fs::create_dir_all(&bare).unwrap();
+        sh("git init -q --bare -b main .", &bare);
+        let seed = d.join("seed");
+        std::fs::create_dir_all(seed.join(".github/workflows")).unwrap();
+        std::fs::write(seed.join("README.md"), "hello\n").unwrap();
+        std::fs::write(seed.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+        sh(
+            &format!(
+                "git init -q -b main . && git add -A && git -c user.name=t -c user.email=t@t commit -qm seed && git push -q {} main",
+                bare.display()
+            ),
+            &seed,
+        );
+        let child = Command::new("/usr/bin/python3")
+            .arg(Path::new(REPO).join("tests/agents/standin_github.py"))
+            .arg(d)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let port = loop {
+            if let Some(p) = std::fs::read_to_string(d.join("port"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the stand-in GitHub did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        StandInGithub { child, dir, port }
+    }
+
+    pub fn config(&self) -> String {
+        format!(
+            "credentials:\n  gh-app: {}\ngithub:\n  api_url: \"http://127.0.0.1:{p}\"\n  git_url: \"http://127.0.0.1:{p}/git\"\n  app_id: 4242\n  private_key: gh-app\n",
+            self.dir.path().join("app.key").display(),
+            p = self.port
+        )
+    }
+
+    pub fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("requests.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The installation tokens it minted.
+    pub fn tokens(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .filter_map(|r| r["token"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    pub fn bare(&self) -> PathBuf {
+        self.dir.path().join("repos/example-org/example-repo.git")
+    }
+}
+
+impl Drop for StandInGithub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A workflow role (its command runs on the command side) whose GitHub identity Airlock
+/// holds: it may comment on and label issues, and open, comment on and review pull
+/// requests in example-org/example-repo (L2 by its autonomy policy) and
+/// example-org/scratch (no policy: L1).
+fn role(writes: u64) -> String {
+    format!(
+        "schema: 1
+role: ghprobe
+level: L3
+brief: brief.md
+kind: workflow
+identity:
+  board_name: airlock:ghprobe
+  key_store: airlock
+writes:
+  repos: [example-org/example-repo, example-org/scratch]
+  issues: [comment, label]
+  pull_requests: [open, comment, review]
+tools: {{}}
+budget:
+  runs_per_week: 100000
+  minutes_per_run: 5
+  github_writes_per_run: {writes}
+"
+    )
+}
+
+fn host(gh: &StandInGithub, writes: u64) -> Host {
+    let h = Host::new(&[("gina", "ghprobe")], &gh.config());
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), role(writes)).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    h
+}
+
+/// Lines `NAME VALUE` the script printed.
+fn results(out: &str) -> std::collections::BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("R "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+const API_SCRIPT: &str = r#"
+api=https://api.github.com
+R=example-org/example-repo
+c() { curl -s -o /dev/null -w "%{http_code}" -H "Authorization: token $GH_TOKEN" "$@"; }
+echo "R read $(c $api/repos/$R)"
+echo "R comment $(c -X POST -d '{"body":"hi"}' $api/repos/$R/issues/1/comments)"
+echo "R other_repo $(c -X POST -d '{"body":"hi"}' $api/repos/example-org/other/issues/1/comments)"
+echo "R close $(c -X PATCH -d '{"state":"closed"}' $api/repos/$R/issues/1)"
+echo "R merge $(c -X PUT -d '{}' $api/repos/$R/pulls/2/merge)"
+echo "R approve $(c -X POST -d '{"event":"APPROVE"}' $api/repos/$R/pulls/2/reviews)"
+echo "R level $(c -X POST -d '{"labels":["x"]}' $api/repos/example-org/scratch/issues/1/labels)"
+echo "R unknown $(c -X POST -d '{}' $api/repos/$R/hooks)"
+echo "R mutation $(c -X POST -d '{"query":"mutation { addComment(input:{}) { clientMutationId } }"}' $api/graphql)"
+echo "R bad_token $(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: token airlock-run-00' $api/repos/$R)"
+if gh api repos/$R/issues/1/comments -f body=via-gh --silent; then echo "R gh_write ok"; else echo "R gh_write fail"; fi
+echo "R gh_read $(gh api repos/$R --jq .default_branch)"
+echo "R label $(c -X POST -d '{"labels":["x"]}' $api/repos/$R/issues/1/labels)"
+echo "R over_budget $(c -X POST -d '{"body":"hi"}' $api/repos/$R/issues/1/comments)"
+echo "R read_after $(c $api/repos/$R)"
+echo "R env_has_real $(env | grep -c ghs_standin)"
+"#;
+
+#[test]
+fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = host(&gh, 3);
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", API_SCRIPT])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let run = run_id_of(&o);
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    assert_eq!(get("read"), "200", "{out}");
+    assert_eq!(
+        get("comment"),
+        "201",
+        "an allowed write is forwarded: {out}"
+    );
+    for refused in [
+        "other_repo",
+        "close",
+        "merge",
+        "approve",
+        "level",
+        "unknown",
+        "mutation",
+    ] {
+        assert_eq!(get(refused), "403", "{refused}: {out}");
+    }
+    assert_eq!(get("bad_token"), "401");
+    assert_eq!(
+        get("gh_write"),
+        "ok",
+        "gh api writes through the gateway: {out}\n{}",
+        stderr(&o)
+    );
+    assert_eq!(get("gh_read"), "main");
+    assert_eq!(get("label"), "201");
+    assert_eq!(
+        get("over_budget"),
+        "403",
+        "the write past the budget is refused"
+    );
+    assert_eq!(get("read_after"), "200", "reads go on past the budget");
+    assert_eq!(get("env_has_real"), "0");
+
+    // What the stand-in saw: one token minted, narrowed; the writes forwarded with it;
+    // nothing refused reached it; the DELETE at the run's end.
+    let reqs = gh.requests();
+    let minted: Vec<&Value> = reqs.iter().filter(|q| q["token"].is_string()).collect();
+    assert_eq!(minted.len(), 1, "{reqs:?}");
+    let asked = &minted[0]["request"];
+    assert_eq!(
+        asked["repositories"],
+        serde_json::json!(["example-repo", "scratch"])
+    );
+    assert_eq!(asked["permissions"]["issues"], "write");
+    assert_eq!(asked["permissions"]["pull_requests"], "write");
+    assert!(asked["permissions"].get("workflows").is_none());
+    let token = gh.tokens()[0].clone();
+    let writes: Vec<&Value> = reqs
+        .iter()
+        .filter(|q| q["method"] != "GET" && q["cred"] == "token" && q["deleted"].is_null())
+        .collect();
+    assert_eq!(writes.len(), 3, "exactly the allowed writes: {writes:?}");
+    for w in &writes {
+        assert_eq!(
+            w["auth"],
+            format!("token {token}"),
+            "forwarded with the minted token"
+        );
+        assert!(w["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("/repos/example-org/example-repo/"));
+    }
+    let deleted: Vec<&Value> = reqs.iter().filter(|q| q["deleted"] == true).collect();
+    assert_eq!(
+        deleted.len(),
+        1,
+        "revoked at GitHub at the run's end: {reqs:?}"
+    );
+    assert_eq!(deleted[0]["auth"], format!("token {token}"));
+
+    // The journal: each write and refusal, with its rule and the running count.
+    let ev = events(&run, "github_write", 11);
+    let by_action = |a: &str, d: &str| {
+        ev.iter()
+            .filter(|e| e["AIRLOCK_ACTION"] == a && e["AIRLOCK_DECISION"] == d)
+            .count()
+    };
+    assert_eq!(by_action("issues.comment", "allow"), 2, "{ev:?}");
+    assert_eq!(by_action("issues.label", "allow"), 1);
+    let rule_of = |a: &str| {
+        ev.iter()
+            .find(|e| e["AIRLOCK_ACTION"] == a && e["AIRLOCK_DECISION"] == "deny")
+            .map(|e| e["AIRLOCK_RULE"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(rule_of("issues.close"), "writes.issues");
+    assert_eq!(rule_of("pull_requests.merge"), "writes.pull_requests");
+    assert_eq!(rule_of("pull_requests.review (approve)"), "classes: merge");
+    assert_eq!(rule_of("unknown"), "github: unknown write");
+    assert!(rule_of("issues.label").contains("effective L1"), "{ev:?}");
+    let over = ev
+        .iter()
+        .find(|e| e["AIRLOCK_RULE"] == "budget.github_writes_per_run")
+        .expect("the refused write past the budget is journaled");
+    assert_eq!(over["AIRLOCK_WRITES"], "3");
+    assert!(ev
+        .iter()
+        .any(|e| e["AIRLOCK_REPO"] == "example-org/other" && e["AIRLOCK_RULE"] == "writes.repos"));
+
+    // The ledger's closing record has the write count; the lease was revoked.
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    let closed: Value = ledger
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["event"].clone())
+        .find(|v| v["kind"] == "run_closed" && v["run"] == run.as_str())
+        .unwrap_or_else(|| panic!("no closing record in {ledger}"));
+    assert_eq!(
+        closed["github"],
+        serde_json::json!({"writes": 3, "budget": 3})
+    );
+    assert!(ledger.contains(&format!("run/{run}/github/1")));
+    let revoked: Vec<Value> = ledger
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["event"].clone())
+        .filter(|v| v["kind"] == "lease_revoked" && v["lease"] == format!("run/{run}/github/1"))
+        .collect();
+    assert_eq!(revoked.len(), 1);
+    assert_eq!(revoked[0]["state"], "revoked");
+
+    // The real token is nowhere but airlockd's memory and the stand-in.
+    for (what, text) in [
+        ("journal", journal_text(&run)),
+        ("ledger", ledger),
+        ("run output", format!("{out}{}", stderr(&o))),
+    ] {
+        assert!(!text.contains(&token), "the real token is in the {what}");
+    }
+    let leases = std::fs::read_to_string(h.state.join(format!("leases/done/{run}.json"))).unwrap();
+    assert!(!leases.contains(&token));
+}
+
+#[test]
+fn a_failed_revocation_is_pending_never_done() {
+    require_journald();
+    let gh = StandInGithub::start();
+    std::fs::write(gh.dir.path().join("fail_delete"), "").unwrap();
+    let h = host(&gh, 3);
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = run_id_of(&o);
+    let reqs = gh.requests();
+    assert!(
+        reqs.iter().any(|q| q["deleted"] == false),
+        "the DELETE was tried: {reqs:?}"
+    );
+    let leases = std::fs::read_to_string(h.state.join(format!("leases/{run}.json")))
+        .expect("a lease not revoked stays in the open folder");
+    let l: Value = serde_json::from_str(&leases).unwrap();
+    assert_eq!(l[0]["state"], "revoke_pending", "{l}");
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    assert!(ledger.contains(r#""state":"revoke-pending""#), "{ledger}");
+    assert!(
+        !ledger.contains(r#""state":"revoked""#),
+        "never reported done: {ledger}"
+    );
+    assert!(!h.state.join(format!("leases/done/{run}.json")).exists());
+}
+
+const GIT_SCRIPT: &str = r#"
+set -u
+git config --global user.name agent && git config --global user.email agent@example.com
+git clone -q https://github.com/example-org/example-repo.git repo && echo "R clone ok" || echo "R clone fail"
+cd repo || exit 0
+p() { if git push -q "$@" 2>/dev/null; then echo ok; else echo refused; fi; }
+echo "more" >> README.md && git commit -qam change
+echo "R push_main $(p origin HEAD:main)"
+echo "R push_tag $(git tag v1 && p origin v1)"
+echo "R push_new $(p origin HEAD:refs/heads/airlock/one)"
+echo "more" >> README.md && git commit -qam again
+echo "R push_ff $(p origin HEAD:refs/heads/airlock/one)"
+git reset -q --hard HEAD~2 && echo "x" > other.txt && git add other.txt && git commit -qm divergent
+echo "R push_force $(p -f origin HEAD:refs/heads/airlock/one)"
+echo "R push_delete $(p origin :refs/heads/airlock/one)"
+git fetch -q origin && echo "R fetch ok" || echo "R fetch fail"
+"#;
+
+#[test]
+fn git_clone_and_push_go_through_the_gateway_with_the_push_checks() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = host(&gh, 10);
+    let ws = h.workspace("ws", h.uids[0]);
+    let o = h
+        .launch(
+            "ghprobe",
+            "gina",
+            &["--workspace", ws.to_str().unwrap()],
+            &["/bin/sh", "-c", GIT_SCRIPT],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    assert_eq!(get("clone"), "ok", "{out}\n{}", stderr(&o));
+    assert_eq!(get("push_main"), "refused", "{out}");
+    assert_eq!(get("push_tag"), "refused");
+    assert_eq!(get("push_new"), "ok", "{out}");
+    assert_eq!(get("push_ff"), "ok", "{out}");
+    assert_eq!(get("push_force"), "refused");
+    assert_eq!(get("push_delete"), "refused");
+    assert_eq!(get("fetch"), "ok");
+    // The stand-in's repository has the two pushes and nothing else.
+    let refs = Command::new("git")
+        .args(["for-each-ref", "--format=%(refname)"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    let refs = stdout(&refs);
+    assert_eq!(
+        refs.lines().collect::<Vec<_>>(),
+        ["refs/heads/airlock/one", "refs/heads/main"]
+    );
+    let run = run_id_of(&o);
+    let ev = events(&run, "github_write", 6);
+    let rules: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["AIRLOCK_ACTION"] == "push")
+        .map(|e| e["AIRLOCK_RULE"].as_str().unwrap_or(""))
+        .collect();
+    for rule in [
+        "push: default branch",
+        "push: tag",
+        "push: force",
+        "push: delete",
+    ] {
+        assert!(rules.contains(&rule), "{rule} in {rules:?}");
+    }
+    let allowed = ev
+        .iter()
+        .filter(|e| e["AIRLOCK_ACTION"] == "push" && e["AIRLOCK_DECISION"] == "allow")
+        .count();
+    assert_eq!(allowed, 2, "each push is one write");
+}
