@@ -380,6 +380,10 @@ echo "R push_ff $(p origin HEAD:refs/heads/airlock/one)"
 git reset -q --hard HEAD~2 && echo "x" > other.txt && git add other.txt && git commit -qm divergent
 echo "R push_force $(p -f origin HEAD:refs/heads/airlock/one)"
 echo "R push_delete $(p origin :refs/heads/airlock/one)"
+git checkout -q -b wf origin/main && echo "x" >> .github/workflows/ci.yml && git commit -qam wf
+echo "R push_workflow $(p origin HEAD:refs/heads/airlock/wf)"
+git checkout -q -b auth origin/main && mkdir -p src/auth && echo x > src/auth/a.rs && git add -A && git commit -qm auth
+echo "R push_level $(p origin HEAD:refs/heads/airlock/auth)"
 git fetch -q origin && echo "R fetch ok" || echo "R fetch fail"
 "#;
 
@@ -409,6 +413,8 @@ fn git_clone_and_push_go_through_the_gateway_with_the_push_checks() {
     assert_eq!(get("push_ff"), "ok", "{out}");
     assert_eq!(get("push_force"), "refused");
     assert_eq!(get("push_delete"), "refused");
+    assert_eq!(get("push_workflow"), "refused", "no writes.workflows");
+    assert_eq!(get("push_level"), "refused", "src/auth/** is L1 there");
     assert_eq!(get("fetch"), "ok");
     // The stand-in's repository has the two pushes and nothing else.
     let refs = Command::new("git")
@@ -422,7 +428,7 @@ fn git_clone_and_push_go_through_the_gateway_with_the_push_checks() {
         ["refs/heads/airlock/one", "refs/heads/main"]
     );
     let run = run_id_of(&o);
-    let ev = events(&run, "github_write", 6);
+    let ev = events(&run, "github_write", 8);
     let rules: Vec<&str> = ev
         .iter()
         .filter(|e| e["AIRLOCK_ACTION"] == "push")

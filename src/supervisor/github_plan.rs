@@ -39,7 +39,13 @@ pub struct Minting {
 
 /// Mint the run's tokens and make its CA. Refused (naming the config key) when the host
 /// has no App, its key cannot be read, or GitHub mints no token.
-pub fn mint(cfg: &Config, role: &Role, policies: &Policies, run: &str) -> Result<Minting, String> {
+pub fn mint(
+    cfg: &Config,
+    role: &Role,
+    policies: &Policies,
+    run: &str,
+    scratch: PathBuf,
+) -> Result<Minting, String> {
     let at = cfg.file.display();
     let g = cfg.github.as_ref().ok_or_else(|| {
         format!("{at}: github: the role's identity.key_store is airlock, so this host's GitHub App (app_id, private_key) is needed")
@@ -122,6 +128,7 @@ pub fn mint(cfg: &Config, role: &Role, policies: &Policies, run: &str) -> Result
             tokens,
             server_tls: run_tls.server,
             writes: Arc::default(),
+            scratch,
         },
         minted,
         files,

@@ -490,8 +490,14 @@ pub fn prepare_in(
         // without the route (the role's own agent is refused, since it could not work).
         let own_agent = req.command.is_empty();
         let github = if github_plan::wanted(&loaded.role) && (own_agent || cfg.github.is_some()) {
-            let m =
-                github_plan::mint(cfg, &loaded.role, policies, &spec.run_id).map_err(refused)?;
+            let m = github_plan::mint(
+                cfg,
+                &loaded.role,
+                policies,
+                &spec.run_id,
+                run_dir.join("github-scratch"),
+            )
+            .map_err(refused)?;
             github_app::Held::put(&github_lease, m.minted.clone());
             wants.push(Want {
                 kind: LeaseKind::Github,

@@ -12,6 +12,7 @@
 
 pub mod classify;
 pub mod push;
+pub mod scratch;
 pub mod tls;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,6 +55,8 @@ pub struct GithubPlan {
     pub server_tls: Arc<rustls::ServerConfig>,
     /// Writes made so far (for the closing ledger record).
     pub writes: Arc<AtomicU64>,
+    /// The run's scratch repository for checking pushes (under its run directory).
+    pub scratch: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for GithubPlan {
@@ -104,6 +107,7 @@ pub struct Github {
     log: Arc<dyn CallLog>,
     /// Branches this run created by a push (it may update those, fast-forward only).
     created: Mutex<Vec<(String, String)>>,
+    scratch: scratch::Scratch,
 }
 
 impl Github {
@@ -119,6 +123,7 @@ impl Github {
             .wrap_connector(http);
         Github {
             client: Client::builder(TokioExecutor::new()).build(https),
+            scratch: scratch::Scratch::new(plan.scratch.clone()),
             plan,
             leases,
             log,
@@ -466,7 +471,10 @@ async fn forward(
     Response::from_parts(parts, GwBody::new(body.map_err(std::io::Error::other)))
 }
 
-/// A push's ref updates, checked before its pack goes on.
+/// A push's ref updates, checked before its pack goes on: each by the push rules, then
+/// by git (fast-forward, and the paths it changes, each decided as a contents write:
+/// `.github/workflows/` needs `writes.workflows`, and the path's effective level must let
+/// the role propose a change).
 async fn push_check(
     gh: &Github,
     repo: &str,
@@ -484,37 +492,69 @@ async fn push_check(
         ));
     }
     let updates = push::ref_updates(body).map_err(|e| ("push", e.to_string()))?;
-    let default = default_branch(gh, repo, token).await.ok_or((
+    let token = token.ok_or(("push", "no installation token for this owner".to_string()))?;
+    let default = default_branch(gh, repo, Some(token.clone())).await.ok_or((
         "push: default branch",
         "the repository's default branch could not be read, so no push goes on".to_string(),
     ))?;
-    let mut created = gh
-        .created
-        .lock()
-        .map_err(|_| ("push", "internal".to_string()))?;
-    let own = |branch: &str| {
-        created
-            .iter()
-            .any(|(r, b)| r.eq_ignore_ascii_case(repo) && b == branch)
-    };
     let mut new_branches = Vec::new();
-    for u in &updates {
-        let branch =
-            push::check(u, &default, &own).map_err(|(rule, msg)| (rule, msg.to_string()))?;
-        if u.is_create() {
-            new_branches.push(branch.to_string());
-        } else if !push::fast_forward(body, u) {
-            return Err((
-                "push: force",
-                format!("{}: not shown to be a fast-forward of the branch, and force pushes are refused", u.name),
-            ));
+    {
+        let created = gh
+            .created
+            .lock()
+            .map_err(|_| ("push", "internal".to_string()))?;
+        let own = |branch: &str| {
+            created
+                .iter()
+                .any(|(r, b)| r.eq_ignore_ascii_case(repo) && b == branch)
+        };
+        for u in &updates {
+            let branch = push::check(u, &default, &own).map_err(|(r, m)| (r, m.to_string()))?;
+            if u.is_create() {
+                new_branches.push(branch.to_string());
+            }
         }
     }
-    // A push that would touch workflows is refused unless the role may change them: the
-    // pack is not unpacked here, so without writes.workflows every push must leave the
-    // workflows directory alone by construction (checked by the level below).
-    for b in new_branches {
-        created.push((repo.to_string(), b));
+    let base = &gh.plan.git;
+    let scheme = if base.https { "https" } else { "http" };
+    let upstream = format!("{scheme}://{}{}/{repo}.git", base.authority, base.base_path);
+    let auth = format!(
+        "Basic {}",
+        crate::credentials::github_app::b64std(
+            format!("x-access-token:{}", token.expose()).as_bytes()
+        )
+    );
+    let checked = gh
+        .scratch
+        .check(&upstream, &auth, push::pack_of(body), &updates, &default)
+        .await
+        .map_err(|e| ("push: verify", format!("{e}, so the push does not go on")))?;
+    for (u, c) in updates.iter().zip(&checked) {
+        if !c.fast_forward {
+            return Err((
+                "push: force",
+                format!("{}: not a fast-forward; force pushes are refused", u.name),
+            ));
+        }
+        for p in &c.paths {
+            let d = gh
+                .plan
+                .policy
+                .decide(repo, &Action::Contents(Some(p.clone())), 0);
+            if !d.allow && d.rule != "budget.github_writes_per_run" {
+                let rule: &'static str = if d.rule == "writes.workflows" {
+                    "writes.workflows"
+                } else {
+                    "push: level"
+                };
+                return Err((rule, format!("{}: {}", super::clip(p, 200), d.reason)));
+            }
+        }
+    }
+    if let Ok(mut created) = gh.created.lock() {
+        for b in new_branches {
+            created.push((repo.to_string(), b));
+        }
     }
     Ok(())
 }
