@@ -448,3 +448,146 @@ fn git_clone_and_push_go_through_the_gateway_with_the_push_checks() {
         .count();
     assert_eq!(allowed, 2, "each push is one write");
 }
+
+/// One request to airlockd's control socket: its answer lines.
+fn control(sock: &Path, v: &Value) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(format!("{v}\n").as_bytes()).unwrap();
+    BufReader::new(s)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect()
+}
+
+fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Keeps calling GitHub through the grace period of a stop (SIGTERM ignored).
+const LOOP_SCRIPT: &str = r#"
+trap '' TERM
+while true; do
+  curl -s -o /dev/null -H "Authorization: token $GH_TOKEN" https://api.github.com/repos/example-org/example-repo
+  sleep 0.1
+done
+"#;
+
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_fire_revokes_the_token_at_github_and_the_run_token_is_refused_at_once() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let sockdir = tempfile::tempdir().unwrap();
+    let sock = sockdir.path().join("airlockd.sock");
+    let h = Host::new(
+        &[("gina", "ghprobe")],
+        &format!(
+            "{}socket: {}\ngrace_seconds: 3\n",
+            gh.config(),
+            sock.display()
+        ),
+    );
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), role(3)).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    let _d = Daemon(
+        Command::new(env!("CARGO_BIN_EXE_airlockd"))
+            .arg("--config")
+            .arg(&h.cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let status = serde_json::json!({"v": 1, "op": "status"});
+    assert!(
+        poll(30, || std::os::unix::net::UnixStream::connect(&sock)
+            .ok()
+            .map(|_| control(&sock, &status))
+            .filter(|r| r.first().is_some_and(|l| l["ok"] == true)))
+        .is_some(),
+        "airlockd did not start"
+    );
+    let launched = control(
+        &sock,
+        &serde_json::json!({"v": 1, "op": "launch", "role": "ghprobe", "instance": "gina",
+            "command": ["/bin/sh", "-c", LOOP_SCRIPT]}),
+    );
+    let run = launched[0]["data"]["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{launched:?}"))
+        .to_string();
+    let reads = || {
+        gh.requests()
+            .iter()
+            .filter(|q| q["method"] == "GET" && q["cred"] == "token")
+            .count()
+    };
+    assert!(
+        poll(20, || (reads() >= 2).then_some(())).is_some(),
+        "the run never reached GitHub"
+    );
+    let fired = control(
+        &sock,
+        &serde_json::json!({"v": 1, "op": "fire", "instance": "gina"}),
+    );
+    let lease = format!("run/{run}/github/1");
+    assert_eq!(fired[0]["ok"], true, "{fired:?}");
+    assert_eq!(
+        fired[0]["data"]["revoked"],
+        serde_json::json!([lease]),
+        "{fired:?}"
+    );
+    assert_eq!(fired[0]["data"]["pending"], serde_json::json!([]));
+    // GitHub saw the DELETE with the run's token by the time the fire was answered.
+    let token = gh.tokens()[0].clone();
+    let deleted = gh
+        .requests()
+        .iter()
+        .any(|q| q["deleted"] == true && q["auth"] == format!("token {token}"));
+    assert!(deleted, "{:?}", gh.requests());
+    let after = reads();
+    // Through the stop's grace period the run keeps calling: the gateway refuses its
+    // token, and nothing more reaches GitHub.
+    let refused = poll(10, || {
+        let ev = events(&run, "github_write", 1);
+        ev.iter()
+            .any(|e| {
+                e["AIRLOCK_RULE"] == "lease"
+                    && e["MESSAGE"].as_str().unwrap_or("").contains("revoked")
+            })
+            .then_some(())
+    });
+    assert!(refused.is_some(), "no refused call after the fire");
+    assert_eq!(reads(), after, "a request reached GitHub after the fire");
+    let leases = poll(20, || {
+        std::fs::read_to_string(h.state.join(format!("leases/done/{run}.json"))).ok()
+    })
+    .expect("the lease is done");
+    assert!(
+        leases.contains("\"revoked\"") && leases.contains("fired"),
+        "{leases}"
+    );
+}
