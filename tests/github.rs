@@ -124,6 +124,10 @@ impl Drop for StandInGithub {
 /// requests in example-org/example-repo (L2 by its autonomy policy) and
 /// example-org/scratch (no policy: L1).
 fn role(writes: u64) -> String {
+    role_with(writes, "")
+}
+
+fn role_with(writes: u64, tail: &str) -> String {
     format!(
         "schema: 1
 role: ghprobe
@@ -142,15 +146,19 @@ budget:
   runs_per_week: 100000
   minutes_per_run: 5
   github_writes_per_run: {writes}
-"
+{tail}"
     )
 }
 
 fn host(gh: &StandInGithub, writes: u64) -> Host {
+    host_with(gh, &role(writes))
+}
+
+fn host_with(gh: &StandInGithub, role_text: &str) -> Host {
     let h = Host::new(&[("gina", "ghprobe")], &gh.config());
     let dir = h.root.join("roles.local/ghprobe");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("role.yaml"), role(writes)).unwrap();
+    std::fs::write(dir.join("role.yaml"), role_text).unwrap();
     std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
     h
 }
@@ -392,14 +400,8 @@ fn git_clone_and_push_go_through_the_gateway_with_the_push_checks() {
     require_journald();
     let gh = StandInGithub::start();
     let h = host(&gh, 10);
-    let ws = h.workspace("ws", h.uids[0]);
     let o = h
-        .launch(
-            "ghprobe",
-            "gina",
-            &["--workspace", ws.to_str().unwrap()],
-            &["/bin/sh", "-c", GIT_SCRIPT],
-        )
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", GIT_SCRIPT])
         .output()
         .unwrap();
     let out = stdout(&o);
@@ -590,4 +592,58 @@ fn a_fire_revokes_the_token_at_github_and_the_run_token_is_refused_at_once() {
         leases.contains("\"revoked\"") && leases.contains("fired"),
         "{leases}"
     );
+}
+
+/// Reads what the launch put in the workspace (the agent side reads files; it starts no
+/// program).
+const CLONE_CHECK: &str = r#"
+import json, os
+r = "repos/example-repo"
+print(json.dumps({
+    "readme": open(os.path.join(r, "README.md")).read(),
+    "config": open(os.path.join(r, ".git/config")).read(),
+    "owner": os.stat(os.path.join(r, "README.md")).st_uid,
+    "me": os.getuid(),
+}))
+"#;
+
+#[test]
+fn run_clone_repositories_are_in_the_workspace_at_launch_with_origin_through_the_gateway() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let text = role_with(
+        3,
+        "run:\n  model: claude-sonnet-4-5\n  clone: [example-org/example-repo]\n",
+    )
+    .replace("kind: workflow", "kind: agent")
+    .replace("tools: {}", "tools: {board: [board_read]}");
+    let h = host_with(&gh, &text);
+    let o = h
+        .launch(
+            "ghprobe",
+            "gina",
+            &[],
+            &["/usr/bin/python3", "-c", CLONE_CHECK],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["readme"], "hello\n");
+    assert_eq!(v["owner"], v["me"], "the clone is the instance's");
+    let config = v["config"].as_str().unwrap();
+    assert!(
+        config.contains("url = https://github.com/example-org/example-repo.git"),
+        "{config}"
+    );
+    let tokens = gh.tokens();
+    assert!(
+        !config.contains(&tokens[0]),
+        "no token in the clone's config"
+    );
+    assert!(gh
+        .requests()
+        .iter()
+        .any(|q| q["git"] == true && q["path"].as_str().unwrap_or("").contains("git-upload-pack")));
 }

@@ -168,3 +168,120 @@ pub fn env(token: &str) -> Vec<(String, String)> {
     }
     env
 }
+
+/// Clone each `run.clone` repository into `dir/repos/<name>` (a directory airlockd makes
+/// under the run's root-only directory, which no one else can reach; the caller then
+/// places it in a fresh workspace): from `git_url` with the run's installation token (a
+/// read, within the token's scope), `origin` then pointed at
+/// `https://github.com/OWNER/NAME.git`, which the run reaches through its gateway, and the
+/// tree handed to the instance. Whether anything was cloned. The token goes to git in its
+/// environment only. A workspace given with `--workspace` keeps what it holds.
+pub fn clone_into(
+    plan: &GithubPlan,
+    repos: &[String],
+    workspace: &std::path::Path,
+    owner_ids: (u32, u32),
+) -> Result<bool, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    if repos.is_empty() {
+        return Ok(false);
+    }
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(workspace)
+        .map_err(|e| format!("run.clone: {}: {}", workspace.display(), e.kind()))?;
+    let base = &plan.git;
+    let scheme = if base.https { "https" } else { "http" };
+    for (i, repo) in repos.iter().enumerate() {
+        let Some((owner, name)) = repo.split_once('/') else {
+            return Err(format!("run.clone[{i}]: not OWNER/REPO"));
+        };
+        let token = plan
+            .tokens
+            .iter()
+            .find(|(o, _)| *o == owner.to_ascii_lowercase())
+            .map(|(_, t)| t)
+            .ok_or_else(|| format!("run.clone[{i}]: no installation token for its owner"))?;
+        let basic = github_app::b64std(format!("x-access-token:{}", token.expose()).as_bytes());
+        let url = format!("{scheme}://{}{}/{repo}.git", base.authority, base.base_path);
+        let public = format!("https://{}/{repo}.git", tls::GIT_HOST);
+        let dest = workspace.join("repos").join(name);
+        let git = |args: &[&std::ffi::OsStr], auth: bool| -> Result<(), String> {
+            let mut c = std::process::Command::new("/usr/bin/git");
+            c.args(args)
+                .current_dir(workspace)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                // No home: no user configuration applies to this clone.
+                .env("HOME", "/nonexistent")
+                .env("GIT_TERMINAL_PROMPT", "0")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            if auth {
+                c.env("GIT_CONFIG_COUNT", "1")
+                    .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+                    .env(
+                        "GIT_CONFIG_VALUE_0",
+                        format!("Authorization: Basic {basic}"),
+                    );
+            }
+            match c.output() {
+                Ok(o) if o.status.success() => Ok(()),
+                // git's last line says why (it never prints the header it was given).
+                Ok(o) => Err(format!(
+                    "run.clone[{i}]: git of {repo} failed: {}",
+                    crate::gateway::clip(
+                        String::from_utf8_lossy(&o.stderr)
+                            .lines()
+                            .last()
+                            .unwrap_or(""),
+                        200
+                    )
+                )),
+                Err(e) => Err(format!("run.clone[{i}]: git: {}", e.kind())),
+            }
+        };
+        let os = |s: &str| std::ffi::OsString::from(s);
+        git(
+            &[
+                &os("clone"),
+                &os("-q"),
+                &os("--"),
+                &os(&url),
+                dest.as_os_str(),
+            ],
+            true,
+        )?;
+        git(
+            &[
+                &os("-C"),
+                dest.as_os_str(),
+                &os("remote"),
+                &os("set-url"),
+                &os("origin"),
+                &os(&public),
+            ],
+            false,
+        )?;
+    }
+    chown_tree(&workspace.join("repos"), owner_ids).map_err(|e| {
+        format!(
+            "run.clone: the clones could not be given to the instance: {}",
+            e.kind()
+        )
+    })?;
+    Ok(true)
+}
+
+/// lchown every entry under `dir` (symlinks themselves, never what they point at).
+fn chown_tree(dir: &std::path::Path, (uid, gid): (u32, u32)) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(dir, Some(uid), Some(gid))?;
+    if std::fs::symlink_metadata(dir)?.is_dir() {
+        for e in std::fs::read_dir(dir)? {
+            chown_tree(&e?.path(), (uid, gid))?;
+        }
+    }
+    Ok(())
+}

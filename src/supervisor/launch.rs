@@ -423,6 +423,42 @@ pub fn prepare_in(
     // A refusal from here on leaves nothing of the run behind.
     let mut disks = RunDisks::default();
     let built = (|| {
+        // GitHub tokens first: a fresh workspace gets the run.clone repositories in it
+        // from the start (and a bounded one is made holding them). As with the provider, a
+        // `-- CMD` launch on a host without the App goes on without the route (the role's
+        // own agent is refused, since it could not work).
+        let own_agent = req.command.is_empty();
+        let github = if github_plan::wanted(&loaded.role) && (own_agent || cfg.github.is_some()) {
+            let m = github_plan::mint(
+                cfg,
+                &loaded.role,
+                policies,
+                &run_id,
+                run_dir.join("github-scratch"),
+            )
+            .map_err(refused)?;
+            github_app::Held::put(&github_lease, m.minted.clone());
+            Some(m)
+        } else {
+            None
+        };
+        // Cloned where only root reaches (the run's directory), then placed.
+        let staged = match (&github, &workspace) {
+            (Some(m), None) => {
+                let clone: Vec<String> = loaded
+                    .role
+                    .run
+                    .iter()
+                    .flat_map(|r| r.clone.iter().flatten())
+                    .cloned()
+                    .collect();
+                let dir = run_dir.join("clone");
+                github_plan::clone_into(&m.plan, &clone, &dir, (inst.uid, inst.gid))
+                    .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?
+                    .then_some(dir)
+            }
+            _ => None,
+        };
         let workspace = match workspace {
             Some(w) => w,
             None => {
@@ -439,8 +475,14 @@ pub fn prepare_in(
                 .map_err(|e| io_err("cannot chown workspace", &w, e))?;
                 if let Some(b) = cfg.disk.workspace {
                     disks
-                        .add_workspace(&run_dir, b, inst.uid, inst.gid)
+                        .add_workspace(&run_dir, b, inst.uid, inst.gid, staged.as_deref())
                         .map_err(|e| bound_failed(cfg, "workspace", &e))?;
+                } else if let Some(dir) = &staged {
+                    fs::rename(dir.join("repos"), w.join("repos"))
+                        .map_err(|e| io_err("cannot place the run.clone repositories", &w, e))?;
+                }
+                if let Some(dir) = &staged {
+                    let _ = fs::remove_dir_all(dir);
                 }
                 w
             }
@@ -485,29 +527,13 @@ pub fn prepare_in(
         let expires =
             deadline.map(|d| now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
         let mut wants = lease_wants(provider.as_ref(), &upstreams);
-        // GitHub tokens are minted last, once nothing else can refuse the launch early.
-        // As with the provider: a `-- CMD` launch on a host without the App goes on
-        // without the route (the role's own agent is refused, since it could not work).
-        let own_agent = req.command.is_empty();
-        let github = if github_plan::wanted(&loaded.role) && (own_agent || cfg.github.is_some()) {
-            let m = github_plan::mint(
-                cfg,
-                &loaded.role,
-                policies,
-                &spec.run_id,
-                run_dir.join("github-scratch"),
-            )
-            .map_err(refused)?;
-            github_app::Held::put(&github_lease, m.minted.clone());
+        if let Some(m) = &github {
             wants.push(Want {
                 kind: LeaseKind::Github,
                 name: crate::gateway::github::LEASE_NAME.into(),
                 grants: m.grants.clone(),
             });
-            Some(m)
-        } else {
-            None
-        };
+        }
         let mut issued = leases::issue(&spec.run_id, &spec.instance, &wants, now, expires)
             .map_err(|e| LaunchError::Io(format!("run tokens could not be made: {e}")))?;
         let mut spec = spec;
