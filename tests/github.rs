@@ -488,17 +488,8 @@ done
 
 struct Daemon(std::process::Child);
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-#[test]
-fn a_fire_revokes_the_token_at_github_and_the_run_token_is_refused_at_once() {
-    require_journald();
-    let gh = StandInGithub::start();
+/// airlockd on a host with the stand-in GitHub and the probe role: the host, its socket.
+fn daemon(gh: &StandInGithub) -> (Host, PathBuf, tempfile::TempDir, Daemon) {
     let sockdir = tempfile::tempdir().unwrap();
     let sock = sockdir.path().join("airlockd.sock");
     let h = Host::new(
@@ -513,7 +504,7 @@ fn a_fire_revokes_the_token_at_github_and_the_run_token_is_refused_at_once() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("role.yaml"), role(3)).unwrap();
     std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
-    let _d = Daemon(
+    let d = Daemon(
         Command::new(env!("CARGO_BIN_EXE_airlockd"))
             .arg("--config")
             .arg(&h.cfg)
@@ -532,6 +523,21 @@ fn a_fire_revokes_the_token_at_github_and_the_run_token_is_refused_at_once() {
         .is_some(),
         "airlockd did not start"
     );
+    (h, sock, sockdir, d)
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_fire_revokes_the_token_at_github_and_the_run_token_is_refused_at_once() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let (h, sock, _sockdir, _d) = daemon(&gh);
     let launched = control(
         &sock,
         &serde_json::json!({"v": 1, "op": "launch", "role": "ghprobe", "instance": "gina",
@@ -646,4 +652,47 @@ fn run_clone_repositories_are_in_the_workspace_at_launch_with_origin_through_the
         .requests()
         .iter()
         .any(|q| q["git"] == true && q["path"].as_str().unwrap_or("").contains("git-upload-pack")));
+}
+
+#[test]
+fn airlockd_retries_a_pending_revocation_until_github_confirms_it() {
+    require_journald();
+    let gh = StandInGithub::start();
+    std::fs::write(gh.dir.path().join("fail_delete"), "").unwrap();
+    let (h, sock, _sockdir, _d) = daemon(&gh);
+    let launched = control(
+        &sock,
+        &serde_json::json!({"v": 1, "op": "launch", "role": "ghprobe", "instance": "gina",
+            "command": ["/bin/true"], "wait": true}),
+    );
+    let run = launched[0]["data"]["run"].as_str().unwrap().to_string();
+    let open = h.state.join(format!("leases/{run}.json"));
+    let pending = poll(20, || {
+        std::fs::read_to_string(&open)
+            .ok()
+            .filter(|t| t.contains("revoke_pending"))
+    });
+    assert!(
+        pending.is_some(),
+        "the failed DELETE leaves the lease pending"
+    );
+    // GitHub answers again: the next retry revokes it, once.
+    std::fs::remove_file(gh.dir.path().join("fail_delete")).unwrap();
+    let done = h.state.join(format!("leases/done/{run}.json"));
+    let text = poll(40, || std::fs::read_to_string(&done).ok()).expect("revoked on a retry");
+    assert!(
+        text.contains("\"revoked\"") && text.contains("retried"),
+        "{text}"
+    );
+    assert!(!open.exists());
+    assert!(gh.requests().iter().any(|q| q["deleted"] == true));
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    let states: Vec<String> = ledger
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["event"].clone())
+        .filter(|v| v["kind"] == "lease_revoked")
+        .map(|v| v["state"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(states, ["revoke-pending", "revoked"]);
 }

@@ -530,6 +530,34 @@ pub fn revoke_leases(d: &Daemon, run: &str, reason: &str) -> lease_records::Revo
     }
 }
 
+/// How often leases of ended runs still held (a revocation pending at its source, or one
+/// the ledger could not take) are revoked again.
+pub const PENDING_RETRY: Duration = Duration::from_secs(10);
+
+/// Revoke again the leases of every ended run that still has one not revoked (a GitHub
+/// token whose DELETE failed): a success is recorded, a failure stays pending. Runs still
+/// running are left alone (checked under the ledger lock, which launches hold while they
+/// record their leases and join the active table).
+pub fn retry_pending(d: &Daemon) {
+    let store = LeaseStore::new(&d.set().config.state_dir);
+    let mut ledger = lock(&d.ledger);
+    let Ok(runs) = store.open_runs() else {
+        return;
+    };
+    for run in runs {
+        if lock(&d.active).contains_key(&run) {
+            continue;
+        }
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        let _ = lease_records::revoke_run(
+            &store,
+            &mut append,
+            &run,
+            "revocation retried at its source",
+        );
+    }
+}
+
 /// What a run's closing record counts: gateway calls, and model requests and spend.
 type Counted = (
     Option<ledger::CallCounts>,
