@@ -226,7 +226,23 @@ impl Gateway {
         let mut jails = Vec::new();
         // The stdio upstreams' sockets are served by this runtime.
         let entered = rt.enter();
+        // The GitHub connector works with the run's installation token when the run has
+        // a GitHub route (the first owner's: GitHub's MCP server takes one token).
+        let gh_token = plan
+            .github
+            .as_ref()
+            .and_then(|g| g.tokens.first())
+            .map(|(_, t)| ("Authorization".to_string(), t.clone()));
         for (name, up) in &plan.upstreams {
+            let up = match (up, &gh_token) {
+                (UpstreamPlan::Http { url, .. }, Some(t)) if name == github::mcp::CONNECTOR => {
+                    &UpstreamPlan::Http {
+                        url: url.clone(),
+                        auth: Some(t.clone()),
+                    }
+                }
+                _ => up,
+            };
             let secret = match up {
                 UpstreamPlan::Http { auth, .. } => auth.as_ref(),
                 UpstreamPlan::Stdio { env, .. } => env.as_ref(),

@@ -11,6 +11,7 @@
 //! with the real installation token, which never leaves airlockd.
 
 pub mod classify;
+pub mod mcp;
 pub mod push;
 pub mod scratch;
 pub mod tls;
@@ -129,6 +130,87 @@ impl Github {
             log,
             created: Mutex::new(Vec::new()),
         }
+    }
+
+    /// One `github_write` journal record.
+    pub fn journal(
+        &self,
+        repo: &str,
+        action: &str,
+        endpoint: &str,
+        (allow, rule, reason): (bool, &str, &str),
+        status: u16,
+        started: Instant,
+    ) {
+        self.log.github(GithubRecord {
+            repo: repo.to_string(),
+            action: action.to_string(),
+            endpoint: endpoint.to_string(),
+            allow,
+            rule: rule.to_string(),
+            reason: reason.to_string(),
+            writes: self.plan.writes.load(Ordering::SeqCst),
+            budget: self.plan.policy.budget,
+            status,
+            duration_ms: ms(started),
+        })
+    }
+
+    /// Decide a write (every action of it must pass) and take one of the run's writes for
+    /// it, atomically, so two writes at once cannot both take the last one. The deciding
+    /// rule when allowed (the caller journals the outcome); a refusal is journaled here.
+    pub fn authorize(
+        &self,
+        repo: &str,
+        actions: &[Action],
+        name: &str,
+        endpoint: &str,
+        started: Instant,
+    ) -> Result<crate::policy::Decision, crate::policy::Decision> {
+        let budget = self.plan.policy.budget;
+        let used = self.plan.writes.load(Ordering::SeqCst);
+        let mut first = None;
+        for a in actions {
+            let d = self.plan.policy.decide(repo, a, used);
+            if !d.allow {
+                self.journal(
+                    repo,
+                    name,
+                    endpoint,
+                    (false, &d.rule, &d.reason),
+                    403,
+                    started,
+                );
+                return Err(d);
+            }
+            first.get_or_insert(d);
+        }
+        let Some(d) = first else {
+            let d = crate::policy::Decision::deny("github", "a write with no action");
+            return Err(d);
+        };
+        let took = self
+            .plan
+            .writes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < budget).then_some(n + 1)
+            });
+        if took.is_err() {
+            let d = crate::policy::Decision::deny(
+                "budget.github_writes_per_run",
+                format!("the run has made all {budget} of its GitHub writes"),
+            );
+            self.journal(
+                repo,
+                name,
+                endpoint,
+                (false, &d.rule, &d.reason),
+                403,
+                started,
+            );
+            return Err(d);
+        }
+        Ok(d)
     }
 
     fn token_for(&self, repo: Option<&str>) -> Option<&Secret> {
@@ -250,20 +332,15 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     let path = req.uri().path().to_string();
     let query = req.uri().query().map(str::to_string);
     let endpoint = super::clip(&format!("{method} {path}"), super::MAX_NAME_CHARS);
-    let budget = gh.plan.policy.budget;
     let record = |repo: &str, action: &str, allow: bool, rule: &str, reason: &str, status: u16| {
-        gh.log.github(GithubRecord {
-            repo: repo.to_string(),
-            action: action.to_string(),
-            endpoint: endpoint.clone(),
-            allow,
-            rule: rule.to_string(),
-            reason: reason.to_string(),
-            writes: gh.plan.writes.load(Ordering::SeqCst),
-            budget,
+        gh.journal(
+            repo,
+            action,
+            &endpoint,
+            (allow, rule, reason),
             status,
-            duration_ms: ms(started),
-        })
+            started,
+        )
     };
     let now = crate::supervisor::ledger::now_ms();
     if let Err(why) = presented(req.headers())
@@ -328,60 +405,38 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     if let Some((repo, actions)) = &write {
         let name = match &kind {
             Kind::Push { .. } => "push".to_string(),
-            _ => actions
-                .iter()
-                .map(Action::name)
-                .collect::<Vec<_>>()
-                .join("+"),
+            _ => write_name(actions),
         };
-        // Every action of the write must pass; the count is taken once, atomically, so
-        // two writes at once cannot both take the last one.
-        let used = gh.plan.writes.load(Ordering::SeqCst);
-        if let Some(d) = actions
-            .iter()
-            .map(|a| gh.plan.policy.decide(repo, a, used))
-            .find(|d| !d.allow)
-        {
-            record(repo, &name, false, &d.rule, &d.reason, 403);
-            return refusal(
-                StatusCode::FORBIDDEN,
-                &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
-            );
-        }
-        let took = gh
-            .plan
-            .writes
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < budget).then_some(n + 1)
-            });
-        if took.is_err() {
-            let msg = format!("the run has made all {budget} of its GitHub writes");
-            record(
-                repo,
-                &name,
-                false,
-                "budget.github_writes_per_run",
-                &msg,
-                403,
-            );
-            return refusal(
-                StatusCode::FORBIDDEN,
-                &format!("Airlock refused {name}: {msg}"),
-            );
-        }
+        let d = match gh.authorize(repo, actions, &name, &endpoint, started) {
+            Ok(d) => d,
+            Err(d) => {
+                return refusal(
+                    StatusCode::FORBIDDEN,
+                    &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                )
+            }
+        };
         let resp = forward(gh, host, &parts, body, Some(repo.clone())).await;
-        let d = gh.plan.policy.decide(repo, &actions[0], 0);
-        record(
+        gh.journal(
             repo,
             &name,
-            true,
-            &d.rule,
-            &d.reason,
+            &endpoint,
+            (true, &d.rule, &d.reason),
             resp.status().as_u16(),
+            started,
         );
         return resp;
     }
     forward(gh, host, &parts, body, repo).await
+}
+
+/// A write's name for the journal: its actions joined.
+pub fn write_name(actions: &[Action]) -> String {
+    actions
+        .iter()
+        .map(Action::name)
+        .collect::<Vec<_>>()
+        .join("+")
 }
 
 /// `owner/repo` a read names, for picking its owner's token.
