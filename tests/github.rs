@@ -696,3 +696,136 @@ fn airlockd_retries_a_pending_revocation_until_github_confirms_it() {
         .collect();
     assert_eq!(states, ["revoke-pending", "revoked"]);
 }
+
+/// An MCP client on the agent side: initialize, then each tools/call of its argument
+/// (a JSON list of [name, arguments]), printing each result as a JSON line.
+const MCP_AGENT: &str = r#"
+import json, os, sys, urllib.request
+url = os.environ["AIRLOCK_GATEWAY"] + "/mcp/github"
+V = "2025-06-18"
+def post(msg, session=None):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if session:
+        h["Mcp-Session-Id"] = session
+        h["MCP-Protocol-Version"] = V
+    req = urllib.request.Request(url, data=json.dumps(msg).encode(), headers=h, method="POST")
+    with urllib.request.urlopen(req) as r:
+        body = r.read()
+        return r.headers.get("Mcp-Session-Id"), (json.loads(body) if body else None)
+s, init = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": V, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+post({"jsonrpc": "2.0", "method": "notifications/initialized"}, s)
+for i, (name, args) in enumerate(json.loads(sys.argv[1])):
+    _, r = post({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                 "params": {"name": name, "arguments": args}}, s)
+    res = r.get("result", {})
+    print(json.dumps({"step": i, "error": res.get("isError", False),
+                      "text": res.get("content", [{}])[0].get("text", "")}))
+"#;
+
+#[test]
+fn the_github_connector_uses_the_run_token_and_the_same_write_checks() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let mcp_dir = tempfile::tempdir().unwrap();
+    let mut mcp = Daemon(
+        Command::new("/usr/bin/python3")
+            .arg(Path::new(REPO).join("tests/agents/standin_github_mcp.py"))
+            .arg(mcp_dir.path())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let port: u16 = poll(10, || {
+        std::fs::read_to_string(mcp_dir.path().join("port"))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    })
+    .expect("the stand-in MCP server did not start");
+    let h = Host::new(
+        &[("gina", "ghprobe")],
+        &format!(
+            "{}mcp_connectors:\n  github: {{url: \"http://127.0.0.1:{port}/mcp\"}}\n",
+            gh.config()
+        ),
+    );
+    let text = role_with(
+        2,
+        "run:\n  model: claude-sonnet-4-5\n  mcp:\n    github: {via: airlock}\n",
+    )
+    .replace("kind: workflow", "kind: agent")
+    .replace(
+        "tools: {}",
+        "tools:\n  board: [board_read]\n  github: [get_issue, add_issue_comment, create_issue, push_files, fork_repository]",
+    );
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), text).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    let r = |repo: &str| serde_json::json!({"owner": "example-org", "repo": repo, "issue_number": 1, "body": "x"});
+    let calls = serde_json::json!([
+        ["get_issue", r("example-repo")],
+        ["add_issue_comment", r("example-repo")],
+        ["add_issue_comment", r("other")],
+        ["create_issue", r("example-repo")],
+        ["fork_repository", r("example-repo")],
+        ["push_files", {"owner": "example-org", "repo": "example-repo", "branch": "main",
+            "files": [{"path": "README.md", "content": "x"}], "message": "m"}],
+        ["push_files", {"owner": "example-org", "repo": "example-repo", "branch": "airlock/x",
+            "files": [{"path": ".github/workflows/ci.yml", "content": "x"}], "message": "m"}],
+        ["add_issue_comment", r("example-repo")],
+        ["add_issue_comment", r("example-repo")],
+    ]);
+    let o = h
+        .launch(
+            "ghprobe",
+            "gina",
+            &[],
+            &["/usr/bin/python3", "-c", MCP_AGENT, &calls.to_string()],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let lines = agent_lines(&o);
+    let refused = |i: usize| step(&lines, i)["error"] == true;
+    assert!(!refused(0) && !refused(1), "{lines:?}");
+    for (i, rule) in [
+        (2, "writes.repos"),
+        (3, "writes.issues"),
+        (4, "unknown write"),
+        (5, "default branch"),
+        (6, "writes.workflows"),
+        (8, "budget.github_writes_per_run"),
+    ] {
+        assert!(refused(i), "step {i}: {lines:?}");
+        let t = step(&lines, i)["text"].as_str().unwrap();
+        assert!(t.contains(rule), "step {i}: {t}");
+    }
+    assert!(!refused(7), "the second write is within the budget of 2");
+    // Upstream: only what passed, each with the run's installation token.
+    let token = gh.tokens()[0].clone();
+    let seen: Vec<Value> = std::fs::read_to_string(mcp_dir.path().join("calls.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = seen.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["get_issue", "add_issue_comment", "add_issue_comment"]
+    );
+    assert!(seen.iter().all(|c| c["auth"] == format!("Bearer {token}")));
+    let run = run_id_of(&o);
+    let ev = events(&run, "github_write", 8);
+    assert_eq!(
+        ev.iter()
+            .filter(|e| e["AIRLOCK_DECISION"] == "allow"
+                && e["AIRLOCK_ENDPOINT"] == "mcp add_issue_comment")
+            .count(),
+        2,
+        "{ev:?}"
+    );
+    assert!(!journal_text(&run).contains(&token));
+    let _ = mcp.0.kill();
+}
