@@ -40,8 +40,13 @@ use classify::Kind;
 
 /// The lease name of the run's GitHub token.
 pub const LEASE_NAME: &str = "github";
-/// Largest request body taken: an API call, or a push's pack.
-pub const MAX_BODY_BYTES: usize = 256 << 20;
+/// Largest request body taken: an API call or a fetch's negotiation.
+pub const MAX_BODY_BYTES: usize = 32 << 20;
+/// Largest push taken (its pack is read whole before it is checked); one at a time.
+pub const MAX_PUSH_BYTES: usize = 256 << 20;
+/// Connections a run holds to its GitHub route at once: with the bodies above, what one
+/// run can make airlockd hold stays bounded.
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// What the GitHub route of one run enforces, decided (and its tokens minted) before the
 /// run starts.
@@ -109,6 +114,9 @@ pub struct Github {
     /// Branches this run created by a push (it may update those, fast-forward only).
     created: Mutex<Vec<(String, String)>>,
     scratch: scratch::Scratch,
+    conns: Arc<tokio::sync::Semaphore>,
+    /// One push body read at a time.
+    push_slot: tokio::sync::Mutex<()>,
 }
 
 impl Github {
@@ -129,6 +137,8 @@ impl Github {
             leases,
             log,
             created: Mutex::new(Vec::new()),
+            conns: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+            push_slot: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -246,7 +256,14 @@ pub fn intercepts(req: &Request<Incoming>) -> Option<Host> {
 /// Answer a CONNECT to a GitHub host: 200, then TLS with the run's certificate and HTTP
 /// served by this route on the upgraded connection.
 pub fn intercept(gh: Arc<Github>, host: Host, req: Request<Incoming>) -> Response<GwBody> {
+    let Ok(slot) = gh.conns.clone().try_acquire_owned() else {
+        return refusal(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Airlock: the run holds too many connections to GitHub at once",
+        );
+    };
     tokio::spawn(async move {
+        let _slot = slot;
         let Ok(upgraded) = hyper::upgrade::on(req).await else {
             return;
         };
@@ -361,7 +378,17 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
         return r;
     }
     let (parts, body) = req.into_parts();
-    let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+    let pushing = host == Host::Git && parts.uri.path().ends_with("/git-receive-pack");
+    let _push = match pushing {
+        true => Some(gh.push_slot.lock().await),
+        false => None,
+    };
+    let limit = if pushing {
+        MAX_PUSH_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
+    let body = match Limited::new(body, limit).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
             return refusal(
