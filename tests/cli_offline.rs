@@ -275,6 +275,7 @@ fn verify_ledger_counts_and_names_the_first_broken_record() {
                 reason: "exited".into(),
                 calls: None,
                 spend: None,
+                github: None,
             }))
             .unwrap();
         ledger.append(opened("r2")).unwrap();
@@ -370,6 +371,7 @@ fn read_commands_read_the_files_without_the_daemon() {
             reason: "stopped: SIGINT to its supervisor".into(),
             calls: None,
             spend: None,
+            github: None,
         }))
         .unwrap();
     // Open, and no supervisor holds it (no alive file): nobody supervises it.

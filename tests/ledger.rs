@@ -35,6 +35,7 @@ fn closed(run: &str) -> LedgerEvent {
         reason: "agent exited".to_string(),
         calls: None,
         spend: None,
+        github: None,
     })
 }
 
@@ -265,6 +266,7 @@ fn open_runs_lists_unclosed_runs() {
         reason: "daemon restarted".into(),
         calls: None,
         spend: None,
+        github: None,
     }))
     .unwrap();
     drop(l);
@@ -320,6 +322,7 @@ fn outcomes_round_trip() {
             reason: String::new(),
             calls: None,
             spend: None,
+            github: None,
         }))
         .unwrap();
     }

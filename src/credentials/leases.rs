@@ -27,6 +27,9 @@ pub enum LeaseKind {
     Provider,
     /// An MCP connector's credential, used by the gateway on the run's behalf.
     Connector,
+    /// GitHub App installation tokens minted for the run, used by the gateway's GitHub
+    /// route; revoked at GitHub too (`DELETE /installation/token`).
+    Github,
 }
 
 impl LeaseKind {
@@ -34,7 +37,13 @@ impl LeaseKind {
         match self {
             LeaseKind::Provider => "provider",
             LeaseKind::Connector => "connector",
+            LeaseKind::Github => "github",
         }
+    }
+
+    /// Whether its credential lives on at its source until revoked there.
+    pub fn revoked_upstream(self) -> bool {
+        self == LeaseKind::Github
     }
 }
 
@@ -79,6 +88,10 @@ pub struct Lease {
     pub revoked_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoke_reason: Option<String>,
+    /// When the credential dies at its source on its own (a GitHub token's expiry), for
+    /// leases revoked upstream: past it, a revocation that could not be confirmed is over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_expires_at: Option<u64>,
 }
 
 /// What a run asks for: one lease per credential it will use.
@@ -256,6 +269,7 @@ pub fn issue(
             state: LeaseState::Active,
             revoked_at: None,
             revoke_reason: None,
+            upstream_expires_at: None,
         });
         tokens.push(token);
     }
@@ -288,15 +302,32 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Mark every lease of `leases` not yet revoked as revoked now; returns those changed (so
-/// each revocation is recorded once). Leases whose source needs an upstream revocation
-/// would go to [`LeaseState::RevokePending`] until it is confirmed; provider keys and
-/// connector credentials are Airlock's own, so a local revocation is the whole of it.
-pub fn revoke(leases: &mut [Lease], now_ms: u64, reason: &str) -> Vec<Lease> {
+/// Revoke every lease of `leases` not yet revoked; returns those whose state changed (so
+/// each change is recorded once). Provider keys and connector credentials are Airlock's
+/// own, so a local revocation is the whole of it. A lease revoked upstream
+/// ([`LeaseKind::revoked_upstream`]) is revoked only when `upstream` confirms its
+/// credential is dead at its source (asked again for a pending one); until then it is
+/// [`LeaseState::RevokePending`], never shown revoked.
+pub fn revoke(
+    leases: &mut [Lease],
+    now_ms: u64,
+    reason: &str,
+    upstream: &mut dyn FnMut(&Lease) -> bool,
+) -> Vec<Lease> {
     let mut changed = Vec::new();
     for l in leases.iter_mut().filter(|l| l.state != LeaseState::Revoked) {
-        l.state = LeaseState::Revoked;
-        l.revoked_at = Some(now_ms);
+        let state = if !l.kind.revoked_upstream() || upstream(l) {
+            LeaseState::Revoked
+        } else {
+            LeaseState::RevokePending
+        };
+        if state == l.state {
+            continue;
+        }
+        l.state = state;
+        if l.revoked_at.is_none() || state == LeaseState::Revoked {
+            l.revoked_at = Some(now_ms);
+        }
         l.revoke_reason = Some(reason.to_string());
         changed.push(l.clone());
     }
@@ -503,9 +534,12 @@ mod tests {
         for t in &i.tokens {
             assert!(!text.contains(t.expose()), "tokens are never written");
         }
-        let changed = revoke(&mut i.records, 9, "the run ended");
+        let changed = revoke(&mut i.records, 9, "the run ended", &mut |_| false);
         assert_eq!(changed.len(), 3);
-        assert!(revoke(&mut i.records, 10, "again").is_empty(), "once only");
+        assert!(
+            revoke(&mut i.records, 10, "again", &mut |_| true).is_empty(),
+            "once only"
+        );
         store.save(run, &i.records).unwrap();
         assert!(store.open_runs().unwrap().is_empty());
         let back = store.load(run).unwrap().unwrap();
@@ -513,5 +547,22 @@ mod tests {
             && l.revoked_at == Some(9)
             && l.revoke_reason.as_deref() == Some("the run ended")));
         assert!(store.load("r-20261201-0000000b").unwrap().is_none());
+    }
+
+    #[test]
+    fn an_upstream_lease_stays_pending_until_its_revocation_is_confirmed() {
+        let want = Want {
+            kind: LeaseKind::Github,
+            name: "github".into(),
+            grants: "github".into(),
+        };
+        let mut i = issue("r-20261201-0000000c", "tess", &[want], 1, None).unwrap();
+        let changed = revoke(&mut i.records, 5, "the run ended", &mut |_| false);
+        assert_eq!(changed[0].state, LeaseState::RevokePending);
+        // A failed retry changes nothing (no second record).
+        assert!(revoke(&mut i.records, 6, "retry", &mut |_| false).is_empty());
+        let changed = revoke(&mut i.records, 7, "retry", &mut |_| true);
+        assert_eq!(changed[0].state, LeaseState::Revoked);
+        assert_eq!(changed[0].revoked_at, Some(7));
     }
 }

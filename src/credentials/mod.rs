@@ -4,6 +4,7 @@
 //! upstream by the run's gateway: never to the jail, a log, the journal, the ledger or an
 //! error message ([`Secret`]'s Debug and Display say nothing of it).
 
+pub mod github_app;
 pub mod leases;
 
 use std::io::Read;
@@ -35,6 +36,35 @@ impl std::fmt::Debug for Secret {
 /// Read credential `name` from where the config says. Errors name the credential and the
 /// file and say what to change; never the contents.
 pub fn read(name: &str, src: &CredentialSource) -> Result<Secret, String> {
+    let (text, path) = read_text(name, src)?;
+    let secret = text.trim_end_matches(['\n', '\r']);
+    if secret.is_empty() || secret.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return Err(format!(
+            "credentials.{name}: {}: must be one line of printable text",
+            path.display()
+        ));
+    }
+    Ok(Secret(secret.to_string()))
+}
+
+/// Read credential `name` as a PEM document (several lines: the GitHub App's key), with
+/// the same checks on the file as [`read`].
+pub fn read_pem(name: &str, src: &CredentialSource) -> Result<Secret, String> {
+    let (text, path) = read_text(name, src)?;
+    if !text.contains("-----BEGIN ")
+        || text
+            .bytes()
+            .any(|b| b != b'\n' && b != b'\r' && (b < 0x20 || b == 0x7f))
+    {
+        return Err(format!(
+            "credentials.{name}: {}: must be a PEM private key (-----BEGIN RSA PRIVATE KEY-----)",
+            path.display()
+        ));
+    }
+    Ok(Secret(text))
+}
+
+fn read_text(name: &str, src: &CredentialSource) -> Result<(String, PathBuf), String> {
     let path = match src {
         CredentialSource::File(p) => p.clone(),
         CredentialSource::Systemd(n) => match std::env::var_os("CREDENTIALS_DIRECTORY") {
@@ -80,14 +110,7 @@ pub fn read(name: &str, src: &CredentialSource) -> Result<Secret, String> {
     }
     let text = String::from_utf8(bytes)
         .map_err(|_| format!("credentials.{name}: {}: not UTF-8 text", path.display()))?;
-    let secret = text.trim_end_matches(['\n', '\r']);
-    if secret.is_empty() || secret.bytes().any(|b| b < 0x20 || b == 0x7f) {
-        return Err(format!(
-            "credentials.{name}: {}: must be one line of printable text",
-            path.display()
-        ));
-    }
-    Ok(Secret(secret.to_string()))
+    Ok((text, path))
 }
 
 #[cfg(test)]

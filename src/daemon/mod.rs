@@ -304,6 +304,8 @@ async fn main_loop(
     let watchdog = notify::watchdog_interval();
     let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
     let mut standby_tick = tokio::time::interval(standby::MAX_AGE / 4);
+    // Revocations pending at their source (a GitHub DELETE that failed) are tried again.
+    let mut pending_tick = tokio::time::interval(runs::PENDING_RETRY);
     let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
 
     standby::Standby::refill(&d);
@@ -350,6 +352,10 @@ async fn main_loop(
             },
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
             _ = standby_tick.tick() => d.standby.expire(),
+            _ = pending_tick.tick() => {
+                let d2 = d.clone();
+                tokio::task::spawn_blocking(move || runs::retry_pending(&d2));
+            }
             _ = d.changed.notified() => notify::status(&d.status_line()),
         }
     }

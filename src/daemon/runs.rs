@@ -300,7 +300,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             None,
             None,
             "airlockd lost the run's supervisor thread before the run started",
-            (None, None),
+            (None, None, None),
         );
         if closed {
             alive::forget(&state_dir, &info.run);
@@ -427,7 +427,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
                 None,
                 None,
                 &reason,
-                (None, None),
+                (None, None, None),
             );
             settle(heartbeat, closed);
             if let Some((_, exit)) = frames {
@@ -491,7 +491,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
         end.exit_code(),
         end.signal,
         &reason,
-        (end.calls, end.spend),
+        (end.calls, end.spend, end.github),
     );
     settle(heartbeat, closed);
     if let Some(exit) = exit_tx {
@@ -530,8 +530,40 @@ pub fn revoke_leases(d: &Daemon, run: &str, reason: &str) -> lease_records::Revo
     }
 }
 
+/// How often leases of ended runs still held (a revocation pending at its source, or one
+/// the ledger could not take) are revoked again.
+pub const PENDING_RETRY: Duration = Duration::from_secs(10);
+
+/// Revoke again the leases of every ended run that still has one not revoked (a GitHub
+/// token whose DELETE failed): a success is recorded, a failure stays pending. Runs still
+/// running are left alone (checked under the ledger lock, which launches hold while they
+/// record their leases and join the active table).
+pub fn retry_pending(d: &Daemon) {
+    let store = LeaseStore::new(&d.set().config.state_dir);
+    let mut ledger = lock(&d.ledger);
+    let Ok(runs) = store.open_runs() else {
+        return;
+    };
+    for run in runs {
+        if lock(&d.active).contains_key(&run) {
+            continue;
+        }
+        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+        let _ = lease_records::revoke_run(
+            &store,
+            &mut append,
+            &run,
+            "revocation retried at its source",
+        );
+    }
+}
+
 /// What a run's closing record counts: gateway calls, and model requests and spend.
-type Counted = (Option<ledger::CallCounts>, Option<ledger::SpendCounts>);
+type Counted = (
+    Option<ledger::CallCounts>,
+    Option<ledger::SpendCounts>,
+    Option<ledger::GithubWrites>,
+);
 
 /// Close a run's record and take it off the active table; whether the record is closed. A
 /// failed append leaves the record open; the next start of airlockd closes it as aborted.
@@ -544,7 +576,7 @@ fn close(
     reason: &str,
     counts: Counted,
 ) -> bool {
-    let (calls, spend) = counts;
+    let (calls, spend, github) = counts;
     let closed = RunClosed {
         run: info.run.clone(),
         ended_at: ledger::now_ms(),
@@ -554,6 +586,7 @@ fn close(
         reason: reason.to_string(),
         calls,
         spend,
+        github,
     };
     let appended = lock(&d.ledger).append(LedgerEvent::RunClosed(closed));
     let ok = appended.is_ok();

@@ -132,6 +132,12 @@ fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
 }
 
 async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
+    // A CONNECT to a GitHub host is answered by the GitHub route, not tunnelled.
+    if let Some(gh) = &gw.github {
+        if let Some(host) = super::github::intercepts(&req) {
+            return super::github::intercept(gh.clone(), host, req);
+        }
+    }
     // Proxy requests first: a browser's Origin there is the page's, not the gateway's.
     if egress::is_proxy_request(&req) {
         return egress::handle(&gw.egress, &gw.log, req).await;

@@ -510,7 +510,20 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
     let args = p.get("arguments").cloned().unwrap_or(json!({}));
     let mut rec = CallRecord::new(&c.name, if name.is_empty() { "(none)" } else { name });
     rec.detail = jsonrpc::shape(&args);
-    let d = gw.plan.policy.tool(&c.name, name, &args);
+    let mut d = gw.plan.policy.tool(&c.name, name, &args);
+    // The GitHub connector's writes are GitHub writes: the same checks and budget.
+    let mut github = None;
+    if let (true, Some(gh)) = (
+        d.allow && c.name == super::github::mcp::CONNECTOR,
+        &gw.github,
+    ) {
+        match super::github::mcp::check(gh, name, &args).await {
+            Ok(p) => github = p.map(|p| (gh, p)),
+            Err(why) => {
+                d = crate::policy::Decision::deny("github", why);
+            }
+        }
+    }
     rec.decided(&d);
     let reply = if !d.allow {
         rpc_result(
@@ -522,7 +535,12 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
         )
     } else {
         let params = json!({"name": name, "arguments": args});
-        match forward(c, session, "tools/call", params).await {
+        let answer = forward(c, session, "tools/call", params).await;
+        if let Some((gh, p)) = &github {
+            let ok = matches!(&answer, Ok((r, _)) if r.get("isError") != Some(&json!(true)));
+            super::github::mcp::passed(gh, name, p, ok);
+        }
+        match answer {
             Ok((result, ex)) => {
                 rec.is_error = result.get("isError") == Some(&json!(true));
                 note_asked(&mut rec, &ex);

@@ -22,6 +22,7 @@
 
 pub mod bash_tool;
 pub mod egress;
+pub mod github;
 pub mod http;
 pub mod jsonrpc;
 pub mod mcp_proxy;
@@ -70,6 +71,8 @@ pub struct GatewayPlan {
     pub leases: Arc<crate::credentials::leases::LiveLeases>,
     /// Where the run's proxy may go (`HTTPS_PROXY`/`HTTP_PROXY`).
     pub egress: egress::EgressPlan,
+    /// The GitHub route, when the role's key store is Airlock's and its tokens were minted.
+    pub github: Option<github::GithubPlan>,
 }
 
 /// A connector's upstream, as the gateway will reach it.
@@ -171,6 +174,8 @@ pub trait CallLog: Send + Sync {
     fn provider(&self, record: provider::ProviderRecord);
     /// One egress connection (tunnel or forwarded request), at its end.
     fn egress(&self, record: egress::EgressRecord);
+    /// A GitHub write, or a refused GitHub request.
+    fn github(&self, record: github::GithubRecord);
     /// Where a stdio connector's stderr goes.
     fn connector_output(&self, connector: &str) -> Box<dyn crate::supervisor::process::OutputSink>;
 }
@@ -188,6 +193,8 @@ pub struct RunGateway {
     /// The provider route, when the plan has one.
     pub provider: Option<provider::Provider>,
     pub egress: Arc<egress::Egress>,
+    /// The GitHub route, when the plan has one.
+    pub github: Option<Arc<github::Github>>,
 }
 
 /// A running gateway; dropping it stops it (every connection and call of the run ends).
@@ -219,7 +226,23 @@ impl Gateway {
         let mut jails = Vec::new();
         // The stdio upstreams' sockets are served by this runtime.
         let entered = rt.enter();
+        // The GitHub connector works with the run's installation token when the run has
+        // a GitHub route (the first owner's: GitHub's MCP server takes one token).
+        let gh_token = plan
+            .github
+            .as_ref()
+            .and_then(|g| g.tokens.first())
+            .map(|(_, t)| ("Authorization".to_string(), t.clone()));
         for (name, up) in &plan.upstreams {
+            let up = match (up, &gh_token) {
+                (UpstreamPlan::Http { url, .. }, Some(t)) if name == github::mcp::CONNECTOR => {
+                    &UpstreamPlan::Http {
+                        url: url.clone(),
+                        auth: Some(t.clone()),
+                    }
+                }
+                _ => up,
+            };
             let secret = match up {
                 UpstreamPlan::Http { auth, .. } => auth.as_ref(),
                 UpstreamPlan::Stdio { env, .. } => env.as_ref(),
@@ -255,7 +278,12 @@ impl Gateway {
             .provider
             .clone()
             .map(|p| provider::Provider::new(p, account.clone()));
+        let github = plan
+            .github
+            .clone()
+            .map(|g| Arc::new(github::Github::new(g, plan.leases.clone(), log.clone())));
         let state = Arc::new(RunGateway {
+            github,
             provider,
             egress: Arc::new(egress::Egress::new(plan.egress.clone())),
             connectors,

@@ -24,6 +24,7 @@
 //! | `instance_fired`   | `a615d5abbb654d4c88237db15efdaf10` | 5 notice   |
 //! | `tool_call`        | `6f1e0c9b2d8a4e37b5c4a1d09e7f3b62` | 6 info     |
 //! | `egress`           | `5b0d7c2e9a4f4e1c8d3b6a7f2e1c0d94` | 6 info     |
+//! | `github_write`     | `c3e81f0a5b6d4f2a9e7c1b8d0a4f6e29` | 6 info     |
 //!
 //! Agent output lines carry `AIRLOCK_STREAM=stdout|stderr` instead of an event and have no
 //! `MESSAGE_ID`; stdout lines are priority 6, stderr lines priority 5.
@@ -132,10 +133,12 @@ pub enum EventKind {
     Lease,
     /// A connection through the run's egress proxy (`egress`).
     Egress,
+    /// A GitHub write (or refused write) through the run's GitHub route (`github_write`).
+    GithubWrite,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 20] = [
+    pub const ALL: [EventKind; 21] = [
         EventKind::RunStarted,
         EventKind::RunExited,
         EventKind::RunKilled,
@@ -156,6 +159,7 @@ impl EventKind {
         EventKind::Provider,
         EventKind::Lease,
         EventKind::Egress,
+        EventKind::GithubWrite,
     ];
 
     /// The `AIRLOCK_EVENT` value.
@@ -181,6 +185,7 @@ impl EventKind {
             EventKind::Provider => "provider",
             EventKind::Lease => "lease",
             EventKind::Egress => "egress",
+            EventKind::GithubWrite => "github_write",
         }
     }
 
@@ -211,6 +216,7 @@ impl EventKind {
             EventKind::Provider => "17ade88e3a4c25a074e1877319ca0cdf",
             EventKind::Lease => "7b6222c770b571e5092bd2d29a70ae56",
             EventKind::Egress => "5b0d7c2e9a4f4e1c8d3b6a7f2e1c0d94",
+            EventKind::GithubWrite => "c3e81f0a5b6d4f2a9e7c1b8d0a4f6e29",
         }
     }
 
@@ -236,7 +242,8 @@ impl EventKind {
             | EventKind::JailReport
             | EventKind::ToolCall
             | EventKind::Provider
-            | EventKind::Egress => 6,
+            | EventKind::Egress
+            | EventKind::GithubWrite => 6,
         }
     }
 

@@ -117,12 +117,14 @@ impl RunDisks {
         bound: Bound,
         uid: u32,
         gid: u32,
+        populate: Option<&Path>,
     ) -> Result<(), String> {
         let img = workspace_image(run_dir);
         // Recorded first, so a failure below still removes what was made.
         self.workspace_image = Some(img.clone());
-        // A workspace lives for one run: no journal (faster to make, less to write).
-        make_image(&img, bound, uid, gid, false, None)?;
+        // A workspace lives for one run: no journal (faster to make, less to write). It
+        // may start with what `populate` holds (the run.clone repositories).
+        make_image(&img, bound, uid, gid, false, populate)?;
         let lp = loopdev::attach(&img)?;
         self.push(DiskTarget::Workspace, lp, bound);
         Ok(())

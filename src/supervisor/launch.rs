@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{chown, Gid, Uid};
 
 use crate::config::{Config, UpstreamConf};
+use crate::credentials::github_app;
 use crate::credentials::leases::{self, LeaseKind, Want};
 use crate::gateway::provider::{api_of, ProviderPlan, ProviderUrl};
 use crate::gateway::{GatewayPlan, UpstreamPlan};
@@ -26,7 +27,7 @@ use crate::supervisor::agent_files::agent_files;
 use crate::supervisor::disk::RunDisks;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
-use crate::supervisor::{connector, exec_set};
+use crate::supervisor::{connector, exec_set, github_plan};
 
 pub use crate::supervisor::process::pids_of_uid;
 
@@ -421,6 +422,7 @@ pub fn prepare_in(
         ),
     };
     let provider = provider_plan(cfg, &loaded.role, policies, req.command.is_empty())?;
+    let github_lease = format!("run/{run_id}/github/1");
 
     check_reserve(cfg)?;
     let run_dir = cfg.state_dir.join("runs").join(&run_id);
@@ -437,6 +439,42 @@ pub fn prepare_in(
     // A refusal from here on leaves nothing of the run behind.
     let mut disks = RunDisks::default();
     let built = (|| {
+        // GitHub tokens first: a fresh workspace gets the run.clone repositories in it
+        // from the start (and a bounded one is made holding them). As with the provider, a
+        // `-- CMD` launch on a host without the App goes on without the route (the role's
+        // own agent is refused, since it could not work).
+        let own_agent = req.command.is_empty();
+        let github = if github_plan::wanted(&loaded.role) && (own_agent || cfg.github.is_some()) {
+            let m = github_plan::mint(
+                cfg,
+                &loaded.role,
+                policies,
+                &run_id,
+                run_dir.join("github-scratch"),
+            )
+            .map_err(refused)?;
+            github_app::Held::put(&github_lease, m.minted.clone());
+            Some(m)
+        } else {
+            None
+        };
+        // Cloned where only root reaches (the run's directory), then placed.
+        let staged = match (&github, &workspace) {
+            (Some(m), None) => {
+                let clone: Vec<String> = loaded
+                    .role
+                    .run
+                    .iter()
+                    .flat_map(|r| r.clone.iter().flatten())
+                    .cloned()
+                    .collect();
+                let dir = run_dir.join("clone");
+                github_plan::clone_into(&m.plan, &clone, &dir, (inst.uid, inst.gid))
+                    .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?
+                    .then_some(dir)
+            }
+            _ => None,
+        };
         let workspace = match workspace {
             Some(w) => w,
             None => {
@@ -453,8 +491,14 @@ pub fn prepare_in(
                 .map_err(|e| io_err("cannot chown workspace", &w, e))?;
                 if let Some(b) = cfg.disk.workspace {
                     disks
-                        .add_workspace(&run_dir, b, inst.uid, inst.gid)
+                        .add_workspace(&run_dir, b, inst.uid, inst.gid, staged.as_deref())
                         .map_err(|e| bound_failed(cfg, "workspace", &e))?;
+                } else if let Some(dir) = &staged {
+                    fs::rename(dir.join("repos"), w.join("repos"))
+                        .map_err(|e| io_err("cannot place the run.clone repositories", &w, e))?;
+                }
+                if let Some(dir) = &staged {
+                    let _ = fs::remove_dir_all(dir);
                 }
                 w
             }
@@ -498,9 +542,29 @@ pub fn prepare_in(
         let now = crate::supervisor::ledger::now_ms();
         let expires =
             deadline.map(|d| now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
-        let wants = lease_wants(provider.as_ref(), &upstreams);
-        let issued = leases::issue(&spec.run_id, &spec.instance, &wants, now, expires)
+        let mut wants = lease_wants(provider.as_ref(), &upstreams);
+        if let Some(m) = &github {
+            wants.push(Want {
+                kind: LeaseKind::Github,
+                name: crate::gateway::github::LEASE_NAME.into(),
+                grants: m.grants.clone(),
+            });
+        }
+        let mut issued = leases::issue(&spec.run_id, &spec.instance, &wants, now, expires)
             .map_err(|e| LaunchError::Io(format!("run tokens could not be made: {e}")))?;
+        let mut spec = spec;
+        let github = match github {
+            Some(m) => {
+                let token = issued.tokens.last().map(|t| t.expose().to_string());
+                if let Some(rec) = issued.records.iter_mut().find(|l| l.id == github_lease) {
+                    rec.upstream_expires_at = m.minted.iter().map(|t| t.expires_at).max();
+                }
+                env.extend(github_plan::env(token.as_deref().unwrap_or_default()));
+                spec.files.extend(m.files);
+                Some(m.plan)
+            }
+            None => None,
+        };
         // The provider's want comes first, so its token is the first.
         if let (Some(run), Some(_), Some(token)) =
             (&loaded.role.run, &provider, issued.tokens.first())
@@ -510,14 +574,13 @@ pub fn prepare_in(
                 token.expose().to_string(),
             ));
         }
-        let mut spec = spec;
         spec.env = env;
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
-        Ok((spec, deadline, upstreams, issued))
+        Ok((spec, deadline, upstreams, issued, github))
     })();
     match built {
-        Ok((spec, deadline, upstreams, issued)) => Ok(Prepared {
+        Ok((spec, deadline, upstreams, issued, github)) => Ok(Prepared {
             gateway: GatewayPlan {
                 policy: std::sync::Arc::new(RolePolicy::compile(&loaded.role, policies)),
                 workspace: spec.workspace.clone(),
@@ -530,6 +593,7 @@ pub fn prepare_in(
                 // key and counts spend. `egress_plan::provider_host(url)` values listed here
                 // would also let the run CONNECT to the provider's host itself.
                 egress: crate::supervisor::egress_plan::plan(cfg, &loaded.role, Vec::new()),
+                github,
             },
             leases: issued.records,
             deadline,
@@ -538,6 +602,8 @@ pub fn prepare_in(
             disks: std::sync::Arc::new(disks),
         }),
         Err(e) => {
+            // Tokens minted for a run that does not start are revoked at once.
+            let _ = github_app::Held::revoke(&github_lease);
             drop(disks);
             let _ = fs::remove_dir_all(&run_dir);
             // And those of the stdio connectors prepared before the refusal.

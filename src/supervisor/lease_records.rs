@@ -69,7 +69,15 @@ pub fn revoke_run(
     else {
         return Ok(Revoked::default());
     };
-    let changed = leases::revoke(&mut all, ledger::now_ms(), reason);
+    let now = ledger::now_ms();
+    // A GitHub token is revoked at GitHub (while this process holds it), or is over once
+    // GitHub's own expiry has passed; otherwise its lease stays pending.
+    let mut upstream = |l: &Lease| {
+        crate::credentials::github_app::Held::revoke(&l.id)
+            || (!crate::credentials::github_app::Held::holds(&l.id)
+                && l.upstream_expires_at.is_some_and(|t| now >= t))
+    };
+    let changed = leases::revoke(&mut all, now, reason, &mut upstream);
     let mut out = Revoked::default();
     for l in &changed {
         append(LedgerEvent::LeaseRevoked(LeaseRevoked {

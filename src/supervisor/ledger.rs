@@ -98,6 +98,19 @@ pub struct RunClosed {
     /// records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spend: Option<SpendCounts>,
+    /// The run's GitHub writes, when it had a GitHub route. Absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubWrites>,
+}
+
+/// A run's GitHub writes, forwarded through its GitHub route, and its budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GithubWrites {
+    /// Writes forwarded (a push counts one).
+    pub writes: u64,
+    /// `budget.github_writes_per_run`.
+    pub budget: u64,
 }
 
 /// A run's model requests (forwarded and refused) and what they cost, in micro-USD.

@@ -6,6 +6,7 @@ pub mod connector;
 pub mod disk;
 pub mod egress_plan;
 pub mod exec_set;
+pub mod github_plan;
 pub mod host_addrs;
 pub mod instances;
 pub mod launch;

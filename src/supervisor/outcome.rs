@@ -25,6 +25,8 @@ pub struct Closing {
     pub calls: Option<super::ledger::CallCounts>,
     /// Model requests and spend, when the run had a provider route.
     pub spend: Option<super::ledger::SpendCounts>,
+    /// GitHub writes, when the run had a GitHub route.
+    pub github: Option<super::ledger::GithubWrites>,
 }
 
 impl Closing {
@@ -84,6 +86,7 @@ pub fn closing(
         kind,
         calls: None,
         spend: None,
+        github: None,
     };
     let mut closing = match result {
         Err(e) => c(

@@ -94,6 +94,7 @@ pub fn close_aborted(
         reason,
         calls: None,
         spend: None,
+        github: None,
     }))?;
     Ok(not_killed)
 }

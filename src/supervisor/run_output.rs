@@ -269,6 +269,12 @@ impl JournaledRun {
                 budget_micro_usd: p.budget_micro_usd,
             });
         }
+        if let Some(g) = &prepared.gateway.github {
+            closing.github = Some(crate::supervisor::ledger::GithubWrites {
+                writes: g.writes.load(Ordering::SeqCst),
+                budget: g.policy.budget,
+            });
+        }
         closing
     }
 }
@@ -287,6 +293,7 @@ enum Entry {
     Call(CallRecord),
     Provider(ProviderRecord),
     Egress(EgressRecord),
+    Github(crate::gateway::github::GithubRecord),
 }
 
 /// Call records waiting for the journal, at most.
@@ -325,6 +332,7 @@ impl JournalCallLog {
                         Entry::Call(r) => write_call(&j, &l, &r),
                         Entry::Provider(r) => write_provider(&j, &l, &r),
                         Entry::Egress(r) => write_egress(&j, &l, &r),
+                        Entry::Github(r) => write_github(&j, &l, &r),
                     }
                 }
             })?;
@@ -361,6 +369,12 @@ impl CallLog for JournalCallLog {
 
     fn egress(&self, r: EgressRecord) {
         if self.tx.try_send(Entry::Egress(r)).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn github(&self, r: crate::gateway::github::GithubRecord) {
+        if self.tx.try_send(Entry::Github(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -490,6 +504,49 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
     }
     if lock(journal)
         .event(EventKind::Provider, &msg, &fields)
+        .is_err()
+    {
+        lost.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn write_github(
+    journal: &Mutex<RunJournal>,
+    lost: &AtomicU64,
+    r: &crate::gateway::github::GithubRecord,
+) {
+    let decision = if r.allow { "allow" } else { "deny" };
+    let msg = if r.allow {
+        format!(
+            "github {} {} {decision} by {}: HTTP {}, write {} of {}",
+            r.action, r.repo, r.rule, r.status, r.writes, r.budget
+        )
+    } else {
+        format!(
+            "github {} {} {decision} by {}: {} ({} of {} writes made)",
+            r.action, r.repo, r.rule, r.reason, r.writes, r.budget
+        )
+    };
+    let (writes, budget, status, dur) = (
+        r.writes.to_string(),
+        r.budget.to_string(),
+        r.status.to_string(),
+        r.duration_ms.to_string(),
+    );
+    let fields: Vec<(&str, &str)> = vec![
+        ("AIRLOCK_REPO", &r.repo),
+        ("AIRLOCK_ACTION", &r.action),
+        ("AIRLOCK_ENDPOINT", &r.endpoint),
+        ("AIRLOCK_DECISION", decision),
+        ("AIRLOCK_RULE", &r.rule),
+        ("AIRLOCK_REASON", &r.reason),
+        ("AIRLOCK_WRITES", &writes),
+        ("AIRLOCK_BUDGET", &budget),
+        ("AIRLOCK_STATUS", &status),
+        ("AIRLOCK_DURATION_MS", &dur),
+    ];
+    if lock(journal)
+        .event(EventKind::GithubWrite, &msg, &fields)
         .is_err()
     {
         lost.fetch_add(1, Ordering::Relaxed);

@@ -293,6 +293,7 @@ pub fn run(
                 kind: EventKind::RunAborted,
                 calls: None,
                 spend: None,
+                github: None,
             };
             let ledger_error = close(cfg, &run, &closing).err();
             settle(ledger_error.is_none());
@@ -404,6 +405,7 @@ fn close(cfg: &Config, run: &str, c: &Closing) -> Result<lease_records::Revoked,
             reason: c.reason.clone(),
             calls: c.calls,
             spend: c.spend,
+            github: c.github,
         }))
         .map(|_| revoked)
         .map_err(|e| e.to_string())

@@ -1,0 +1,319 @@
+//! What a GitHub request is: a read, a named write to one repository, or a write this
+//! table does not know (refused: fail closed). Pure: method, path and (for the endpoints
+//! whose meaning is in their body) the JSON body in, a [`Kind`] out.
+
+use serde_json::Value;
+
+use crate::policy::github::Action;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// GET, HEAD, a GraphQL query, git fetch: forwarded.
+    Read,
+    /// One write (several actions when one request does several things, each checked).
+    Write { repo: String, actions: Vec<Action> },
+    /// A git push: its ref updates are checked before its pack goes on.
+    Push { repo: String },
+    /// Refused: the reason.
+    Unknown(&'static str),
+}
+
+/// `owner/repo` from two path segments, if they are plain names.
+fn repo_of(owner: &str, name: &str) -> Option<String> {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+    };
+    (plain(owner) && plain(name)).then(|| format!("{owner}/{name}"))
+}
+
+/// A REST API request (`path` without the query).
+pub fn rest(method: &str, path: &str, body: Option<&Value>) -> Kind {
+    if matches!(method, "GET" | "HEAD") {
+        return Kind::Read;
+    }
+    if path.contains("//") || path.contains('%') || path.contains('\\') {
+        return Kind::Unknown("the path is not plain (no empty, encoded or escaped segments)");
+    }
+    if path == "/graphql" {
+        return graphql(body);
+    }
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let ["repos", owner, name, rest @ ..] = seg.as_slice() else {
+        return Kind::Unknown("not a write Airlock knows (only /repos/OWNER/REPO/... writes)");
+    };
+    let Some(repo) = repo_of(owner, name) else {
+        return Kind::Unknown("the repository is not a plain OWNER/REPO");
+    };
+    let num = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let field = |k: &str| body.and_then(|b| b.get(k));
+    let one = |a: Action| Kind::Write {
+        repo: repo.clone(),
+        actions: vec![a],
+    };
+    use Action::*;
+    match (method, rest) {
+        ("POST", ["issues"]) => one(Issue("create")),
+        ("PATCH", ["issues", n]) if num(n) => {
+            let mut actions = Vec::new();
+            match field("state").and_then(Value::as_str) {
+                Some("closed") => actions.push(Issue("close")),
+                Some("open") => actions.push(Issue("reopen")),
+                Some(_) => return Kind::Unknown("an issue's state is open or closed"),
+                None => {}
+            }
+            if field("title").is_some() || field("body").is_some() {
+                actions.push(Issue("edit_body"));
+            }
+            if field("labels").is_some() {
+                actions.push(Issue("label"));
+            }
+            if field("assignees").is_some() || field("assignee").is_some() {
+                actions.push(Issue("assign"));
+            }
+            let known = [
+                "state",
+                "state_reason",
+                "title",
+                "body",
+                "labels",
+                "assignees",
+                "assignee",
+            ];
+            let other = body
+                .and_then(Value::as_object)
+                .is_some_and(|o| o.keys().any(|k| !known.contains(&k.as_str())));
+            if actions.is_empty() || other {
+                return Kind::Unknown("an issue edit Airlock does not know (milestone, lock, ...)");
+            }
+            Kind::Write { repo, actions }
+        }
+        ("POST", ["issues", n, "comments"]) if num(n) => one(Issue("comment")),
+        ("POST" | "PUT", ["issues", n, "labels"]) | ("DELETE", ["issues", n, "labels", ..])
+            if num(n) =>
+        {
+            one(Issue("label"))
+        }
+        ("POST" | "DELETE", ["issues", n, "assignees"]) if num(n) => one(Issue("assign")),
+        ("POST", ["pulls"]) => one(PullRequest("open")),
+        ("PUT", ["pulls", n, "merge"]) if num(n) => one(PullRequest("merge")),
+        ("POST", ["pulls", n, "reviews"]) if num(n) => {
+            match field("event").and_then(Value::as_str) {
+                Some("APPROVE") => one(Approve),
+                _ => one(PullRequest("review")),
+            }
+        }
+        ("POST", ["pulls", n, "reviews", r, "events"]) if num(n) && num(r) => {
+            match field("event").and_then(Value::as_str) {
+                Some("APPROVE") => one(Approve),
+                _ => one(PullRequest("review")),
+            }
+        }
+        ("POST", ["pulls", n, "comments"]) if num(n) => one(PullRequest("comment")),
+        ("POST", ["pulls", n, "comments", c, "replies"]) if num(n) && num(c) => {
+            one(PullRequest("comment"))
+        }
+        ("POST", ["actions", "workflows", _, "dispatches"]) => one(Dispatch),
+        ("PUT" | "DELETE", ["contents", path @ ..]) if !path.is_empty() => {
+            if path.iter().any(|s| s.is_empty() || *s == "." || *s == "..") {
+                return Kind::Unknown("the file path is not plain");
+            }
+            one(Contents(Some(path.join("/"))))
+        }
+        _ => Kind::Unknown("not a write Airlock knows; unknown writes are refused"),
+    }
+}
+
+/// A GraphQL request: a query reads; a mutation is refused (its repository is named by a
+/// node id, which this table does not resolve).
+fn graphql(body: Option<&Value>) -> Kind {
+    let Some(q) = body.and_then(|b| b.get("query")).and_then(Value::as_str) else {
+        return Kind::Unknown("a GraphQL request must carry its query");
+    };
+    if has_mutation(q) {
+        return Kind::Unknown(
+            "GraphQL mutations are not forwarded; use the REST endpoints (gh api repos/OWNER/REPO/...)",
+        );
+    }
+    Kind::Read
+}
+
+/// Whether a GraphQL document holds a mutation (or a subscription) operation: the word
+/// as a token outside strings and comments.
+fn has_mutation(q: &str) -> bool {
+    let mut word = String::new();
+    let mut chars = q.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                // Skip the string, escapes included.
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                word.clear();
+            }
+            '#' => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+                word.clear();
+            }
+            c if c.is_alphanumeric() || c == '_' => word.push(c),
+            _ => {
+                if word == "mutation" || word == "subscription" {
+                    return true;
+                }
+                word.clear();
+            }
+        }
+    }
+    word == "mutation" || word == "subscription"
+}
+
+/// A git smart HTTP request on the git host: `/OWNER/REPO(.git)/info/refs?service=...`,
+/// `/OWNER/REPO(.git)/git-upload-pack` (reads) or `.../git-receive-pack` (a push).
+pub fn git(method: &str, path: &str, query: Option<&str>) -> Kind {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (owner, name, rest) = match seg.as_slice() {
+        [o, n, rest @ ..] => (*o, n.trim_end_matches(".git"), rest),
+        _ => return Kind::Unknown("not a repository path (/OWNER/REPO.git/...)"),
+    };
+    let Some(repo) = repo_of(owner, name) else {
+        return Kind::Unknown("the repository is not a plain OWNER/REPO");
+    };
+    match (method, rest, query) {
+        ("GET", ["info", "refs"], Some("service=git-upload-pack"))
+        | ("GET", ["info", "refs"], Some("service=git-receive-pack"))
+        | ("POST", ["git-upload-pack"], _) => Kind::Read,
+        ("POST", ["git-receive-pack"], _) => Kind::Push { repo },
+        _ => Kind::Unknown("only git's smart HTTP protocol is served"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn write(repo: &str, a: Action) -> Kind {
+        Kind::Write {
+            repo: repo.into(),
+            actions: vec![a],
+        }
+    }
+
+    #[test]
+    fn writes_are_named_and_unknown_writes_refused() {
+        let r = "o/r";
+        assert_eq!(rest("GET", "/repos/o/r/issues", None), Kind::Read);
+        assert_eq!(
+            rest("POST", "/repos/o/r/issues", None),
+            write(r, Action::Issue("create"))
+        );
+        assert_eq!(
+            rest("PUT", "/repos/o/r/pulls/3/merge", None),
+            write(r, Action::PullRequest("merge"))
+        );
+        assert_eq!(
+            rest(
+                "POST",
+                "/repos/o/r/pulls/3/reviews",
+                Some(&json!({"event": "APPROVE"}))
+            ),
+            write(r, Action::Approve)
+        );
+        assert_eq!(
+            rest(
+                "PATCH",
+                "/repos/o/r/issues/4",
+                Some(&json!({"state": "closed", "labels": []}))
+            ),
+            Kind::Write {
+                repo: r.into(),
+                actions: vec![Action::Issue("close"), Action::Issue("label")]
+            }
+        );
+        assert_eq!(
+            rest("PUT", "/repos/o/r/contents/.github/workflows/x.yml", None),
+            write(r, Action::Contents(Some(".github/workflows/x.yml".into())))
+        );
+        for (m, p, b) in [
+            ("DELETE", "/repos/o/r", None),
+            ("POST", "/repos/o/r/hooks", None),
+            (
+                "PATCH",
+                "/repos/o/r/issues/4",
+                Some(json!({"milestone": 1})),
+            ),
+            ("POST", "/repositories/1/issues", None),
+            ("POST", "/repos/o/r/contents/../x", None),
+            ("POST", "/repos/o/%72/issues", None),
+            ("POST", "/user/repos", None),
+            (
+                "POST",
+                "/graphql",
+                Some(json!({"query": "mutation { closeIssue(input:{}) { clientMutationId } }"})),
+            ),
+            (
+                "POST",
+                "/graphql",
+                Some(json!({"query": "query($a:String){x} mutation M {y}"})),
+            ),
+        ] {
+            assert!(
+                matches!(rest(m, p, b.as_ref()), Kind::Unknown(_)),
+                "{m} {p} {b:?}"
+            );
+        }
+        assert_eq!(
+            rest(
+                "POST",
+                "/graphql",
+                Some(
+                    &json!({"query": "query { viewer { login } } # mutation\n", "variables": {"m": "mutation"}})
+                )
+            ),
+            Kind::Read
+        );
+        assert_eq!(
+            rest(
+                "POST",
+                "/graphql",
+                Some(&json!({"query": "{ search(query: \"mutation\") { x } }"}))
+            ),
+            Kind::Read
+        );
+    }
+
+    #[test]
+    fn git_paths() {
+        assert_eq!(
+            git("GET", "/o/r.git/info/refs", Some("service=git-upload-pack")),
+            Kind::Read
+        );
+        assert_eq!(git("POST", "/o/r/git-upload-pack", None), Kind::Read);
+        assert_eq!(
+            git("POST", "/o/r.git/git-receive-pack", None),
+            Kind::Push { repo: "o/r".into() }
+        );
+        assert!(matches!(
+            git("GET", "/o/r.git/objects/ab/cd", None),
+            Kind::Unknown(_)
+        ));
+        assert!(matches!(
+            git("POST", "/../r.git/git-receive-pack", None),
+            Kind::Unknown(_)
+        ));
+    }
+}

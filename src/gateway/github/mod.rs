@@ -1,0 +1,675 @@
+//! The run's GitHub route: the GitHub API and git over smart HTTP, through the gateway.
+//!
+//! Clients in the jail use GitHub as they always do (`gh api repos/O/R`, `curl
+//! https://api.github.com/...`, `git clone https://github.com/O/R`): their HTTPS_PROXY is
+//! the gateway, and a CONNECT to `api.github.com:443` or `github.com:443` is not tunnelled
+//! but answered here, TLS terminated with the run's own CA ([`tls`]). Their token is the
+//! run token (`GH_TOKEN`, `GITHUB_TOKEN`; git sends it as Basic); the gateway checks it
+//! against the run's lease, classifies the request ([`classify`]), decides each write
+//! ([`crate::policy::github`]), counts it against `github_writes_per_run`, journals it
+//! (`AIRLOCK_EVENT=github_write`) and forwards it to the configured `api_url`/`git_url`
+//! with the real installation token, which never leaves airlockd.
+
+pub mod classify;
+pub mod mcp;
+pub mod push;
+pub mod scratch;
+pub mod tls;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{json, Value};
+
+use super::provider::ProviderUrl;
+use super::{CallLog, GwBody};
+use crate::credentials::leases::{LeaseKind, LiveLeases};
+use crate::credentials::Secret;
+use crate::policy::github::{Action, GithubPolicy};
+use classify::Kind;
+
+/// The lease name of the run's GitHub token.
+pub const LEASE_NAME: &str = "github";
+/// Largest request body taken: an API call or a fetch's negotiation.
+pub const MAX_BODY_BYTES: usize = 32 << 20;
+/// Largest push taken (its pack is read whole before it is checked); one at a time.
+pub const MAX_PUSH_BYTES: usize = 256 << 20;
+/// Connections a run holds to its GitHub route at once: with the bodies above, what one
+/// run can make airlockd hold stays bounded.
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// What the GitHub route of one run enforces, decided (and its tokens minted) before the
+/// run starts.
+#[derive(Clone)]
+pub struct GithubPlan {
+    pub policy: Arc<GithubPolicy>,
+    pub api: ProviderUrl,
+    pub git: ProviderUrl,
+    pub client_tls: Arc<rustls::ClientConfig>,
+    /// Owner (lowercase) -> its installation token. Held by airlockd only.
+    pub tokens: Vec<(String, Secret)>,
+    pub server_tls: Arc<rustls::ServerConfig>,
+    /// Writes made so far (for the closing ledger record).
+    pub writes: Arc<AtomicU64>,
+    /// The run's scratch repository for checking pushes (under its run directory).
+    pub scratch: std::path::PathBuf,
+}
+
+impl std::fmt::Debug for GithubPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubPlan")
+            .field("api", &self.api)
+            .field("git", &self.git)
+            .field(
+                "owners",
+                &self.tokens.iter().map(|t| &t.0).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// One GitHub write (or refused request) as the journal keeps it: no bodies, no tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GithubRecord {
+    /// `owner/repo`, or `-`.
+    pub repo: String,
+    /// `issues.comment`, `push`, `unknown`, ...
+    pub action: String,
+    /// `POST /repos/o/r/issues`.
+    pub endpoint: String,
+    pub allow: bool,
+    pub rule: String,
+    pub reason: String,
+    /// The run's writes after this one.
+    pub writes: u64,
+    pub budget: u64,
+    /// GitHub's status, or the gateway's own for a refusal.
+    pub status: u16,
+    pub duration_ms: u64,
+}
+
+/// Which host a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    Api,
+    Git,
+}
+
+/// The GitHub route of one run's gateway.
+pub struct Github {
+    pub plan: GithubPlan,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    leases: Arc<LiveLeases>,
+    log: Arc<dyn CallLog>,
+    /// Branches this run created by a push (it may update those, fast-forward only).
+    created: Mutex<Vec<(String, String)>>,
+    scratch: scratch::Scratch,
+    conns: Arc<tokio::sync::Semaphore>,
+    /// One push body read at a time.
+    push_slot: tokio::sync::Mutex<()>,
+}
+
+impl Github {
+    pub fn new(plan: GithubPlan, leases: Arc<LiveLeases>, log: Arc<dyn CallLog>) -> Github {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(std::time::Duration::from_secs(10)));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config((*plan.client_tls).clone())
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        Github {
+            client: Client::builder(TokioExecutor::new()).build(https),
+            scratch: scratch::Scratch::new(plan.scratch.clone()),
+            plan,
+            leases,
+            log,
+            created: Mutex::new(Vec::new()),
+            conns: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+            push_slot: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// One `github_write` journal record.
+    pub fn journal(
+        &self,
+        repo: &str,
+        action: &str,
+        endpoint: &str,
+        (allow, rule, reason): (bool, &str, &str),
+        status: u16,
+        started: Instant,
+    ) {
+        self.log.github(GithubRecord {
+            repo: repo.to_string(),
+            action: action.to_string(),
+            endpoint: endpoint.to_string(),
+            allow,
+            rule: rule.to_string(),
+            reason: reason.to_string(),
+            writes: self.plan.writes.load(Ordering::SeqCst),
+            budget: self.plan.policy.budget,
+            status,
+            duration_ms: ms(started),
+        })
+    }
+
+    /// Decide a write (every action of it must pass) and take one of the run's writes for
+    /// it, atomically, so two writes at once cannot both take the last one. The deciding
+    /// rule when allowed (the caller journals the outcome); a refusal is journaled here.
+    pub fn authorize(
+        &self,
+        repo: &str,
+        actions: &[Action],
+        name: &str,
+        endpoint: &str,
+        started: Instant,
+    ) -> Result<crate::policy::Decision, crate::policy::Decision> {
+        let budget = self.plan.policy.budget;
+        let used = self.plan.writes.load(Ordering::SeqCst);
+        let mut first = None;
+        for a in actions {
+            let d = self.plan.policy.decide(repo, a, used);
+            if !d.allow {
+                self.journal(
+                    repo,
+                    name,
+                    endpoint,
+                    (false, &d.rule, &d.reason),
+                    403,
+                    started,
+                );
+                return Err(d);
+            }
+            first.get_or_insert(d);
+        }
+        let Some(d) = first else {
+            let d = crate::policy::Decision::deny("github", "a write with no action");
+            return Err(d);
+        };
+        let took = self
+            .plan
+            .writes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < budget).then_some(n + 1)
+            });
+        if took.is_err() {
+            let d = crate::policy::Decision::deny(
+                "budget.github_writes_per_run",
+                format!("the run has made all {budget} of its GitHub writes"),
+            );
+            self.journal(
+                repo,
+                name,
+                endpoint,
+                (false, &d.rule, &d.reason),
+                403,
+                started,
+            );
+            return Err(d);
+        }
+        Ok(d)
+    }
+
+    fn token_for(&self, repo: Option<&str>) -> Option<&Secret> {
+        let owner = repo
+            .and_then(|r| r.split_once('/'))
+            .map(|(o, _)| o.to_ascii_lowercase());
+        owner
+            .and_then(|o| self.plan.tokens.iter().find(|(t, _)| *t == o))
+            .or_else(|| self.plan.tokens.first())
+            .map(|(_, s)| s)
+    }
+}
+
+/// The GitHub host a CONNECT names, if the run's GitHub route answers it.
+pub fn intercepts(req: &Request<Incoming>) -> Option<Host> {
+    if req.method() != Method::CONNECT {
+        return None;
+    }
+    let auth = req.uri().authority()?;
+    if auth.port_u16() != Some(443) {
+        return None;
+    }
+    let host = auth.host().to_ascii_lowercase();
+    if host == tls::API_HOST {
+        Some(Host::Api)
+    } else if host == tls::GIT_HOST {
+        Some(Host::Git)
+    } else {
+        None
+    }
+}
+
+/// Answer a CONNECT to a GitHub host: 200, then TLS with the run's certificate and HTTP
+/// served by this route on the upgraded connection.
+pub fn intercept(gh: Arc<Github>, host: Host, req: Request<Incoming>) -> Response<GwBody> {
+    let Ok(slot) = gh.conns.clone().try_acquire_owned() else {
+        return refusal(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Airlock: the run holds too many connections to GitHub at once",
+        );
+    };
+    tokio::spawn(async move {
+        let _slot = slot;
+        let Ok(upgraded) = hyper::upgrade::on(req).await else {
+            return;
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(gh.plan.server_tls.clone());
+        let Ok(Ok(stream)) = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            acceptor.accept(TokioIo::new(upgraded)),
+        )
+        .await
+        else {
+            return;
+        };
+        let service = hyper::service::service_fn(move |req| {
+            let gh = gh.clone();
+            async move { Ok::<_, std::convert::Infallible>(handle(&gh, host, req).await) }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .max_buf_size(64 << 10)
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    });
+    Response::new(super::full(Bytes::new()))
+}
+
+/// A refusal in GitHub's format (git shows the status; gh and curl the message).
+fn refusal(status: StatusCode, message: &str) -> Response<GwBody> {
+    let body =
+        json!({"message": message, "documentation_url": "airlock: see `airlockctl explain ROLE`"});
+    let mut r = Response::new(super::full(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    r
+}
+
+/// The run token a client sent: `token X`, `Bearer X`, or Basic with X as the password.
+fn presented(h: &hyper::HeaderMap) -> Option<String> {
+    let v = h.get(AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, rest) = v.split_once(' ')?;
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("token") || scheme.eq_ignore_ascii_case("bearer") {
+        return Some(rest.to_string());
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        let raw = crate::credentials::github_app::b64std_decode(rest)?;
+        let text = String::from_utf8(raw).ok()?;
+        return text.split_once(':').map(|(_, p)| p.to_string());
+    }
+    None
+}
+
+const DROP_REQUEST: &[&str] = &[
+    "host",
+    "authorization",
+    "cookie",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+];
+const DROP_RESPONSE: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "trailer",
+    "upgrade",
+    "set-cookie",
+];
+
+fn ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Serve one request that came in on a GitHub host.
+pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response<GwBody> {
+    let started = Instant::now();
+    let method = req.method().as_str().to_string();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().map(str::to_string);
+    let endpoint = super::clip(&format!("{method} {path}"), super::MAX_NAME_CHARS);
+    let record = |repo: &str, action: &str, allow: bool, rule: &str, reason: &str, status: u16| {
+        gh.journal(
+            repo,
+            action,
+            &endpoint,
+            (allow, rule, reason),
+            status,
+            started,
+        )
+    };
+    let now = crate::supervisor::ledger::now_ms();
+    if let Err(why) = presented(req.headers())
+        .ok_or(crate::credentials::leases::TokenRefusal::Unknown)
+        .and_then(|t| {
+            gh.leases
+                .check(LeaseKind::Github, LEASE_NAME, &t, now)
+                .map(|_| ())
+        })
+    {
+        let msg = format!("Airlock: {why}; the run's GitHub token is its run token (GH_TOKEN)");
+        record("-", "token", false, "lease", &msg, 401);
+        let mut r = refusal(StatusCode::UNAUTHORIZED, &msg);
+        r.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"Airlock\""),
+        );
+        return r;
+    }
+    let (parts, body) = req.into_parts();
+    let pushing = host == Host::Git && parts.uri.path().ends_with("/git-receive-pack");
+    let _push = match pushing {
+        true => Some(gh.push_slot.lock().await),
+        false => None,
+    };
+    let limit = if pushing {
+        MAX_PUSH_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
+    let body = match Limited::new(body, limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Airlock: the request is too large",
+            )
+        }
+    };
+    let json_body = (!body.is_empty())
+        .then(|| super::strict_json::parse(&body).ok())
+        .flatten();
+    let kind = match host {
+        Host::Api => classify::rest(&method, &path, json_body.as_ref()),
+        Host::Git => classify::git(&method, &path, query.as_deref()),
+    };
+    let repo = match &kind {
+        Kind::Read => repo_in_path(host, &path),
+        Kind::Write { repo, .. } | Kind::Push { repo } => Some(repo.clone()),
+        Kind::Unknown(why) => {
+            let msg = format!("Airlock: {why}");
+            let repo = repo_in_path(host, &path).unwrap_or_else(|| "-".into());
+            record(&repo, "unknown", false, "github: unknown write", &msg, 403);
+            return refusal(StatusCode::FORBIDDEN, &msg);
+        }
+    };
+    let write = match &kind {
+        Kind::Read => None,
+        Kind::Write { repo, actions } => Some((repo.clone(), actions.clone())),
+        Kind::Push { repo } => {
+            let token = gh.token_for(Some(repo)).cloned();
+            match push_check(gh, repo, &parts.headers, &body, token).await {
+                Ok(()) => Some((repo.clone(), vec![Action::Contents(None)])),
+                Err((rule, msg)) => {
+                    record(repo, "push", false, rule, &msg, 403);
+                    return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {msg}"));
+                }
+            }
+        }
+        Kind::Unknown(_) => None,
+    };
+    if let Some((repo, actions)) = &write {
+        let name = match &kind {
+            Kind::Push { .. } => "push".to_string(),
+            _ => write_name(actions),
+        };
+        let d = match gh.authorize(repo, actions, &name, &endpoint, started) {
+            Ok(d) => d,
+            Err(d) => {
+                return refusal(
+                    StatusCode::FORBIDDEN,
+                    &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                )
+            }
+        };
+        let resp = forward(gh, host, &parts, body, Some(repo.clone())).await;
+        gh.journal(
+            repo,
+            &name,
+            &endpoint,
+            (true, &d.rule, &d.reason),
+            resp.status().as_u16(),
+            started,
+        );
+        return resp;
+    }
+    forward(gh, host, &parts, body, repo).await
+}
+
+/// A write's name for the journal: its actions joined.
+pub fn write_name(actions: &[Action]) -> String {
+    actions
+        .iter()
+        .map(Action::name)
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+/// `owner/repo` a read names, for picking its owner's token.
+fn repo_in_path(host: Host, path: &str) -> Option<String> {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (host, seg.as_slice()) {
+        (Host::Api, ["repos", o, r, ..]) => Some(format!("{o}/{r}")),
+        (Host::Git, [o, r, ..]) => Some(format!("{o}/{}", r.trim_end_matches(".git"))),
+        _ => None,
+    }
+}
+
+/// The request as checked, to the configured upstream with the real token.
+async fn forward(
+    gh: &Github,
+    host: Host,
+    parts: &hyper::http::request::Parts,
+    body: Bytes,
+    repo: Option<String>,
+) -> Response<GwBody> {
+    let base = match host {
+        Host::Api => &gh.plan.api,
+        Host::Git => &gh.plan.git,
+    };
+    let scheme = if base.https { "https" } else { "http" };
+    let url = match parts.uri.query() {
+        Some(q) => format!(
+            "{scheme}://{}{}{}?{q}",
+            base.authority,
+            base.base_path,
+            parts.uri.path()
+        ),
+        None => format!(
+            "{scheme}://{}{}{}",
+            base.authority,
+            base.base_path,
+            parts.uri.path()
+        ),
+    };
+    let mut up = Request::builder().method(parts.method.clone()).uri(&url);
+    if let Some(h) = up.headers_mut() {
+        for (name, value) in &parts.headers {
+            if !DROP_REQUEST.contains(&name.as_str()) && !name.as_str().starts_with("proxy-") {
+                h.append(name.clone(), value.clone());
+            }
+        }
+        if let Some(token) = gh.token_for(repo.as_deref()) {
+            let text = match host {
+                Host::Api => format!("token {}", token.expose()),
+                Host::Git => format!(
+                    "Basic {}",
+                    crate::credentials::github_app::b64std(
+                        format!("x-access-token:{}", token.expose()).as_bytes()
+                    )
+                ),
+            };
+            if let Ok(mut v) = HeaderValue::from_str(&text) {
+                v.set_sensitive(true);
+                h.insert(AUTHORIZATION, v);
+            }
+        }
+    }
+    let Ok(up) = up.body(Full::new(body)) else {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            "Airlock: the request cannot be forwarded as it is",
+        );
+    };
+    let resp = match tokio::time::timeout(
+        std::time::Duration::from_secs(300),
+        gh.client.request(up),
+    )
+    .await
+    {
+        Ok(Ok(r)) => r,
+        _ => {
+            return refusal(
+                StatusCode::BAD_GATEWAY,
+                "Airlock: GitHub could not be reached or did not answer in time",
+            )
+        }
+    };
+    let (mut parts, body) = resp.into_parts();
+    for h in DROP_RESPONSE {
+        parts.headers.remove(*h);
+    }
+    Response::from_parts(parts, GwBody::new(body.map_err(std::io::Error::other)))
+}
+
+/// A push's ref updates, checked before its pack goes on: each by the push rules, then
+/// by git (fast-forward, and the paths it changes, each decided as a contents write:
+/// `.github/workflows/` needs `writes.workflows`, and the path's effective level must let
+/// the role propose a change).
+async fn push_check(
+    gh: &Github,
+    repo: &str,
+    headers: &hyper::HeaderMap,
+    body: &[u8],
+    token: Option<Secret>,
+) -> Result<(), (&'static str, String)> {
+    if headers
+        .get(hyper::header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes() != b"identity")
+    {
+        return Err((
+            "push",
+            "a compressed push body is not read; push without compression".into(),
+        ));
+    }
+    let updates = push::ref_updates(body).map_err(|e| ("push", e.to_string()))?;
+    let token = token.ok_or(("push", "no installation token for this owner".to_string()))?;
+    let default = default_branch(gh, repo, Some(token.clone())).await.ok_or((
+        "push: default branch",
+        "the repository's default branch could not be read, so no push goes on".to_string(),
+    ))?;
+    let mut new_branches = Vec::new();
+    {
+        let created = gh
+            .created
+            .lock()
+            .map_err(|_| ("push", "internal".to_string()))?;
+        let own = |branch: &str| {
+            created
+                .iter()
+                .any(|(r, b)| r.eq_ignore_ascii_case(repo) && b == branch)
+        };
+        for u in &updates {
+            let branch = push::check(u, &default, &own).map_err(|(r, m)| (r, m.to_string()))?;
+            if u.is_create() {
+                new_branches.push(branch.to_string());
+            }
+        }
+    }
+    let base = &gh.plan.git;
+    let scheme = if base.https { "https" } else { "http" };
+    let upstream = format!("{scheme}://{}{}/{repo}.git", base.authority, base.base_path);
+    let auth = format!(
+        "Basic {}",
+        crate::credentials::github_app::b64std(
+            format!("x-access-token:{}", token.expose()).as_bytes()
+        )
+    );
+    let checked = gh
+        .scratch
+        .check(&upstream, &auth, push::pack_of(body), &updates, &default)
+        .await
+        .map_err(|e| ("push: verify", format!("{e}, so the push does not go on")))?;
+    for (u, c) in updates.iter().zip(&checked) {
+        if !c.fast_forward {
+            return Err((
+                "push: force",
+                format!("{}: not a fast-forward; force pushes are refused", u.name),
+            ));
+        }
+        for p in &c.paths {
+            let d = gh
+                .plan
+                .policy
+                .decide(repo, &Action::Contents(Some(p.clone())), 0);
+            if !d.allow && d.rule != "budget.github_writes_per_run" {
+                let rule: &'static str = if d.rule == "writes.workflows" {
+                    "writes.workflows"
+                } else {
+                    "push: level"
+                };
+                return Err((rule, format!("{}: {}", super::clip(p, 200), d.reason)));
+            }
+        }
+    }
+    if let Ok(mut created) = gh.created.lock() {
+        for b in new_branches {
+            created.push((repo.to_string(), b));
+        }
+    }
+    Ok(())
+}
+
+/// The repository's default branch, asked of GitHub with the run's token.
+async fn default_branch(gh: &Github, repo: &str, token: Option<Secret>) -> Option<String> {
+    let base = &gh.plan.api;
+    let scheme = if base.https { "https" } else { "http" };
+    let url = format!(
+        "{scheme}://{}{}/repos/{repo}",
+        base.authority, base.base_path
+    );
+    let mut auth = HeaderValue::from_str(&format!("token {}", token?.expose())).ok()?;
+    auth.set_sensitive(true);
+    let req = Request::builder()
+        .uri(url)
+        .header(AUTHORIZATION, auth)
+        .header(hyper::header::USER_AGENT, "airlockd")
+        .header(hyper::header::ACCEPT, "application/vnd.github+json")
+        .body(Full::new(Bytes::new()))
+        .ok()?;
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(10), gh.client.request(req))
+        .await
+        .ok()?
+        .ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    let b = Limited::new(resp.into_body(), 1 << 20)
+        .collect()
+        .await
+        .ok()?
+        .to_bytes();
+    let v: Value = serde_json::from_slice(&b).ok()?;
+    v.get("default_branch")?.as_str().map(str::to_string)
+}

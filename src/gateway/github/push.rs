@@ -1,0 +1,184 @@
+//! A git push as the gateway reads it before passing it on: the receive-pack request's ref
+//! updates (pkt-lines `OLD NEW REF`, then a flush, then the pack), each checked (a branch,
+//! never the default branch, never a tag, never a delete, an existing branch only when
+//! the run created it). Whether an update is a fast-forward and what it changes is git's
+//! to say ([`super::scratch`]). Pure.
+
+const ZERO: &str = "0000000000000000000000000000000000000000";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefUpdate {
+    pub old: String,
+    pub new: String,
+    pub name: String,
+}
+
+impl RefUpdate {
+    pub fn is_create(&self) -> bool {
+        self.old == ZERO
+    }
+    pub fn is_delete(&self) -> bool {
+        self.new == ZERO
+    }
+}
+
+fn hex40(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The ref updates at the start of a receive-pack request body.
+pub fn ref_updates(body: &[u8]) -> Result<Vec<RefUpdate>, &'static str> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    loop {
+        let len = body
+            .get(at..at + 4)
+            .ok_or("the push ends before its ref updates do")?;
+        let len = std::str::from_utf8(len)
+            .ok()
+            .and_then(|s| usize::from_str_radix(s, 16).ok())
+            .ok_or("not a git push (bad pkt-line)")?;
+        if len == 0 {
+            break;
+        }
+        if len < 4 {
+            return Err("not a git push (bad pkt-line)");
+        }
+        let line = body
+            .get(at + 4..at + len)
+            .ok_or("the push ends inside a pkt-line")?;
+        at += len;
+        // The first line carries the capabilities after a NUL.
+        let line = line.split(|&b| b == 0).next().unwrap_or(line);
+        let line = std::str::from_utf8(line).map_err(|_| "a ref update is not text")?;
+        let mut f = line.trim_end_matches('\n').splitn(3, ' ');
+        let (Some(old), Some(new), Some(name)) = (f.next(), f.next(), f.next()) else {
+            return Err("a ref update is not OLD NEW REF");
+        };
+        if line.starts_with("shallow ") || line.starts_with("push-cert") {
+            return Err("shallow and signed pushes are not passed on");
+        }
+        if !hex40(old) || !hex40(new) {
+            return Err("a ref update is not OLD NEW REF (SHA-1 object names)");
+        }
+        out.push(RefUpdate {
+            old: old.to_ascii_lowercase(),
+            new: new.to_ascii_lowercase(),
+            name: name.to_string(),
+        });
+        if out.len() > 1000 {
+            return Err("too many ref updates in one push");
+        }
+    }
+    if out.is_empty() {
+        return Err("the push updates no ref");
+    }
+    Ok(out)
+}
+
+/// Check one update; the branch it pushes. `own` says whether the run created the branch
+/// (an update of any other existing branch is refused: the role may push only to branches
+/// it creates).
+pub fn check<'a>(
+    u: &'a RefUpdate,
+    default: &str,
+    own: &dyn Fn(&str) -> bool,
+) -> Result<&'a str, (&'static str, &'static str)> {
+    if u.name.starts_with("refs/tags/") {
+        return Err(("push: tag", "pushing tags is refused"));
+    }
+    let Some(branch) = u.name.strip_prefix("refs/heads/") else {
+        return Err(("push: ref", "only branches (refs/heads/...) are pushed"));
+    };
+    if u.is_delete() {
+        return Err(("push: delete", "deleting a branch is refused"));
+    }
+    if branch == default {
+        return Err((
+            "push: default branch",
+            "pushing to the default branch is refused",
+        ));
+    }
+    if !u.is_create() && !own(branch) {
+        return Err((
+            "push: branch",
+            "the run may update only branches it created",
+        ));
+    }
+    Ok(branch)
+}
+
+/// Where the pack starts in a receive-pack body: after the ref updates' flush.
+pub fn pack_of(body: &[u8]) -> &[u8] {
+    let mut at = 0;
+    while let Some(len) = body
+        .get(at..at + 4)
+        .and_then(|l| std::str::from_utf8(l).ok())
+        .and_then(|l| usize::from_str_radix(l, 16).ok())
+    {
+        if len == 0 {
+            return body.get(at + 4..).unwrap_or_default();
+        }
+        if len < 4 {
+            break;
+        }
+        at += len;
+    }
+    &[]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkt(s: &str) -> String {
+        format!("{:04x}{s}", s.len() + 4)
+    }
+
+    #[test]
+    fn ref_updates_are_read_and_checked() {
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let body = format!(
+            "{}{}0000PACK",
+            pkt(&format!(
+                "{ZERO} {a} refs/heads/feature\0report-status side-band-64k\n"
+            )),
+            pkt(&format!("{a} {b} refs/heads/main\n"))
+        );
+        let u = ref_updates(body.as_bytes()).unwrap();
+        assert_eq!(u.len(), 2);
+        assert!(u[0].is_create());
+        let none = |_: &str| false;
+        assert_eq!(check(&u[0], "main", &none), Ok("feature"));
+        assert_eq!(
+            check(&u[1], "main", &|_| true).unwrap_err().0,
+            "push: default branch"
+        );
+        let tag = RefUpdate {
+            old: ZERO.into(),
+            new: a.clone(),
+            name: "refs/tags/v1".into(),
+        };
+        assert_eq!(check(&tag, "main", &none).unwrap_err().0, "push: tag");
+        let del = RefUpdate {
+            old: a.clone(),
+            new: ZERO.into(),
+            name: "refs/heads/x".into(),
+        };
+        assert_eq!(
+            check(&del, "main", &|_| true).unwrap_err().0,
+            "push: delete"
+        );
+        let upd = RefUpdate {
+            old: a,
+            new: b,
+            name: "refs/heads/x".into(),
+        };
+        assert_eq!(check(&upd, "main", &none).unwrap_err().0, "push: branch");
+        assert_eq!(pack_of(body.as_bytes()), b"PACK");
+        for bad in [&b""[..], b"zzzz", b"0000", b"0009abc\n0000"] {
+            assert!(ref_updates(bad).is_err());
+        }
+    }
+}

@@ -1,0 +1,831 @@
+//! The GitHub route, for real: standalone runs of a workflow role whose command (on the
+//! command side, where programs may start) drives `curl`, `gh api` and `git` at
+//! `https://api.github.com` and `https://github.com` through the run's gateway, in front
+//! of a stand-in GitHub (tests/agents/standin_github.py) that verifies the App JWT, mints
+//! installation tokens, serves git over smart HTTP with the real `git http-backend`, and
+//! logs every request.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+pub struct StandInGithub {
+    child: std::process::Child,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+fn sh(cmd: &str, cwd: &Path) {
+    let o = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+}
+
+impl StandInGithub {
+    pub fn start() -> StandInGithub {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // GitHub hands out PKCS#1 keys ("BEGIN RSA PRIVATE KEY").
+        sh(
+            "openssl genrsa -traditional -out app.key 2048 2>/dev/null && openssl rsa -in app.key -pubout -out app.pub.pem 2>/dev/null",
+            d,
+        );
+        assert!(std::fs::read_to_string(d.join("app.key"))
+            .unwrap()
+            .starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        std::fs::set_permissions(d.join("app.key"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        // One repository with a main branch and a workflow.
+        let bare = d.join("repos/example-org/example-repo.git");
+        std::fs::create_dir_all(&bare).unwrap();
+        sh("git init -q --bare -b main .", &bare);
+        let seed = d.join("seed");
+        std::fs::create_dir_all(seed.join(".github/workflows")).unwrap();
+        std::fs::write(seed.join("README.md"), "hello\n").unwrap();
+        std::fs::write(seed.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+        sh(
+            &format!(
+                "git init -q -b main . && git add -A && git -c user.name=t -c user.email=t@t commit -qm seed && git push -q {} main",
+                bare.display()
+            ),
+            &seed,
+        );
+        let child = Command::new("/usr/bin/python3")
+            .arg(Path::new(REPO).join("tests/agents/standin_github.py"))
+            .arg(d)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let port = loop {
+            if let Some(p) = std::fs::read_to_string(d.join("port"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the stand-in GitHub did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        StandInGithub { child, dir, port }
+    }
+
+    pub fn config(&self) -> String {
+        format!(
+            "credentials:\n  gh-app: {}\ngithub:\n  api_url: \"http://127.0.0.1:{p}\"\n  git_url: \"http://127.0.0.1:{p}/git\"\n  app_id: 4242\n  private_key: gh-app\n",
+            self.dir.path().join("app.key").display(),
+            p = self.port
+        )
+    }
+
+    pub fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("requests.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The installation tokens it minted.
+    pub fn tokens(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .filter_map(|r| r["token"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    pub fn bare(&self) -> PathBuf {
+        self.dir.path().join("repos/example-org/example-repo.git")
+    }
+}
+
+impl Drop for StandInGithub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A workflow role (its command runs on the command side) whose GitHub identity Airlock
+/// holds: it may comment on and label issues, and open, comment on and review pull
+/// requests in example-org/example-repo (L2 by its autonomy policy) and
+/// example-org/scratch (no policy: L1).
+fn role(writes: u64) -> String {
+    role_with(writes, "")
+}
+
+fn role_with(writes: u64, tail: &str) -> String {
+    format!(
+        "schema: 1
+role: ghprobe
+level: L3
+brief: brief.md
+kind: workflow
+identity:
+  board_name: airlock:ghprobe
+  key_store: airlock
+writes:
+  repos: [example-org/example-repo, example-org/scratch]
+  issues: [comment, label]
+  pull_requests: [open, comment, review]
+tools: {{}}
+budget:
+  runs_per_week: 100000
+  minutes_per_run: 5
+  github_writes_per_run: {writes}
+{tail}"
+    )
+}
+
+fn host(gh: &StandInGithub, writes: u64) -> Host {
+    host_with(gh, &role(writes))
+}
+
+fn host_with(gh: &StandInGithub, role_text: &str) -> Host {
+    let h = Host::new(&[("gina", "ghprobe")], &gh.config());
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), role_text).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    h
+}
+
+/// Lines `NAME VALUE` the script printed.
+fn results(out: &str) -> std::collections::BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("R "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+const API_SCRIPT: &str = r#"
+api=https://api.github.com
+R=example-org/example-repo
+c() { curl -s -o /dev/null -w "%{http_code}" -H "Authorization: token $GH_TOKEN" "$@"; }
+echo "R read $(c $api/repos/$R)"
+echo "R comment $(c -X POST -d '{"body":"hi"}' $api/repos/$R/issues/1/comments)"
+echo "R other_repo $(c -X POST -d '{"body":"hi"}' $api/repos/example-org/other/issues/1/comments)"
+echo "R close $(c -X PATCH -d '{"state":"closed"}' $api/repos/$R/issues/1)"
+echo "R merge $(c -X PUT -d '{}' $api/repos/$R/pulls/2/merge)"
+echo "R approve $(c -X POST -d '{"event":"APPROVE"}' $api/repos/$R/pulls/2/reviews)"
+echo "R level $(c -X POST -d '{"labels":["x"]}' $api/repos/example-org/scratch/issues/1/labels)"
+echo "R unknown $(c -X POST -d '{}' $api/repos/$R/hooks)"
+echo "R mutation $(c -X POST -d '{"query":"mutation { addComment(input:{}) { clientMutationId } }"}' $api/graphql)"
+echo "R bad_token $(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: token airlock-run-00' $api/repos/$R)"
+if gh api repos/$R/issues/1/comments -f body=via-gh --silent; then echo "R gh_write ok"; else echo "R gh_write fail"; fi
+echo "R gh_read $(gh api repos/$R --jq .default_branch)"
+echo "R label $(c -X POST -d '{"labels":["x"]}' $api/repos/$R/issues/1/labels)"
+echo "R over_budget $(c -X POST -d '{"body":"hi"}' $api/repos/$R/issues/1/comments)"
+echo "R read_after $(c $api/repos/$R)"
+echo "R env_has_real $(env | grep -c ghs_standin)"
+"#;
+
+#[test]
+fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = host(&gh, 3);
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", API_SCRIPT])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let run = run_id_of(&o);
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    assert_eq!(get("read"), "200", "{out}");
+    assert_eq!(
+        get("comment"),
+        "201",
+        "an allowed write is forwarded: {out}"
+    );
+    for refused in [
+        "other_repo",
+        "close",
+        "merge",
+        "approve",
+        "level",
+        "unknown",
+        "mutation",
+    ] {
+        assert_eq!(get(refused), "403", "{refused}: {out}");
+    }
+    assert_eq!(get("bad_token"), "401");
+    assert_eq!(
+        get("gh_write"),
+        "ok",
+        "gh api writes through the gateway: {out}\n{}",
+        stderr(&o)
+    );
+    assert_eq!(get("gh_read"), "main");
+    assert_eq!(get("label"), "201");
+    assert_eq!(
+        get("over_budget"),
+        "403",
+        "the write past the budget is refused"
+    );
+    assert_eq!(get("read_after"), "200", "reads go on past the budget");
+    assert_eq!(get("env_has_real"), "0");
+
+    // What the stand-in saw: one token minted, narrowed; the writes forwarded with it;
+    // nothing refused reached it; the DELETE at the run's end.
+    let reqs = gh.requests();
+    let minted: Vec<&Value> = reqs.iter().filter(|q| q["token"].is_string()).collect();
+    assert_eq!(minted.len(), 1, "{reqs:?}");
+    let asked = &minted[0]["request"];
+    assert_eq!(
+        asked["repositories"],
+        serde_json::json!(["example-repo", "scratch"])
+    );
+    assert_eq!(asked["permissions"]["issues"], "write");
+    assert_eq!(asked["permissions"]["pull_requests"], "write");
+    assert!(asked["permissions"].get("workflows").is_none());
+    let token = gh.tokens()[0].clone();
+    let writes: Vec<&Value> = reqs
+        .iter()
+        .filter(|q| q["method"] != "GET" && q["cred"] == "token" && q["deleted"].is_null())
+        .collect();
+    assert_eq!(writes.len(), 3, "exactly the allowed writes: {writes:?}");
+    for w in &writes {
+        assert_eq!(
+            w["auth"],
+            format!("token {token}"),
+            "forwarded with the minted token"
+        );
+        assert!(w["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("/repos/example-org/example-repo/"));
+    }
+    let deleted: Vec<&Value> = reqs.iter().filter(|q| q["deleted"] == true).collect();
+    assert_eq!(
+        deleted.len(),
+        1,
+        "revoked at GitHub at the run's end: {reqs:?}"
+    );
+    assert_eq!(deleted[0]["auth"], format!("token {token}"));
+
+    // The journal: each write and refusal, with its rule and the running count.
+    let ev = events(&run, "github_write", 11);
+    let by_action = |a: &str, d: &str| {
+        ev.iter()
+            .filter(|e| e["AIRLOCK_ACTION"] == a && e["AIRLOCK_DECISION"] == d)
+            .count()
+    };
+    assert_eq!(by_action("issues.comment", "allow"), 2, "{ev:?}");
+    assert_eq!(by_action("issues.label", "allow"), 1);
+    let rule_of = |a: &str| {
+        ev.iter()
+            .find(|e| e["AIRLOCK_ACTION"] == a && e["AIRLOCK_DECISION"] == "deny")
+            .map(|e| e["AIRLOCK_RULE"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(rule_of("issues.close"), "writes.issues");
+    assert_eq!(rule_of("pull_requests.merge"), "writes.pull_requests");
+    assert_eq!(rule_of("pull_requests.review (approve)"), "classes: merge");
+    assert_eq!(rule_of("unknown"), "github: unknown write");
+    assert!(rule_of("issues.label").contains("effective L1"), "{ev:?}");
+    let over = ev
+        .iter()
+        .find(|e| e["AIRLOCK_RULE"] == "budget.github_writes_per_run")
+        .expect("the refused write past the budget is journaled");
+    assert_eq!(over["AIRLOCK_WRITES"], "3");
+    assert!(ev
+        .iter()
+        .any(|e| e["AIRLOCK_REPO"] == "example-org/other" && e["AIRLOCK_RULE"] == "writes.repos"));
+
+    // The ledger's closing record has the write count; the lease was revoked.
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    let closed: Value = ledger
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["event"].clone())
+        .find(|v| v["kind"] == "run_closed" && v["run"] == run.as_str())
+        .unwrap_or_else(|| panic!("no closing record in {ledger}"));
+    assert_eq!(
+        closed["github"],
+        serde_json::json!({"writes": 3, "budget": 3})
+    );
+    assert!(ledger.contains(&format!("run/{run}/github/1")));
+    let revoked: Vec<Value> = ledger
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["event"].clone())
+        .filter(|v| v["kind"] == "lease_revoked" && v["lease"] == format!("run/{run}/github/1"))
+        .collect();
+    assert_eq!(revoked.len(), 1);
+    assert_eq!(revoked[0]["state"], "revoked");
+
+    // The real token is nowhere but airlockd's memory and the stand-in.
+    for (what, text) in [
+        ("journal", journal_text(&run)),
+        ("ledger", ledger),
+        ("run output", format!("{out}{}", stderr(&o))),
+    ] {
+        assert!(!text.contains(&token), "the real token is in the {what}");
+    }
+    let leases = std::fs::read_to_string(h.state.join(format!("leases/done/{run}.json"))).unwrap();
+    assert!(!leases.contains(&token));
+}
+
+#[test]
+fn a_failed_revocation_is_pending_never_done() {
+    require_journald();
+    let gh = StandInGithub::start();
+    std::fs::write(gh.dir.path().join("fail_delete"), "").unwrap();
+    let h = host(&gh, 3);
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = run_id_of(&o);
+    let reqs = gh.requests();
+    assert!(
+        reqs.iter().any(|q| q["deleted"] == false),
+        "the DELETE was tried: {reqs:?}"
+    );
+    let leases = std::fs::read_to_string(h.state.join(format!("leases/{run}.json")))
+        .expect("a lease not revoked stays in the open folder");
+    let l: Value = serde_json::from_str(&leases).unwrap();
+    assert_eq!(l[0]["state"], "revoke_pending", "{l}");
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    assert!(ledger.contains(r#""state":"revoke-pending""#), "{ledger}");
+    assert!(
+        !ledger.contains(r#""state":"revoked""#),
+        "never reported done: {ledger}"
+    );
+    assert!(!h.state.join(format!("leases/done/{run}.json")).exists());
+}
+
+const GIT_SCRIPT: &str = r#"
+set -u
+git config --global user.name agent && git config --global user.email agent@example.com
+git clone -q https://github.com/example-org/example-repo.git repo && echo "R clone ok" || echo "R clone fail"
+cd repo || exit 0
+p() { if git push -q "$@" 2>/dev/null; then echo ok; else echo refused; fi; }
+echo "more" >> README.md && git commit -qam change
+echo "R push_main $(p origin HEAD:main)"
+echo "R push_tag $(git tag v1 && p origin v1)"
+echo "R push_new $(p origin HEAD:refs/heads/airlock/one)"
+echo "more" >> README.md && git commit -qam again
+echo "R push_ff $(p origin HEAD:refs/heads/airlock/one)"
+git reset -q --hard HEAD~2 && echo "x" > other.txt && git add other.txt && git commit -qm divergent
+echo "R push_force $(p -f origin HEAD:refs/heads/airlock/one)"
+echo "R push_delete $(p origin :refs/heads/airlock/one)"
+git checkout -q -b wf origin/main && echo "x" >> .github/workflows/ci.yml && git commit -qam wf
+echo "R push_workflow $(p origin HEAD:refs/heads/airlock/wf)"
+git checkout -q -b auth origin/main && mkdir -p src/auth && echo x > src/auth/a.rs && git add -A && git commit -qm auth
+echo "R push_level $(p origin HEAD:refs/heads/airlock/auth)"
+git fetch -q origin && echo "R fetch ok" || echo "R fetch fail"
+"#;
+
+#[test]
+fn git_clone_and_push_go_through_the_gateway_with_the_push_checks() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = host(&gh, 10);
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", GIT_SCRIPT])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    assert_eq!(get("clone"), "ok", "{out}\n{}", stderr(&o));
+    assert_eq!(get("push_main"), "refused", "{out}");
+    assert_eq!(get("push_tag"), "refused");
+    assert_eq!(get("push_new"), "ok", "{out}");
+    assert_eq!(get("push_ff"), "ok", "{out}");
+    assert_eq!(get("push_force"), "refused");
+    assert_eq!(get("push_delete"), "refused");
+    assert_eq!(get("push_workflow"), "refused", "no writes.workflows");
+    assert_eq!(get("push_level"), "refused", "src/auth/** is L1 there");
+    assert_eq!(get("fetch"), "ok");
+    // The stand-in's repository has the two pushes and nothing else.
+    let refs = Command::new("git")
+        .args(["for-each-ref", "--format=%(refname)"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    let refs = stdout(&refs);
+    assert_eq!(
+        refs.lines().collect::<Vec<_>>(),
+        ["refs/heads/airlock/one", "refs/heads/main"]
+    );
+    let run = run_id_of(&o);
+    let ev = events(&run, "github_write", 8);
+    let rules: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["AIRLOCK_ACTION"] == "push")
+        .map(|e| e["AIRLOCK_RULE"].as_str().unwrap_or(""))
+        .collect();
+    for rule in [
+        "push: default branch",
+        "push: tag",
+        "push: force",
+        "push: delete",
+    ] {
+        assert!(rules.contains(&rule), "{rule} in {rules:?}");
+    }
+    let allowed = ev
+        .iter()
+        .filter(|e| e["AIRLOCK_ACTION"] == "push" && e["AIRLOCK_DECISION"] == "allow")
+        .count();
+    assert_eq!(allowed, 2, "each push is one write");
+}
+
+/// One request to airlockd's control socket: its answer lines.
+fn control(sock: &Path, v: &Value) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(format!("{v}\n").as_bytes()).unwrap();
+    BufReader::new(s)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect()
+}
+
+fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Keeps calling GitHub through the grace period of a stop (SIGTERM ignored).
+const LOOP_SCRIPT: &str = r#"
+trap '' TERM
+while true; do
+  curl -s -o /dev/null -H "Authorization: token $GH_TOKEN" https://api.github.com/repos/example-org/example-repo
+  sleep 0.1
+done
+"#;
+
+struct Daemon(std::process::Child);
+
+/// airlockd on a host with the stand-in GitHub and the probe role: the host, its socket.
+fn daemon(gh: &StandInGithub) -> (Host, PathBuf, tempfile::TempDir, Daemon) {
+    let sockdir = tempfile::tempdir().unwrap();
+    let sock = sockdir.path().join("airlockd.sock");
+    let h = Host::new(
+        &[("gina", "ghprobe")],
+        &format!(
+            "{}socket: {}\ngrace_seconds: 3\n",
+            gh.config(),
+            sock.display()
+        ),
+    );
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), role(3)).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    let d = Daemon(
+        Command::new(env!("CARGO_BIN_EXE_airlockd"))
+            .arg("--config")
+            .arg(&h.cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let status = serde_json::json!({"v": 1, "op": "status"});
+    assert!(
+        poll(30, || std::os::unix::net::UnixStream::connect(&sock)
+            .ok()
+            .map(|_| control(&sock, &status))
+            .filter(|r| r.first().is_some_and(|l| l["ok"] == true)))
+        .is_some(),
+        "airlockd did not start"
+    );
+    (h, sock, sockdir, d)
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_fire_revokes_the_token_at_github_and_the_run_token_is_refused_at_once() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let (h, sock, _sockdir, _d) = daemon(&gh);
+    let launched = control(
+        &sock,
+        &serde_json::json!({"v": 1, "op": "launch", "role": "ghprobe", "instance": "gina",
+            "command": ["/bin/sh", "-c", LOOP_SCRIPT]}),
+    );
+    let run = launched[0]["data"]["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{launched:?}"))
+        .to_string();
+    let reads = || {
+        gh.requests()
+            .iter()
+            .filter(|q| q["method"] == "GET" && q["cred"] == "token")
+            .count()
+    };
+    assert!(
+        poll(20, || (reads() >= 2).then_some(())).is_some(),
+        "the run never reached GitHub"
+    );
+    let fired = control(
+        &sock,
+        &serde_json::json!({"v": 1, "op": "fire", "instance": "gina"}),
+    );
+    let lease = format!("run/{run}/github/1");
+    assert_eq!(fired[0]["ok"], true, "{fired:?}");
+    assert_eq!(
+        fired[0]["data"]["revoked"],
+        serde_json::json!([lease]),
+        "{fired:?}"
+    );
+    assert_eq!(fired[0]["data"]["pending"], serde_json::json!([]));
+    // GitHub saw the DELETE with the run's token by the time the fire was answered.
+    let token = gh.tokens()[0].clone();
+    let deleted = gh
+        .requests()
+        .iter()
+        .any(|q| q["deleted"] == true && q["auth"] == format!("token {token}"));
+    assert!(deleted, "{:?}", gh.requests());
+    let after = reads();
+    // Through the stop's grace period the run keeps calling: the gateway refuses its
+    // token, and nothing more reaches GitHub.
+    let refused = poll(10, || {
+        let ev = events(&run, "github_write", 1);
+        ev.iter()
+            .any(|e| {
+                e["AIRLOCK_RULE"] == "lease"
+                    && e["MESSAGE"].as_str().unwrap_or("").contains("revoked")
+            })
+            .then_some(())
+    });
+    assert!(refused.is_some(), "no refused call after the fire");
+    assert_eq!(reads(), after, "a request reached GitHub after the fire");
+    let leases = poll(20, || {
+        std::fs::read_to_string(h.state.join(format!("leases/done/{run}.json"))).ok()
+    })
+    .expect("the lease is done");
+    assert!(
+        leases.contains("\"revoked\"") && leases.contains("fired"),
+        "{leases}"
+    );
+}
+
+/// Reads what the launch put in the workspace (the agent side reads files; it starts no
+/// program).
+const CLONE_CHECK: &str = r#"
+import json, os
+r = "repos/example-repo"
+print(json.dumps({
+    "readme": open(os.path.join(r, "README.md")).read(),
+    "config": open(os.path.join(r, ".git/config")).read(),
+    "owner": os.stat(os.path.join(r, "README.md")).st_uid,
+    "me": os.getuid(),
+}))
+"#;
+
+#[test]
+fn run_clone_repositories_are_in_the_workspace_at_launch_with_origin_through_the_gateway() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let text = role_with(
+        3,
+        "run:\n  model: claude-sonnet-4-5\n  clone: [example-org/example-repo]\n",
+    )
+    .replace("kind: workflow", "kind: agent")
+    .replace("tools: {}", "tools: {board: [board_read]}");
+    let h = host_with(&gh, &text);
+    let o = h
+        .launch(
+            "ghprobe",
+            "gina",
+            &[],
+            &["/usr/bin/python3", "-c", CLONE_CHECK],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["readme"], "hello\n");
+    assert_eq!(v["owner"], v["me"], "the clone is the instance's");
+    let config = v["config"].as_str().unwrap();
+    assert!(
+        config.contains("url = https://github.com/example-org/example-repo.git"),
+        "{config}"
+    );
+    let tokens = gh.tokens();
+    assert!(
+        !config.contains(&tokens[0]),
+        "no token in the clone's config"
+    );
+    assert!(gh
+        .requests()
+        .iter()
+        .any(|q| q["git"] == true && q["path"].as_str().unwrap_or("").contains("git-upload-pack")));
+}
+
+#[test]
+fn airlockd_retries_a_pending_revocation_until_github_confirms_it() {
+    require_journald();
+    let gh = StandInGithub::start();
+    std::fs::write(gh.dir.path().join("fail_delete"), "").unwrap();
+    let (h, sock, _sockdir, _d) = daemon(&gh);
+    let launched = control(
+        &sock,
+        &serde_json::json!({"v": 1, "op": "launch", "role": "ghprobe", "instance": "gina",
+            "command": ["/bin/true"], "wait": true}),
+    );
+    let run = launched[0]["data"]["run"].as_str().unwrap().to_string();
+    let open = h.state.join(format!("leases/{run}.json"));
+    let pending = poll(20, || {
+        std::fs::read_to_string(&open)
+            .ok()
+            .filter(|t| t.contains("revoke_pending"))
+    });
+    assert!(
+        pending.is_some(),
+        "the failed DELETE leaves the lease pending"
+    );
+    // GitHub answers again: the next retry revokes it, once.
+    std::fs::remove_file(gh.dir.path().join("fail_delete")).unwrap();
+    let done = h.state.join(format!("leases/done/{run}.json"));
+    let text = poll(40, || std::fs::read_to_string(&done).ok()).expect("revoked on a retry");
+    assert!(
+        text.contains("\"revoked\"") && text.contains("retried"),
+        "{text}"
+    );
+    assert!(!open.exists());
+    assert!(gh.requests().iter().any(|q| q["deleted"] == true));
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    let states: Vec<String> = ledger
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["event"].clone())
+        .filter(|v| v["kind"] == "lease_revoked")
+        .map(|v| v["state"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(states, ["revoke-pending", "revoked"]);
+}
+
+/// An MCP client on the agent side: initialize, then each tools/call of its argument
+/// (a JSON list of [name, arguments]), printing each result as a JSON line.
+const MCP_AGENT: &str = r#"
+import json, os, sys, urllib.request
+url = os.environ["AIRLOCK_GATEWAY"] + "/mcp/github"
+V = "2025-06-18"
+def post(msg, session=None):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if session:
+        h["Mcp-Session-Id"] = session
+        h["MCP-Protocol-Version"] = V
+    req = urllib.request.Request(url, data=json.dumps(msg).encode(), headers=h, method="POST")
+    with urllib.request.urlopen(req) as r:
+        body = r.read()
+        return r.headers.get("Mcp-Session-Id"), (json.loads(body) if body else None)
+s, init = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": V, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+post({"jsonrpc": "2.0", "method": "notifications/initialized"}, s)
+for i, (name, args) in enumerate(json.loads(sys.argv[1])):
+    _, r = post({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                 "params": {"name": name, "arguments": args}}, s)
+    res = r.get("result", {})
+    print(json.dumps({"step": i, "error": res.get("isError", False),
+                      "text": res.get("content", [{}])[0].get("text", "")}))
+"#;
+
+#[test]
+fn the_github_connector_uses_the_run_token_and_the_same_write_checks() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let mcp_dir = tempfile::tempdir().unwrap();
+    let mut mcp = Daemon(
+        Command::new("/usr/bin/python3")
+            .arg(Path::new(REPO).join("tests/agents/standin_github_mcp.py"))
+            .arg(mcp_dir.path())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let port: u16 = poll(10, || {
+        std::fs::read_to_string(mcp_dir.path().join("port"))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    })
+    .expect("the stand-in MCP server did not start");
+    let h = Host::new(
+        &[("gina", "ghprobe")],
+        &format!(
+            "{}mcp_connectors:\n  github: {{url: \"http://127.0.0.1:{port}/mcp\"}}\n",
+            gh.config()
+        ),
+    );
+    let text = role_with(
+        2,
+        "run:\n  model: claude-sonnet-4-5\n  mcp:\n    github: {via: airlock}\n",
+    )
+    .replace("kind: workflow", "kind: agent")
+    .replace(
+        "tools: {}",
+        "tools:\n  board: [board_read]\n  github: [get_issue, add_issue_comment, create_issue, push_files, fork_repository]",
+    );
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), text).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    let r = |repo: &str| serde_json::json!({"owner": "example-org", "repo": repo, "issue_number": 1, "body": "x"});
+    let calls = serde_json::json!([
+        ["get_issue", r("example-repo")],
+        ["add_issue_comment", r("example-repo")],
+        ["add_issue_comment", r("other")],
+        ["create_issue", r("example-repo")],
+        ["fork_repository", r("example-repo")],
+        ["push_files", {"owner": "example-org", "repo": "example-repo", "branch": "main",
+            "files": [{"path": "README.md", "content": "x"}], "message": "m"}],
+        ["push_files", {"owner": "example-org", "repo": "example-repo", "branch": "airlock/x",
+            "files": [{"path": ".github/workflows/ci.yml", "content": "x"}], "message": "m"}],
+        ["add_issue_comment", r("example-repo")],
+        ["add_issue_comment", r("example-repo")],
+    ]);
+    let o = h
+        .launch(
+            "ghprobe",
+            "gina",
+            &[],
+            &["/usr/bin/python3", "-c", MCP_AGENT, &calls.to_string()],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let lines = agent_lines(&o);
+    let refused = |i: usize| step(&lines, i)["error"] == true;
+    assert!(!refused(0) && !refused(1), "{lines:?}");
+    for (i, rule) in [
+        (2, "writes.repos"),
+        (3, "writes.issues"),
+        (4, "unknown write"),
+        (5, "default branch"),
+        (6, "writes.workflows"),
+        (8, "budget.github_writes_per_run"),
+    ] {
+        assert!(refused(i), "step {i}: {lines:?}");
+        let t = step(&lines, i)["text"].as_str().unwrap();
+        assert!(t.contains(rule), "step {i}: {t}");
+    }
+    assert!(!refused(7), "the second write is within the budget of 2");
+    // Upstream: only what passed, each with the run's installation token.
+    let token = gh.tokens()[0].clone();
+    let seen: Vec<Value> = std::fs::read_to_string(mcp_dir.path().join("calls.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = seen.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["get_issue", "add_issue_comment", "add_issue_comment"]
+    );
+    assert!(seen.iter().all(|c| c["auth"] == format!("Bearer {token}")));
+    let run = run_id_of(&o);
+    let ev = events(&run, "github_write", 8);
+    assert_eq!(
+        ev.iter()
+            .filter(|e| e["AIRLOCK_DECISION"] == "allow"
+                && e["AIRLOCK_ENDPOINT"] == "mcp add_issue_comment")
+            .count(),
+        2,
+        "{ev:?}"
+    );
+    assert!(!journal_text(&run).contains(&token));
+    let _ = mcp.0.kill();
+}
