@@ -33,9 +33,12 @@ fn host(si: &StandIn) -> Host {
         pkg.join("dist/index.js").display()
     );
     let h = Host::new(&[("tess", "code"), ("rex", "review")], &extra);
+    // The roles' GitHub identity is left to GitHub (`key_store: github`): these tests are of
+    // the agents, and tests/github.rs has the GitHub route's own.
     for role in ["code", "review"] {
         h.local_role(role, |t| {
-            t.replacen("tools:\n", "tools:\n  everything: [echo, get-*]\n", 1)
+            t.replacen("key_store: airlock", "key_store: github", 1)
+                .replacen("tools:\n", "tools:\n  everything: [echo, get-*]\n", 1)
                 .replacen("deny:\n", "deny:\n  everything: [get-env]\n", 1)
                 .replacen(
                     "  mcp:\n",
