@@ -491,15 +491,12 @@ struct Daemon(std::process::Child);
 /// airlockd on a host with the stand-in GitHub and the probe role: the host, its socket.
 fn daemon(gh: &StandInGithub) -> (Host, PathBuf, tempfile::TempDir, Daemon) {
     let sockdir = tempfile::tempdir().unwrap();
-    let sock = sockdir.path().join("airlockd.sock");
     let h = Host::new(
         &[("gina", "ghprobe")],
-        &format!(
-            "{}socket: {}\ngrace_seconds: 3\n",
-            gh.config(),
-            sock.display()
-        ),
+        &format!("{}grace_seconds: 3\n", gh.config()),
     );
+    // The host's own socket (its config names it).
+    let sock = h.root.join("airlockd.sock");
     let dir = h.root.join("roles.local/ghprobe");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("role.yaml"), role(3)).unwrap();

@@ -723,7 +723,13 @@ mod tests {
                 .unwrap();
         // The agent program must be installed for its exec set; where it is not, the
         // launch is refused before anything starts, naming it.
-        let (_dir, p) = prepared_with("code", &[], |_| {});
+        // GitHub left to GitHub: a run of an airlock-held identity needs the host's App.
+        let github = |l: &mut LoadedRole| {
+            if let Some(i) = l.role.identity.as_mut() {
+                i.key_store = Some("github".into());
+            }
+        };
+        let (_dir, p) = prepared_with("code", &[], github);
         let p = match p {
             Ok(p) => p,
             Err(LaunchError::Refused(m)) => {
