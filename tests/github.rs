@@ -30,9 +30,27 @@ fn sh(cmd: &str, cwd: &Path) {
     assert!(o.status.success(), "{cmd}: {}", stderr(&o));
 }
 
+/// The host programs these tests drive: Debian's gh, git (with git-http-backend), curl and
+/// openssl.
+fn require_tools() {
+    for p in [
+        "/usr/bin/gh",
+        "/usr/bin/git",
+        "/usr/lib/git-core/git-http-backend",
+        "/usr/bin/curl",
+        "/usr/bin/openssl",
+    ] {
+        assert!(
+            Path::new(p).exists(),
+            "{p} is missing: install the Debian packages gh, git, curl and openssl (scripts/install-deps.sh)"
+        );
+    }
+}
+
 impl StandInGithub {
     pub fn start() -> StandInGithub {
         use std::os::unix::fs::PermissionsExt;
+        require_tools();
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         // GitHub hands out PKCS#1 keys ("BEGIN RSA PRIVATE KEY").

@@ -398,8 +398,17 @@ async fn delete(m: &Minted) -> Result<(), String> {
     }
 }
 
-/// Tokens minted and not yet confirmed revoked, by lease id (this process's memory only).
-static HELD: Mutex<BTreeMap<String, Vec<Minted>>> = Mutex::new(BTreeMap::new());
+/// Tokens minted and not yet confirmed revoked, by lease id (this process's memory only),
+/// with when their DELETE was last tried.
+static HELD: Mutex<BTreeMap<String, HeldTokens>> = Mutex::new(BTreeMap::new());
+type HeldTokens = (Vec<Minted>, Option<std::time::Instant>);
+/// Leases whose tokens GitHub confirmed revoked, until their lease record says so.
+static CONFIRMED: Mutex<std::collections::BTreeSet<String>> =
+    Mutex::new(std::collections::BTreeSet::new());
+
+/// A DELETE that just failed is not tried again sooner than this (so a caller holding the
+/// ledger lock after a failed attempt outside it does not wait on GitHub again).
+const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// The tokens of leases, as held here.
 pub struct Held;
@@ -407,7 +416,7 @@ pub struct Held;
 impl Held {
     pub fn put(lease: &str, minted: Vec<Minted>) {
         if let Ok(mut h) = HELD.lock() {
-            h.insert(lease.to_string(), minted);
+            h.insert(lease.to_string(), (minted, None));
         }
     }
 
@@ -416,10 +425,25 @@ impl Held {
         HELD.lock().is_ok_and(|h| h.contains_key(lease))
     }
 
-    /// Revoke the tokens of `lease` at GitHub (twice tried each); true when none is left
-    /// alive. Tokens whose DELETE failed stay held for the next try.
+    /// Revoke the tokens of `lease` at GitHub (each tried twice); true when none is left
+    /// alive (GitHub confirmed, now or before). Tokens whose DELETE failed stay held for
+    /// the next try, which waits [`RETRY_AFTER`].
     pub fn revoke(lease: &str) -> bool {
-        let Some(all) = HELD.lock().ok().and_then(|mut h| h.remove(lease)) else {
+        if CONFIRMED.lock().is_ok_and(|c| c.contains(lease)) {
+            return true;
+        }
+        let taken = HELD.lock().ok().and_then(|mut h| {
+            let recent = h
+                .get(lease)
+                .and_then(|(_, t)| *t)
+                .is_some_and(|t| t.elapsed() < RETRY_AFTER);
+            if recent {
+                None
+            } else {
+                h.remove(lease).map(|(m, _)| m)
+            }
+        });
+        let Some(all) = taken else {
             return false;
         };
         let left = blocking(async move {
@@ -442,12 +466,44 @@ impl Held {
             left
         });
         match left {
-            Ok(left) if left.is_empty() => true,
+            Ok(left) if left.is_empty() => {
+                if let Ok(mut c) = CONFIRMED.lock() {
+                    c.insert(lease.to_string());
+                }
+                true
+            }
             Ok(left) => {
-                Held::put(lease, left);
+                if let Ok(mut h) = HELD.lock() {
+                    h.insert(lease.to_string(), (left, Some(std::time::Instant::now())));
+                }
                 false
             }
             Err(_) => false,
+        }
+    }
+
+    /// Revoke every held token of `run` at GitHub: for callers to do before they take the
+    /// ledger lock, so the lease records that follow need no network.
+    pub fn revoke_run(run: &str) {
+        let prefix = format!("run/{run}/");
+        let leases: Vec<String> = HELD
+            .lock()
+            .map(|h| {
+                h.keys()
+                    .filter(|k| k.starts_with(&prefix))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        for l in leases {
+            Held::revoke(&l);
+        }
+    }
+
+    /// The lease's revocation is recorded: forget it.
+    pub fn recorded(lease: &str) {
+        if let Ok(mut c) = CONFIRMED.lock() {
+            c.remove(lease);
         }
     }
 }

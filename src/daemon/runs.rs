@@ -515,6 +515,8 @@ fn exited_frame(run: &str, code: i32, outcome: Outcome, reason: &str) -> Frame {
 /// every lease a closed run still holds.
 pub fn revoke_leases(d: &Daemon, run: &str, reason: &str) -> lease_records::Revoked {
     let store = LeaseStore::new(&d.set().config.state_dir);
+    // GitHub's DELETEs before the ledger lock: launches and closings do not wait on them.
+    crate::credentials::github_app::Held::revoke_run(run);
     let mut ledger = lock(&d.ledger);
     let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
     match lease_records::revoke_run(&store, &mut append, run, reason) {
@@ -540,10 +542,16 @@ pub const PENDING_RETRY: Duration = Duration::from_secs(10);
 /// record their leases and join the active table).
 pub fn retry_pending(d: &Daemon) {
     let store = LeaseStore::new(&d.set().config.state_dir);
-    let mut ledger = lock(&d.ledger);
     let Ok(runs) = store.open_runs() else {
         return;
     };
+    // The DELETEs first, without the ledger lock (GitHub may be slow or down).
+    for run in &runs {
+        if !lock(&d.active).contains_key(run) {
+            crate::credentials::github_app::Held::revoke_run(run);
+        }
+    }
+    let mut ledger = lock(&d.ledger);
     for run in runs {
         if lock(&d.active).contains_key(&run) {
             continue;

@@ -78,6 +78,9 @@ pub fn revoke_run(
                 && l.upstream_expires_at.is_some_and(|t| now >= t))
     };
     let changed = leases::revoke(&mut all, now, reason, &mut upstream);
+    for l in changed.iter().filter(|l| l.state == LeaseState::Revoked) {
+        crate::credentials::github_app::Held::recorded(&l.id);
+    }
     let mut out = Revoked::default();
     for l in &changed {
         append(LedgerEvent::LeaseRevoked(LeaseRevoked {
