@@ -9,8 +9,9 @@ need=()
 # openssl and python3: the egress tests' TLS server and its certificate, and their agent;
 # procps: pgrep in scripts; bubblewrap and hyperfine: the side-by-side benchmarks; e2fsprogs
 # (mke2fs): the runs' bounded workspace and home filesystems; mount (losetup, mount): the disk
-# tests' own small filesystems.
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine; do
+# tests' own small filesystems; git (git http-backend) and gh: the GitHub tests' stand-in
+# server and clients.
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 
