@@ -23,6 +23,7 @@
 pub mod bash_tool;
 pub mod egress;
 pub mod github;
+pub mod headers;
 pub mod http;
 pub mod jsonrpc;
 pub mod mcp_proxy;

@@ -311,36 +311,22 @@ fn presented(h: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
 }
 
-/// Request headers not forwarded: the client's credentials (the real key replaces them),
-/// hop-by-hop headers, and what could pick another account or compress the response past
-/// the usage meter.
+/// Request headers not forwarded beyond the hop-by-hop ones ([`super::headers`]): the
+/// client's credentials (the real key replaces them), and what could pick another account or
+/// compress the response past the usage meter.
 const DROP_REQUEST: &[&str] = &[
     "host",
     "authorization",
     "x-api-key",
-    "proxy-authorization",
     "cookie",
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
     "content-length",
     "accept-encoding",
     "openai-organization",
     "openai-project",
     "anthropic-admin-api-key",
 ];
-const DROP_RESPONSE: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "trailer",
-    "upgrade",
-    "set-cookie",
-    "content-length",
-];
+/// Response headers not passed back beyond the hop-by-hop ones: the body is re-framed.
+const DROP_RESPONSE: &[&str] = &["set-cookie", "content-length"];
 
 /// Serve one request of the provider route; `rest` is the path after `/provider/<name>`.
 pub async fn handle(
@@ -468,11 +454,7 @@ pub async fn handle(
     let url = p.plan.url.join(rest, parts.uri.query());
     let mut up = Request::builder().method(parts.method.clone()).uri(&url);
     if let Some(h) = up.headers_mut() {
-        for (name, value) in &parts.headers {
-            if !DROP_REQUEST.contains(&name.as_str()) && !name.as_str().starts_with("proxy-") {
-                h.append(name.clone(), value.clone());
-            }
-        }
+        *h = super::headers::forwarded(&parts.headers, DROP_REQUEST);
         h.insert(
             hyper::header::ACCEPT_ENCODING,
             HeaderValue::from_static("identity"),
@@ -515,9 +497,7 @@ pub async fn handle(
         }
     };
     let (mut parts, body) = resp.into_parts();
-    for h in DROP_RESPONSE {
-        parts.headers.remove(*h);
-    }
+    parts.headers = super::headers::forwarded(&parts.headers, DROP_RESPONSE);
     rec.status = parts.status.as_u16();
     let streamed = parts
         .headers

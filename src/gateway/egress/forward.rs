@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderMap, HeaderValue, CONNECTION, HOST};
+use hyper::header::{HeaderValue, HOST};
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
@@ -23,37 +23,6 @@ use crate::policy::egress::Via;
 
 /// Time for the destination's response head.
 const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Headers that belong to one hop (RFC 9110 §7.6.1), and what a proxy must not pass on.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
-
-/// `headers` without hop-by-hop ones, those named by Connection, and any `Proxy-*`.
-pub fn end_to_end(headers: &HeaderMap) -> HeaderMap {
-    let named: Vec<String> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().to_ascii_lowercase())
-        .collect();
-    let mut out = HeaderMap::new();
-    for (k, v) in headers {
-        let n = k.as_str();
-        if HOP_BY_HOP.contains(&n) || n.starts_with("proxy-") || named.iter().any(|c| c == n) {
-            continue;
-        }
-        out.append(k.clone(), v.clone());
-    }
-    out
-}
 
 pub(crate) async fn forward(
     eg: &Arc<Egress>,
@@ -88,7 +57,7 @@ pub(crate) async fn forward(
             "the URL's path is not valid",
         );
     };
-    let mut headers = end_to_end(&parts.headers);
+    let mut headers = crate::gateway::headers::end_to_end(&parts.headers);
     // The Host is the one checked, whatever the run's header said.
     let host = match (&t.host, t.port) {
         (target::Host::Ip(std::net::IpAddr::V6(v6)), 80) => format!("[{v6}]"),
@@ -168,7 +137,7 @@ pub(crate) async fn forward(
         .boxed_unsync(),
     );
     *back.status_mut() = parts.status;
-    *back.headers_mut() = end_to_end(&parts.headers);
+    *back.headers_mut() = crate::gateway::headers::end_to_end(&parts.headers);
     back
 }
 
@@ -242,33 +211,5 @@ impl HttpBody for Tail {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use hyper::header::HeaderName;
-
-    #[test]
-    fn hop_by_hop_and_proxy_headers_are_dropped() {
-        let mut h = HeaderMap::new();
-        for (k, v) in [
-            ("connection", "keep-alive, X-Secret-Hop"),
-            ("keep-alive", "timeout=5"),
-            ("proxy-authorization", "Basic eDp5"),
-            ("proxy-connection", "keep-alive"),
-            ("x-secret-hop", "1"),
-            ("upgrade", "websocket"),
-            ("te", "trailers"),
-            ("transfer-encoding", "chunked"),
-            ("accept", "text/html"),
-            ("user-agent", "curl/8"),
-        ] {
-            h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
-        }
-        let out = end_to_end(&h);
-        let names: Vec<&str> = out.keys().map(|k| k.as_str()).collect();
-        assert_eq!(names, vec!["accept", "user-agent"]);
     }
 }

@@ -317,26 +317,11 @@ fn presented(h: &hyper::HeaderMap) -> Option<String> {
     None
 }
 
-const DROP_REQUEST: &[&str] = &[
-    "host",
-    "authorization",
-    "cookie",
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-];
-const DROP_RESPONSE: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "trailer",
-    "upgrade",
-    "set-cookie",
-];
+/// Request headers not forwarded beyond the hop-by-hop ones ([`crate::gateway::headers`]):
+/// the client's credential (the run token; the minted token replaces it) and framing.
+const DROP_REQUEST: &[&str] = &["host", "authorization", "cookie", "content-length"];
+/// Response headers not passed back beyond the hop-by-hop ones.
+const DROP_RESPONSE: &[&str] = &["set-cookie"];
 
 fn ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -505,11 +490,7 @@ async fn forward(
     };
     let mut up = Request::builder().method(parts.method.clone()).uri(&url);
     if let Some(h) = up.headers_mut() {
-        for (name, value) in &parts.headers {
-            if !DROP_REQUEST.contains(&name.as_str()) && !name.as_str().starts_with("proxy-") {
-                h.append(name.clone(), value.clone());
-            }
-        }
+        *h = crate::gateway::headers::forwarded(&parts.headers, DROP_REQUEST);
         if let Some(token) = gh.token_for(repo.as_deref()) {
             let text = match host {
                 Host::Api => format!("token {}", token.expose()),
@@ -547,9 +528,7 @@ async fn forward(
         }
     };
     let (mut parts, body) = resp.into_parts();
-    for h in DROP_RESPONSE {
-        parts.headers.remove(*h);
-    }
+    parts.headers = crate::gateway::headers::forwarded(&parts.headers, DROP_RESPONSE);
     Response::from_parts(parts, GwBody::new(body.map_err(std::io::Error::other)))
 }
 

@@ -1,0 +1,78 @@
+//! Which headers a gateway route passes on: never those that belong to one hop (RFC 9110
+//! §7.6.1), those a `Connection` header names, or any `Proxy-*`; each route drops its own
+//! extras on top (the client's credentials, where it replaces them).
+
+use hyper::header::{HeaderMap, CONNECTION};
+
+/// Headers that belong to one hop (RFC 9110 §7.6.1), and what a proxy must not pass on.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// `headers` without hop-by-hop ones, those named by Connection, and any `Proxy-*`.
+pub fn end_to_end(headers: &HeaderMap) -> HeaderMap {
+    let named: Vec<String> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .collect();
+    let mut out = HeaderMap::new();
+    for (k, v) in headers {
+        let n = k.as_str();
+        if HOP_BY_HOP.contains(&n) || n.starts_with("proxy-") || named.iter().any(|c| c == n) {
+            continue;
+        }
+        out.append(k.clone(), v.clone());
+    }
+    out
+}
+
+/// [`end_to_end`] less the route's own `drop` (lower-case names).
+pub fn forwarded(headers: &HeaderMap, drop: &[&str]) -> HeaderMap {
+    let mut out = end_to_end(headers);
+    for h in drop {
+        out.remove(*h);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::{HeaderName, HeaderValue};
+
+    #[test]
+    fn hop_by_hop_and_proxy_headers_are_dropped() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("connection", "keep-alive, X-Secret-Hop"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-authorization", "Basic eDp5"),
+            ("proxy-connection", "keep-alive"),
+            ("x-secret-hop", "1"),
+            ("upgrade", "websocket"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("accept", "text/html"),
+            ("user-agent", "curl/8"),
+        ] {
+            h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        let out = end_to_end(&h);
+        let names: Vec<&str> = out.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, vec!["accept", "user-agent"]);
+        let out = forwarded(&h, &["user-agent"]);
+        assert_eq!(
+            out.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            ["accept"]
+        );
+    }
+}
