@@ -8,7 +8,7 @@
 #   --prefix DIR      binaries go to DIR/bin (default /usr/local); the units point there
 #   --destdir ROOT    stage everything under ROOT (packaging, tests); runs no systemd tool
 #                     that would touch the host and need not be root
-#   --target-dir DIR  cargo's target directory (default ./target)
+#   --target-dir DIR  cargo's target directory (default $CARGO_TARGET_DIR, else ./target)
 #   --enable          enable and start airlockd.socket and airlockd.service afterwards
 #
 # Idempotent. Never overwrites what an operator may have changed: policies and the config
@@ -22,7 +22,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 prefix=/usr/local
 destdir=
-target="$here/target"
+target="${CARGO_TARGET_DIR:-$here/target}"
 enable=no
 
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
