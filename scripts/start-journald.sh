@@ -6,6 +6,9 @@ if [ -S /run/systemd/journal/socket ] && pgrep -x systemd-journal >/dev/null 2>&
   exit 0
 fi
 mkdir -p /run/systemd/journal /var/log/journal
+# Sockets left by a journald that is gone (a VM restored from a snapshot): waiting on them
+# would report success before the new one listens.
+rm -f /run/systemd/journal/socket /run/systemd/journal/stdout /run/systemd/journal/dev-log
 /lib/systemd/systemd-journald >/dev/null 2>&1 &
 for _ in $(seq 1 50); do
   [ -S /run/systemd/journal/socket ] && exit 0

@@ -330,13 +330,6 @@ fn journal_json(filter: &[&str]) -> Vec<Value> {
         .collect()
 }
 
-fn require_journald() {
-    assert!(
-        Path::new("/run/systemd/journal/socket").exists(),
-        "journald is not running (no /run/systemd/journal/socket): start it (scripts/start-journald.sh) — these tests need the real journal"
-    );
-}
-
 fn record_of(env: &Env, run: &str) -> Value {
     let r = env.one(json!({"v":1,"op":"show","run":run}));
     assert_eq!(r["ok"], true, "{r}");
@@ -359,7 +352,7 @@ fn pids(uid: u32) -> Vec<i32> {
 
 #[test]
 fn launch_wait_exit_codes_and_journald_fields() {
-    require_journald();
+    common::require_journald();
     let mut env = Env::new(Opts::default());
     env.start();
     let r = env.launch(
@@ -489,7 +482,7 @@ fn request_as(sock: &Path, uid: u32, groups: &[u32], v: Value) -> Vec<Value> {
 
 #[test]
 fn peers_outside_the_groups_are_refused_and_logged() {
-    require_journald();
+    common::require_journald();
     // A peer uid nobody uses; the socket's group is its gid so it can connect at all, but it
     // is in neither the admin nor the operator group.
     let probe = Env::new(Opts::default());
@@ -1262,7 +1255,7 @@ fn ctrl_c_on_launch_wait_detaches_and_twice_stops() {
 
 #[test]
 fn a_run_through_airlockd_gets_its_gateway_and_its_bash_tool() {
-    require_journald();
+    common::require_journald();
     let mut env = Env::new(Opts::default());
     env.start();
     let argv = common::mcp_agent(&json!([

@@ -1391,3 +1391,44 @@ fn a_helper_started_ahead_runs_its_own_run_only() {
     let other = d.cgroup_dirs()[0].with_file_name("r-someone-else");
     assert!(!other.exists(), "{} was left behind", other.display());
 }
+
+/// The whole battery in one command on the command side (a workflow role's command runs
+/// there, as the bash tool's commands do; tests/real_agents.rs sends it through the bash
+/// tool): every class holds, and the daemon it leaves does not outlive the run.
+#[test]
+fn the_escape_battery_holds_on_the_command_side() {
+    let (env, uids) = Env::new(&["tess"]);
+    let ws = env.root.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    common::chown_tree(&ws, uids[0]);
+    common::battery_into(&ws, uids[0]);
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port().to_string();
+    let marker = format!("m{}", std::process::id());
+    let state = env.state.display().to_string();
+    let cfg = env.cfg.display().to_string();
+    let o = env.run(
+        "tess",
+        &["--workspace", ws.to_str().unwrap()],
+        &[
+            "/usr/bin/python3",
+            "escape_battery.py",
+            "--host-port",
+            &port,
+            "--host-path",
+            &state,
+            "--host-path",
+            &cfg,
+            "--max-procs",
+            "64",
+            "--daemon",
+            &marker,
+        ],
+    );
+    assert_ok(&o);
+    common::assert_battery_held(&text(&o));
+    assert!(
+        pids_of_uid(uids[0]).is_empty(),
+        "a process of the instance uid outlived the run"
+    );
+}

@@ -45,6 +45,8 @@ fn host(si: &StandIn) -> Host {
                     "  mcp:\n    everything:\n      via: airlock\n",
                     1,
                 )
+                // The escape battery, as a command the model may ask for.
+                .replacen("  bash:\n", "  bash:\n    - python3 escape_battery.py\n", 1)
         });
     }
     h
@@ -263,4 +265,66 @@ fn codex_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows() {
     for r in si.requests() {
         assert_eq!(r["authorization"], format!("Bearer {}", si.key), "{r}");
     }
+}
+
+/// The escape battery as a command the model sends through Airlock's bash tool: it runs on
+/// the command side of a real Claude Code run, every class holds there, its verdicts come
+/// back to the model, and the daemon it leaves behind does not outlive the run.
+#[test]
+fn the_escape_battery_holds_as_a_command_through_the_bash_tool() {
+    require_journald();
+    require_agent(
+        "/usr/local/lib/airlock-agents/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    );
+    // A port listening on the host's loopback and a host file: neither may be reached.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let secret = tempfile::tempdir().unwrap();
+    std::fs::write(secret.path().join("key"), "host secret").unwrap();
+    let marker = format!("m{}", std::process::id());
+    let command = format!(
+        "python3 escape_battery.py --host-port {} --host-path {} --max-procs 64 --daemon {marker}",
+        listener.local_addr().unwrap().port(),
+        secret.path().join("key").display(),
+    );
+    let si = StandIn::scripted(&json!([
+        {"tool": "bash", "input": {"command": command}},
+        {"text": "The battery ran."}
+    ]));
+    let h = host(&si);
+    let uid = h.uids[0];
+    let ws = repo(&h, uid);
+    battery_into(&ws, uid);
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "code", "tess", &["--workspace", ws.to_str().unwrap()]);
+    let run = run_id_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+
+    // What came back to the model: the bash tool's result, its stdout the verdicts.
+    let turn = si
+        .turns()
+        .into_iter()
+        .find(|t| t["turn"] == 1)
+        .expect("no second turn");
+    let result = turn["results"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // Claude Code gives the model the tool's text, then its structured content again.
+    let out: Value = serde_json::Deserializer::from_str(&result)
+        .into_iter()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("no bash tool result: {result}"));
+    assert_eq!(out["exit_code"], 0, "{out}");
+    assert_battery_held(out["stdout"].as_str().unwrap_or_default());
+    assert!(
+        !result.contains(&si.key),
+        "the provider key reached the jail"
+    );
+    assert!(
+        airlock::supervisor::launch::pids_of_uid(uid).is_empty(),
+        "a process of the instance uid outlived the run"
+    );
+    let calls = events(&run, "tool_call", 1);
+    assert_eq!(decided(&calls, "airlock", "bash", "allow"), 1, "{calls:?}");
 }

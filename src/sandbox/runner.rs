@@ -287,6 +287,10 @@ fn exec_child(
         {
             return Errno::last_raw();
         }
+        // The command gets 0, 1 and 2 only (the escape battery found this one open).
+        if null > 2 {
+            libc::close(null);
+        }
         if libc::chdir(cwd.as_ptr()) != 0 {
             return Errno::last_raw();
         }

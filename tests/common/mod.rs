@@ -26,8 +26,12 @@ pub fn require_root() {
 }
 
 pub fn require_journald() {
+    // Connecting tells a live journald from a socket file left by one that is gone.
+    let live = std::os::unix::net::UnixDatagram::unbound()
+        .and_then(|s| s.connect("/run/systemd/journal/socket"))
+        .is_ok();
     assert!(
-        Path::new("/run/systemd/journal/socket").exists(),
+        live,
         "journald is not running: start it with scripts/start-journald.sh (these tests read the real journal)"
     );
 }
@@ -425,4 +429,53 @@ impl StandIn {
             .filter(|r| r.get("turn").is_some())
             .collect()
     }
+}
+
+/// Every check of the escape battery (tests/agents/escape_battery.py), so that one it
+/// stopped running (or never ran) fails as loudly as one that did not hold.
+pub const BATTERY_CHECKS: &[&str] = &[
+    "devices",
+    "host_loopback_ports",
+    "host_sockets_and_paths",
+    "identity",
+    "inherited_fds",
+    "kernel_interfaces",
+    "mount_flags",
+    "namespaces_and_mounts",
+    "network_only_loopback",
+    "other_processes",
+    "proc_and_sys_read_only",
+    "proc_masked",
+    "process_limit",
+    "setuid_binary",
+    "signal_and_trace_init",
+    "socket_families",
+    "terminal_injection",
+    "writes_outside",
+];
+
+/// Copy the escape battery into a workspace (readable by the instance `uid`), where a run's
+/// command can start it as `python3 escape_battery.py`.
+pub fn battery_into(ws: &Path, uid: u32) {
+    let to = ws.join("escape_battery.py");
+    std::fs::copy(Path::new(REPO).join("tests/agents/escape_battery.py"), &to).unwrap();
+    chown_tree(&to, uid);
+}
+
+/// The battery's verdicts from its `BATTERY {...}` line in `out`: every check ran and held.
+pub fn assert_battery_held(out: &str) {
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("BATTERY "))
+        .unwrap_or_else(|| panic!("the escape battery printed no verdicts:\n{out}"));
+    let verdicts: serde_json::Map<String, Value> =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("verdicts: {e}: {line}"));
+    let ran: Vec<&str> = verdicts.keys().map(String::as_str).collect();
+    assert_eq!(ran, BATTERY_CHECKS, "the battery's checks changed");
+    let open: Vec<String> = verdicts
+        .iter()
+        .filter(|(_, v)| v["held"] != true)
+        .map(|(k, v)| format!("{k}: {}", v["seen"]))
+        .collect();
+    assert!(open.is_empty(), "escape classes open: {open:#?}");
 }
