@@ -339,6 +339,19 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
         closed["github"],
         serde_json::json!({"writes": 3, "budget": 3})
     );
+    // `show` (here without airlockd, from the ledger) says so to the operator.
+    let shown = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args(["show", &run])
+        .output()
+        .unwrap();
+    let shown = stdout(&shown);
+    assert!(
+        shown.lines().any(|l| l.starts_with("github writes")
+            && l.ends_with("3 of 3 (budget.github_writes_per_run)")),
+        "{shown}"
+    );
     assert!(ledger.contains(&format!("run/{run}/github/1")));
     let revoked: Vec<Value> = ledger
         .lines()

@@ -202,6 +202,23 @@ fn claude_code_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows
         "{logs}"
     );
     assert!(logs.contains("agent: finished: success"), "{logs}");
+    // `show` counts them: the bash command run apart from the other tool calls.
+    let shown = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args(["show", &run])
+        .output()
+        .unwrap();
+    let shown = stdout(&shown);
+    let line = |k: &str| {
+        shown
+            .lines()
+            .find(|l| l.starts_with(k))
+            .map(|l| l[k.len()..].trim_start_matches(':').trim().to_string())
+            .unwrap_or_else(|| panic!("no {k} in {shown}"))
+    };
+    assert_eq!(line("tool calls"), "2 allowed, 1 refused", "{shown}");
+    assert_eq!(line("bash commands"), "1 run", "{shown}");
     // The agent's own events are in the journal with Airlock's decisions.
     let text = journal_text(&run);
     assert!(

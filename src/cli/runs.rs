@@ -128,6 +128,7 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
             "tool calls",
             format!("{} allowed, {} refused", c.allowed, c.refused),
         ));
+        pairs.push(("bash commands", format!("{} run", c.bash)));
     }
     if let Some(s) = &info.spend {
         use crate::policy::prices::usd;
@@ -141,6 +142,15 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
                 "{} of {} (budget.spend_usd)",
                 usd(s.micro_usd),
                 usd(s.budget_micro_usd)
+            ),
+        ));
+    }
+    if let Some(g) = &info.github {
+        pairs.push((
+            "github writes",
+            format!(
+                "{} of {} (budget.github_writes_per_run)",
+                g.writes, g.budget
             ),
         ));
     }

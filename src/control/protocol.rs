@@ -356,6 +356,9 @@ pub struct RunInfo {
     /// Model requests and spend, once the run is closed, when it had a provider route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spend: Option<crate::supervisor::ledger::SpendCounts>,
+    /// The run's GitHub writes and their budget, when it had a GitHub route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<crate::supervisor::ledger::GithubWrites>,
     /// The run's credential leases and their state (`show` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leases: Vec<crate::credentials::leases::Lease>,

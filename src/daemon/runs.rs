@@ -261,6 +261,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         deadline_s,
         calls: None,
         spend: None,
+        github: None,
         leases: Vec::new(),
     };
     lock(&d.active).insert(
@@ -690,6 +691,7 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         deadline_s: o.deadline_s,
         calls: None,
         spend: None,
+        github: None,
         leases: Vec::new(),
     };
     if let Some(c) = closed {
@@ -700,6 +702,7 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         info.reason = Some(c.reason);
         info.calls = c.calls;
         info.spend = c.spend;
+        info.github = c.github;
     }
     info
 }

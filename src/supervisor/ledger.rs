@@ -159,6 +159,9 @@ pub struct LeaseRevoked {
 pub struct CallCounts {
     pub allowed: u64,
     pub refused: u64,
+    /// Of the allowed, the bash commands started. Absent in older records.
+    #[serde(default)]
+    pub bash: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -304,6 +304,7 @@ const CALL_QUEUE: usize = 4096;
 struct Counts {
     allowed: AtomicU64,
     refused: AtomicU64,
+    bash: AtomicU64,
 }
 
 impl Counts {
@@ -311,6 +312,7 @@ impl Counts {
         crate::supervisor::ledger::CallCounts {
             allowed: self.allowed.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
+            bash: self.bash.load(Ordering::Relaxed),
         }
     }
 }
@@ -356,6 +358,10 @@ impl CallLog for JournalCallLog {
             &self.counts.refused
         };
         n.fetch_add(1, Ordering::Relaxed);
+        // Only the bash tool names a program, once its command is allowed to start.
+        if r.allow && r.program.is_some() {
+            self.counts.bash.fetch_add(1, Ordering::Relaxed);
+        }
         if self.tx.try_send(Entry::Call(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
