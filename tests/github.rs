@@ -11,131 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::github::StandInGithub;
 use common::*;
 use serde_json::Value;
-
-pub struct StandInGithub {
-    child: std::process::Child,
-    pub dir: tempfile::TempDir,
-    pub port: u16,
-}
-
-fn sh(cmd: &str, cwd: &Path) {
-    let o = Command::new("/bin/sh")
-        .arg("-c")
-        .arg(cmd)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{cmd}: {}", stderr(&o));
-}
-
-/// The host programs these tests drive: Debian's gh, git (with git-http-backend), curl and
-/// openssl.
-fn require_tools() {
-    for p in [
-        "/usr/bin/gh",
-        "/usr/bin/git",
-        "/usr/lib/git-core/git-http-backend",
-        "/usr/bin/curl",
-        "/usr/bin/openssl",
-    ] {
-        assert!(
-            Path::new(p).exists(),
-            "{p} is missing: install the Debian packages gh, git, curl and openssl (scripts/install-deps.sh)"
-        );
-    }
-}
-
-impl StandInGithub {
-    pub fn start() -> StandInGithub {
-        use std::os::unix::fs::PermissionsExt;
-        require_tools();
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        // GitHub hands out PKCS#1 keys ("BEGIN RSA PRIVATE KEY").
-        sh(
-            "openssl genrsa -traditional -out app.key 2048 2>/dev/null && openssl rsa -in app.key -pubout -out app.pub.pem 2>/dev/null",
-            d,
-        );
-        assert!(std::fs::read_to_string(d.join("app.key"))
-            .unwrap()
-            .starts_with("-----BEGIN RSA PRIVATE KEY-----"));
-        std::fs::set_permissions(d.join("app.key"), std::fs::Permissions::from_mode(0o600))
-            .unwrap();
-        // One repository with a main branch and a workflow.
-        let bare = d.join("repos/example-org/example-repo.git");
-        std::fs::create_dir_all(&bare).unwrap();
-        sh("git init -q --bare -b main .", &bare);
-        let seed = d.join("seed");
-        std::fs::create_dir_all(seed.join(".github/workflows")).unwrap();
-        std::fs::write(seed.join("README.md"), "hello\n").unwrap();
-        std::fs::write(seed.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
-        sh(
-            &format!(
-                "git init -q -b main . && git add -A && git -c user.name=t -c user.email=t@t commit -qm seed && git push -q {} main",
-                bare.display()
-            ),
-            &seed,
-        );
-        let child = Command::new("/usr/bin/python3")
-            .arg(Path::new(REPO).join("tests/agents/standin_github.py"))
-            .arg(d)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let port = loop {
-            if let Some(p) = std::fs::read_to_string(d.join("port"))
-                .ok()
-                .and_then(|t| t.trim().parse().ok())
-            {
-                break p;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the stand-in GitHub did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        StandInGithub { child, dir, port }
-    }
-
-    pub fn config(&self) -> String {
-        format!(
-            "credentials:\n  gh-app: {}\ngithub:\n  api_url: \"http://127.0.0.1:{p}\"\n  git_url: \"http://127.0.0.1:{p}/git\"\n  app_id: 4242\n  private_key: gh-app\n",
-            self.dir.path().join("app.key").display(),
-            p = self.port
-        )
-    }
-
-    pub fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("requests.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    /// The installation tokens it minted.
-    pub fn tokens(&self) -> Vec<String> {
-        self.requests()
-            .iter()
-            .filter_map(|r| r["token"].as_str().map(str::to_string))
-            .collect()
-    }
-
-    pub fn bare(&self) -> PathBuf {
-        self.dir.path().join("repos/example-org/example-repo.git")
-    }
-}
-
-impl Drop for StandInGithub {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A workflow role (its command runs on the command side) whose GitHub identity Airlock
 /// holds: it may comment on and label issues, and open, comment on and review pull
@@ -755,28 +633,7 @@ for i, (name, args) in enumerate(json.loads(sys.argv[1])):
 fn the_github_connector_uses_the_run_token_and_the_same_write_checks() {
     require_journald();
     let gh = StandInGithub::start();
-    let mcp_dir = tempfile::tempdir().unwrap();
-    let mut mcp = Daemon(
-        Command::new("/usr/bin/python3")
-            .arg(Path::new(REPO).join("tests/agents/standin_github_mcp.py"))
-            .arg(mcp_dir.path())
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let port: u16 = poll(10, || {
-        std::fs::read_to_string(mcp_dir.path().join("port"))
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-    })
-    .expect("the stand-in MCP server did not start");
-    let h = Host::new(
-        &[("gina", "ghprobe")],
-        &format!(
-            "{}mcp_connectors:\n  github: {{url: \"http://127.0.0.1:{port}/mcp\"}}\n",
-            gh.config()
-        ),
-    );
+    let h = Host::new(&[("gina", "ghprobe")], &gh.config());
     let text = role_with(
         2,
         "run:\n  model: claude-sonnet-4-5\n  mcp:\n    github: {via: airlock}\n",
@@ -833,7 +690,7 @@ fn the_github_connector_uses_the_run_token_and_the_same_write_checks() {
     assert!(!refused(7), "the second write is within the budget of 2");
     // Upstream: only what passed, each with the run's installation token.
     let token = gh.tokens()[0].clone();
-    let seen: Vec<Value> = std::fs::read_to_string(mcp_dir.path().join("calls.jsonl"))
+    let seen: Vec<Value> = std::fs::read_to_string(gh.dir.path().join("mcp_calls.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -855,5 +712,4 @@ fn the_github_connector_uses_the_run_token_and_the_same_write_checks() {
         "{ev:?}"
     );
     assert!(!journal_text(&run).contains(&token));
-    let _ = mcp.0.kill();
 }

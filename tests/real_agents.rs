@@ -345,3 +345,125 @@ fn the_escape_battery_holds_as_a_command_through_the_bash_tool() {
     let calls = events(&run, "tool_call", 1);
     assert_eq!(decided(&calls, "airlock", "bash", "allow"), 1, "{calls:?}");
 }
+
+/// The shipped `code` role, unchanged, with its GitHub identity held by Airlock: Claude Code
+/// works in the run.clone checkout, then opens a pull request on the stand-in GitHub with
+/// the role's GitHub MCP tools (a branch, a commit, the pull request), each write checked
+/// and counted; a push to main and a workflow edit are refused and change nothing.
+#[test]
+fn claude_code_opens_a_pull_request_on_github_through_airlock() {
+    require_journald();
+    require_agent(
+        "/usr/local/lib/airlock-agents/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    );
+    let gh = common::github::StandInGithub::start();
+    let repo = json!({"owner": "example-org", "repo": "example-repo"});
+    let with = |extra: Value| {
+        let mut v = repo.clone();
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    };
+    let readme = "hello\n\n## Usage\nRun it.\n";
+    let si = StandIn::scripted(&json!([
+        {"tool": "bash", "input": {"command": "git log --oneline", "cwd": "$WORKSPACE/repos/example-repo"}},
+        {"tool": "create_branch", "input": with(json!({"branch": "airlock/readme-usage", "from_branch": "main"}))},
+        {"tool": "push_files", "input": with(json!({"branch": "airlock/readme-usage", "message": "README: usage",
+            "files": [{"path": "README.md", "content": readme}]}))},
+        {"tool": "create_pull_request", "input": with(json!({"title": "README: usage",
+            "head": "airlock/readme-usage", "base": "main", "body": "From the code role."}))},
+        {"tool": "push_files", "input": with(json!({"branch": "main", "message": "to main",
+            "files": [{"path": "README.md", "content": "pwned\n"}]}))},
+        {"tool": "push_files", "input": with(json!({"branch": "airlock/readme-usage", "message": "ci",
+            "files": [{"path": ".github/workflows/ci.yml", "content": "on: pull_request_target\n"}]}))},
+        {"text": "Opened the pull request."}
+    ]));
+    let h = Host::new(&[("tess", "code")], &gh.config_beside(&si.config()));
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(["-c", "safe.directory=*", "-C"])
+            .arg(gh.bare())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+        stdout(&o).trim().to_string()
+    };
+    let main_before = git(&["rev-parse", "main"]);
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "code", "tess", &[]);
+    let run = run_id_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+
+    // The run.clone checkout was the workspace's, and git ran in it.
+    assert!(
+        results_after(&si, 0).contains("seed"),
+        "{}",
+        results_after(&si, 0)
+    );
+    // The pull request is open on GitHub, from a branch holding the commit.
+    let pulls: Value = serde_json::from_str(
+        &std::fs::read_to_string(gh.dir.path().join("pulls.json")).expect("no pull request"),
+    )
+    .unwrap();
+    assert_eq!(pulls.as_array().map(Vec::len), Some(1), "{pulls}");
+    assert_eq!(pulls[0]["head"], "airlock/readme-usage");
+    assert_eq!(pulls[0]["base"], "main");
+    assert_eq!(
+        git(&["show", "airlock/readme-usage:README.md"]),
+        readme.trim()
+    );
+    // The refused writes changed nothing.
+    assert_eq!(git(&["rev-parse", "main"]), main_before);
+    assert_eq!(
+        git(&["show", "airlock/readme-usage:.github/workflows/ci.yml"]),
+        "on: push"
+    );
+    assert!(
+        results_after(&si, 4).contains("args.github.push_files.branch"),
+        "{}",
+        results_after(&si, 4)
+    );
+    assert!(
+        results_after(&si, 5).contains("writes.workflows"),
+        "{}",
+        results_after(&si, 5)
+    );
+    // Upstream saw the three writes only, each with the run's installation token.
+    let token = gh.tokens()[0].clone();
+    let seen: Vec<Value> = std::fs::read_to_string(gh.dir.path().join("mcp_calls.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = seen.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["create_branch", "push_files", "create_pull_request"]
+    );
+    assert!(seen.iter().all(|c| c["auth"] == format!("Bearer {token}")));
+    let writes = events(&run, "github_write", 4);
+    let allowed = writes
+        .iter()
+        .filter(|e| e["AIRLOCK_DECISION"] == "allow")
+        .count();
+    assert_eq!(allowed, 3, "{writes:?}");
+    assert!(!journal_text(&run).contains(&token));
+    // The operator's view: the writes of the budget, the lease revoked.
+    let shown = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args(["show", &run])
+        .output()
+        .unwrap();
+    let shown = stdout(&shown);
+    assert!(
+        shown.contains("3 of 12 (budget.github_writes_per_run)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("run/{run}/github/1 revoked")),
+        "{shown}"
+    );
+}

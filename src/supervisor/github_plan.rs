@@ -70,6 +70,9 @@ pub fn mint(
             .flat_map(|r| r.clone.iter().flatten())
             .cloned(),
     );
+    // A repository both written and cloned is named once.
+    repos.sort();
+    repos.dedup();
     let perms = github_permissions(role);
     let scopes = github_app::scopes(&repos, &perms);
     if scopes.is_empty() {

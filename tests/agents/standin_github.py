@@ -11,7 +11,14 @@ DIR/fail_delete makes DELETE /installation/token answer 500 (a revocation that f
 
 The REST endpoints used: GET /repos/O/R/installation and POST
 /app/installations/ID/access_tokens (App JWT), DELETE /installation/token, GET /repos/O/R
-(default_branch), and any other /repos/... request, answered 200/201 with what it was.
+(default_branch), POST and GET /repos/O/R/pulls (pull requests, kept in DIR/pulls.json),
+and any other /repos/... request, answered 200/201 with what it was.
+
+/mcp is GitHub's MCP server as far as the tests and the demo use it (streamable HTTP, JSON
+answers, an installation token as the bearer): create_branch, push_files (a real commit in
+the bare repository), create_pull_request, get_file_contents, list_pull_requests, and a few
+tools that only answer (get_issue, add_issue_comment, create_issue, fork_repository). Each
+tools/call is logged to DIR/mcp_calls.jsonl with its name, arguments and Authorization.
 """
 
 import base64
@@ -72,6 +79,88 @@ def token_of(auth):
         user_pass = base64.b64decode(auth[6:]).decode()
         return user_pass.split(":", 1)[1]
     return None
+
+
+def git_bare(repo, *args, stdin=None, env=None):
+    bare = os.path.join(DIR, "repos", repo + ".git")
+    r = subprocess.run(["git", "-c", "safe.directory=*", "-C", bare, *args], input=stdin,
+                       capture_output=True, env={**os.environ, **(env or {})})
+    if r.returncode != 0:
+        raise ValueError("git %s: %s" % (args[0], r.stderr.decode(errors="replace").strip()))
+    return r.stdout.decode().strip()
+
+
+def open_pull(repo, a):
+    """A pull request from branch head into base, both existing, kept in DIR/pulls.json."""
+    for b in (a["head"], a["base"]):
+        git_bare(repo, "rev-parse", "--verify", "refs/heads/" + b)
+    path = os.path.join(DIR, "pulls.json")
+    with LOCK:
+        pulls = json.load(open(path)) if os.path.exists(path) else []
+        pr = {"number": len(pulls) + 1, "repo": repo, "title": a["title"], "head": a["head"],
+              "base": a["base"], "body": a.get("body", ""), "state": "open",
+              "html_url": "https://github.com/%s/pull/%d" % (repo, len(pulls) + 1)}
+        pulls.append(pr)
+        with open(path + ".tmp", "w") as f:
+            json.dump(pulls, f, indent=1)
+        os.rename(path + ".tmp", path)
+    return pr
+
+
+def pulls_of(repo):
+    path = os.path.join(DIR, "pulls.json")
+    with LOCK:
+        pulls = json.load(open(path)) if os.path.exists(path) else []
+    return [p for p in pulls if p["repo"] == repo]
+
+
+def push_files(repo, a):
+    """One commit of the files onto an existing branch, made with git's plumbing."""
+    ref = "refs/heads/" + a["branch"]
+    parent = git_bare(repo, "rev-parse", "--verify", ref)
+    with tempfile.TemporaryDirectory() as d:
+        env = {"GIT_INDEX_FILE": os.path.join(d, "index"), "GIT_AUTHOR_NAME": "airlock-app[bot]",
+               "GIT_AUTHOR_EMAIL": "bot@example.invalid", "GIT_COMMITTER_NAME": "GitHub",
+               "GIT_COMMITTER_EMAIL": "noreply@github.com"}
+        git_bare(repo, "read-tree", parent, env=env)
+        for f in a["files"]:
+            blob = git_bare(repo, "hash-object", "-w", "--stdin", stdin=f["content"].encode())
+            git_bare(repo, "update-index", "--add", "--cacheinfo", "100644,%s,%s" % (blob, f["path"]),
+                     env=env)
+        tree = git_bare(repo, "write-tree", env=env)
+        commit = git_bare(repo, "commit-tree", tree, "-p", parent, "-m", a["message"], env=env)
+    git_bare(repo, "update-ref", ref, commit, parent)
+    return {"ref": ref, "object": {"sha": commit}}
+
+
+def mcp_tool(repo, name, a):
+    """What one of GitHub's MCP tools does here: its answer as text."""
+    if name == "create_branch":
+        sha = git_bare(repo, "rev-parse", "--verify", "refs/heads/" + a.get("from_branch", "main"))
+        git_bare(repo, "update-ref", "refs/heads/" + a["branch"], sha, "0" * 40)
+        return {"ref": "refs/heads/" + a["branch"], "object": {"sha": sha}}
+    if name == "push_files":
+        return push_files(repo, a)
+    if name == "create_pull_request":
+        return open_pull(repo, a)
+    if name == "list_pull_requests":
+        return pulls_of(repo)
+    if name == "get_file_contents":
+        return git_bare(repo, "show", "%s:%s" % (a.get("ref", "main"), a["path"]))
+    return "done " + name
+
+
+MCP_TOOLS = {
+    "create_branch": ["owner", "repo", "branch"],
+    "push_files": ["owner", "repo", "branch", "files", "message"],
+    "create_pull_request": ["owner", "repo", "title", "head", "base"],
+    "list_pull_requests": ["owner", "repo"],
+    "get_file_contents": ["owner", "repo", "path"],
+    "get_issue": ["owner", "repo", "issue_number"],
+    "add_issue_comment": ["owner", "repo", "issue_number", "body"],
+    "create_issue": ["owner", "repo", "title"],
+    "fork_repository": ["owner", "repo"],
+}
 
 
 class H(BaseHTTPRequestHandler):
@@ -158,6 +247,8 @@ class H(BaseHTTPRequestHandler):
             return self.reply(204)
         if path.startswith("/git/"):
             return self.git(path[4:], body)
+        if path == "/mcp":
+            return self.mcp(t, body)
         parts = path.strip("/").split("/")
         if parts[0] == "repos" and len(parts) >= 3:
             repo = parts[1] + "/" + parts[2]
@@ -167,9 +258,70 @@ class H(BaseHTTPRequestHandler):
             if len(parts) == 3 and self.command == "GET":
                 self.log(200, "token")
                 return self.reply(200, {"full_name": repo, "default_branch": "main"})
+            if parts[3:] == ["pulls"] and self.command == "POST":
+                try:
+                    pr = open_pull(repo, json.loads(body or b"{}"))
+                except (ValueError, KeyError) as e:
+                    self.log(422, "token")
+                    return self.reply(422, {"message": "Validation Failed: %s" % e})
+                self.log(201, "token", {"pull": pr["number"]})
+                return self.reply(201, pr)
+            if parts[3:] == ["pulls"] and self.command == "GET":
+                self.log(200, "token")
+                return self.reply(200, pulls_of(repo))
         status = 200 if self.command in ("GET", "HEAD") else 201
         self.log(status, "token", {"body": body.decode(errors="replace")[:200]})
         return self.reply(status, {"ok": True, "method": self.command, "path": path})
+
+    def mcp(self, t, body):
+        """GitHub's MCP server (streamable HTTP, JSON answers), for token `t`."""
+        if self.command == "DELETE":
+            self.log(200, "token", {"mcp": "end"})
+            return self.reply(200)
+        msg = json.loads(body or b"{}")
+        method, mid = msg.get("method"), msg.get("id")
+        if mid is None:
+            self.log(202, "token", {"mcp": method})
+            return self.reply(202)
+        ok = lambda result: {"jsonrpc": "2.0", "id": mid, "result": result}
+        self.log(200, "token", {"mcp": method})
+        if method == "initialize":
+            self.send_response(200)
+            data = json.dumps(ok({
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "standin-github-mcp", "version": "1"}})).encode()
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Mcp-Session-Id", "s-" + secrets.token_hex(8))
+            self.end_headers()
+            return self.wfile.write(data)
+        if method == "tools/list":
+            return self.reply(200, ok({"tools": [
+                {"name": n, "description": "GitHub: " + n.replace("_", " "),
+                 "inputSchema": {"type": "object", "required": req,
+                                 "properties": {k: {} for k in req}}}
+                for n, req in MCP_TOOLS.items()]}))
+        if method != "tools/call":
+            return self.reply(200, {"jsonrpc": "2.0", "id": mid,
+                                    "error": {"code": -32601, "message": "no such method"}})
+        p = msg.get("params") or {}
+        name, a = p.get("name"), p.get("arguments") or {}
+        with LOCK:
+            with open(os.path.join(DIR, "mcp_calls.jsonl"), "a") as f:
+                f.write(json.dumps({"name": name, "arguments": a,
+                                    "auth": self.headers.get("Authorization", "")}) + "\n")
+        repo = "%s/%s" % (a.get("owner"), a.get("repo"))
+        try:
+            if name not in MCP_TOOLS:
+                raise ValueError("unknown tool " + str(name))
+            if a.get("repo") not in t.get("repositories", []):
+                raise ValueError("Not Found: the token does not reach " + repo)
+            out = mcp_tool(repo, name, a)
+            text, err = out if isinstance(out, str) else json.dumps(out), False
+        except (ValueError, KeyError, TypeError) as e:
+            text, err = "failed: %s" % e, True
+        return self.reply(200, ok({"content": [{"type": "text", "text": text}], "isError": err}))
 
     def git(self, path, body):
         """git smart HTTP through the real git http-backend (CGI)."""

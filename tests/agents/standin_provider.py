@@ -10,7 +10,9 @@ requests that offer tools (an agent's main loop), one turn each, in order:
   {"text": "..."}                           a final answer
   {"tool": NAME, "input": {...}}            a call of the offered tool named NAME, or whose
                                             name ends with `__NAME` (mcp__airlock__bash);
-                                            with "force": true, called even if not offered
+                                            with "force": true, called even if not offered;
+                                            "$WORKSPACE" in the input's strings becomes the
+                                            working directory the agent told the model
 Past the last turn it answers "done". Requests without tools (an agent's side calls:
 titles, summaries) get a short text answer and use no turn. Each scripted request's log
 line has the turn it was served, the tools offered, and the tool results it carried back
@@ -35,6 +37,7 @@ test can show the first events reached the agent while the answer was still goin
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -297,6 +300,27 @@ def tool_names(path, body):
     return [n for n in names if n]
 
 
+def working_directory(body):
+    """The working directory the agent states in its prompt: Claude Code's system prompt
+    (`Primary working directory: /path`), Codex's environment context (`<cwd>/path</cwd>`)."""
+    text = json.dumps(body)
+    for pattern in (r"[Ww]orking directory: ([^\s\\]+)", r"<cwd>([^<\\]+)</cwd>"):
+        m = re.search(pattern, text)
+        if m:
+            return m.group(1)
+    return None
+
+
+def with_workspace(value, cwd):
+    if isinstance(value, str):
+        return value.replace("$WORKSPACE", cwd) if cwd else value
+    if isinstance(value, list):
+        return [with_workspace(v, cwd) for v in value]
+    if isinstance(value, dict):
+        return {k: with_workspace(v, cwd) for k, v in value.items()}
+    return value
+
+
 def pick(names, want):
     for n in names:
         if n == want or n.endswith("__" + want):
@@ -322,7 +346,7 @@ def _scripted(self, path, body, entry):
         if name is None:
             turn = {"text": f"the tool {turn['tool']} was not offered"}
         else:
-            call = (name, turn.get("input") or {})
+            call = (name, with_workspace(turn.get("input") or {}, working_directory(body)))
     entry["answer"] = {"tool": call[0]} if call else {"text": turn["text"]}
     log(entry)
     if path == "/v1/messages":

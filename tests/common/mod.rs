@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod github;
+
 static NEXT_UID: AtomicU32 = AtomicU32::new(0);
 
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");

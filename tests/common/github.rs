@@ -1,0 +1,153 @@
+//! A stand-in GitHub for the tests (tests/agents/standin_github.py): an App key pair, one
+//! bare repository (example-org/example-repo, with a README and a workflow on main), the
+//! server on loopback, and what it logged.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{stderr, REPO};
+
+pub struct StandInGithub {
+    child: std::process::Child,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+fn sh(cmd: &str, cwd: &Path) {
+    let o = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+}
+
+/// The host programs these tests drive: Debian's gh, git (with git-http-backend), curl and
+/// openssl.
+fn require_tools() {
+    for p in [
+        "/usr/bin/gh",
+        "/usr/bin/git",
+        "/usr/lib/git-core/git-http-backend",
+        "/usr/bin/curl",
+        "/usr/bin/openssl",
+    ] {
+        assert!(
+            Path::new(p).exists(),
+            "{p} is missing: install the Debian packages gh, git, curl and openssl (scripts/install-deps.sh)"
+        );
+    }
+}
+
+impl StandInGithub {
+    pub fn start() -> StandInGithub {
+        use std::os::unix::fs::PermissionsExt;
+        require_tools();
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // GitHub hands out PKCS#1 keys ("BEGIN RSA PRIVATE KEY").
+        sh(
+            "openssl genrsa -traditional -out app.key 2048 2>/dev/null && openssl rsa -in app.key -pubout -out app.pub.pem 2>/dev/null",
+            d,
+        );
+        assert!(std::fs::read_to_string(d.join("app.key"))
+            .unwrap()
+            .starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        std::fs::set_permissions(d.join("app.key"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        // One repository with a main branch and a workflow.
+        let bare = d.join("repos/example-org/example-repo.git");
+        std::fs::create_dir_all(&bare).unwrap();
+        sh("git init -q --bare -b main .", &bare);
+        let seed = d.join("seed");
+        std::fs::create_dir_all(seed.join(".github/workflows")).unwrap();
+        std::fs::write(seed.join("README.md"), "hello\n").unwrap();
+        std::fs::write(seed.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+        sh(
+            &format!(
+                "git init -q -b main . && git add -A && git -c user.name=t -c user.email=t@t commit -qm seed && git push -q {} main",
+                bare.display()
+            ),
+            &seed,
+        );
+        let child = Command::new("/usr/bin/python3")
+            .arg(Path::new(REPO).join("tests/agents/standin_github.py"))
+            .arg(d)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let port = loop {
+            if let Some(p) = std::fs::read_to_string(d.join("port"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the stand-in GitHub did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        StandInGithub { child, dir, port }
+    }
+
+    /// airlockd config lines for the App at this stand-in (with its own `credentials:`).
+    pub fn config(&self) -> String {
+        format!("credentials:\n{}{}", self.credential(), self.github())
+    }
+
+    /// The same, beside another config's `credentials:` (the stand-in model's).
+    pub fn config_beside(&self, other: &str) -> String {
+        let merged = other.replacen(
+            "credentials:\n",
+            &format!("credentials:\n{}", self.credential()),
+            1,
+        );
+        assert_ne!(merged, other, "the other config has no credentials: key");
+        format!("{merged}{}", self.github())
+    }
+
+    fn credential(&self) -> String {
+        format!("  gh-app: {}\n", self.dir.path().join("app.key").display())
+    }
+
+    fn github(&self) -> String {
+        format!(
+            "github:\n  api_url: \"http://127.0.0.1:{p}\"\n  git_url: \"http://127.0.0.1:{p}/git\"\n  app_id: 4242\n  private_key: gh-app\nmcp_connectors:\n  github: {{url: \"http://127.0.0.1:{p}/mcp\"}}\n",
+            p = self.port
+        )
+    }
+
+    pub fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("requests.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The installation tokens it minted.
+    pub fn tokens(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .filter_map(|r| r["token"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    pub fn bare(&self) -> PathBuf {
+        self.dir.path().join("repos/example-org/example-repo.git")
+    }
+}
+
+impl Drop for StandInGithub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
