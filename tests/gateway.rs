@@ -133,18 +133,8 @@ fn allowed_commands_run_as_the_instance_in_its_workspace_and_are_journaled() {
     );
 
     // The run's closing record counts them, and `show` says so.
-    let show = std::process::Command::new(env!("CARGO_BIN_EXE_airlockctl"))
-        .arg("--config")
-        .arg(&h.cfg)
-        .args(["show", &run])
-        .output()
-        .unwrap();
-    let text = stdout(&show);
-    assert!(
-        text.contains("3 allowed, 2 refused"),
-        "{text}\n{}",
-        stderr(&show)
-    );
+    let text = h.show(&run);
+    assert!(text.contains("3 allowed, 2 refused"), "{text}");
 }
 
 #[test]

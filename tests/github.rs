@@ -218,13 +218,7 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
         serde_json::json!({"writes": 3, "budget": 3})
     );
     // `show` (here without airlockd, from the ledger) says so to the operator.
-    let shown = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
-        .arg("--config")
-        .arg(&h.cfg)
-        .args(["show", &run])
-        .output()
-        .unwrap();
-    let shown = stdout(&shown);
+    let shown = h.show(&run);
     assert!(
         shown.lines().any(|l| l.starts_with("github writes")
             && l.ends_with("3 of 3 (budget.github_writes_per_run)")),
@@ -690,11 +684,7 @@ fn the_github_connector_uses_the_run_token_and_the_same_write_checks() {
     assert!(!refused(7), "the second write is within the budget of 2");
     // Upstream: only what passed, each with the run's installation token.
     let token = gh.tokens()[0].clone();
-    let seen: Vec<Value> = std::fs::read_to_string(gh.dir.path().join("mcp_calls.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let seen = gh.mcp_calls();
     let names: Vec<&str> = seen.iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,

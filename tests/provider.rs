@@ -29,12 +29,7 @@ fn field<'a>(e: &'a Value, k: &str) -> &'a str {
 }
 
 fn show_json(h: &Host, run: &str) -> Value {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_airlockctl"))
-        .arg("--config")
-        .arg(&h.cfg)
-        .args(["show", run, "--json"])
-        .output()
-        .unwrap();
+    let o = h.ctl(&["show", run, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_str(&stdout(&o)).unwrap()
 }

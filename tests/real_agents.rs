@@ -188,13 +188,7 @@ fn claude_code_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows
         );
     }
     // `logs` interleaves the agent's own events, readable, with Airlock's decisions.
-    let logs = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
-        .arg("--config")
-        .arg(&h.cfg)
-        .args(["logs", &run])
-        .output()
-        .unwrap();
-    let logs = stdout(&logs);
+    let logs = stdout(&h.ctl(&["logs", &run]));
     let call = logs.find(r#"agent: calls mcp__airlock__bash {"command":"git log --oneline"}"#);
     let decision = logs.find("tool_call: airlock/bash allow by run.bash");
     assert!(
@@ -203,13 +197,7 @@ fn claude_code_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows
     );
     assert!(logs.contains("agent: finished: success"), "{logs}");
     // `show` counts them: the bash command run apart from the other tool calls.
-    let shown = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
-        .arg("--config")
-        .arg(&h.cfg)
-        .args(["show", &run])
-        .output()
-        .unwrap();
-    let shown = stdout(&shown);
+    let shown = h.show(&run);
     let line = |k: &str| {
         shown
             .lines()
@@ -432,11 +420,7 @@ fn claude_code_opens_a_pull_request_on_github_through_airlock() {
     );
     // Upstream saw the three writes only, each with the run's installation token.
     let token = gh.tokens()[0].clone();
-    let seen: Vec<Value> = std::fs::read_to_string(gh.dir.path().join("mcp_calls.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let seen = gh.mcp_calls();
     let names: Vec<&str> = seen.iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
@@ -451,13 +435,7 @@ fn claude_code_opens_a_pull_request_on_github_through_airlock() {
     assert_eq!(allowed, 3, "{writes:?}");
     assert!(!journal_text(&run).contains(&token));
     // The operator's view: the writes of the budget, the lease revoked.
-    let shown = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
-        .arg("--config")
-        .arg(&h.cfg)
-        .args(["show", &run])
-        .output()
-        .unwrap();
-    let shown = stdout(&shown);
+    let shown = h.show(&run);
     assert!(
         shown.contains("3 of 12 (budget.github_writes_per_run)"),
         "{shown}"

@@ -140,6 +140,15 @@ impl StandInGithub {
             .collect()
     }
 
+    /// The MCP tool calls it answered (name, arguments, Authorization).
+    pub fn mcp_calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("mcp_calls.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
     pub fn bare(&self) -> PathBuf {
         self.dir.path().join("repos/example-org/example-repo.git")
     }

@@ -122,6 +122,23 @@ impl Host {
         c
     }
 
+    /// `airlockctl --config CFG ARGS...`, waited for.
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+            .arg("--config")
+            .arg(&self.cfg)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// `airlockctl show RUN`, as the operator reads it.
+    pub fn show(&self, run: &str) -> String {
+        let o = self.ctl(&["show", run]);
+        assert!(o.status.success(), "show {run}: {}", stderr(&o));
+        stdout(&o)
+    }
+
     /// A workspace directory owned by the instance `uid`, for `--workspace`.
     pub fn workspace(&self, name: &str, uid: u32) -> PathBuf {
         let w = self.root.join(name);
