@@ -7,8 +7,11 @@ if [ -S /run/systemd/journal/socket ] && pgrep -x systemd-journal >/dev/null 2>&
 fi
 mkdir -p /run/systemd/journal /var/log/journal
 # Sockets left by a journald that is gone (a VM restored from a snapshot): waiting on them
-# would report success before the new one listens.
-rm -f /run/systemd/journal/socket /run/systemd/journal/stdout /run/systemd/journal/dev-log
+# would report success before the new one listens. Under systemd they are its socket
+# units' and stay.
+if [ ! -d /run/systemd/system ]; then
+  rm -f /run/systemd/journal/socket /run/systemd/journal/stdout /run/systemd/journal/dev-log
+fi
 /lib/systemd/systemd-journald >/dev/null 2>&1 &
 for _ in $(seq 1 50); do
   [ -S /run/systemd/journal/socket ] && exit 0

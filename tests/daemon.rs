@@ -384,8 +384,15 @@ fn launch_wait_exit_codes_and_journald_fields() {
     assert_eq!(rec["uid"], env.uid);
     assert_eq!(rec["launched_by_uid"], 0);
     assert_eq!(rec["instance"], "tess");
-    let ps = env.one(json!({"v":1,"op":"ps"}));
-    assert_eq!(ps["data"]["runs"].as_array().unwrap().len(), 0, "{ps}");
+    // The closing record is written before the run leaves airlockd's table: ps catches up.
+    let ps = poll(10, || {
+        let ps = env.one(json!({"v":1,"op":"ps"}));
+        ps["data"]["runs"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            .then_some(())
+    });
+    assert!(ps.is_some(), "a closed run is still listed by ps");
 
     // The run's stdout line in journald, with its fields.
     let filter = format!("AIRLOCK_RUN={run}");

@@ -520,3 +520,30 @@ fn recent_runs_refuses_a_removed_record_and_keeps_a_runs_last_closing() {
     let (_, c) = ledger::find_run(&path, "run-a").unwrap().unwrap();
     assert_eq!(c.unwrap().reason, "closed again");
 }
+
+/// A closing record written before Airlock counted bash commands (its `calls` has two
+/// members) still reads back byte for byte, so an upgraded host's ledger verifies.
+#[test]
+fn a_closing_record_of_an_older_airlock_still_verifies() {
+    let (_d, path) = setup();
+    let mut l = Ledger::open(&path).unwrap();
+    l.append(opened("run-a", "tess", 1000)).unwrap();
+    let first = lines(&path).remove(0);
+    drop(l);
+    let r1: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let unsigned = format!(
+        r#"{{"seq":2,"prev":"{}","event":{{"kind":"run_closed","run":"run-a","ended_at":5000,"outcome":"exited","exit_code":0,"signal":null,"reason":"agent exited","calls":{{"allowed":2,"refused":1}}}}}}"#,
+        r1["hash"].as_str().unwrap()
+    );
+    let digest = Sha256::digest(unsigned.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let legacy = format!("{},\"hash\":\"{hex}\"}}", &unsigned[..unsigned.len() - 1]);
+    write_lines(&path, &[first, legacy]);
+    assert_eq!(ledger::verify(&path).unwrap(), 2);
+    let recs = ledger::records(&path).unwrap();
+    let LedgerEvent::RunClosed(c) = &recs[1].event else {
+        panic!("{:?}", recs[1]);
+    };
+    let calls = c.calls.unwrap();
+    assert_eq!((calls.allowed, calls.refused, calls.bash), (2, 1, None));
+}

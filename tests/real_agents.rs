@@ -322,13 +322,10 @@ fn the_escape_battery_holds_as_a_command_through_the_bash_tool() {
         .unwrap_or_else(|| panic!("no bash tool result: {result}"));
     assert_eq!(out["exit_code"], 0, "{out}");
     assert_battery_held(out["stdout"].as_str().unwrap_or_default());
+    // (The battery's `environment` check is what keeps the provider key out of the jail.)
     assert!(
-        !result.contains(&si.key),
-        "the provider key reached the jail"
-    );
-    assert!(
-        airlock::supervisor::launch::pids_of_uid(uid).is_empty(),
-        "a process of the instance uid outlived the run"
+        !battery_daemon_alive(&marker) && airlock::supervisor::launch::pids_of_uid(uid).is_empty(),
+        "the battery's daemon (or another process of the instance uid) outlived the run"
     );
     let calls = events(&run, "tool_call", 1);
     assert_eq!(decided(&calls, "airlock", "bash", "allow"), 1, "{calls:?}");

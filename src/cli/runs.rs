@@ -128,7 +128,9 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
             "tool calls",
             format!("{} allowed, {} refused", c.allowed, c.refused),
         ));
-        pairs.push(("bash commands", format!("{} run", c.bash)));
+        if let Some(n) = c.bash {
+            pairs.push(("bash commands", format!("{n} run")));
+        }
     }
     if let Some(s) = &info.spend {
         use crate::policy::prices::usd;

@@ -159,9 +159,10 @@ pub struct LeaseRevoked {
 pub struct CallCounts {
     pub allowed: u64,
     pub refused: u64,
-    /// Of the allowed, the bash commands started. Absent in older records.
-    #[serde(default)]
-    pub bash: u64,
+    /// Of the allowed, the bash commands that ran. Absent in older records (and then
+    /// never written back: a record reads back byte for byte or the chain breaks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bash: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

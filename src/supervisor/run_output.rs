@@ -312,7 +312,7 @@ impl Counts {
         crate::supervisor::ledger::CallCounts {
             allowed: self.allowed.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
-            bash: self.bash.load(Ordering::Relaxed),
+            bash: Some(self.bash.load(Ordering::Relaxed)),
         }
     }
 }
@@ -358,8 +358,9 @@ impl CallLog for JournalCallLog {
             &self.counts.refused
         };
         n.fetch_add(1, Ordering::Relaxed);
-        // Only the bash tool names a program, once its command is allowed to start.
-        if r.allow && r.program.is_some() {
+        // Only the bash tool names a program; a command that ran is no error (its exit
+        // code is the agent's business).
+        if r.allow && r.program.is_some() && !r.is_error {
             self.counts.bash.fetch_add(1, Ordering::Relaxed);
         }
         if self.tx.try_send(Entry::Call(r)).is_err() {

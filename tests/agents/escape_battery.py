@@ -27,6 +27,7 @@ import struct
 import subprocess
 import sys
 import termios
+import time
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -86,11 +87,38 @@ def _():
         uid, gid, os.getgroups(), s["NoNewPrivs"].strip(), s["Seccomp"].strip(), caps)
 
 
+SHAPED = ("sk-", "ghs_", "ghp_", "gho_", "ghu_", "github_pat_", "xoxb-", "xoxp-", "AKIA")
+
+
+@check("environment")
+def _():
+    # Credentials stay with airlockd: a run holds only run tokens (airlock-run-...), in its
+    # own environment and in any other process's it can read.
+    bad = sorted(k for k, v in os.environ.items()
+                 if v.startswith(SHAPED)
+                 or (k.endswith(("_TOKEN", "_KEY", "_SECRET")) and not v.startswith("airlock-run-")))
+    read = 0
+    for n in os.listdir("/proc"):
+        if not n.isdigit() or int(n) == os.getpid():
+            continue
+        try:
+            env = open("/proc/%s/environ" % n, "rb").read().split(b"\0")
+        except OSError:
+            continue
+        read += 1
+        bad += ["pid %s %s" % (n, e.split(b"=", 1)[0].decode(errors="replace")) for e in env
+                if b"=" in e and e.split(b"=", 1)[1].startswith(tuple(x.encode() for x in SHAPED))]
+    return not bad, bad or "run tokens only (%d other environments readable)" % read
+
+
 @check("setuid_binary")
 def _():
+    mode = os.stat("/usr/bin/passwd").st_mode
     p = subprocess.run(["/usr/bin/passwd", "-S", "root"], capture_output=True, timeout=20)
     out = p.stdout.decode(errors="replace")
-    return p.returncode != 0 and not out.startswith("root "), "exit %d" % p.returncode
+    # Only a setuid passwd makes this a test of no_new_privs and the mount flags.
+    return (mode & 0o4000 and p.returncode != 0 and not out.startswith("root ")), \
+        "setuid=%s exit %d" % (bool(mode & 0o4000), p.returncode)
 
 
 @check("network_only_loopback")
@@ -102,17 +130,20 @@ def _():
 @check("host_loopback_ports")
 def _():
     seen = []
-    for port in A["host_port"]:
+    targets = [("127.0.0.1", p) for p in A["host_port"]] + [("::1", p) for p in A["host_port"]]
+    targets.append(("169.254.169.254", 80))  # a cloud's metadata service
+    for host, port in targets:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=2).close()
-            seen.append("%d connected" % port)
+            socket.create_connection((host, port), timeout=2).close()
+            seen.append("%s:%d connected" % (host, port))
         except OSError as e:
-            seen.append("%d %s" % (port, e.strerror))
+            seen.append("%s:%d %s" % (host, port, e.strerror))
     return A["host_port"] and not any("connected" in s for s in seen), seen
 
 
 @check("socket_families")
 def _():
+    # The seccomp filter's own answer (EAFNOSUPPORT), not a missing module's or capability's.
     seen = {}
     for name, fam, ty in (("vsock", socket.AF_VSOCK, socket.SOCK_STREAM),
                           ("packet", socket.AF_PACKET, socket.SOCK_RAW),
@@ -122,8 +153,8 @@ def _():
             socket.socket(fam, ty).close()
             seen[name] = "OPENED"
         except OSError as e:
-            seen[name] = e.strerror
-    return "OPENED" not in seen.values(), seen
+            seen[name] = errno.errorcode.get(e.errno, str(e.errno))
+    return all(v == "EAFNOSUPPORT" for v in seen.values()), seen
 
 
 @check("host_sockets_and_paths")
@@ -156,17 +187,17 @@ def _():
 
 @check("proc_and_sys_read_only")
 def _():
-    wrote = []
-    for p, v in (("/proc/sys/kernel/hostname", "x"), ("/proc/sysrq-trigger", "h"),
-                 ("/proc/sys/kernel/core_pattern", "|/tmp/x"), ("/proc/self/oom_score_adj", "-1000"),
-                 ("/sys/kernel/uevent_helper", "/tmp/x")):
+    # Opened for writing, never written: if the jail were broken this must not change the
+    # host.
+    opened = []
+    for p in ("/proc/sys/kernel/hostname", "/proc/sysrq-trigger", "/proc/sys/kernel/core_pattern",
+              "/proc/self/oom_score_adj", "/sys/kernel/uevent_helper"):
         try:
-            with open(p, "w") as f:
-                f.write(v)
-            wrote.append(p)
+            os.close(os.open(p, os.O_WRONLY))
+            opened.append(p)
         except OSError:
             pass
-    return not wrote, wrote or "refused"
+    return not opened, opened or "refused"
 
 
 @check("proc_masked")
@@ -226,10 +257,8 @@ def _():
             try:
                 fds[n] = os.readlink("/proc/self/fd/" + n)
             except OSError:
-                pass  # the fd of the listing itself, closed by now
-    # Only the listing's own directory fd may be open.
-    other = {k: v for k, v in fds.items() if not v.startswith("/proc/")}
-    return not other, other or "0, 1, 2 only"
+                pass  # the listing's own fd, closed by now
+    return not fds, fds or "0, 1, 2 only"
 
 
 @check("signal_and_trace_init")
@@ -247,25 +276,19 @@ def _():
 
 @check("other_processes")
 def _():
-    # Every process this one can see and is not its own ancestor or itself: it may
-    # neither signal nor trace them (the agent side, pid 1).
-    mine = set()
-    p = os.getpid()
-    while p > 0:
-        mine.add(p)
-        try:
-            p = int(open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            break
+    # Every process this one can see but itself, its shepherd and the runner among them: it
+    # may neither signal nor trace any (each command has a Landlock domain of its own).
     reached = []
+    seen = 0
     for n in os.listdir("/proc"):
-        if not n.isdigit() or int(n) in mine:
+        if not n.isdigit() or int(n) == os.getpid():
             continue
         pid = int(n)
         try:
             comm = open("/proc/%d/comm" % pid).read().strip()
         except OSError:
-            continue
+            comm = "?"  # hidden from this process: still tried
+        seen += 1
         try:
             os.kill(pid, 0)
             reached.append("signal %d %s" % (pid, comm))
@@ -274,7 +297,12 @@ def _():
         if libc.ptrace(16, pid, None, None) == 0:
             reached.append("traced %d %s" % (pid, comm))
             libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
-    return not reached, reached or "none reachable"
+    try:
+        os.kill(os.getppid(), 0)
+        reached.append("signal parent %d" % os.getppid())
+    except OSError:
+        pass
+    return not reached, reached or "none of %d reachable" % seen
 
 
 @check("namespaces_and_mounts")
@@ -294,47 +322,84 @@ def _():
     return all(v != "ok" for k, v in seen.items() if k != "unshare_cmd") and p.returncode != 0, seen
 
 
+def eperm(r, also=()):
+    """What a denied call returned: the filter's EPERM (or one of `also`) is a refusal;
+    success, or any other errno (EFAULT, EINVAL: the call got past seccomp), is not."""
+    if r >= 0:
+        return "ok"
+    e = errno.errorcode.get(ctypes.get_errno(), "?")
+    return "refused" if e == "EPERM" or e in also else e
+
+
+def clone_child(flags):
+    r = libc.syscall(56, flags, None, None, None, 0)
+    if r == 0:
+        os._exit(0)  # a child made past the filter: gone at once
+    if r > 0:
+        os.waitpid(r, 0)
+    return r
+
+
 @check("kernel_interfaces")
 def _():
-    nr = {"bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "io_uring_setup": 425,
-          "keyctl": 250, "add_key": 248, "init_module": 175, "finit_module": 313,
-          "kexec_load": 246, "open_by_handle_at": 304, "syslog": 103, "acct": 163,
-          "swapon": 167, "reboot": 169, "sethostname": 170, "settimeofday": 164,
-          "fanotify_init": 300, "process_vm_readv": 310, "memfd_secret": 447}
+    # Arguments an unprivileged caller could succeed with where there are such, so only
+    # the seccomp filter's EPERM counts as held; the privileged calls are made harmless
+    # (a reboot with bad magic, a hostname of bad length) in case the jail were broken.
+    sc = libc.syscall
+    buf = ctypes.create_string_buffer(128)
+    perf = ctypes.create_string_buffer(128)
+    struct.pack_into("IIQ", perf, 0, 1, 128, 0)   # PERF_TYPE_SOFTWARE, size, CPU_CLOCK
+    struct.pack_into("Q", perf, 40, 1 << 5 | 1 << 6)  # exclude_kernel, exclude_hv
+    calls = {
+        "bpf": lambda: sc(321, 0, None, 0),
+        "perf_event_open": lambda: sc(298, perf, 0, -1, -1, 0),
+        "userfaultfd": lambda: sc(323, 1),  # UFFD_USER_MODE_ONLY
+        "io_uring_setup": lambda: sc(425, 1, buf),
+        "keyctl": lambda: sc(250, 0, -3, 0),  # KEYCTL_GET_KEYRING_ID, the session keyring
+        "add_key": lambda: sc(248, b"user", b"battery", b"v", 1, -2),
+        "init_module": lambda: sc(175, None, 0, b""),
+        "finit_module": lambda: sc(313, -1, b"", 0),
+        "kexec_load": lambda: sc(246, 0, 0, None, 0),
+        "open_by_handle_at": lambda: sc(304, -1, None, 0),
+        "syslog": lambda: sc(103, 10, None, 0),  # SYSLOG_ACTION_SIZE_BUFFER
+        "acct": lambda: sc(163, None),
+        "swapon": lambda: sc(167, None, 0),
+        "reboot": lambda: sc(169, 0, 0, 0, None),  # bad magic: EINVAL if it got through
+        "sethostname": lambda: sc(170, b"x", -1),
+        "settimeofday": lambda: sc(164, None, None),
+        "fanotify_init": lambda: sc(300, 0x200, 0),  # FAN_REPORT_FID (unprivileged)
+        "process_vm_readv": lambda: sc(310, 1, None, 0, None, 0, 0),
+        "memfd_secret": lambda: sc(447, 0),
+        "clone_newuser": lambda: clone_child(0x10000000 | 17),  # CLONE_NEWUSER | SIGCHLD
+        "personality": lambda: libc.personality(0x0040000),  # ADDR_NO_RANDOMIZE
+    }
     seen = {}
-    for name, n in nr.items():
-        if name == "reboot":
-            r = libc.syscall(n, 0xfee1dead, 672274793, 0x4321FEDC, None)  # power off
-        elif name in ("keyctl",):
-            r = libc.syscall(n, 0, -3, 0, 0)  # KEYCTL_GET_KEYRING_ID, the session keyring
-        elif name == "userfaultfd" or name == "memfd_secret":
-            r = libc.syscall(n, 0)
-        elif name == "io_uring_setup":
-            params = ctypes.create_string_buffer(120)
-            r = libc.syscall(n, 1, params)
-        elif name == "process_vm_readv":
-            r = libc.syscall(n, 1, None, 0, None, 0, 0)
-        else:
-            r = libc.syscall(n, 0, 0, 0, 0, 0)
-        seen[name] = "ok" if r >= 0 else os.strerror(ctypes.get_errno())
-    return all(v != "ok" for v in seen.values()), seen
+    for name, f in calls.items():
+        seen[name] = eperm(f(), ("ENOSYS",) if name == "memfd_secret" else ())
+    # The filter's ENOSYS: clone3 (so libc falls back to clone, whose flags it reads) and
+    # the x32 ABI (getpid with bit 30).
+    seen["clone3"] = "refused" if sc(435, None, 0) < 0 and ctypes.get_errno() == errno.ENOSYS else "ok"
+    seen["x32"] = "refused" if sc(0x40000000 | 39) < 0 and ctypes.get_errno() == errno.ENOSYS else "ok"
+    return all(v == "refused" for v in seen.values()), {k: v for k, v in seen.items() if v != "refused"} or "all refused"
 
 
 @check("terminal_injection")
 def _():
-    seen = []
-    for fd in (0, 1, 2):
+    # The filter refuses TIOCSTI and TIOCLINUX on any fd (EPERM); on a fd that is no
+    # terminal the kernel alone would say ENOTTY.
+    seen = {}
+    for name, req in (("TIOCSTI", termios.TIOCSTI), ("TIOCLINUX", 0x541C)):
         try:
-            fcntl.ioctl(fd, termios.TIOCSTI, b"x")
-            seen.append("TIOCSTI on %d" % fd)
-        except OSError:
-            pass
+            fcntl.ioctl(0, req, b"x")
+            seen[name] = "ok"
+        except OSError as e:
+            seen[name] = "refused" if e.errno == errno.EPERM else errno.errorcode.get(e.errno, "?")
     try:
         os.close(os.open("/dev/tty", os.O_RDWR))
-        seen.append("opened /dev/tty")
+        seen["/dev/tty"] = "opened"
     except OSError:
-        pass
-    return not seen, seen or "no terminal"
+        seen["/dev/tty"] = "refused"
+    return all(v == "refused" for v in seen.values()), seen
 
 
 @check("process_limit")
@@ -363,15 +428,31 @@ def _():
 
 
 if A["daemon"]:
-    # The double-forked daemon the caller checks for afterwards.
+    # The double-forked daemon the caller checks for afterwards; the battery says whether
+    # it started (a check that the run ended it is only as good as the daemon).
+    r, w = os.pipe()
     if os.fork() == 0:
         os.setsid()
-        if os.fork() == 0:
+        pid = os.fork()
+        if pid == 0:
             fd = os.open("/dev/null", os.O_RDWR)
             for n in (0, 1, 2):
                 os.dup2(fd, n)
+            os.close(r)
+            os.close(w)
             os.execv("/bin/sleep", ["airlock-battery-" + A["daemon"], "600"])
+        os.write(w, str(pid).encode())
         os._exit(0)
+    os.close(w)
     os.wait()
+    pid = os.read(r, 32).decode()
+    time.sleep(0.2)
+    try:
+        running = open("/proc/%s/cmdline" % pid, "rb").read().startswith(b"airlock-battery-")
+    except OSError:
+        running = False
+    RESULTS["daemon_started"] = {"held": running, "seen": "pid %s %s" % (pid, "running" if running else "not running")}
+else:
+    RESULTS["daemon_started"] = {"held": False, "seen": "not asked for: give --daemon MARKER"}
 
 print("BATTERY " + json.dumps(RESULTS, sort_keys=True), flush=True)

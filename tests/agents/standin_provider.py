@@ -303,7 +303,15 @@ def tool_names(path, body):
 def working_directory(body):
     """The working directory the agent states in its prompt: Claude Code's system prompt
     (`Primary working directory: /path`), Codex's environment context (`<cwd>/path</cwd>`)."""
-    text = json.dumps(body)
+    # The system prompt first: a tool result or a brief may mention a working directory too.
+    for text in (json.dumps(body.get("system") or body.get("instructions") or ""), json.dumps(body)):
+        found = first_match(text)
+        if found:
+            return found
+    return None
+
+
+def first_match(text):
     for pattern in (r"[Ww]orking directory: ([^\s\\]+)", r"<cwd>([^<\\]+)</cwd>"):
         m = re.search(pattern, text)
         if m:

@@ -453,7 +453,9 @@ impl StandIn {
 /// Every check of the escape battery (tests/agents/escape_battery.py), so that one it
 /// stopped running (or never ran) fails as loudly as one that did not hold.
 pub const BATTERY_CHECKS: &[&str] = &[
+    "daemon_started",
     "devices",
+    "environment",
     "host_loopback_ports",
     "host_sockets_and_paths",
     "identity",
@@ -479,6 +481,17 @@ pub fn battery_into(ws: &Path, uid: u32) {
     let to = ws.join("escape_battery.py");
     std::fs::copy(Path::new(REPO).join("tests/agents/escape_battery.py"), &to).unwrap();
     chown_tree(&to, uid);
+}
+
+/// Whether a process whose argv holds the battery's daemon `marker` is still alive anywhere
+/// on the host (the battery leaves one behind with `--daemon MARKER`).
+pub fn battery_daemon_alive(marker: &str) -> bool {
+    let want = format!("airlock-battery-{marker}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| c.starts_with(want.as_bytes()))
 }
 
 /// The battery's verdicts from its `BATTERY {...}` line in `out`: every check ran and held.
