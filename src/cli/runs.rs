@@ -167,6 +167,15 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
             ),
         ));
     }
+    if let Some(why) = &info.leases_unreadable {
+        pairs.push((
+            "leases",
+            format!(
+                "unreadable ({}); the ledger's lease records still tell",
+                clean(why)
+            ),
+        ));
+    }
     print!("{}", table::render_pairs(&pairs));
     output::OK
 }

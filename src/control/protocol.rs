@@ -362,6 +362,9 @@ pub struct RunInfo {
     /// The run's credential leases and their state (`show` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leases: Vec<crate::credentials::leases::Lease>,
+    /// Why the run's leases could not be read from the lease store (`show` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leases_unreadable: Option<String>,
 }
 
 /// One hired instance (`data.instances[]`).

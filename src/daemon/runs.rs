@@ -263,6 +263,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         spend: None,
         github: None,
         leases: Vec::new(),
+        leases_unreadable: None,
     };
     lock(&d.active).insert(
         run.clone(),
@@ -693,6 +694,7 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         spend: None,
         github: None,
         leases: Vec::new(),
+        leases_unreadable: None,
     };
     if let Some(c) = closed {
         info.state = outcome_str(c.outcome).to_string();
@@ -707,14 +709,13 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
     info
 }
 
-/// A run's leases, from the lease store, for `show`. Unreadable: none shown (the
-/// ledger's records still tell).
+/// A run's leases, from the lease store, for `show`. Unreadable: said so, not shown as
+/// none (the ledger's lease records still tell what was issued and revoked).
 pub fn with_leases(mut info: RunInfo, state_dir: &std::path::Path) -> RunInfo {
-    info.leases = LeaseStore::new(state_dir)
-        .load(&info.run)
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    match LeaseStore::new(state_dir).load(&info.run) {
+        Ok(leases) => info.leases = leases.unwrap_or_default(),
+        Err(e) => info.leases_unreadable = Some(e.to_string()),
+    }
     info
 }
 
@@ -732,4 +733,39 @@ pub fn open_leases(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(run: &str) -> RunInfo {
+        serde_json::from_value(serde_json::json!({
+            "run": run, "role": "code", "instance": "tess", "uid": 1, "launched_by_uid": 0,
+            "state": "exited", "started_at": 1, "deadline_s": 0
+        }))
+        .expect("a run")
+    }
+
+    #[test]
+    fn an_unreadable_lease_record_is_said_not_shown_as_none() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let leases = state.path().join("leases");
+        std::fs::create_dir_all(leases.join("done")).expect("mkdir");
+        let run = "r-20261201-0000000a";
+        // None recorded: none, and nothing to say.
+        let none = with_leases(info(run), state.path());
+        assert!(none.leases.is_empty() && none.leases_unreadable.is_none());
+        // A record that is no lease record, and one that cannot be read at all.
+        std::fs::write(leases.join(format!("{run}.json")), b"{not json").expect("write");
+        let bad = with_leases(info(run), state.path());
+        let why = bad.leases_unreadable.expect("said");
+        assert!(why.contains("not a valid lease record"), "{why}");
+        std::fs::remove_file(leases.join(format!("{run}.json"))).expect("rm");
+        std::fs::create_dir(leases.join(format!("{run}.json"))).expect("mkdir");
+        let why = with_leases(info(run), state.path())
+            .leases_unreadable
+            .expect("said");
+        assert!(why.contains(&format!("{run}.json")), "{why}");
+    }
 }
