@@ -276,6 +276,7 @@ fn verify_ledger_counts_and_names_the_first_broken_record() {
                 calls: None,
                 spend: None,
                 github: None,
+                egress: None,
             }))
             .unwrap();
         ledger.append(opened("r2")).unwrap();
@@ -372,6 +373,7 @@ fn read_commands_read_the_files_without_the_daemon() {
             calls: None,
             spend: None,
             github: None,
+            egress: None,
         }))
         .unwrap();
     // Open, and no supervisor holds it (no alive file): nobody supervises it.

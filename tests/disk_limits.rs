@@ -575,6 +575,7 @@ fn a_launch_below_the_reserve_is_refused_and_a_full_disk_tears_no_record() {
         calls: None,
         spend: None,
         github: None,
+        egress: None,
     }));
     assert!(appended.is_err(), "appended on a full disk?");
     drop(l);

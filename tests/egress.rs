@@ -489,6 +489,26 @@ fn a_web_role_reaches_the_public_web_and_nothing_inside() {
         2,
         "{rules:?}"
     );
+
+    // The closing record sums the same connections (`show` from the ledger).
+    let shown = h.ctl(&["show", &run, "--json"]);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let e = &shown["run"]["egress"];
+    let allowed: Vec<&Value> = recs
+        .iter()
+        .filter(|r| field(r, "AIRLOCK_DECISION") == "allow")
+        .collect();
+    let sum = |k: &str| allowed.iter().map(|r| bytes(r, k)).sum::<u64>();
+    assert_eq!(e["allowed"], allowed.len() as u64, "{shown}");
+    assert_eq!(e["refused"], (recs.len() - allowed.len()) as u64, "{shown}");
+    assert_eq!(e["bytes_up"], sum("AIRLOCK_BYTES_UP"), "{shown}");
+    assert_eq!(e["bytes_down"], sum("AIRLOCK_BYTES_DOWN"), "{shown}");
+    assert!(h.show(&run).contains(&format!(
+        "{} allowed, {} refused; {} bytes up",
+        allowed.len(),
+        recs.len() - allowed.len(),
+        sum("AIRLOCK_BYTES_UP")
+    )));
 }
 
 #[test]

@@ -36,6 +36,7 @@ fn closed(run: &str) -> LedgerEvent {
         calls: None,
         spend: None,
         github: None,
+        egress: None,
     })
 }
 
@@ -267,6 +268,7 @@ fn open_runs_lists_unclosed_runs() {
         calls: None,
         spend: None,
         github: None,
+        egress: None,
     }))
     .unwrap();
     drop(l);
@@ -323,6 +325,7 @@ fn outcomes_round_trip() {
             calls: None,
             spend: None,
             github: None,
+            egress: None,
         }))
         .unwrap();
     }

@@ -156,6 +156,15 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
             ),
         ));
     }
+    if let Some(e) = &info.egress {
+        pairs.push((
+            "egress",
+            format!(
+                "{} allowed, {} refused; {} bytes up, {} down",
+                e.allowed, e.refused, e.bytes_up, e.bytes_down
+            ),
+        ));
+    }
     for l in &info.leases {
         pairs.push((
             "lease",

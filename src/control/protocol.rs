@@ -359,6 +359,9 @@ pub struct RunInfo {
     /// The run's GitHub writes and their budget, when it had a GitHub route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub github: Option<crate::supervisor::ledger::GithubWrites>,
+    /// The run's egress connections and bytes, once the run is closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<crate::supervisor::ledger::EgressCounts>,
     /// The run's credential leases and their state (`show` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leases: Vec<crate::credentials::leases::Lease>,

@@ -262,6 +262,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         calls: None,
         spend: None,
         github: None,
+        egress: None,
         leases: Vec::new(),
         leases_unreadable: None,
     };
@@ -302,7 +303,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             None,
             None,
             "airlockd lost the run's supervisor thread before the run started",
-            (None, None, None),
+            ledger::Tally::default(),
         );
         if closed {
             alive::forget(&state_dir, &info.run);
@@ -429,7 +430,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
                 None,
                 None,
                 &reason,
-                (None, None, None),
+                ledger::Tally::default(),
             );
             settle(heartbeat, closed);
             if let Some((_, exit)) = frames {
@@ -493,7 +494,7 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
         end.exit_code(),
         end.signal,
         &reason,
-        (end.calls, end.spend, end.github),
+        end.tally,
     );
     settle(heartbeat, closed);
     if let Some(exit) = exit_tx {
@@ -569,12 +570,6 @@ pub fn retry_pending(d: &Daemon) {
 }
 
 /// What a run's closing record counts: gateway calls, and model requests and spend.
-type Counted = (
-    Option<ledger::CallCounts>,
-    Option<ledger::SpendCounts>,
-    Option<ledger::GithubWrites>,
-);
-
 /// Close a run's record and take it off the active table; whether the record is closed. A
 /// failed append leaves the record open; the next start of airlockd closes it as aborted.
 fn close(
@@ -584,20 +579,9 @@ fn close(
     exit_code: Option<i32>,
     signal: Option<i32>,
     reason: &str,
-    counts: Counted,
+    tally: ledger::Tally,
 ) -> bool {
-    let (calls, spend, github) = counts;
-    let closed = RunClosed {
-        run: info.run.clone(),
-        ended_at: ledger::now_ms(),
-        outcome,
-        exit_code,
-        signal,
-        reason: reason.to_string(),
-        calls,
-        spend,
-        github,
-    };
+    let closed = RunClosed::new(&info.run, outcome, exit_code, signal, reason, tally);
     let appended = lock(&d.ledger).append(LedgerEvent::RunClosed(closed));
     let ok = appended.is_ok();
     if let Err(e) = appended {
@@ -693,6 +677,7 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         calls: None,
         spend: None,
         github: None,
+        egress: None,
         leases: Vec::new(),
         leases_unreadable: None,
     };
@@ -705,6 +690,7 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         info.calls = c.calls;
         info.spend = c.spend;
         info.github = c.github;
+        info.egress = c.egress;
     }
     info
 }

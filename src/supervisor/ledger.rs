@@ -101,6 +101,56 @@ pub struct RunClosed {
     /// The run's GitHub writes, when it had a GitHub route. Absent in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub github: Option<GithubWrites>,
+    /// The run's connections through its egress proxy, when it had a gateway. Absent in
+    /// older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressCounts>,
+}
+
+/// What a run's gateway counted, for its closing record (each part only when the run had
+/// that route).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub calls: Option<CallCounts>,
+    pub spend: Option<SpendCounts>,
+    pub github: Option<GithubWrites>,
+    pub egress: Option<EgressCounts>,
+}
+
+impl RunClosed {
+    /// A closing record with the run's tally.
+    pub fn new(
+        run: &str,
+        outcome: Outcome,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        reason: &str,
+        t: Tally,
+    ) -> RunClosed {
+        RunClosed {
+            run: run.to_string(),
+            ended_at: now_ms(),
+            outcome,
+            exit_code,
+            signal,
+            reason: reason.to_string(),
+            calls: t.calls,
+            spend: t.spend,
+            github: t.github,
+            egress: t.egress,
+        }
+    }
+}
+
+/// A run's egress: connections (CONNECT tunnels and plain HTTP requests) let through and
+/// refused, and the bytes that went each way through those let through.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressCounts {
+    pub allowed: u64,
+    pub refused: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
 }
 
 /// A run's GitHub writes, forwarded through its GitHub route, and its budget.

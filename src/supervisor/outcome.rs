@@ -21,12 +21,8 @@ pub struct Closing {
     pub reason: String,
     /// The run's last journal event.
     pub kind: EventKind,
-    /// Calls through the run's gateway, when it had one.
-    pub calls: Option<super::ledger::CallCounts>,
-    /// Model requests and spend, when the run had a provider route.
-    pub spend: Option<super::ledger::SpendCounts>,
-    /// GitHub writes, when the run had a GitHub route.
-    pub github: Option<super::ledger::GithubWrites>,
+    /// What the run's gateway counted, when it had one.
+    pub tally: super::ledger::Tally,
 }
 
 impl Closing {
@@ -84,9 +80,7 @@ pub fn closing(
         signal,
         reason,
         kind,
-        calls: None,
-        spend: None,
-        github: None,
+        tally: Default::default(),
     };
     let mut closing = match result {
         Err(e) => c(

@@ -85,17 +85,16 @@ pub fn close_aborted(
     if let Ok(mut j) = RunJournal::open_with(fields, journal_dir, journal.clone()) {
         let _ = j.event(EventKind::RunAborted, &reason, &[]);
     }
-    ledger.append(LedgerEvent::RunClosed(RunClosed {
-        run: run.run.clone(),
-        ended_at: ended_at(run.started_at, left, ledger::now_ms()),
-        outcome: Outcome::Aborted,
-        exit_code: None,
-        signal: None,
-        reason,
-        calls: None,
-        spend: None,
-        github: None,
-    }))?;
+    let mut closed = RunClosed::new(
+        &run.run,
+        Outcome::Aborted,
+        None,
+        None,
+        &reason,
+        Default::default(),
+    );
+    closed.ended_at = ended_at(run.started_at, left, closed.ended_at);
+    ledger.append(LedgerEvent::RunClosed(closed))?;
     Ok(not_killed)
 }
 

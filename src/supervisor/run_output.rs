@@ -250,7 +250,8 @@ impl JournaledRun {
         if let Some(w) = call_writer {
             let _ = w.join();
         }
-        let counted = counts.map(|c| c.get());
+        let counted = counts.as_ref().map(|c| c.get());
+        let egress = counts.map(|c| c.egress());
         let l = self.lost();
         if l > 0 {
             self.event(
@@ -259,10 +260,11 @@ impl JournaledRun {
             );
         }
         let mut closing = outcome::closing(&result, deadline_s, grace, sigkilled);
-        closing.calls = counted;
+        closing.tally.calls = counted;
+        closing.tally.egress = egress;
         if let Some(p) = &prepared.gateway.provider {
             let a = account.unwrap_or_default();
-            closing.spend = Some(crate::supervisor::ledger::SpendCounts {
+            closing.tally.spend = Some(crate::supervisor::ledger::SpendCounts {
                 requests: a.requests.load(Ordering::Relaxed),
                 refused: a.refused.load(Ordering::Relaxed),
                 micro_usd: a.spent_micro_usd.load(Ordering::Relaxed),
@@ -270,7 +272,7 @@ impl JournaledRun {
             });
         }
         if let Some(g) = &prepared.gateway.github {
-            closing.github = Some(crate::supervisor::ledger::GithubWrites {
+            closing.tally.github = Some(crate::supervisor::ledger::GithubWrites {
                 writes: g.writes.load(Ordering::SeqCst),
                 budget: g.policy.budget,
             });
@@ -305,6 +307,10 @@ struct Counts {
     allowed: AtomicU64,
     refused: AtomicU64,
     bash: AtomicU64,
+    egress_allowed: AtomicU64,
+    egress_refused: AtomicU64,
+    bytes_up: AtomicU64,
+    bytes_down: AtomicU64,
 }
 
 impl Counts {
@@ -313,6 +319,15 @@ impl Counts {
             allowed: self.allowed.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             bash: Some(self.bash.load(Ordering::Relaxed)),
+        }
+    }
+
+    fn egress(&self) -> crate::supervisor::ledger::EgressCounts {
+        crate::supervisor::ledger::EgressCounts {
+            allowed: self.egress_allowed.load(Ordering::Relaxed),
+            refused: self.egress_refused.load(Ordering::Relaxed),
+            bytes_up: self.bytes_up.load(Ordering::Relaxed),
+            bytes_down: self.bytes_down.load(Ordering::Relaxed),
         }
     }
 }
@@ -375,6 +390,14 @@ impl CallLog for JournalCallLog {
     }
 
     fn egress(&self, r: EgressRecord) {
+        let c = &self.counts;
+        if r.allow {
+            c.egress_allowed.fetch_add(1, Ordering::Relaxed);
+            c.bytes_up.fetch_add(r.bytes_up, Ordering::Relaxed);
+            c.bytes_down.fetch_add(r.bytes_down, Ordering::Relaxed);
+        } else {
+            c.egress_refused.fetch_add(1, Ordering::Relaxed);
+        }
         if self.tx.try_send(Entry::Egress(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }

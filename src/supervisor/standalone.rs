@@ -291,9 +291,7 @@ pub fn run(
                 signal: None,
                 reason: reason.clone(),
                 kind: EventKind::RunAborted,
-                calls: None,
-                spend: None,
-                github: None,
+                tally: Default::default(),
             };
             let ledger_error = close(cfg, &run, &closing).err();
             settle(ledger_error.is_none());
@@ -396,17 +394,14 @@ fn close(cfg: &Config, run: &str, c: &Closing) -> Result<lease_records::Revoked,
         lease_records::revoke_run(&store, &mut append, run, &why)?
     };
     ledger
-        .append(LedgerEvent::RunClosed(RunClosed {
-            run: run.to_string(),
-            ended_at: ledger::now_ms(),
-            outcome: c.outcome,
-            exit_code: c.exit_code(),
-            signal: c.signal,
-            reason: c.reason.clone(),
-            calls: c.calls,
-            spend: c.spend,
-            github: c.github,
-        }))
+        .append(LedgerEvent::RunClosed(RunClosed::new(
+            run,
+            c.outcome,
+            c.exit_code(),
+            c.signal,
+            &c.reason,
+            c.tally,
+        )))
         .map(|_| revoked)
         .map_err(|e| e.to_string())
 }
