@@ -27,7 +27,10 @@ JSON
 printf 'sk-bench\n' >"$W/key"; chmod 600 "$W/key"
 mkdir -p "$W/roles.local/code"
 cp roles/code/brief.md "$W/roles.local/code/"
-sed -e 's/^\(  runs_per_week:\) .*/\1 100000/' roles/code/role.yaml >"$W/roles.local/code/role.yaml"
+# Its GitHub identity left to GitHub: this measures the agent run, benches/github.sh the
+# GitHub route (a key_store: airlock role's own agent needs airlockd's `github`).
+sed -e 's/^\(  runs_per_week:\) .*/\1 100000/' -e 's/key_store: airlock/key_store: github/' \
+  roles/code/role.yaml >"$W/roles.local/code/role.yaml"
 SI=; D=
 results=()
 for i in $(seq 1 "$N"); do
@@ -57,7 +60,8 @@ YAML
     "$BIN/airlockctl" --config "$W/airlock.yaml" reload >/dev/null
   fi
   t0=$(date +%s%N)
-  out=$("$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --wait 2>"$W/err")
+  out=$("$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --wait 2>"$W/err") \
+    || { echo "benches/agent_run.sh: the run failed:" >&2; cat "$W/err" >&2; exit 1; }
   t1=$(date +%s%N)
   run=$(grep -o 'r-[0-9]\{8\}-[0-9a-f]\{8\}' "$W/err" | head -1)
   agent_ms=$(python3 -c 'import json,sys
