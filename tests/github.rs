@@ -81,6 +81,9 @@ echo "R approve $(c -X POST -d '{"event":"APPROVE"}' $api/repos/$R/pulls/2/revie
 echo "R level $(c -X POST -d '{"labels":["x"]}' $api/repos/example-org/scratch/issues/1/labels)"
 echo "R unknown $(c -X POST -d '{}' $api/repos/$R/hooks)"
 echo "R mutation $(c -X POST -d '{"query":"mutation { addComment(input:{}) { clientMutationId } }"}' $api/graphql)"
+echo "R hidden_mutation $(c -X POST -d '{"query":"query { a(x: \"\"\" \" \"\"\") } mutation M { addComment(input:{}) { clientMutationId } }","operationName":"M"}' $api/graphql)"
+echo "R graphql_get $(c "$api/graphql?query=mutation%7Bx%7D")"
+echo "R graphql_read $(c -X POST -d '{"query":"{ viewer { login } }"}' $api/graphql)"
 echo "R bad_token $(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: token airlock-run-00' $api/repos/$R)"
 if gh api repos/$R/issues/1/comments -f body=via-gh --silent; then echo "R gh_write ok"; else echo "R gh_write fail"; fi
 echo "R gh_read $(gh api repos/$R --jq .default_branch)"
@@ -118,9 +121,24 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
         "level",
         "unknown",
         "mutation",
+        "hidden_mutation",
+        "graphql_get",
     ] {
         assert_eq!(get(refused), "403", "{refused}: {out}");
     }
+    // A GraphQL query is a read: forwarded (the stand-in answers a POST with 201), and it is
+    // the only GraphQL request GitHub saw.
+    assert_eq!(get("graphql_read"), "201", "{out}");
+    let graphql: Vec<Value> = gh
+        .requests()
+        .into_iter()
+        .filter(|q| {
+            q["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("/graphql"))
+        })
+        .collect();
+    assert_eq!(graphql.len(), 1, "{graphql:?}");
     assert_eq!(get("bad_token"), "401");
     assert_eq!(
         get("gh_write"),
@@ -155,6 +173,7 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
     let writes: Vec<&Value> = reqs
         .iter()
         .filter(|q| q["method"] != "GET" && q["cred"] == "token" && q["deleted"].is_null())
+        .filter(|q| q["path"] != "/graphql")
         .collect();
     assert_eq!(writes.len(), 3, "exactly the allowed writes: {writes:?}");
     for w in &writes {

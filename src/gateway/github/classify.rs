@@ -30,6 +30,18 @@ fn repo_of(owner: &str, name: &str) -> Option<String> {
     (plain(owner) && plain(name)).then(|| format!("{owner}/{name}"))
 }
 
+/// A request to the API host: GraphQL only as a POST with its document in the JSON body
+/// (GitHub's own way; a document in the URL would be one this table never read), every
+/// other path as [`rest`].
+pub fn api(method: &str, path: &str, query: Option<&str>, body: Option<&Value>) -> Kind {
+    if path == "/graphql" && (method != "POST" || query.is_some()) {
+        return Kind::Unknown(
+            "GraphQL is forwarded only as POST /graphql with the document in its JSON body",
+        );
+    }
+    rest(method, path, body)
+}
+
 /// A REST API request (`path` without the query).
 pub fn rest(method: &str, path: &str, body: Option<&Value>) -> Kind {
     if matches!(method, "GET" | "HEAD") {
@@ -127,58 +139,20 @@ pub fn rest(method: &str, path: &str, body: Option<&Value>) -> Kind {
     }
 }
 
-/// A GraphQL request: a query reads; a mutation is refused (its repository is named by a
-/// node id, which this table does not resolve).
+/// A GraphQL request: a document of queries reads; a mutation is refused (its repository
+/// is named by a node id, which this table does not resolve), and so is a document the
+/// reader cannot read ([`super::graphql`]).
 fn graphql(body: Option<&Value>) -> Kind {
     let Some(q) = body.and_then(|b| b.get("query")).and_then(Value::as_str) else {
         return Kind::Unknown("a GraphQL request must carry its query");
     };
-    if has_mutation(q) {
-        return Kind::Unknown(
-            "GraphQL mutations are not forwarded; use the REST endpoints (gh api repos/OWNER/REPO/...)",
-        );
+    match super::graphql::operations(q) {
+        Ok(ops) if ops.iter().all(|o| *o == super::graphql::Op::Query) => Kind::Read,
+        Ok(_) => Kind::Unknown(
+            "GraphQL mutations are not forwarded; use the REST endpoints (gh api repos/OWNER/REPO/...) or the GitHub MCP tools",
+        ),
+        Err(why) => Kind::Unknown(why),
     }
-    Kind::Read
-}
-
-/// Whether a GraphQL document holds a mutation (or a subscription) operation: the word
-/// as a token outside strings and comments.
-fn has_mutation(q: &str) -> bool {
-    let mut word = String::new();
-    let mut chars = q.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => {
-                // Skip the string, escapes included.
-                while let Some(c) = chars.next() {
-                    match c {
-                        '\\' => {
-                            chars.next();
-                        }
-                        '"' => break,
-                        _ => {}
-                    }
-                }
-                word.clear();
-            }
-            '#' => {
-                for c in chars.by_ref() {
-                    if c == '\n' {
-                        break;
-                    }
-                }
-                word.clear();
-            }
-            c if c.is_alphanumeric() || c == '_' => word.push(c),
-            _ => {
-                if word == "mutation" || word == "subscription" {
-                    return true;
-                }
-                word.clear();
-            }
-        }
-    }
-    word == "mutation" || word == "subscription"
 }
 
 /// A git smart HTTP request on the git host: `/OWNER/REPO(.git)/info/refs?service=...`,

@@ -11,6 +11,7 @@
 //! with the real installation token, which never leaves airlockd.
 
 pub mod classify;
+pub mod graphql;
 pub mod mcp;
 pub mod push;
 pub mod scratch;
@@ -386,7 +387,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
         .then(|| super::strict_json::parse(&body).ok())
         .flatten();
     let kind = match host {
-        Host::Api => classify::rest(&method, &path, json_body.as_ref()),
+        Host::Api => classify::api(&method, &path, query.as_deref(), json_body.as_ref()),
         Host::Git => classify::git(&method, &path, query.as_deref()),
     };
     let repo = match &kind {
