@@ -83,6 +83,8 @@ echo "R unknown $(c -X POST -d '{}' $api/repos/$R/hooks)"
 echo "R mutation $(c -X POST -d '{"query":"mutation { addComment(input:{}) { clientMutationId } }"}' $api/graphql)"
 echo "R hidden_mutation $(c -X POST -d '{"query":"query { a(x: \"\"\" \" \"\"\") } mutation M { addComment(input:{}) { clientMutationId } }","operationName":"M"}' $api/graphql)"
 echo "R graphql_get $(c "$api/graphql?query=mutation%7Bx%7D")"
+echo "R method_override $(c -X POST -H 'X-HTTP-Method-Override: DELETE' -d '{"body":"hi"}' $api/repos/$R/issues/1/comments)"
+echo "R form_body $(c -X POST -d 'body=hi&_x=1' $api/repos/$R/issues/1/comments)"
 echo "R graphql_read $(c -X POST -d '{"query":"{ viewer { login } }"}' $api/graphql)"
 echo "R bad_token $(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: token airlock-run-00' $api/repos/$R)"
 if gh api repos/$R/issues/1/comments -f body=via-gh --silent; then echo "R gh_write ok"; else echo "R gh_write fail"; fi
@@ -123,6 +125,8 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
         "mutation",
         "hidden_mutation",
         "graphql_get",
+        "method_override",
+        "form_body",
     ] {
         assert_eq!(get(refused), "403", "{refused}: {out}");
     }

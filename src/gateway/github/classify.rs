@@ -30,16 +30,50 @@ fn repo_of(owner: &str, name: &str) -> Option<String> {
     (plain(owner) && plain(name)).then(|| format!("{owner}/{name}"))
 }
 
-/// A request to the API host: GraphQL only as a POST with its document in the JSON body
-/// (GitHub's own way; a document in the URL would be one this table never read), every
-/// other path as [`rest`].
-pub fn api(method: &str, path: &str, query: Option<&str>, body: Option<&Value>) -> Kind {
-    if path == "/graphql" && (method != "POST" || query.is_some()) {
+/// What arrived with a request to the API host besides its method and path.
+pub struct Extras<'a> {
+    pub query: Option<&'a str>,
+    /// The header names (lower-case).
+    pub headers: &'a [&'a str],
+    /// The body, when it is JSON ([`crate::gateway::strict_json`]).
+    pub json: Option<&'a Value>,
+    /// Whether there is a body at all.
+    pub has_body: bool,
+}
+
+/// Headers and a query parameter by which some servers let a request say it is of
+/// another method than its own: the method classified must be the one performed.
+const METHOD_OVERRIDES: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// A request to the API host: a request that names another method than its own is
+/// refused, as is a write whose body is not JSON (GitHub's REST writes all are); GraphQL
+/// only as a POST with its document in the JSON body (GitHub's own way; a document in the
+/// URL would be one this table never read); every other path as [`rest`].
+pub fn api(method: &str, path: &str, x: &Extras<'_>) -> Kind {
+    let mut query_names = x
+        .query
+        .unwrap_or_default()
+        .split('&')
+        .map(|p| p.split_once('=').map_or(p, |(k, _)| k));
+    if x.headers.iter().any(|h| METHOD_OVERRIDES.contains(h)) || query_names.any(|k| k == "_method")
+    {
+        return Kind::Unknown("a request that names another method than its own");
+    }
+    if !matches!(method, "GET" | "HEAD") && x.has_body && x.json.is_none() {
+        return Kind::Unknown(
+            "a GitHub API write carries a JSON body (one object, no duplicate keys)",
+        );
+    }
+    if path == "/graphql" && (method != "POST" || x.query.is_some()) {
         return Kind::Unknown(
             "GraphQL is forwarded only as POST /graphql with the document in its JSON body",
         );
     }
-    rest(method, path, body)
+    rest(method, path, x.json)
 }
 
 /// A REST API request (`path` without the query).
@@ -185,6 +219,80 @@ mod tests {
             repo: repo.into(),
             actions: vec![a],
         }
+    }
+
+    #[test]
+    fn the_api_host_refuses_method_overrides_non_json_writes_and_graphql_by_url() {
+        let body = json!({"body": "hi"});
+        let doc = json!({"query": "{ a }"});
+        let x = |query, headers, json, has_body| Extras {
+            query,
+            headers,
+            json,
+            has_body,
+        };
+        let comment = "/repos/o/r/issues/1/comments";
+        assert_eq!(
+            api(
+                "POST",
+                comment,
+                &x(None, &["content-type"], Some(&body), true)
+            ),
+            write("o/r", Action::Issue("comment"))
+        );
+        for (m, p, extras) in [
+            (
+                "GET",
+                "/repos/o/r",
+                x(None, &["x-http-method-override"], None, false),
+            ),
+            (
+                "POST",
+                comment,
+                x(None, &["x-http-method"], Some(&body), true),
+            ),
+            (
+                "POST",
+                comment,
+                x(None, &["x-method-override"], Some(&body), true),
+            ),
+            (
+                "POST",
+                comment,
+                x(Some("a=1&_method=DELETE"), &[], Some(&body), true),
+            ),
+            ("POST", comment, x(Some("_method"), &[], Some(&body), true)),
+            ("POST", comment, x(None, &[], None, true)),
+            (
+                "GET",
+                "/graphql",
+                x(Some("query=%7Bx%7D"), &[], None, false),
+            ),
+            (
+                "POST",
+                "/graphql",
+                x(Some("query=mutation%7Bx%7D"), &[], Some(&doc), true),
+            ),
+        ] {
+            assert!(
+                matches!(api(m, p, &extras), Kind::Unknown(_)),
+                "{m} {p} {:?}",
+                extras.query
+            );
+        }
+        // A read may come without a body; a DELETE's body may be absent.
+        assert_eq!(
+            api("GET", "/repos/o/r", &x(Some("page=2"), &[], None, false)),
+            Kind::Read
+        );
+        assert_eq!(
+            api(
+                "DELETE",
+                "/repos/o/r/issues/1/labels/x",
+                &x(None, &[], None, false)
+            ),
+            write("o/r", Action::Issue("label"))
+        );
     }
 
     #[test]

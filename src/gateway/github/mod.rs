@@ -387,7 +387,16 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
         .then(|| super::strict_json::parse(&body).ok())
         .flatten();
     let kind = match host {
-        Host::Api => classify::api(&method, &path, query.as_deref(), json_body.as_ref()),
+        Host::Api => {
+            let names: Vec<&str> = parts.headers.keys().map(|k| k.as_str()).collect();
+            let extras = classify::Extras {
+                query: query.as_deref(),
+                headers: &names,
+                json: json_body.as_ref(),
+                has_body: !body.is_empty(),
+            };
+            classify::api(&method, &path, &extras)
+        }
         Host::Git => classify::git(&method, &path, query.as_deref()),
     };
     let repo = match &kind {
