@@ -30,6 +30,21 @@ fn repo_of(owner: &str, name: &str) -> Option<String> {
     (plain(owner) && plain(name)).then(|| format!("{owner}/{name}"))
 }
 
+/// What a pull request review does: only an event that is plainly not an approval
+/// (none yet, a comment, a change request) is a review; `APPROVE`, and anything else
+/// (`approve`, a value GitHub may read another way), needs merge authority.
+pub fn review_action(event: Option<&Value>) -> Action {
+    match event {
+        None | Some(Value::Null) => Action::PullRequest("review"),
+        Some(Value::String(e))
+            if matches!(e.as_str(), "COMMENT" | "REQUEST_CHANGES" | "PENDING") =>
+        {
+            Action::PullRequest("review")
+        }
+        _ => Action::Approve,
+    }
+}
+
 /// What arrived with a request to the API host besides its method and path.
 pub struct Extras<'a> {
     pub query: Option<&'a str>,
@@ -63,10 +78,21 @@ pub fn api(method: &str, path: &str, x: &Extras<'_>) -> Kind {
     {
         return Kind::Unknown("a request that names another method than its own");
     }
-    if !matches!(method, "GET" | "HEAD") && x.has_body && x.json.is_none() {
-        return Kind::Unknown(
-            "a GitHub API write carries a JSON body (one object, no duplicate keys)",
-        );
+    if matches!(method, "GET" | "HEAD") {
+        if x.has_body {
+            return Kind::Unknown("a read carries no body");
+        }
+    } else {
+        if x.has_body && x.json.is_none() {
+            return Kind::Unknown(
+                "a GitHub API write carries a JSON body (one object, no duplicate keys)",
+            );
+        }
+        // What a write does is in its path and body; GitHub's writes take no parameters
+        // in the URL, and one read from there would be one this table never saw.
+        if x.query.is_some() {
+            return Kind::Unknown("a GitHub API write carries no URL query");
+        }
     }
     if path == "/graphql" && (method != "POST" || x.query.is_some()) {
         return Kind::Unknown(
@@ -81,8 +107,12 @@ pub fn rest(method: &str, path: &str, body: Option<&Value>) -> Kind {
     if matches!(method, "GET" | "HEAD") {
         return Kind::Read;
     }
-    if path.contains("//") || path.contains('%') || path.contains('\\') {
-        return Kind::Unknown("the path is not plain (no empty, encoded or escaped segments)");
+    if path.contains("//")
+        || path.contains('%')
+        || path.contains('\\')
+        || path.split('/').any(|s| s == "." || s == "..")
+    {
+        return Kind::Unknown("the path is not plain (no empty, dot, encoded or escaped segments)");
     }
     if path == "/graphql" {
         return graphql(body);
@@ -146,17 +176,9 @@ pub fn rest(method: &str, path: &str, body: Option<&Value>) -> Kind {
         ("POST" | "DELETE", ["issues", n, "assignees"]) if num(n) => one(Issue("assign")),
         ("POST", ["pulls"]) => one(PullRequest("open")),
         ("PUT", ["pulls", n, "merge"]) if num(n) => one(PullRequest("merge")),
-        ("POST", ["pulls", n, "reviews"]) if num(n) => {
-            match field("event").and_then(Value::as_str) {
-                Some("APPROVE") => one(Approve),
-                _ => one(PullRequest("review")),
-            }
-        }
+        ("POST", ["pulls", n, "reviews"]) if num(n) => one(review_action(field("event"))),
         ("POST", ["pulls", n, "reviews", r, "events"]) if num(n) && num(r) => {
-            match field("event").and_then(Value::as_str) {
-                Some("APPROVE") => one(Approve),
-                _ => one(PullRequest("review")),
-            }
+            one(review_action(field("event")))
         }
         ("POST", ["pulls", n, "comments"]) if num(n) => one(PullRequest("comment")),
         ("POST", ["pulls", n, "comments", c, "replies"]) if num(n) && num(c) => {
@@ -263,6 +285,12 @@ mod tests {
             ),
             ("POST", comment, x(Some("_method"), &[], Some(&body), true)),
             ("POST", comment, x(None, &[], None, true)),
+            ("GET", "/repos/o/r", x(None, &[], None, true)),
+            (
+                "POST",
+                comment,
+                x(Some("event=APPROVE"), &[], Some(&body), true),
+            ),
             (
                 "GET",
                 "/graphql",
@@ -298,6 +326,25 @@ mod tests {
     #[test]
     fn writes_are_named_and_unknown_writes_refused() {
         let r = "o/r";
+        // Only a plain review is a review: an approval in any spelling needs merge authority.
+        for (event, want) in [
+            (None, Action::PullRequest("review")),
+            (Some(json!("COMMENT")), Action::PullRequest("review")),
+            (
+                Some(json!("REQUEST_CHANGES")),
+                Action::PullRequest("review"),
+            ),
+            (Some(json!("APPROVE")), Action::Approve),
+            (Some(json!("approve")), Action::Approve),
+            (Some(json!(["APPROVE"])), Action::Approve),
+        ] {
+            let body = event.map(|e| json!({ "event": e }));
+            assert_eq!(
+                rest("POST", "/repos/o/r/pulls/3/reviews", body.as_ref()),
+                write(r, want.clone()),
+                "{body:?}"
+            );
+        }
         assert_eq!(rest("GET", "/repos/o/r/issues", None), Kind::Read);
         assert_eq!(
             rest("POST", "/repos/o/r/issues", None),
@@ -340,6 +387,17 @@ mod tests {
             ),
             ("POST", "/repositories/1/issues", None),
             ("POST", "/repos/o/r/contents/../x", None),
+            (
+                "DELETE",
+                "/repos/o/r/issues/1/labels/../../../git/refs/heads/main",
+                None,
+            ),
+            (
+                "POST",
+                "/repos/o/r/actions/workflows/../../../../other/r/dispatches",
+                None,
+            ),
+            ("PUT", "/repos/o/r/contents/./x", None),
             ("POST", "/repos/o/%72/issues", None),
             ("POST", "/user/repos", None),
             (

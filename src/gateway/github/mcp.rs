@@ -54,10 +54,7 @@ pub fn classify(tool: &str, args: &Value) -> ToolKind {
     }
     let repo = format!("{owner}/{name}");
     let branch = s(args, "branch").map(str::to_string);
-    let review = || match s(args, "event") {
-        Some("APPROVE") => Action::Approve,
-        _ => Action::PullRequest("review"),
-    };
+    let review = || super::classify::review_action(args.get("event"));
     use Action::*;
     let actions = match tool {
         "create_issue" => vec![Issue("create")],
@@ -134,7 +131,7 @@ pub fn classify(tool: &str, args: &Value) -> ToolKind {
     };
     if actions
         .iter()
-        .any(|a| matches!(a, Contents(Some(p)) if p.split('/').any(|s| s.is_empty() || s == "." || s == "..")))
+        .any(|a| matches!(a, Contents(Some(p)) if p.contains(['%', '\\']) || p.split('/').any(|s| s.is_empty() || s == "." || s == "..")))
     {
         return ToolKind::Unknown("a file path is not plain");
     }
@@ -255,6 +252,10 @@ mod tests {
             matches!(classify("push_files", &p), ToolKind::Write { branch: Some(b), actions, .. } if b == "b" && actions == vec![Action::Contents(Some(".github/workflows/x.yml".into()))])
         );
         for (t, a) in [
+            (
+                "push_files",
+                json!({"owner": "o", "repo": "r", "branch": "b", "files": [{"path": ".github%2Fworkflows%2Fx.yml", "content": ""}]}),
+            ),
             ("delete_repository", json!({"owner": "o", "repo": "r"})),
             ("fork_repository", json!({"owner": "o", "repo": "r"})),
             ("add_issue_comment", json!({"owner": "o"})),
