@@ -85,6 +85,9 @@ echo "R hidden_mutation $(c -X POST -d '{"query":"query { a(x: \"\"\" \" \"\"\")
 echo "R graphql_get $(c "$api/graphql?query=mutation%7Bx%7D")"
 echo "R method_override $(c -X POST -H 'X-HTTP-Method-Override: DELETE' -d '{"body":"hi"}' $api/repos/$R/issues/1/comments)"
 echo "R form_body $(c -X POST -d 'body=hi&_x=1' $api/repos/$R/issues/1/comments)"
+echo "R contents_no_branch $(c -X PUT -d '{"message":"m","content":"eA=="}' $api/repos/$R/contents/README.md)"
+echo "R contents_default $(c -X PUT -d '{"message":"m","content":"eA==","branch":"main"}' $api/repos/$R/contents/README.md)"
+echo "R contents_not_ours $(c -X PUT -d '{"message":"m","content":"eA==","branch":"someone-else"}' $api/repos/$R/contents/README.md)"
 echo "R graphql_read $(c -X POST -d '{"query":"{ viewer { login } }"}' $api/graphql)"
 echo "R bad_token $(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: token airlock-run-00' $api/repos/$R)"
 if gh api repos/$R/issues/1/comments -f body=via-gh --silent; then echo "R gh_write ok"; else echo "R gh_write fail"; fi
@@ -127,6 +130,9 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
         "graphql_get",
         "method_override",
         "form_body",
+        "contents_no_branch",
+        "contents_default",
+        "contents_not_ours",
     ] {
         assert_eq!(get(refused), "403", "{refused}: {out}");
     }
@@ -200,7 +206,7 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
     assert_eq!(deleted[0]["auth"], format!("token {token}"));
 
     // The journal: each write and refusal, with its rule and the running count.
-    let ev = events(&run, "github_write", 11);
+    let ev = events(&run, "github_write", 18);
     let by_action = |a: &str, d: &str| {
         ev.iter()
             .filter(|e| e["AIRLOCK_ACTION"] == a && e["AIRLOCK_DECISION"] == d)
@@ -219,6 +225,17 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
     assert_eq!(rule_of("pull_requests.review (approve)"), "classes: merge");
     assert_eq!(rule_of("unknown"), "github: unknown write");
     assert!(rule_of("issues.label").contains("effective L1"), "{ev:?}");
+    // Contents writes meet the push rules: a branch named, not the default, the run's own.
+    let contents: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["AIRLOCK_ACTION"] == "contents" && e["AIRLOCK_DECISION"] == "deny")
+        .map(|e| e["AIRLOCK_RULE"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        contents,
+        ["push: branch", "push: default branch", "push: branch"],
+        "{ev:?}"
+    );
     let over = ev
         .iter()
         .find(|e| e["AIRLOCK_RULE"] == "budget.github_writes_per_run")

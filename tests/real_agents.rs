@@ -362,6 +362,8 @@ fn claude_code_opens_a_pull_request_on_github_through_airlock() {
             "files": [{"path": "README.md", "content": "pwned\n"}]}))},
         {"tool": "push_files", "input": with(json!({"branch": "airlock/readme-usage", "message": "ci",
             "files": [{"path": ".github/workflows/ci.yml", "content": "on: pull_request_target\n"}]}))},
+        {"tool": "push_files", "input": with(json!({"branch": "airlock/someone-elses", "message": "theirs",
+            "files": [{"path": "README.md", "content": "mine now\n"}]}))},
         {"text": "Opened the pull request."}
     ]));
     let h = Host::new(&[("tess", "code")], &gh.config_beside(&si.config()));
@@ -415,6 +417,12 @@ fn claude_code_opens_a_pull_request_on_github_through_airlock() {
         "{}",
         results_after(&si, 5)
     );
+    // A branch the run did not make is not its to write to.
+    assert!(
+        results_after(&si, 6).contains("push: branch"),
+        "{}",
+        results_after(&si, 6)
+    );
     // Upstream saw the three writes only, each with the run's installation token.
     let token = gh.tokens()[0].clone();
     let seen = gh.mcp_calls();
@@ -424,7 +432,7 @@ fn claude_code_opens_a_pull_request_on_github_through_airlock() {
         ["create_branch", "push_files", "create_pull_request"]
     );
     assert!(seen.iter().all(|c| c["auth"] == format!("Bearer {token}")));
-    let writes = events(&run, "github_write", 4);
+    let writes = events(&run, "github_write", 5);
     let allowed = writes
         .iter()
         .filter(|e| e["AIRLOCK_DECISION"] == "allow")

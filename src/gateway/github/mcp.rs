@@ -144,6 +144,8 @@ pub fn classify(tool: &str, args: &Value) -> ToolKind {
 
 /// A write that passed, to be journaled with the upstream's answer.
 pub struct Passed {
+    /// The branch it makes (`create_branch`), the run's once the upstream made it.
+    pub made: Option<String>,
     pub repo: String,
     pub name: String,
     pub rule: String,
@@ -179,28 +181,25 @@ pub async fn check(gh: &Github, tool: &str, args: &Value) -> Result<Option<Passe
             branch,
         } => {
             let name = super::write_name(&actions);
-            if let Some(b) = &branch {
-                let default = super::default_branch(gh, &repo, gh.token_for(Some(&repo)).cloned())
-                    .await
-                    .ok_or(
-                        "push: default branch: the repository's default branch could not be read",
-                    )?;
-                if *b == default || b.starts_with("refs/") {
-                    let why =
-                        "writing to the default branch (or a ref that is not a branch) is refused";
-                    gh.journal(
-                        &repo,
-                        &name,
-                        &endpoint,
-                        (false, "push: default branch", why),
-                        403,
-                        started,
-                    );
-                    return Err(format!("push: default branch: {why}"));
+            // Committing files or making a branch: the push rules (a branch named, not the
+            // default one, and one this run made, unless this makes it).
+            let making = tool == "create_branch";
+            if making
+                || actions
+                    .iter()
+                    .any(|a| matches!(a, Action::Contents(Some(_))))
+            {
+                if let Err(d) = gh.decide(&repo, &actions, &name, &endpoint, started) {
+                    return Err(format!("{}: {}", d.rule, d.reason));
+                }
+                if let Err((rule, why)) = gh.branch_rules(&repo, branch.as_deref(), making).await {
+                    gh.journal(&repo, &name, &endpoint, (false, rule, &why), 403, started);
+                    return Err(format!("{rule}: {why}"));
                 }
             }
             match gh.authorize(&repo, &actions, &name, &endpoint, started) {
                 Ok(d) => Ok(Some(Passed {
+                    made: branch.filter(|_| making),
                     repo,
                     name,
                     rule: d.rule,
@@ -215,6 +214,9 @@ pub async fn check(gh: &Github, tool: &str, args: &Value) -> Result<Option<Passe
 
 /// Journal a write that went on, with whether the upstream took it.
 pub fn passed(gh: &Github, tool: &str, p: &Passed, ok: bool) {
+    if let Some(b) = p.made.as_deref().filter(|_| ok) {
+        gh.record_created(&p.repo, b);
+    }
     let endpoint = format!("mcp {}", crate::gateway::clip(tool, 64));
     gh.journal(
         &p.repo,

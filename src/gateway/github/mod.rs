@@ -112,7 +112,8 @@ pub struct Github {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     leases: Arc<LiveLeases>,
     log: Arc<dyn CallLog>,
-    /// Branches this run created by a push (it may update those, fast-forward only).
+    /// Branches this run created, by a push or a tool that makes one (it may update
+    /// those, fast-forward only).
     created: Mutex<Vec<(String, String)>>,
     scratch: scratch::Scratch,
     conns: Arc<tokio::sync::Semaphore>,
@@ -141,6 +142,62 @@ impl Github {
             conns: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
             push_slot: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Whether this run created `branch` in `repo`.
+    fn created_by_run(&self, repo: &str, branch: &str) -> bool {
+        self.created.lock().is_ok_and(|c| {
+            c.iter()
+                .any(|(r, b)| r.eq_ignore_ascii_case(repo) && b == branch)
+        })
+    }
+
+    /// Remember a branch this run created.
+    fn record_created(&self, repo: &str, branch: &str) {
+        if let Ok(mut c) = self.created.lock() {
+            c.push((repo.to_string(), branch.to_string()));
+        }
+    }
+
+    /// The push rules for a write that commits to a branch other than by a git push (a
+    /// REST contents write, the MCP tools that commit files or make a branch): it names
+    /// its branch (GitHub would take the default one), neither the default branch nor a
+    /// ref that is not a branch, and, unless `making` it, a branch this run created.
+    pub async fn branch_rules(
+        &self,
+        repo: &str,
+        branch: Option<&str>,
+        making: bool,
+    ) -> Result<(), (&'static str, String)> {
+        let Some(b) = branch.filter(|b| !b.is_empty()) else {
+            return Err((
+                "push: branch",
+                "a write that commits names its branch (GitHub would take the default branch)"
+                    .into(),
+            ));
+        };
+        if b.starts_with("refs/") {
+            return Err(("push: ref", "name the branch, not a ref".into()));
+        }
+        let default = default_branch(self, repo, self.token_for(Some(repo)).cloned())
+            .await
+            .ok_or((
+                "push: default branch",
+                "the repository's default branch could not be read, so no write goes on".into(),
+            ))?;
+        if b == default {
+            return Err((
+                "push: default branch",
+                "writing to the default branch is refused".into(),
+            ));
+        }
+        if !making && !self.created_by_run(repo, b) {
+            return Err((
+                "push: branch",
+                "the run may update only branches it created".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// One `github_write` journal record.
@@ -178,28 +235,8 @@ impl Github {
         endpoint: &str,
         started: Instant,
     ) -> Result<crate::policy::Decision, crate::policy::Decision> {
+        let d = self.decide(repo, actions, name, endpoint, started)?;
         let budget = self.plan.policy.budget;
-        let used = self.plan.writes.load(Ordering::SeqCst);
-        let mut first = None;
-        for a in actions {
-            let d = self.plan.policy.decide(repo, a, used);
-            if !d.allow {
-                self.journal(
-                    repo,
-                    name,
-                    endpoint,
-                    (false, &d.rule, &d.reason),
-                    403,
-                    started,
-                );
-                return Err(d);
-            }
-            first.get_or_insert(d);
-        }
-        let Some(d) = first else {
-            let d = crate::policy::Decision::deny("github", "a write with no action");
-            return Err(d);
-        };
         let took = self
             .plan
             .writes
@@ -222,6 +259,37 @@ impl Github {
             return Err(d);
         }
         Ok(d)
+    }
+
+    /// The role's decision on a write, every action of it, taking nothing: a refusal is
+    /// journaled here. (A write that commits to a branch is decided before its branch is
+    /// looked at, so the role's own rules are what a refusal names first.)
+    pub fn decide(
+        &self,
+        repo: &str,
+        actions: &[Action],
+        name: &str,
+        endpoint: &str,
+        started: Instant,
+    ) -> Result<crate::policy::Decision, crate::policy::Decision> {
+        let used = self.plan.writes.load(Ordering::SeqCst);
+        let mut first = None;
+        for a in actions {
+            let d = self.plan.policy.decide(repo, a, used);
+            if !d.allow {
+                self.journal(
+                    repo,
+                    name,
+                    endpoint,
+                    (false, &d.rule, &d.reason),
+                    403,
+                    started,
+                );
+                return Err(d);
+            }
+            first.get_or_insert(d);
+        }
+        first.ok_or_else(|| crate::policy::Decision::deny("github", "a write with no action"))
     }
 
     fn token_for(&self, repo: Option<&str>) -> Option<&Secret> {
@@ -411,7 +479,30 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     };
     let write = match &kind {
         Kind::Read => None,
-        Kind::Write { repo, actions } => Some((repo.clone(), actions.clone())),
+        Kind::Write { repo, actions } => {
+            // A contents write commits to a branch: the push rules hold for it too.
+            if actions
+                .iter()
+                .any(|a| matches!(a, Action::Contents(Some(_))))
+            {
+                let name = write_name(actions);
+                if let Err(d) = gh.decide(repo, actions, &name, &endpoint, started) {
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                    );
+                }
+                let branch = json_body
+                    .as_ref()
+                    .and_then(|b| b.get("branch"))
+                    .and_then(serde_json::Value::as_str);
+                if let Err((rule, msg)) = gh.branch_rules(repo, branch, false).await {
+                    record(repo, &name, false, rule, &msg, 403);
+                    return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {msg}"));
+                }
+            }
+            Some((repo.clone(), actions.clone()))
+        }
         Kind::Push { repo } => {
             let token = gh.token_for(Some(repo)).cloned();
             match push_check(gh, repo, &parts.headers, &body, token).await {
@@ -569,21 +660,11 @@ async fn push_check(
         "the repository's default branch could not be read, so no push goes on".to_string(),
     ))?;
     let mut new_branches = Vec::new();
-    {
-        let created = gh
-            .created
-            .lock()
-            .map_err(|_| ("push", "internal".to_string()))?;
-        let own = |branch: &str| {
-            created
-                .iter()
-                .any(|(r, b)| r.eq_ignore_ascii_case(repo) && b == branch)
-        };
-        for u in &updates {
-            let branch = push::check(u, &default, &own).map_err(|(r, m)| (r, m.to_string()))?;
-            if u.is_create() {
-                new_branches.push(branch.to_string());
-            }
+    let own = |branch: &str| gh.created_by_run(repo, branch);
+    for u in &updates {
+        let branch = push::check(u, &default, &own).map_err(|(r, m)| (r, m.to_string()))?;
+        if u.is_create() {
+            new_branches.push(branch.to_string());
         }
     }
     let base = &gh.plan.git;
@@ -622,10 +703,8 @@ async fn push_check(
             }
         }
     }
-    if let Ok(mut created) = gh.created.lock() {
-        for b in new_branches {
-            created.push((repo.to_string(), b));
-        }
+    for b in new_branches {
+        gh.record_created(repo, &b);
     }
     Ok(())
 }
