@@ -49,6 +49,9 @@ fn an_anthropic_agent_reaches_its_model_with_a_run_token_the_real_key_never_in_t
         {"op": "call", "api": "anthropic", "model": model, "token": "none"},
         {"op": "call", "api": "anthropic", "model": "claude-opus-4-1"},
         {"op": "scan", "out": ws.join("scan.bin").to_str().unwrap()},
+        // A server tool: the provider would reach an MCP server itself, past the egress.
+        {"op": "call", "api": "anthropic", "model": model,
+         "extra": {"mcp_servers": [{"type": "url", "url": "https://x.example/mcp", "name": "x"}]}},
     ]);
     let argv = provider_agent(&steps);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -152,14 +155,16 @@ fn an_anthropic_agent_reaches_its_model_with_a_run_token_the_real_key_never_in_t
         .filter(|e| field(e, "AIRLOCK_DECISION") == "deny")
         .map(|e| field(e, "AIRLOCK_RULE"))
         .collect();
-    assert_eq!(rules, ["lease", "lease", "model"]);
+    assert_eq!(rules, ["lease", "lease", "model", "tools"]);
+    assert_eq!(step(&lines, 7)["status"], 403, "{}", step(&lines, 7));
+    assert_eq!(step(&lines, 7)["error_type"], "permission_error");
 
     // The closing record has the spend; the lease was revoked at the run's end.
     let shown = show_json(&h, &run);
     let s = &shown["run"]["spend"];
     assert_eq!(s["micro_usd"], 3 * ANTHROPIC_COST, "{shown}");
     assert_eq!(s["requests"], 3);
-    assert_eq!(s["refused"], 3);
+    assert_eq!(s["refused"], 4);
     assert_eq!(s["budget_micro_usd"], 15_000_000);
     let leases = shown["run"]["leases"].as_array().unwrap();
     assert_eq!(leases.len(), 1, "{shown}");

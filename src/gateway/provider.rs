@@ -114,6 +114,9 @@ pub struct ProviderPlan {
     pub price: ModelPrice,
     /// `budget.spend_usd` in micro-USD (0: no request at all).
     pub budget_micro_usd: u64,
+    /// Whether `run.tools` grants `WebSearch`: the provider's own web search may be asked
+    /// for (no other server tool may).
+    pub web_search: bool,
 }
 
 impl std::fmt::Debug for ProviderPlan {
@@ -425,6 +428,18 @@ pub async fn handle(
                     "Airlock: this run may use only its role's model ({}), named in the request's model field",
                     p.plan.model
                 ),
+            );
+        }
+        let wire = match api {
+            Api::AnthropicMessages => crate::policy::provider_tools::Wire::Anthropic,
+            Api::OpenAiResponses => crate::policy::provider_tools::Wire::OpenAi,
+        };
+        if let Err(why) = crate::policy::provider_tools::check(wire, &doc, p.plan.web_search) {
+            return refuse(
+                rec,
+                StatusCode::FORBIDDEN,
+                "tools",
+                &format!("Airlock: {why}"),
             );
         }
         output_limit = ["max_tokens", "max_output_tokens"]

@@ -269,6 +269,7 @@ fn provider_plan(
         model: run.model.clone(),
         price,
         budget_micro_usd: budget_micro_usd(role.budget.spend_usd),
+        web_search: run.tools.iter().any(|t| t == "WebSearch"),
     }))
 }
 

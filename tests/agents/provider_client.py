@@ -4,7 +4,7 @@ one JSON line per step.
 
 argv[1]: a JSON list of steps:
   {"op": "call", "api": "anthropic"|"openai", "model": M, "stream": bool,
-   "token": "own"|"wrong"|"none", "hold": bool}
+   "token": "own"|"wrong"|"none", "hold": bool, "extra": {...}}   (extra: body members)
   {"op": "scan", "out": PATH}   everything the agent can read that could hold a key, to PATH
   {"op": "loop", "api": A, "model": M, "seconds": N}   keep calling (ignoring SIGTERM)
 """
@@ -47,7 +47,7 @@ def path(api, rest):
     return f"/provider/{NAME[api]}{rest}"
 
 
-def body(api, model, stream, hold):
+def body(api, model, stream, hold, extra=None):
     if api == "anthropic":
         b = {"model": model, "max_tokens": 600, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
         if hold:
@@ -56,6 +56,7 @@ def body(api, model, stream, hold):
         b = {"model": model, "input": "hi", "stream": stream, "max_output_tokens": 1200}
         if hold:
             b["metadata"] = {"hold": "1"}
+    b.update(extra or {})
     return json.dumps(b)
 
 
@@ -72,7 +73,7 @@ def call(i, s):
     c = conn()
     t0 = time.monotonic()
     c.request("POST", path(api, "/v1/messages" if api == "anthropic" else "/responses"),
-              body=body(api, s["model"], s.get("stream", False), s.get("hold", False)),
+              body=body(api, s["model"], s.get("stream", False), s.get("hold", False), s.get("extra")),
               headers=headers(api, token))
     r = c.getresponse()
     doc = {"step": i, "status": r.status}
