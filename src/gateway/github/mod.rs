@@ -312,7 +312,8 @@ pub fn intercepts(req: &Request<Incoming>) -> Option<Host> {
     if auth.port_u16() != Some(443) {
         return None;
     }
-    let host = auth.host().to_ascii_lowercase();
+    // `api.github.com.` is the same host: it must not slip past to the egress proxy.
+    let host = auth.host().trim_end_matches('.').to_ascii_lowercase();
     if host == tls::API_HOST {
         Some(Host::Api)
     } else if host == tls::GIT_HOST {
@@ -431,7 +432,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
         );
         return r;
     }
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let pushing = host == Host::Git && parts.uri.path().ends_with("/git-receive-pack");
     let _push = match pushing {
         true => Some(gh.push_slot.lock().await),
@@ -454,6 +455,12 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     let json_body = (!body.is_empty())
         .then(|| super::strict_json::parse(&body).ok())
         .flatten();
+    if host == Host::Api && json_body.is_some() {
+        // GitHub reads the body as the JSON it was classified as, whatever the client said.
+        parts
+            .headers
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
     let kind = match host {
         Host::Api => {
             let names: Vec<&str> = parts.headers.keys().map(|k| k.as_str()).collect();
