@@ -251,6 +251,12 @@ const CORPUS: &[(&str, bool, &str)] = &[
     // Other tools' guards (rg is allowed by prefix).
     ("rg --pre sh x", D, "guard: rg --pre"),
     ("rg --pre=./x.sh pattern", D, "guard: rg --pre"),
+    // ripgrep runs --hostname-bin's program on every search, hyperlinks asked for or not.
+    ("rg --hostname-bin=make x", D, "guard: rg --hostname-bin"),
+    ("rg --hostname-bin ./scripts/build.sh x", D, "guard: rg --hostname-bin"),
+    ("rg --hostname x", D, "guard: rg --hostname-bin"),
+    ("gh pr view 3 --web", D, "guard: gh --web"),
+    ("gh pr view -w 3", D, "guard: gh -w"),
     ("rg -z pattern", D, "guard: rg -z"),
     ("rg -iz pattern", D, "guard: rg -z"),
 ];

@@ -234,7 +234,9 @@ const BUILTIN: &[BuiltinGuard] = &[
     BuiltinGuard {
         program: "rg",
         subcommands: NONE,
-        options: &["--pre", "--search-zip"],
+        // `--pre` and `--search-zip` run a program per file; ripgrep runs
+        // `--hostname-bin`'s program on every search (for hyperlinks, asked or not).
+        options: &["--pre", "--pre-glob", "--search-zip", "--hostname-bin"],
         short: "z",
         word_prefixes: NONE,
         words: NONE,
@@ -465,8 +467,9 @@ const BUILTIN: &[BuiltinGuard] = &[
     BuiltinGuard {
         program: "gh",
         subcommands: NONE,
-        options: NONE,
-        short: "",
+        // `--web` starts a browser program (BROWSER, gh's `browser` setting).
+        options: &["--web"],
+        short: "w",
         word_prefixes: NONE,
         // `gh extension exec`, `gh alias set --shell`: both run arbitrary code.
         words: &["extension", "extensions", "ext", "alias"],
@@ -860,6 +863,17 @@ mod tests {
             Some("gh extension")
         );
         assert_eq!(hit(&g, "gh pr view 3"), None);
+        assert_eq!(
+            hit(&g, "rg --hostname-bin=make x").as_deref(),
+            Some("rg --hostname-bin")
+        );
+        assert_eq!(
+            hit(&g, "rg --hostname-bin ./build.sh x").as_deref(),
+            Some("rg --hostname-bin")
+        );
+        assert_eq!(hit(&g, "rg -n --hidden todo src"), None);
+        assert_eq!(hit(&g, "gh pr view 3 --web").as_deref(), Some("gh --web"));
+        assert_eq!(hit(&g, "gh pr view -w 3").as_deref(), Some("gh -w"));
     }
 
     #[test]
