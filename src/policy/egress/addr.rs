@@ -174,6 +174,10 @@ const V4_TABLE: &[([u8; 4], u8, Class)] = &[
     // IETF protocol assignments (DS-Lite, NAT64 discovery, PCP anycast...).
     ([192, 0, 0, 0], 24, Class::Reserved),
     ([192, 0, 2, 0], 24, Class::Documentation),
+    // AS112 (RFC 7535, RFC 7534) and AMT relays (RFC 7450): special-purpose anycast.
+    ([192, 31, 196, 0], 24, Class::Reserved),
+    ([192, 52, 193, 0], 24, Class::Reserved),
+    ([192, 175, 48, 0], 24, Class::Reserved),
     // The deprecated 6to4 relay anycast.
     ([192, 88, 99, 0], 24, Class::Reserved),
     ([192, 168, 0, 0], 16, Class::Private),
@@ -216,6 +220,8 @@ const V6_TABLE: &[([u16; 8], u8, Class)] = &[
     // ORCHID and ORCHIDv2: identifiers, not locators.
     ([0x2001, 0x10, 0, 0, 0, 0, 0, 0], 28, Class::Reserved),
     ([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28, Class::Reserved),
+    // The rest of the IETF protocol assignments (AS112, AMT, ...): none is a destination.
+    ([0x2001, 0, 0, 0, 0, 0, 0, 0], 23, Class::Reserved),
     ([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32, Class::Documentation),
     ([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20, Class::Documentation),
     // SRv6 segment identifiers.
@@ -292,6 +298,8 @@ mod tests {
             ("198.20.0.0", Ok(())),
             ("223.255.255.255", Ok(())),
             ("2606:4700:4700::1111", Ok(())),
+            ("2001:200::1", Ok(())),
+            ("2001:4860:4860::8888", Ok(())),
             ("2a00:1450:4001:80b::200e", Ok(())),
             // IPv4 ranges.
             ("0.0.0.0", r(Unspecified)),
@@ -308,6 +316,9 @@ mod tests {
             ("192.0.0.8", r(Reserved)),
             ("192.0.2.1", r(Documentation)),
             ("192.88.99.1", r(Reserved)),
+            ("192.31.196.1", r(Reserved)),
+            ("192.52.193.1", r(Reserved)),
+            ("192.175.48.1", r(Reserved)),
             ("192.168.1.1", r(Private)),
             ("198.18.0.1", r(Benchmark)),
             ("198.19.255.255", r(Benchmark)),
@@ -338,6 +349,9 @@ mod tests {
             ("2001::1", r(Teredo)),
             ("2001:0:4136:e378:8000:63bf:3fff:fdd2", r(Teredo)),
             ("2001:2::1", r(Benchmark)),
+            ("2001:1::1", r(Reserved)),
+            ("2001:4:112::1", r(Reserved)),
+            ("2001:1ff::1", r(Reserved)),
             ("2001:10::1", r(Reserved)),
             ("2001:20::1", r(Reserved)),
             ("2001:db8::1", r(Documentation)),
