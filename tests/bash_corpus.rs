@@ -253,7 +253,11 @@ const CORPUS: &[(&str, bool, &str)] = &[
     ("rg --pre=./x.sh pattern", D, "guard: rg --pre"),
     // ripgrep runs --hostname-bin's program on every search, hyperlinks asked for or not.
     ("rg --hostname-bin=make x", D, "guard: rg --hostname-bin"),
-    ("rg --hostname-bin ./scripts/build.sh x", D, "guard: rg --hostname-bin"),
+    (
+        "rg --hostname-bin ./scripts/build.sh x",
+        D,
+        "guard: rg --hostname-bin",
+    ),
     ("rg --hostname x", D, "guard: rg --hostname-bin"),
     ("gh pr view 3 --web", D, "guard: gh --web"),
     ("gh pr view -w 3", D, "guard: gh -w"),

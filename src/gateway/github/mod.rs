@@ -248,17 +248,29 @@ impl Github {
                 "budget.github_writes_per_run",
                 format!("the run has made all {budget} of its GitHub writes"),
             );
-            self.journal(
-                repo,
-                name,
-                endpoint,
-                (false, &d.rule, &d.reason),
-                403,
-                started,
-            );
-            return Err(d);
+            return Err(self.refused(repo, name, endpoint, started, d));
         }
         Ok(d)
+    }
+
+    /// Journal a refused write; the refusal.
+    fn refused(
+        &self,
+        repo: &str,
+        name: &str,
+        endpoint: &str,
+        started: Instant,
+        d: crate::policy::Decision,
+    ) -> crate::policy::Decision {
+        self.journal(
+            repo,
+            name,
+            endpoint,
+            (false, &d.rule, &d.reason),
+            403,
+            started,
+        );
+        d
     }
 
     /// The role's decision on a write, every action of it, taking nothing: a refusal is
@@ -277,15 +289,7 @@ impl Github {
         for a in actions {
             let d = self.plan.policy.decide(repo, a, used);
             if !d.allow {
-                self.journal(
-                    repo,
-                    name,
-                    endpoint,
-                    (false, &d.rule, &d.reason),
-                    403,
-                    started,
-                );
-                return Err(d);
+                return Err(self.refused(repo, name, endpoint, started, d));
             }
             first.get_or_insert(d);
         }
