@@ -187,6 +187,8 @@ fn an_openai_responses_agent_is_priced_with_cached_tokens_apart() {
         {"op": "call", "api": "openai", "model": model, "stream": true, "hold": true},
         {"op": "call", "api": "openai", "model": "gpt-5"},
         {"op": "call", "api": "openai", "model": model, "token": "wrong"},
+        // The provider's own web search, for a role whose run.tools lacks WebSearch.
+        {"op": "call", "api": "openai", "model": model, "extra": {"tools": [{"type": "web_search"}]}},
     ]);
     let argv = provider_agent(&steps);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -200,6 +202,14 @@ fn an_openai_responses_agent_is_priced_with_cached_tokens_apart() {
     assert_eq!(step(&lines, 2)["error_type"], "invalid_request_error");
     assert_eq!(step(&lines, 3)["status"], 401);
     assert_eq!(step(&lines, 3)["error_type"], "invalid_api_key");
+    assert_eq!(step(&lines, 4)["status"], 403, "{}", step(&lines, 4));
+    assert!(
+        step(&lines, 4)["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("WebSearch")),
+        "{}",
+        step(&lines, 4)
+    );
     let reqs = si.requests();
     assert!(reqs.iter().any(|r| r["released"] == "by_agent"), "{reqs:?}");
     for r in &reqs {
