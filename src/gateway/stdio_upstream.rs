@@ -2,10 +2,14 @@
 //! connector jail's stdin and stdout. One reader task routes responses to their callers
 //! by id, answers the server's own requests as [`super::upstream::answer_server_request`]
 //! does, and drops its notifications. A stdio server has one session: the first
-//! `initialize` is sent, later ones get its answer again.
+//! `initialize` is sent, later ones get its answer again. Every agent session shares it,
+//! and each numbers its own requests, so a request goes out under an id of this upstream's
+//! own and its answer comes back under the caller's: two sessions' equal ids must never
+//! meet (one would get the other's answer).
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -24,6 +28,8 @@ pub struct StdioUpstream {
     init: tokio::sync::Mutex<(Option<Value>, bool)>,
     /// Requests the server made of its client, answered here, by method.
     asked: Arc<Mutex<Vec<String>>>,
+    /// The id the next request goes out under.
+    next_id: AtomicU64,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -95,6 +101,7 @@ impl StdioUpstream {
             pending,
             init: tokio::sync::Mutex::new((None, false)),
             asked,
+            next_id: AtomicU64::new(1),
             reader,
         })
     }
@@ -132,21 +139,32 @@ impl StdioUpstream {
             write_line(&self.writer, msg).await?;
             return Ok(Exchange::default());
         };
+        let wire = Value::from(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let key = wire.to_string();
+        let mut out = msg.clone();
+        let Some(o) = out.as_object_mut() else {
+            return Err(UpstreamError::Malformed);
+        };
+        o.insert("id".into(), wire);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id.to_string(), tx);
+        lock(&self.pending).insert(key.clone(), tx);
         let before = lock(&self.asked).len();
-        if let Err(e) = write_line(&self.writer, msg).await {
-            lock(&self.pending).remove(&id.to_string());
+        if let Err(e) = write_line(&self.writer, &out).await {
+            lock(&self.pending).remove(&key);
             return Err(e);
         }
-        let response = match tokio::time::timeout(TIMEOUT, rx).await {
+        let mut response = match tokio::time::timeout(TIMEOUT, rx).await {
             Ok(Ok(v)) => v,
             Ok(Err(_)) => return Err(UpstreamError::Unreachable),
             Err(_) => {
-                lock(&self.pending).remove(&id.to_string());
+                lock(&self.pending).remove(&key);
                 return Err(UpstreamError::Timeout);
             }
         };
+        // Routed by its id, so an object.
+        if let Some(o) = response.as_object_mut() {
+            o.insert("id".into(), id.clone());
+        }
         let asked = lock(&self.asked)
             .get(before..)
             .map(<[String]>::to_vec)
@@ -157,5 +175,57 @@ impl StdioUpstream {
             response: Some(response),
             asked,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tokio::io::AsyncBufReadExt;
+
+    /// A server that answers its requests in the reverse order they came, each with the
+    /// `which` of its params.
+    async fn reversing_server(sock: tokio::net::UnixStream, n: usize) {
+        let (rd, mut wr) = sock.into_split();
+        let mut lines = tokio::io::BufReader::new(rd).lines();
+        let mut got = Vec::new();
+        while got.len() < n {
+            let Ok(Some(l)) = lines.next_line().await else {
+                return;
+            };
+            got.push(serde_json::from_str::<Value>(&l).expect("json"));
+        }
+        for m in got.iter().rev() {
+            let a =
+                json!({"jsonrpc": "2.0", "id": m["id"], "result": {"which": m["params"]["which"]}});
+            let mut line = serde_json::to_vec(&a).expect("json");
+            line.push(b'\n');
+            wr.write_all(&line).await.expect("write");
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn two_sessions_with_the_same_request_id_each_get_their_own_answer() {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("pair");
+        theirs.set_nonblocking(true).expect("nonblocking");
+        let server = tokio::spawn(reversing_server(
+            tokio::net::UnixStream::from_std(theirs).expect("tokio"),
+            2,
+        ));
+        let up = StdioUpstream::new(OwnedFd::from(ours)).expect("upstream");
+        let call = |which: &str| json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"which": which}});
+        let (a, b) = (call("a"), call("b"));
+        let id = json!(2);
+        let (ra, rb) = tokio::join!(up.post(&a, Some(&id)), up.post(&b, Some(&id)));
+        let (ra, rb) = (
+            ra.expect("a").response.expect("a"),
+            rb.expect("b").response.expect("b"),
+        );
+        assert_eq!(ra["result"]["which"], "a", "{ra}");
+        assert_eq!(rb["result"]["which"], "b", "{rb}");
+        // Each answer comes back under the caller's own id.
+        assert_eq!((ra["id"].clone(), rb["id"].clone()), (json!(2), json!(2)));
+        server.await.expect("server");
     }
 }
