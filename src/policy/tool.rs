@@ -165,6 +165,12 @@ impl ToolPolicy {
                 )
             }
         };
+        if let Some(path) = folded_twins(args, String::from("arguments")) {
+            return Decision::deny(
+                "args: keys that differ only in case",
+                format!("{path}: two keys that differ only in case (or in Unicode case folding); a server that matches keys without case would read one of them, unchecked"),
+            );
+        }
         let rules = c.args.get(tool).map(Vec::as_slice).unwrap_or(&[]);
         for r in rules {
             if let Err((check, why)) = check_arg(r, obj.get(&r.param)) {
@@ -185,6 +191,37 @@ impl ToolPolicy {
                 )
             },
         )
+    }
+}
+
+/// The path of the first object in `v` holding two keys that are one key to a server
+/// matching keys case-insensitively (Go's encoding/json does, folding `ſ` to `s` and the
+/// Kelvin sign to `k`): the argument checked and the argument read could differ.
+fn folded_twins(v: &Value, at: String) -> Option<String> {
+    let fold = |k: &str| -> String {
+        k.chars()
+            .flat_map(char::to_uppercase)
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    match v {
+        Value::Object(m) => {
+            let mut seen = std::collections::HashSet::new();
+            if m.keys().any(|k| !seen.insert(fold(k))) {
+                return Some(at);
+            }
+            m.iter().find_map(|(k, x)| {
+                folded_twins(
+                    x,
+                    format!("{at}.{}", k.chars().take(40).collect::<String>()),
+                )
+            })
+        }
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, x)| folded_twins(x, format!("{at}[{i}]"))),
+        _ => None,
     }
 }
 
@@ -348,6 +385,30 @@ mod tests {
         assert!(scalar_eq(&json!(3.0), &Scalar::Number(3.0)));
         assert!(!scalar_eq(&json!("3"), &Scalar::Number(3.0)));
         assert!(!scalar_eq(&json!(true), &Scalar::String("true".into())));
+    }
+
+    #[test]
+    fn keys_one_key_to_a_case_blind_server_are_found() {
+        let t = |v: Value| folded_twins(&v, "arguments".into());
+        assert_eq!(t(json!({"base": "main", "head": "x"})), None);
+        assert_eq!(
+            t(json!({"base": "main", "Base": "release"})),
+            Some("arguments".into())
+        );
+        // U+017F LATIN SMALL LETTER LONG S folds to s; U+212A KELVIN SIGN to k.
+        assert_eq!(
+            t(json!({"base": "main", "ba\u{17f}e": "x"})),
+            Some("arguments".into())
+        );
+        assert_eq!(
+            t(json!({"kind": 1, "\u{212a}ind": 2})),
+            Some("arguments".into())
+        );
+        assert_eq!(
+            t(json!({"files": [{"path": "a"}, {"path": "b", "PATH": "c"}]})),
+            Some("arguments.files[1]".into())
+        );
+        assert_eq!(t(json!({"files": [{"path": "a"}, {"path": "b"}]})), None);
     }
 
     #[test]
