@@ -1426,7 +1426,7 @@ fn the_escape_battery_holds_on_the_command_side() {
         ],
     );
     assert_ok(&o);
-    common::assert_battery_held(&text(&o));
+    common::assert_battery_held(&text(&o), &[]);
     assert!(
         !common::battery_daemon_alive(&marker) && pids_of_uid(uids[0]).is_empty(),
         "the battery's daemon (or another process of the instance uid) outlived the run"

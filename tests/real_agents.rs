@@ -91,6 +91,12 @@ fn results_after(si: &StandIn, i: u64) -> String {
         .unwrap_or_else(|| panic!("no request after turn {i}: {:?}", si.turns()))
 }
 
+/// That the tool results the model got after turn `i` hold `needle`.
+fn assert_came_back(si: &StandIn, i: u64, needle: &str) {
+    let r = results_after(si, i);
+    assert!(r.contains(needle), "after turn {i}, no {needle:?} in: {r}");
+}
+
 fn tool_calls(run: &str) -> Vec<Value> {
     events(run, "tool_call", 3)
 }
@@ -130,23 +136,11 @@ fn claude_code_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
 
     // The allowed command ran in the workspace and its output reached the model.
-    assert!(
-        results_after(&si, 0).contains("initial commit of the demo"),
-        "{}",
-        results_after(&si, 0)
-    );
+    assert_came_back(&si, 0, "initial commit of the demo");
     // The refused one came back as a refusal, naming the rule.
-    assert!(
-        results_after(&si, 1).contains("refused"),
-        "{}",
-        results_after(&si, 1)
-    );
+    assert_came_back(&si, 1, "refused");
     // The connector's allowed tool answered.
-    assert!(
-        results_after(&si, 2).contains("hello-through-airlock"),
-        "{}",
-        results_after(&si, 2)
-    );
+    assert_came_back(&si, 2, "hello-through-airlock");
     // The denied tool was not even offered to the model.
     let offered = si.turns()[0]["tools"].to_string();
     assert!(offered.contains("mcp__everything__echo"), "{offered}");
@@ -234,21 +228,9 @@ fn codex_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows() {
     let o = Airlockd::launch(&h, "review", "rex", &["--workspace", ws.to_str().unwrap()]);
     let run = run_id_of(&o);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
-    assert!(
-        results_after(&si, 0).contains("initial commit of the demo"),
-        "{}",
-        results_after(&si, 0)
-    );
-    assert!(
-        results_after(&si, 1).contains("refused"),
-        "{}",
-        results_after(&si, 1)
-    );
-    assert!(
-        results_after(&si, 2).contains("codex-through-airlock"),
-        "{}",
-        results_after(&si, 2)
-    );
+    assert_came_back(&si, 0, "initial commit of the demo");
+    assert_came_back(&si, 1, "refused");
+    assert_came_back(&si, 2, "codex-through-airlock");
     let offered = si.turns()[0]["tools"].to_string();
     assert!(!offered.contains("get-env"), "{offered}");
     assert!(
@@ -274,7 +256,10 @@ fn codex_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows() {
 
 /// The escape battery as a command the model sends through Airlock's bash tool: it runs on
 /// the command side of a real Claude Code run, every class holds there, its verdicts come
-/// back to the model, and the daemon it leaves behind does not outlive the run.
+/// back to the model, and the daemon it leaves behind does not outlive the run. All but the
+/// process limit: the command side and the agent share the run's pids limit, and a fork
+/// bomb that reaches it can starve the agent itself (Node aborts when it cannot start a
+/// thread), so that check runs as a workflow command (tests/jail_escape.rs) instead.
 #[test]
 fn the_escape_battery_holds_as_a_command_through_the_bash_tool() {
     require_journald();
@@ -287,7 +272,7 @@ fn the_escape_battery_holds_as_a_command_through_the_bash_tool() {
     std::fs::write(secret.path().join("key"), "host secret").unwrap();
     let marker = format!("m{}", std::process::id());
     let command = format!(
-        "python3 escape_battery.py --host-port {} --host-path {} --max-procs 64 --daemon {marker}",
+        "python3 escape_battery.py --host-port {} --host-path {} --max-procs 64 --daemon {marker} --skip process_limit",
         listener.local_addr().unwrap().port(),
         secret.path().join("key").display(),
     );
@@ -321,7 +306,10 @@ fn the_escape_battery_holds_as_a_command_through_the_bash_tool() {
         .and_then(Result::ok)
         .unwrap_or_else(|| panic!("no bash tool result: {result}"));
     assert_eq!(out["exit_code"], 0, "{out}");
-    assert_battery_held(out["stdout"].as_str().unwrap_or_default());
+    assert_battery_held(
+        out["stdout"].as_str().unwrap_or_default(),
+        &["process_limit"],
+    );
     // (The battery's `environment` check is what keeps the provider key out of the jail.)
     assert!(
         !battery_daemon_alive(&marker) && airlock::supervisor::launch::pids_of_uid(uid).is_empty(),
@@ -384,11 +372,7 @@ fn claude_code_opens_a_pull_request_on_github_through_airlock() {
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
 
     // The run.clone checkout was the workspace's, and git ran in it.
-    assert!(
-        results_after(&si, 0).contains("seed"),
-        "{}",
-        results_after(&si, 0)
-    );
+    assert_came_back(&si, 0, "seed");
     // The pull request is open on GitHub, from a branch holding the commit.
     let pulls: Value = serde_json::from_str(
         &std::fs::read_to_string(gh.dir.path().join("pulls.json")).expect("no pull request"),
@@ -407,22 +391,10 @@ fn claude_code_opens_a_pull_request_on_github_through_airlock() {
         git(&["show", "airlock/readme-usage:.github/workflows/ci.yml"]),
         "on: push"
     );
-    assert!(
-        results_after(&si, 4).contains("args.github.push_files.branch"),
-        "{}",
-        results_after(&si, 4)
-    );
-    assert!(
-        results_after(&si, 5).contains("writes.workflows"),
-        "{}",
-        results_after(&si, 5)
-    );
+    assert_came_back(&si, 4, "args.github.push_files.branch");
+    assert_came_back(&si, 5, "writes.workflows");
     // A branch the run did not make is not its to write to.
-    assert!(
-        results_after(&si, 6).contains("push: branch"),
-        "{}",
-        results_after(&si, 6)
-    );
+    assert_came_back(&si, 6, "push: branch");
     // Upstream saw the three writes only, each with the run's installation token.
     let token = gh.tokens()[0].clone();
     let seen = gh.mcp_calls();

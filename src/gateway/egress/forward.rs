@@ -77,6 +77,7 @@ pub(crate) async fn forward(
         inner: body,
         n: j.up.clone(),
         idle: None,
+        _journaled: None,
     });
     *out.method_mut() = parts.method;
     *out.uri_mut() = uri;
@@ -126,13 +127,11 @@ pub(crate) async fn forward(
     j.rec.status = parts.status.as_u16();
     let down = j.down.clone();
     let mut back = Response::new(
-        Tail {
-            body: Counted {
-                inner: body,
-                n: down,
-                idle: Some(Box::pin(tokio::time::sleep(IDLE))),
-            },
-            _journaled: j,
+        Counted {
+            inner: body,
+            n: down,
+            idle: Some(Box::pin(tokio::time::sleep(IDLE))),
+            _journaled: Some(j),
         }
         .boxed_unsync(),
     );
@@ -142,11 +141,13 @@ pub(crate) async fn forward(
 }
 
 /// A body whose data bytes are counted into `n`; with `idle`, it fails when no frame
-/// came for [`IDLE`].
+/// came for [`IDLE`]. The response body holds the connection's record, journaled when
+/// the body is dropped.
 struct Counted {
     inner: Incoming,
     n: Arc<AtomicU64>,
     idle: Option<Pin<Box<tokio::time::Sleep>>>,
+    _journaled: Option<Journaled>,
 }
 
 impl HttpBody for Counted {
@@ -185,31 +186,5 @@ impl HttpBody for Counted {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
-    }
-}
-
-/// The response body, holding the connection's record until it is dropped.
-struct Tail {
-    body: Counted,
-    _journaled: Journaled,
-}
-
-impl HttpBody for Tail {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }

@@ -91,7 +91,7 @@ impl Egress {
 }
 
 /// One egress connection, as the journal keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EgressRecord {
     /// `CONNECT`, or the forwarded request's method.
     pub method: String,
@@ -128,15 +128,7 @@ impl Journaled {
             rec: EgressRecord {
                 method: super::clip(method, 16),
                 host: "-".into(),
-                port: 0,
-                addr: None,
-                allow: false,
-                rule: String::new(),
-                reason: String::new(),
-                status: 0,
-                bytes_up: 0,
-                bytes_down: 0,
-                duration_ms: 0,
+                ..EgressRecord::default()
             },
             up: Arc::default(),
             down: Arc::default(),
@@ -178,22 +170,7 @@ impl Journaled {
 
 impl Drop for Journaled {
     fn drop(&mut self) {
-        let mut rec = std::mem::replace(
-            &mut self.rec,
-            EgressRecord {
-                method: String::new(),
-                host: String::new(),
-                port: 0,
-                addr: None,
-                allow: false,
-                rule: String::new(),
-                reason: String::new(),
-                status: 0,
-                bytes_up: 0,
-                bytes_down: 0,
-                duration_ms: 0,
-            },
-        );
+        let mut rec = std::mem::take(&mut self.rec);
         rec.bytes_up = self.up.load(Ordering::Relaxed);
         rec.bytes_down = self.down.load(Ordering::Relaxed);
         rec.duration_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);

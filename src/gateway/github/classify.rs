@@ -18,8 +18,8 @@ pub enum Kind {
     Unknown(&'static str),
 }
 
-/// `owner/repo` from two path segments, if they are plain names.
-fn repo_of(owner: &str, name: &str) -> Option<String> {
+/// `owner/repo` from two path segments (or tool arguments), if they are plain names.
+pub fn repo_of(owner: &str, name: &str) -> Option<String> {
     let plain = |s: &str| {
         !s.is_empty()
             && s != "."

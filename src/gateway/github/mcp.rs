@@ -42,17 +42,9 @@ pub fn classify(tool: &str, args: &Value) -> ToolKind {
     let (Some(owner), Some(name)) = (s(args, "owner"), s(args, "repo")) else {
         return ToolKind::Unknown("a GitHub write names its repository (owner, repo)");
     };
-    let plain = |x: &str| {
-        !x.is_empty()
-            && x != "."
-            && x != ".."
-            && x.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-    };
-    if !plain(owner) || !plain(name) {
+    let Some(repo) = super::classify::repo_of(owner, name) else {
         return ToolKind::Unknown("the repository is not a plain OWNER/REPO");
-    }
-    let repo = format!("{owner}/{name}");
+    };
     let branch = s(args, "branch").map(str::to_string);
     let review = || super::classify::review_action(args.get("event"));
     use Action::*;
