@@ -21,6 +21,7 @@
 //! [`GATEWAY_PORT`]: crate::sandbox::runner::GATEWAY_PORT
 
 pub mod bash_tool;
+pub mod charge;
 pub mod egress;
 pub mod github;
 pub mod headers;
@@ -29,11 +30,13 @@ pub mod jsonrpc;
 pub mod mcp_proxy;
 pub mod mcp_server;
 pub mod provider;
+pub mod provider_check;
 pub mod runner_client;
 pub mod stdio_upstream;
 pub mod strict_json;
 pub mod upstream;
 pub mod usage;
+pub mod withhold;
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -177,6 +180,8 @@ pub trait CallLog: Send + Sync {
     fn egress(&self, record: egress::EgressRecord);
     /// A GitHub write, or a refused GitHub request.
     fn github(&self, record: github::GithubRecord);
+    /// An upstream's answer that echoed the run's secrets, withheld.
+    fn withheld(&self, record: withhold::WithheldRecord);
     /// Where a stdio connector's stderr goes.
     fn connector_output(&self, connector: &str) -> Box<dyn crate::supervisor::process::OutputSink>;
 }
@@ -204,7 +209,7 @@ pub struct Gateway {
     thread: Option<std::thread::JoinHandle<()>>,
     /// The run's stdio connectors, stopped after the gateway (their stdio closes first).
     jails: Vec<crate::supervisor::connector::ConnectorJail>,
-    account: Arc<provider::Account>,
+    account: Arc<charge::Account>,
 }
 
 impl Gateway {
@@ -274,15 +279,20 @@ impl Gateway {
             );
         }
         drop(entered);
-        let account = Arc::new(provider::Account::default());
+        let account = Arc::new(charge::Account::default());
+        let secrets = run_secrets(&plan);
         let provider = plan
             .provider
             .clone()
-            .map(|p| provider::Provider::new(p, account.clone()));
-        let github = plan
-            .github
-            .clone()
-            .map(|g| Arc::new(github::Github::new(g, plan.leases.clone(), log.clone())));
+            .map(|p| provider::Provider::new(p, account.clone(), secrets.clone()));
+        let github = plan.github.clone().map(|g| {
+            Arc::new(github::Github::new(
+                g,
+                plan.leases.clone(),
+                log.clone(),
+                secrets.clone(),
+            ))
+        });
         let state = Arc::new(RunGateway {
             github,
             provider,
@@ -315,6 +325,30 @@ impl Gateway {
     }
 }
 
+/// Every secret the run's gateway sends upstream, as an upstream could echo it: the
+/// provider's key, each GitHub installation token (and git's Basic credential made of it),
+/// each connector's credential.
+fn run_secrets(plan: &GatewayPlan) -> withhold::Secrets {
+    let mut all: Vec<String> = Vec::new();
+    if let Some(k) = plan.provider.as_ref().and_then(|p| p.key.as_ref()) {
+        all.push(k.expose().to_string());
+    }
+    for (_, t) in plan.github.iter().flat_map(|g| &g.tokens) {
+        all.push(t.expose().to_string());
+        all.push(github::basic_credential(t));
+    }
+    for up in plan.upstreams.values() {
+        let secret = match up {
+            UpstreamPlan::Http { auth, .. } => auth.as_ref(),
+            UpstreamPlan::Stdio { env, .. } => env.as_ref(),
+        };
+        if let Some((_, s)) = secret {
+            all.push(s.expose().to_string());
+        }
+    }
+    withhold::Secrets::new(all.iter().map(String::as_str))
+}
+
 /// The header carrying an HTTP connector's credential, marked sensitive.
 fn auth_header(
     name: &str,
@@ -335,7 +369,7 @@ fn auth_header(
 
 impl Gateway {
     /// The run's spend and model requests, kept up to date while it runs.
-    pub fn account(&self) -> Arc<provider::Account> {
+    pub fn account(&self) -> Arc<charge::Account> {
         self.account.clone()
     }
 }

@@ -197,7 +197,7 @@ impl ToolPolicy {
 /// The path of the first object in `v` holding two keys that are one key to a server
 /// matching keys case-insensitively (Go's encoding/json does, folding `ſ` to `s` and the
 /// Kelvin sign to `k`): the argument checked and the argument read could differ.
-fn folded_twins(v: &Value, at: String) -> Option<String> {
+pub(crate) fn folded_twins(v: &Value, at: String) -> Option<String> {
     let fold = |k: &str| -> String {
         k.chars()
             .flat_map(char::to_uppercase)

@@ -270,6 +270,7 @@ fn provider_plan(
         price,
         budget_micro_usd: budget_micro_usd(role.budget.spend_usd),
         web_search: run.tools.iter().any(|t| t == "WebSearch"),
+        web_fetch: run.tools.iter().any(|t| t == "WebFetch"),
     }))
 }
 
