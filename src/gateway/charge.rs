@@ -207,6 +207,10 @@ impl Exchange {
         let seen = self.meter.as_mut().map(Meter::finish);
         let (usage, last, cost) = charge(&self.price, &self.reserve, outcome, seen);
         let rec = &mut self.rec;
+        if matches!(outcome, Outcome::Unreachable | Outcome::Failed) {
+            // The agent gets the gateway's own 502.
+            rec.status = 502;
+        }
         rec.outcome = outcome;
         rec.usage = usage;
         rec.usage_final = last;

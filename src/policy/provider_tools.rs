@@ -107,7 +107,7 @@ pub fn content(wire: Wire, doc: &Value, web_fetch: bool) -> Result<Content, Stri
                     "a prompt the provider stored, outside the request",
                 ),
             ],
-            &["input"],
+            &["input", "instructions"],
         ),
     };
     if let Some((k, what)) = stored.iter().find(|(k, _)| present(k)) {
