@@ -362,7 +362,7 @@ pub async fn handle(
         log.provider(rec);
         refusal(api, r.status, kind(api, r.status), &r.message)
     };
-    let now = crate::supervisor::ledger::now_ms();
+    let now = crate::clock::now_ms();
     let lease = match presented(req.headers())
         .ok_or(crate::credentials::leases::TokenRefusal::Unknown)
         .and_then(|t| leases.check(LeaseKind::Provider, &p.plan.name, t, now))

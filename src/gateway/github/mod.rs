@@ -124,6 +124,8 @@ pub struct Github {
     push_slot: tokio::sync::Mutex<()>,
     /// The run's secrets, withheld from what GitHub answers.
     secrets: Secrets,
+    /// The run's tasks: intercepted connections end with the run.
+    scope: super::scope::Scope,
 }
 
 impl Github {
@@ -132,6 +134,7 @@ impl Github {
         leases: Arc<LiveLeases>,
         log: Arc<dyn CallLog>,
         secrets: Secrets,
+        scope: super::scope::Scope,
     ) -> Github {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -152,6 +155,7 @@ impl Github {
             conns: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
             push_slot: tokio::sync::Mutex::new(()),
             secrets,
+            scope,
         }
     }
 
@@ -347,7 +351,8 @@ pub fn intercept(gh: Arc<Github>, host: Host, req: Request<Incoming>) -> Respons
             "Airlock: the run holds too many connections to GitHub at once",
         );
     };
-    tokio::spawn(async move {
+    let scope = gh.scope.clone();
+    scope.spawn(async move {
         let _slot = slot;
         let Ok(upgraded) = hyper::upgrade::on(req).await else {
             return;
@@ -443,7 +448,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
             started,
         )
     };
-    let now = crate::supervisor::ledger::now_ms();
+    let now = crate::clock::now_ms();
     if let Err(why) = presented(req.headers())
         .ok_or(crate::credentials::leases::TokenRefusal::Unknown)
         .and_then(|t| {
