@@ -240,9 +240,10 @@ fn the_request_that_would_start_past_the_budget_is_refused_in_the_providers_form
     require_journald();
     let si = StandIn::start();
     let h = Host::new(&[("tess", "code"), ("zed", "code-scout")], &si.config());
-    // Room for two answers (2 x $0.0189 > $0.03 only after the second).
+    // Room for two answers of $0.0189: the second's reserve (its input estimate and 600
+    // output tokens, $0.0134) fits after the first, the third's not after the second.
     h.local_role("code", |t| {
-        t.replace("  spend_usd: 15\n", "  spend_usd: 0.03\n")
+        t.replace("  spend_usd: 15\n", "  spend_usd: 0.035\n")
     });
     let model = "claude-sonnet-4-5";
     let call = json!({"op": "call", "api": "anthropic", "model": model, "stream": true});
@@ -327,6 +328,12 @@ fn run_steps(h: &Host, role: &str, instance: &str, steps: &Value) -> (String, Ve
     (run_id_of(&o), agent_lines(&o))
 }
 
+/// The input a request of `bytes` bytes (and no file) is reserved at: one token a byte and
+/// the provider's own prompt.
+fn estimate(bytes: u64) -> u64 {
+    bytes + airlock::policy::prices::PROMPT_TOKENS
+}
+
 /// The worst case of `input` and `output` tokens for claude-sonnet-4-5 (policies/prices.yaml):
 /// input at its highest rate (cache writes, $3.75), output at $15, per million, rounded up.
 fn sonnet_worst(input: u64, output: u64) -> u64 {
@@ -388,7 +395,7 @@ fn a_request_the_agent_abandons_before_its_answer_is_charged_its_worst_case_and_
     assert_eq!(sent[0]["arrived"], true);
     assert_eq!(sent[0]["x_api_key"], si.key.as_str());
     let bytes = sent[0]["raw_body"].as_str().unwrap().len() as u64;
-    let worst = sonnet_worst(bytes, 64000);
+    let worst = sonnet_worst(estimate(bytes), 64000);
     assert!(worst > 960_000, "{worst}");
 
     // Charged its worst case and journaled as abandoned; the next one no longer fits.
@@ -401,7 +408,7 @@ fn a_request_the_agent_abandons_before_its_answer_is_charged_its_worst_case_and_
     assert_eq!(num(gone, "AIRLOCK_RESERVE_MICRO_USD"), worst);
     assert_eq!(num(gone, "AIRLOCK_COST_MICRO_USD"), worst);
     assert_eq!(num(gone, "AIRLOCK_OUTPUT_TOKENS"), 64000);
-    assert_eq!(num(gone, "AIRLOCK_INPUT_TOKENS"), bytes);
+    assert_eq!(num(gone, "AIRLOCK_INPUT_TOKENS"), estimate(bytes));
     let next = step(&lines, 1);
     assert_eq!(next["status"], 403, "{next}");
     assert!(
@@ -425,16 +432,16 @@ fn a_request_the_agent_abandons_before_its_answer_is_charged_its_worst_case_and_
     ]);
     let (run, _) = run_steps(&h, "review", "rex", &steps);
     let sent = posts(&si);
-    let bytes = sent.last().unwrap()["raw_body"].as_str().unwrap().len() as u64;
+    let input = estimate(sent.last().unwrap()["raw_body"].as_str().unwrap().len() as u64);
     let ev = model_events(&run, "POST /responses", 1);
     assert_eq!(field(&ev[0], "AIRLOCK_OUTCOME"), "abandoned", "{ev:?}");
     assert_eq!(
         num(&ev[0], "AIRLOCK_COST_MICRO_USD"),
-        codex_worst(bytes, 128_000)
+        codex_worst(input, 128_000)
     );
     assert_eq!(
         show_json(&h, &run)["run"]["spend"]["micro_usd"],
-        codex_worst(bytes, 128_000)
+        codex_worst(input, 128_000)
     );
 }
 
@@ -483,15 +490,15 @@ fn a_stream_cut_short_is_charged_its_output_limit_and_its_input_and_a_limit_must
     assert_eq!(step(&lines, 2)["status"], 400, "{}", step(&lines, 2));
     let sent = posts(&si);
     assert_eq!(sent.len(), 3, "{sent:?}");
-    let bytes = |i: usize| sent[i]["raw_body"].as_str().unwrap().len() as u64;
+    let input = |i: usize| estimate(sent[i]["raw_body"].as_str().unwrap().len() as u64);
     let ev = provider_events(&run, 3);
     for (e, i, limit) in [(&ev[0], 1, 1200), (&ev[1], 2, 128_000)] {
         assert_eq!(field(e, "AIRLOCK_OUTCOME"), "cut", "{e}");
-        assert_eq!(num(e, "AIRLOCK_INPUT_TOKENS"), bytes(i), "{e}");
+        assert_eq!(num(e, "AIRLOCK_INPUT_TOKENS"), input(i), "{e}");
         assert_eq!(num(e, "AIRLOCK_OUTPUT_TOKENS"), limit, "{e}");
         assert_eq!(
             num(e, "AIRLOCK_COST_MICRO_USD"),
-            codex_worst(bytes(i), limit)
+            codex_worst(input(i), limit)
         );
     }
     assert_eq!(field(&ev[2], "AIRLOCK_RULE"), "output limit");

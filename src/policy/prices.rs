@@ -66,14 +66,19 @@ impl ModelPrice {
 /// the providers' limit of 100 pages a request at 3000 tokens a page.
 pub const FILE_TOKENS: u64 = 300_000;
 
+/// Input tokens reserved for each request for what the provider adds of its own: the
+/// system prompt of tool use is a few hundred tokens.
+pub const PROMPT_TOKENS: u64 = 1024;
+
 /// The input tokens a request may use at most, estimated before it is sent: one token per
-/// byte of its body (a tokenizer never makes more tokens of text than it has bytes, and the
-/// JSON around the text outweighs what the provider adds of its own), plus
-/// [`FILE_TOKENS`] for each whole file in it.
+/// byte of its body (a tokenizer never makes more tokens of text than it has bytes), plus
+/// [`PROMPT_TOKENS`], plus [`FILE_TOKENS`] for each whole file in it (or fetched for it).
 pub fn input_estimate(body_bytes: usize, files: usize) -> u64 {
     let bytes = u64::try_from(body_bytes).unwrap_or(u64::MAX);
     let files = u64::try_from(files).unwrap_or(u64::MAX);
-    bytes.saturating_add(files.saturating_mul(FILE_TOKENS))
+    bytes
+        .saturating_add(PROMPT_TOKENS)
+        .saturating_add(files.saturating_mul(FILE_TOKENS))
 }
 
 /// The price table: model name -> prices.
@@ -348,8 +353,8 @@ mod tests {
         assert_eq!(p.worst(0, 64000), 960_000);
         assert_eq!(p.worst(1000, 0), 3750);
         assert_eq!(p.worst(u64::MAX, u64::MAX), u64::MAX);
-        assert_eq!(input_estimate(1234, 0), 1234);
-        assert_eq!(input_estimate(10, 2), 10 + 2 * FILE_TOKENS);
+        assert_eq!(input_estimate(1234, 0), 1234 + PROMPT_TOKENS);
+        assert_eq!(input_estimate(10, 2), 10 + PROMPT_TOKENS + 2 * FILE_TOKENS);
         assert_eq!(input_estimate(usize::MAX, usize::MAX), u64::MAX);
     }
 

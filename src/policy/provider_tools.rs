@@ -75,8 +75,8 @@ pub fn check(wire: Wire, doc: &Value, web_search: bool) -> Result<(), String> {
 /// What a request's content holds that its reserve must allow for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Content {
-    /// Whole files (a PDF document, an OpenAI `input_file` with its data): read as pages,
-    /// so their tokens are not bounded by their bytes.
+    /// Whole files (a PDF document, an OpenAI `input_file` with its data), and what the
+    /// provider fetches by URL: their tokens are not bounded by the request's bytes.
     pub files: usize,
 }
 
@@ -167,7 +167,7 @@ impl Walk {
             (Wire::OpenAi, "input_image") => match m.get("image_url") {
                 None | Some(Value::Null) => {}
                 Some(Value::String(u)) if u.starts_with("data:") => {}
-                Some(Value::String(u)) if web_url(u) && self.web_fetch => {}
+                Some(Value::String(u)) if web_url(u) && self.web_fetch => self.found.files += 1,
                 Some(Value::String(u)) if web_url(u) => {
                     return Err(format!("{at}.image_url: {URL}"));
                 }
@@ -182,6 +182,7 @@ impl Walk {
                     if !(self.web_fetch && u.as_str().is_some_and(web_url)) {
                         return Err(format!("{at}.file_url: {URL}"));
                     }
+                    self.found.files += 1;
                 }
                 if m.get("file_data").is_some_and(|d| !d.is_null()) {
                     self.found.files += 1;
@@ -207,7 +208,10 @@ impl Walk {
                 Ok(())
             }
             Some("text" | "content") => Ok(()),
-            Some("url") if self.web_fetch => Ok(()),
+            Some("url") if self.web_fetch => {
+                self.found.files += 1;
+                Ok(())
+            }
             Some("url") => Err(format!("{at}.source: {URL}")),
             Some("file") => Err(format!("{at}.source: {FILE_ID}")),
             _ => Err(format!(
@@ -265,8 +269,10 @@ const REFUSED_BETAS: &[(&str, &str)] = &[
 
 /// Whether an `anthropic-beta` header's value asks for none of [`REFUSED_BETAS`].
 pub fn beta(value: &str) -> Result<(), String> {
-    for b in value.split(',').map(str::trim) {
-        let b = b.to_ascii_lowercase();
+    for b in value.split(',') {
+        let b = b
+            .trim_matches(|c: char| c == '"' || c == '\'' || c.is_whitespace())
+            .to_ascii_lowercase();
         if let Some((_, what)) = REFUSED_BETAS.iter().find(|(p, _)| b.starts_with(p)) {
             return Err(format!("anthropic-beta: a beta of {what}"));
         }
@@ -393,7 +399,8 @@ mod tests {
             let e = content(wire, doc, false).unwrap_err();
             assert!(e.contains("WebFetch"), "{e}");
             assert!(!e.contains("exfil"), "{e}");
-            assert!(content(wire, doc, true).is_ok(), "{doc}");
+            // Fetched by the provider: reserved as a whole file.
+            assert_eq!(content(wire, doc, true), Ok(Content { files: 1 }), "{doc}");
         }
         for (wire, doc) in [
             (
