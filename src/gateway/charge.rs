@@ -283,9 +283,8 @@ impl Body for MeteredBody {
         }
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
+    // Not `is_end_stream`: the end must be polled for, so the exchange settles as
+    // completed, not cut.
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()

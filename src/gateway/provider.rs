@@ -27,7 +27,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
 use super::charge::{Account, Exchange, MeteredBody, Outcome, Reserve};
-use super::provider_check::{self as check, Metered, Refusal};
+use super::provider_check::{self as check, refused, Metered, Refusal};
 use super::usage::{Api, Meter};
 use super::withhold::{Secrets, Withheld, WithheldRecord};
 use super::GwBody;
@@ -369,12 +369,8 @@ pub async fn handle(
     {
         Ok(id) => id.to_string(),
         Err(why) => {
-            let r = Refusal {
-                status: StatusCode::UNAUTHORIZED,
-                rule: "lease",
-                message: format!("Airlock: {why}; the run's provider key is its run token"),
-            };
-            return refuse(rec, r);
+            let why = format!("{why}; the run's provider key is its run token");
+            return refuse(rec, refused(StatusCode::UNAUTHORIZED, "lease", why));
         }
     };
     let metered = match check::endpoint(api, req.method(), rest, query.as_deref())
@@ -387,23 +383,18 @@ pub async fn handle(
     let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
-            let r = Refusal {
-                status: StatusCode::PAYLOAD_TOO_LARGE,
-                rule: "request_size",
-                message: "Airlock: the request is larger than 32 MiB".into(),
-            };
-            return refuse(rec, r);
+            let why = "the request is larger than 32 MiB";
+            return refuse(
+                rec,
+                refused(StatusCode::PAYLOAD_TOO_LARGE, "request_size", why),
+            );
         }
     };
     // What goes upstream: the body as the gateway read it, and the reserve it makes.
     let (body, reserve) = if metered == Metered::List {
         if !body.is_empty() {
-            let r = Refusal {
-                status: StatusCode::BAD_REQUEST,
-                rule: "request: body",
-                message: "Airlock: the model list is a GET without a body".into(),
-            };
-            return refuse(rec, r);
+            let why = "the model list is a GET without a body";
+            return refuse(rec, refused(StatusCode::BAD_REQUEST, "request: body", why));
         }
         (Bytes::new(), Reserve::default())
     } else {
@@ -427,12 +418,7 @@ pub async fn handle(
             Err(r) => return refuse(rec, r),
         };
         let Ok(forwarded) = serde_json::to_vec(&doc) else {
-            let r = Refusal {
-                status: StatusCode::BAD_REQUEST,
-                rule: "request",
-                message: "Airlock: the request cannot be forwarded as it is".into(),
-            };
-            return refuse(rec, r);
+            return refuse(rec, cannot_forward());
         };
         let reserve = match metered {
             Metered::Yes => Reserve::new(
@@ -462,16 +448,8 @@ pub async fn handle(
             }
         }
     }
-    let up = match up.body(Full::new(body)) {
-        Ok(r) => r,
-        Err(_) => {
-            let r = Refusal {
-                status: StatusCode::BAD_REQUEST,
-                rule: "request",
-                message: "Airlock: the request cannot be forwarded as it is".into(),
-            };
-            return refuse(rec, r);
-        }
+    let Ok(up) = up.body(Full::new(body)) else {
+        return refuse(rec, cannot_forward());
     };
     if metered == Metered::Yes {
         if let Err((spent, reserved)) = p
@@ -548,6 +526,14 @@ pub async fn handle(
     Response::from_parts(parts, GwBody::new(body))
 }
 
+fn cannot_forward() -> Refusal {
+    refused(
+        StatusCode::BAD_REQUEST,
+        "request",
+        "the request cannot be forwarded as it is",
+    )
+}
+
 /// The gateway's answer when the provider gave none it could pass on.
 fn unreachable(api: Api) -> Response<GwBody> {
     refusal(
@@ -569,24 +555,20 @@ fn over_budget(api: Api, plan: &ProviderPlan, reserve: u64, spent: u64, reserved
     let budget = plan.budget_micro_usd;
     let message = if spent >= budget {
         format!(
-            "Airlock: the run's spend budget (budget.spend_usd {}) is used up: {} spent",
+            "the run's spend budget (budget.spend_usd {}) is used up: {} spent",
             usd(budget),
             usd(spent)
         )
     } else {
         format!(
-            "Airlock: the request's worst case ({}: its input at one token per byte, its output at its limit) does not fit in the run's spend budget (budget.spend_usd {}): {} spent, {} reserved by requests in flight",
+            "the request's worst case ({}: its input at one token per byte, its output at its limit) does not fit in the run's spend budget (budget.spend_usd {}): {} spent, {} reserved by requests in flight",
             usd(reserve),
             usd(budget),
             usd(spent),
             usd(reserved)
         )
     };
-    Refusal {
-        status,
-        rule: "budget.spend_usd",
-        message,
-    }
+    refused(status, "budget.spend_usd", message)
 }
 
 /// The header carrying the real key: Anthropic's `x-api-key`, OpenAI's bearer token.

@@ -22,7 +22,8 @@ pub struct Refusal {
     pub message: String,
 }
 
-fn refused(status: StatusCode, rule: &'static str, message: impl Into<String>) -> Refusal {
+/// A refusal whose message says it is Airlock's.
+pub fn refused(status: StatusCode, rule: &'static str, message: impl Into<String>) -> Refusal {
     Refusal {
         status,
         rule,

@@ -493,10 +493,16 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     // read by GitHub as the JSON it is, whatever the client said.
     let body = match (&json_body, host) {
         (Some(v), Host::Api) => {
+            let Ok(read) = serde_json::to_vec(v) else {
+                return refusal(
+                    StatusCode::BAD_REQUEST,
+                    "Airlock: the request cannot be forwarded as it is",
+                );
+            };
             parts
                 .headers
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            serde_json::to_vec(v).map(Bytes::from).unwrap_or(body)
+            Bytes::from(read)
         }
         _ => body,
     };
@@ -658,7 +664,10 @@ async fn forward(
             }
         }
     }
-    let (parts_method, parts_path) = (parts.method.clone(), parts.uri.path().to_string());
+    let endpoint = super::clip(
+        &format!("{} {}", parts.method, parts.uri.path()),
+        super::MAX_NAME_CHARS,
+    );
     let Ok(up) = up.body(Full::new(body)) else {
         return refusal(
             StatusCode::BAD_REQUEST,
@@ -695,10 +704,7 @@ async fn forward(
     };
     let record = WithheldRecord {
         route: route.to_string(),
-        endpoint: super::clip(
-            &format!("{} {}", parts_method, parts_path),
-            super::MAX_NAME_CHARS,
-        ),
+        endpoint,
         in_headers,
         in_body: 0,
     };
