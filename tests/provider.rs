@@ -720,6 +720,8 @@ fn method_overrides_get_bodies_queries_and_encoded_bodies_are_refused() {
         {"op": "call", "api": "anthropic", "model": model, "gzip": true},
         {"op": "call", "api": "anthropic", "model": model, "path": "/v1/messages?beta=true"},
         {"op": "call", "api": "anthropic", "method": "GET", "path": "/v1/models?limit=5", "raw": null},
+        // Priced above the table: refused as well.
+        {"op": "call", "api": "anthropic", "model": model, "headers": {"anthropic-beta": "context-1m-2025-08-07"}},
     ]);
     let (run, lines) = run_steps(&h, "code", "tess", &steps);
     for i in 0..4 {
@@ -732,6 +734,7 @@ fn method_overrides_get_bodies_queries_and_encoded_bodies_are_refused() {
     }
     assert_eq!(step(&lines, 4)["status"], 200, "{}", step(&lines, 4));
     assert_eq!(step(&lines, 5)["status"], 200, "{}", step(&lines, 5));
+    assert_eq!(step(&lines, 6)["status"], 403, "{}", step(&lines, 6));
     let seen = si.requests();
     let paths: Vec<&str> = seen.iter().map(|r| r["path"].as_str().unwrap()).collect();
     assert_eq!(
@@ -742,7 +745,7 @@ fn method_overrides_get_bodies_queries_and_encoded_bodies_are_refused() {
     assert!(seen
         .iter()
         .all(|r| r["raw_body"] == "" || r["method"] == "POST"));
-    let ev = provider_events(&run, 6);
+    let ev = provider_events(&run, 7);
     let rules: Vec<&str> = ev.iter().map(|e| field(e, "AIRLOCK_RULE")).collect();
     assert_eq!(
         &rules[..4],
@@ -759,14 +762,17 @@ fn method_overrides_get_bodies_queries_and_encoded_bodies_are_refused() {
         field(&ev[4], "AIRLOCK_ENDPOINT"),
         "POST /v1/messages?beta=true"
     );
+    assert_eq!(field(&ev[6], "AIRLOCK_RULE"), "price");
 
     let steps = json!([
         {"op": "call", "api": "openai", "model": "gpt-5-codex", "path": "/responses?stream=true"},
         {"op": "call", "api": "openai", "model": "gpt-5-codex", "headers": {"X-Method-Override": "DELETE"}},
+        {"op": "call", "api": "openai", "model": "gpt-5-codex", "extra": {"service_tier": "priority"}},
     ]);
     let (_, lines) = run_steps(&h, "review", "rex", &steps);
     assert_eq!(step(&lines, 0)["status"], 400);
     assert_eq!(step(&lines, 1)["status"], 400);
+    assert_eq!(step(&lines, 2)["status"], 403);
     assert_eq!(
         si.requests().len(),
         2,

@@ -2,7 +2,8 @@
 //! path and the URL query the endpoint takes), its headers (no other method named, no
 //! request encoding, no beta that reaches stored files), and its body, read once by the
 //! strict reader ([`super::strict_json`]) with case-twin keys refused, then the model, the
-//! tools, the content ([`crate::policy::provider_tools`]) and the output limit. What is
+//! tools, the content, what it is priced at ([`crate::policy::provider_tools`]) and the
+//! output limit. What is
 //! forwarded is that value, re-serialized: never bytes the gateway did not read.
 //!
 //! No I/O: request parts in, a refusal (status, rule, message) or what to forward out.
@@ -114,7 +115,7 @@ pub fn headers(api: Api, h: &HeaderMap) -> Result<(), Refusal> {
                 )
             })?;
             provider_tools::beta(v)
-                .map_err(|why| refused(StatusCode::FORBIDDEN, "content", why))?;
+                .map_err(|(rule, why)| refused(StatusCode::FORBIDDEN, rule, why))?;
         }
     }
     Ok(())
@@ -184,6 +185,8 @@ pub fn decide(r: &Rules<'_>, metered: Metered, doc: &Value) -> Result<Decided, R
         .map_err(|why| refused(StatusCode::FORBIDDEN, "tools", why))?;
     let content = provider_tools::content(wire, doc, r.web_fetch)
         .map_err(|why| refused(StatusCode::FORBIDDEN, "content", why))?;
+    provider_tools::priced(wire, doc)
+        .map_err(|why| refused(StatusCode::FORBIDDEN, "price", why))?;
     let output_limit = match metered {
         Metered::Yes => provider_tools::output_limit(wire, doc, r.max_output)
             .map_err(|why| refused(StatusCode::BAD_REQUEST, "output limit", why))?,

@@ -249,32 +249,60 @@ pub fn output_limit(wire: Wire, doc: &Value, max_output: u64) -> Result<u64, Str
     }
 }
 
-/// Anthropic betas that have the provider read what it keeps or reach out itself: the
-/// Files API (files by id), Agent Skills (skills stored with the provider) and the MCP
-/// connector (servers the provider calls).
-const REFUSED_BETAS: &[(&str, &str)] = &[
+/// Anthropic betas that have the provider read what it keeps or reach out itself (the
+/// Files API: files by id; Agent Skills: skills stored with the provider; the MCP
+/// connector: servers the provider calls), or that price tokens above the price table
+/// (the 1M-token context: long requests at higher rates).
+const REFUSED_BETAS: &[(&str, &str, &str)] = &[
     (
         "files-api-",
+        "content",
         "the Files API (files the provider stores, outside the run)",
     ),
     (
         "skills-",
+        "content",
         "Agent Skills (skills the provider stores, outside the run)",
     ),
     (
         "mcp-client-",
+        "content",
         "the MCP connector (servers the provider would call, past the run's egress)",
+    ),
+    (
+        "context-1m-",
+        "price",
+        "the 1M-token context (priced above policies/prices.yaml)",
     ),
 ];
 
-/// Whether an `anthropic-beta` header's value asks for none of [`REFUSED_BETAS`].
-pub fn beta(value: &str) -> Result<(), String> {
+/// Whether the request asks for nothing the provider prices above the price table: an
+/// OpenAI `service_tier` of `priority` (or any but `auto`, `default` and `flex`).
+pub fn priced(wire: Wire, doc: &Value) -> Result<(), String> {
+    if wire == Wire::OpenAi {
+        match doc.get("service_tier") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(t)) if matches!(t.as_str(), "auto" | "default" | "flex") => {}
+            Some(_) => {
+                return Err(
+                    "service_tier: only auto, default or flex (another tier is priced above policies/prices.yaml)"
+                        .into(),
+                )
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether an `anthropic-beta` header's value asks for none of [`REFUSED_BETAS`]; else
+/// the rule (`content`, `price`) and why.
+pub fn beta(value: &str) -> Result<(), (&'static str, String)> {
     for b in value.split(',') {
         let b = b
             .trim_matches(|c: char| c == '"' || c == '\'' || c.is_whitespace())
             .to_ascii_lowercase();
-        if let Some((_, what)) = REFUSED_BETAS.iter().find(|(p, _)| b.starts_with(p)) {
-            return Err(format!("anthropic-beta: a beta of {what}"));
+        if let Some((_, rule, what)) = REFUSED_BETAS.iter().find(|(p, _, _)| b.starts_with(p)) {
+            return Err((rule, format!("anthropic-beta: a beta of {what}")));
         }
     }
     Ok(())
@@ -460,6 +488,29 @@ mod tests {
     }
 
     #[test]
+    fn tiers_priced_above_the_table_are_refused() {
+        let o = Wire::OpenAi;
+        for ok in [
+            json!({}),
+            json!({"service_tier": "auto"}),
+            json!({"service_tier": "flex"}),
+        ] {
+            assert_eq!(priced(o, &ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            json!({"service_tier": "priority"}),
+            json!({"service_tier": "scale"}),
+            json!({"service_tier": 1}),
+        ] {
+            assert!(priced(o, &bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            priced(Wire::Anthropic, &json!({"service_tier": "auto"})),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn betas_that_reach_stored_files_or_servers_are_refused() {
         assert_eq!(
             beta("interleaved-thinking-2025-05-14, fine-grained-tool-streaming-2025-05-14"),
@@ -472,7 +523,8 @@ mod tests {
             "skills-2025-10-02",
             "mcp-client-2025-04-04",
         ] {
-            assert!(beta(v).is_err(), "{v}");
+            assert_eq!(beta(v).map_err(|e| e.0), Err("content"), "{v}");
         }
+        assert_eq!(beta("context-1m-2025-08-07").map_err(|e| e.0), Err("price"));
     }
 }
