@@ -5,15 +5,19 @@
 use std::path::{Path, PathBuf};
 
 use crate::catalog::Catalog;
+use crate::catalog::CatalogEntry;
 use crate::cli::sources::{self, SourceArgs};
 use crate::config::{self, Config, GroupRef};
 use crate::control::auth::AccessGroups;
-use crate::policy::Policies;
+use crate::policy::{Policies, RolePolicy};
+use std::sync::Arc;
 
 pub struct LoadedSet {
     pub config: Config,
     pub policies: Policies,
     pub catalog: Catalog,
+    /// Each role's decisions, compiled once for this set, by canonical class.
+    compiled: std::collections::BTreeMap<String, Arc<RolePolicy>>,
     pub groups: AccessGroups,
     pub socket_gid: Option<u32>,
     /// Unix milliseconds of this load.
@@ -56,7 +60,16 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
             return Err(problems);
         }
     };
+    let compiled = loaded
+        .catalog
+        .entries()
+        .map(|e| {
+            let p = RolePolicy::compile(&e.loaded.role, &policies);
+            (e.class.clone(), Arc::new(p))
+        })
+        .collect();
     Ok(LoadedSet {
+        compiled,
         groups: AccessGroups {
             admin_gid: admin.ok().flatten(),
             operator_gid: operator.ok().flatten(),
@@ -87,5 +100,16 @@ pub fn check_swap(old: &Config, new: &Config) -> Result<(), Vec<String>> {
         Ok(())
     } else {
         Err(problems)
+    }
+}
+
+impl LoadedSet {
+    /// The compiled decisions of a role of this set's catalog (compiled now for one that
+    /// somehow is not among them).
+    pub fn role_policy(&self, entry: &CatalogEntry) -> Arc<RolePolicy> {
+        match self.compiled.get(&entry.class) {
+            Some(p) => p.clone(),
+            None => Arc::new(RolePolicy::compile(&entry.loaded.role, &self.policies)),
+        }
     }
 }

@@ -160,6 +160,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         launch::Resolved {
             role: &entry.loaded,
             policies: &set.policies,
+            policy: set.role_policy(entry),
         },
         runner.slot.clone(),
     ) {
