@@ -45,6 +45,7 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
             problems.push(e.clone());
         }
     }
+    problems.extend(crate::supervisor::instances::check_config(&cfg));
     let policies = match loaded.policies {
         Some(p) if problems.is_empty() => p,
         Some(_) => return Err(problems),
@@ -60,6 +61,8 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
         groups: AccessGroups {
             admin_gid: admin.ok().flatten(),
             operator_gid: operator.ok().flatten(),
+            admin_name: cfg.admin_group.as_ref().map(GroupRef::to_string),
+            operator_name: cfg.operator_group.as_ref().map(GroupRef::to_string),
         },
         socket_gid: socket.ok().flatten(),
         config: cfg,

@@ -600,6 +600,11 @@ fn close(
 }
 
 /// Ask one active run to stop. `false` when no active run has this id.
+/// Who launched an active run (`None`: no such active run).
+pub fn launched_by(d: &Daemon, run: &str) -> Option<u32> {
+    lock(&d.active).get(run).map(|r| r.info.launched_by_uid)
+}
+
 pub fn stop(d: &Daemon, run: &str, reason: &str) -> bool {
     match lock(&d.active).get(run) {
         Some(r) => {
