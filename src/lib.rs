@@ -25,3 +25,4 @@ pub mod sandbox;
 pub mod schedule;
 pub mod supervisor;
 pub mod terminal;
+pub mod trust;

@@ -35,6 +35,11 @@ fn group(cfg: &Config, key: &str, g: &Option<GroupRef>) -> Result<Option<u32>, S
 pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
     let cfg = config::load(Some(path))
         .map_err(|ps| ps.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+    // Files anyone but root could have written are not taken, however valid.
+    let untrusted = crate::trust::check_config_set(&cfg);
+    if !untrusted.is_empty() {
+        return Err(untrusted);
+    }
     let loaded = sources::load(&SourceArgs::default(), &cfg);
     let mut problems: Vec<String> = loaded.problems.iter().map(ToString::to_string).collect();
     let admin = group(&cfg, "admin_group", &cfg.admin_group);

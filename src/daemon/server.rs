@@ -142,8 +142,17 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
             command,
             wait,
         } => {
+            let requester = crate::supervisor::workspace::Requester {
+                ids: crate::supervisor::as_user::Ids {
+                    uid: peer.uid,
+                    gid: peer.gid,
+                    groups: peer.groups.clone(),
+                },
+                privileged: auth::access_of(&peer, &set.groups) == auth::Access::Admin,
+            };
             let args = runs::LaunchArgs {
                 peer_uid: peer.uid,
+                requester,
                 role,
                 instance,
                 workspace,

@@ -166,6 +166,13 @@ pub fn run(
 ) -> Result<Finished, LaunchError> {
     let Caller { stream, interrupt } = caller;
     let role = resolved.role;
+    // Root runs what these files say: only if no one else could have written them.
+    if nix::unistd::geteuid().is_root() {
+        let untrusted = crate::trust::check_config_set(cfg);
+        if !untrusted.is_empty() {
+            return Err(LaunchError::Refused(untrusted.join("; ")));
+        }
+    }
     instances::ensure_state_dir(&cfg.state_dir)
         .map_err(|e| LaunchError::Io(format!("state_dir: {e}")))?;
     let journal_dir = cfg.journal_dir();
