@@ -224,7 +224,14 @@ fn copy_link(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, name: &CStr) -> io::Resul
             buf.len(),
         )
     };
-    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    let n = usize::try_from(n).map_err(|_| {
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // No longer a link (swapped since the look): changed kind, skipped.
+            Some(libc::EINVAL) => io::Error::from_raw_os_error(libc::ENXIO),
+            _ => e,
+        }
+    })?;
     buf.truncate(n);
     let target = CString::new(buf).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: symlinkat with NUL-terminated strings on a live fd.
