@@ -201,3 +201,41 @@ fn a_home_made_from_a_live_runs_home_holds_nothing_of_roots() {
     let m = std::fs::metadata(&secret).unwrap();
     assert_eq!((m.uid(), m.mode() & 0o777), (0, 0o600));
 }
+
+#[test]
+fn giving_a_tree_to_the_instance_never_gives_away_what_a_link_leads_to() {
+    common::require_root();
+    let t = tempfile::tempdir().unwrap();
+    let outside = t.path().join("roots");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("keep"), "root's").unwrap();
+    let tree = t.path().join("repos");
+    std::fs::create_dir(&tree).unwrap();
+    std::os::unix::fs::chown(&tree, Some(UID), Some(UID)).unwrap();
+    for n in 0..TRIES {
+        for i in 0..PAIRS {
+            let (a, b) = (tree.join(format!("a{i}")), tree.join(format!("b{i}")));
+            let _ = std::fs::remove_dir_all(&a);
+            let _ = std::fs::remove_file(&b);
+            let _ = std::fs::remove_dir_all(&b);
+            std::fs::create_dir(&a).unwrap();
+            std::fs::write(a.join("f"), "x").unwrap();
+            std::os::unix::fs::symlink(&outside, &b).unwrap();
+            std::os::unix::fs::lchown(&b, Some(UID), Some(UID)).unwrap();
+            std::os::unix::fs::chown(&a, Some(UID), Some(UID)).unwrap();
+        }
+        let racer = Racer::start(&tree);
+        let dir = std::fs::File::open(&tree).unwrap();
+        let r = airlock::supervisor::tree::chown_tree(std::os::fd::AsFd::as_fd(&dir), UID, UID);
+        drop(racer);
+        r.unwrap();
+        for p in [outside.clone(), outside.join("keep")] {
+            assert_eq!(
+                std::fs::metadata(&p).unwrap().uid(),
+                0,
+                "try {n}: {} was given to the instance",
+                p.display()
+            );
+        }
+    }
+}

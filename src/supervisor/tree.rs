@@ -238,6 +238,47 @@ fn copy_link(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, name: &CStr) -> io::Resul
     cvt(unsafe { libc::symlinkat(target.as_ptr(), dst.as_raw_fd(), name.as_ptr()) }).map(|_| ())
 }
 
+/// Give `dir` and everything under it to `uid:gid`: each entry chowned relative to its
+/// directory's descriptor without following a link (a link itself is chowned), each
+/// directory descended through a descriptor opened with `O_NOFOLLOW`.
+pub fn chown_tree(dir: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: fchown on a live fd.
+    cvt(unsafe { libc::fchown(dir.as_raw_fd(), uid, gid) })?;
+    chown_in(dir, uid, gid, 0)
+}
+
+fn chown_in(dir: BorrowedFd<'_>, uid: u32, gid: u32, depth: usize) -> io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(io::Error::other(format!(
+            "nested deeper than {MAX_DEPTH} directories"
+        )));
+    }
+    for name in names(dir)? {
+        match open_dir_at(dir, &name) {
+            Ok(sub) => {
+                // SAFETY: fchown on a live fd.
+                cvt(unsafe { libc::fchown(sub.as_raw_fd(), uid, gid) })?;
+                chown_in(sub.as_fd(), uid, gid, depth + 1)?;
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                // SAFETY: fchownat on a live fd with a NUL-terminated name.
+                cvt(unsafe {
+                    libc::fchownat(
+                        dir.as_raw_fd(),
+                        name.as_ptr(),
+                        uid,
+                        gid,
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                })
+                .map_err(|e| entry_err(&name, e))?;
+            }
+            Err(e) => return Err(entry_err(&name, e)),
+        }
+    }
+    Ok(())
+}
+
 /// Remove everything in `dir`, keeping `dir`: each name is unlinked relative to its
 /// directory's descriptor, a directory emptied through one opened without following links.
 pub fn empty_tree(dir: BorrowedFd<'_>) -> io::Result<()> {
