@@ -39,6 +39,11 @@ fn group(cfg: &Config, key: &str, g: &Option<GroupRef>) -> Result<Option<u32>, S
 pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
     let cfg = config::load(Some(path))
         .map_err(|ps| ps.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+    // Files anyone but root could have written are not taken, however valid.
+    let untrusted = crate::trust::check_config_set(&cfg);
+    if !untrusted.is_empty() {
+        return Err(untrusted);
+    }
     let loaded = sources::load(&SourceArgs::default(), &cfg);
     let mut problems: Vec<String> = loaded.problems.iter().map(ToString::to_string).collect();
     let admin = group(&cfg, "admin_group", &cfg.admin_group);
@@ -49,6 +54,7 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
             problems.push(e.clone());
         }
     }
+    problems.extend(crate::supervisor::instances::check_config(&cfg));
     let policies = match loaded.policies {
         Some(p) if problems.is_empty() => p,
         Some(_) => return Err(problems),
@@ -73,6 +79,8 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
         groups: AccessGroups {
             admin_gid: admin.ok().flatten(),
             operator_gid: operator.ok().flatten(),
+            admin_name: cfg.admin_group.as_ref().map(GroupRef::to_string),
+            operator_name: cfg.operator_group.as_ref().map(GroupRef::to_string),
         },
         socket_gid: socket.ok().flatten(),
         config: cfg,
