@@ -128,7 +128,7 @@ fn host_with(reference: &Upstream, everything: Option<&str>) -> Host {
         )
         .replacen(
             "resources:\n",
-            "resources:\n  reference: [\"test://static-text\", \"test://static-binary\", \"test://template/*\"]\n  everything: [\"demo://resource/static/document/*\"]\n",
+            "resources:\n  reference: [\"test://static-text\", \"test://static-binary\", \"test://template/*\", \"test://embedded-resource\", \"test://mixed-content-resource\", \"test://bundle\", \"repo://example-org/example-repo/*\"]\n  everything: [\"demo://resource/static/document/*\"]\n",
             1,
         )
         .replacen(
@@ -799,4 +799,215 @@ fn mcp_server_git_over_stdio_serves_only_the_roles_git_tools() {
         "{commit}"
     );
     assert!(airlock::supervisor::launch::pids_of_uid(conn_uid).is_empty());
+}
+
+/// A host whose `code` role reaches server-everything's dynamic text resources but one.
+fn everything_host(every: &Upstream) -> Host {
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "mcp_connectors:\n  everything: {{url: \"http://127.0.0.1:{}/mcp\"}}\n",
+            every.port
+        ),
+    );
+    h.local_role("code", |t| {
+        t.replacen("tools:\n", "tools:\n  everything: [echo, get-*]\n", 1)
+            .replacen(
+                "deny:\n",
+                "deny:\n  everything: [get-env, \"demo://resource/dynamic/text/5\"]\n",
+                1,
+            )
+            .replacen(
+                "resources:\n",
+                "resources:\n  everything: [\"demo://resource/dynamic/text/*\"]\n",
+                1,
+            )
+            .replacen(
+                "  mcp:\n",
+                "  mcp:\n    everything:\n      via: airlock\n",
+                1,
+            )
+    });
+    h
+}
+
+/// `airlockctl check code resource CONNECTOR URI`: (allow, rule).
+fn check_resource(h: &Host, connector: &str, uri: &str) -> (bool, String) {
+    let layer = h.root.join("roles.local");
+    let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args(["check", "code", "--roles", &format!("{REPO}/roles")])
+        .arg("--roles")
+        .arg(&layer)
+        .args(["--json", "resource", "--", connector, uri])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("{uri}: {}", String::from_utf8_lossy(&o.stderr)));
+    (v["allow"] == true, v["rule"].as_str().unwrap().to_string())
+}
+
+/// Findings 1 and 3, against the real server-everything (it reads a dynamic resource's id
+/// with `Number()`): with `text/5` denied, no other spelling of 5 reads it, and no tool
+/// result hands it over embedded or linked.
+#[test]
+fn server_everything_gives_no_denied_resource_in_any_spelling_or_inside_a_tool_result() {
+    require_journald();
+    let every = server_everything();
+    let h = everything_host(&every);
+    let base = "demo://resource/dynamic/text/";
+    let spellings = ["5", "05", "5.0", "+5", "0x5", "5e0", "%35", "%205", "5abc"];
+    let mut steps: Vec<Value> = spellings
+        .iter()
+        .map(|s| json!({"read": format!("{base}{s}")}))
+        .collect();
+    let n = steps.len();
+    steps.extend([
+        json!({"read": format!("{base}6")}),
+        json!({"call": "get-resource-reference", "args": {"resourceType": "Text", "resourceId": 5}, "full": true}),
+        json!({"call": "get-resource-reference", "args": {"resourceType": "Text", "resourceId": 6}, "full": true}),
+        json!({"call": "get-resource-links", "args": {"count": 6}, "full": true}),
+    ]);
+    let (o, lines) = run_agent(&h, "everything", json!(steps));
+    for (i, s) in spellings.iter().enumerate() {
+        let l = step(&lines, i);
+        assert!(
+            l["thrown"].is_string(),
+            "{base}{s} was read through the gateway: {l}"
+        );
+        // airlockctl check says what the gateway did.
+        let (allow, rule) = check_resource(&h, "everything", &format!("{base}{s}"));
+        assert!(!allow, "airlockctl check allows {base}{s} ({rule})");
+    }
+    let six = step(&lines, n);
+    assert!(
+        six["texts"][0].as_str().unwrap().starts_with("Resource 6:"),
+        "{six}"
+    );
+    // The tool result that embedded the denied resource: the content is not there.
+    let five = step(&lines, n + 1);
+    let text = five["content"].to_string();
+    assert!(!text.contains("Resource 5: This is"), "{five}");
+    assert_eq!(five["content"][1]["type"], "text", "{five}");
+    assert!(
+        five["content"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("refused by deny.everything[1]"),
+        "{five}"
+    );
+    let six = step(&lines, n + 2);
+    assert_eq!(six["content"][1]["type"], "resource", "{six}");
+    assert!(six["content"][1]["resource"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("Resource 6:"));
+    // Links: the even ids are text resources (listed), the odd ones blobs (not listed).
+    let links = step(&lines, n + 3)["content"].as_array().unwrap().clone();
+    let kept: Vec<&str> = links
+        .iter()
+        .filter(|c| c["type"] == "resource_link")
+        .map(|c| c["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            "demo://resource/dynamic/text/2",
+            "demo://resource/dynamic/text/4",
+            "demo://resource/dynamic/text/6"
+        ]
+    );
+    let notices = links
+        .iter()
+        .filter(|c| {
+            c["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("default: resource not listed"))
+        })
+        .count();
+    assert_eq!(notices, 3, "{links:?}");
+    // Journaled: the withheld embedded resource, by rule and the URI's shape.
+    let run = run_id_of(&o);
+    let calls = events(&run, "tool_call", steps.len() + 4);
+    let withheld = calls
+        .iter()
+        .find(|c| {
+            c["AIRLOCK_TOOL"] == "get-resource-reference"
+                && c["AIRLOCK_DECISION"] == "deny"
+                && c["AIRLOCK_RULE"] == "deny.everything[1]"
+        })
+        .unwrap_or_else(|| panic!("no record of the withheld resource: {calls:?}"));
+    assert_eq!(withheld["AIRLOCK_ARGS"], "embedded demo:…", "{withheld}");
+}
+
+/// Findings 2 and 3 against a careless upstream of our own that reads owner and repo by
+/// position and logs every URI it gets: what reaches it is the canonical URI that was
+/// checked, and what comes back (embedded, linked, or a read's extra contents) is held to
+/// the role's resources.
+#[test]
+fn the_upstream_gets_the_uri_that_was_checked_and_returns_only_what_the_role_may_read() {
+    let up = reference_server();
+    let h = host(&up, None);
+    let (_o, lines) = run_agent(
+        &h,
+        "reference",
+        json!([
+            {"read": "repo://example-org/other-repo/../example-repo/SECRET"},
+            {"read": "repo://Example-Org/example-repo/%53ECRET"},
+            {"read": "repo://example-org/other-repo/SECRET"},
+            {"read": "test://bundle"},
+            {"call": "test_embedded_private", "full": true},
+        ]),
+    );
+    for i in [0, 1] {
+        let l = step(&lines, i);
+        assert_eq!(
+            l["texts"][0], "owner=example-org repo=example-repo file=SECRET",
+            "{i}: {l}"
+        );
+    }
+    assert!(step(&lines, 2)["thrown"].is_string());
+    let log = upstream_log(&up);
+    let uris: Vec<&str> = log
+        .iter()
+        .filter(|r| r["rpc"] == "resources/read")
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "repo://example-org/example-repo/SECRET",
+            "repo://example-org/example-repo/SECRET",
+            "test://bundle"
+        ],
+        "the upstream got other spellings than were checked"
+    );
+    let bundle = step(&lines, 3);
+    assert_eq!(bundle["texts"][0], "the bundle");
+    assert!(
+        !bundle.to_string().contains("the private content"),
+        "{bundle}"
+    );
+    assert_eq!(bundle["uris"], json!(["test://bundle", "test://bundle"]));
+    let tool = step(&lines, 4);
+    let content = tool["content"].as_array().unwrap();
+    assert!(!tool.to_string().contains("the private content"), "{tool}");
+    assert!(
+        !content
+            .iter()
+            .any(|c| c["uri"] == "mem://private/b" || c["resource"]["uri"] == "mem://private/b"),
+        "{tool}"
+    );
+    assert_eq!(content[3]["resource"]["text"], "static content");
+    assert_eq!(
+        content
+            .iter()
+            .filter(|c| c["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("[Airlock withheld")))
+            .count(),
+        2,
+        "{tool}"
+    );
 }
