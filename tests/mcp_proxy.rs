@@ -257,7 +257,11 @@ fn the_proxy_holds_every_call_to_the_role_and_the_upstream_sees_only_what_passed
     );
     assert_eq!(
         step(&lines, 7)["resources"],
-        json!(["test://static-text", "test://static-binary"])
+        json!([
+            "test://static-text",
+            "test://static-binary",
+            "test://bundle"
+        ])
     );
     assert_eq!(
         step(&lines, 8)["templates"],
@@ -1010,4 +1014,45 @@ fn the_upstream_gets_the_uri_that_was_checked_and_returns_only_what_the_role_may
         2,
         "{tool}"
     );
+}
+
+/// Finding 5: keys that are one key to Go's encoding/json (simple case folding: `ß` and
+/// `ẞ`) are refused before anything reaches the upstream, on server-everything and on our
+/// own upstream alike; `ß` and `ss` (two keys to Go) pass.
+#[test]
+fn keys_go_reads_as_one_never_reach_the_upstream() {
+    require_journald();
+    let up = reference_server();
+    let every = server_everything();
+    let h = host(&up, Some(&every));
+    let twins = json!({"message": "hi", "stra\u{df}e": 1, "STRA\u{1e9e}E": 2});
+    let apart = json!({"message": "hi", "stra\u{df}e": 1, "strasse": 2});
+    for server in ["reference", "everything"] {
+        let (o, lines) = run_agent(
+            &h,
+            server,
+            json!([{"call": "echo", "args": twins}, {"call": "echo", "args": apart}]),
+        );
+        let refused = step(&lines, 0);
+        assert_eq!(refused["isError"], true, "{server}: {refused}");
+        assert!(
+            refused["text"]
+                .as_str()
+                .unwrap()
+                .contains("args: keys that differ only in case"),
+            "{server}: {refused}"
+        );
+        assert!(
+            step(&lines, 1)["text"].as_str().unwrap().ends_with("hi"),
+            "{server}: {:?}",
+            step(&lines, 1)
+        );
+        let calls = events(&run_id_of(&o), "tool_call", 2);
+        assert_eq!(calls[0]["AIRLOCK_DECISION"], "deny", "{server}: {calls:?}");
+    }
+    let echoes = upstream_log(&up)
+        .iter()
+        .filter(|r| r["tool"] == "echo")
+        .count();
+    assert_eq!(echoes, 1, "the twin-keyed call reached the upstream");
 }
