@@ -1056,3 +1056,125 @@ fn keys_go_reads_as_one_never_reach_the_upstream() {
         .count();
     assert_eq!(echoes, 1, "the twin-keyed call reached the upstream");
 }
+
+/// The bound the gateway's memory stays under while hostile upstreams try to make it keep
+/// what they send (the whole `airlockctl --standalone` process that serves the run's
+/// gateway, peak resident set).
+const GATEWAY_PEAK_BOUND_KIB: u64 = 160 << 10;
+
+/// Peak resident memory (VmHWM) of a process, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Finding 4: an upstream, over stdio or HTTP, sends requests of its own with 1 MiB method
+/// names (100 per call) and answers of 15 MiB holding millions of JSON values: each call
+/// fails with an error saying which bound it passed, the connector still answers after,
+/// and the gateway's process stays under [`GATEWAY_PEAK_BOUND_KIB`] throughout.
+#[test]
+fn hostile_upstreams_cannot_make_the_gateway_keep_memory() {
+    let script = Path::new(REPO).join("tests/agents/hostile_upstream.py");
+    let port = free_port();
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .args(["http", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening"), "{line}");
+    let _http = Upstream { child, port };
+    let code = std::fs::read_to_string(&script).unwrap();
+    let conn_uid = 1_880_094_970 + std::process::id() % 9;
+    let command = json!(["/usr/bin/python3", "-c", code, "stdio"]).to_string();
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "mcp_connectors:\n  hostile-stdio: {{command: {command}, uid: {conn_uid}}}\n  hostile-http: {{url: \"http://127.0.0.1:{port}/mcp\"}}\n"
+        ),
+    );
+    h.local_role("code", |t| {
+        t.replacen(
+            "tools:\n",
+            "tools:\n  hostile-stdio: [flood, huge, ok]\n  hostile-http: [flood, huge, ok]\n",
+            1,
+        )
+        .replacen(
+            "  mcp:\n",
+            "  mcp:\n    hostile-stdio:\n      via: airlock\n    hostile-http:\n      via: airlock\n",
+            1,
+        )
+    });
+    let mut steps = Vec::new();
+    for _ in 0..4 {
+        steps.push(json!({"call": "flood"}));
+        steps.push(json!({"call": "huge"}));
+    }
+    steps.push(json!({"call": "ok"}));
+    steps.push(json!({"sleep_ms": 1000}));
+    let last = steps.len() - 1;
+    for server in ["hostile-stdio", "hostile-http"] {
+        let argv = mcp_agent(&json!({"server": server, "steps": steps}));
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut run = h
+            .launch("code", "tess", &[], &argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = run.id();
+        let mut lines = Vec::new();
+        let mut peak = None;
+        for l in BufReader::new(run.stdout.take().unwrap()).lines() {
+            let Ok(v) = serde_json::from_str::<Value>(&l.unwrap()) else {
+                continue;
+            };
+            if v["step"] == last - 1 {
+                // Every hostile call is done; the agent sleeps next.
+                peak = Some(peak_kib(pid));
+            }
+            lines.push(v);
+        }
+        let o = run.wait_with_output().unwrap();
+        assert!(o.status.success(), "{server}: {lines:?}\n{}", stderr(&o));
+        for i in 0..8 {
+            let s = step(&lines, i);
+            let text = s["text"]
+                .as_str()
+                .or(s["thrown"].as_str())
+                .unwrap_or_default();
+            let want = if i % 2 == 0 {
+                "requests of its client"
+            } else {
+                "262144 JSON values"
+            };
+            // HTTP: a flood also passes 16 MiB of answer; either bound is named.
+            assert!(
+                text.contains(want) || (i % 2 == 0 && text.contains("16 MiB")),
+                "{server} step {i}: {s}"
+            );
+        }
+        assert_eq!(
+            step(&lines, 8)["text"],
+            "ok",
+            "{server}: the connector is gone"
+        );
+        let peak = peak.unwrap_or_else(|| panic!("{server}: no step {}", last - 1));
+        eprintln!(
+            "{server}: the gateway's peak resident memory: {} MiB",
+            peak >> 10
+        );
+        assert!(
+            peak < GATEWAY_PEAK_BOUND_KIB,
+            "{server}: the gateway's process peaked at {} MiB (bound {} MiB)",
+            peak >> 10,
+            GATEWAY_PEAK_BOUND_KIB >> 10
+        );
+    }
+}
