@@ -10,6 +10,7 @@ pub mod decision;
 pub mod egress;
 pub mod engine;
 pub mod fold;
+pub mod git_overrides;
 pub mod github;
 pub mod hire;
 pub mod levels;
