@@ -2,9 +2,11 @@
 //! socket, READY=1), the main loop (connections, signals, watchdog, STATUS=), and the drain
 //! on SIGTERM/SIGINT.
 //!
-//! Threads: a tokio runtime serves the control socket; each run has a supervisor thread
-//! of its own (blocking pipe reads and pidfd waits, bounded buffers) that spawns the
-//! single-threaded `airlock-jail` helper. The daemon itself never forks.
+//! Threads: one tokio runtime (a worker per CPU) serves the control socket and every run:
+//! each run is a task tree on it (its supervision, output, heartbeat and gateway), and what
+//! blocks (ledger fsyncs, journal writes, spawning the single-threaded `airlock-jail`
+//! helper, cgroup and disk clean-up) goes to its bounded blocking pool. The daemon itself
+//! never forks.
 
 pub mod budget;
 pub mod cgroup;
@@ -34,6 +36,11 @@ use runs::ActiveRun;
 
 /// Connections reading their request at once; more are answered `busy` and closed.
 pub const MAX_CONNECTIONS: usize = 128;
+
+/// Threads of the runtime's blocking pool at most (idle ones exit after a few seconds):
+/// launches, closings and journal writes of many runs queue for them rather than each
+/// holding a thread.
+pub const BLOCKING_THREADS: usize = 16;
 
 /// The daemon's shared state.
 pub struct Daemon {
@@ -261,6 +268,7 @@ pub fn main(config_path: &Path) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("airlockd")
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()
     {
         Ok(r) => r,
@@ -308,7 +316,8 @@ async fn main_loop(
     let mut pending_tick = tokio::time::interval(runs::PENDING_RETRY);
     let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
 
-    standby::Standby::refill(&d);
+    let d2 = d.clone();
+    let _ = tokio::task::spawn_blocking(move || standby::Standby::refill(&d2)).await;
     notify::ready(&d.status_line());
     d.events.log(
         EventKind::DaemonStarted,
@@ -351,7 +360,10 @@ async fn main_loop(
                 _ => break,
             },
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
-            _ = standby_tick.tick() => d.standby.expire(),
+            _ = standby_tick.tick() => {
+                let d2 = d.clone();
+                tokio::task::spawn_blocking(move || d2.standby.expire());
+            }
             _ = pending_tick.tick() => {
                 let d2 = d.clone();
                 tokio::task::spawn_blocking(move || runs::retry_pending(&d2));
@@ -388,7 +400,8 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
         }
     }
-    d.standby.clear();
+    let d2 = d.clone();
+    let _ = tokio::task::spawn_blocking(move || d2.standby.clear()).await;
     runs::stop_all(d, "airlockd is shutting down");
     while d.active_count() > 0 {
         tokio::select! {
