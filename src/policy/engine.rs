@@ -146,6 +146,12 @@ impl RolePolicy {
     pub fn resource(&self, connector: &str, uri: &str) -> Decision {
         self.resource.decide(connector, uri)
     }
+
+    /// [`RolePolicy::resource`], with the URI to forward when it is allowed: the canonical
+    /// spelling that was checked, never the one sent.
+    pub fn resource_read(&self, connector: &str, uri: &str) -> (Decision, Option<String>) {
+        self.resource.read(connector, uri)
+    }
 }
 
 #[cfg(test)]
