@@ -51,7 +51,8 @@ stop_daemon() {
 }
 trap stop_daemon EXIT
 
-"$BIN/airlockd" --config "$CFG" </dev/null >"$W/airlockd.out" 2>"$W/airlockd.err" &
+# DAEMON_WRAP: a program to run airlockd under (a profiler); $DPID is then the wrapper.
+${DAEMON_WRAP:-} "$BIN/airlockd" --config "$CFG" </dev/null >"$W/airlockd.out" 2>"$W/airlockd.err" &
 DPID=$!
 for _ in $(seq 1 300); do
   ctl status >/dev/null 2>&1 && break

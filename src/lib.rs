@@ -26,3 +26,4 @@ pub mod sandbox;
 pub mod schedule;
 pub mod supervisor;
 pub mod terminal;
+pub mod trust;

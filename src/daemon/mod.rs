@@ -124,6 +124,35 @@ fn fail(lines: &[String]) -> i32 {
     1
 }
 
+/// Let `admin_group` connect to the control socket at `socket` too (a POSIX ACL entry),
+/// when it is not the socket's own group; admins need not be operators.
+pub fn admit_admins(set: &reload::LoadedSet, socket: &Path) -> Result<(), String> {
+    let extra: Vec<u32> = set
+        .groups
+        .admin_gid
+        .filter(|g| Some(*g) != set.socket_gid)
+        .into_iter()
+        .collect();
+    crate::control::socket_acl::admit(socket, &extra).map_err(|e| {
+        format!(
+            "{}: cannot let admin_group connect (an ACL entry on the socket): {e}; admins must also be in the socket's group",
+            socket.display()
+        )
+    })
+}
+
+/// `airlockd --admit-socket PATH` (the socket unit's ExecStartPost=): the ACL of
+/// [`admit_admins`] on a socket systemd made, before airlockd itself ever started.
+pub fn admit_socket(config_path: &Path, socket: &Path) -> i32 {
+    match reload::load(config_path) {
+        Ok(set) => match admit_admins(&set, socket) {
+            Ok(()) => 0,
+            Err(e) => fail(&[e]),
+        },
+        Err(problems) => fail(&problems),
+    }
+}
+
 /// Run airlockd with the config at `config_path`; returns the process exit code.
 /// Call from `main` before any other thread exists: it takes systemd's listening socket.
 pub fn main(config_path: &Path) -> i32 {
@@ -248,6 +277,11 @@ pub fn main(config_path: &Path) -> i32 {
     };
     if let Err(e) = std_listener.set_nonblocking(true) {
         return fail(&[format!("socket: {e}")]);
+    }
+    if let Err(e) = admit_admins(&set, &cfg.socket) {
+        // Not fatal: operators still connect; admins outside the operator group cannot.
+        eprintln!("airlockd: {e}");
+        events.log(EventKind::DaemonStarted, &e, &[]);
     }
     let socket_path = cfg.socket.clone();
     let daemon = Arc::new(Daemon {

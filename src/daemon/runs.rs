@@ -51,6 +51,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The parameters of one launch request.
 pub struct LaunchArgs {
     pub peer_uid: u32,
+    /// The peer as the kernel reports it, for deciding on its `--workspace`.
+    pub requester: crate::supervisor::workspace::Requester,
     pub role: String,
     pub instance: String,
     pub workspace: Option<String>,
@@ -136,9 +138,16 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     }
     // Refused early, before anything is prepared for a launch that cannot run; checked again
     // below, under the same hold of the ledger lock as the opening record.
-    let inst = admit(d, cfg, &lock(&d.ledger), &a.instance, role)?;
+    admit(d, cfg, &lock(&d.ledger), &a.instance, role)?;
+    // Decided as the peer: a directory it owns (root and admins: any), reached with its
+    // own permissions, never through a link (see `workspace`).
     if let Some(ws) = &a.workspace {
-        check_workspace_owner(ws, a.peer_uid, inst.uid)?;
+        crate::supervisor::workspace::check_for(
+            std::path::Path::new(ws),
+            &a.requester,
+            &cfg.state_dir,
+        )
+        .map_err(|m| err(ErrorCode::Refused, m))?;
     }
     let req = LaunchRequest {
         role: a.role.clone(),
@@ -160,6 +169,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         launch::Resolved {
             role: &entry.loaded,
             policies: &set.policies,
+            policy: set.role_policy(entry),
         },
         runner.slot.clone(),
     ) {
@@ -309,36 +319,6 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         run,
         frames: client,
     })
-}
-
-/// A workspace is bind-mounted into the jail, which bypasses the permissions of the
-/// directories above it. So a peer other than root may only hand over a directory it owns
-/// or the instance owns: never a way into a place the peer could not reach itself.
-fn check_workspace_owner(
-    ws: &str,
-    peer_uid: u32,
-    instance_uid: Option<u32>,
-) -> Result<(), Response> {
-    use std::os::unix::fs::MetadataExt;
-    if peer_uid == 0 {
-        return Ok(());
-    }
-    let meta = std::fs::canonicalize(ws)
-        .and_then(std::fs::metadata)
-        .map_err(|_| {
-            err(
-                ErrorCode::Refused,
-                "--workspace: the directory does not exist",
-            )
-        })?;
-    if meta.uid() == peer_uid || Some(meta.uid()) == instance_uid {
-        Ok(())
-    } else {
-        Err(err(
-            ErrorCode::Refused,
-            format!("--workspace: the directory must be owned by you (uid {peer_uid}) or by the instance; chown it or let airlock create a fresh workspace"),
-        ))
-    }
 }
 
 /// The copy of a run's output lines for a `--wait` client, when it keeps up.
@@ -648,6 +628,11 @@ fn close(
     lock(&d.active).remove(&info.run);
     d.changed.notify_one();
     ok
+}
+
+/// Who launched an active run (`None`: no such active run).
+pub fn launched_by(d: &Daemon, run: &str) -> Option<u32> {
+    lock(&d.active).get(run).map(|r| r.info.launched_by_uid)
 }
 
 /// Ask one active run to stop. `false` when no active run has this id.

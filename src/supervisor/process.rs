@@ -310,14 +310,23 @@ impl StatusPipe {
         let Some(p) = self.pipe.as_mut() else {
             return false;
         };
-        let mut buf = [0u8; 4096];
-        let done = match p.read(&mut buf).await {
+        if p.readable().await.is_err() {
+            self.pipe = None;
+            return true;
+        }
+        let mut buf = vec![0u8; 4096];
+        let done = match p.try_read(&mut buf) {
             Ok(0) => true,
             Ok(n) => {
                 self.text.extend_from_slice(&buf[..n]);
                 self.text.len() >= MAX_STATUS
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => false,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::Interrupted
+                    || e.kind() == std::io::ErrorKind::WouldBlock =>
+            {
+                false
+            }
             Err(_) => true,
         };
         if done {
@@ -365,31 +374,40 @@ fn take_gateway(sock: &OwnedFd) -> Result<Option<GatewayFds>, ()> {
         .map(|(listener, runner)| GatewayFds { listener, runner }))
 }
 
-/// Bytes read from the agent's pipes at a time, and held per stream: a flooding agent
-/// blocks on its full pipe while a chunk is written.
+/// Bytes read from the agent's pipes at a time: a flooding agent blocks on its full pipe
+/// while a chunk is written. The buffer exists only while output flows, so a quiet run
+/// holds none.
 const CHUNK: usize = 16 * 1024;
 
 /// Copy one of the helper's output pipes into `sink` until EOF: a read on the runtime,
 /// then the sink's write on the blocking pool, chunk after chunk.
 fn pump(from: fs::File, sink: Box<dyn OutputSink>) -> std::io::Result<tokio::task::JoinHandle<()>> {
-    let mut from = pipe::Receiver::from_file(from)?;
+    let from = pipe::Receiver::from_file(from)?;
     Ok(tokio::spawn(async move {
         let mut sink = sink;
-        let mut buf = vec![0u8; CHUNK];
         loop {
-            let n = match from.read(&mut buf).await {
+            if from.readable().await.is_err() {
+                break;
+            }
+            let mut buf = vec![0u8; CHUNK];
+            let n = match from.try_read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::Interrupted
+                        || e.kind() == std::io::ErrorKind::WouldBlock =>
+                {
+                    continue
+                }
                 Err(_) => break,
             };
             let wrote = tokio::task::spawn_blocking(move || {
                 sink.data(&buf[..n]);
-                (sink, buf)
+                sink
             })
             .await;
             match wrote {
-                Ok(back) => (sink, buf) = back,
+                Ok(back) => sink = back,
                 // The sink panicked: nothing more can be written through it.
                 Err(_) => return,
             }

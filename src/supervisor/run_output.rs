@@ -402,7 +402,8 @@ impl JournalCallLog {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Entry>(CALL_QUEUE);
         let (j, l) = (journal, lost.clone());
         let writer = tokio::spawn(async move {
-            let mut batch = Vec::with_capacity(CALL_BATCH);
+            // Grown as records come: an idle run holds no batch.
+            let mut batch = Vec::new();
             while rx.recv_many(&mut batch, CALL_BATCH).await > 0 {
                 let (j, l) = (j.clone(), l.clone());
                 let b = std::mem::take(&mut batch);

@@ -166,6 +166,13 @@ pub fn run(
 ) -> Result<Finished, LaunchError> {
     let Caller { stream, interrupt } = caller;
     let role = resolved.role;
+    // Root runs what these files say: only if no one else could have written them.
+    if nix::unistd::geteuid().is_root() {
+        let untrusted = crate::trust::check_config_set(cfg);
+        if !untrusted.is_empty() {
+            return Err(LaunchError::Refused(untrusted.join("; ")));
+        }
+    }
     // The run's supervision, heartbeat and gateway are tasks of this runtime, as they are
     // of airlockd's; what blocks goes to its blocking pool.
     let runtime = tokio::runtime::Builder::new_current_thread()
