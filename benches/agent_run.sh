@@ -11,8 +11,13 @@ N=${N:-10}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "benches/agent_run.sh: run as root" >&2; exit 1; }
 scripts/install-agents.sh
-cargo build --release --bins >/dev/null
-BIN=$PWD/target/release
+# AIRLOCK_BIN: the binaries to measure (another build, side by side); else this tree's.
+if [ -n "${AIRLOCK_BIN:-}" ]; then
+  BIN="$AIRLOCK_BIN"
+else
+  cargo build --release --bins >/dev/null
+  BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
+fi
 W=$(mktemp -d /var/tmp/airlock-agentbench.XXXXXX)
 chmod 0755 "$W"
 trap 'kill $D $SI 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$W"' EXIT

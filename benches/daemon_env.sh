@@ -10,8 +10,13 @@
 [ "$(id -u)" = 0 ] || { echo "$0: run as root (airlockd builds jails)" >&2; exit 1; }
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-cargo build --release --bins >/dev/null 2>&1 || { cargo build --release --bins; exit 1; }
-BIN="$REPO/target/release"
+# AIRLOCK_BIN: the binaries to measure (another build, side by side); else this tree's.
+if [ -n "${AIRLOCK_BIN:-}" ]; then
+  BIN="$AIRLOCK_BIN"
+else
+  cargo build --release --bins >/dev/null 2>&1 || { cargo build --release --bins; exit 1; }
+  BIN="${CARGO_TARGET_DIR:-$REPO/target}/release"
+fi
 
 W="$(mktemp -d /tmp/airlock-daemon-bench.XXXXXX)"
 chmod 0755 "$W"

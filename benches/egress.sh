@@ -14,8 +14,13 @@ N=${N:-500}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "benches/egress.sh: run as root" >&2; exit 1; }
 scripts/install-deps.sh >/dev/null
-cargo build --release --bins >/dev/null
-BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
+# AIRLOCK_BIN: the binaries to measure (another build, side by side); else this tree's.
+if [ -n "${AIRLOCK_BIN:-}" ]; then
+  BIN="$AIRLOCK_BIN"
+else
+  cargo build --release --bins >/dev/null
+  BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
+fi
 PY=$PWD/benches/agents/egress_bench.py
 W=$(mktemp -d /tmp/airlock-egbench.XXXXXX)
 NS=airlock-egb-$$

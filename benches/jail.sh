@@ -15,8 +15,13 @@ need() { command -v "$1" >/dev/null || { apt-get install -y "$2" >/dev/null 2>&1
 need bwrap bubblewrap
 need hyperfine hyperfine
 
-cargo build --release --bins >/dev/null
-BIN=$PWD/target/release
+# AIRLOCK_BIN: the binaries to measure (another build, side by side); else this tree's.
+if [ -n "${AIRLOCK_BIN:-}" ]; then
+  BIN="$AIRLOCK_BIN"
+else
+  cargo build --release --bins >/dev/null
+  BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
+fi
 
 W=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 trap 'rm -rf "$W"' EXIT

@@ -16,8 +16,13 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 N="${N:-200}"
 M="${M:-30}"
 if [ -z "${BIN:-}" ]; then
-  (cd "$REPO" && cargo build --release --bins >/dev/null 2>&1) || (cd "$REPO" && cargo build --release --bins)
-  BIN="${CARGO_TARGET_DIR:-$REPO/target}/release"
+  # AIRLOCK_BIN: the binaries to measure (another build, side by side); else this tree's.
+  if [ -n "${AIRLOCK_BIN:-}" ]; then
+    BIN="$AIRLOCK_BIN"
+  else
+    (cd "$REPO" && cargo build --release --bins >/dev/null 2>&1) || (cd "$REPO" && cargo build --release --bins)
+    BIN="${CARGO_TARGET_DIR:-$REPO/target}/release"
+  fi
 fi
 
 W="$(mktemp -d /tmp/airlock-limits-bench.XXXXXX)"

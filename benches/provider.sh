@@ -11,8 +11,13 @@ N=${N:-500}
 BIG=${BIG:-16384}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "benches/provider.sh: run as root" >&2; exit 1; }
-cargo build --release --bins >/dev/null
-BIN=$PWD/target/release
+# AIRLOCK_BIN: the binaries to measure (another build, side by side); else this tree's.
+if [ -n "${AIRLOCK_BIN:-}" ]; then
+  BIN="$AIRLOCK_BIN"
+else
+  cargo build --release --bins >/dev/null
+  BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
+fi
 W=$(mktemp -d /tmp/airlock-provbench.XXXXXX)
 trap 'kill $SI 2>/dev/null || true; rm -rf "$W"' EXIT
 python3 tests/agents/standin_provider.py "$W/requests.jsonl" "$W/port" &

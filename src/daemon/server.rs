@@ -24,6 +24,9 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one response line may take to be written before the peer is dropped.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Output frames written to a `--wait` client at once, at most.
+const FRAME_BATCH: usize = 64;
+
 async fn send(w: &mut OwnedWriteHalf, resp: &Response) -> bool {
     let mut line = match serde_json::to_vec(resp) {
         Ok(l) => l,
@@ -196,12 +199,25 @@ async fn stream_run(w: &mut OwnedWriteHalf, s: runs::Started) {
         return;
     };
     let mut connected = true;
-    while let Some(f) = frames.recv().await {
-        if connected && !send(w, &frame(&f)).await {
-            // Keep receiving (and discarding) so the run's pumps never wait on us.
-            connected = false;
-            frames.close();
+    // What is queued goes out in one write: a run printing fast costs one syscall per
+    // batch of lines, not per line.
+    let mut batch = Vec::new();
+    while frames.recv_many(&mut batch, FRAME_BATCH).await > 0 {
+        if connected {
+            let mut bytes = Vec::new();
+            for f in batch.drain(..) {
+                if serde_json::to_writer(&mut bytes, &frame(&f)).is_ok() {
+                    bytes.push(b'\n');
+                }
+            }
+            let sent = tokio::time::timeout(WRITE_TIMEOUT, w.write_all(&bytes)).await;
+            if !matches!(sent, Ok(Ok(()))) {
+                // Keep receiving (and discarding) so the run's pumps never wait on us.
+                connected = false;
+                frames.close();
+            }
         }
+        batch.clear();
     }
     if let Ok(f) = exit.await {
         if connected {
