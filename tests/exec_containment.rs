@@ -44,6 +44,26 @@ def memfd():
         os.write(fd, f.read())
     return run(["/proc/self/fd/%d" % fd], (fd,))
 attempt("memfd", memfd)
+# The loader run on a memfd copy of a program (the kernel's memfd mount is not noexec, and
+# vm.memfd_noexec stops only execve), with a library it lacks preloaded from a memfd too.
+def memfd_loader():
+    fd = os.memfd_create("git", 0)
+    with open("/usr/bin/git", "rb") as f:
+        os.write(fd, f.read())
+    pcre = os.memfd_create("pcre", 0)
+    with open("/lib/x86_64-linux-gnu/libpcre2-8.so.0", "rb") as f:
+        os.write(pcre, f.read())
+    p = subprocess.run([ldso, "/proc/self/fd/%d" % fd, "--version"], capture_output=True,
+                       timeout=20, pass_fds=(fd, pcre), env={"LD_PRELOAD": "/proc/self/fd/%d" % pcre})
+    return "exit:%d %s" % (p.returncode, p.stdout[:40])
+attempt("memfd_loader", memfd_loader)
+def dlopen_memfd():
+    fd = os.memfd_create("z", 0)
+    with open("/lib/x86_64-linux-gnu/libz.so.1", "rb") as f:
+        os.write(fd, f.read())
+    ctypes.CDLL("/proc/self/fd/%d" % fd)
+    return "loaded"
+attempt("dlopen_memfd", dlopen_memfd)
 MFD_EXEC = 0x10
 attempt("memfd_exec_flag", lambda: str(os.memfd_create("y", MFD_EXEC)))
 def proc_fd():
@@ -94,6 +114,9 @@ fn the_agent_side_can_start_no_program_but_its_own() {
     denied("true_by_name");
     denied("memfd");
     denied("memfd_exec_flag");
+    // No memfd at all on the agent side: mapping one executable needs no execve.
+    denied("memfd_loader");
+    denied("dlopen_memfd");
     denied("proc_self_fd");
     for place in ["workspace", "home", "tmp", "shm"] {
         denied(&format!("written:{place}"));

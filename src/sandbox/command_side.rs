@@ -101,7 +101,7 @@ fn runner_child(
     let report = landlock::apply(&helper::command_side_rules(spec))?;
     helper::require_isolation(spec, &report)?;
     let envp = env::to_cstrings(&env::build(spec))?;
-    seccomp::install()?;
+    seccomp::install(seccomp::Side::Command)?;
     status.info(&format!("command side: runner ready, {report}"));
     nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("runner ready", e))?;
     drop(ready);

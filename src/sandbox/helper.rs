@@ -697,7 +697,11 @@ fn agent(
         })?;
     let candidates = env::program_candidates(&spec.argv[0]);
 
-    seccomp::install()?;
+    // A program on the command side (a workflow role's command) gets that side's filter.
+    seccomp::install(match spec.exec {
+        Some(_) => seccomp::Side::Agent,
+        None => seccomp::Side::Command,
+    })?;
     // The agent is set up while pid 1 reduces itself; it execs only once pid 1 is done.
     let mut go = [0u8; 1];
     let went = std::fs::File::from(go_r).read_exact(&mut go);
