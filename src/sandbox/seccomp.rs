@@ -199,25 +199,53 @@ fn socket_block() -> Result<Vec<sock_filter>, SandboxError> {
         };
         at(None, JEQ_K, af, to, To::Next);
     }
-    at(None, RET_K, RET_ERRNO | libc::EAFNOSUPPORT as u32, To::Next, To::Next);
+    at(
+        None,
+        RET_K,
+        RET_ERRNO | libc::EAFNOSUPPORT as u32,
+        To::Next,
+        To::Next,
+    );
     // The type's low bits (SOCK_NONBLOCK and SOCK_CLOEXEC sit above them).
     at(Some(To::Inet), LD_W_ABS, OFF_ARG1_LOW, To::Next, To::Next);
     at(None, AND_K, 0xf, To::Next, To::Next);
     let types = fam(table::INET_TYPES_ALLOWED);
     for (i, &t) in types.iter().enumerate() {
-        let miss = if i + 1 == types.len() { To::RefuseInet } else { To::Next };
+        let miss = if i + 1 == types.len() {
+            To::RefuseInet
+        } else {
+            To::Next
+        };
         at(None, JEQ_K, t, To::Next, miss);
     }
     at(None, LD_W_ABS, OFF_ARG2_LOW, To::Next, To::Next);
     for p in fam(table::INET_PROTOCOLS_ALLOWED) {
         at(None, JEQ_K, p, To::Allow, To::Next);
     }
-    at(Some(To::RefuseInet), RET_K, RET_ERRNO | libc::EPERM as u32, To::Next, To::Next);
-    at(Some(To::Netlink), LD_W_ABS, OFF_ARG2_LOW, To::Next, To::Next);
+    at(
+        Some(To::RefuseInet),
+        RET_K,
+        RET_ERRNO | libc::EPERM as u32,
+        To::Next,
+        To::Next,
+    );
+    at(
+        Some(To::Netlink),
+        LD_W_ABS,
+        OFF_ARG2_LOW,
+        To::Next,
+        To::Next,
+    );
     for p in fam(table::NETLINK_PROTOCOLS_ALLOWED) {
         at(None, JEQ_K, p, To::Allow, To::Next);
     }
-    at(None, RET_K, RET_ERRNO | libc::EPROTONOSUPPORT as u32, To::Next, To::Next);
+    at(
+        None,
+        RET_K,
+        RET_ERRNO | libc::EPROTONOSUPPORT as u32,
+        To::Next,
+        To::Next,
+    );
     at(Some(To::Allow), RET_K, RET_ALLOW, To::Next, To::Next);
     let pos = |to: To| code.iter().position(|c| c.0 == Some(to));
     let mut out = Vec::with_capacity(code.len());
@@ -392,7 +420,10 @@ mod tests {
         let memfd = libc::SYS_memfd_create as u32;
         let agent = arch_and_numbers_program(Side::Agent).unwrap();
         let command = arch_and_numbers_program(Side::Command).unwrap();
-        assert_eq!(eval(&agent, AUDIT_ARCH, memfd), RET_ERRNO | libc::EPERM as u32);
+        assert_eq!(
+            eval(&agent, AUDIT_ARCH, memfd),
+            RET_ERRNO | libc::EPERM as u32
+        );
         assert_eq!(eval(&command, AUDIT_ARCH, memfd), RET_ALLOW);
     }
 
@@ -445,7 +476,11 @@ mod tests {
                 assert_eq!(ev([netlink, libc::SOCK_DGRAM as u64, proto | junk]), nl);
             }
             assert_eq!(
-                ev([netlink, libc::SOCK_RAW as u64, libc::NETLINK_KOBJECT_UEVENT as u64]),
+                ev([
+                    netlink,
+                    libc::SOCK_RAW as u64,
+                    libc::NETLINK_KOBJECT_UEVENT as u64
+                ]),
                 no_protocol
             );
         }
