@@ -318,11 +318,13 @@ const LIMIT_KEYS: &[&str] = &[
     "workspace",
     "home",
     "reserve",
+    "agent_reserve",
     "cpu_weight",
     "cpu_max",
     "io_weight",
 ];
 const DISK_KEYS: &[&str] = &["disk_bytes", "disk_inodes"];
+const AGENT_RESERVE_KEYS: &[&str] = &["procs", "memory_bytes"];
 
 impl Parser<'_> {
     fn problem(&mut self, path: &str, msg: &str) {
@@ -1077,7 +1079,42 @@ impl Parser<'_> {
         } else if let Some(n) = num(self, "memory_bytes", 1 << 20)? {
             l.memory_bytes = Some(n);
         }
+        if let Some(v) = m.get(Value::from("agent_reserve")) {
+            self.agent_reserve(v, &mut l)?;
+        }
         Some(l)
+    }
+
+    /// `limits.agent_reserve: {procs, memory_bytes}`: what the agent side keeps of the run's
+    /// processes and memory (the command side gets the rest). Each below the run's own.
+    fn agent_reserve(&mut self, v: &Value, l: &mut Limits) -> Option<()> {
+        const AT: &str = "limits.agent_reserve";
+        let m = self.mapping(v, AT, AGENT_RESERVE_KEYS)?;
+        let get = |k: &str| m.get(Value::from(k)).map(|v| v.as_u64());
+        match get("procs") {
+            None => {}
+            Some(Some(n)) if n < l.max_procs => l.agent_reserve_procs = Some(n),
+            Some(_) => {
+                self.problem(
+                    &key(AT, "procs"),
+                    "must be an integer below limits.max_procs (the command side gets the rest)",
+                );
+                return None;
+            }
+        }
+        match (get("memory_bytes"), l.memory_bytes) {
+            (None, _) => {}
+            (Some(Some(n)), None) => l.agent_reserve_memory_bytes = Some(n),
+            (Some(Some(n)), Some(total)) if n < total => l.agent_reserve_memory_bytes = Some(n),
+            (Some(_), _) => {
+                self.problem(
+                    &key(AT, "memory_bytes"),
+                    "must be an integer below limits.memory_bytes (the command side gets the rest)",
+                );
+                return None;
+            }
+        }
+        Some(())
     }
 }
 

@@ -14,20 +14,24 @@ use common::*;
 use serde_json::{json, Value};
 
 /// The code role with `python3 side_probe.py` as a bash prefix, and a workspace holding
-/// the probe, owned by the instance.
-fn host() -> (Host, std::path::PathBuf) {
+/// the probe, owned by the instance. Not below /tmp, as a run's own workspace is not
+/// (sockets may then be made in a side's /tmp; a workspace below it keeps them out of
+/// there too).
+fn host() -> (Host, std::path::PathBuf, tempfile::TempDir) {
     let h = Host::new(&[("tess", "code")], "");
     h.local_role("code", |t| {
         t.replacen("  bash:\n", "  bash:\n    - python3 side_probe.py\n", 1)
     });
-    let ws = h.workspace("ws", h.uids[0]);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
     std::fs::copy(
         Path::new(REPO).join("tests/agents/side_probe.py"),
         ws.join("side_probe.py"),
     )
     .unwrap();
     chown_tree(&ws, h.uids[0]);
-    (h, ws)
+    (h, ws, dir)
 }
 
 fn launch(h: &Host, ws: &Path, scenarios: &[&str]) -> std::process::Command {
@@ -51,7 +55,7 @@ fn seen(out: &str, scenario: &str) -> Value {
 }
 
 fn run(scenarios: &[&str]) -> String {
-    let (h, ws) = host();
+    let (h, ws, _dir) = host();
     let o = launch(&h, &ws, scenarios).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     stdout(&o)
@@ -84,7 +88,7 @@ fn neither_side_can_name_or_touch_the_others_processes() {
 /// command has a cgroup of its own, killed whole; the shepherd's limits cannot be set).
 #[test]
 fn a_command_cannot_blind_its_shepherd_or_outlive_its_call() {
-    let (h, ws) = host();
+    let (h, ws, _dir) = host();
     let marker = format!("b{}", std::process::id());
     let scenario = format!("blind={marker}");
     let mut child = launch(&h, &ws, &[&scenario])

@@ -100,6 +100,8 @@ pub enum UpstreamPlan {
 pub struct GatewayFds {
     pub listener: OwnedFd,
     pub runner: OwnedFd,
+    /// The command side's cgroups (each command gets one of its own below them).
+    pub commands: crate::sandbox::command_cgroup::CommandCgroups,
 }
 
 /// One call through the gateway, as the journal keeps it: no argument values.
@@ -218,7 +220,7 @@ impl Gateway {
     ) -> std::io::Result<Gateway> {
         let listener = std::net::TcpListener::from(fds.listener);
         listener.set_nonblocking(true)?;
-        let runner = runner_client::RunnerClient::new(fds.runner);
+        let runner = runner_client::RunnerClient::new(fds.runner, fds.commands);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

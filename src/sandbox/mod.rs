@@ -1,6 +1,8 @@
 //! The jail of one run. This layer is the only one that makes namespace, mount and
 //! credential syscalls. One file per isolation step; [`helper`] runs them in order.
 
+pub mod agent_side;
+pub mod command_cgroup;
 pub mod command_side;
 pub mod disk;
 pub mod env;
@@ -17,6 +19,7 @@ pub mod rootfs;
 pub mod runner;
 pub mod seccomp;
 pub mod seccomp_table;
+pub mod sides;
 pub mod spec;
 pub mod status;
 pub mod watch;

@@ -22,8 +22,10 @@ use std::os::fd::AsFd;
 use super::launch::LaunchError;
 use super::spawn::{spawn_process, Child};
 use crate::gateway::GatewayFds;
+use crate::sandbox::command_cgroup::CommandCgroups;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::limits;
+use crate::sandbox::sides::CommandSideFds;
 use crate::sandbox::spec::RunSpec;
 use crate::sandbox::status::{self, StatusReport};
 use crate::sandbox::{command_side, fdpass};
@@ -368,12 +370,18 @@ fn wait_for(
 fn take_gateway(sock: &OwnedFd) -> Option<GatewayFds> {
     let mut buf = [0u8; 8];
     let (n, mut fds) = fdpass::recv(sock.as_fd(), &mut buf).ok()?;
-    if &buf[..n] != command_side::HANDOVER || fds.len() != 2 {
+    let tags = buf[..n].strip_prefix(command_side::HANDOVER)?;
+    if fds.len() < 2 {
         return None;
     }
+    let cgroups = CommandSideFds::from_tagged(tags, fds.split_off(2))?;
     let runner = fds.pop()?;
     let listener = fds.pop()?;
-    Some(GatewayFds { listener, runner })
+    Some(GatewayFds {
+        listener,
+        runner,
+        commands: CommandCgroups::new(cgroups),
+    })
 }
 
 fn pump(

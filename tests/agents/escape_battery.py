@@ -541,9 +541,11 @@ def _():
 @check("unix_sockets_in_shared_dirs")
 def _():
     # The workspace and the home are both sides' (and the operator's): no socket there, so
-    # nothing can hand a descriptor from one side to the other. /tmp is each side's own.
+    # nothing can hand a descriptor from one side to the other. /tmp is each side's own
+    # (but gives none either when the workspace lies below it: `--workspace /tmp/x`).
     seen = {}
-    for name, d in (("workspace", os.environ.get("AIRLOCK_WORKSPACE", os.getcwd())),
+    ws = os.environ.get("AIRLOCK_WORKSPACE", os.getcwd())
+    for name, d in (("workspace", ws),
                     ("home", os.environ.get("HOME", "/nonexistent")), ("tmp", "/tmp")):
         p = os.path.join(d, "battery-%d.sock" % os.getpid())
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -554,7 +556,8 @@ def _():
         except OSError as e:
             seen[name] = errno.errorcode.get(e.errno, "?")
         s.close()
-    return seen["workspace"] == "EACCES" and seen["home"] == "EACCES" and seen["tmp"] == "bound", seen
+    tmp = "EACCES" if ws.startswith("/tmp/") else "bound"
+    return seen["workspace"] == "EACCES" and seen["home"] == "EACCES" and seen["tmp"] == tmp, seen
 
 
 @check("process_calls")
