@@ -128,7 +128,9 @@ fn set_no_new_privs() -> Outcome {
 fn enter_seccomp() -> Outcome {
     let _ = nix::unistd::setsid();
     set_no_new_privs()?;
-    seccomp::install(seccomp::Side::Command).map_err(|e| format!("install: {e}"))
+    seccomp::install(seccomp::Side::Command)
+        .map(drop)
+        .map_err(|e| format!("install: {e}"))
 }
 
 /// A raw clone(2) that behaves like fork when it succeeds; the new child exits at once.
@@ -537,7 +539,9 @@ fn seccomp_refuses_tiocsti_but_not_other_ioctls() {
             ));
         }
         set_no_new_privs()?;
-        seccomp::install(seccomp::Side::Command).map_err(|e| format!("install: {e}"))?;
+        seccomp::install(seccomp::Side::Command)
+            .map(drop)
+            .map_err(|e| format!("install: {e}"))?;
         expect_errno("TIOCSTI on slave", sti(slave), libc::EPERM)?;
         expect_errno("TIOCSTI on master", sti(master), libc::EPERM)?;
         // High bits in the request must not slip past (the kernel uses 32 bits).
@@ -1105,7 +1109,9 @@ fn landlock_then_seccomp_still_runs_programs() {
         let _ = nix::unistd::setsid();
         set_no_new_privs()?;
         landlock::apply(&rules).map_err(|e| format!("apply: {e}"))?;
-        seccomp::install(seccomp::Side::Command).map_err(|e| format!("install: {e}"))?;
+        seccomp::install(seccomp::Side::Command)
+            .map(drop)
+            .map_err(|e| format!("install: {e}"))?;
         let out = Command::new("/bin/sh")
             .args(["-c", "echo hi > \"$1/rw/out\" && \"$1/rx/true\"", "sh"])
             .arg(&root)

@@ -11,7 +11,7 @@
 //! with no capabilities, not dumpable: the agent can neither signal nor trace it.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use nix::unistd::{fork, ForkResult};
@@ -20,18 +20,25 @@ use super::sides::SideFds;
 use super::status::StatusFd;
 use super::{fds, helper, identity, init, namespaces, rootfs, RunSpec, SandboxError};
 
+/// What the agent's process gets from pid 1: the word to exec, the helper's socket for its
+/// `listen` filter, and when the jail's setup started and its spec came (for the report).
+pub struct Side {
+    pub go_r: OwnedFd,
+    pub notify: RawFd,
+    pub start: Instant,
+    pub spec_at: Instant,
+}
+
 /// In the child pid 1 of the run started in a new pid namespace: become the agent side's
 /// init. Returns only on failure (the process exits with the agent's status otherwise).
 pub fn init(
     spec: &RunSpec,
     status: StatusFd,
-    go_r: OwnedFd,
+    side: Side,
     cgroups: &SideFds,
     born_in: bool,
-    start: Instant,
-    spec_at: Instant,
 ) -> SandboxError {
-    match run(spec, status, go_r, cgroups, born_in, start, spec_at) {
+    match run(spec, status, side, cgroups, born_in) {
         // SAFETY: _exit ends the process without running pid 1's destructors.
         Ok(code) => unsafe { libc::_exit(code) },
         Err(e) => e,
@@ -41,15 +48,19 @@ pub fn init(
 fn run(
     spec: &RunSpec,
     status: StatusFd,
-    go_r: OwnedFd,
+    side: Side,
     cgroups: &SideFds,
     born_in: bool,
-    start: Instant,
-    spec_at: Instant,
 ) -> Result<i32, SandboxError> {
+    let Side {
+        go_r,
+        notify,
+        start,
+        spec_at,
+    } = side;
     cgroups.enter(born_in)?;
     // Nothing of pid 1's stays open here: not its lifeline, not the sides' cgroups.
-    fds::close_all_except(&[status.raw(), go_r.as_raw_fd()])?;
+    fds::close_all_except(&[status.raw(), go_r.as_raw_fd(), notify])?;
     namespaces::unshare_side()?;
     rootfs::side_view(spec, false)?;
     // Every mount noexec but the files of its exec set; a workflow role's command (on the
@@ -65,7 +76,13 @@ fn run(
     match unsafe { fork() }.map_err(|e| SandboxError::errno("fork agent", e))? {
         ForkResult::Child => {
             drop((go_r, agent_go_w));
-            let err = match helper::agent(spec, status, agent_go_r, start, spec_at) {
+            let side = Side {
+                go_r: agent_go_r,
+                notify,
+                start,
+                spec_at,
+            };
+            let err = match helper::agent(spec, status, side) {
                 Ok(never) => match never {},
                 Err(e) => e,
             };
@@ -75,6 +92,7 @@ fn run(
         }
         ForkResult::Parent { child } => {
             drop(agent_go_r);
+            let _ = nix::unistd::close(notify);
             if let Err(e) = identity::reduce_reaper() {
                 let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
                 return Err(e);

@@ -11,7 +11,7 @@
 //! (so no socket of one side is where the other can connect to it) and its own SysV IPC.
 
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use nix::sys::socket::SockType;
 use nix::unistd::Pid;
@@ -21,8 +21,8 @@ use super::runner::{self, GATEWAY_PORT};
 use super::sides::{CommandSideFds, SideFds};
 use super::status::StatusFd;
 use super::{
-    env, fdpass, fds, helper, identity, init, landlock, namespaces, rootfs, seccomp, RunSpec,
-    SandboxError,
+    env, fdpass, fds, helper, identity, init, landlock, listen_notify, namespaces, rootfs, seccomp,
+    RunSpec, SandboxError,
 };
 
 /// The byte pid 1 sends with the listener and the runner's channel; the command side's
@@ -59,6 +59,7 @@ pub fn start(
     spec: &RunSpec,
     status: StatusFd,
     gateway: OwnedFd,
+    notify: RawFd,
     cgroups: &SideFds,
     handover: CommandSideFds,
 ) -> Result<Runner, SandboxError> {
@@ -80,7 +81,8 @@ pub fn start(
                 .enter(born_in)
                 .and_then(|()| namespaces::unshare_side())
                 .and_then(|()| rootfs::side_view(spec, true));
-            let code = match entered.and_then(|()| runner_child(spec, status, theirs, ready_w)) {
+            let served = entered.and_then(|()| runner_child(spec, status, notify, theirs, ready_w));
+            let code = match served {
                 Ok(code) => code,
                 Err(e) => {
                     status.error(&e);
@@ -112,19 +114,21 @@ pub fn start(
 fn runner_child(
     spec: &RunSpec,
     status: StatusFd,
+    notify: RawFd,
     channel: OwnedFd,
     ready: OwnedFd,
 ) -> Result<i32, SandboxError> {
     init::reset_signals()?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid runner", e))?;
-    fds::close_all_except(&[status.raw(), channel.as_raw_fd(), ready.as_raw_fd()])?;
+    fds::close_all_except(&[status.raw(), notify, channel.as_raw_fd(), ready.as_raw_fd()])?;
     identity::become_instance(spec.uid, spec.gid)?;
     nix::unistd::chdir(&spec.workspace)
         .map_err(|e| SandboxError::errno("chdir workspace (runner)", e))?;
     let report = landlock::apply(&helper::command_side_rules(spec))?;
     helper::require_isolation(spec, &report)?;
     let envp = env::to_cstrings(&env::build(spec))?;
-    seccomp::install(seccomp::Side::Command)?;
+    let listener = seccomp::install(seccomp::Side::Command)?;
+    listen_notify::send_listener(notify, listener)?;
     status.info(&format!("command side: runner ready, {report}"));
     nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("runner ready", e))?;
     drop(ready);

@@ -34,14 +34,15 @@ use nix::unistd::Pid;
 
 use super::landlock::{self, LandlockRules};
 use super::limits::{self, Enforcement, Forked, ProcLimit, RunCgroups};
+use super::listen_notify::{self, Listeners};
 use super::runner::GATEWAY_PORT;
 use super::sides::{CgroupWord, OpenSides, SideFds};
 use super::spec::{DiskTarget, ExecAllow, DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
 use super::status::StatusFd;
 use super::watch::Watch;
 use super::{
-    agent_side, command_side, disk, env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec,
-    SandboxError,
+    agent_side, command_side, disk, env, fdpass, fds, identity, init, namespaces, rootfs, seccomp,
+    RunSpec, SandboxError,
 };
 
 /// Exit code of the helper (and of pid 1) when the jail could not be built.
@@ -129,6 +130,9 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
     let (life_r, life_w) = pipe()?;
     let (cg_r, cg_w) = pipe()?;
     let (spec_r, spec_w) = pipe()?;
+    // The sides' `listen` filters come back to the helper on this ([`listen_notify`]).
+    let (notify_r, notify_w) = fdpass::pair(nix::sys::socket::SockType::SeqPacket)
+        .map_err(|e| SandboxError::errno("helper socket", e))?;
     // The run's cgroups, removed at the end whatever happened. Told its run ahead, the
     // helper makes them now, so pid 1 is born in the v2 one (see `RunCgroups`).
     let mut cgroups = match &launch.ahead {
@@ -145,8 +149,19 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
     let forked = limits::fork_into(cgroups.as_ref().and_then(RunCgroups::v2_dir));
     let (child, born_in) = match forked {
         Ok(Forked::Child { .. }) => {
-            drop((life_w, cg_w, spec_w));
-            let code = match pid1(status, life_r, cg_r, spec_r, gateway, stdio, launch.start) {
+            drop((life_w, cg_w, spec_w, notify_r));
+            let code = match pid1(
+                status,
+                Pid1Fds {
+                    life_r,
+                    cg_r,
+                    spec_r,
+                    notify: notify_w,
+                    gateway,
+                    stdio,
+                },
+                launch.start,
+            ) {
                 Ok(code) => code,
                 // The helper reports a spec it could not hand over; the rest is ours.
                 Err(Pid1Error::NoSpec) => EXIT_SETUP_FAILED,
@@ -166,7 +181,8 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
             return Err(e);
         }
     };
-    drop((life_r, cg_r, spec_r, gateway, stdio));
+    drop((life_r, cg_r, spec_r, notify_w, gateway, stdio));
+    let mut notify_r = Some(notify_r);
     // Dropped (below) before the write ends of the pipes: on an error pid 1 is killed (and
     // with it the whole run) before it can read the end of a pipe.
     let mut guard = Pid1Guard(Some(child));
@@ -206,6 +222,9 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
         let watch = Watch::new(
             launch.launcher,
             launch.lifeline.take(),
+            notify_r
+                .take()
+                .map(|s| Listeners::new(s, spec.uid, spec.gid)),
             Instant::now(),
             deadline,
             grace,
@@ -385,16 +404,27 @@ impl Drop for Pid1Guard {
     }
 }
 
-/// Pid 1 of the run.
-fn pid1(
-    status: StatusFd,
+/// What pid 1 gets from the helper: the helper's lifeline, its word on the cgroups, the
+/// spec, the socket the sides' `listen` filters go back on, and the launcher's sockets.
+struct Pid1Fds {
     life_r: OwnedFd,
     cg_r: OwnedFd,
     spec_r: OwnedFd,
+    notify: OwnedFd,
     gateway: Option<OwnedFd>,
     stdio: Option<OwnedFd>,
-    start: Instant,
-) -> Result<i32, Pid1Error> {
+}
+
+/// Pid 1 of the run.
+fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error> {
+    let Pid1Fds {
+        life_r,
+        cg_r,
+        spec_r,
+        notify,
+        gateway,
+        stdio,
+    } = fds;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| SandboxError::errno("set parent-death signal", e))?;
     // The helper may have died before the line above: then the lifeline is already closed.
@@ -472,7 +502,7 @@ fn pid1(
     namespaces::set_hostname(&spec.run_id)?;
     limits::apply_rlimits(&spec.limits, word.nproc)?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid", e))?;
-    let mut keep = vec![status.raw(), life_r.as_raw_fd()];
+    let mut keep = vec![status.raw(), life_r.as_raw_fd(), notify.as_raw_fd()];
     keep.extend(gateway.as_ref().map(AsRawFd::as_raw_fd));
     keep.extend(sides.raw_fds());
     fds::close_all_except(&keep)?;
@@ -490,6 +520,7 @@ fn pid1(
             spec,
             status,
             gw,
+            notify.as_raw_fd(),
             &command_fds,
             handover,
         )?),
@@ -521,16 +552,22 @@ fn pid1(
         Forked::Child { born_in } => {
             drop(go_w);
             drop(life_r);
+            let side = agent_side::Side {
+                go_r,
+                notify: notify.as_raw_fd(),
+                start,
+                spec_at,
+            };
             let err = match agent_cgroups {
-                Some(fds) => agent_side::init(spec, status, go_r, fds, born_in, start, spec_at),
-                None => agent_alone(spec, status, go_r, start, spec_at),
+                Some(fds) => agent_side::init(spec, status, side, fds, born_in),
+                None => agent_alone(spec, status, side),
             };
             status.error(&err);
             // SAFETY: leave without running pid 1's destructors.
             unsafe { libc::_exit(EXIT_SETUP_FAILED) }
         }
         Forked::Parent { child, .. } => {
-            drop((agent_fds, command_fds));
+            drop((agent_fds, command_fds, notify));
             drop(go_r);
             let ready = identity::reduce_init().and_then(|()| match runner {
                 Some(r) => r.wait_ready(),
@@ -661,19 +698,13 @@ pub fn require_isolation(
 
 /// The agent child of a run without a command side (a connector's jail): its view, then
 /// [`agent`]. Returns only on failure.
-fn agent_alone(
-    spec: &RunSpec,
-    status: StatusFd,
-    go_r: OwnedFd,
-    start: Instant,
-    spec_at: Instant,
-) -> SandboxError {
+fn agent_alone(spec: &RunSpec, status: StatusFd, side: agent_side::Side) -> SandboxError {
     if let Some(x) = &spec.exec {
         if let Err(e) = rootfs::agent_view(x) {
             return e;
         }
     }
-    match agent(spec, status, go_r, start, spec_at) {
+    match agent(spec, status, side) {
         Ok(never) => match never {},
         Err(e) => e,
     }
@@ -684,13 +715,17 @@ fn agent_alone(
 pub fn agent(
     spec: &RunSpec,
     status: StatusFd,
-    go_r: OwnedFd,
-    start: Instant,
-    spec_at: Instant,
+    side: agent_side::Side,
 ) -> Result<Infallible, SandboxError> {
+    let agent_side::Side {
+        go_r,
+        notify,
+        start,
+        spec_at,
+    } = side;
     init::reset_signals()?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid agent", e))?;
-    fds::close_all_except(&[status.raw(), go_r.as_raw_fd()])?;
+    fds::close_all_except(&[status.raw(), go_r.as_raw_fd(), notify])?;
     if status.raw() > 2 {
         // Closed by the exec itself: end-of-file tells the launcher the agent started.
         fds::set_cloexec(status.raw())?;
@@ -733,10 +768,11 @@ pub fn agent(
     let candidates = env::program_candidates(&spec.argv[0]);
 
     // A program on the command side (a workflow role's command) gets that side's filter.
-    seccomp::install(match spec.exec {
+    let listener = seccomp::install(match spec.exec {
         Some(_) => seccomp::Side::Agent,
         None => seccomp::Side::Command,
     })?;
+    listen_notify::send_listener(notify, listener)?;
     // The agent is set up while pid 1 reduces itself; it execs only once pid 1 is done.
     let mut go = [0u8; 1];
     let went = std::fs::File::from(go_r).read_exact(&mut go);

@@ -14,6 +14,7 @@ pub mod identity;
 pub mod init;
 pub mod landlock;
 pub mod limits;
+pub mod listen_notify;
 pub mod namespaces;
 pub mod rootfs;
 pub mod runner;

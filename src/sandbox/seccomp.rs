@@ -14,7 +14,10 @@
 //!    is compared as 32 bits, as the kernel reads an `int`, so junk in the upper half of the
 //!    register can neither smuggle a refused family through nor block an allowed one), an
 //!    IPv4/IPv6 socket that is not a TCP stream → EPERM, a netlink protocol but
-//!    NETLINK_ROUTE → EPROTONOSUPPORT (type and protocol compared as 32 bits too); then
+//!    NETLINK_ROUTE → EPROTONOSUPPORT (type and protocol compared as 32 bits too); `listen`
+//!    → a user notification, answered by the jail's helper outside the jail
+//!    ([`listen_notify`](super::listen_notify)): a unix socket may listen, an IPv4/IPv6 one
+//!    may not (it would bind itself to a port, which Landlock does not see); then
 //!    the unconditional deny list (EPERM), searched in sorted chunks of [`CHUNK`] numbers
 //!    rather than one long chain. A chain of ~190 compares walked in full for every allowed
 //!    call made each run pay about 0.2 ms in the kernel, which evaluates a new filter for
@@ -23,10 +26,11 @@
 //! 2. Built with seccompiler, the conditional denials (EPERM): `clone` with a namespace flag
 //!    (masked compare on the low 32 bits, where all those flags live), `ioctl` with a refused
 //!    request (compared as 32 bits, as the kernel truncates it), `personality` other than
-//!    default or query, and `prlimit64` setting the limits of any process but the caller
-//!    (pid 0): a command could otherwise blind or kill the shepherd that times it
-//!    (RLIMIT_NOFILE 0, RLIMIT_AS, RLIMIT_CPU). The other side's processes it cannot even
-//!    name: each side has a pid namespace of its own.
+//!    default or query, `prlimit64` setting the limits of any process but the caller
+//!    (pid 0), and the scheduling calls of [`SELF_ONLY`](super::seccomp_table::SELF_ONLY)
+//!    on any process but the caller: a command could otherwise blind, kill or starve the
+//!    shepherd that times it (RLIMIT_NOFILE 0, RLIMIT_AS, RLIMIT_CPU, SCHED_IDLE). The
+//!    other side's processes it cannot even name: each side has a pid namespace of its own.
 //!
 //! The seccompiler filter starts with an architecture check that kills the process on any
 //! other audit arch (e.g. 32-bit `int 0x80` calls on x86_64), so nothing runs unfiltered.
@@ -37,6 +41,7 @@
 //! last before `execve` (after Landlock, which itself needs no syscall refused here).
 
 use std::collections::BTreeMap;
+use std::os::fd::{OwnedFd, RawFd};
 
 use seccompiler::{
     sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
@@ -107,6 +112,17 @@ fn prlimit_rules() -> Result<Vec<SeccompRule>, SandboxError> {
     .map_err(build_error)?])
 }
 
+/// The rules of a [`SelfOnly`](table::SelfOnly) call: its pid argument is not 0, or its
+/// `which` names more than one process (rules are ORed).
+fn not_self(pid: u8, which: Option<(u8, u64)>) -> Result<Vec<SeccompRule>, SandboxError> {
+    let mut rules =
+        vec![SeccompRule::new(vec![cond(pid, SeccompCmpOp::Ne, 0)?]).map_err(build_error)?];
+    if let Some((arg, one)) = which {
+        rules.push(SeccompRule::new(vec![cond(arg, SeccompCmpOp::Ne, one)?]).map_err(build_error)?);
+    }
+    Ok(rules)
+}
+
 /// Which side of a run a filter is for (README, "What a run sees").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
@@ -123,6 +139,9 @@ pub fn deny_program() -> Result<BpfProgram, SandboxError> {
     rules.insert(libc::SYS_ioctl, ioctl_rules()?);
     rules.insert(libc::SYS_personality, personality_rules()?);
     rules.insert(libc::SYS_prlimit64, prlimit_rules()?);
+    for &(_, nr, pid, which) in table::SELF_ONLY {
+        rules.insert(nr, not_self(pid, which)?);
+    }
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -152,6 +171,7 @@ const OFF_ARG1_LOW: u32 = 24;
 #[cfg(target_endian = "little")]
 const OFF_ARG2_LOW: u32 = 32;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
 #[cfg(target_arch = "x86_64")]
@@ -292,6 +312,10 @@ pub fn arch_and_numbers_program(side: Side) -> Result<BpfProgram, SandboxError> 
         ins(JEQ_K, 0, 1, libc::SYS_clone3 as u32),
         ins(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
     ]);
+    p.extend([
+        ins(JEQ_K, 0, 1, libc::SYS_listen as u32),
+        ins(RET_K, 0, 0, RET_USER_NOTIF),
+    ]);
     // socket/socketpair enter the block; other calls jump over it with the number still
     // loaded.
     let block = socket_block()?;
@@ -325,14 +349,44 @@ fn load(program: &BpfProgram) -> Result<(), SandboxError> {
     })
 }
 
+/// Load `program` and return the descriptor its user notifications arrive on.
+fn load_with_listener(program: &BpfProgram) -> Result<OwnedFd, SandboxError> {
+    const SECCOMP_SET_MODE_FILTER: libc::c_ulong = 1;
+    const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
+    super::identity::no_new_privs()?;
+    let len = u16::try_from(program.len()).map_err(build_error)?;
+    let prog = libc::sock_fprog {
+        len,
+        // seccompiler's sock_filter is the kernel's struct, field for field.
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: the kernel reads `prog` and the program it points to, both alive here.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if fd < 0 {
+        return Err(SandboxError::sys(STEP, std::io::Error::last_os_error()));
+    }
+    // SAFETY: the kernel just returned this descriptor; we own it.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as RawFd) })
+}
+
 /// Install the jail's filters on the calling thread (inherited by its children and kept
 /// across `execve`). Sets no_new_privs. All programs are built before any is loaded, so a
-/// build error leaves the thread unfiltered and the caller refuses the run.
-pub fn install(side: Side) -> Result<(), SandboxError> {
+/// build error leaves the thread unfiltered and the caller refuses the run. Returns the
+/// descriptor of the filter's user notifications (`listen`): the caller hands it to the
+/// helper and closes it (without a listener, `listen` fails with ENOSYS).
+pub fn install(side: Side) -> Result<OwnedFd, SandboxError> {
     let numbers = arch_and_numbers_program(side)?;
     let deny = deny_program()?;
-    load(&numbers)?;
-    load(&deny)
+    let listener = load_with_listener(&numbers)?;
+    load(&deny)?;
+    Ok(listener)
 }
 
 /// The calling thread's `Seccomp:` mode (0 off, 1 strict, 2 filter), for logs and tests.
@@ -394,6 +448,8 @@ mod tests {
             for nr in 0..2048u32 {
                 let want = if denied.contains(&nr) {
                     eperm
+                } else if nr == libc::SYS_listen as u32 {
+                    RET_USER_NOTIF
                 } else if nr == libc::SYS_clone3 as u32 {
                     enosys
                 } else if socket_calls.contains(&nr) {
@@ -414,7 +470,7 @@ mod tests {
             }
             // Short: the kernel evaluates it for every syscall number when loading it.
             let chunks = denied.len().div_ceil(CHUNK);
-            let fixed = 11 + socket_block().unwrap().len();
+            let fixed = 13 + socket_block().unwrap().len();
             assert!(p.len() <= fixed + denied.len() + 3 * chunks, "{}", p.len());
         }
         let memfd = libc::SYS_memfd_create as u32;
@@ -511,11 +567,15 @@ mod tests {
             libc::SYS_clone,
             libc::SYS_clone3,
             libc::SYS_ioctl,
+            libc::SYS_listen,
             libc::SYS_personality,
             libc::SYS_prlimit64,
             libc::SYS_socket,
             libc::SYS_socketpair,
-        ] {
+        ]
+        .into_iter()
+        .chain(table::SELF_ONLY.iter().map(|s| s.1))
+        {
             assert!(!nrs.contains(&special));
         }
     }

@@ -132,6 +132,31 @@ pub const MEMORY_AND_WATCH: &[Entry] = &[
 /// (`memfd_secret` is refused on both sides, above.)
 pub const AGENT_ONLY: &[Entry] = &[("memfd_create", libc::SYS_memfd_create)];
 
+/// One call that may act on the caller only: the index of its pid (or `who`) argument,
+/// which must be 0, and for the calls that also take a `which`, its index and the one
+/// value that names a single process (a process group or a uid is many).
+pub type SelfOnly = (&'static str, c_long, u8, Option<(u8, u64)>);
+
+/// Calls that change how another process is scheduled, refused (EPERM) unless they name
+/// the caller itself. A command could otherwise starve the shepherd that times it; the
+/// other side's processes no call can even name. Thread-level uses (a thread's own tid
+/// rather than 0) are refused too; reads (getpriority, sched_getaffinity, ioprio_get) stay
+/// allowed.
+pub const SELF_ONLY: &[SelfOnly] = &[
+    (
+        "setpriority",
+        libc::SYS_setpriority,
+        1,
+        Some((0, libc::PRIO_PROCESS as u64)),
+    ),
+    ("sched_setaffinity", libc::SYS_sched_setaffinity, 0, None),
+    ("sched_setscheduler", libc::SYS_sched_setscheduler, 0, None),
+    ("sched_setparam", libc::SYS_sched_setparam, 0, None),
+    ("sched_setattr", libc::SYS_sched_setattr, 0, None),
+    // IOPRIO_WHO_PROCESS
+    ("ioprio_set", libc::SYS_ioprio_set, 1, Some((0, 1))),
+];
+
 /// Every syscall refused on both sides whatever its arguments (EPERM).
 pub fn unconditional() -> Vec<Entry> {
     [

@@ -562,17 +562,26 @@ def _():
 
 @check("process_calls")
 def _():
-    # The pid-taking calls on its parent (the shepherd, or the agent side's init) and on
-    # pid 1 of its namespace: none may change them, even to what they already are.
+    # The calls that take a pid, on its parent (the shepherd, or the agent side's init) and
+    # on pid 1 of its namespace, and the ones that reach a whole group or uid: none may
+    # change another process, even to what it already is.
     seen = {}
     old = (ctypes.c_uint64 * 2)()
+    mask = ctypes.c_uint64(1)
     for who, pid in (("parent", os.getppid()), ("pid1", 1)):
         if libc.syscall(302, pid, 7, None, old) == 0:
             seen[who + "_prlimit_set"] = errno_of(libc.syscall(302, pid, 7, old, None))
         else:
             seen[who + "_prlimit_set"] = "unnamed: " + os.strerror(ctypes.get_errno())
         seen[who + "_setpriority"] = errno_of(libc.setpriority(0, pid, 19))
-    return all(v != "ok" for v in seen.values()), seen
+        seen[who + "_sched_setaffinity"] = errno_of(libc.sched_setaffinity(pid, 8, ctypes.byref(mask)))
+        seen[who + "_ioprio_set"] = errno_of(libc.syscall(251, 1, pid, 3 << 13))
+    seen["setpriority_own_uid"] = errno_of(libc.setpriority(2, 0, 19))  # PRIO_USER
+    seen["setpriority_own_group"] = errno_of(libc.setpriority(1, 0, 19))  # PRIO_PGRP
+    seen["ioprio_set_own_uid"] = errno_of(libc.syscall(251, 3, 0, 3 << 13))  # IOPRIO_WHO_USER
+    # Its own, still: what a runtime does for itself.
+    own = errno_of(libc.setpriority(0, 0, os.getpriority(os.PRIO_PROCESS, 0)))
+    return all(v != "ok" for v in seen.values()) and own == "ok", dict(seen, own=own)
 
 
 if A["daemon"]:
