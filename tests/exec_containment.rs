@@ -142,6 +142,49 @@ fn the_agent_side_can_start_no_program_but_its_own() {
     assert_eq!(r["own_program"], "exit:7", "{r}");
 }
 
+/// The escape battery on the agent side itself, so that what it tries stays tested under
+/// the agent side's own filter, namespaces and limits (DESIGN.md, "keep every escape test
+/// meaningful"): the agent program is python3 running it. Every check holds there too, but
+/// the two that start a program, which the agent side may not (they hold on the command
+/// side: tests/jail_escape.rs, tests/real_agents.rs), and the daemon (a started program).
+#[test]
+fn the_escape_battery_holds_on_the_agent_side() {
+    let h = Host::new(&[("tess", "code")], "");
+    let uid = h.uids[0];
+    let ws = h.workspace("ws", uid);
+    battery_into(&ws, uid);
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port().to_string();
+    let state = h.state.display().to_string();
+    let skipped = ["daemon_started", "setuid_binary"];
+    let mut argv = vec![
+        "/usr/bin/python3",
+        "escape_battery.py",
+        "--side",
+        "agent",
+        "--host-port",
+        &port,
+        "--host-path",
+        &state,
+        "--max-procs",
+        "64",
+    ];
+    for s in skipped {
+        argv.extend(["--skip", s]);
+    }
+    let o = h
+        .launch(
+            "code",
+            "tess",
+            &["--workspace", ws.to_str().unwrap()],
+            &argv,
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    assert_battery_held(&stdout(&o), &skipped);
+}
+
 #[test]
 fn the_jail_reports_the_agent_sides_containment() {
     let h = Host::new(&[("tess", "code")], "");
@@ -154,8 +197,14 @@ fn the_jail_reports_the_agent_sides_containment() {
     let text = journal_text(&run);
     assert!(text.contains("agent side: landlock"), "{text}");
     assert!(
-        text.contains("every other mount noexec, memfd exec off"),
+        text.contains("every other mount noexec, no memfd, memfd exec off; its own pid, mount and IPC namespaces"),
         "{text}"
     );
     assert!(text.contains("command side: runner ready"), "{text}");
+    // Which limits hold each side.
+    assert!(
+        text.contains("sides: agent side: 64 processes by cgroup")
+            && text.contains("command side: 48 processes by cgroup"),
+        "{text}"
+    );
 }

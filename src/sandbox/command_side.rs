@@ -129,7 +129,9 @@ fn runner_child(
     let envp = env::to_cstrings(&env::build(spec))?;
     let listener = seccomp::install(seccomp::Side::Command)?;
     listen_notify::send_listener(notify, listener)?;
-    status.info(&format!("command side: runner ready, {report}"));
+    status.info(&format!(
+        "command side: runner ready, {report}; its own pid, mount and IPC namespaces, /tmp and /dev/shm"
+    ));
     nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("runner ready", e))?;
     drop(ready);
     // The status pipe's end of file tells the launcher the run started: not ours to hold.

@@ -746,10 +746,15 @@ pub fn agent(
     require_isolation(spec, &report)?;
     status.info(&match &spec.exec {
         Some(x) => format!(
-            "agent side: {report}; exec only {} program(s), {} libraries and {} runtime folders, every other mount noexec, memfd exec off",
+            "agent side: {report}; exec only {} program(s), {} libraries and {} runtime folders, every other mount noexec, no memfd, memfd exec off{}",
             x.programs.len(),
             x.libraries.len(),
-            x.trees.len()
+            x.trees.len(),
+            if spec.gateway {
+                "; its own pid, mount and IPC namespaces"
+            } else {
+                ""
+            }
         ),
         None => format!("agent on the command side: {report}"),
     });
