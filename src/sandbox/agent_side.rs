@@ -8,7 +8,8 @@
 //! scheduler and ioprio calls, pidfd_open and kill find no such pid (the kernel's
 //! PRIO_USER and IOPRIO_WHO_USER walks skip processes outside the caller's namespace too),
 //! and a SysV segment or queue of one side is not there for the other. It stays uid 0
-//! with no capabilities, not dumpable: the agent can neither signal nor trace it.
+//! with only CAP_KILL (to pass signals on to the agent), not dumpable, as pid 1 does: the
+//! agent can neither signal nor trace it.
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -93,7 +94,7 @@ fn run(
         ForkResult::Parent { child } => {
             drop(agent_go_r);
             let _ = nix::unistd::close(notify);
-            if let Err(e) = identity::reduce_reaper() {
+            if let Err(e) = identity::reduce_init() {
                 let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
                 return Err(e);
             }
@@ -104,8 +105,10 @@ fn run(
                 let _ = nix::unistd::write(&agent_go_w, b"g");
             }
             drop(agent_go_w);
-            // Forwarded signals reach every process of the run from pid 1 already.
-            Ok(init::reap_until(child, |_| {}))
+            // Pid 1's forwarded signals reach the agent side too, but one that came while
+            // the agent was not forked yet waits here (a child inherits none pending): it is
+            // passed on. Twice for a signal that came later is harmless.
+            Ok(init::reap_until(child, init::forward_to_all))
         }
     }
 }

@@ -70,20 +70,6 @@ fn verify_no_caps() -> Result<(), SandboxError> {
     Ok(())
 }
 
-/// The agent side's init ([`agent_side`](super::agent_side)): uid 0 (so the agent, another
-/// uid, can neither signal nor trace it) with no capability at all, not dumpable.
-pub fn reduce_reaper() -> Result<(), SandboxError> {
-    nix::sys::prctl::set_dumpable(false)
-        .map_err(|e| SandboxError::errno("reaper not dumpable", e))?;
-    drop_bounding_set()?;
-    clear_ambient_inheritable()?;
-    for set in [CapSet::Effective, CapSet::Permitted] {
-        caps::clear(None, set).map_err(|e| caps_err("reduce reaper capabilities", e))?;
-    }
-    no_new_privs()?;
-    verify_no_caps()
-}
-
 pub fn no_new_privs() -> Result<(), SandboxError> {
     nix::sys::prctl::set_no_new_privs().map_err(|e| SandboxError::errno("set no_new_privs", e))
 }
