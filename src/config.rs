@@ -1186,6 +1186,44 @@ mod tests {
     }
 
     #[test]
+    fn the_agent_reserve_is_carved_from_the_runs_limits() {
+        let p = Path::new("c.yaml");
+        let c = parse(p, "limits: {max_procs: 100, memory_bytes: 1073741824}\n").unwrap();
+        // By default the agent keeps a quarter.
+        assert_eq!(c.limits.command_procs(), 75);
+        assert_eq!(c.limits.command_memory(1 << 30), 3 << 28);
+        let c = parse(
+            p,
+            "limits: {max_procs: 100, memory_bytes: 1073741824, agent_reserve: {procs: 10, memory_bytes: 104857600}}\n",
+        )
+        .unwrap();
+        assert_eq!(c.limits.command_procs(), 90);
+        assert_eq!(c.limits.command_memory(1 << 30), (1 << 30) - (100 << 20));
+        for (text, at) in [
+            (
+                "limits: {max_procs: 10, agent_reserve: {procs: 10}}\n",
+                "limits.agent_reserve.procs",
+            ),
+            (
+                "limits: {memory_bytes: 1048576, agent_reserve: {memory_bytes: 1048576}}\n",
+                "limits.agent_reserve.memory_bytes",
+            ),
+            (
+                "limits: {agent_reserve: {procs: -1}}\n",
+                "limits.agent_reserve.procs",
+            ),
+            (
+                "limits: {agent_reserve: {threads: 3}}\n",
+                "limits.agent_reserve.threads",
+            ),
+            ("limits: {agent_reserve: 5}\n", "limits.agent_reserve"),
+        ] {
+            let e = parse(p, text).unwrap_err();
+            assert!(format!("{e:?}").contains(at), "{text}: {e:?}");
+        }
+    }
+
+    #[test]
     fn memory_bytes_null_asks_for_no_memory_limit() {
         let p = Path::new("c.yaml");
         let c = parse(p, "limits: {memory_bytes: null}\n").unwrap();

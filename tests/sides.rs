@@ -133,7 +133,8 @@ fn a_command_cannot_blind_its_shepherd_or_outlive_its_call() {
     );
 }
 
-/// The agent listens on a unix socket in its /tmp and in the workspace; a command tries
+/// The agent listens on a unix socket in its /tmp, in the workspace and in the abstract
+/// namespace; a command tries
 /// to pass it an O_PATH descriptor of the command side's root (whose mounts are
 /// executable) through either: no socket of one side is reachable from the other, and
 /// neither side may make a socket in the workspace.
@@ -146,6 +147,10 @@ fn no_descriptor_crosses_between_the_sides() {
     assert_eq!(r["bind_workspace"], "EACCES", "{r}");
     assert_eq!(r["command"]["tmp"], "ENOENT", "{r}");
     assert_eq!(r["command"]["workspace"], "ENOENT", "{r}");
+    // An abstract socket of the agent's (both sides share the network namespace) is
+    // scoped to its Landlock domain.
+    assert_eq!(r["bind_abstract"], "ok", "{r}");
+    assert_eq!(r["command"]["abstract"], "EPERM", "{r}");
 }
 
 /// A SysV shared-memory segment and message queue the agent makes are not there for the

@@ -166,7 +166,7 @@ fn decide(listener: &OwnedFd, n: &Notif, uid: u32, gid: u32) -> Result<(), i32> 
     if i64::from(n.data.nr) != libc::SYS_listen {
         return Err(libc::EPERM);
     }
-    let pidfd = super::fds::pidfd_open(n.pid as libc::pid_t).map_err(|_| libc::ESRCH)?;
+    let pidfd = thread_pidfd(n.pid as libc::pid_t).ok_or(libc::ESRCH)?;
     // The pid is the caller's only while its notification is pending.
     // SAFETY: the kernel reads the u64 id.
     if unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID, &n.id as *const u64) } != 0 {
@@ -201,6 +201,22 @@ fn decide(listener: &OwnedFd, n: &Notif, uid: u32, gid: u32) -> Result<(), i32> 
         return Err(libc::EPERM);
     }
     listen_as(sock.as_fd(), backlog, uid, gid)
+}
+
+/// A pidfd of the thread that made the call (any thread of a process may: a notification
+/// names the thread). PIDFD_THREAD is Linux 6.9 and later; before it, only a process's
+/// main thread has a pidfd (a listen from another thread then fails with ESRCH).
+fn thread_pidfd(tid: libc::pid_t) -> Option<OwnedFd> {
+    const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+    for flags in [PIDFD_THREAD, 0] {
+        // SAFETY: pidfd_open with integer arguments; the descriptor is owned right away.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, flags) };
+        if fd >= 0 {
+            // SAFETY: just returned by the kernel.
+            return Some(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        }
+    }
+    None
 }
 
 /// `listen` on `sock` in a child of the helper that is the instance's uid and gid.

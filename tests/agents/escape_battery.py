@@ -35,6 +35,7 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -511,16 +512,23 @@ def _():
     except OSError as e:
         seen["tcp_listen"] = errno.errorcode.get(e.errno, "?")
     s.close()
-    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        u.bind("\0airlock-battery-%d" % os.getpid())
-        u.listen(1)
-        seen["unix_listen"] = "ok"
-    except OSError as e:
-        seen["unix_listen"] = errno.errorcode.get(e.errno, "?")
-    u.close()
+    def unix_listen(key, name):
+        u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            u.bind("\0airlock-battery-%d-%s" % (os.getpid(), name))
+            u.listen(1)
+            seen[key] = "ok"
+        except OSError as e:
+            seen[key] = errno.errorcode.get(e.errno, "?")
+        u.close()
+    unix_listen("unix_listen", "main")
+    # From another thread than the main one too (the helper answers for threads alike).
+    t = threading.Thread(target=unix_listen, args=("unix_listen_thread", "thread"))
+    t.start()
+    t.join()
     held = (seen["udp4"] in ("EPERM", "EPROTONOSUPPORT") and seen["udp6"] in ("EPERM", "EPROTONOSUPPORT")
-            and seen["tcp_listen"] == "EPERM" and seen["unix_listen"] == "ok")
+            and seen["tcp_listen"] == "EPERM" and seen["unix_listen"] == "ok"
+            and seen["unix_listen_thread"] == "ok")
     return held, seen
 
 

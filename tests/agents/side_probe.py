@@ -155,7 +155,8 @@ def cmd_fdpass():
     agent's it can reach."""
     root = os.open("/", os.O_PATH)
     r = {}
-    for name, path in (("tmp", "/tmp/side.sock"), ("workspace", os.path.join(WS, "side.sock"))):
+    for name, path in (("tmp", "/tmp/side.sock"), ("workspace", os.path.join(WS, "side.sock")),
+                       ("abstract", "\0airlock-side-probe")):
         r[name] = send_fd(path, root)
     touch("cmd-sent")
     print(json.dumps(r))
@@ -225,7 +226,8 @@ def agent_blind(marker):
 def agent_fdpass():
     r = {}
     listeners = []
-    for name, path in (("tmp", "/tmp/side.sock"), ("workspace", os.path.join(WS, "side.sock"))):
+    for name, path in (("tmp", "/tmp/side.sock"), ("workspace", os.path.join(WS, "side.sock")),
+                       ("abstract", "\0airlock-side-probe")):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.bind(path)
