@@ -5,7 +5,7 @@
 #
 # After sourcing: $BIN (release binaries), $W (work dir), $CFG, $SOCK, $STATE, $DPID
 # (airlockd's pid), ctl (airlockctl with this config), vmhwm_kb/vmrss_kb PID.
-# Set INSTANCES (default 10) and EXTRA_CONFIG (more top-level config lines) before sourcing.
+# Set INSTANCES (default 10), MAX_RUNS (max_concurrent_runs, default 256) and EXTRA_CONFIG (more top-level config lines) before sourcing.
 
 [ "$(id -u)" = 0 ] || { echo "$0: run as root (airlockd builds jails)" >&2; exit 1; }
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,7 +30,7 @@ sed -i 's/^\(  runs_per_week:\) .*/\1 100000/' "$W/roles"/*/role.yaml
   echo "state_dir: $STATE"
   echo "socket: $SOCK"
   echo "uid_range: $UID0-$((UID0 + 999))"
-  echo "max_concurrent_runs: 256"
+  echo "max_concurrent_runs: ${MAX_RUNS:-256}"
   echo "grace_seconds: 2"
   [ -n "${EXTRA_CONFIG:-}" ] && printf '%s\n' "$EXTRA_CONFIG"
   echo "instances:"
@@ -51,7 +51,8 @@ stop_daemon() {
 }
 trap stop_daemon EXIT
 
-"$BIN/airlockd" --config "$CFG" </dev/null >"$W/airlockd.out" 2>"$W/airlockd.err" &
+# DAEMON_WRAP: a program to run airlockd under (a profiler); $DPID is then the wrapper.
+${DAEMON_WRAP:-} "$BIN/airlockd" --config "$CFG" </dev/null >"$W/airlockd.out" 2>"$W/airlockd.err" &
 DPID=$!
 for _ in $(seq 1 300); do
   ctl status >/dev/null 2>&1 && break

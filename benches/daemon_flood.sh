@@ -20,7 +20,8 @@ hwm_before="$(vmhwm_kb "$DPID")"
 rss_before="$(vmrss_kb "$DPID")"
 t0="$(date +%s%N)"
 code=0
-ctl launch --wait code --instance b0 -- /bin/sh -c "seq 1 $LINES_N" \
+# seq is the run's agent program itself: the agent side starts no other program.
+ctl launch --wait code --instance b0 -- /usr/bin/seq 1 "$LINES_N" \
   >"$W/client.out" 2>"$W/client.err" || code=$?
 t1="$(date +%s%N)"
 run="$(head -n1 "$W/client.err")"
@@ -59,4 +60,7 @@ echo "  lines streamed to client: $client_lines"
 echo "  stdout records: journald $journal + fallback file $fallback = $total"
 echo "  lines lost:               $lost"
 echo "  airlockd VmHWM:           before $hwm_before kB, after $hwm_after kB (VmRSS before $rss_before kB)"
-[ "$lost" -eq 0 ] && [ "$code" -eq 0 ]
+if [ "$lost" -ne 0 ] || [ "$code" -ne 0 ]; then
+  echo "daemon_flood: FAILED: $lost lines lost, run exit $code" >&2
+  exit 1
+fi

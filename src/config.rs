@@ -102,6 +102,16 @@ pub enum GroupRef {
     Gid(u32),
 }
 
+impl std::fmt::Display for GroupRef {
+    /// As the config names it: the group's name, or `gid N`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GroupRef::Name(n) => f.write_str(n),
+            GroupRef::Gid(g) => write!(f, "gid {g}"),
+        }
+    }
+}
+
 impl GroupRef {
     /// The gid, looked up through NSS for a name. `Err` says which key could not be resolved.
     pub fn resolve(&self) -> Result<u32, String> {

@@ -11,6 +11,7 @@
 pub mod calendar;
 pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod config_egress;
 pub mod control;
@@ -25,3 +26,4 @@ pub mod sandbox;
 pub mod schedule;
 pub mod supervisor;
 pub mod terminal;
+pub mod trust;

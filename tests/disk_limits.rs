@@ -586,3 +586,55 @@ fn a_launch_below_the_reserve_is_refused_and_a_full_disk_tears_no_record() {
     assert!(fb.append(&[("MESSAGE", big.as_bytes())]).is_err());
     assert_eq!(std::fs::metadata(&jpath).map(|m| m.len()).unwrap_or(0), 0);
 }
+
+#[test]
+fn a_hundred_launches_at_once_with_the_default_limits_all_start() {
+    // Each one attaches a workspace image to a loop device at the same time as the others:
+    // none may be refused because another took the free device first.
+    const N: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let mut host = Host::new(&dir.path().join("state"), "cpu_weight: 50");
+    let mut cfg = std::fs::read_to_string(&host.cfg).unwrap();
+    cfg.push_str("max_concurrent_runs: 128\n");
+    std::fs::write(&host.cfg, cfg).unwrap();
+    host.start_daemon();
+    let clients: Vec<_> = (0..N)
+        .map(|_| {
+            let sock = host.sock.clone();
+            std::thread::spawn(move || {
+                let mut s = UnixStream::connect(&sock).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+                let req = json!({"v":1,"op":"launch","role":"probe","instance":"tess","wait":true,
+                    "command":["/bin/sh","-c","df -k . | tail -1"]});
+                s.write_all(format!("{req}\n").as_bytes()).unwrap();
+                BufReader::new(s)
+                    .lines()
+                    .map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut refused = Vec::new();
+    for c in clients {
+        let frames = c.join().unwrap();
+        let exited = frames.iter().find(|f| f["data"]["frame"] == "exited");
+        let out: String = frames
+            .iter()
+            .filter(|l| l["data"]["frame"] == "output")
+            .filter_map(|l| l["data"]["data"].as_str())
+            .collect();
+        match exited {
+            // Its workspace was its own bounded filesystem.
+            Some(e) if e["data"]["exit_code"] == 0 && out.contains("/dev/loop") => {}
+            _ => refused.push(frames),
+        }
+    }
+    assert!(
+        refused.is_empty(),
+        "{} of {N} launches did not run on a bounded workspace; the first: {:?}",
+        refused.len(),
+        refused[0]
+    );
+    let clean = poll(30, || host.leftovers().is_empty().then_some(()));
+    assert!(clean.is_some(), "left: {:?}", host.leftovers());
+}

@@ -424,3 +424,142 @@ ks:\n\tkill -9 $$(awk '{print $$4}' /proc/$$PPID/stat) ; echo still-here\n",
     );
     assert_eq!(step(&lines, 3)["structured"]["stdout"], format!("{uid}\n"));
 }
+
+/// Finding 6: a workspace whose `.git/config` and `.gitattributes` name programs of the
+/// agent's everywhere git would run one (pager, fsmonitor, hooks, diff.external, a diff
+/// driver's textconv and command, a filter driver's clean/smudge/process, an alias, gpg
+/// for signatures): `git log -p`, `git show`, `git diff`, `git status`, `git add` and
+/// `git commit` through the real bash tool in a real run start none of them. Each would
+/// leave a marker file; none is there after.
+#[test]
+fn git_through_the_bash_tool_runs_no_program_of_the_repositorys_config() {
+    require_journald();
+    let h = Host::new(&[("tess", "code")], "");
+    let uid = h.uids[0];
+    let ws = h.root.join("hostile-repo");
+    std::fs::create_dir_all(&ws).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        ws.join(".gitattributes"),
+        "* diff=evil filter=evil merge=evil\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(&ws, &["add", "a.txt", ".gitattributes"]);
+    git(&ws, &["commit", "-q", "-m", "first"]);
+    std::fs::write(ws.join("a.txt"), "one\ntwo\n").unwrap();
+    git(&ws, &["commit", "-q", "-am", "second"]);
+    // Only now the hostile config: the setup's own git must not run it.
+    let evil = ws.join("evil.sh");
+    std::fs::write(
+        &evil,
+        format!(
+            "#!/bin/sh\ntouch {}/marker-\"$1\"\nshift\n[ -f \"$1\" ] && cat \"$1\" || cat\n",
+            ws.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = evil.display();
+    let mut config = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    config.push_str(&format!(
+        "[user]\n\tname = T\n\temail = t@example.invalid\n\
+         [core]\n\tpager = {e} pager\n\tfsmonitor = {e}\n\thooksPath = {hooks}\n\teditor = {e} editor\n\
+         [diff]\n\texternal = {e} external\n\
+         [diff \"evil\"]\n\ttextconv = {e} textconv\n\tcommand = {e} command\n\
+         [filter \"evil\"]\n\tclean = {e} clean\n\tsmudge = {e} smudge\n\
+         [merge \"evil\"]\n\tdriver = {e} merge\n\
+         [log]\n\tshowSignature = true\n\
+         [gpg]\n\tprogram = {e}\n\
+         [alias]\n\tlg = !{e} alias\n",
+        hooks = ws.join("hooks").display()
+    ));
+    std::fs::write(ws.join(".git/config"), config).unwrap();
+    for dir in ["hooks", ".git/hooks"] {
+        std::fs::create_dir_all(ws.join(dir)).unwrap();
+        for hook in [
+            "pre-commit",
+            "commit-msg",
+            "post-commit",
+            "post-index-change",
+            "fsmonitor-watchman",
+        ] {
+            let p = ws.join(dir).join(hook);
+            std::fs::write(
+                &p,
+                format!("#!/bin/sh\ntouch {}/marker-hook-{hook}\n", ws.display()),
+            )
+            .unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    // A change in the work tree, for diff, status and add to read through the filter.
+    std::fs::write(ws.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    chown_tree(&ws, uid);
+    let steps = json!([
+        {"call": "bash", "args": {"command": "git log -p"}},
+        {"call": "bash", "args": {"command": "git show"}},
+        {"call": "bash", "args": {"command": "git diff"}},
+        {"call": "bash", "args": {"command": "git status"}},
+        {"call": "bash", "args": {"command": "git log --show-signature -1"}},
+        {"call": "bash", "args": {"command": "git add a.txt"}},
+        {"call": "bash", "args": {"command": "git commit -m third"}},
+    ]);
+    let argv = mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h
+        .launch(
+            "code",
+            "tess",
+            &["--workspace", ws.to_str().unwrap()],
+            &argv,
+        )
+        .output()
+        .unwrap();
+    let lines = agent_lines(&o);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let markers: Vec<String> = std::fs::read_dir(&ws)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("marker-"))
+        .collect();
+    assert!(
+        markers.is_empty(),
+        "git ran programs of the repository's config: {markers:?}\n{lines:?}"
+    );
+    // And git did its work: the log shows both commits' patches, diff the change, status
+    // the file, the commit was made.
+    let out = |i: usize| {
+        step(&lines, i)["structured"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        out(0).contains("+two") && out(0).contains("second"),
+        "{:?}",
+        step(&lines, 0)
+    );
+    assert!(out(1).contains("+two"), "{:?}", step(&lines, 1));
+    assert!(out(2).contains("+three"), "{:?}", step(&lines, 2));
+    assert!(out(3).contains("a.txt"), "{:?}", step(&lines, 3));
+    assert_eq!(
+        step(&lines, 6)["structured"]["exit_code"],
+        0,
+        "{:?}",
+        step(&lines, 6)
+    );
+    let log = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "log", "--format=%s", "-1"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "core.fsmonitor")
+        .env("GIT_CONFIG_VALUE_0", "false")
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&log).trim(), "third");
+}

@@ -128,7 +128,7 @@ fn host_with(reference: &Upstream, everything: Option<&str>) -> Host {
         )
         .replacen(
             "resources:\n",
-            "resources:\n  reference: [\"test://static-text\", \"test://static-binary\", \"test://template/*\"]\n  everything: [\"demo://resource/static/document/*\"]\n",
+            "resources:\n  reference: [\"test://static-text\", \"test://static-binary\", \"test://template/*\", \"test://embedded-resource\", \"test://mixed-content-resource\", \"test://bundle\", \"repo://example-org/example-repo/*\"]\n  everything: [\"demo://resource/static/document/*\"]\n",
             1,
         )
         .replacen(
@@ -257,7 +257,11 @@ fn the_proxy_holds_every_call_to_the_role_and_the_upstream_sees_only_what_passed
     );
     assert_eq!(
         step(&lines, 7)["resources"],
-        json!(["test://static-text", "test://static-binary"])
+        json!([
+            "test://static-text",
+            "test://static-binary",
+            "test://bundle"
+        ])
     );
     assert_eq!(
         step(&lines, 8)["templates"],
@@ -799,4 +803,378 @@ fn mcp_server_git_over_stdio_serves_only_the_roles_git_tools() {
         "{commit}"
     );
     assert!(airlock::supervisor::launch::pids_of_uid(conn_uid).is_empty());
+}
+
+/// A host whose `code` role reaches server-everything's dynamic text resources but one.
+fn everything_host(every: &Upstream) -> Host {
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "mcp_connectors:\n  everything: {{url: \"http://127.0.0.1:{}/mcp\"}}\n",
+            every.port
+        ),
+    );
+    h.local_role("code", |t| {
+        t.replacen("tools:\n", "tools:\n  everything: [echo, get-*]\n", 1)
+            .replacen(
+                "deny:\n",
+                "deny:\n  everything: [get-env, \"demo://resource/dynamic/text/5\"]\n",
+                1,
+            )
+            .replacen(
+                "resources:\n",
+                "resources:\n  everything: [\"demo://resource/dynamic/text/*\"]\n",
+                1,
+            )
+            .replacen(
+                "  mcp:\n",
+                "  mcp:\n    everything:\n      via: airlock\n",
+                1,
+            )
+    });
+    h
+}
+
+/// `airlockctl check code resource CONNECTOR URI`: (allow, rule).
+fn check_resource(h: &Host, connector: &str, uri: &str) -> (bool, String) {
+    let layer = h.root.join("roles.local");
+    let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args(["check", "code", "--roles", &format!("{REPO}/roles")])
+        .arg("--roles")
+        .arg(&layer)
+        .args(["--json", "resource", "--", connector, uri])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("{uri}: {}", String::from_utf8_lossy(&o.stderr)));
+    (v["allow"] == true, v["rule"].as_str().unwrap().to_string())
+}
+
+/// Findings 1 and 3, against the real server-everything (it reads a dynamic resource's id
+/// with `Number()`): with `text/5` denied, no other spelling of 5 reads it, and no tool
+/// result hands it over embedded or linked.
+#[test]
+fn server_everything_gives_no_denied_resource_in_any_spelling_or_inside_a_tool_result() {
+    require_journald();
+    let every = server_everything();
+    let h = everything_host(&every);
+    let base = "demo://resource/dynamic/text/";
+    let spellings = ["5", "05", "5.0", "+5", "0x5", "5e0", "%35", "%205", "5abc"];
+    let mut steps: Vec<Value> = spellings
+        .iter()
+        .map(|s| json!({"read": format!("{base}{s}")}))
+        .collect();
+    let n = steps.len();
+    steps.extend([
+        json!({"read": format!("{base}6")}),
+        json!({"call": "get-resource-reference", "args": {"resourceType": "Text", "resourceId": 5}, "full": true}),
+        json!({"call": "get-resource-reference", "args": {"resourceType": "Text", "resourceId": 6}, "full": true}),
+        json!({"call": "get-resource-links", "args": {"count": 6}, "full": true}),
+    ]);
+    let (o, lines) = run_agent(&h, "everything", json!(steps));
+    for (i, s) in spellings.iter().enumerate() {
+        let l = step(&lines, i);
+        assert!(
+            l["thrown"].is_string(),
+            "{base}{s} was read through the gateway: {l}"
+        );
+        // airlockctl check says what the gateway did.
+        let (allow, rule) = check_resource(&h, "everything", &format!("{base}{s}"));
+        assert!(!allow, "airlockctl check allows {base}{s} ({rule})");
+    }
+    let six = step(&lines, n);
+    assert!(
+        six["texts"][0].as_str().unwrap().starts_with("Resource 6:"),
+        "{six}"
+    );
+    // The tool result that embedded the denied resource: the content is not there.
+    let five = step(&lines, n + 1);
+    let text = five["content"].to_string();
+    assert!(!text.contains("Resource 5: This is"), "{five}");
+    assert_eq!(five["content"][1]["type"], "text", "{five}");
+    assert!(
+        five["content"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("refused by deny.everything[1]"),
+        "{five}"
+    );
+    let six = step(&lines, n + 2);
+    assert_eq!(six["content"][1]["type"], "resource", "{six}");
+    assert!(six["content"][1]["resource"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("Resource 6:"));
+    // Links: the even ids are text resources (listed), the odd ones blobs (not listed).
+    let links = step(&lines, n + 3)["content"].as_array().unwrap().clone();
+    let kept: Vec<&str> = links
+        .iter()
+        .filter(|c| c["type"] == "resource_link")
+        .map(|c| c["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            "demo://resource/dynamic/text/2",
+            "demo://resource/dynamic/text/4",
+            "demo://resource/dynamic/text/6"
+        ]
+    );
+    let notices = links
+        .iter()
+        .filter(|c| {
+            c["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("default: resource not listed"))
+        })
+        .count();
+    assert_eq!(notices, 3, "{links:?}");
+    // Journaled: the withheld embedded resource, by rule and the URI's shape.
+    let run = run_id_of(&o);
+    let calls = events(&run, "tool_call", steps.len() + 4);
+    let withheld = calls
+        .iter()
+        .find(|c| {
+            c["AIRLOCK_TOOL"] == "get-resource-reference"
+                && c["AIRLOCK_DECISION"] == "deny"
+                && c["AIRLOCK_RULE"] == "deny.everything[1]"
+        })
+        .unwrap_or_else(|| panic!("no record of the withheld resource: {calls:?}"));
+    assert_eq!(withheld["AIRLOCK_ARGS"], "embedded demo:…", "{withheld}");
+}
+
+/// Findings 2 and 3 against a careless upstream of our own that reads owner and repo by
+/// position and logs every URI it gets: what reaches it is the canonical URI that was
+/// checked, and what comes back (embedded, linked, or a read's extra contents) is held to
+/// the role's resources.
+#[test]
+fn the_upstream_gets_the_uri_that_was_checked_and_returns_only_what_the_role_may_read() {
+    let up = reference_server();
+    let h = host(&up, None);
+    let (_o, lines) = run_agent(
+        &h,
+        "reference",
+        json!([
+            {"read": "repo://example-org/other-repo/../example-repo/SECRET"},
+            {"read": "repo://Example-Org/example-repo/%53ECRET"},
+            {"read": "repo://example-org/other-repo/SECRET"},
+            {"read": "test://bundle"},
+            {"call": "test_embedded_private", "full": true},
+        ]),
+    );
+    for i in [0, 1] {
+        let l = step(&lines, i);
+        assert_eq!(
+            l["texts"][0], "owner=example-org repo=example-repo file=SECRET",
+            "{i}: {l}"
+        );
+    }
+    assert!(step(&lines, 2)["thrown"].is_string());
+    let log = upstream_log(&up);
+    let uris: Vec<&str> = log
+        .iter()
+        .filter(|r| r["rpc"] == "resources/read")
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "repo://example-org/example-repo/SECRET",
+            "repo://example-org/example-repo/SECRET",
+            "test://bundle"
+        ],
+        "the upstream got other spellings than were checked"
+    );
+    let bundle = step(&lines, 3);
+    assert_eq!(bundle["texts"][0], "the bundle");
+    assert!(
+        !bundle.to_string().contains("the private content"),
+        "{bundle}"
+    );
+    assert_eq!(bundle["uris"], json!(["test://bundle", "test://bundle"]));
+    let tool = step(&lines, 4);
+    let content = tool["content"].as_array().unwrap();
+    assert!(!tool.to_string().contains("the private content"), "{tool}");
+    assert!(
+        !content
+            .iter()
+            .any(|c| c["uri"] == "mem://private/b" || c["resource"]["uri"] == "mem://private/b"),
+        "{tool}"
+    );
+    assert_eq!(content[3]["resource"]["text"], "static content");
+    assert_eq!(
+        content
+            .iter()
+            .filter(|c| c["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("[Airlock withheld")))
+            .count(),
+        2,
+        "{tool}"
+    );
+}
+
+/// Finding 5: keys that are one key to Go's encoding/json (simple case folding: `ß` and
+/// `ẞ`) are refused before anything reaches the upstream, on server-everything and on our
+/// own upstream alike; `ß` and `ss` (two keys to Go) pass.
+#[test]
+fn keys_go_reads_as_one_never_reach_the_upstream() {
+    require_journald();
+    let up = reference_server();
+    let every = server_everything();
+    let h = host(&up, Some(&every));
+    let twins = json!({"message": "hi", "stra\u{df}e": 1, "STRA\u{1e9e}E": 2});
+    let apart = json!({"message": "hi", "stra\u{df}e": 1, "strasse": 2});
+    for server in ["reference", "everything"] {
+        let (o, lines) = run_agent(
+            &h,
+            server,
+            json!([{"call": "echo", "args": twins}, {"call": "echo", "args": apart}]),
+        );
+        let refused = step(&lines, 0);
+        assert_eq!(refused["isError"], true, "{server}: {refused}");
+        assert!(
+            refused["text"]
+                .as_str()
+                .unwrap()
+                .contains("args: keys that differ only in case"),
+            "{server}: {refused}"
+        );
+        assert!(
+            step(&lines, 1)["text"].as_str().unwrap().ends_with("hi"),
+            "{server}: {:?}",
+            step(&lines, 1)
+        );
+        let calls = events(&run_id_of(&o), "tool_call", 2);
+        assert_eq!(calls[0]["AIRLOCK_DECISION"], "deny", "{server}: {calls:?}");
+    }
+    let echoes = upstream_log(&up)
+        .iter()
+        .filter(|r| r["tool"] == "echo")
+        .count();
+    assert_eq!(echoes, 1, "the twin-keyed call reached the upstream");
+}
+
+/// The bound the gateway's memory stays under while hostile upstreams try to make it keep
+/// what they send (the whole `airlockctl --standalone` process that serves the run's
+/// gateway, peak resident set).
+const GATEWAY_PEAK_BOUND_KIB: u64 = 160 << 10;
+
+/// Peak resident memory (VmHWM) of a process, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Finding 4: an upstream, over stdio or HTTP, sends requests of its own with 1 MiB method
+/// names (100 per call) and answers of 15 MiB holding millions of JSON values: each call
+/// fails with an error saying which bound it passed, the connector still answers after,
+/// and the gateway's process stays under [`GATEWAY_PEAK_BOUND_KIB`] throughout.
+#[test]
+fn hostile_upstreams_cannot_make_the_gateway_keep_memory() {
+    let script = Path::new(REPO).join("tests/agents/hostile_upstream.py");
+    let port = free_port();
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .args(["http", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening"), "{line}");
+    let _http = Upstream { child, port };
+    let code = std::fs::read_to_string(&script).unwrap();
+    let conn_uid = 1_880_094_970 + std::process::id() % 9;
+    let command = json!(["/usr/bin/python3", "-c", code, "stdio"]).to_string();
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "mcp_connectors:\n  hostile-stdio: {{command: {command}, uid: {conn_uid}}}\n  hostile-http: {{url: \"http://127.0.0.1:{port}/mcp\"}}\n"
+        ),
+    );
+    h.local_role("code", |t| {
+        t.replacen(
+            "tools:\n",
+            "tools:\n  hostile-stdio: [flood, huge, ok]\n  hostile-http: [flood, huge, ok]\n",
+            1,
+        )
+        .replacen(
+            "  mcp:\n",
+            "  mcp:\n    hostile-stdio:\n      via: airlock\n    hostile-http:\n      via: airlock\n",
+            1,
+        )
+    });
+    let mut steps = Vec::new();
+    for _ in 0..4 {
+        steps.push(json!({"call": "flood"}));
+        steps.push(json!({"call": "huge"}));
+    }
+    steps.push(json!({"call": "ok"}));
+    steps.push(json!({"sleep_ms": 1000}));
+    let last = steps.len() - 1;
+    for server in ["hostile-stdio", "hostile-http"] {
+        let argv = mcp_agent(&json!({"server": server, "steps": steps}));
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut run = h
+            .launch("code", "tess", &[], &argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = run.id();
+        let mut lines = Vec::new();
+        let mut peak = None;
+        for l in BufReader::new(run.stdout.take().unwrap()).lines() {
+            let Ok(v) = serde_json::from_str::<Value>(&l.unwrap()) else {
+                continue;
+            };
+            if v["step"] == last - 1 {
+                // Every hostile call is done; the agent sleeps next.
+                peak = Some(peak_kib(pid));
+            }
+            lines.push(v);
+        }
+        let o = run.wait_with_output().unwrap();
+        assert!(o.status.success(), "{server}: {lines:?}\n{}", stderr(&o));
+        for i in 0..8 {
+            let s = step(&lines, i);
+            let text = s["text"]
+                .as_str()
+                .or(s["thrown"].as_str())
+                .unwrap_or_default();
+            let want = if i % 2 == 0 {
+                "requests of its client"
+            } else {
+                "262144 JSON values"
+            };
+            // HTTP: a flood also passes 16 MiB of answer; either bound is named.
+            assert!(
+                text.contains(want) || (i % 2 == 0 && text.contains("16 MiB")),
+                "{server} step {i}: {s}"
+            );
+        }
+        assert_eq!(
+            step(&lines, 8)["text"],
+            "ok",
+            "{server}: the connector is gone"
+        );
+        let peak = peak.unwrap_or_else(|| panic!("{server}: no step {}", last - 1));
+        eprintln!(
+            "{server}: the gateway's peak resident memory: {} MiB",
+            peak >> 10
+        );
+        assert!(
+            peak < GATEWAY_PEAK_BOUND_KIB,
+            "{server}: the gateway's process peaked at {} MiB (bound {} MiB)",
+            peak >> 10,
+            GATEWAY_PEAK_BOUND_KIB >> 10
+        );
+    }
 }

@@ -689,3 +689,63 @@ fn resource_reasons_do_not_echo_values() {
         );
     }
 }
+
+/// A denied id is denied in every spelling a server could read as the same id (finding:
+/// `text/05`, `5.0`, `+5`, `0x5` and `5e0` all read "Resource 5" from server-everything,
+/// which reads the id with `Number()`), and what is forwarded is the one spelling that was
+/// checked.
+#[test]
+fn a_resource_id_has_one_spelling_and_that_is_what_is_forwarded() {
+    let text = r#"
+schema: 1
+role: tester
+level: L2
+brief: brief.md
+writes: {}
+budget: {}
+tools:
+  everything: ["get-*"]
+  repo: ["*"]
+resources:
+  everything: ["demo://resource/dynamic/text/*"]
+  repo: ["repo://example-org/example-repo/*"]
+deny:
+  everything: ["demo://resource/dynamic/text/5"]
+"#;
+    let role: Role = serde_yaml::from_str(text).unwrap();
+    let p = ResourcePolicy::compile(&role);
+    let base = "demo://resource/dynamic/text/";
+    assert_eq!(
+        res(&p, "everything", &format!("{base}5")).1,
+        "deny.everything[0]"
+    );
+    assert!(res(&p, "everything", &format!("{base}6")).0);
+    for other in [
+        "05", "5.0", "+5", "0x5", "5e0", "%35", "%205", "5%20", "0005", "5.", "0o5", "0b101",
+        "5abc", "5.txt", "%2B5",
+    ] {
+        let uri = format!("{base}{other}");
+        let (allow, rule) = res(&p, "everything", &uri);
+        assert!(!allow, "{uri} is allowed ({rule})");
+    }
+    // An escape of an escape is refused; one escape is decoded once.
+    assert_eq!(
+        res(&p, "everything", &format!("{base}%25352")).1,
+        "uri: an escape of an escape (%25 and two hex digits)"
+    );
+    // What the gateway forwards is the canonical spelling, or nothing.
+    let (d, fwd) = p.read(
+        "repo",
+        "repo://example-org/other-repo/../example-repo/SECRET",
+    );
+    assert!(d.allow, "{d:?}");
+    assert_eq!(
+        fwd.as_deref(),
+        Some("repo://example-org/example-repo/SECRET")
+    );
+    let (d, fwd) = p.read("everything", &format!("{base}%37"));
+    assert!(d.allow);
+    assert_eq!(fwd.as_deref(), Some("demo://resource/dynamic/text/7"));
+    let (d, fwd) = p.read("everything", &format!("{base}07"));
+    assert!(!d.allow && fwd.is_none());
+}

@@ -110,10 +110,7 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         Err(problems) => return explain::not_found(&args.role, &problems),
     };
     let wait = args.wait;
-    let resolved = launch::Resolved {
-        role: &entry.loaded,
-        policies: &policies,
-    };
+    let resolved = launch::Resolved::compile(&entry.loaded, &policies);
     let finished = standalone::run(
         &cfg,
         &req,

@@ -137,10 +137,14 @@ pub fn daemon_error(op: &str, error: Option<&ErrorBody>) -> i32 {
         return output::ERROR;
     };
     let hint = match error.code {
-        ErrorCode::Forbidden => " (ask an admin to add you to the airlock-operators group, or airlock-admin for hire, fire and reload)",
+        ErrorCode::Forbidden => {
+            " (the groups named are the ones configured for airlockd; ask an admin to add you)"
+        }
         ErrorCode::UnsupportedVersion => " (airlockctl and airlockd are from different builds)",
         ErrorCode::Draining => " (airlockd is shutting down; try again once it is back)",
-        ErrorCode::Busy => " (too many runs at once; try again later or raise the daemon's concurrency cap)",
+        ErrorCode::Busy => {
+            " (too many runs at once; try again later or raise the daemon's concurrency cap)"
+        }
         _ => "",
     };
     eprintln!("airlockctl {op}: {}{hint}", clean(&error.message));

@@ -25,11 +25,37 @@ pub struct Peer {
     pub groups: Vec<u32>,
 }
 
-/// The groups configured for access.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The groups configured for access, with the names the config gives them (for errors).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AccessGroups {
     pub admin_gid: Option<u32>,
     pub operator_gid: Option<u32>,
+    /// `admin_group` as the config writes it (a name, or `gid N`).
+    pub admin_name: Option<String>,
+    /// `operator_group` as the config writes it.
+    pub operator_name: Option<String>,
+}
+
+impl AccessGroups {
+    /// "the admin group `airlock-admin`", or that none is configured.
+    fn admin(&self) -> String {
+        match &self.admin_name {
+            Some(n) => format!("the admin group `{n}` (admin_group)"),
+            None => "the admin group, which is not configured (admin_group)".into(),
+        }
+    }
+
+    fn operator(&self) -> String {
+        match &self.operator_name {
+            Some(n) => format!("the operator group `{n}` (operator_group)"),
+            None => "the operator group, which is not configured (operator_group)".into(),
+        }
+    }
+
+    /// Who may use airlockd at all, in words naming the configured groups.
+    pub fn anyone(&self) -> String {
+        format!("be in {} or {}", self.operator(), self.admin())
+    }
 }
 
 pub fn access_of(peer: &Peer, groups: &AccessGroups) -> Access {
@@ -57,6 +83,13 @@ pub fn required(op: &Op) -> Access {
     }
 }
 
+/// Whether `peer` may stop a run `launched_by` someone: its launcher, root and admins may;
+/// another operator may not (a run is its launcher's work; seeing it, with `ps` and `show`,
+/// is every operator's, since runs share the host's slots and budgets).
+pub fn may_stop(peer: &Peer, groups: &AccessGroups, launched_by: u32) -> bool {
+    peer.uid == launched_by || access_of(peer, groups) == Access::Admin
+}
+
 /// Allow or refuse one operation for one peer.
 pub fn authorize(peer: &Peer, groups: &AccessGroups, op: &Op) -> Result<Access, String> {
     let have = access_of(peer, groups);
@@ -64,15 +97,11 @@ pub fn authorize(peer: &Peer, groups: &AccessGroups, op: &Op) -> Result<Access, 
     if have >= need && have > Access::None {
         Ok(have)
     } else {
-        let group = match need {
-            Access::Admin => "the admin group (or be root)",
-            _ => "the operator or admin group",
+        let what = match need {
+            Access::Admin => format!("be root or in {}", groups.admin()),
+            _ => groups.anyone(),
         };
-        Err(format!(
-            "uid {} may not `{}`: be in {group} configured for airlockd",
-            peer.uid,
-            op.name()
-        ))
+        Err(format!("uid {} may not `{}`: {what}", peer.uid, op.name()))
     }
 }
 
@@ -83,6 +112,8 @@ mod tests {
     const GROUPS: AccessGroups = AccessGroups {
         admin_gid: Some(900),
         operator_gid: Some(901),
+        admin_name: None,
+        operator_name: None,
     };
 
     fn peer(uid: u32, gid: u32, groups: &[u32]) -> Peer {
@@ -127,11 +158,32 @@ mod tests {
         let p = peer(1000, 1000, &[4, 24, 27]);
         let err = authorize(&p, &GROUPS, &Op::Ps).expect_err("refused");
         assert!(err.contains("uid 1000"));
-        let none = AccessGroups {
-            admin_gid: None,
-            operator_gid: None,
-        };
+        let none = AccessGroups::default();
         assert!(authorize(&p, &none, &Op::Ps).is_err());
         assert!(authorize(&peer(0, 0, &[]), &none, &Op::Ps).is_ok());
+    }
+
+    #[test]
+    fn refusals_name_the_configured_groups() {
+        let named = AccessGroups {
+            admin_name: Some("ops-admins".into()),
+            operator_name: Some("gid 901".into()),
+            ..GROUPS
+        };
+        let e = authorize(&peer(1000, 1000, &[901]), &named, &Op::Reload).expect_err("no");
+        assert!(
+            e.contains("`ops-admins`") && !e.contains("airlock-admin"),
+            "{e}"
+        );
+        let e = authorize(&peer(1000, 1000, &[]), &named, &Op::Ps).expect_err("no");
+        assert!(e.contains("`gid 901`") && e.contains("`ops-admins`"), "{e}");
+    }
+
+    #[test]
+    fn only_the_launcher_and_admins_stop_a_run() {
+        assert!(may_stop(&peer(1001, 1001, &[901]), &GROUPS, 1001));
+        assert!(!may_stop(&peer(1002, 1002, &[901]), &GROUPS, 1001));
+        assert!(may_stop(&peer(1002, 1002, &[900]), &GROUPS, 1001));
+        assert!(may_stop(&peer(0, 0, &[]), &GROUPS, 1001));
     }
 }

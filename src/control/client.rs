@@ -23,8 +23,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum ClientError {
     #[error("cannot reach airlockd at {}: airlockd is not running (start it with `systemctl start airlockd`)", socket.display())]
     NotRunning { socket: PathBuf },
-    #[error("permission denied on {}: you are not in the airlock-operators group (ask an admin: usermod -aG airlock-operators $USER, then log in again)", socket.display())]
-    PermissionDenied { socket: PathBuf },
+    #[error("permission denied on {}: you are in no group that may connect ({groups}; ask an admin: usermod -aG GROUP $USER, then log in again)", socket.display())]
+    PermissionDenied { socket: PathBuf, groups: String },
     #[error("control socket {}: cannot {op}: {source}", socket.display())]
     Io {
         socket: PathBuf,
@@ -214,6 +214,22 @@ pub fn call(path: &Path, request: &Request) -> Result<Response, ClientError> {
     Client::connect(path)?.call(request)
 }
 
+/// The groups the socket admits, as airlockd set them from its config: the socket's own
+/// group and those its ACL adds (`admin_group`).
+fn socket_groups(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let name = |gid: u32| match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
+        Ok(Some(g)) => format!("`{}`", g.name),
+        _ => format!("gid {gid}"),
+    };
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return "the socket's groups could not be read".into();
+    };
+    let mut groups = vec![name(meta.gid())];
+    groups.extend(super::socket_acl::admitted(path).into_iter().map(name));
+    format!("the socket admits group {}", groups.join(" and "))
+}
+
 fn connect_error(path: &Path, e: io::Error) -> ClientError {
     let socket = path.to_path_buf();
     match e.kind() {
@@ -221,7 +237,10 @@ fn connect_error(path: &Path, e: io::Error) -> ClientError {
         io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
             ClientError::NotRunning { socket }
         }
-        io::ErrorKind::PermissionDenied => ClientError::PermissionDenied { socket },
+        io::ErrorKind::PermissionDenied => ClientError::PermissionDenied {
+            groups: socket_groups(path),
+            socket,
+        },
         _ => ClientError::Io {
             socket,
             op: "connect",

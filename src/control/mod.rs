@@ -5,3 +5,4 @@ pub mod auth;
 pub mod client;
 pub mod listener;
 pub mod protocol;
+pub mod socket_acl;

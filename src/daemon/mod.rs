@@ -2,9 +2,11 @@
 //! socket, READY=1), the main loop (connections, signals, watchdog, STATUS=), and the drain
 //! on SIGTERM/SIGINT.
 //!
-//! Threads: a tokio runtime serves the control socket; each run has a supervisor thread
-//! of its own (blocking pipe reads and pidfd waits, bounded buffers) that spawns the
-//! single-threaded `airlock-jail` helper. The daemon itself never forks.
+//! Threads: one tokio runtime (a worker per CPU) serves the control socket and every run:
+//! each run is a task tree on it (its supervision, output, heartbeat and gateway), and what
+//! blocks (ledger fsyncs, journal writes, spawning the single-threaded `airlock-jail`
+//! helper, cgroup and disk clean-up) goes to its bounded blocking pool. The daemon itself
+//! never forks.
 
 pub mod budget;
 pub mod cgroup;
@@ -34,6 +36,11 @@ use runs::ActiveRun;
 
 /// Connections reading their request at once; more are answered `busy` and closed.
 pub const MAX_CONNECTIONS: usize = 128;
+
+/// Threads of the runtime's blocking pool at most (idle ones exit after a few seconds):
+/// launches, closings and journal writes of many runs queue for them rather than each
+/// holding a thread.
+pub const BLOCKING_THREADS: usize = 16;
 
 /// The daemon's shared state.
 pub struct Daemon {
@@ -115,6 +122,35 @@ fn fail(lines: &[String]) -> i32 {
         eprintln!("airlockd: {l}");
     }
     1
+}
+
+/// Let `admin_group` connect to the control socket at `socket` too (a POSIX ACL entry),
+/// when it is not the socket's own group; admins need not be operators.
+pub fn admit_admins(set: &reload::LoadedSet, socket: &Path) -> Result<(), String> {
+    let extra: Vec<u32> = set
+        .groups
+        .admin_gid
+        .filter(|g| Some(*g) != set.socket_gid)
+        .into_iter()
+        .collect();
+    crate::control::socket_acl::admit(socket, &extra).map_err(|e| {
+        format!(
+            "{}: cannot let admin_group connect (an ACL entry on the socket): {e}; admins must also be in the socket's group",
+            socket.display()
+        )
+    })
+}
+
+/// `airlockd --admit-socket PATH` (the socket unit's ExecStartPost=): the ACL of
+/// [`admit_admins`] on a socket systemd made, before airlockd itself ever started.
+pub fn admit_socket(config_path: &Path, socket: &Path) -> i32 {
+    match reload::load(config_path) {
+        Ok(set) => match admit_admins(&set, socket) {
+            Ok(()) => 0,
+            Err(e) => fail(&[e]),
+        },
+        Err(problems) => fail(&problems),
+    }
 }
 
 /// Run airlockd with the config at `config_path`; returns the process exit code.
@@ -242,6 +278,11 @@ pub fn main(config_path: &Path) -> i32 {
     if let Err(e) = std_listener.set_nonblocking(true) {
         return fail(&[format!("socket: {e}")]);
     }
+    if let Err(e) = admit_admins(&set, &cfg.socket) {
+        // Not fatal: operators still connect; admins outside the operator group cannot.
+        eprintln!("airlockd: {e}");
+        events.log(EventKind::DaemonStarted, &e, &[]);
+    }
     let socket_path = cfg.socket.clone();
     let daemon = Arc::new(Daemon {
         config_path: config_path.to_path_buf(),
@@ -261,6 +302,7 @@ pub fn main(config_path: &Path) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("airlockd")
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()
     {
         Ok(r) => r,
@@ -308,7 +350,8 @@ async fn main_loop(
     let mut pending_tick = tokio::time::interval(runs::PENDING_RETRY);
     let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
 
-    standby::Standby::refill(&d);
+    let d2 = d.clone();
+    let _ = tokio::task::spawn_blocking(move || standby::Standby::refill(&d2)).await;
     notify::ready(&d.status_line());
     d.events.log(
         EventKind::DaemonStarted,
@@ -351,7 +394,10 @@ async fn main_loop(
                 _ => break,
             },
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
-            _ = standby_tick.tick() => d.standby.expire(),
+            _ = standby_tick.tick() => {
+                let d2 = d.clone();
+                tokio::task::spawn_blocking(move || d2.standby.expire());
+            }
             _ = pending_tick.tick() => {
                 let d2 = d.clone();
                 tokio::task::spawn_blocking(move || runs::retry_pending(&d2));
@@ -388,7 +434,8 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
         }
     }
-    d.standby.clear();
+    let d2 = d.clone();
+    let _ = tokio::task::spawn_blocking(move || d2.standby.clear()).await;
     runs::stop_all(d, "airlockd is shutting down");
     while d.active_count() > 0 {
         tokio::select! {

@@ -5,15 +5,19 @@
 use std::path::{Path, PathBuf};
 
 use crate::catalog::Catalog;
+use crate::catalog::CatalogEntry;
 use crate::cli::sources::{self, SourceArgs};
 use crate::config::{self, Config, GroupRef};
 use crate::control::auth::AccessGroups;
-use crate::policy::Policies;
+use crate::policy::{Policies, RolePolicy};
+use std::sync::Arc;
 
 pub struct LoadedSet {
     pub config: Config,
     pub policies: Policies,
     pub catalog: Catalog,
+    /// Each role's decisions, compiled once for this set, by canonical class.
+    compiled: std::collections::BTreeMap<String, Arc<RolePolicy>>,
     pub groups: AccessGroups,
     pub socket_gid: Option<u32>,
     /// Unix milliseconds of this load.
@@ -35,6 +39,11 @@ fn group(cfg: &Config, key: &str, g: &Option<GroupRef>) -> Result<Option<u32>, S
 pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
     let cfg = config::load(Some(path))
         .map_err(|ps| ps.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+    // Files anyone but root could have written are not taken, however valid.
+    let untrusted = crate::trust::check_config_set(&cfg);
+    if !untrusted.is_empty() {
+        return Err(untrusted);
+    }
     let loaded = sources::load(&SourceArgs::default(), &cfg);
     let mut problems: Vec<String> = loaded.problems.iter().map(ToString::to_string).collect();
     let admin = group(&cfg, "admin_group", &cfg.admin_group);
@@ -45,6 +54,7 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
             problems.push(e.clone());
         }
     }
+    problems.extend(crate::supervisor::instances::check_config(&cfg));
     let policies = match loaded.policies {
         Some(p) if problems.is_empty() => p,
         Some(_) => return Err(problems),
@@ -56,10 +66,21 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
             return Err(problems);
         }
     };
+    let compiled = loaded
+        .catalog
+        .entries()
+        .map(|e| {
+            let p = RolePolicy::compile(&e.loaded.role, &policies);
+            (e.class.clone(), Arc::new(p))
+        })
+        .collect();
     Ok(LoadedSet {
+        compiled,
         groups: AccessGroups {
             admin_gid: admin.ok().flatten(),
             operator_gid: operator.ok().flatten(),
+            admin_name: cfg.admin_group.as_ref().map(GroupRef::to_string),
+            operator_name: cfg.operator_group.as_ref().map(GroupRef::to_string),
         },
         socket_gid: socket.ok().flatten(),
         config: cfg,
@@ -87,5 +108,16 @@ pub fn check_swap(old: &Config, new: &Config) -> Result<(), Vec<String>> {
         Ok(())
     } else {
         Err(problems)
+    }
+}
+
+impl LoadedSet {
+    /// The compiled decisions of a role of this set's catalog (compiled now for one that
+    /// somehow is not among them).
+    pub fn role_policy(&self, entry: &CatalogEntry) -> Arc<RolePolicy> {
+        match self.compiled.get(&entry.class) {
+            Some(p) => p.clone(),
+            None => Arc::new(RolePolicy::compile(&entry.loaded.role, &self.policies)),
+        }
     }
 }

@@ -51,6 +51,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The parameters of one launch request.
 pub struct LaunchArgs {
     pub peer_uid: u32,
+    /// The peer as the kernel reports it, for deciding on its `--workspace`.
+    pub requester: crate::supervisor::workspace::Requester,
     pub role: String,
     pub instance: String,
     pub workspace: Option<String>,
@@ -136,9 +138,16 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     }
     // Refused early, before anything is prepared for a launch that cannot run; checked again
     // below, under the same hold of the ledger lock as the opening record.
-    let inst = admit(d, cfg, &lock(&d.ledger), &a.instance, role)?;
+    admit(d, cfg, &lock(&d.ledger), &a.instance, role)?;
+    // Decided as the peer: a directory it owns (root and admins: any), reached with its
+    // own permissions, never through a link (see `workspace`).
     if let Some(ws) = &a.workspace {
-        check_workspace_owner(ws, a.peer_uid, inst.uid)?;
+        crate::supervisor::workspace::check_for(
+            std::path::Path::new(ws),
+            &a.requester,
+            &cfg.state_dir,
+        )
+        .map_err(|m| err(ErrorCode::Refused, m))?;
     }
     let req = LaunchRequest {
         role: a.role.clone(),
@@ -148,15 +157,10 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         command: a.command.clone().unwrap_or_default(),
     };
 
-    // The supervisor thread has started its jail helper already (a standby) or starts it
-    // now, so the helper's start overlaps preparing and recording the run; the helper gets
-    // its spec only once the record below is durable.
-    let runner = Standby::take(d).map_err(|e| {
-        err(
-            ErrorCode::Internal,
-            format!("airlockd could not start a supervisor thread: {e}"),
-        )
-    })?;
+    // The jail helper was started already (a standby) or starts now, so its start
+    // overlaps preparing and recording the run; it gets its spec only once the record
+    // below is durable.
+    let runner = Standby::take(d);
     // Prepared without the ledger lock (instance registry, NSS, run directory): launches
     // and run closings do not wait for each other's preparation.
     let prepared = match launch::prepare_in(
@@ -165,6 +169,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         launch::Resolved {
             role: &entry.loaded,
             policies: &set.policies,
+            policy: set.role_policy(entry),
         },
         runner.slot.clone(),
     ) {
@@ -292,8 +297,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         frames,
         heartbeat,
     };
-    if !runner.start(go) {
-        // The supervisor thread is gone (and its heartbeat with the `Go` it was handed):
+    if !runner.start(d, go) {
+        // No runtime took the run (and its heartbeat went with the `Go` it was handed):
         // close what was opened.
         revoke_leases(d, &info.run, "the run was not started");
         let closed = close(
@@ -302,7 +307,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             Outcome::Refused,
             None,
             None,
-            "airlockd lost the run's supervisor thread before the run started",
+            "airlockd could not supervise the run on its runtime",
             ledger::Tally::default(),
         );
         if closed {
@@ -314,36 +319,6 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         run,
         frames: client,
     })
-}
-
-/// A workspace is bind-mounted into the jail, which bypasses the permissions of the
-/// directories above it. So a peer other than root may only hand over a directory it owns
-/// or the instance owns: never a way into a place the peer could not reach itself.
-fn check_workspace_owner(
-    ws: &str,
-    peer_uid: u32,
-    instance_uid: Option<u32>,
-) -> Result<(), Response> {
-    use std::os::unix::fs::MetadataExt;
-    if peer_uid == 0 {
-        return Ok(());
-    }
-    let meta = std::fs::canonicalize(ws)
-        .and_then(std::fs::metadata)
-        .map_err(|_| {
-            err(
-                ErrorCode::Refused,
-                "--workspace: the directory does not exist",
-            )
-        })?;
-    if meta.uid() == peer_uid || Some(meta.uid()) == instance_uid {
-        Ok(())
-    } else {
-        Err(err(
-            ErrorCode::Refused,
-            format!("--workspace: the directory must be owned by you (uid {peer_uid}) or by the instance; chown it or let airlock create a fresh workspace"),
-        ))
-    }
 }
 
 /// The copy of a run's output lines for a `--wait` client, when it keeps up.
@@ -379,7 +354,7 @@ impl Tee for FrameTee {
 
 type ClientFrames = (mpsc::Sender<Frame>, oneshot::Sender<Frame>);
 
-/// What a supervisor thread needs once its run is recorded.
+/// What a run's supervision needs once its run is recorded.
 pub struct Go {
     prepared: Prepared,
     info: RunInfo,
@@ -389,9 +364,14 @@ pub struct Go {
     heartbeat: Option<Beating>,
 }
 
-/// The body of a run's supervisor thread, once the run's record is durable. `helper` was
-/// started before that and has had no spec yet.
-pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spawned, LaunchError>) {
+/// The supervision of one run, a task of airlockd's runtime, once the run's record is
+/// durable: journal, jail, gateway, output, deadline, then the leases revoked and the
+/// record closed. `helper` was started before that and has had no spec yet.
+pub(super) async fn supervise_run(
+    d: Arc<Daemon>,
+    go: Go,
+    helper: Result<process::Spawned, LaunchError>,
+) {
     let Go {
         prepared,
         info,
@@ -399,51 +379,73 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
         frames,
         heartbeat,
     } = go;
-    // The closing record is durable: the file goes. Not closed: it stays, touched now, for
-    // airlockd's next start to close the run with this time.
-    let settle = |heartbeat: Option<Beating>, closed: bool| {
-        if let Some(a) = heartbeat.and_then(Beating::stop) {
-            if closed {
-                a.remove()
-            } else {
-                a.leave()
-            }
-        }
-    };
     let fields = RunFields {
         run: info.run.clone(),
         role: info.role.clone(),
         instance: info.instance.clone(),
     };
-    let journal = match RunJournal::open_with(fields, &d.journal_dir, d.journal_config()) {
-        Ok(j) => JournaledRun::new(j),
+    let exit_tx;
+    let (closed, frame) = match RunJournal::open_with(fields, &d.journal_dir, d.journal_config()) {
         Err(e) => {
-            if let Ok(sp) = helper {
-                sp.abandon();
-            }
+            exit_tx = frames.map(|(_, e)| e);
             let reason = format!("the run's journal could not be opened: {e}");
-            revoke_leases(&d, &info.run, "the run was not started");
-            let closed = close(
-                &d,
-                &info,
-                Outcome::Refused,
-                None,
-                None,
-                &reason,
-                ledger::Tally::default(),
-            );
-            settle(heartbeat, closed);
-            if let Some((_, exit)) = frames {
-                let _ = exit.send(exited_frame(
-                    &info.run,
-                    NOT_STARTED,
+            let (d2, info2, r2) = (d.clone(), info.clone(), reason.clone());
+            let closed = blocking(move || {
+                if let Ok(sp) = helper {
+                    sp.abandon();
+                }
+                revoke_leases(&d2, &info2.run, "the run was not started");
+                close(
+                    &d2,
+                    &info2,
                     Outcome::Refused,
-                    &reason,
-                ));
-            }
-            return;
+                    None,
+                    None,
+                    &r2,
+                    ledger::Tally::default(),
+                )
+            })
+            .await
+            .unwrap_or(false);
+            let frame = exited_frame(&info.run, NOT_STARTED, Outcome::Refused, &reason);
+            (closed, frame)
+        }
+        Ok(j) => {
+            let journal = JournaledRun::new(j);
+            let (frame_tx, etx) = match frames {
+                Some((f, e)) => (Some(f), Some(e)),
+                None => (None, None),
+            };
+            exit_tx = etx;
+            supervised(&d, &info, &prepared, &control, journal, helper, frame_tx).await
         }
     };
+    settle(heartbeat, closed).await;
+    if let Some(exit) = exit_tx {
+        let _ = exit.send(frame);
+    }
+    // The run's disks go on the blocking pool (unlinking a large image takes a while), and
+    // the next standby is started once this run is over, so building it never slows the
+    // run down.
+    let d2 = d.clone();
+    let _ = blocking(move || {
+        drop(prepared);
+        Standby::refill(&d2);
+    })
+    .await;
+}
+
+/// The run itself, once its journal is open: returns whether its record was closed, and
+/// the last frame for a waiting client.
+async fn supervised(
+    d: &Arc<Daemon>,
+    info: &RunInfo,
+    prepared: &Prepared,
+    control: &Arc<RunControl>,
+    journal: JournaledRun,
+    helper: Result<process::Spawned, LaunchError>,
+    frame_tx: Option<mpsc::Sender<Frame>>,
+) -> (bool, Frame) {
     journal.event(
         EventKind::RunStarted,
         &format!(
@@ -459,10 +461,6 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
             }
         ),
     );
-    let (frame_tx, exit_tx) = match frames {
-        Some((f, e)) => (Some(f), Some(e)),
-        None => (None, None),
-    };
     let dropped = Arc::new(AtomicU64::new(0));
     let tee = || {
         frame_tx.clone().map(|tx| {
@@ -474,34 +472,67 @@ pub(super) fn supervise_run(d: Arc<Daemon>, go: Go, helper: Result<process::Spaw
     };
     let tees = [tee(), tee()];
     drop(frame_tx);
-    let end = journal.supervise(&prepared, helper, &control, tees, info.deadline_s);
+    let end = journal
+        .supervise(prepared, helper, control, tees, info.deadline_s)
+        .await;
     let n = dropped.load(Ordering::Relaxed);
-    if n > 0 {
-        journal.event(
-            EventKind::OutputDropped,
-            &format!("{n} output lines were not sent to the waiting client (it read too slowly); the journal has every line"),
+    // The leases, the journal's last records and the closing record on the blocking pool
+    // (GitHub's DELETEs, fsync).
+    let (d2, info2) = (d.clone(), info.clone());
+    blocking(move || {
+        if n > 0 {
+            journal.event(
+                EventKind::OutputDropped,
+                &format!("{n} output lines were not sent to the waiting client (it read too slowly); the journal has every line"),
+            );
+        }
+        let why = format!("the run ended ({})", outcome_str(end.outcome));
+        journal.revoked(&revoke_leases(&d2, &info2.run, &why), &why);
+        journal.event(end.kind, &end.reason);
+        journal.sync();
+        let reason = with_lost(&end.reason, journal.lost());
+        let closed = close(
+            &d2,
+            &info2,
+            end.outcome,
+            end.exit_code(),
+            end.signal,
+            &reason,
+            end.tally,
         );
+        (closed, exited_frame(&info2.run, end.code, end.outcome, &reason))
+    })
+    .await
+    .unwrap_or_else(|| {
+        (
+            false,
+            exited_frame(
+                &info.run,
+                NOT_STARTED,
+                Outcome::Aborted,
+                "airlockd could not close the run's record; its next start closes it",
+            ),
+        )
+    })
+}
+
+/// The closing record is durable: the run's alive file goes. Not closed: it stays, touched
+/// now, for airlockd's next start to close the run with this time.
+async fn settle(heartbeat: Option<Beating>, closed: bool) {
+    if let Some(h) = heartbeat {
+        if let Some(a) = h.stop().await {
+            if closed {
+                a.remove()
+            } else {
+                a.leave()
+            }
+        }
     }
-    let why = format!("the run ended ({})", outcome_str(end.outcome));
-    journal.revoked(&revoke_leases(&d, &info.run, &why), &why);
-    journal.event(end.kind, &end.reason);
-    journal.sync();
-    let reason = with_lost(&end.reason, journal.lost());
-    let closed = close(
-        &d,
-        &info,
-        end.outcome,
-        end.exit_code(),
-        end.signal,
-        &reason,
-        end.tally,
-    );
-    settle(heartbeat, closed);
-    if let Some(exit) = exit_tx {
-        let _ = exit.send(exited_frame(&info.run, end.code, end.outcome, &reason));
-    }
-    // Started once this run is over, so building it never slows the run down.
-    Standby::refill(&d);
+}
+
+/// Run `f` on the runtime's blocking pool; `None` if it panicked.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(f).await.ok()
 }
 
 fn exited_frame(run: &str, code: i32, outcome: Outcome, reason: &str) -> Frame {
@@ -597,6 +628,11 @@ fn close(
     lock(&d.active).remove(&info.run);
     d.changed.notify_one();
     ok
+}
+
+/// Who launched an active run (`None`: no such active run).
+pub fn launched_by(d: &Daemon, run: &str) -> Option<u32> {
+    lock(&d.active).get(run).map(|r| r.info.launched_by_uid)
 }
 
 /// Ask one active run to stop. `false` when no active run has this id.

@@ -86,8 +86,9 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
     let set = d.set();
     if auth::access_of(&peer, &set.groups) == auth::Access::None {
         let msg = format!(
-            "uid {} may not use airlockd: be in the operator or admin group configured for it",
-            peer.uid
+            "uid {} may not use airlockd: {}",
+            peer.uid,
+            set.groups.anyone()
         );
         log_refusal(&d, &peer, "(unread)", &msg);
         send(&mut w, &Response::err(ErrorCode::Forbidden, msg)).await;
@@ -141,8 +142,17 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
             command,
             wait,
         } => {
+            let requester = crate::supervisor::workspace::Requester {
+                ids: crate::supervisor::as_user::Ids {
+                    uid: peer.uid,
+                    gid: peer.gid,
+                    groups: peer.groups.clone(),
+                },
+                privileged: auth::access_of(&peer, &set.groups) == auth::Access::Admin,
+            };
             let args = runs::LaunchArgs {
                 peer_uid: peer.uid,
+                requester,
                 role,
                 instance,
                 workspace,
@@ -164,7 +174,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
         }
         op => {
             let d2 = d.clone();
-            let resp = match tokio::task::spawn_blocking(move || answer(&d2, peer.uid, op)).await {
+            let resp = match tokio::task::spawn_blocking(move || answer(&d2, &peer, op)).await {
                 Ok(r) => r,
                 Err(_) => Response::err(ErrorCode::Internal, "the request failed inside airlockd"),
             };
@@ -201,7 +211,8 @@ async fn stream_run(w: &mut OwnedWriteHalf, s: runs::Started) {
 }
 
 /// Every operation but launch. Blocking (ledger reads, registry writes).
-fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
+fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
+    let peer_uid = peer.uid;
     let ok = |v: serde_json::Value| Response::ok(v);
     match op {
         Op::Ps => ok(serde_json::json!({ "runs": runs::active(d) })),
@@ -223,6 +234,15 @@ fn answer(d: &Arc<Daemon>, peer_uid: u32, op: Op) -> Response {
             Err(e) => Response::err(ErrorCode::Internal, e),
         },
         Op::Stop { run } => {
+            let launcher = runs::launched_by(d, &run);
+            if launcher.is_some_and(|by| !auth::may_stop(peer, &d.set().groups, by)) {
+                let msg = format!(
+                    "uid {peer_uid} may not stop run {run}: another user launched it; its launcher may, and so may whoever may `fire`: be root or in {}",
+                    d.set().groups.admin_name.as_deref().map_or("the admin group".to_string(), |n| format!("the admin group `{n}`"))
+                );
+                log_refusal(d, peer, "stop", &msg);
+                return Response::err(ErrorCode::Forbidden, msg);
+            }
             match runs::stop(d, &run, &format!("stop requested by uid {peer_uid}")) {
                 true => ok(serde_json::json!({ "run": run, "stopping": true })),
                 false => Response::err(
@@ -403,6 +423,9 @@ pub fn reload_now(d: &Daemon) -> Result<u64, Vec<String>> {
         Ok(new) => {
             let at = new.loaded_at;
             let roles = new.catalog.len();
+            if let Err(e) = super::admit_admins(&new, &new.config.socket) {
+                d.events.log(EventKind::Reloaded, &e, &[]);
+            }
             d.swap(new);
             d.events.log(
                 EventKind::Reloaded,

@@ -2,6 +2,11 @@
 //! command string exactly as `airlockctl check ROLE bash` does; an allowed command runs on
 //! the command side from its dequoted argv (no shell). A refused command, or bad input, is
 //! a tool result with `isError` whose text names the rule or the key, never a value.
+//!
+//! A git command runs with git's program-naming config overridden
+//! ([`crate::policy::git_overrides`]): first `git config --list --name-only` as the
+//! instance, for the names of the drivers, aliases and remotes the repository's config
+//! defines, then the command with an override for each.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -228,11 +233,19 @@ async fn run(gw: &RunGateway, args: &Value, rec: &mut CallRecord) -> Value {
     let timeout_ms = u64::try_from(timeout.as_millis())
         .unwrap_or(u64::MAX)
         .max(1);
-    let req = CommandRequest {
+    let mut req = CommandRequest {
         argv,
         cwd,
         timeout_ms,
+        env: Vec::new(),
+        git_config: Vec::new(),
     };
+    if let Err(why) = git_overrides(gw, &mut req).await {
+        rec.allow = false;
+        rec.rule = "git: config".into();
+        rec.reason = why.clone();
+        return error_result(&format!("refused by git: config: {why}"));
+    }
     match gw.runner.run(&req).await {
         Ok(r) => match &r.error {
             Some(why) => {
@@ -247,6 +260,43 @@ async fn run(gw: &RunGateway, args: &Value, rec: &mut CallRecord) -> Value {
         },
         Err(e) => error_result(&format!("the command did not run: {e}")),
     }
+}
+
+/// For a git command: the overrides that keep git from starting any program its config
+/// names, with those of the names the repository's config defines (read by running
+/// [`git_overrides::LIST_CONFIG`] first, under the fixed overrides, as the instance).
+async fn git_overrides(gw: &RunGateway, req: &mut CommandRequest) -> Result<(), String> {
+    use crate::policy::git_overrides;
+    let Some(mut plan) = git_overrides::plan(&req.argv) else {
+        return Ok(());
+    };
+    let list = CommandRequest {
+        argv: git_overrides::LIST_CONFIG
+            .iter()
+            .map(|w| w.to_string())
+            .collect(),
+        cwd: req.cwd.clone(),
+        timeout_ms: req.timeout_ms.min(30_000),
+        env: plan.env.clone(),
+        git_config: plan.config.clone(),
+    };
+    let listed = gw
+        .runner
+        .run(&list)
+        .await
+        .map_err(|e| format!("the repository's git config could not be read: {e}"))?;
+    if listed.truncated || listed.timed_out || listed.error.is_some() {
+        return Err("the repository's git config could not be read whole".into());
+    }
+    // Outside a repository (or with a config git refuses) there are no names; the command
+    // meets the same config and fails the same way.
+    if listed.exit_code == Some(0) {
+        plan.add_config_names(listed.stdout.split('\0').filter(|n| !n.is_empty()))?;
+    }
+    req.argv = plan.argv;
+    req.env = plan.env;
+    req.git_config = plan.config;
+    Ok(())
 }
 
 #[cfg(test)]

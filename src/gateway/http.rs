@@ -63,8 +63,9 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let gw = gw.clone();
-        tokio::spawn(async move {
+        let gw2 = gw.clone();
+        gw.scope.spawn(async move {
+            let gw = gw2;
             let service = hyper::service::service_fn(move |req| {
                 let gw = gw.clone();
                 async move { Ok::<_, Infallible>(handle(&gw, req).await) }
@@ -171,7 +172,7 @@ async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
         // A connector whose credential is leased works only while the lease does (a fire
         // revokes it at once). One without a credential has no lease.
         use crate::credentials::leases::{LeaseKind, TokenRefusal};
-        let now = crate::supervisor::ledger::now_ms();
+        let now = crate::clock::now_ms();
         if let Err(why @ (TokenRefusal::Revoked | TokenRefusal::Expired)) =
             gw.plan.leases.usable(LeaseKind::Connector, server, now)
         {

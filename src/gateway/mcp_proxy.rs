@@ -9,6 +9,11 @@
 //!   Airlock's own tokens, mapped to the upstream's per session.
 //! - tools/call, resources/read, resources/subscribe and unsubscribe outside `tools` and
 //!   `resources`, inside `deny`, or against `args` are refused and reach nothing upstream.
+//!   A URI goes upstream in its canonical spelling, the one that was checked
+//!   ([`crate::policy::resource::canonical_uri`]), never as the agent spelled it.
+//! - What comes back is held to the same rules: each resource a tool result embeds or
+//!   links, and each of a `resources/read` answer's contents, must be one the role could
+//!   read; any other is replaced by a notice saying which rule withheld it, and journaled.
 //! - prompts, completions and logging fail closed: a role cannot grant them.
 //! - The upstream's own requests (sampling, elicitation, roots) are answered by
 //!   [`super::upstream`], never relayed; its notifications go no further.
@@ -541,9 +546,10 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
             super::github::mcp::passed(gh, name, p, ok);
         }
         match answer {
-            Ok((result, ex)) => {
+            Ok((mut result, ex)) => {
                 rec.is_error = result.get("isError") == Some(&json!(true));
                 note_asked(&mut rec, &ex);
+                hold_embedded(gw, c, name, &mut result);
                 rpc_result(id, result)
             }
             Err((code, msg)) => rpc_error(id, code, &msg),
@@ -577,22 +583,81 @@ async fn resource(
     let mut rec = CallRecord::new(&c.name, method);
     // A URI may carry anything: the journal keeps its scheme only.
     rec.detail = format!("{}:…", uri.split(':').next().unwrap_or_default());
-    let d = gw.plan.policy.resource(&c.name, uri);
+    let (d, canonical) = gw.plan.policy.resource_read(&c.name, uri);
     rec.decided(&d);
-    let reply = if !d.allow {
-        rpc_error(id, REFUSED, &format!("refused by {}: {}", d.rule, d.reason))
-    } else {
-        match forward(c, session, method, json!({"uri": uri})).await {
-            Ok((result, ex)) => {
+    let reply = match canonical.filter(|_| d.allow) {
+        None => rpc_error(id, REFUSED, &format!("refused by {}: {}", d.rule, d.reason)),
+        Some(uri) => match forward(c, session, method, json!({"uri": uri})).await {
+            Ok((mut result, ex)) => {
                 rec.is_error = false;
                 note_asked(&mut rec, &ex);
+                if method == "resources/read" {
+                    hold_contents(gw, c, &uri, &mut result);
+                }
                 rpc_result(id, result)
             }
             Err((code, msg)) => rpc_error(id, code, &msg),
-        }
+        },
     };
     rec.finish(started, &reply, gw.log.as_ref());
     reply
+}
+
+/// A tool result's embedded resources (`resource`) and resource links (`resource_link`),
+/// each held to the role's resource rules like a read: one it could not read is replaced
+/// by a text notice naming the rule, and journaled.
+fn hold_embedded(gw: &RunGateway, c: &Connector, tool: &str, result: &mut Value) {
+    let Some(items) = result.get_mut("content").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for item in items {
+        let uri = match item.get("type").and_then(Value::as_str) {
+            Some("resource") => item.get("resource").and_then(|r| r.get("uri")),
+            Some("resource_link") => item.get("uri"),
+            _ => continue,
+        };
+        let uri = uri.and_then(Value::as_str).unwrap_or_default().to_string();
+        if let Some(notice) = withheld(gw, c, tool, &uri) {
+            *item = json!({"type": "text", "text": notice});
+        }
+    }
+}
+
+/// A `resources/read` answer's contents, each held to the role's resource rules: an upstream
+/// answering one read with other resources hands over only those the role could read.
+fn hold_contents(gw: &RunGateway, c: &Connector, asked: &str, result: &mut Value) {
+    let Some(items) = result.get_mut("contents").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for item in items {
+        let uri = item.get("uri").and_then(Value::as_str).unwrap_or_default();
+        if let Some(notice) = withheld(gw, c, "resources/read", uri) {
+            *item = json!({"uri": asked, "mimeType": "text/plain", "text": notice});
+        }
+    }
+}
+
+/// The notice standing in for a resource the role may not read, journaled as a refused
+/// call of `tool` (the URI by its scheme only); None when the role may read it.
+fn withheld(gw: &RunGateway, c: &Connector, tool: &str, uri: &str) -> Option<String> {
+    let d = gw.plan.policy.resource(&c.name, uri);
+    if d.allow {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let mut rec = CallRecord::new(&c.name, tool);
+    rec.detail = format!("embedded {}:…", uri.split(':').next().unwrap_or_default());
+    rec.decided(&d);
+    rec.reason = format!(
+        "{}; the upstream's answer held it and Airlock withheld it",
+        d.reason
+    );
+    let notice = format!(
+        "[Airlock withheld a resource in this answer: refused by {}: {}]",
+        d.rule, d.reason
+    );
+    rec.finish(started, &json!(notice), gw.log.as_ref());
+    Some(notice)
 }
 
 #[cfg(test)]

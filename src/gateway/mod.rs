@@ -7,8 +7,8 @@
 //! ([`bash_tool`]), whose allowed commands run on the run's command side
 //! ([`crate::sandbox::runner`]), and `/mcp/<connector>` for each `run.mcp` connector with
 //! `{via: airlock}` ([`mcp_proxy`]) in front of its upstream: streamable HTTP on this
-//! host ([`upstream`]) or a stdio server in a jail of its own ([`stdio_upstream`],
-//! [`crate::supervisor::connector`]). Every call is decided by the policy core and
+//! host ([`upstream`]) or a stdio server in a jail of its own ([`stdio_upstream`]; the
+//! supervisor starts that jail and hands the gateway its socket). Every call is decided by the policy core and
 //! journaled. The same listener is the run's HTTP proxy ([`egress`]): `CONNECT` tunnels
 //! and absolute-form plain HTTP to what the role may reach, each connection journaled.
 //!
@@ -30,6 +30,7 @@ pub mod mcp_proxy;
 pub mod mcp_server;
 pub mod provider;
 pub mod runner_client;
+pub mod scope;
 pub mod stdio_upstream;
 pub mod strict_json;
 pub mod upstream;
@@ -179,8 +180,6 @@ pub trait CallLog: Send + Sync {
     fn egress(&self, record: egress::EgressRecord);
     /// A GitHub write, or a refused GitHub request.
     fn github(&self, record: github::GithubRecord);
-    /// Where a stdio connector's stderr goes.
-    fn connector_output(&self, connector: &str) -> Box<dyn crate::supervisor::process::OutputSink>;
 }
 
 /// Everything a request handler of one run's gateway needs.
@@ -198,37 +197,41 @@ pub struct RunGateway {
     pub egress: Arc<egress::Egress>,
     /// The GitHub route, when the plan has one.
     pub github: Option<Arc<github::Github>>,
+    /// The run's tasks: every connection and stream is spawned through it.
+    pub scope: scope::Scope,
 }
 
-/// A running gateway; dropping it stops it (every connection and call of the run ends).
+/// A running gateway: tasks of the current runtime, in one [`scope::Scope`]. Dropping it
+/// cancels them all (every connection and call of the run ends); [`Gateway::stop`] also
+/// ends the upstream sessions and waits until the last task is gone.
 pub struct Gateway {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// The run's stdio connectors, stopped after the gateway (their stdio closes first).
-    jails: Vec<crate::supervisor::connector::ConnectorJail>,
+    served: Option<tokio::task::JoinHandle<()>>,
+    scope: scope::Scope,
     account: Arc<provider::Account>,
 }
 
 impl Gateway {
-    /// Serve the run's gateway on a thread of its own (one small runtime per run, so the
-    /// gateway dies with its run whatever it was doing).
+    /// Serve the run's gateway on the current runtime. `stdio`: the gateway's end of each
+    /// stdio connector's socket, by connector (the supervisor started their jails).
     pub fn start(
         plan: GatewayPlan,
         fds: GatewayFds,
         deadline: Option<Instant>,
         log: Arc<dyn CallLog>,
+        mut stdio: std::collections::BTreeMap<String, OwnedFd>,
     ) -> std::io::Result<Gateway> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
         let listener = std::net::TcpListener::from(fds.listener);
         listener.set_nonblocking(true)?;
+        let listener = {
+            let _entered = runtime.enter();
+            tokio::net::TcpListener::from_std(listener)?
+        };
         let runner = runner_client::RunnerClient::new(fds.runner, fds.commands);
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let scope = scope::Scope::default();
         let mut connectors = std::collections::BTreeMap::new();
-        let mut jails = Vec::new();
-        // The stdio upstreams' sockets are served by this runtime.
-        let entered = rt.enter();
         // The GitHub connector works with the run's installation token when the run has
         // a GitHub route (the first owner's: GitHub's MCP server takes one token).
         let gh_token = plan
@@ -259,14 +262,11 @@ impl Gateway {
                     };
                     upstream::Upstream::Http(upstream::HttpUpstream::new(url.clone(), auth))
                 }
-                UpstreamPlan::Stdio { spec, env } => {
-                    let (jail, sock) = crate::supervisor::connector::start(
-                        (**spec).clone(),
-                        env.clone(),
-                        log.connector_output(name),
-                    )
-                    .map_err(|e| std::io::Error::other(format!("connector {name}: {e}")))?;
-                    jails.push(jail);
+                UpstreamPlan::Stdio { .. } => {
+                    let sock = stdio.remove(name).ok_or_else(|| {
+                        std::io::Error::other(format!("connector {name}: its jail was not started"))
+                    })?;
+                    let _entered = runtime.enter();
                     upstream::Upstream::Stdio(stdio_upstream::StdioUpstream::new(sock)?)
                 }
             };
@@ -275,45 +275,50 @@ impl Gateway {
                 mcp_proxy::Connector::new(name.clone(), upstream, secret),
             );
         }
-        drop(entered);
         let account = Arc::new(provider::Account::default());
         let provider = plan
             .provider
             .clone()
             .map(|p| provider::Provider::new(p, account.clone()));
-        let github = plan
-            .github
-            .clone()
-            .map(|g| Arc::new(github::Github::new(g, plan.leases.clone(), log.clone())));
+        let github = plan.github.clone().map(|g| {
+            Arc::new(github::Github::new(
+                g,
+                plan.leases.clone(),
+                log.clone(),
+                scope.clone(),
+            ))
+        });
         let state = Arc::new(RunGateway {
             github,
             provider,
-            egress: Arc::new(egress::Egress::new(plan.egress.clone())),
+            egress: Arc::new(egress::Egress::new(plan.egress.clone(), scope.clone())),
             connectors,
             plan,
             deadline,
             runner,
             log,
             sessions: mcp_server::Sessions::default(),
+            scope: scope.clone(),
         });
-        let thread = std::thread::Builder::new()
-            .name("run-gateway".into())
-            .spawn(move || {
-                rt.block_on(async move {
-                    match tokio::net::TcpListener::from_std(listener) {
-                        Ok(l) => http::serve(l, state, rx).await,
-                        Err(e) => tracing::warn!("run gateway: cannot serve its listener: {e}"),
-                    }
-                });
-                // Dropping the runtime cancels every connection and call still going.
-                drop(rt);
-            })?;
+        let served = runtime.spawn(http::serve(listener, state, rx));
         Ok(Gateway {
             account,
             stop: Some(tx),
-            thread: Some(thread),
-            jails,
+            served: Some(served),
+            scope,
         })
+    }
+
+    /// Stop serving: no new connection, the upstream sessions ended (bounded), then every
+    /// task of the run cancelled; returns once the last is gone.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(served) = self.served.take() {
+            let _ = served.await;
+        }
+        self.scope.end().await;
     }
 }
 
@@ -344,12 +349,9 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
+        if let Some(served) = self.served.take() {
+            served.abort();
         }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        self.jails.clear();
+        self.scope.cancel();
     }
 }

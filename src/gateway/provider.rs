@@ -367,7 +367,7 @@ pub async fn handle(
         log.provider(rec);
         refusal(api, status, kind(api, status), msg)
     };
-    let now = crate::supervisor::ledger::now_ms();
+    let now = crate::clock::now_ms();
     let lease = match presented(req.headers())
         .ok_or(crate::credentials::leases::TokenRefusal::Unknown)
         .and_then(|t| leases.check(LeaseKind::Provider, &p.plan.name, t, now))

@@ -6,8 +6,16 @@
 //! and each numbers its own requests, so a request goes out under an id of this upstream's
 //! own and its answer comes back under the caller's: two sessions' equal ids must never
 //! meet (one would get the other's answer).
+//!
+//! Nothing the server sends stays here beyond its use: a line is at most
+//! [`MAX_ANSWER_BYTES`] (longer, and the connector is taken for one not speaking MCP) and
+//! [`strict_json::MAX_ANSWER_VALUES`] values; of its own requests only the last
+//! [`MAX_SERVER_REQUESTS`] method names are kept, each cut to
+//! [`MAX_METHOD_BYTES`](super::upstream::MAX_METHOD_BYTES); a
+//! request that saw more than [`MAX_SERVER_REQUESTS`] of them fails; at most
+//! [`MAX_PENDING`] requests wait for an answer at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,17 +25,53 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use super::strict_json;
-use super::upstream::{answer_server_request, Exchange, UpstreamError, MAX_ANSWER_BYTES, TIMEOUT};
+use super::upstream::{
+    answer_server_request, shown_method, Exchange, UpstreamError, MAX_ANSWER_BYTES,
+    MAX_SERVER_REQUESTS, TIMEOUT,
+};
 
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>;
+
+/// Most requests waiting for the server's answer at once (the proxy sends at most
+/// [`super::mcp_proxy::MAX_IN_FLIGHT`]; this bounds any other caller too).
+pub const MAX_PENDING: usize = 16;
+
+/// The server's own requests, as the journal names them: how many came, and the last
+/// [`MAX_SERVER_REQUESTS`] names (each numbered by its arrival).
+#[derive(Debug, Default)]
+struct Asked {
+    total: u64,
+    recent: VecDeque<(u64, String)>,
+}
+
+impl Asked {
+    fn push(&mut self, method: Option<&str>) {
+        self.total += 1;
+        if self.recent.len() >= MAX_SERVER_REQUESTS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.total, shown_method(method)));
+    }
+
+    /// How many came after the `before`th, and the names kept of them.
+    fn since(&self, before: u64) -> (u64, Vec<String>) {
+        let names = self
+            .recent
+            .iter()
+            .filter(|(n, _)| *n > before)
+            .map(|(_, m)| m.clone())
+            .collect();
+        (self.total - before, names)
+    }
+}
 
 pub struct StdioUpstream {
     writer: Arc<tokio::sync::Mutex<tokio::net::unix::OwnedWriteHalf>>,
     pending: Pending,
     /// The answer to the first `initialize`, and whether `initialized` was sent.
     init: tokio::sync::Mutex<(Option<Value>, bool)>,
-    /// Requests the server made of its client, answered here, by method.
-    asked: Arc<Mutex<Vec<String>>>,
+    /// Requests the server made of its client, answered here.
+    asked: Arc<Mutex<Asked>>,
     /// The id the next request goes out under.
     next_id: AtomicU64,
     reader: tokio::task::JoinHandle<()>,
@@ -65,19 +109,32 @@ impl StdioUpstream {
         let (mut rd, wr) = tokio::net::UnixStream::from_std(std_sock)?.into_split();
         let writer = Arc::new(tokio::sync::Mutex::new(wr));
         let pending: Pending = Arc::default();
-        let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+        let asked: Arc<Mutex<Asked>> = Arc::default();
         let (w, p, a) = (writer.clone(), pending.clone(), asked.clone());
         let reader = tokio::spawn(async move {
             let mut buf: Vec<u8> = Vec::new();
+            // Lines are read from `start` on, and the buffer compacted once per read;
+            // `searched` bytes of it are known to hold no newline.
+            let mut searched = 0;
             let mut chunk = vec![0u8; 64 << 10];
             loop {
-                while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = buf.drain(..=nl).collect();
-                    let Ok(v) = strict_json::parse(&line[..line.len() - 1]) else {
-                        continue; // Not a message (a stray log line): nothing to route.
+                let mut start = 0;
+                while let Some(off) = buf[searched..].iter().position(|b| *b == b'\n') {
+                    let nl = searched + off;
+                    let line = &buf[start..nl];
+                    (start, searched) = (nl + 1, nl + 1);
+                    let v = match strict_json::parse_answer(line) {
+                        Ok(v) => v,
+                        Err(strict_json::StrictError::TooMany) => {
+                            // Too big to read: its caller learns why, nobody else waits.
+                            fail_too_many(line, &p);
+                            continue;
+                        }
+                        // Not a message (a stray log line): nothing to route.
+                        Err(_) => continue,
                     };
                     if v.get("method").is_some() && v.get("id").is_some() {
-                        lock(&a).push(v["method"].as_str().unwrap_or("?").to_string());
+                        lock(&a).push(v["method"].as_str());
                         let _ = write_line(&w, &answer_server_request(&v)).await;
                     } else if let Some(id) = v.get("id") {
                         if let Some(tx) = lock(&p).remove(&id.to_string()) {
@@ -85,8 +142,14 @@ impl StdioUpstream {
                         }
                     }
                 }
+                buf.drain(..start);
+                searched = buf.len();
                 if buf.len() > MAX_ANSWER_BYTES {
                     break; // A line past every bound: the connector is not speaking MCP.
+                }
+                // A long line read once leaves no long buffer behind.
+                if buf.capacity() > 4 * chunk.len() && buf.len() <= chunk.len() {
+                    buf.shrink_to(chunk.len());
                 }
                 match rd.read(&mut chunk).await {
                     Ok(0) | Err(_) => break,
@@ -139,6 +202,9 @@ impl StdioUpstream {
             write_line(&self.writer, msg).await?;
             return Ok(Exchange::default());
         };
+        if lock(&self.pending).len() >= MAX_PENDING {
+            return Err(UpstreamError::Busy);
+        }
         let wire = Value::from(self.next_id.fetch_add(1, Ordering::Relaxed));
         let key = wire.to_string();
         let mut out = msg.clone();
@@ -148,12 +214,13 @@ impl StdioUpstream {
         o.insert("id".into(), wire);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(key.clone(), tx);
-        let before = lock(&self.asked).len();
+        let before = lock(&self.asked).total;
         if let Err(e) = write_line(&self.writer, &out).await {
             lock(&self.pending).remove(&key);
             return Err(e);
         }
         let mut response = match tokio::time::timeout(TIMEOUT, rx).await {
+            Ok(Ok(v)) if v.get(TOO_MANY).is_some() => return Err(UpstreamError::TooManyValues),
             Ok(Ok(v)) => v,
             Ok(Err(_)) => return Err(UpstreamError::Unreachable),
             Err(_) => {
@@ -165,16 +232,34 @@ impl StdioUpstream {
         if let Some(o) = response.as_object_mut() {
             o.insert("id".into(), id.clone());
         }
-        let asked = lock(&self.asked)
-            .get(before..)
-            .map(<[String]>::to_vec)
-            .unwrap_or_default();
+        let (count, asked) = lock(&self.asked).since(before);
+        if count > MAX_SERVER_REQUESTS as u64 {
+            return Err(UpstreamError::TooManyRequests);
+        }
         Ok(Exchange {
             status: 200,
             session: None,
             response: Some(response),
             asked,
         })
+    }
+}
+
+/// Marks an answer that was too big to read (a key no JSON-RPC message has).
+const TOO_MANY: &str = "airlock: too many values";
+
+/// An answer of more values than are read: its caller gets an error. Only its `id` is
+/// read (the rest is skipped as it is parsed, nothing of it built).
+fn fail_too_many(line: &[u8], pending: &Pending) {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        id: Option<Value>,
+    }
+    let Ok(IdOnly { id: Some(id) }) = serde_json::from_slice::<IdOnly>(line) else {
+        return;
+    };
+    if let Some(tx) = lock(pending).remove(&id.to_string()) {
+        let _ = tx.send(serde_json::json!({ TOO_MANY: true }));
     }
 }
 

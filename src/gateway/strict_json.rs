@@ -4,6 +4,7 @@
 //! another to an upstream that keeps the first). What is forwarded is this value,
 //! re-serialized, never the original bytes.
 
+use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
@@ -12,12 +13,18 @@ use serde_json::{Map, Value};
 /// Deepest nesting of arrays and objects accepted.
 pub const MAX_DEPTH: usize = 64;
 
+/// Most JSON values (each scalar, array and object counts one) in an answer from a
+/// connector's upstream: a value in memory is several times its text, so a 16 MiB answer
+/// of `[0,0,...]` would cost half a gigabyte.
+pub const MAX_ANSWER_VALUES: usize = 1 << 18;
+
 /// Why a message was refused. Names no value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StrictError {
     Syntax,
     DuplicateKey,
     TooDeep,
+    TooMany,
 }
 
 impl fmt::Display for StrictError {
@@ -26,16 +33,31 @@ impl fmt::Display for StrictError {
             StrictError::Syntax => "not valid JSON",
             StrictError::DuplicateKey => "an object has the same key twice",
             StrictError::TooDeep => "nested deeper than 64 levels",
+            StrictError::TooMany => "more than 262144 values",
         })
     }
 }
 
 /// Parse `bytes` as one JSON value, strictly (see the module doc).
 pub fn parse(bytes: &[u8]) -> Result<Value, StrictError> {
+    parse_bounded(bytes, usize::MAX)
+}
+
+/// [`parse`], refusing a value of more than [`MAX_ANSWER_VALUES`] values before it is
+/// built: for what a connector's upstream sends.
+pub fn parse_answer(bytes: &[u8]) -> Result<Value, StrictError> {
+    parse_bounded(bytes, MAX_ANSWER_VALUES)
+}
+
+fn parse_bounded(bytes: &[u8], max_values: usize) -> Result<Value, StrictError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let v = Seed { depth: 0 }
-        .deserialize(&mut de)
-        .map_err(|e| classify(&e))?;
+    let left = Cell::new(max_values);
+    let v = Seed {
+        depth: 0,
+        left: &left,
+    }
+    .deserialize(&mut de)
+    .map_err(|e| classify(&e))?;
     de.end().map_err(|_| StrictError::Syntax)?;
     Ok(v)
 }
@@ -46,6 +68,8 @@ fn classify(e: &serde_json::Error) -> StrictError {
         StrictError::DuplicateKey
     } else if msg.starts_with(DEEP) {
         StrictError::TooDeep
+    } else if msg.starts_with(MANY) {
+        StrictError::TooMany
     } else {
         StrictError::Syntax
     }
@@ -53,30 +77,38 @@ fn classify(e: &serde_json::Error) -> StrictError {
 
 const DUPLICATE: &str = "airlock: duplicate key";
 const DEEP: &str = "airlock: too deep";
+const MANY: &str = "airlock: too many values";
 
-struct Seed {
+struct Seed<'a> {
     depth: usize,
+    /// Values still allowed in the whole message.
+    left: &'a Cell<usize>,
 }
 
-impl<'de> DeserializeSeed<'de> for Seed {
+impl<'de> DeserializeSeed<'de> for Seed<'_> {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        match self.left.get().checked_sub(1) {
+            Some(n) => self.left.set(n),
+            None => return Err(de::Error::custom(MANY)),
+        }
         d.deserialize_any(self)
     }
 }
 
-impl Seed {
-    fn deeper<E: de::Error>(&self) -> Result<Seed, E> {
+impl<'a> Seed<'a> {
+    fn deeper<E: de::Error>(&self) -> Result<Seed<'a>, E> {
         if self.depth >= MAX_DEPTH {
             return Err(E::custom(DEEP));
         }
         Ok(Seed {
             depth: self.depth + 1,
+            left: self.left,
         })
     }
 }
 
-impl<'de> Visitor<'de> for Seed {
+impl<'de> Visitor<'de> for Seed<'_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -111,7 +143,10 @@ impl<'de> Visitor<'de> for Seed {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let inner = self.deeper()?;
         let mut out = Vec::new();
-        while let Some(v) = seq.next_element_seed(Seed { depth: inner.depth })? {
+        while let Some(v) = seq.next_element_seed(Seed {
+            depth: inner.depth,
+            left: inner.left,
+        })? {
             out.push(v);
         }
         Ok(Value::Array(out))
@@ -120,7 +155,10 @@ impl<'de> Visitor<'de> for Seed {
         let inner = self.deeper()?;
         let mut out = Map::new();
         while let Some(k) = map.next_key::<String>()? {
-            let v = map.next_value_seed(Seed { depth: inner.depth })?;
+            let v = map.next_value_seed(Seed {
+                depth: inner.depth,
+                left: inner.left,
+            })?;
             if out.insert(k, v).is_some() {
                 return Err(de::Error::custom(DUPLICATE));
             }
@@ -150,6 +188,11 @@ mod tests {
         assert!(parse(ok.as_bytes()).is_ok());
         assert_eq!(parse(b"{} {}"), Err(StrictError::Syntax));
         assert_eq!(parse(b"{\"a\":"), Err(StrictError::Syntax));
+        let many = format!("[{}0]", "0,".repeat(MAX_ANSWER_VALUES));
+        assert_eq!(parse_answer(many.as_bytes()), Err(StrictError::TooMany));
+        assert!(parse(many.as_bytes()).is_ok());
+        let enough = format!("[{}0]", "0,".repeat(MAX_ANSWER_VALUES - 2));
+        assert!(parse_answer(enough.as_bytes()).is_ok());
         // A key spelled with an escape is the same key.
         assert_eq!(
             parse(br#"{"name":1,"n\u0061me":2}"#),

@@ -3,6 +3,11 @@
 //! comes. Requests the upstream makes of its client in that stream (sampling, elicitation,
 //! roots) are answered here, refused or empty: they never reach the agent or its model.
 //! The connector's credential goes in one header, to this upstream only.
+//!
+//! What an upstream can make the gateway keep is bounded: [`MAX_ANSWER_BYTES`] of an
+//! answer, [`strict_json::MAX_ANSWER_VALUES`] values in it, [`MAX_SERVER_REQUESTS`]
+//! requests of its own while answering one, each method name kept for the journal cut to
+//! [`MAX_METHOD_BYTES`]; past a bound the exchange fails with an error saying which.
 
 use std::time::Duration;
 
@@ -21,6 +26,20 @@ use super::strict_json;
 pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 /// How long one exchange with the upstream may take.
 pub const TIMEOUT: Duration = Duration::from_secs(300);
+/// Most requests an upstream may make of its client (each answered, and named in the
+/// journal) while answering one request.
+pub const MAX_SERVER_REQUESTS: usize = 16;
+/// Longest method name of an upstream's request that the journal names as sent.
+pub const MAX_METHOD_BYTES: usize = 64;
+
+/// How the journal names an upstream's request: its method, or its length when long.
+pub fn shown_method(m: Option<&str>) -> String {
+    match m {
+        Some(m) if m.len() <= MAX_METHOD_BYTES => m.to_string(),
+        Some(m) => format!("(a method name of {} bytes)", m.len()),
+        None => "(no method name)".to_string(),
+    }
+}
 
 /// An `http://host[:port]/path` URL, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +108,24 @@ pub enum UpstreamError {
     Malformed,
     #[error("the connector's upstream sent more than 16 MiB")]
     TooLarge,
+    #[error("the connector's upstream sent an answer of more than 262144 JSON values")]
+    TooManyValues,
+    #[error(
+        "the connector's upstream made more than 16 requests of its client while answering one"
+    )]
+    TooManyRequests,
+    #[error("the connector has too many requests in flight")]
+    Busy,
+}
+
+impl UpstreamError {
+    /// The error for an answer that did not parse.
+    pub fn of_answer(e: strict_json::StrictError) -> UpstreamError {
+        match e {
+            strict_json::StrictError::TooMany => UpstreamError::TooManyValues,
+            _ => UpstreamError::Malformed,
+        }
+    }
 }
 
 /// What came back for one POST.
@@ -217,25 +254,32 @@ impl HttpUpstream {
                 .await
                 .map_err(|_| UpstreamError::TooLarge)?
                 .to_bytes();
-            let v = strict_json::parse(&bytes).map_err(|_| UpstreamError::Malformed)?;
+            let v = strict_json::parse_answer(&bytes).map_err(UpstreamError::of_answer)?;
             if v.get("id") != Some(want) {
                 return Err(UpstreamError::Malformed);
             }
             ex.response = Some(v);
             return Ok(ex);
         }
-        // An SSE stream: events until the response to our request.
+        // An SSE stream: events until the response to our request. Events are read from
+        // `start` on and the buffer compacted once per frame; `searched` is how far an
+        // incomplete event was already searched for its end.
         let mut buf: Vec<u8> = Vec::new();
+        let (mut start, mut searched) = (0usize, 0usize);
         let mut total = 0usize;
         loop {
-            while let Some((event, used)) = next_event(&buf) {
-                buf.drain(..used);
+            while let Some((event, used)) = next_event(&buf[start..], searched) {
+                start += used;
+                searched = 0;
                 let Some(data) = event else { continue };
                 let v =
-                    strict_json::parse(data.as_bytes()).map_err(|_| UpstreamError::Malformed)?;
+                    strict_json::parse_answer(data.as_bytes()).map_err(UpstreamError::of_answer)?;
                 if v.get("method").is_some() && v.get("id").is_some() {
                     // The upstream asks its client something: Airlock answers.
-                    let method = v["method"].as_str().unwrap_or("?").to_string();
+                    if ex.asked.len() >= MAX_SERVER_REQUESTS {
+                        return Err(UpstreamError::TooManyRequests);
+                    }
+                    let method = shown_method(v["method"].as_str());
                     let answer = answer_server_request(&v);
                     let new_session = ex.session.clone();
                     let s = new_session.as_deref().or(session);
@@ -247,6 +291,9 @@ impl HttpUpstream {
                 }
                 // Notifications (progress, logging, list changes) go no further.
             }
+            buf.drain(..start);
+            start = 0;
+            searched = buf.len();
             match body.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
@@ -324,19 +371,23 @@ pub fn answer_server_request(req: &Value) -> Value {
 }
 
 /// The next complete SSE event in `buf`: its data (None for an event without data, such
-/// as a comment or a retry hint) and how many bytes it used.
-fn next_event(buf: &[u8]) -> Option<(Option<String>, usize)> {
-    let text = std::str::from_utf8(buf).ok().or_else(|| {
-        // A multi-byte character may be cut at the buffer's end: parse up to the last
-        // complete event only.
-        let end = buf.windows(2).rposition(|w| w == b"\n\n")? + 2;
-        std::str::from_utf8(&buf[..end]).ok()
+/// as a comment or a retry hint, or one that is not UTF-8) and how many bytes it used.
+/// `searched`: bytes at the start of `buf` already known to hold no event's end.
+fn next_event(buf: &[u8], searched: usize) -> Option<(Option<String>, usize)> {
+    // Back up over a separator that may have been cut at the end of the last search.
+    let from = searched.saturating_sub(3);
+    let (end, sep) = (from..buf.len()).find_map(|i| {
+        if buf[i..].starts_with(b"\n\n") {
+            Some((i, 2))
+        } else if buf[i..].starts_with(b"\r\n\r\n") {
+            Some((i, 4))
+        } else {
+            None
+        }
     })?;
-    let (end, sep) = [("\r\n\r\n", 4), ("\n\n", 2)]
-        .iter()
-        .filter_map(|(s, n)| text.find(s).map(|i| (i, *n)))
-        .min()?;
-    let block = &text[..end];
+    let Ok(block) = std::str::from_utf8(&buf[..end]) else {
+        return Some((None, end + sep));
+    };
     let mut data: Option<String> = None;
     for line in block.lines() {
         if let Some(d) = line.strip_prefix("data:") {
@@ -400,17 +451,21 @@ mod tests {
     fn sse_events_are_split_and_joined() {
         let buf =
             b"id: 1\ndata: \n\nevent: message\ndata: {\"a\":\ndata: 1}\n\n: comment\n\ndata: x";
-        let (d, used0) = next_event(buf).unwrap();
+        let (d, used0) = next_event(buf, 0).unwrap();
         assert_eq!(d, None, "a priming event");
         let buf = &buf[used0..];
-        let (d, used) = next_event(buf).unwrap();
+        let (d, used) = next_event(buf, 0).unwrap();
         assert_eq!(d.as_deref(), Some("{\"a\":\n1}"));
-        let (d, used2) = next_event(&buf[used..]).unwrap();
+        let (d, used2) = next_event(&buf[used..], 0).unwrap();
         assert_eq!(d, None);
         assert!(
-            next_event(&buf[used + used2..]).is_none(),
+            next_event(&buf[used + used2..], 0).is_none(),
             "incomplete event"
         );
+        // A separator cut between two reads is still found.
+        let cut = b"data: 1\r\n\r\n";
+        assert_eq!(next_event(cut, 10).unwrap().1, cut.len());
+        assert_eq!(next_event(b"data: 2\n\n", 8).unwrap().1, 9);
     }
 
     #[test]

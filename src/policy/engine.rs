@@ -9,14 +9,31 @@ use super::resource::ResourcePolicy;
 use super::tool::ToolPolicy;
 use super::{Decision, Policies};
 use crate::role::Role;
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub struct RolePolicy {
     bash: BashPolicy,
     tool: ToolPolicy,
     resource: ResourcePolicy,
+    /// The host's, shared by every role's policy (compiled once per policy load).
+    rails: Arc<CompiledRails>,
+}
+
+/// The host's rails with their tool globs compiled.
+#[derive(Debug)]
+pub struct CompiledRails {
     rails: Rails,
-    tool_rails: ToolRailSet,
+    tools: ToolRailSet,
+}
+
+impl CompiledRails {
+    pub fn compile(rails: &Rails) -> CompiledRails {
+        CompiledRails {
+            rails: rails.clone(),
+            tools: ToolRailSet::compile(rails),
+        }
+    }
 }
 
 /// Every tool rail's globs as one case-insensitive regex set: one pass over the tool name
@@ -79,8 +96,7 @@ impl RolePolicy {
             bash: BashPolicy::compile(role.bash_prefixes(), &policies.bash_guards),
             tool: ToolPolicy::compile(role),
             resource: ResourcePolicy::compile(role),
-            rails: policies.rails.clone(),
-            tool_rails: ToolRailSet::compile(&policies.rails),
+            rails: policies.compiled_rails(),
         }
     }
 
@@ -100,7 +116,7 @@ impl RolePolicy {
         if !decision.allow {
             return (decision, None);
         }
-        match self.rails.forbidden_argv(&argv) {
+        match self.rails.rails.forbidden_argv(&argv) {
             Some(rail) => (
                 Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
                 None,
@@ -111,7 +127,7 @@ impl RolePolicy {
 
     /// An MCP tool call through the gateway.
     pub fn tool(&self, connector: &str, tool: &str, args: &serde_json::Value) -> Decision {
-        match self.tool_rails.find(&self.rails, tool) {
+        match self.rails.tools.find(&self.rails.rails, tool) {
             Some(rail) => Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
             None => self.tool.decide(connector, tool, args),
         }
@@ -120,7 +136,7 @@ impl RolePolicy {
     /// Whether a filtered tools/list shows `tool` of `connector`: listed by the role, not
     /// denied, no rail against it. Its calls are still decided by [`RolePolicy::tool`].
     pub fn tool_listed(&self, connector: &str, tool: &str) -> Decision {
-        match self.tool_rails.find(&self.rails, tool) {
+        match self.rails.tools.find(&self.rails.rails, tool) {
             Some(rail) => Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
             None => self.tool.listed(connector, tool),
         }
@@ -129,6 +145,12 @@ impl RolePolicy {
     /// An MCP resource read through the gateway.
     pub fn resource(&self, connector: &str, uri: &str) -> Decision {
         self.resource.decide(connector, uri)
+    }
+
+    /// [`RolePolicy::resource`], with the URI to forward when it is allowed: the canonical
+    /// spelling that was checked, never the one sent.
+    pub fn resource_read(&self, connector: &str, uri: &str) -> (Decision, Option<String>) {
+        self.resource.read(connector, uri)
     }
 }
 

@@ -9,6 +9,8 @@ pub mod classes;
 pub mod decision;
 pub mod egress;
 pub mod engine;
+pub mod fold;
+pub mod git_overrides;
 pub mod github;
 pub mod hire;
 pub mod levels;

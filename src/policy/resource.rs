@@ -2,19 +2,31 @@
 //!
 //! URIs are compared structurally, never as raw strings: the scheme and host compare in any
 //! case; the path is split into segments after `.`/`..` are resolved and percent-escapes of
-//! printable ASCII are decoded, so `/data-evil` never matches `/data/*` and `/data/../etc`
-//! never does either. Forms a server might read differently from us are refused outright:
-//! an encoded `/` or `\` (`%2F`, `%5C`), an encoded dot segment (`%2E%2E`), an encoded NUL,
-//! control or non-ASCII byte, a malformed escape, an empty segment (`//` inside the path),
-//! `..` above the root, a raw backslash, userinfo in the authority, anything that is not
-//! printable ASCII, and URIs over [`MAX_URI_BYTES`].
+//! printable ASCII are decoded once, so `/data-evil` never matches `/data/*` and
+//! `/data/../etc` never does either. Each id has one spelling: forms a server might read
+//! differently from us are refused outright: an encoded `/` or `\` (`%2F`, `%5C`), an
+//! encoded dot segment (`%2E%2E`), an escape of an escape (`%252F`, which a server that
+//! decodes twice reads as `/`), an encoded NUL, control or non-ASCII byte, a malformed
+//! escape, a segment (or host label, or port) that reads as a number but is not in
+//! canonical decimal form (`05`, `+5`, `5.0`, `5e0`, `0x5`, `1_000`, ` 5`, `inf`: a server
+//! reading ids with `Number()` or `strtol` takes each for `5`), an all-numeric host that
+//! is not a dotted quad, an empty segment (`//` inside the path), `..` above the root, a
+//! raw backslash, userinfo in the authority, anything that is not printable ASCII, and
+//! URIs over [`MAX_URI_BYTES`].
+//!
+//! What the gateway forwards is [`Uri`]'s canonical form ([`canonical_uri`]), never the
+//! spelling the agent sent: the upstream reads the resource that was checked.
 //!
 //! Allow patterns: exact URI (query, fragment and trailing `/` must agree), a prefix ending
 //! in `/*` (strictly below it, any query), `<scheme>:*`, or `*`. Deny patterns take the same
 //! forms but match in any case and ignore the query, fragment and trailing `/`; a deny
-//! prefix also covers the prefix itself. `deny[connector]` also holds tool patterns (no
-//! `:`), which are left to [`crate::policy::tool`]; an entry that is neither kind, or a
-//! resource deny pattern that does not parse, denies every resource of the connector.
+//! prefix also covers the prefix itself. A deny segment that is a number also covers every
+//! segment a lenient reader takes for that number (`5abc`, `5.txt`: its leading digits, as
+//! JavaScript's `parseInt` and C's `atoi` read them), and every number that rounds to the
+//! same 64-bit float (`9007199254740993` for `9007199254740992`, as `Number()` reads them).
+//! `deny[connector]` also holds tool patterns (no `:`), which are left to
+//! [`crate::policy::tool`]; an entry that is neither kind, or a resource deny pattern that
+//! does not parse, denies every resource of the connector.
 
 use super::tool::is_tool_name;
 use super::Decision;
@@ -39,7 +51,10 @@ pub enum UriError {
     BadPercent,
     EncodedSeparator,
     EncodedDotSegment,
+    EncodedEscape,
     EncodedControl,
+    NonCanonicalNumber,
+    NumericHost,
     EmptySegment,
     EscapesRoot,
 }
@@ -57,7 +72,12 @@ impl UriError {
             UriError::BadPercent => "malformed percent-escape",
             UriError::EncodedSeparator => "encoded slash or backslash",
             UriError::EncodedDotSegment => "encoded dot segment",
+            UriError::EncodedEscape => "an escape of an escape (%25 and two hex digits)",
             UriError::EncodedControl => "encoded control or non-ASCII byte",
+            UriError::NonCanonicalNumber => {
+                "a number not in canonical decimal form (no sign, leading zero, fraction, exponent, digit separator, space or radix prefix)"
+            }
+            UriError::NumericHost => "an all-numeric host that is not a dotted quad",
             UriError::EmptySegment => "empty path segment",
             UriError::EscapesRoot => "'..' above the root",
         }
@@ -79,7 +99,7 @@ pub struct Uri {
     pub authority: Option<String>,
     /// The path starts with `/`.
     pub absolute: bool,
-    /// Decoded, dot segments resolved.
+    /// Decoded once (a `%25` is a `%` here), dot segments resolved.
     pub segments: Vec<String>,
     pub trailing_slash: bool,
     pub query: Option<String>,
@@ -122,6 +142,7 @@ pub fn parse_uri(uri: &str) -> Result<Uri, UriError> {
             if auth.contains('%') {
                 return Err(UriError::BadAuthority);
             }
+            check_authority_numbers(auth)?;
             (Some(auth.to_ascii_lowercase()), &after[end..])
         }
         None => (None, rest),
@@ -154,6 +175,9 @@ pub fn parse_uri(uri: &str) -> Result<Uri, UriError> {
                     }
                     trailing_slash = i == last;
                 }
+                d if reads_as_number(d) && !is_canonical_decimal(d) => {
+                    return Err(UriError::NonCanonicalNumber)
+                }
                 _ => segments.push(decoded),
             }
         }
@@ -169,8 +193,8 @@ pub fn parse_uri(uri: &str) -> Result<Uri, UriError> {
     })
 }
 
-/// Decode percent-escapes of printable ASCII; keep `%25` (so nothing decodes twice);
-/// refuse encoded separators, controls and non-ASCII.
+/// Decode percent-escapes of printable ASCII and the space, once; refuse encoded
+/// separators, controls, non-ASCII, and an escape whose decoding is itself an escape.
 fn decode_segment(seg: &str) -> Result<String, UriError> {
     let b = seg.as_bytes();
     let mut out = String::with_capacity(seg.len());
@@ -181,22 +205,200 @@ fn decode_segment(seg: &str) -> Result<String, UriError> {
             i += 1;
             continue;
         }
-        let hi = b.get(i + 1).and_then(|c| char::from(*c).to_digit(16));
-        let lo = b.get(i + 2).and_then(|c| char::from(*c).to_digit(16));
-        let (Some(hi), Some(lo)) = (hi, lo) else {
-            return Err(UriError::BadPercent);
-        };
-        let byte = (hi * 16 + lo) as u8;
+        let byte = hex_pair(b.get(i + 1..i + 3)).ok_or(UriError::BadPercent)?;
         match byte {
             b'/' | b'\\' => return Err(UriError::EncodedSeparator),
-            b'%' => out.push_str("%25"),
-            0x21..=0x7E => out.push(char::from(byte)),
-            b' ' => out.push_str("%20"),
+            // `%25` then two hex digits: decoded once it is an escape again.
+            b'%' if hex_pair(b.get(i + 3..i + 5)).is_some() => return Err(UriError::EncodedEscape),
+            b' '..=b'~' => out.push(char::from(byte)),
             _ => return Err(UriError::EncodedControl),
         }
         i += 3;
     }
     Ok(out)
+}
+
+fn hex_pair(b: Option<&[u8]>) -> Option<u8> {
+    let b = b?;
+    let hi = char::from(*b.first()?).to_digit(16)?;
+    let lo = char::from(*b.get(1)?).to_digit(16)?;
+    u8::try_from(hi * 16 + lo).ok()
+}
+
+/// Whether a decoded segment is what some common reader takes for a number: JavaScript's
+/// `Number()`, Python's `int()`/`float()`, Go's `strconv` with base 0, Java's
+/// `parseDouble`, Rust's `parse`. Surrounding spaces, a sign, digit separators, a
+/// fraction, an exponent, a radix prefix, a float suffix, `inf` and `nan` all count.
+pub fn reads_as_number(s: &str) -> bool {
+    let t = s.trim_matches(|c: char| c.is_ascii_whitespace());
+    let t = t.strip_prefix(['+', '-']).unwrap_or(t);
+    let lower = t.to_ascii_lowercase();
+    if matches!(lower.as_str(), "inf" | "infinity" | "nan") {
+        return true;
+    }
+    let b = lower.as_bytes();
+    if b.len() > 2 && b[0] == b'0' && matches!(b[1], b'x' | b'o' | b'b') {
+        return b[2..].iter().any(u8::is_ascii_hexdigit)
+            && b[2..]
+                .iter()
+                .all(|c| c.is_ascii_hexdigit() || matches!(c, b'_' | b'.' | b'p' | b'+' | b'-'));
+    }
+    let b = b
+        .strip_suffix(b"f")
+        .or_else(|| b.strip_suffix(b"d"))
+        .unwrap_or(b);
+    // digits [. digits] [e [sign] digits], `_` between digits, at least one mantissa digit.
+    let digits = |b: &[u8], mut i: usize| -> (usize, usize) {
+        let mut n = 0;
+        while i < b.len() && (b[i].is_ascii_digit() || (b[i] == b'_' && n > 0)) {
+            n += usize::from(b[i] != b'_');
+            i += 1;
+        }
+        (i, n)
+    };
+    let (mut i, whole) = digits(b, 0);
+    let mut frac = 0;
+    if b.get(i) == Some(&b'.') {
+        (i, frac) = digits(b, i + 1);
+    }
+    if whole + frac == 0 {
+        return false;
+    }
+    if b.get(i) == Some(&b'e') {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let (j, exp) = digits(b, i);
+        if exp == 0 {
+            return false;
+        }
+        i = j;
+    }
+    i == b.len()
+}
+
+/// `0`, or a digit 1-9 followed by digits: the one spelling of a non-negative integer.
+pub fn is_canonical_decimal(s: &str) -> bool {
+    s == "0"
+        || (s.starts_with(|c: char| matches!(c, '1'..='9'))
+            && s.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Numbers in an authority have one spelling too: each label of the host and the port in
+/// canonical decimal, and a host of numbers only a dotted quad (`10.1`, `167772161` and
+/// `0x0a.0.0.1` all reach 10.0.0.1 through `inet_aton`).
+fn check_authority_numbers(auth: &str) -> Result<(), UriError> {
+    if auth.starts_with('[') {
+        return Ok(());
+    }
+    let (host, port) = match auth.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (auth, None),
+    };
+    if let Some(p) = port.filter(|p| !p.is_empty()) {
+        if reads_as_number(p) && !is_canonical_decimal(p) {
+            return Err(UriError::NonCanonicalNumber);
+        }
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    if labels
+        .iter()
+        .any(|l| reads_as_number(l) && !is_canonical_decimal(l))
+    {
+        return Err(UriError::NonCanonicalNumber);
+    }
+    if !host.is_empty() && labels.iter().all(|l| is_canonical_decimal(l)) {
+        let quad = labels.len() == 4 && labels.iter().all(|l| l.parse::<u8>().is_ok());
+        if !quad {
+            return Err(UriError::NumericHost);
+        }
+    }
+    Ok(())
+}
+
+/// The number a lenient reader takes a segment for: its leading digits after optional
+/// spaces and `+` (`0x` then hex digits, as `parseInt` reads them), as an exact decimal
+/// string without leading zeros (when it fits 128 bits) and as the nearest 64-bit float.
+fn lenient_number(s: &str) -> Option<(Option<String>, f64)> {
+    let t = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let t = t.strip_prefix('+').unwrap_or(t);
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        let end = hex
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(hex.len());
+        if end > 0 {
+            let exact = u128::from_str_radix(&hex[..end], 16).ok();
+            let float = exact.map_or(f64::INFINITY, |v| v as f64);
+            return Some((exact.map(|v| v.to_string()), float));
+        }
+    }
+    let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if end == 0 {
+        return None;
+    }
+    let digits = t[..end].trim_start_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    Some((Some(digits.to_string()), digits.parse::<f64>().ok()?))
+}
+
+/// Whether a (lowercased) URI segment is the (lowercased) segment of a deny pattern: the
+/// same text, or, for a pattern segment that is a number, a segment any reader could take
+/// for that number.
+fn deny_segment_matches(pattern: &str, seg: &str) -> bool {
+    if pattern == seg {
+        return true;
+    }
+    if !is_canonical_decimal(pattern) {
+        return false;
+    }
+    let (Some((Some(p), pf)), Some((exact, f))) = (lenient_number(pattern), lenient_number(seg))
+    else {
+        return false;
+    };
+    exact.as_deref() == Some(p.as_str()) || pf == f
+}
+
+/// The canonical spelling of a parsed URI: lowercase scheme and host, dot segments
+/// resolved, each segment's characters raw where a path may hold them and escaped
+/// (uppercase hex) everywhere else; query and fragment as sent.
+impl fmt::Display for Uri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", self.scheme)?;
+        if let Some(a) = &self.authority {
+            write!(f, "//{a}")?;
+        }
+        if self.absolute {
+            f.write_str("/")?;
+        }
+        for (i, seg) in self.segments.iter().enumerate() {
+            if i > 0 {
+                f.write_str("/")?;
+            }
+            for b in seg.bytes() {
+                if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b) {
+                    write!(f, "{}", char::from(b))?;
+                } else {
+                    write!(f, "%{b:02X}")?;
+                }
+            }
+        }
+        if self.trailing_slash && !self.segments.is_empty() {
+            f.write_str("/")?;
+        }
+        if let Some(q) = &self.query {
+            write!(f, "?{q}")?;
+        }
+        if let Some(x) = &self.fragment {
+            write!(f, "#{x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The canonical spelling of `uri` ([`Uri`]'s `Display`), or why it is refused.
+pub fn canonical_uri(uri: &str) -> Result<String, UriError> {
+    parse_uri(uri).map(|u| u.to_string())
 }
 
 #[derive(Debug, Clone)]
@@ -254,8 +456,22 @@ impl ResPattern {
         match self {
             ResPattern::All => true,
             ResPattern::Scheme(s) => &u.scheme == s,
-            ResPattern::Prefix(p, pl) => same_root(p, u) && lower.starts_with(pl),
-            ResPattern::Exact(p, pl) => same_root(p, u) && lower == pl.as_slice(),
+            ResPattern::Prefix(p, pl) => {
+                same_root(p, u)
+                    && lower.len() >= pl.len()
+                    && pl
+                        .iter()
+                        .zip(lower)
+                        .all(|(a, b)| deny_segment_matches(a, b))
+            }
+            ResPattern::Exact(p, pl) => {
+                same_root(p, u)
+                    && lower.len() == pl.len()
+                    && pl
+                        .iter()
+                        .zip(lower)
+                        .all(|(a, b)| deny_segment_matches(a, b))
+            }
         }
     }
 }
@@ -309,18 +525,32 @@ impl ResourcePolicy {
     }
 
     pub fn decide(&self, connector: &str, uri: &str) -> Decision {
-        let u = match parse_uri(uri) {
-            Ok(u) => u,
-            Err(e) => {
-                return Decision::deny(
+        self.read(connector, uri).0
+    }
+
+    /// [`ResourcePolicy::decide`], with the URI to forward when it is allowed: its
+    /// canonical spelling, the one that was checked.
+    pub fn read(&self, connector: &str, uri: &str) -> (Decision, Option<String>) {
+        match parse_uri(uri) {
+            Ok(u) => {
+                let d = self.decide_parsed(connector, &u);
+                let forward = d.allow.then(|| u.to_string());
+                (d, forward)
+            }
+            Err(e) => (
+                Decision::deny(
                     format!("uri: {}", e.what()),
                     format!(
-                        "the URI is refused ({}); send a plain, printable ASCII URI",
+                        "the URI is refused ({}); send a plain, printable ASCII URI with one spelling of each id",
                         e.what()
                     ),
-                )
-            }
-        };
+                ),
+                None,
+            ),
+        }
+    }
+
+    fn decide_parsed(&self, connector: &str, u: &Uri) -> Decision {
         let Some(c) = self.connectors.get(connector) else {
             return Decision::deny(
                 "default: unknown connector",
@@ -335,14 +565,14 @@ impl ResourcePolicy {
         }
         if !c.deny.is_empty() {
             let lower = lowered(&u.segments);
-            if let Some((i, _)) = c.deny.iter().find(|(_, p)| p.denies(&u, &lower)) {
+            if let Some((i, _)) = c.deny.iter().find(|(_, p)| p.denies(u, &lower)) {
                 return Decision::deny(
                     format!("deny.{connector}[{i}]"),
                     "the role denies this resource",
                 );
             }
         }
-        match c.allow.iter().find(|(_, p)| p.allows(&u)) {
+        match c.allow.iter().find(|(_, p)| p.allows(u)) {
             Some((i, _)) => Decision::allow(
                 format!("resources.{connector}[{i}]"),
                 "the role lists this resource",
@@ -399,6 +629,116 @@ mod tests {
         assert_eq!(parse_uri("file:///a b"), Err(UriError::NotPrintableAscii));
         assert_eq!(parse_uri("/data/x"), Err(UriError::NotAUri));
         assert_eq!(parse_uri("http://u:p@h/x"), Err(UriError::Userinfo));
-        assert_eq!(parse_uri("file:///a%25b").unwrap().segments, ["a%25b"]);
+        assert_eq!(parse_uri("file:///a%25b").unwrap().segments, ["a%b"]);
+        assert_eq!(parse_uri("file:///a%252F"), Err(UriError::EncodedEscape));
+        assert_eq!(parse_uri("file:///a%2541"), Err(UriError::EncodedEscape));
+    }
+
+    #[test]
+    fn a_number_has_one_spelling() {
+        for n in [
+            "05",
+            "5.0",
+            "+5",
+            "-5",
+            "0x5",
+            "0X5",
+            "5e0",
+            "5E+0",
+            "5.",
+            ".5",
+            "0o5",
+            "0b101",
+            "1_000",
+            "5f",
+            "5d",
+            "inf",
+            "-Infinity",
+            "NaN",
+            "0x1.8p1",
+            "00",
+            "5 ",
+            " 5",
+        ] {
+            assert!(reads_as_number(n), "{n:?}");
+            assert!(!is_canonical_decimal(n), "{n:?}");
+        }
+        for word in [
+            "5abc",
+            "v1",
+            "1.2.3",
+            "2024-01-01",
+            "e5",
+            "0x",
+            "x5",
+            "_1",
+            "info",
+        ] {
+            assert!(!reads_as_number(word), "{word:?}");
+        }
+        for ok in ["0", "5", "10", "9007199254740993"] {
+            assert!(reads_as_number(ok) && is_canonical_decimal(ok), "{ok}");
+        }
+        let base = "demo://resource/dynamic/text/";
+        for bad in [
+            "05", "5.0", "+5", "0x5", "5e0", "%205", "5%20", "%2B5", "1_0",
+        ] {
+            assert_eq!(
+                parse_uri(&format!("{base}{bad}")),
+                Err(UriError::NonCanonicalNumber),
+                "{bad}"
+            );
+        }
+        assert_eq!(parse_uri(&format!("{base}%35")).unwrap().segments[2], "5");
+        assert_eq!(parse_uri("http://10.1/x"), Err(UriError::NumericHost));
+        assert_eq!(parse_uri("http://167772161/x"), Err(UriError::NumericHost));
+        assert_eq!(
+            parse_uri("http://0x0a.0.0.1/x"),
+            Err(UriError::NonCanonicalNumber)
+        );
+        assert_eq!(
+            parse_uri("http://h.example:080/x"),
+            Err(UriError::NonCanonicalNumber)
+        );
+        assert!(parse_uri("http://10.0.0.1:8080/x").is_ok());
+        assert!(parse_uri("http://3com.example/x").is_ok());
+    }
+
+    #[test]
+    fn the_canonical_spelling_is_what_was_checked() {
+        for (sent, canonical) in [
+            (
+                "repo://example-org/other-repo/../example-repo/SECRET",
+                "repo://example-org/example-repo/SECRET",
+            ),
+            ("DEMO://Resource/./a/%7Eb%3Bc/", "demo://resource/a/~b;c/"),
+            (
+                "file:///a%25b/c%20d/e%3Ff%23g",
+                "file:///a%25b/c%20d/e%3Ff%23g",
+            ),
+            ("file:///a%3fb", "file:///a%3Fb"),
+            ("urn:isbn:123?x=%41#y", "urn:isbn:123?x=%41#y"),
+            ("file:///", "file:///"),
+            ("demo://host", "demo://host"),
+            ("file:///a/b/..", "file:///a/"),
+            ("file:///a\"x\"", "file:///a%22x%22"),
+        ] {
+            let c = canonical_uri(sent).unwrap();
+            assert_eq!(c, canonical, "{sent}");
+            // Canonical spellings are fixed points, and parse to the same URI.
+            assert_eq!(canonical_uri(&c).unwrap(), c, "{sent}");
+            assert_eq!(parse_uri(&c).unwrap(), parse_uri(sent).unwrap(), "{sent}");
+        }
+    }
+
+    #[test]
+    fn a_denied_number_is_denied_in_every_reading() {
+        let yes = |p: &str, s: &str| deny_segment_matches(p, s);
+        assert!(yes("5", "5"));
+        assert!(yes("5", "5abc") && yes("5", "5.txt") && yes("5", "005x"));
+        assert!(yes("5", "0x5z"));
+        assert!(yes("9007199254740992", "9007199254740993"));
+        assert!(!yes("5", "6") && !yes("5", "50") && !yes("5", "abc5"));
+        assert!(!yes("readme", "readme2"));
     }
 }

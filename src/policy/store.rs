@@ -34,6 +34,8 @@ pub struct Policies {
     /// Model prices (`prices.yaml`), for spend budgets. Without the file the table is
     /// empty, and every run that uses a model is refused before it starts.
     pub prices: super::prices::PriceTable,
+    /// The rails compiled for the policy engine, once, when first asked for.
+    compiled_rails: std::sync::OnceLock<std::sync::Arc<super::engine::CompiledRails>>,
 }
 
 impl Policies {
@@ -71,9 +73,17 @@ impl Policies {
                 autonomy,
                 bash_guards,
                 prices,
+                compiled_rails: std::sync::OnceLock::new(),
             }),
             _ => Err(problems),
         }
+    }
+
+    /// The rails compiled for the policy engine: every role's policy shares them.
+    pub fn compiled_rails(&self) -> std::sync::Arc<super::engine::CompiledRails> {
+        self.compiled_rails
+            .get_or_init(|| std::sync::Arc::new(super::engine::CompiledRails::compile(&self.rails)))
+            .clone()
     }
 
     /// The autonomy policy of `owner/repo`, if the host has one.

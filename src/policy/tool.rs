@@ -195,15 +195,11 @@ impl ToolPolicy {
 }
 
 /// The path of the first object in `v` holding two keys that are one key to a server
-/// matching keys case-insensitively (Go's encoding/json does, folding `ſ` to `s` and the
-/// Kelvin sign to `k`): the argument checked and the argument read could differ.
+/// matching keys case-insensitively as Go's encoding/json does (simple Unicode case
+/// folding, [`super::fold`]: `ſ` is `s`, the Kelvin sign `k`, `ẞ` is `ß`): the argument
+/// checked and the argument read could differ.
 fn folded_twins(v: &Value, at: String) -> Option<String> {
-    let fold = |k: &str| -> String {
-        k.chars()
-            .flat_map(char::to_uppercase)
-            .flat_map(char::to_lowercase)
-            .collect()
-    };
+    let fold = super::fold::fold;
     match v {
         Value::Object(m) => {
             let mut seen = std::collections::HashSet::new();
@@ -402,6 +398,16 @@ mod tests {
         );
         assert_eq!(
             t(json!({"kind": 1, "\u{212a}ind": 2})),
+            Some("arguments".into())
+        );
+        // Go folds ß and ẞ together (simple folding), and never ß with ss (full folding).
+        assert_eq!(
+            t(json!({"stra\u{df}e": 1, "STRA\u{1e9e}E": 2})),
+            Some("arguments".into())
+        );
+        assert_eq!(t(json!({"stra\u{df}e": 1, "strasse": 2})), None);
+        assert_eq!(
+            t(json!({"\u{3b8}": 1, "\u{3d1}": 2})),
             Some("arguments".into())
         );
         assert_eq!(

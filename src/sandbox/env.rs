@@ -72,6 +72,49 @@ pub fn program_candidates(prog: &str) -> Vec<CString> {
         .collect()
 }
 
+/// The run's environment `envp` with one command's own variables: `vars` replace those of
+/// the same name, `git_config` entries follow the run's `GIT_CONFIG_KEY_n`/`VALUE_n` and
+/// `GIT_CONFIG_COUNT` counts them all. A variable with a NUL byte is left out.
+pub fn with_command_env(
+    envp: &[CString],
+    vars: &[(String, String)],
+    git_config: &[(String, String)],
+) -> Vec<CString> {
+    if vars.is_empty() && git_config.is_empty() {
+        return envp.to_vec();
+    }
+    let name = |c: &CString| -> Vec<u8> {
+        let b = c.as_bytes();
+        b[..b.iter().position(|x| *x == b'=').unwrap_or(b.len())].to_vec()
+    };
+    let count: usize = envp
+        .iter()
+        .find_map(|c| c.as_bytes().strip_prefix(b"GIT_CONFIG_COUNT="))
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+        .unwrap_or(0);
+    let mut set: Vec<(String, String)> = vars.to_vec();
+    for (i, (k, v)) in git_config.iter().enumerate() {
+        set.push((format!("GIT_CONFIG_KEY_{}", count + i), k.clone()));
+        set.push((format!("GIT_CONFIG_VALUE_{}", count + i), v.clone()));
+    }
+    if !git_config.is_empty() {
+        set.push((
+            "GIT_CONFIG_COUNT".into(),
+            (count + git_config.len()).to_string(),
+        ));
+    }
+    let mut out: Vec<CString> = envp
+        .iter()
+        .filter(|c| !set.iter().any(|(k, _)| name(c) == k.as_bytes()))
+        .cloned()
+        .collect();
+    out.extend(
+        set.iter()
+            .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()),
+    );
+    out
+}
+
 /// The same, as C strings for execve.
 pub fn to_cstrings(env: &[(String, String)]) -> Result<Vec<CString>, SandboxError> {
     env.iter()
@@ -104,6 +147,48 @@ mod tests {
         assert_eq!(env.len(), 12);
         assert_eq!(get("XDG_RUNTIME_DIR"), Some("/tmp"));
         assert_eq!(get("HTTPS_PROXY"), None, "no gateway, no proxy");
+    }
+
+    #[test]
+    fn a_commands_git_config_follows_the_runs_own() {
+        let envp: Vec<CString> = [
+            "PATH=/bin",
+            "GIT_CONFIG_COUNT=1",
+            "GIT_CONFIG_KEY_0=http.extraheader",
+            "GIT_CONFIG_VALUE_0=x",
+            "GIT_PAGER=less",
+        ]
+        .iter()
+        .map(|s| CString::new(*s).unwrap())
+        .collect();
+        let out = with_command_env(
+            &envp,
+            &[("GIT_PAGER".into(), "cat".into())],
+            &[
+                ("core.pager".into(), "cat".into()),
+                ("diff.external".into(), String::new()),
+            ],
+        );
+        let text: Vec<&str> = out.iter().map(|c| c.to_str().unwrap()).collect();
+        for want in [
+            "PATH=/bin",
+            "GIT_CONFIG_KEY_0=http.extraheader",
+            "GIT_CONFIG_VALUE_0=x",
+            "GIT_PAGER=cat",
+            "GIT_CONFIG_KEY_1=core.pager",
+            "GIT_CONFIG_VALUE_2=",
+            "GIT_CONFIG_COUNT=3",
+        ] {
+            assert!(text.contains(&want), "{want} in {text:?}");
+        }
+        assert_eq!(
+            text.iter()
+                .filter(|t| t.starts_with("GIT_CONFIG_COUNT="))
+                .count(),
+            1
+        );
+        assert!(!text.contains(&"GIT_PAGER=less"));
+        assert_eq!(with_command_env(&envp, &[], &[]), envp);
     }
 
     #[test]

@@ -48,6 +48,13 @@ pub struct CommandRequest {
     /// Absolute, inside the workspace or home (checked by the gateway).
     pub cwd: PathBuf,
     pub timeout_ms: u64,
+    /// Variables set for this command over the run's own (same name: this one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<(String, String)>,
+    /// Command-line git config for this command, numbered after the run's own
+    /// `GIT_CONFIG_COUNT` entries (git reads the last of a key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub git_config: Vec<(String, String)>,
 }
 
 /// What came of it.
@@ -97,7 +104,10 @@ pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>) -> i32 {
             Ok(ForkResult::Child) => {
                 drop(channel);
                 let result = match req {
-                    Ok(req) => shepherd(&req, &reply, cgroup.as_ref(), &envp, &roots),
+                    Ok(req) => {
+                        let envp = env::with_command_env(&envp, &req.env, &req.git_config);
+                        shepherd(&req, &reply, cgroup.as_ref(), &envp, &roots)
+                    }
                     Err(_) => CommandResult {
                         error: Some("the request is not a valid command".into()),
                         ..Default::default()

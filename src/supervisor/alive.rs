@@ -14,8 +14,6 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -121,22 +119,28 @@ impl Alive {
             .map_err(|e| named(&self.path, "touch", io::Error::from(e)))
     }
 
-    /// Touch it every [`HEARTBEAT`] from a thread of its own, until [`Beating::stop`].
+    /// Touch it every [`HEARTBEAT`] from a task of the current runtime, until
+    /// [`Beating::stop`].
     pub fn beat(self) -> io::Result<Beating> {
-        let (tx, rx) = mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("alive".into())
-            .spawn(move || {
-                // A touch that fails leaves an older mtime: the run is then told to have
-                // ended earlier than it did, never later, so failures are not fatal.
-                while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(HEARTBEAT) {
-                    let _ = self.touch();
+        let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let task = runtime.spawn(async move {
+            let mut tick = tokio::time::interval(HEARTBEAT);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = &mut rx => break,
+                    // A touch (one futimens) that fails leaves an older mtime: the run is
+                    // then told to have ended earlier than it did, never later, so failures
+                    // are not fatal.
+                    _ = tick.tick() => { let _ = self.touch(); }
                 }
-                self
-            })?;
+            }
+            self
+        });
         Ok(Beating {
             stop: Some(tx),
-            thread: Some(thread),
+            task: Some(task),
         })
     }
 
@@ -159,15 +163,18 @@ fn named(path: &Path, op: &str, e: io::Error) -> io::Error {
 /// An [`Alive`] being touched.
 #[derive(Debug)]
 pub struct Beating {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<JoinHandle<Alive>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Alive>>,
 }
 
 impl Beating {
     /// Stop touching; the file stays held.
-    pub fn stop(mut self) -> Option<Alive> {
+    pub async fn stop(mut self) -> Option<Alive> {
         drop(self.stop.take());
-        self.thread.take().and_then(|t| t.join().ok())
+        match self.task.take() {
+            Some(t) => t.await.ok(),
+            None => None,
+        }
     }
 }
 

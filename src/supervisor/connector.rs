@@ -90,18 +90,26 @@ pub fn prepare(
     Ok(spec)
 }
 
-/// A running connector jail; dropping it stops it (SIGTERM, grace, SIGKILL) and waits.
+/// A running connector jail, supervised by a task of the runtime. [`ConnectorJail::stop`]
+/// stops it (SIGTERM, grace, SIGKILL) and waits; dropping it only asks for the stop.
 pub struct ConnectorJail {
     ctl: Arc<RunControl>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ConnectorJail {
+    /// Stop the jail and wait until nothing of it is left.
+    pub async fn stop(mut self) {
+        self.ctl.request_stop("its run ended");
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
 }
 
 impl Drop for ConnectorJail {
     fn drop(&mut self) {
         self.ctl.request_stop("its run ended");
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -112,8 +120,8 @@ impl OutputSink for Nothing {
     fn data(&mut self, _bytes: &[u8]) {}
 }
 
-/// Start the jail of `spec` (from [`prepare`]); `env`: its credential's variable. Returns
-/// the jail and the gateway's end of its stdio.
+/// Start the jail of `spec` (from [`prepare`]) on the current runtime; `env`: its
+/// credential's variable. Returns the jail and the gateway's end of its stdio.
 pub fn start(
     mut spec: RunSpec,
     env: Option<(String, Secret)>,
@@ -128,6 +136,8 @@ pub fn start(
             SandboxError::errno("socketpair", e)
         ))
     })?;
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|e| LaunchError::Io(format!("connector: no runtime to supervise it: {e}")))?;
     let ahead = Ahead {
         run_id: spec.run_id.clone(),
         cgroup_parent: spec.cgroup_parent.clone(),
@@ -136,16 +146,13 @@ pub fn start(
     drop(theirs);
     let ctl = Arc::new(RunControl::new(None, GRACE));
     let c = ctl.clone();
-    let thread = std::thread::Builder::new()
-        .name("run-connector".into())
-        .spawn(move || {
-            let _ = process::supervise(&spec, helper, &c, Box::new(Nothing), stderr, &mut |_| {});
-        })
-        .map_err(|e| LaunchError::Io(format!("connector thread: {e}")))?;
+    let task = runtime.spawn(async move {
+        let _ = process::supervise(&spec, helper, &c, Box::new(Nothing), stderr, &mut |_| {}).await;
+    });
     Ok((
         ConnectorJail {
             ctl,
-            thread: Some(thread),
+            task: Some(task),
         },
         ours,
     ))

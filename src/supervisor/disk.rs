@@ -19,13 +19,16 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use nix::fcntl::{Flock, FlockArg};
 
+use super::as_user::{self, Ids};
 use super::loopdev::{self, Loop};
+use super::tree;
 use crate::sandbox::spec::{DiskMount, DiskTarget};
 
 /// A size and inode bound.
@@ -131,8 +134,9 @@ impl RunDisks {
     }
 
     /// Attach the instance's home filesystem, made now on its first bounded run (with
-    /// what its home directory held copied in, then removed from the shared filesystem).
-    /// Every run of the instance uses the one loop device (see [`loopdev`]).
+    /// what its home directory held copied in as the instance, then removed from the shared
+    /// filesystem, see [`populate_home`]). Every run of the instance uses the one loop
+    /// device (see [`loopdev`]).
     pub fn add_home(
         &mut self,
         state_dir: &Path,
@@ -144,31 +148,35 @@ impl RunDisks {
     ) -> Result<(), String> {
         let img = home_image(state_dir, instance);
         let _lock = lock_image(&img)?;
-        let made = match fs::symlink_metadata(&img) {
+        let (made, fresh) = match fs::symlink_metadata(&img) {
             // Made on an earlier run: its own size, whatever the config says now.
-            Ok(m) if m.is_file() => read_bound(&img).unwrap_or(Bound {
-                bytes: m.len(),
-                inodes: bound.inodes,
-            }),
+            Ok(m) if m.is_file() => (
+                read_bound(&img).unwrap_or(Bound {
+                    bytes: m.len(),
+                    inodes: bound.inodes,
+                }),
+                false,
+            ),
             Ok(_) => return Err(format!("{}: not a regular file", img.display())),
             Err(_) => {
-                let populate = dir_has_entries(home)?;
-                if let Err(e) = make_image(&img, bound, uid, gid, true, populate.then_some(home)) {
+                if let Err(e) = make_image(&img, bound, uid, gid, true, None) {
                     let _ = fs::remove_file(&img);
                     return Err(e);
                 }
-                if populate {
-                    // Copied into the image: what stays on the shared filesystem would be
-                    // hidden under the mount and still take its space.
-                    empty_dir(home)?;
-                }
-                bound
+                (bound, true)
             }
         };
         let lp = match loopdev::find(&img) {
             Some(l) => l,
             None => loopdev::attach(&img)?,
         };
+        if fresh && dir_has_entries(home)? {
+            if let Err(e) = populate_home(&lp.path, home, uid, gid) {
+                drop(lp);
+                let _ = fs::remove_file(&img);
+                return Err(e);
+            }
+        }
         self.push(DiskTarget::Home, lp, made);
         Ok(())
     }
@@ -204,18 +212,76 @@ fn dir_has_entries(dir: &Path) -> Result<bool, String> {
     Ok(it.next().is_some())
 }
 
-/// Remove everything in `dir` (never following a symlink), keeping `dir`.
-fn empty_dir(dir: &Path) -> Result<(), String> {
-    for e in fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
-        let p = e.path();
-        let r = match e.file_type() {
-            Ok(t) if t.is_dir() => fs::remove_dir_all(&p),
-            _ => fs::remove_file(&p),
-        };
-        r.map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    Ok(())
+/// Copy what the instance's home directory holds into its new filesystem (on `device`),
+/// then empty the directory: what stayed on the shared filesystem would be hidden under
+/// the mount and still take its space.
+///
+/// The home is the instance's, and a live run of it (with an unbounded home) may be
+/// swapping links in it as this runs, so root never reads it: the filesystem is mounted
+/// in a mount namespace of this thread's alone (gone with the thread, whatever happens),
+/// and the copy runs on a thread acting as the instance (see [`as_user`]), through
+/// descriptors that never follow a link (see [`tree`]). What the instance could not read
+/// stays out, as it would have been unreadable to it anyway.
+fn populate_home(device: &Path, home: &Path, uid: u32, gid: u32) -> Result<(), String> {
+    use nix::mount::{mount, umount2, MntFlags, MsFlags};
+    let named = |what: &str, e: &dyn std::fmt::Display| format!("{}: {what}: {e}", home.display());
+    // The home's parent is root's alone (homes/, 0700): the directory itself cannot be
+    // swapped, only what it holds.
+    let src: OwnedFd = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(home)
+        .map_err(|e| named("cannot open", &e))?
+        .into();
+    let ids = Ids {
+        uid,
+        gid,
+        groups: Vec::new(),
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<(), String> {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+                .map_err(|e| named("cannot make a mount namespace for the copy", &e))?;
+            mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                None::<&str>,
+            )
+            .map_err(|e| named("cannot make the copy's mounts private", &e))?;
+            // Over the home itself, in this namespace only: `src` still reaches what is
+            // underneath.
+            mount(
+                Some(device),
+                home,
+                Some("ext4"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                None::<&str>,
+            )
+            .map_err(|e| named("cannot mount the new home filesystem", &e))?;
+            let copied = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(home)
+                .map_err(|e| named("cannot open the new home filesystem", &e))
+                .and_then(|dst| {
+                    let dst = OwnedFd::from(dst);
+                    as_user::run_as(&ids, || {
+                        tree::copy_tree(src.as_fd(), dst.as_fd())?;
+                        tree::empty_tree(src.as_fd())
+                    })
+                    .and_then(|r| r)
+                    .map_err(|e| named("cannot copy the home as the instance", &e))
+                });
+            // Unmounted now so the filesystem is clean before a run mounts it.
+            let unmounted = umount2(home, MntFlags::empty())
+                .map_err(|e| named("cannot unmount the new home filesystem", &e));
+            copied.and(unmounted)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(named("the copy failed", &"its thread panicked")))
+    })
 }
 
 /// The size and inode count an ext4 image was made with, from its superblock (at byte

@@ -185,7 +185,7 @@ pub fn clone_into(
     workspace: &std::path::Path,
     owner_ids: (u32, u32),
 ) -> Result<bool, String> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if repos.is_empty() {
         return Ok(false);
     }
@@ -269,22 +269,20 @@ pub fn clone_into(
             false,
         )?;
     }
-    chown_tree(&workspace.join("repos"), owner_ids).map_err(|e| {
-        format!(
-            "run.clone: the clones could not be given to the instance: {}",
-            e.kind()
-        )
-    })?;
+    // Never through a link, at any depth (see `tree`).
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(workspace.join("repos"))
+        .and_then(|d| {
+            use std::os::fd::AsFd;
+            super::tree::chown_tree(d.as_fd(), owner_ids.0, owner_ids.1)
+        })
+        .map_err(|e| {
+            format!(
+                "run.clone: the clones could not be given to the instance: {}",
+                e.kind()
+            )
+        })?;
     Ok(true)
-}
-
-/// lchown every entry under `dir` (symlinks themselves, never what they point at).
-fn chown_tree(dir: &std::path::Path, (uid, gid): (u32, u32)) -> std::io::Result<()> {
-    std::os::unix::fs::lchown(dir, Some(uid), Some(gid))?;
-    if std::fs::symlink_metadata(dir)?.is_dir() {
-        for e in std::fs::read_dir(dir)? {
-            chown_tree(&e?.path(), (uid, gid))?;
-        }
-    }
-    Ok(())
 }

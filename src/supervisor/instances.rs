@@ -67,6 +67,36 @@ struct Registry {
     /// Config-declared instances fired through airlockd.
     #[serde(default)]
     fired: BTreeSet<String>,
+    /// Every uid ever issued, to the instance it was issued to (config and hired, fired ones
+    /// included): a uid is never handed to another instance, even after its first holder
+    /// was fired and removed from the config. Filled in from `uids` and `hired` for
+    /// registries written before it existed.
+    #[serde(default)]
+    issued: BTreeMap<u32, String>,
+}
+
+impl Registry {
+    /// Record `uid` as issued to `name`; whether that changed the registry.
+    fn issue(&mut self, uid: u32, name: &str) -> bool {
+        if self.issued.contains_key(&uid) {
+            return false;
+        }
+        self.issued.insert(uid, name.to_string());
+        true
+    }
+
+    /// Registries written before `issued` existed: what they recorded was issued.
+    fn backfill(&mut self) {
+        let known: Vec<(u32, String)> = self
+            .uids
+            .iter()
+            .map(|(n, u)| (*u, n.clone()))
+            .chain(self.hired.iter().map(|(n, h)| (h.uid, n.clone())))
+            .collect();
+        for (uid, name) in known {
+            self.issue(uid, &name);
+        }
+    }
 }
 
 /// One instance hired through airlockd.
@@ -204,16 +234,60 @@ fn set_mode(p: &Path, current: Option<u32>, mode: u32, what: &str) -> Result<(),
     fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| state_err(what, p, e))
 }
 
-/// Prepare the state dir layout: `<state>` 0711, `homes/` and `runs/` 0700, all root.
+/// Where airlockd's locks live: a directory only root can open, so no other user can take
+/// one of them (`flock` works on any descriptor, a read-only one included).
+const LOCKS: &str = "locks";
+/// The registry: instance names, roles and uids, for root alone.
+const REGISTRY: &str = "instances.json";
+
+/// Prepare the state dir layout: `<state>` 0711, `homes/`, `runs/` and `locks/` 0700, the
+/// registry 0600, all root.
 pub fn ensure_state_dir(state: &Path) -> Result<(), InstanceError> {
     ensure_root_dir(state, 0o711)?;
     ensure_root_dir(&state.join("homes"), 0o700)?;
-    ensure_root_dir(&state.join("runs"), 0o700)
+    ensure_root_dir(&state.join("runs"), 0o700)?;
+    ensure_root_dir(&state.join(LOCKS), 0o700)?;
+    // Builds before these modes kept a lock file and the registry readable by anyone: the
+    // lock goes (a descriptor someone opened then would hold it for ever), the registry
+    // becomes root's.
+    let _ = fs::remove_file(state.join("instances.lock"));
+    private_file(&state.join(REGISTRY))
+}
+
+/// Make an existing state file 0600 (never following a link); a missing one is fine.
+fn private_file(p: &Path) -> Result<(), InstanceError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(p)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(state_err("cannot open", p, e)),
+    };
+    let m = f.metadata().map_err(|e| state_err("cannot stat", p, e))?;
+    if !m.is_file() || m.uid() != 0 {
+        return Err(state_err(
+            "must be a regular file owned by root",
+            p,
+            "it is not",
+        ));
+    }
+    if m.mode() & 0o7777 != 0o600 {
+        f.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(|e| state_err("chmod", p, e))?;
+    }
+    Ok(())
 }
 
 fn load_registry(path: &Path) -> Result<Registry, InstanceError> {
     match fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(|mut r: Registry| {
+                r.backfill();
+                r
+            })
             .map_err(|_| state_err("not a valid instance registry", path, "refusing to guess")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Registry::default()),
         Err(e) => Err(state_err("cannot read", path, e)),
@@ -224,7 +298,18 @@ fn load_registry(path: &Path) -> Result<Registry, InstanceError> {
 fn save_registry(path: &Path, reg: &Registry) -> Result<(), InstanceError> {
     let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_vec_pretty(reg).map_err(|e| state_err("encode", path, e))?;
-    let mut f = fs::File::create(&tmp).map_err(|e| state_err("write", &tmp, e))?;
+    // 0600 from its creation; a tmp file left by a crash is replaced, never followed.
+    let _ = fs::remove_file(&tmp);
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .map_err(|e| state_err("write", &tmp, e))?
+    };
     f.write_all(&text)
         .map_err(|e| state_err("write", &tmp, e))?;
     f.sync_all().map_err(|e| state_err("fsync", &tmp, e))?;
@@ -239,11 +324,14 @@ fn save_registry(path: &Path, reg: &Registry) -> Result<(), InstanceError> {
 
 /// Take an exclusive lock on the registry for the duration of an allocation.
 fn lock(state: &Path) -> Result<fs::File, InstanceError> {
-    let p = state.join("instances.lock");
+    use std::os::unix::fs::OpenOptionsExt;
+    let p = state.join(LOCKS).join("instances.lock");
     let f = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&p)
         .map_err(|e| state_err("cannot open", &p, e))?;
     // SAFETY: flock on an fd we own; the lock is released when `f` is closed.
@@ -275,6 +363,7 @@ pub fn resolve(cfg: &Config, name: &str) -> Result<Instance, InstanceError> {
             let uid =
                 free_uid(cfg, &others).ok_or_else(|| InstanceError::RangeFull(name.to_string()))?;
             reg.uids.insert(name.to_string(), uid);
+            reg.issue(uid, name);
             save_registry(&reg_path, &reg)?;
             uid
         }
@@ -287,6 +376,10 @@ pub fn resolve(cfg: &Config, name: &str) -> Result<Instance, InstanceError> {
     }
     if others.contains(&uid) {
         return Err(InstanceError::UidShared(name.to_string()));
+    }
+    // An explicit uid is recorded on its first run, so it stays this instance's alone.
+    if reg.issue(uid, name) {
+        save_registry(&reg_path, &reg)?;
     }
     let home = state.join("homes").join(name);
     ensure_home(&home, uid, uid)?;
@@ -311,7 +404,7 @@ fn live(cfg: &Config, name: &str) -> Result<Live, InstanceError> {
     let state = &cfg.state_dir;
     ensure_state_dir(state)?;
     let guard = lock(state)?;
-    let reg_path = state.join("instances.json");
+    let reg_path = state.join(REGISTRY);
     let reg = load_registry(&reg_path)?;
     let entry =
         entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))?;
@@ -349,8 +442,8 @@ fn entry_of(cfg: &Config, reg: &Registry, name: &str) -> Option<Entry> {
     })
 }
 
-/// Every uid held by an instance other than `except`: explicit, recorded or hired (fired
-/// ones included: their uids are never reused).
+/// Every uid held by an instance other than `except`: explicit, recorded, hired or ever
+/// issued (fired ones included, also once gone from the config: never reused).
 fn uids_held(cfg: &Config, reg: &Registry, except: Option<&str>) -> Vec<u32> {
     let not = |n: &str| except != Some(n);
     let mut out: Vec<u32> = cfg
@@ -361,7 +454,29 @@ fn uids_held(cfg: &Config, reg: &Registry, except: Option<&str>) -> Vec<u32> {
         .collect();
     out.extend(reg.uids.iter().filter(|(n, _)| not(n)).map(|(_, u)| *u));
     out.extend(reg.hired.iter().filter(|(n, _)| not(n)).map(|(_, h)| h.uid));
+    out.extend(reg.issued.iter().filter(|(_, n)| not(n)).map(|(u, _)| *u));
     out
+}
+
+/// Config instances whose explicit uid was issued to another instance before (one fired
+/// and removed from the config, or a hired one): refused when the config is loaded, each
+/// naming the key. A registry that cannot be read refuses nothing here; every launch
+/// reads it again and fails closed.
+pub fn check_config(cfg: &Config) -> Vec<String> {
+    let Ok(reg) = load_registry(&cfg.state_dir.join(REGISTRY)) else {
+        return Vec::new();
+    };
+    cfg.instances
+        .iter()
+        .filter_map(|(name, c)| {
+            let uid = c.uid?;
+            let holder = reg.issued.get(&uid).filter(|h| *h != name)?;
+            Some(format!(
+                "{}: instances.{name}.uid: was issued to instance `{holder}` before (uids are never handed to another instance, fired ones included); pick another uid",
+                cfg.file.display()
+            ))
+        })
+        .collect()
 }
 
 fn free_uid(cfg: &Config, held: &[u32]) -> Option<u32> {
@@ -372,13 +487,13 @@ fn free_uid(cfg: &Config, held: &[u32]) -> Option<u32> {
 
 /// The declaration of one instance, without allocating anything.
 pub fn lookup(cfg: &Config, name: &str) -> Result<Entry, InstanceError> {
-    let reg = load_registry(&cfg.state_dir.join("instances.json"))?;
+    let reg = load_registry(&cfg.state_dir.join(REGISTRY))?;
     entry_of(cfg, &reg, name).ok_or_else(|| InstanceError::Unknown(name.to_string()))
 }
 
 /// Every instance: the config's, then the hired ones, each once.
 pub fn list(cfg: &Config) -> Result<Vec<Entry>, InstanceError> {
-    let reg = load_registry(&cfg.state_dir.join("instances.json"))?;
+    let reg = load_registry(&cfg.state_dir.join(REGISTRY))?;
     let names: BTreeSet<&String> = cfg.instances.keys().chain(reg.hired.keys()).collect();
     Ok(names
         .into_iter()
@@ -395,7 +510,7 @@ pub fn hire(cfg: &Config, name: &str, role: &str, now_ms: u64) -> Result<Instanc
     let state = &cfg.state_dir;
     ensure_state_dir(state)?;
     let _guard = lock(state)?;
-    let reg_path = state.join("instances.json");
+    let reg_path = state.join(REGISTRY);
     let mut reg = load_registry(&reg_path)?;
     if cfg.instances.contains_key(name)
         || reg.hired.contains_key(name)
@@ -415,6 +530,7 @@ pub fn hire(cfg: &Config, name: &str, role: &str, now_ms: u64) -> Result<Instanc
             "move it away or pick another name",
         ));
     }
+    reg.issue(uid, name);
     reg.hired.insert(
         name.to_string(),
         Hired {
@@ -445,6 +561,10 @@ pub fn fire(cfg: &Config, name: &str, now_ms: u64) -> Result<Entry, InstanceErro
         mut reg,
         entry,
     } = live(cfg, name)?;
+    // Its uid stays taken after it leaves the config.
+    if let Some(uid) = entry.uid {
+        reg.issue(uid, name);
+    }
     match entry.source {
         Source::Config => {
             reg.fired.insert(name.to_string());

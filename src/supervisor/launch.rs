@@ -58,10 +58,23 @@ pub enum LaunchError {
 }
 
 /// The role a launch runs (as the catalog resolved it) and the policies in force with it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Resolved<'a> {
     pub role: &'a LoadedRole,
     pub policies: &'a Policies,
+    /// The role's decisions, compiled (airlockd compiles each role once per load).
+    pub policy: std::sync::Arc<RolePolicy>,
+}
+
+impl<'a> Resolved<'a> {
+    /// A role and the host's policies, with the role's decisions compiled now.
+    pub fn compile(role: &'a LoadedRole, policies: &'a Policies) -> Resolved<'a> {
+        Resolved {
+            role,
+            policies,
+            policy: std::sync::Arc::new(RolePolicy::compile(&role.role, policies)),
+        }
+    }
 }
 
 /// Everything decided before anything starts.
@@ -347,7 +360,11 @@ pub fn prepare_in(
     resolved: Resolved<'_>,
     slot: Ahead,
 ) -> Result<Prepared, LaunchError> {
-    let Resolved { role, policies } = resolved;
+    let Resolved {
+        role,
+        policies,
+        policy,
+    } = resolved;
     let Ahead {
         run_id,
         cgroup_parent,
@@ -583,7 +600,7 @@ pub fn prepare_in(
     match built {
         Ok((spec, deadline, upstreams, issued, github)) => Ok(Prepared {
             gateway: GatewayPlan {
-                policy: std::sync::Arc::new(RolePolicy::compile(&loaded.role, policies)),
+                policy,
                 workspace: spec.workspace.clone(),
                 home: spec.jail_home(),
                 connectors: endpoints.mcp.keys().cloned().collect(),
@@ -668,10 +685,7 @@ mod tests {
             ..Default::default()
         };
         let policies = Policies::load(&Path::new(repo).join("policies")).unwrap();
-        let resolved = Resolved {
-            role: &loaded,
-            policies: &policies,
-        };
+        let resolved = Resolved::compile(&loaded, &policies);
         let p = prepare_in(&cfg, &req, resolved, new_slot(None));
         (dir, p)
     }

@@ -76,6 +76,23 @@ fn open_dev(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
+/// How often an attach asks for another free device after losing one to another program.
+const ATTACH_TRIES: usize = 64;
+
+/// Block until this descriptor holds an exclusive lock on its file.
+fn flock_exclusive(f: &File) -> std::io::Result<()> {
+    loop {
+        // SAFETY: flock on an fd we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// Attach `image` to a free loop device, with autoclear.
 pub fn attach(image: &Path) -> Result<Loop, String> {
     let backing = OpenOptions::new()
@@ -87,9 +104,16 @@ pub fn attach(image: &Path) -> Result<Loop, String> {
     let ctl = open_dev(Path::new("/dev/loop-control")).map_err(|e| {
         format!("/dev/loop-control: {e} (loop devices are needed for the disk bounds; load the loop module, or set limits.workspace and limits.home to null)")
     })?;
-    // Another process may take the free device between asking and configuring: ask again.
+    // Launches attach at once: without a lock, all of them are told the same free device
+    // and all but one lose it. Every attach of Airlock's (airlockd's, a standalone
+    // launch's) holds an exclusive lock on the control device from asking to configuring;
+    // the lock goes with the descriptor.
+    flock_exclusive(&ctl)
+        .map_err(|e| format!("/dev/loop-control: cannot lock it for the attach: {e}"))?;
+    // A program that does not take the lock (losetup) may still win a device between
+    // asking and configuring: ask again, as `losetup --find` does.
     let mut last = String::new();
-    for _ in 0..16 {
+    for _ in 0..ATTACH_TRIES {
         // SAFETY: an ioctl without an argument on an fd we own.
         let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE as _) };
         if n < 0 {

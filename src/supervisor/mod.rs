@@ -2,6 +2,7 @@
 
 pub mod agent_files;
 pub mod alive;
+pub mod as_user;
 pub mod connector;
 pub mod disk;
 pub mod egress_plan;
@@ -21,4 +22,5 @@ pub mod reserve;
 pub mod run_output;
 pub mod spawn;
 pub mod standalone;
+pub mod tree;
 pub mod workspace;

@@ -4,20 +4,27 @@
 //! deadline and stop requests on the monotonic clock (SIGTERM, grace, SIGKILL), and kill
 //! whatever is left of the run at the end.
 //!
-//! Everything here blocks; the daemon runs [`supervise`] on a thread of its own per run.
+//! [`supervise`] is a task on the caller's tokio runtime (airlockd's one runtime for every
+//! run, or a standalone launch's own): the helper's pidfd, status pipe, gateway socket and
+//! output pipes are waited on by the runtime, and what must block (the sinks' journal
+//! writes, the final cgroup clean-up) goes to its bounded blocking pool. A run costs no
+//! thread of its own.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::fcntl::OFlag;
 use nix::sys::socket::SockType;
 use std::os::fd::AsFd;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+use tokio::time::Instant;
 
 use super::launch::LaunchError;
 use super::spawn::{spawn_process, Child};
@@ -30,16 +37,14 @@ use crate::sandbox::spec::RunSpec;
 use crate::sandbox::status::{self, StatusReport};
 use crate::sandbox::{command_side, fdpass};
 
-/// How often the supervisor looks at stop requests and the deadline while a run is alive.
+/// How often the supervisor looks for the helper's exit on a kernel without pidfds.
 const TICK: Duration = Duration::from_millis(100);
 
-/// Bytes read from the agent's pipes at a time. Only this much (plus one journal line in
-/// the sink's splitter) is ever held per stream: a flooding agent blocks on its full pipe.
-const CHUNK: usize = 16 * 1024;
-
-/// Where one output stream of the run goes.
+/// Where one output stream of the run goes. Called on the runtime's blocking pool, one
+/// chunk at a time and in order, so it may block (a journal write); the agent waits on
+/// its full pipe meanwhile.
 pub trait OutputSink: Send {
-    /// A chunk read from the agent, in order. Must not block for long.
+    /// A chunk read from the agent, in order.
     fn data(&mut self, bytes: &[u8]);
     /// End of the stream.
     fn finish(&mut self) {}
@@ -51,6 +56,8 @@ pub struct RunControl {
     pub deadline: Option<Duration>,
     pub grace: Duration,
     stop: Mutex<Option<String>>,
+    /// Wakes the run's supervision when a stop is asked for.
+    asked: tokio::sync::Notify,
 }
 
 impl RunControl {
@@ -59,6 +66,7 @@ impl RunControl {
             deadline,
             grace,
             stop: Mutex::new(None),
+            asked: tokio::sync::Notify::new(),
         }
     }
 
@@ -70,7 +78,16 @@ impl RunControl {
             return false;
         }
         *s = Some(reason.to_string());
+        // A permit is kept when nobody waits yet: the supervision sees it at its next wait.
+        self.asked.notify_one();
         true
+    }
+
+    /// Until a stop is asked for (at once when one was).
+    async fn stop_asked(&self) {
+        while self.stop_reason().is_none() {
+            self.asked.notified().await;
+        }
     }
 
     pub fn stop_reason(&self) -> Option<String> {
@@ -282,44 +299,51 @@ pub fn spawn_helper(
 /// Most bytes of status read from the helper; the rest is not read.
 const MAX_STATUS: usize = 1 << 20;
 
-/// The helper's status pipe, read as it becomes readable until EOF.
+/// The helper's status pipe, read as it comes until EOF.
 struct StatusPipe {
     /// `None` once EOF (or the cap) is reached.
-    file: Option<fs::File>,
+    pipe: Option<pipe::Receiver>,
     text: Vec<u8>,
 }
 
 impl StatusPipe {
-    /// One read, after poll said the pipe is readable (so it does not block). True when
-    /// the status is complete.
-    fn read_some(&mut self) -> bool {
-        let Some(f) = self.file.as_mut() else {
+    /// Read what is there (waiting for it). True when the status is complete.
+    async fn read_some(&mut self) -> bool {
+        let Some(p) = self.pipe.as_mut() else {
             return false;
         };
-        let mut buf = [0u8; 4096];
-        let done = match f.read(&mut buf) {
+        if p.readable().await.is_err() {
+            self.pipe = None;
+            return true;
+        }
+        let mut buf = vec![0u8; 4096];
+        let done = match p.try_read(&mut buf) {
             Ok(0) => true,
             Ok(n) => {
                 self.text.extend_from_slice(&buf[..n]);
                 self.text.len() >= MAX_STATUS
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => false,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::Interrupted
+                    || e.kind() == std::io::ErrorKind::WouldBlock =>
+            {
+                false
+            }
             Err(_) => true,
         };
         if done {
-            self.file = None;
+            self.pipe = None;
         }
         done
     }
 
-    /// Read to EOF (blocks while a writer is alive). False when the status was already
-    /// taken.
-    fn read_rest(&mut self) -> bool {
-        let Some(f) = self.file.take() else {
+    /// Read to EOF (every writer is gone by now). False when the status was already taken.
+    async fn read_rest(&mut self) -> bool {
+        let Some(p) = self.pipe.take() else {
             return false;
         };
         let room = MAX_STATUS.saturating_sub(self.text.len()) as u64;
-        let _ = f.take(room).read_to_end(&mut self.text);
+        let _ = p.take(room).read_to_end(&mut self.text).await;
         true
     }
 
@@ -331,77 +355,101 @@ impl StatusPipe {
     }
 }
 
-/// Wait until the helper exited (its pidfd is readable), the status pipe or the gateway
-/// socket is readable, or the timeout passes. EINTR counts as "nothing yet": the caller
-/// loops.
-fn wait_for(
-    pidfd: Option<&OwnedFd>,
-    status: Option<&fs::File>,
-    gateway: Option<&OwnedFd>,
-    timeout: Duration,
-) -> (bool, bool, bool) {
-    let fd = |raw: Option<RawFd>| libc::pollfd {
-        fd: raw.unwrap_or(-1),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // A negative fd is skipped by poll.
-    let mut fds = [
-        fd(pidfd.map(|f| f.as_raw_fd())),
-        fd(status.map(|f| f.as_raw_fd())),
-        fd(gateway.map(|f| f.as_raw_fd())),
-    ];
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: poll on an array of valid (or negative, ignored) pollfds.
-    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    if rc <= 0 {
-        return (false, false, false);
-    }
-    (
-        fds[0].revents != 0,
-        fds[1].revents != 0,
-        fds[2].revents != 0,
-    )
-}
-
-/// Take the jail's gateway hand-over: one message with the listener and the runner's
-/// channel. None when the socket closed or sent something else (the run then has no
-/// gateway; its agent finds nothing listening).
-fn take_gateway(sock: &OwnedFd) -> Option<GatewayFds> {
+/// Take the jail's gateway hand-over once the socket is readable: one message with the
+/// listener and the runner's channel. `Err(())` when nothing is there yet (a spurious
+/// wake-up); `Ok(None)` when the socket closed or sent something else (the run then has
+/// no gateway; its agent finds nothing listening).
+fn take_gateway(sock: &OwnedFd) -> Result<Option<GatewayFds>, ()> {
     let mut buf = [0u8; 8];
-    let (n, mut fds) = fdpass::recv(sock.as_fd(), &mut buf).ok()?;
-    let tags = buf[..n].strip_prefix(command_side::HANDOVER)?;
+    let (n, mut fds) = match fdpass::recv(sock.as_fd(), &mut buf) {
+        Ok(x) => x,
+        Err(nix::errno::Errno::EAGAIN) => return Err(()),
+        Err(_) => return Ok(None),
+    };
+    let Some(tags) = buf[..n].strip_prefix(command_side::HANDOVER) else {
+        return Ok(None);
+    };
     if fds.len() < 2 {
-        return None;
+        return Ok(None);
     }
-    let cgroups = CommandSideFds::from_tagged(tags, fds.split_off(2))?;
-    let runner = fds.pop()?;
-    let listener = fds.pop()?;
-    Some(GatewayFds {
+    let Some(cgroups) = CommandSideFds::from_tagged(tags, fds.split_off(2)) else {
+        return Ok(None);
+    };
+    let runner = fds.pop();
+    let listener = fds.pop();
+    Ok(listener.zip(runner).map(|(listener, runner)| GatewayFds {
         listener,
         runner,
         commands: CommandCgroups::new(cgroups),
-    })
+    }))
 }
 
-fn pump(
-    mut from: impl Read + Send + 'static,
-    mut sink: Box<dyn OutputSink>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("run-output".into())
-        .spawn(move || {
-            let mut buf = vec![0u8; CHUNK];
-            loop {
-                match from.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => sink.data(&buf[..n]),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                }
+/// Bytes read from the agent's pipes at a time: a flooding agent blocks on its full pipe
+/// while a chunk is written. The buffer exists only while output flows, so a quiet run
+/// holds none.
+const CHUNK: usize = 16 * 1024;
+
+/// Copy one of the helper's output pipes into `sink` until EOF: a read on the runtime,
+/// then the sink's write on the blocking pool, chunk after chunk.
+fn pump(from: fs::File, sink: Box<dyn OutputSink>) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let from = pipe::Receiver::from_file(from)?;
+    Ok(tokio::spawn(async move {
+        let mut sink = sink;
+        loop {
+            if from.readable().await.is_err() {
+                break;
             }
-            sink.finish();
-        })
+            let mut buf = vec![0u8; CHUNK];
+            let n = match from.try_read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::Interrupted
+                        || e.kind() == std::io::ErrorKind::WouldBlock =>
+                {
+                    continue
+                }
+                Err(_) => break,
+            };
+            let wrote = tokio::task::spawn_blocking(move || {
+                sink.data(&buf[..n]);
+                sink
+            })
+            .await;
+            match wrote {
+                Ok(back) => sink = back,
+                // The sink panicked: nothing more can be written through it.
+                Err(_) => return,
+            }
+        }
+        let _ = tokio::task::spawn_blocking(move || sink.finish()).await;
+    }))
+}
+
+/// `fd` waited on by the current runtime for readability.
+fn watch(fd: OwnedFd) -> std::io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: an OwnedFd owns its descriptor until it is dropped, which is when the
+    // AsyncFd holding it is.
+    unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(std::io::Error::from)
+}
+
+/// Until `fd` (when there is one) is readable; never, without one.
+async fn readable(
+    fd: Option<&AsyncFd<OwnedFd>>,
+) -> Option<tokio::io::unix::AsyncFdReadyGuard<'_, OwnedFd>> {
+    match fd {
+        Some(fd) => fd.readable().await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Until `at`, when there is one; never, without one.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Kill anything of the run that is still alive and remove its cgroups. The run's pid
@@ -444,15 +492,16 @@ fn exit_of(status: &ExitStatus) -> (i32, Option<i32>) {
     }
 }
 
-/// Run a spawned jail to its end. Blocks. `on` hears about milestones as they happen.
-/// The whole run is killed before this returns, and both output streams are drained.
-pub fn supervise(
+/// Run a spawned jail to its end, as a task of the caller's runtime. `on` hears about
+/// milestones as they happen (it runs on the runtime: it must not block for long). The
+/// whole run is killed before this returns, and both output streams are drained.
+pub async fn supervise(
     spec: &RunSpec,
     sp: Spawned,
     ctl: &RunControl,
     stdout: Box<dyn OutputSink>,
     stderr: Box<dyn OutputSink>,
-    on: &mut dyn FnMut(Milestone<'_>),
+    on: &mut (dyn FnMut(Milestone<'_>) + Send),
 ) -> Result<Supervised, LaunchError> {
     let Spawned {
         mut child,
@@ -466,133 +515,152 @@ pub fn supervise(
         ahead: _,
         gateway,
     } = sp;
-    let mut gateway = Some(gateway);
     let spec_json = match serde_json::to_vec(spec) {
         Ok(j) => j,
         Err(e) => {
             // The helper got no spec and ran nothing: reap it.
             child.kill();
-            let _ = child.wait();
+            let _ = tokio::task::spawn_blocking(move || child.wait()).await;
             return Err(LaunchError::Io(format!("encode spec: {e}")));
         }
     };
     let started = Instant::now();
     let mut pumps = Vec::new();
-    let mut start_pump = |pipe: Option<Box<dyn Read + Send>>, sink: Box<dyn OutputSink>| {
+    let mut started_pumps = Ok(());
+    for (pipe, sink) in [(out_pipe, stdout), (err_pipe, stderr)] {
         if let Some(pipe) = pipe {
             match pump(pipe, sink) {
                 Ok(h) => pumps.push(h),
-                Err(e) => return Err(LaunchError::Io(format!("output thread: {e}"))),
+                Err(e) => started_pumps = Err(LaunchError::Io(format!("output pipe: {e}"))),
             }
         }
-        Ok(())
-    };
-    let spawned_pumps = start_pump(
-        out_pipe.map(|p| Box::new(p) as Box<dyn Read + Send>),
-        stdout,
-    )
-    .and_then(|_| {
-        start_pump(
-            err_pipe.map(|p| Box::new(p) as Box<dyn Read + Send>),
-            stderr,
-        )
-    });
-    if let Err(e) = spawned_pumps {
-        child.kill();
-        let _ = child.wait();
-        return Err(match backstop(spec) {
-            Ok(()) => e,
-            Err(b) => LaunchError::Io(format!(
-                "{e}; then killing what was left of the run failed ({b}), so processes of the run may still be alive"
-            )),
-        });
     }
+    // The gateway socket is read only when the runtime says it is readable.
+    let gateway = nix::fcntl::fcntl(
+        gateway.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK),
+    )
+    .map_err(std::io::Error::from)
+    .and_then(|_| watch(gateway));
+    let status_pipe = pipe::Receiver::from_file(status);
+    let (mut gateway, status_pipe) = match (started_pumps, gateway, status_pipe) {
+        (Ok(()), Ok(g), Ok(s)) => (Some(g), s),
+        (Err(e), ..) => return Err(abort_start(spec, child, e).await),
+        (_, Err(e), _) | (_, _, Err(e)) => {
+            let e = LaunchError::Io(format!("the jail helper's pipes: {e}"));
+            return Err(abort_start(spec, child, e).await);
+        }
+    };
 
     // The status pipe reaches EOF when the agent is exec'd or setup failed. It is read in
     // the loop below, so the jail's report is told while the run goes on, not after it.
     let mut status = StatusPipe {
-        file: Some(status),
+        pipe: Some(status_pipe),
         text: Vec::new(),
     };
-    if let Some(mut stdin) = stdin {
+    if let Some(stdin) = stdin {
         // A helper that died early closes its end; its status line says why. Dropped
         // after writing: the helper reads its spec to end of file.
-        let _ = stdin.write_all(&spec_json);
+        if let Ok(mut w) = pipe::Sender::from_file(stdin) {
+            let _ = w.write_all(&spec_json).await;
+        }
     }
 
+    // Without one (an old kernel, or out of descriptors), the helper is looked at each TICK.
+    let pidfd = pidfd.and_then(|fd| watch(fd).ok());
     let mut report: Option<StatusReport> = None;
     let mut ending = Ending::Exited;
     let mut term_at: Option<Instant> = None;
     let mut killed = false;
+    let deadline = ctl.deadline.map(|d| started + d);
+    let signal = |sig: libc::c_int, child: &Child| match &pidfd {
+        Some(fd) => pidfd_signal(fd.get_ref(), sig),
+        None if sig == libc::SIGKILL => child.kill(),
+        None => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+    };
     let waited = loop {
-        let (gone, readable, handover) =
-            wait_for(pidfd.as_ref(), status.file.as_ref(), gateway.as_ref(), TICK);
-        if handover {
-            // One message, or the socket closed: either way it is done with.
-            match gateway.take().as_ref().and_then(take_gateway) {
-                Some(fds) => on(Milestone::Gateway(fds)),
-                // Fail closed: a run that asked for a gateway does not go on without it.
-                None if spec.gateway => {
-                    ctl.request_stop("the jail handed over no gateway");
-                }
-                None => {}
-            }
-        }
-        if readable && status.read_some() {
-            let r = status.report();
-            on(Milestone::Setup(&r));
-            report = Some(r);
-        }
-        if gone || pidfd.is_none() {
-            match child.try_wait() {
-                Ok(Some(st)) => break Ok(st),
-                Ok(None) => {}
-                Err(e) => break Err(e),
-            }
-        }
-        let signal = |sig: libc::c_int, child: &mut Child| match &pidfd {
-            Some(fd) => pidfd_signal(fd, sig),
-            None if sig == libc::SIGKILL => child.kill(),
-            None => {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-            }
-        };
-        match term_at {
-            None => {
-                if let Some(reason) = ctl.stop_reason() {
-                    on(Milestone::Stopping(&reason));
-                    ending = Ending::Stopped(reason);
-                    signal(libc::SIGTERM, &mut child);
-                    term_at = Some(Instant::now());
-                } else if ctl.deadline.is_some_and(|d| started.elapsed() >= d) {
-                    on(Milestone::DeadlineReached);
-                    ending = Ending::DeadlineReached;
-                    signal(libc::SIGTERM, &mut child);
-                    term_at = Some(Instant::now());
+        let kill_at = term_at.filter(|_| !killed).map(|t| t + ctl.grace);
+        tokio::select! {
+            // The helper exited (or, without a pidfd, it is time to look).
+            _ = readable(pidfd.as_ref()) => {
+                match child.try_wait() {
+                    Ok(Some(st)) => break Ok(st),
+                    Ok(None) => {}
+                    Err(e) => break Err(e),
                 }
             }
-            Some(t) if !killed && t.elapsed() >= ctl.grace => {
+            _ = tokio::time::sleep(TICK), if pidfd.is_none() => {
+                match child.try_wait() {
+                    Ok(Some(st)) => break Ok(st),
+                    Ok(None) => {}
+                    Err(e) => break Err(e),
+                }
+            }
+            done = status.read_some(), if status.pipe.is_some() => {
+                if done {
+                    let r = status.report();
+                    on(Milestone::Setup(&r));
+                    report = Some(r);
+                }
+            }
+            guard = readable(gateway.as_ref()), if gateway.is_some() => {
+                let taken = match (guard, gateway.as_ref()) {
+                    (Some(mut g), Some(sock)) => match take_gateway(sock.get_ref()) {
+                        Err(()) => {
+                            g.clear_ready();
+                            continue;
+                        }
+                        Ok(fds) => fds,
+                    },
+                    _ => None,
+                };
+                // One message, or the socket closed: either way it is done with.
+                gateway = None;
+                match taken {
+                    Some(fds) => on(Milestone::Gateway(fds)),
+                    // Fail closed: a run that asked for a gateway does not go on without it.
+                    None if spec.gateway => {
+                        ctl.request_stop("the jail handed over no gateway");
+                    }
+                    None => {}
+                }
+            }
+            _ = ctl.stop_asked(), if term_at.is_none() => {
+                let reason = ctl.stop_reason().unwrap_or_default();
+                on(Milestone::Stopping(&reason));
+                ending = Ending::Stopped(reason);
+                signal(libc::SIGTERM, &child);
+                term_at = Some(Instant::now());
+            }
+            _ = until(deadline), if term_at.is_none() && deadline.is_some() => {
+                on(Milestone::DeadlineReached);
+                ending = Ending::DeadlineReached;
+                signal(libc::SIGTERM, &child);
+                term_at = Some(Instant::now());
+            }
+            _ = until(kill_at), if kill_at.is_some() => {
                 on(Milestone::Killing);
-                signal(libc::SIGKILL, &mut child);
+                signal(libc::SIGKILL, &child);
                 killed = true;
             }
-            Some(_) => {}
         }
     };
     // Whatever is left (double-forked processes, a stuck init) dies now, which also closes
     // every copy of the pipes so the pumps and the status reader reach EOF.
-    let cleanup_error = backstop(spec).err();
+    let cleanup_error = cleanup(spec).await.err();
     for h in pumps {
-        let _ = h.join();
+        let _ = h.await;
     }
     let report = match report {
         Some(r) => r,
         None => {
             // Every writer is gone now, so this reads to EOF without waiting long.
-            let r = match status.read_rest() {
+            let r = match status.read_rest().await {
                 true => status.report(),
                 false => StatusReport {
                     infos: Vec::new(),
@@ -612,6 +680,27 @@ pub fn supervise(
         ending,
         cleanup_error,
     })
+}
+
+/// [`backstop`] on the blocking pool (cgroup files).
+async fn cleanup(spec: &RunSpec) -> Result<(), String> {
+    let spec = spec.clone();
+    tokio::task::spawn_blocking(move || backstop(&spec))
+        .await
+        .unwrap_or_else(|_| Err("the clean-up of the run panicked".to_string()))
+}
+
+/// The supervision could not start: the helper is killed and reaped (it had no spec yet
+/// or just got one) and whatever it made of the run is removed.
+async fn abort_start(spec: &RunSpec, mut child: Child, e: LaunchError) -> LaunchError {
+    child.kill();
+    let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+    match cleanup(spec).await {
+        Ok(()) => e,
+        Err(b) => LaunchError::Io(format!(
+            "{e}; then killing what was left of the run failed ({b}), so processes of the run may still be alive"
+        )),
+    }
 }
 
 #[cfg(test)]

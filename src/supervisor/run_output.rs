@@ -6,12 +6,13 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::connector;
 use super::launch::{LaunchError, Prepared};
 use super::outcome::{self, Closing};
 use super::process::{self, Milestone, OutputSink, RunControl, Spawned};
 use crate::gateway::egress::EgressRecord;
 use crate::gateway::provider::ProviderRecord;
-use crate::gateway::{CallLog, CallRecord, Gateway};
+use crate::gateway::{CallLog, CallRecord, Gateway, UpstreamPlan};
 use crate::journal::{EventKind, LineSplitter, RunJournal, Stream};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -151,10 +152,11 @@ impl JournaledRun {
         }
     }
 
-    /// Run a spawned jail to its end: its output into the journal (and a copy to `tees`,
-    /// stdout's then stderr's), the jail's report and the deadline as events. Then an
-    /// event counting lost records, if any. Returns how the run ended.
-    pub fn supervise(
+    /// Run a spawned jail to its end, as a task of the caller's runtime: its output into
+    /// the journal (and a copy to `tees`, stdout's then stderr's), the jail's report and
+    /// the deadline as events, its gateway served from the jail's hand-over until the run
+    /// is over. Then an event counting lost records, if any. Returns how the run ended.
+    pub async fn supervise(
         &self,
         prepared: &Prepared,
         helper: Result<Spawned, LaunchError>,
@@ -175,12 +177,7 @@ impl JournaledRun {
         let grace = ctl.grace.as_secs();
         let mut sigkilled = false;
         let started = std::time::Instant::now();
-        // Served from the jail's hand-over until this function returns (the run is over);
-        // its calls are journaled by a thread of their own, off the calls' path.
-        let mut gateway: Option<Gateway> = None;
-        let mut call_writer: Option<std::thread::JoinHandle<()>> = None;
-        let mut counts: Option<Arc<Counts>> = None;
-        let mut account = None;
+        let mut served: Option<Served> = None;
         for l in &prepared.leases {
             self.event(
                 EventKind::Lease,
@@ -195,63 +192,55 @@ impl JournaledRun {
                 ),
             );
         }
-        let result = helper.and_then(|sp| {
-            process::supervise(&prepared.spec, sp, ctl, out, errs, &mut |m| match m {
-                Milestone::Setup(report) => {
-                    for i in &report.infos {
-                        self.event(EventKind::JailReport, &format!("jail: {i}"));
+        let result = match helper {
+            Err(e) => Err(e),
+            Ok(sp) => {
+                let mut on = |m: Milestone<'_>| {
+                    match m {
+                    Milestone::Setup(report) => {
+                        for i in &report.infos {
+                            self.event(EventKind::JailReport, &format!("jail: {i}"));
+                        }
                     }
-                }
-                Milestone::DeadlineReached => self.event(
-                    EventKind::DeadlineReached,
-                    &format!(
-                        "deadline of {deadline_s} s reached; SIGTERM sent, SIGKILL after {grace} s"
+                    Milestone::DeadlineReached => self.event(
+                        EventKind::DeadlineReached,
+                        &format!(
+                            "deadline of {deadline_s} s reached; SIGTERM sent, SIGKILL after {grace} s"
+                        ),
                     ),
-                ),
-                // Stop and kill are told by the run's last record (which ends `logs -f`),
-                // so nothing that ends a run is logged before the output is drained.
-                Milestone::Stopping(_) => {}
-                Milestone::Killing => sigkilled = true,
-                Milestone::Gateway(fds) => {
-                    let (log, writer) =
-                        match JournalCallLog::start(self.journal.clone(), self.lost.clone()) {
-                            Ok(x) => x,
-                            Err(e) => {
+                    // Stop and kill are told by the run's last record (which ends `logs -f`),
+                    // so nothing that ends a run is logged before the output is drained.
+                    Milestone::Stopping(_) => {}
+                    Milestone::Killing => sigkilled = true,
+                    Milestone::Gateway(fds) => {
+                        let deadline = prepared.deadline.map(|d| started + d);
+                        match self.serve(prepared, fds, deadline) {
+                            Ok(s) => served = Some(s),
+                            Err(why) => {
+                                // Fail closed: a run without its gateway has no tools.
                                 self.event(
                                     EventKind::JailReport,
-                                    &format!("gateway: no call journal ({e}); stopping the run"),
+                                    &format!("gateway: {why}; stopping the run"),
                                 );
-                                ctl.request_stop("its gateway's calls could not be journaled");
-                                return;
+                                ctl.request_stop("its gateway could not be served");
                             }
-                        };
-                    call_writer = Some(writer);
-                    counts = Some(log.counts.clone());
-                    let deadline = prepared.deadline.map(|d| started + d);
-                    match Gateway::start(prepared.gateway.clone(), fds, deadline, log) {
-                        Ok(g) => {
-                            account = Some(g.account());
-                            gateway = Some(g);
-                        }
-                        Err(e) => {
-                            // Fail closed: a run without its gateway has no tools.
-                            self.event(
-                                EventKind::JailReport,
-                                &format!("gateway: could not be served ({e}); stopping the run"),
-                            );
-                            ctl.request_stop("its gateway could not be served");
                         }
                     }
                 }
-            })
-        });
-        // The gateway's end drops every sender: the writer drains what is queued, then ends.
-        drop(gateway);
-        if let Some(w) = call_writer {
-            let _ = w.join();
+                };
+                process::supervise(&prepared.spec, sp, ctl, out, errs, &mut on).await
+            }
+        };
+        let mut counted = None;
+        let mut egress = None;
+        let mut account = None;
+        if let Some(s) = served {
+            account = Some(s.gateway.account());
+            let counts = s.log.counts.clone();
+            s.stop().await;
+            counted = Some(counts.get());
+            egress = Some(counts.egress());
         }
-        let counted = counts.as_ref().map(|c| c.get());
-        let egress = counts.map(|c| c.egress());
         let l = self.lost();
         if l > 0 {
             self.event(
@@ -279,15 +268,84 @@ impl JournaledRun {
         }
         closing
     }
+
+    /// Serve the run's gateway from the jail's hand-over: its stdio connectors' jails
+    /// first (their stderr into this journal), then the gateway itself, its calls journaled
+    /// by a writer task off the calls' path.
+    fn serve(
+        &self,
+        prepared: &Prepared,
+        fds: crate::gateway::GatewayFds,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Served, String> {
+        let log = JournalCallLog::start(self.journal.clone(), self.lost.clone());
+        let mut connectors = Vec::new();
+        let mut stdio = std::collections::BTreeMap::new();
+        for (name, up) in &prepared.gateway.upstreams {
+            if let UpstreamPlan::Stdio { spec, env } = up {
+                let mut stderr = JournalSink::new(
+                    Stream::Stderr,
+                    self.journal.clone(),
+                    self.lost.clone(),
+                    None,
+                );
+                stderr.prefix = format!("[connector {name}] ").into_bytes();
+                let (jail, sock) =
+                    connector::start((**spec).clone(), env.clone(), Box::new(stderr))
+                        .map_err(|e| format!("connector {name} could not be started ({e})"))?;
+                connectors.push(jail);
+                stdio.insert(name.clone(), sock);
+            }
+        }
+        let gateway = Gateway::start(prepared.gateway.clone(), fds, deadline, log.clone(), stdio)
+            .map_err(|e| format!("could not be served ({e})"))?;
+        Ok(Served {
+            gateway,
+            connectors,
+            log,
+        })
+    }
+}
+
+/// A run's gateway being served, with what serves it.
+struct Served {
+    gateway: Gateway,
+    /// The run's stdio connectors, stopped after the gateway (their stdio closes first).
+    connectors: Vec<connector::ConnectorJail>,
+    log: Arc<JournalCallLog>,
+}
+
+impl Served {
+    /// The run is over: stop the gateway (every connection and call of the run ends), then
+    /// the connectors' jails, then let the call writer drain what is queued.
+    async fn stop(self) {
+        let Served {
+            gateway,
+            connectors,
+            log,
+        } = self;
+        gateway.stop().await;
+        for c in connectors {
+            c.stop().await;
+        }
+        // The gateway's tasks are gone, and their senders with them: this is the last.
+        let writer = log.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(log);
+        if let Some(w) = writer {
+            let _ = w.await;
+        }
+    }
 }
 
 /// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`, `egress`),
-/// written in order by a thread of their own so no call waits for journald.
+/// written in order by a task of their own (its writes on the blocking pool) so no call
+/// waits for journald.
 struct JournalCallLog {
-    tx: std::sync::mpsc::SyncSender<Entry>,
+    tx: tokio::sync::mpsc::Sender<Entry>,
     counts: Arc<Counts>,
-    journal: Arc<Mutex<RunJournal>>,
     lost: Arc<AtomicU64>,
+    /// The writer; taken by whoever waits for it to drain.
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// One record for the call writer.
@@ -300,6 +358,9 @@ enum Entry {
 
 /// Call records waiting for the journal, at most.
 const CALL_QUEUE: usize = 4096;
+
+/// Records the writer takes at once (one trip to the blocking pool).
+const CALL_BATCH: usize = 256;
 
 /// The gateway's calls by decision, for the run's closing record.
 #[derive(Default)]
@@ -333,35 +394,40 @@ impl Counts {
 }
 
 impl JournalCallLog {
-    fn start(
-        journal: Arc<Mutex<RunJournal>>,
-        lost: Arc<AtomicU64>,
-    ) -> std::io::Result<(Arc<JournalCallLog>, std::thread::JoinHandle<()>)> {
+    /// Start the writer on the current runtime.
+    fn start(journal: Arc<Mutex<RunJournal>>, lost: Arc<AtomicU64>) -> Arc<JournalCallLog> {
         // Bounded: a run that calls faster than journald takes records loses records (and
         // says so in its last record), never airlockd's memory.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Entry>(CALL_QUEUE);
-        let (j, l) = (journal.clone(), lost.clone());
-        let writer = std::thread::Builder::new()
-            .name("run-calls".into())
-            .spawn(move || {
-                for e in rx {
-                    match e {
-                        Entry::Call(r) => write_call(&j, &l, &r),
-                        Entry::Provider(r) => write_provider(&j, &l, &r),
-                        Entry::Egress(r) => write_egress(&j, &l, &r),
-                        Entry::Github(r) => write_github(&j, &l, &r),
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Entry>(CALL_QUEUE);
+        let (j, l) = (journal, lost.clone());
+        let writer = tokio::spawn(async move {
+            // Grown as records come: an idle run holds no batch.
+            let mut batch = Vec::new();
+            while rx.recv_many(&mut batch, CALL_BATCH).await > 0 {
+                let (j, l) = (j.clone(), l.clone());
+                let b = std::mem::take(&mut batch);
+                let written = tokio::task::spawn_blocking(move || {
+                    for e in &b {
+                        match e {
+                            Entry::Call(r) => write_call(&j, &l, r),
+                            Entry::Provider(r) => write_provider(&j, &l, r),
+                            Entry::Egress(r) => write_egress(&j, &l, r),
+                            Entry::Github(r) => write_github(&j, &l, r),
+                        }
                     }
+                })
+                .await;
+                if written.is_err() {
+                    return;
                 }
-            })?;
-        Ok((
-            Arc::new(JournalCallLog {
-                tx,
-                counts: Arc::default(),
-                journal,
-                lost,
-            }),
-            writer,
-        ))
+            }
+        });
+        Arc::new(JournalCallLog {
+            tx,
+            counts: Arc::default(),
+            lost,
+            writer: Mutex::new(Some(writer)),
+        })
     }
 }
 
@@ -407,17 +473,6 @@ impl CallLog for JournalCallLog {
         if self.tx.try_send(Entry::Github(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
-    }
-
-    fn connector_output(&self, connector: &str) -> Box<dyn OutputSink> {
-        let mut sink = JournalSink::new(
-            Stream::Stderr,
-            self.journal.clone(),
-            self.lost.clone(),
-            None,
-        );
-        sink.prefix = format!("[connector {connector}] ").into_bytes();
-        Box::new(sink)
     }
 }
 

@@ -166,6 +166,20 @@ pub fn run(
 ) -> Result<Finished, LaunchError> {
     let Caller { stream, interrupt } = caller;
     let role = resolved.role;
+    // Root runs what these files say: only if no one else could have written them.
+    if nix::unistd::geteuid().is_root() {
+        let untrusted = crate::trust::check_config_set(cfg);
+        if !untrusted.is_empty() {
+            return Err(LaunchError::Refused(untrusted.join("; ")));
+        }
+    }
+    // The run's supervision, heartbeat and gateway are tasks of this runtime, as they are
+    // of airlockd's; what blocks goes to its blocking pool.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LaunchError::Io(format!("cannot start the run's runtime: {e}")))?;
+    let _entered = runtime.enter();
     instances::ensure_state_dir(&cfg.state_dir)
         .map_err(|e| LaunchError::Io(format!("state_dir: {e}")))?;
     let journal_dir = cfg.journal_dir();
@@ -263,7 +277,8 @@ pub fn run(
     // The closing record is durable: the file goes. Not closed: it stays, touched now, for
     // the next owner of the ledger to close the run with this time.
     let settle = |closed: bool| {
-        if let Some(a) = heartbeat.and_then(alive::Beating::stop) {
+        let stopped = heartbeat.map(|h| runtime.block_on(h.stop()));
+        if let Some(a) = stopped.flatten() {
             if closed {
                 a.remove()
             } else {
@@ -304,7 +319,7 @@ pub fn run(
     };
     let ctl = Arc::new(RunControl::new(prepared.deadline, launch::GRACE));
     interrupt.attach(&run, ctl.clone());
-    let mut closing = supervise(
+    let mut closing = runtime.block_on(supervise(
         &prepared,
         helper,
         &journal,
@@ -312,7 +327,7 @@ pub fn run(
         stream,
         launched_by_uid,
         deadline_s,
-    );
+    ));
     if interrupt.received().is_some() {
         closing = outcome::interrupted(closing);
     }
@@ -345,7 +360,7 @@ pub fn run(
 }
 
 /// Run the jail to its end with the run's journal; journal what the daemon journals.
-fn supervise(
+async fn supervise(
     prepared: &Prepared,
     helper: Result<Spawned, LaunchError>,
     run: &JournaledRun,
@@ -377,7 +392,7 @@ fn supervise(
         ],
         None => [None, None],
     };
-    let mut closing = run.supervise(prepared, helper, ctl, tees, deadline_s);
+    let mut closing = run.supervise(prepared, helper, ctl, tees, deadline_s).await;
     closing.reason = outcome::with_lost(&closing.reason, run.lost());
     closing
 }

@@ -2,7 +2,7 @@
 // (installed by scripts/install-deps.sh under /usr/local/lib/airlock-test). It runs as the
 // agent program inside a jail: `node -e <this file> STEPS_JSON`. Each step is one of
 //   {"list": "tools"}                       tools/list on the server
-//   {"call": TOOL, "args": {...}}           tools/call
+//   {"call": TOOL, "args": {...}}           tools/call ("full": true adds the content blocks)
 //   {"raw": BODY, "headers": {...}}         a raw POST to the server's URL (no SDK)
 //   {"js": BODY}                            in-process probes (see below)
 // and every step prints one JSON line {"step": i, ...} to stdout. The server is
@@ -57,7 +57,7 @@ async function main() {
         out({ step: i, templates: r.resourceTemplates.map((x) => x.uriTemplate) });
       } else if (s.read) {
         const r = await client.readResource({ uri: s.read });
-        out({ step: i, contents: r.contents.length });
+        out({ step: i, contents: r.contents.length, uris: r.contents.map((c) => c.uri), texts: r.contents.map((c) => c.text || null) });
       } else if (s.request) {
         const r = await client.request({ method: s.request, params: s.params || {} }, types.ResultSchema);
         out({ step: i, result: r });
@@ -72,7 +72,10 @@ async function main() {
         // "{{pid}}" in an argument is this agent's own pid.
         const args = JSON.parse(JSON.stringify(s.args || {}).split("{{pid}}").join(String(process.pid)));
         const r = await client.callTool({ name: s.call, arguments: args }, undefined, { timeout: 600000 });
-        out({ step: i, isError: !!r.isError, structured: r.structuredContent || null, text: (r.content || []).map((c) => c.text).join("") });
+        const o = { step: i, isError: !!r.isError, structured: r.structuredContent || null, text: (r.content || []).map((c) => c.text).join("") };
+        // "full": the content blocks as they came (embedded resources and links too).
+        if (s.full) o.content = r.content || [];
+        out(o);
       } else if (s.js !== undefined) {
         // In-process probes of the agent side: the body of an async function; what it
         // returns is printed. `fs` and `try_` (the error code of a failing call, or "ok")

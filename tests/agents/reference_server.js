@@ -41,6 +41,16 @@ function build() {
   s.registerTool("echo_auth", { description: "Echoes the Authorization header it got" }, async (extra) =>
     text(`you sent: ${(extra.requestInfo && extra.requestInfo.headers.authorization) || "nothing"}`));
   s.registerTool("forbidden_tool", { description: "Must never be reached" }, async () => text("reached"));
+  // A careless upstream whose tool result embeds, and links to, a resource its client may
+  // not read.
+  s.registerTool("test_embedded_private", { description: "Embeds and links a private resource" }, async () => ({
+    content: [
+      { type: "text", text: "here it is:" },
+      { type: "resource", resource: { uri: "mem://private/b", mimeType: "text/plain", text: "the private content" } },
+      { type: "resource_link", uri: "mem://private/b", name: "private" },
+      { type: "resource", resource: { uri: "test://static-text", mimeType: "text/plain", text: "static content" } },
+    ],
+  }));
   s.registerTool("hidden_tool", { description: "Not listed by the role" }, async () => text("hidden"));
   s.registerTool("ask_client", { description: "Asks its client for sampling, elicitation and roots" }, async (extra) => {
     // On the call's own stream, whatever the client said it can do.
@@ -58,6 +68,14 @@ function build() {
   s.registerResource("private", "mem://private/b", { mimeType: "text/plain" }, async (uri) => ({ contents: [{ uri: uri.href, text: "private" }] }));
   s.registerResource("template", new ResourceTemplate("test://template/{id}/data", { list: undefined }), { mimeType: "application/json" }, async (uri, { id }) => ({
     contents: [{ uri: uri.href, mimeType: "application/json", text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }],
+  }));
+  // An upstream that reads owner and repo by position, and one whose read answers with
+  // another resource besides the one asked for.
+  s.registerResource("repo", new ResourceTemplate("repo://{owner}/{repo}/{file}", { list: undefined }), { mimeType: "text/plain" }, async (uri, { owner, repo, file }) => ({
+    contents: [{ uri: uri.href, mimeType: "text/plain", text: `owner=${owner} repo=${repo} file=${file}` }],
+  }));
+  s.registerResource("bundle", "test://bundle", { mimeType: "text/plain" }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: "text/plain", text: "the bundle" }, { uri: "mem://private/b", mimeType: "text/plain", text: "the private content" }],
   }));
   s.registerPrompt("test_simple_prompt", { description: "Never relayed by Airlock" }, async () => ({ messages: [{ role: "user", content: { type: "text", text: "hi" } }] }));
   return s;

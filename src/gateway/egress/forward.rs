@@ -94,7 +94,7 @@ pub(crate) async fn forward(
         }
     };
     // The connection lives as long as the response body is read (or the run lasts).
-    tokio::spawn(async move {
+    eg.scope.spawn(async move {
         let _ = conn.await;
         drop(slot);
     });

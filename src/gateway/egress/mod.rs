@@ -79,13 +79,16 @@ impl Default for EgressPlan {
 pub struct Egress {
     pub plan: EgressPlan,
     slots: Arc<Semaphore>,
+    /// The run's tasks: tunnels and forwarded connections end with the run.
+    scope: super::scope::Scope,
 }
 
 impl Egress {
-    pub fn new(plan: EgressPlan) -> Egress {
+    pub fn new(plan: EgressPlan, scope: super::scope::Scope) -> Egress {
         Egress {
             plan,
             slots: Arc::new(Semaphore::new(MAX_TUNNELS)),
+            scope,
         }
     }
 }
@@ -311,7 +314,7 @@ async fn connect(eg: &Arc<Egress>, mut j: Journaled, mut req: Request<Incoming>)
     };
     let upgrade = hyper::upgrade::on(&mut req);
     j.rec.status = 200;
-    tokio::spawn(async move {
+    eg.scope.spawn(async move {
         let Opened { stream, slot } = opened;
         let Ok(upgraded) = upgrade.await else {
             let rule = j.rec.rule.clone();

@@ -119,10 +119,17 @@ pub struct Github {
     conns: Arc<tokio::sync::Semaphore>,
     /// One push body read at a time.
     push_slot: tokio::sync::Mutex<()>,
+    /// The run's tasks: intercepted connections end with the run.
+    scope: super::scope::Scope,
 }
 
 impl Github {
-    pub fn new(plan: GithubPlan, leases: Arc<LiveLeases>, log: Arc<dyn CallLog>) -> Github {
+    pub fn new(
+        plan: GithubPlan,
+        leases: Arc<LiveLeases>,
+        log: Arc<dyn CallLog>,
+        scope: super::scope::Scope,
+    ) -> Github {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -141,6 +148,7 @@ impl Github {
             created: Mutex::new(Vec::new()),
             conns: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
             push_slot: tokio::sync::Mutex::new(()),
+            scope,
         }
     }
 
@@ -336,7 +344,8 @@ pub fn intercept(gh: Arc<Github>, host: Host, req: Request<Incoming>) -> Respons
             "Airlock: the run holds too many connections to GitHub at once",
         );
     };
-    tokio::spawn(async move {
+    let scope = gh.scope.clone();
+    scope.spawn(async move {
         let _slot = slot;
         let Ok(upgraded) = hyper::upgrade::on(req).await else {
             return;
@@ -418,7 +427,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
             started,
         )
     };
-    let now = crate::supervisor::ledger::now_ms();
+    let now = crate::clock::now_ms();
     if let Err(why) = presented(req.headers())
         .ok_or(crate::credentials::leases::TokenRefusal::Unknown)
         .and_then(|t| {
