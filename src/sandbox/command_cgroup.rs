@@ -11,11 +11,12 @@
 
 use std::ffi::{CStr, CString};
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::sides::{openat_write, CommandSideFds};
+use super::fds::openat;
+use super::sides::CommandSideFds;
 
 /// What the command side's limits have refused so far (each counter the kernel keeps).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,19 +64,7 @@ pub struct CommandCgroup {
 }
 
 fn read_at(dir: &OwnedFd, name: &CStr) -> Option<String> {
-    // SAFETY: openat on a descriptor we own with a NUL-terminated name; owned right away.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fd was just returned by openat.
-    let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let mut f = std::fs::File::from(openat(dir, name, libc::O_RDONLY).ok()?);
     let mut s = String::new();
     f.read_to_string(&mut s).ok()?;
     Some(s)
@@ -119,10 +108,10 @@ impl CommandCgroups {
             return Err(std::io::Error::last_os_error());
         }
         let opened = (|| {
-            let dir = openat_dir(side, &name)?;
+            let dir = openat(side, &name, libc::O_PATH | libc::O_DIRECTORY)?;
             Ok::<_, std::io::Error>((
-                openat_write(&dir, c"cgroup.procs")?,
-                openat_write(&dir, c"cgroup.kill")?,
+                openat(&dir, c"cgroup.procs", libc::O_WRONLY)?,
+                openat(&dir, c"cgroup.kill", libc::O_WRONLY)?,
             ))
         })();
         match opened {
@@ -190,22 +179,6 @@ impl CommandCgroup {
     pub fn kill(&self) {
         let _ = nix::unistd::write(&self.kill, b"1");
     }
-}
-
-fn openat_dir(dir: &OwnedFd, name: &CStr) -> std::io::Result<OwnedFd> {
-    // SAFETY: as in `read_at`.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd was just returned by openat.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Remove an empty cgroup; false while it still holds a process (EBUSY). Gone already

@@ -4,18 +4,22 @@
 //! helper (host namespaces): unshare the pid namespace; when started ahead of its run
 //! (`--run-id`), make the run's cgroups; fork pid 1 (born in the v2 cgroup when there is
 //! one already); read the spec from stdin to end of file, hand it to pid 1, check it; make
-//! the cgroups now if not yet, set the limits, move pid 1 into the v2 cgroup if it is not
-//! there, and tell pid 1 which v1 cgroups to join; then watch it
+//! the cgroups now if not yet, set the limits, with a command side make each side's
+//! cgroups ([`sides`](super::sides)), move pid 1 into the v2 cgroup if it is not there,
+//! and tell pid 1 which v1 cgroups to join and where the sides' are; then watch it
 //! ([`watch`](super::watch)): forward signals, enforce the deadline, kill pid 1 when the
-//! launcher dies, kill the cgroups at the end.
+//! launcher dies, answer the sides' `listen` calls ([`listen_notify`]), kill the cgroups
+//! at the end.
 //! pid 1 (init): start a child making the net namespace (with `lo` up), unshare mount, ipc
 //! and uts namespaces, build the part of the root that is the same for every run; read the
 //! spec; open the bind sources, finish the root with the run's part; wait for the helper's
 //! word on the cgroups and join the v1 ones; pivot_root, unshare the cgroup namespace,
-//! join the net namespace, hostname, rlimits, setsid, close fds, fork the agent, keep only
-//! CAP_KILL, let the agent exec, reap until it exits.
+//! join the net namespace, hostname, rlimits, setsid, close fds; with a command side start
+//! it ([`command_side`]: the runner, pid 1 of a pid namespace of its own) and the agent
+//! side's init ([`agent_side`]: likewise, it forks the agent), otherwise fork the agent;
+//! keep only CAP_KILL, let the agent exec, reap until it (or its side's init) exits.
 //! agent child: setsid, drop to the instance uid with no capabilities and no_new_privs,
-//! chdir, Landlock, seccomp (all while pid 1 reduces itself), then wait for pid 1 and
+//! chdir, Landlock, seccomp (all while pid 1 reduces itself), then wait for its word and
 //! execve with a clean env.
 //!
 //! Any failure is written to the status fd with the step that failed, and the agent is

@@ -384,8 +384,8 @@ impl SideFds {
     pub fn enter(&self, born_in_v2: bool) -> Result<(), SandboxError> {
         const STEP: &str = "join side cgroup";
         if let (false, Some(dir)) = (born_in_v2, &self.v2) {
-            let procs =
-                openat_write(dir, c"cgroup.procs").map_err(|e| SandboxError::sys(STEP, e))?;
+            let procs = super::fds::openat(dir, c"cgroup.procs", libc::O_WRONLY)
+                .map_err(|e| SandboxError::sys(STEP, e))?;
             write_zero(&procs).map_err(|e| SandboxError::sys(STEP, e))?;
         }
         for t in &self.tasks {
@@ -424,24 +424,6 @@ impl OpenSides {
         v.extend(handed);
         v
     }
-}
-
-/// `openat(dir, name, O_WRONLY)`.
-pub fn openat_write(dir: &OwnedFd, name: &std::ffi::CStr) -> std::io::Result<OwnedFd> {
-    // SAFETY: openat on a descriptor we own with a NUL-terminated name; the fd is owned
-    // right away.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_WRONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd was just returned by openat and is not owned elsewhere.
-    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 /// Write "0" (the writer itself) to a cgroup's `cgroup.procs` or `tasks`.
