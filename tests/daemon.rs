@@ -897,7 +897,7 @@ fn hire_and_fire() {
         &["/usr/bin/python3", "-c", "import os; print(os.getuid())"],
         json!({"wait": true}),
     );
-    assert_eq!(stdout_of(&r), format!("{uid}\n"));
+    assert_eq!(stdout_of(&r), format!("{uid}\n"), "{r:?}");
 
     let r = env.launch("nova", &["/bin/sleep", "60"], json!({}));
     let run = run_id(&r);

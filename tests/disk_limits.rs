@@ -637,4 +637,19 @@ fn a_hundred_launches_at_once_with_the_default_limits_all_start() {
     );
     let clean = poll(30, || host.leftovers().is_empty().then_some(()));
     assert!(clean.is_some(), "left: {:?}", host.leftovers());
+    // airlockd made its pool of empty workspace images again, ready for the next launches.
+    let pool = host.state.join(airlock::supervisor::image_pool::DIR);
+    let ready = || {
+        std::fs::read_dir(&pool)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.path().extension() == Some("img".as_ref()))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let full = poll(30, || {
+        (ready() == airlock::supervisor::image_pool::POOL_IMAGES).then_some(())
+    });
+    assert!(full.is_some(), "{} images ready", ready());
 }

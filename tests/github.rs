@@ -743,3 +743,81 @@ fn the_github_connector_uses_the_run_token_and_the_same_write_checks() {
     );
     assert!(!journal_text(&run).contains(&token));
 }
+
+const FILTER_SCRIPT: &str = r#"
+api=https://api.github.com
+R=example-org/example-repo
+c() { curl -s -o /dev/null -w "%{http_code}" -H "Authorization: token $GH_TOKEN" "$@"; }
+echo "R gzip_label_rest $(c -X POST -H 'Content-Encoding: gzip' -d '{"body":"labelled gzip"}' $api/repos/$R/issues/1/comments)"
+echo "R gzip_label_graphql $(c -X POST -H 'Content-Encoding: gzip' -d '{"query":"{ viewer { login } }"}' $api/graphql)"
+echo "R gzip_real $(printf '{"body":"gz"}' | gzip | c -X POST -H 'Content-Encoding: gzip' --data-binary @- $api/repos/$R/issues/1/comments)"
+echo "R deflate_get $(c -H 'Content-Encoding: deflate' $api/repos/$R)"
+echo "R twins $(c -X POST -d '{"body":"checked","Body":"unchecked"}' $api/repos/$R/issues/1/comments)"
+echo "R twins_graphql $(c -X POST -d '{"query":"{ viewer { login } }","Query":"mutation { x }"}' $api/graphql)"
+echo "R loose $(c -X POST -H 'Content-Type: text/plain' -d '{ "body" : "h\u0069" }' $api/repos/$R/issues/1/comments)"
+curl -s -D echo.h -o echo.b -H "Authorization: token $GH_TOKEN" $api/repos/$R/airlock-echo
+echo "R echo_status $(head -1 echo.h | cut -d' ' -f2)"
+echo "R echo_leaks $(cat echo.h echo.b | grep -c ghs_standin)"
+echo "R echo_marks $(cat echo.h echo.b | grep -o 'withheld by Airlock' | wc -l)"
+"#;
+
+#[test]
+fn api_bodies_go_on_as_read_and_unencoded_and_echoed_tokens_are_withheld() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = host(&gh, 5);
+    let ws = h.workspace("ws", h.uids[0]);
+    let o = h
+        .launch(
+            "ghprobe",
+            "gina",
+            &["--workspace", ws.to_str().unwrap()],
+            &[
+                "/bin/sh",
+                "-c",
+                &format!("cd {} && {FILTER_SCRIPT}", ws.display()),
+            ],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let run = run_id_of(&o);
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    for k in [
+        "gzip_label_rest",
+        "gzip_label_graphql",
+        "gzip_real",
+        "deflate_get",
+        "twins",
+        "twins_graphql",
+    ] {
+        assert_eq!(get(k), "403", "{k}: {out}");
+    }
+    assert_eq!(get("loose"), "201", "{out}");
+    assert_eq!(get("echo_status"), "200", "{out}");
+    assert_eq!(get("echo_leaks"), "0", "the token reached the run: {out}");
+    assert_eq!(
+        get("echo_marks"),
+        "2",
+        "withheld in the header and the body: {out}"
+    );
+
+    // GitHub saw one write, and the body it saw is the one the gateway read.
+    let reqs = gh.requests();
+    let writes: Vec<&Value> = reqs
+        .iter()
+        .filter(|q| q["method"] == "POST" && q["cred"] == "token")
+        .collect();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes[0]["body"], r#"{"body":"hi"}"#);
+    assert!(writes[0]["content_encoding"].is_null());
+    let w = events(&run, "withheld", 1);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0]["AIRLOCK_ROUTE"], "github api");
+    assert_eq!(w[0]["AIRLOCK_WITHHELD_HEADERS"], "1");
+    assert_eq!(w[0]["AIRLOCK_WITHHELD_BODY"], "1");
+    let refused = events(&run, "github_write", 6);
+    assert!(refused.len() >= 6, "each refusal journaled: {refused:?}");
+}

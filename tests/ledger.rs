@@ -117,6 +117,37 @@ fn append_chains_and_verifies() {
 }
 
 #[test]
+fn records_appended_together_chain_as_if_appended_alone() {
+    let (_d, path) = setup();
+    let mut l = Ledger::open(&path).unwrap();
+    let r1 = l.append(opened("run-a", "tess", 1000)).unwrap();
+    let batch = l
+        .append_all(vec![
+            opened("run-b", "tess", 2000),
+            closed("run-a"),
+            closed("run-b"),
+        ])
+        .unwrap();
+    assert_eq!(
+        batch.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        vec![2, 3, 4]
+    );
+    assert_eq!(batch[0].prev, r1.hash);
+    assert_eq!(batch[2].prev, batch[1].hash);
+    assert!(l.append_all(Vec::new()).unwrap().is_empty());
+    // The opening record in a batch counts for the weekly budget like one appended alone.
+    assert_eq!(l.opened_since("tess", 0), 2);
+    let r5 = l.append(opened("run-c", "tess", 3000)).unwrap();
+    assert_eq!((r5.seq, &r5.prev), (5, &batch[2].hash));
+    drop(l);
+    assert_eq!(ledger::verify(&path).unwrap(), 5);
+    let mut all = vec![r1];
+    all.extend(batch);
+    all.push(r5);
+    assert_eq!(ledger::records(&path).unwrap(), all);
+}
+
+#[test]
 fn missing_ledger_is_empty() {
     let (_d, path) = setup();
     assert_eq!(ledger::verify(&path).unwrap(), 0);

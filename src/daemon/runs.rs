@@ -162,7 +162,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     // below is durable.
     let runner = Standby::take(d);
     // Prepared without the ledger lock (instance registry, NSS, run directory): launches
-    // and run closings do not wait for each other's preparation.
+    // and run closings do not wait for each other's preparation. The image it may have
+    // taken from the pool is made again off this launch's path.
     let prepared = match launch::prepare_in(
         cfg,
         &req,
@@ -172,8 +173,12 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             policy: set.role_policy(entry),
         },
         runner.slot.clone(),
+        d.images.as_ref(),
     ) {
-        Ok(p) => p,
+        Ok(p) => {
+            d.refill_images();
+            p
+        }
         Err(e) => {
             runner.abandon();
             return Err(err(ErrorCode::Refused, e.to_string()));
@@ -222,19 +227,9 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             return Err(refuse(runner, r));
         }
     };
-    // The leases before the opening record: a crash in between leaves leases of a run
-    // that never opened, which the next start's sweep revokes.
+    // The leases' records and the opening record in one write and one fsync.
     let store = LeaseStore::new(&cfg.state_dir);
-    let recorded = {
-        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
-        lease_records::record_issued(&store, &mut append, &prepared.leases)
-    };
-    let opened = recorded.and_then(|()| {
-        ledger
-            .append(LedgerEvent::RunOpened(opened))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    });
+    let opened = lease_records::record_opening(&store, &mut ledger, &prepared.leases, opened);
     if let Err(e) = opened {
         prepared.gateway.leases.revoke_all();
         let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());

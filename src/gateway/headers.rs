@@ -35,6 +35,28 @@ pub fn end_to_end(headers: &HeaderMap) -> HeaderMap {
     out
 }
 
+/// Headers (and a query parameter, `_method`) by which some servers let a request say it
+/// is of another method than its own: the method checked must be the one performed.
+pub const METHOD_OVERRIDES: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// Whether `headers` name another method than the request's own.
+pub fn names_another_method(headers: &HeaderMap) -> bool {
+    METHOD_OVERRIDES.iter().any(|h| headers.contains_key(*h))
+}
+
+/// Whether a message's body is encoded (`Content-Encoding` other than `identity`): a body
+/// the gateway reads must be read as it goes on.
+pub fn encoded(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(hyper::header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+}
+
 /// [`end_to_end`] less the route's own `drop` (lower-case names).
 pub fn forwarded(headers: &HeaderMap, drop: &[&str]) -> HeaderMap {
     let mut out = end_to_end(headers);
@@ -48,6 +70,21 @@ pub fn forwarded(headers: &HeaderMap, drop: &[&str]) -> HeaderMap {
 mod tests {
     use super::*;
     use hyper::header::{HeaderName, HeaderValue};
+
+    #[test]
+    fn overrides_and_encodings_are_seen_in_any_spelling() {
+        let mut h = HeaderMap::new();
+        assert!(!names_another_method(&h) && !encoded(&h));
+        h.insert("content-encoding", HeaderValue::from_static("Identity"));
+        assert!(!encoded(&h));
+        h.append("content-encoding", HeaderValue::from_static("gzip"));
+        assert!(encoded(&h));
+        h.insert(
+            HeaderName::from_bytes(b"X-HTTP-Method-Override").unwrap(),
+            HeaderValue::from_static("GET"),
+        );
+        assert!(names_another_method(&h));
+    }
 
     #[test]
     fn hop_by_hop_and_proxy_headers_are_dropped() {

@@ -21,6 +21,7 @@
 //! [`GATEWAY_PORT`]: crate::sandbox::runner::GATEWAY_PORT
 
 pub mod bash_tool;
+pub mod charge;
 pub mod egress;
 pub mod github;
 pub mod headers;
@@ -29,12 +30,14 @@ pub mod jsonrpc;
 pub mod mcp_proxy;
 pub mod mcp_server;
 pub mod provider;
+pub mod provider_check;
 pub mod runner_client;
 pub mod scope;
 pub mod stdio_upstream;
 pub mod strict_json;
 pub mod upstream;
 pub mod usage;
+pub mod withhold;
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -180,6 +183,8 @@ pub trait CallLog: Send + Sync {
     fn egress(&self, record: egress::EgressRecord);
     /// A GitHub write, or a refused GitHub request.
     fn github(&self, record: github::GithubRecord);
+    /// An upstream's answer that echoed the run's secrets, withheld.
+    fn withheld(&self, record: withhold::WithheldRecord);
 }
 
 /// Everything a request handler of one run's gateway needs.
@@ -208,7 +213,7 @@ pub struct Gateway {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     served: Option<tokio::task::JoinHandle<()>>,
     scope: scope::Scope,
-    account: Arc<provider::Account>,
+    account: Arc<charge::Account>,
 }
 
 impl Gateway {
@@ -275,16 +280,18 @@ impl Gateway {
                 mcp_proxy::Connector::new(name.clone(), upstream, secret),
             );
         }
-        let account = Arc::new(provider::Account::default());
+        let account = Arc::new(charge::Account::default());
+        let secrets = run_secrets(&plan);
         let provider = plan
             .provider
             .clone()
-            .map(|p| provider::Provider::new(p, account.clone()));
+            .map(|p| provider::Provider::new(p, account.clone(), secrets.clone()));
         let github = plan.github.clone().map(|g| {
             Arc::new(github::Github::new(
                 g,
                 plan.leases.clone(),
                 log.clone(),
+                secrets.clone(),
                 scope.clone(),
             ))
         });
@@ -322,6 +329,30 @@ impl Gateway {
     }
 }
 
+/// Every secret the run's gateway sends upstream, as an upstream could echo it: the
+/// provider's key, each GitHub installation token (and git's Basic credential made of it),
+/// each connector's credential.
+fn run_secrets(plan: &GatewayPlan) -> withhold::Secrets {
+    let mut all: Vec<String> = Vec::new();
+    if let Some(k) = plan.provider.as_ref().and_then(|p| p.key.as_ref()) {
+        all.push(k.expose().to_string());
+    }
+    for (_, t) in plan.github.iter().flat_map(|g| &g.tokens) {
+        all.push(t.expose().to_string());
+        all.push(github::basic_credential(t));
+    }
+    for up in plan.upstreams.values() {
+        let secret = match up {
+            UpstreamPlan::Http { auth, .. } => auth.as_ref(),
+            UpstreamPlan::Stdio { env, .. } => env.as_ref(),
+        };
+        if let Some((_, s)) = secret {
+            all.push(s.expose().to_string());
+        }
+    }
+    withhold::Secrets::new(all.iter().map(String::as_str))
+}
+
 /// The header carrying an HTTP connector's credential, marked sensitive.
 fn auth_header(
     name: &str,
@@ -342,7 +373,7 @@ fn auth_header(
 
 impl Gateway {
     /// The run's spend and model requests, kept up to date while it runs.
-    pub fn account(&self) -> Arc<provider::Account> {
+    pub fn account(&self) -> Arc<charge::Account> {
         self.account.clone()
     }
 }

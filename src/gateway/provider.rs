@@ -1,32 +1,35 @@
 //! The model provider route: `/provider/<name>/...` on the run's gateway, in front of
 //! `providers.<name>.url`. The agent's configuration points its provider here with a run
-//! token as its key; the gateway checks the token against the run's lease, the model
-//! against `run.model` and the spend against `budget.spend_usd`, then forwards the request
-//! with the real key to the configured URL and nowhere else. The response streams back as
-//! it comes (never buffered), and its usage is read on the way ([`super::usage`]) and
-//! priced ([`crate::policy::prices`]).
+//! token as its key; the gateway checks the token against the run's lease and the request
+//! ([`super::provider_check`]: endpoint, headers, model, tools, content, output limit),
+//! reserves its worst case against `budget.spend_usd` ([`super::charge`]), then forwards
+//! what it checked (the body as it read it) with the real key to the configured URL and
+//! nowhere else. The response streams back as it comes (never buffered), with the run's
+//! secrets withheld ([`super::withhold`]); its usage is read on the way ([`super::usage`])
+//! and the exchange is settled when it ends, however it ends.
 //!
 //! Refusals answer in the provider's own error format, so the agent's client reports them
 //! as it would the provider's.
 
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
+use super::charge::{Account, Exchange, MeteredBody, Outcome, Reserve};
+use super::provider_check::{self as check, refused, Metered, Refusal};
 use super::usage::{Api, Meter};
+use super::withhold::{Secrets, Withheld, WithheldRecord};
 use super::GwBody;
 use crate::credentials::leases::{LeaseKind, LiveLeases};
 use crate::credentials::Secret;
@@ -117,6 +120,9 @@ pub struct ProviderPlan {
     /// Whether `run.tools` grants `WebSearch`: the provider's own web search may be asked
     /// for (no other server tool may).
     pub web_search: bool,
+    /// Whether `run.tools` grants `WebFetch`: content may have the provider fetch a URL (an
+    /// image or document by URL).
+    pub web_fetch: bool,
 }
 
 impl std::fmt::Debug for ProviderPlan {
@@ -193,18 +199,23 @@ pub struct ProviderRecord {
     pub provider: String,
     /// The model asked for (clipped), if the request named one.
     pub model: Option<String>,
-    /// `POST /v1/messages`.
+    /// `POST /v1/messages`, with the URL query if it had one (clipped).
     pub endpoint: String,
     pub allow: bool,
     pub rule: String,
     pub reason: String,
-    /// The provider's HTTP status, or the gateway's own for a refusal.
+    /// The provider's HTTP status, the gateway's own for a refusal or a failure upstream,
+    /// 0 when the agent went away before any came.
     pub status: u16,
     pub streamed: bool,
+    /// How the exchange ended.
+    pub outcome: Outcome,
     pub usage: Usage,
-    /// Whether `usage` is the provider's final count (else what was seen, with the output
-    /// estimated from the request's own output limit).
+    /// Whether `usage` is the provider's final count (else what was seen, the rest at the
+    /// request's worst case).
     pub usage_final: bool,
+    /// The worst case reserved when the request was forwarded.
+    pub reserve_micro_usd: u64,
     pub cost_micro_usd: u64,
     /// The run's spend after this request.
     pub spent_micro_usd: u64,
@@ -213,23 +224,17 @@ pub struct ProviderRecord {
     pub duration_ms: u64,
 }
 
-/// The run's spend and model requests so far.
-#[derive(Debug, Default)]
-pub struct Account {
-    pub spent_micro_usd: AtomicU64,
-    pub requests: AtomicU64,
-    pub refused: AtomicU64,
-}
-
 /// The provider route of one run's gateway.
 pub struct Provider {
     pub plan: ProviderPlan,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     pub account: Arc<Account>,
+    /// The run's secrets, withheld from what the provider answers.
+    secrets: Secrets,
 }
 
 impl Provider {
-    pub fn new(plan: ProviderPlan, account: Arc<Account>) -> Provider {
+    pub fn new(plan: ProviderPlan, account: Arc<Account>, secrets: Secrets) -> Provider {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -243,30 +248,9 @@ impl Provider {
             client: Client::builder(TokioExecutor::new()).build(https),
             plan,
             account,
+            secrets,
         }
     }
-}
-
-/// What the request is, for the rules: the endpoints each API offers and whether it costs.
-fn endpoint(api: Api, method: &Method, rest: &str) -> Option<Metered> {
-    match (api, method.as_str(), rest) {
-        (Api::AnthropicMessages, "POST", "/v1/messages") => Some(Metered::Yes),
-        (Api::AnthropicMessages, "POST", "/v1/messages/count_tokens") => Some(Metered::Free),
-        (Api::AnthropicMessages, "GET", "/v1/models") => Some(Metered::List),
-        (Api::OpenAiResponses, "POST", "/responses") => Some(Metered::Yes),
-        (Api::OpenAiResponses, "GET", "/models") => Some(Metered::List),
-        _ => None,
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Metered {
-    /// A model response: priced and counted.
-    Yes,
-    /// Counting tokens: counted, not priced.
-    Free,
-    /// The model list: no body, no model.
-    List,
 }
 
 /// An error in the provider's own format.
@@ -315,14 +299,18 @@ fn presented(h: &HeaderMap) -> Option<&str> {
 }
 
 /// Request headers not forwarded beyond the hop-by-hop ones ([`super::headers`]): the
-/// client's credentials (the real key replaces them), and what could pick another account or
-/// compress the response past the usage meter.
+/// client's credentials (the real key replaces them), what could pick another account or
+/// compress the response past the usage meter, and the body's framing and type (the
+/// gateway sends the body it read, as JSON).
 const DROP_REQUEST: &[&str] = &[
     "host",
     "authorization",
     "x-api-key",
     "cookie",
     "content-length",
+    "content-type",
+    "content-encoding",
+    "expect",
     "accept-encoding",
     "openai-organization",
     "openai-project",
@@ -341,31 +329,38 @@ pub async fn handle(
 ) -> Response<GwBody> {
     let started = Instant::now();
     let api = p.plan.api;
+    let query = req.uri().query().map(str::to_string);
+    let endpoint = match &query {
+        Some(q) => format!("{} {rest}?{q}", req.method()),
+        None => format!("{} {rest}", req.method()),
+    };
     let mut rec = ProviderRecord {
         provider: p.plan.name.clone(),
         model: None,
-        endpoint: super::clip(&format!("{} {}", req.method(), rest), super::MAX_NAME_CHARS),
+        endpoint: super::clip(&endpoint, super::MAX_NAME_CHARS),
         allow: false,
         rule: String::new(),
         reason: String::new(),
         status: 0,
         streamed: false,
+        outcome: Outcome::Refused,
         usage: Usage::default(),
         usage_final: true,
+        reserve_micro_usd: 0,
         cost_micro_usd: 0,
         spent_micro_usd: p.account.spent_micro_usd.load(Ordering::SeqCst),
         budget_micro_usd: p.plan.budget_micro_usd,
         first_byte_ms: 0,
         duration_ms: 0,
     };
-    let refuse = |mut rec: ProviderRecord, status: StatusCode, rule: &str, msg: &str| {
-        rec.rule = rule.to_string();
-        rec.reason = msg.to_string();
-        rec.status = status.as_u16();
+    let refuse = |mut rec: ProviderRecord, r: Refusal| {
+        rec.rule = r.rule.to_string();
+        rec.reason = r.message.clone();
+        rec.status = r.status.as_u16();
         rec.duration_ms = ms(started.elapsed());
         p.account.refused.fetch_add(1, Ordering::Relaxed);
         log.provider(rec);
-        refusal(api, status, kind(api, status), msg)
+        refusal(api, r.status, kind(api, r.status), &r.message)
     };
     let now = crate::clock::now_ms();
     let lease = match presented(req.headers())
@@ -374,99 +369,69 @@ pub async fn handle(
     {
         Ok(id) => id.to_string(),
         Err(why) => {
-            return refuse(
-                rec,
-                StatusCode::UNAUTHORIZED,
-                "lease",
-                &format!("Airlock: {why}; the run's provider key is its run token"),
-            )
+            let why = format!("{why}; the run's provider key is its run token");
+            return refuse(rec, refused(StatusCode::UNAUTHORIZED, "lease", why));
         }
     };
-    let Some(metered) = endpoint(api, req.method(), rest) else {
-        return refuse(
-            rec,
-            StatusCode::NOT_FOUND,
-            "endpoint",
-            "Airlock: the run's gateway forwards only the model endpoints of its provider",
-        );
+    let metered = match check::endpoint(api, req.method(), rest, query.as_deref())
+        .and_then(|m| check::headers(api, req.headers()).map(|()| m))
+    {
+        Ok(m) => m,
+        Err(r) => return refuse(rec, r),
     };
     let (parts, body) = req.into_parts();
     let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
+            let why = "the request is larger than 32 MiB";
             return refuse(
                 rec,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request_size",
-                "Airlock: the request is larger than 32 MiB",
-            )
+                refused(StatusCode::PAYLOAD_TOO_LARGE, "request_size", why),
+            );
         }
     };
-    let mut output_limit = 0;
-    if metered != Metered::List {
-        // The one reader of a run's JSON: duplicate keys refused, so the model the gateway
-        // checks is the model the provider reads.
-        let doc = match super::strict_json::parse(&body) {
-            Ok(v) => v,
-            Err(_) => {
-                return refuse(
-                    rec,
-                    StatusCode::BAD_REQUEST,
-                    "request",
-                    "Airlock: the request body is not one valid JSON object",
-                )
-            }
+    // What goes upstream: the body as the gateway read it, and the reserve it makes.
+    let (body, reserve) = if metered == Metered::List {
+        if !body.is_empty() {
+            let why = "the model list is a GET without a body";
+            return refuse(rec, refused(StatusCode::BAD_REQUEST, "request: body", why));
+        }
+        (Bytes::new(), Reserve::default())
+    } else {
+        let doc = match check::read(&body) {
+            Ok(d) => d,
+            Err(r) => return refuse(rec, r),
         };
-        let model = doc.get("model").and_then(Value::as_str);
-        rec.model = model.map(|m| super::clip(m, super::MAX_NAME_CHARS));
-        if model != Some(p.plan.model.as_str()) {
-            return refuse(
-                rec,
-                StatusCode::FORBIDDEN,
-                "model",
-                &format!(
-                    "Airlock: this run may use only its role's model ({}), named in the request's model field",
-                    p.plan.model
-                ),
-            );
-        }
-        let wire = match api {
-            Api::AnthropicMessages => crate::policy::provider_tools::Wire::Anthropic,
-            Api::OpenAiResponses => crate::policy::provider_tools::Wire::OpenAi,
+        rec.model = doc
+            .get("model")
+            .and_then(Value::as_str)
+            .map(|m| super::clip(m, super::MAX_NAME_CHARS));
+        let rules = check::Rules {
+            api,
+            model: &p.plan.model,
+            max_output: p.plan.price.max_output,
+            web_search: p.plan.web_search,
+            web_fetch: p.plan.web_fetch,
         };
-        if let Err(why) = crate::policy::provider_tools::check(wire, &doc, p.plan.web_search) {
-            return refuse(
-                rec,
-                StatusCode::FORBIDDEN,
-                "tools",
-                &format!("Airlock: {why}"),
-            );
-        }
-        output_limit = ["max_tokens", "max_output_tokens"]
-            .iter()
-            .find_map(|k| doc.get(*k).and_then(Value::as_u64))
-            .unwrap_or(0);
-        let spent = p.account.spent_micro_usd.load(Ordering::SeqCst);
-        if metered == Metered::Yes && spent >= p.plan.budget_micro_usd {
-            let status = match api {
-                Api::AnthropicMessages => StatusCode::FORBIDDEN,
-                Api::OpenAiResponses => StatusCode::TOO_MANY_REQUESTS,
-            };
-            let msg = format!(
-                "Airlock: the run's spend budget (budget.spend_usd {}) is used up: {} spent",
-                crate::policy::prices::usd(p.plan.budget_micro_usd),
-                crate::policy::prices::usd(spent)
-            );
-            return refuse(rec, status, "budget.spend_usd", &msg);
-        }
-    }
-    rec.allow = true;
-    rec.rule = format!("lease {lease}");
-    if metered != Metered::List {
-        p.account.requests.fetch_add(1, Ordering::Relaxed);
-    }
+        let decided = match check::decide(&rules, metered, &doc) {
+            Ok(d) => d,
+            Err(r) => return refuse(rec, r),
+        };
+        let Ok(forwarded) = serde_json::to_vec(&doc) else {
+            return refuse(rec, cannot_forward());
+        };
+        let reserve = match metered {
+            Metered::Yes => Reserve::new(
+                &p.plan.price,
+                crate::policy::prices::input_estimate(forwarded.len(), decided.content.files),
+                decided.output_limit,
+            ),
+            Metered::Free | Metered::List => Reserve::default(),
+        };
+        (Bytes::from(forwarded), reserve)
+    };
 
-    let url = p.plan.url.join(rest, parts.uri.query());
+    let url = p.plan.url.join(rest, query.as_deref());
     let mut up = Request::builder().method(parts.method.clone()).uri(&url);
     if let Some(h) = up.headers_mut() {
         *h = super::headers::forwarded(&parts.headers, DROP_REQUEST);
@@ -474,67 +439,136 @@ pub async fn handle(
             hyper::header::ACCEPT_ENCODING,
             HeaderValue::from_static("identity"),
         );
+        if metered != Metered::List {
+            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
         if let Some(key) = &p.plan.key {
             if let Some((name, value)) = key_header(api, key) {
                 h.insert(name, value);
             }
         }
     }
-    let up = match up.body(Full::new(body)) {
-        Ok(r) => r,
-        Err(_) => {
-            rec.allow = false;
+    let Ok(up) = up.body(Full::new(body)) else {
+        return refuse(rec, cannot_forward());
+    };
+    if metered == Metered::Yes {
+        if let Err((spent, reserved)) = p
+            .account
+            .reserve(reserve.micro_usd, p.plan.budget_micro_usd)
+        {
             return refuse(
                 rec,
-                StatusCode::BAD_REQUEST,
-                "request",
-                "Airlock: the request cannot be forwarded as it is",
+                over_budget(api, &p.plan, reserve.micro_usd, spent, reserved),
             );
         }
-    };
+    }
+    rec.allow = true;
+    rec.rule = format!("lease {lease}");
+    if metered != Metered::List {
+        p.account.requests.fetch_add(1, Ordering::Relaxed);
+    }
+    let endpoint = rec.endpoint.clone();
+    // From here on the request is the provider's: however this ends (the agent may go
+    // away at any await, dropping this handler), the exchange settles and is journaled.
+    let mut exchange = Exchange::new(
+        rec,
+        p.plan.price,
+        reserve,
+        p.account.clone(),
+        log.clone(),
+        started,
+    );
     let answer = tokio::time::timeout(HEADERS_TIMEOUT, p.client.request(up)).await;
-    rec.first_byte_ms = ms(started.elapsed());
     let resp = match answer {
         Ok(Ok(r)) => r,
+        Ok(Err(e)) if e.is_connect() => {
+            exchange.end(Outcome::Unreachable, "the provider could not be reached");
+            return unreachable(api);
+        }
         Ok(Err(_)) | Err(_) => {
-            // Allowed, but it failed upstream: recorded as such.
-            rec.status = 502;
-            rec.reason = "the provider could not be reached or did not answer".into();
-            rec.duration_ms = ms(started.elapsed());
-            rec.spent_micro_usd = p.account.spent_micro_usd.load(Ordering::SeqCst);
-            log.provider(rec);
-            return refusal(
-                api,
-                StatusCode::BAD_GATEWAY,
-                kind(api, StatusCode::BAD_GATEWAY),
-                "Airlock: the provider could not be reached or did not answer in time",
+            exchange.end(
+                Outcome::Failed,
+                "the request was sent, and no answer came (an error, or no headers in time)",
             );
+            return unreachable(api);
         }
     };
     let (mut parts, body) = resp.into_parts();
     parts.headers = super::headers::forwarded(&parts.headers, DROP_RESPONSE);
-    rec.status = parts.status.as_u16();
     let streamed = parts
         .headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|c| c.starts_with("text/event-stream"));
-    rec.streamed = streamed;
     let meter =
         (metered == Metered::Yes && parts.status.is_success()).then(|| Meter::new(api, streamed));
-    let body = MeteredBody {
-        inner: body,
-        meter,
-        end: Some(End {
-            rec,
-            price: p.plan.price,
-            output_limit,
-            account: p.account.clone(),
-            log,
-            started,
-        }),
-    };
+    exchange.answered(parts.status.as_u16(), streamed, meter);
+    if super::headers::encoded(&parts.headers) {
+        // Asked for identity: an encoded answer can be neither metered nor checked.
+        exchange.end(
+            Outcome::Cut,
+            "the provider encoded its answer though asked not to; it was not passed on",
+        );
+        return unreachable(api);
+    }
+    let in_headers = p.secrets.headers(&mut parts.headers) as u64;
+    let body = Withheld::new(
+        MeteredBody::new(body, exchange),
+        &p.secrets,
+        WithheldRecord {
+            route: format!("provider {}", p.plan.name),
+            endpoint,
+            in_headers,
+            in_body: 0,
+        },
+        log,
+    );
     Response::from_parts(parts, GwBody::new(body))
+}
+
+fn cannot_forward() -> Refusal {
+    refused(
+        StatusCode::BAD_REQUEST,
+        "request",
+        "the request cannot be forwarded as it is",
+    )
+}
+
+/// The gateway's answer when the provider gave none it could pass on.
+fn unreachable(api: Api) -> Response<GwBody> {
+    refusal(
+        api,
+        StatusCode::BAD_GATEWAY,
+        kind(api, StatusCode::BAD_GATEWAY),
+        "Airlock: the provider could not be reached or did not answer in time",
+    )
+}
+
+/// The refusal of a request whose worst case does not fit in what is left of the budget
+/// (Anthropic `403 permission_error`, OpenAI `429 insufficient_quota`: neither retried).
+fn over_budget(api: Api, plan: &ProviderPlan, reserve: u64, spent: u64, reserved: u64) -> Refusal {
+    use crate::policy::prices::usd;
+    let status = match api {
+        Api::AnthropicMessages => StatusCode::FORBIDDEN,
+        Api::OpenAiResponses => StatusCode::TOO_MANY_REQUESTS,
+    };
+    let budget = plan.budget_micro_usd;
+    let message = if spent >= budget {
+        format!(
+            "the run's spend budget (budget.spend_usd {}) is used up: {} spent",
+            usd(budget),
+            usd(spent)
+        )
+    } else {
+        format!(
+            "the request's worst case ({}: its input at one token per byte, its output at its limit) does not fit in the run's spend budget (budget.spend_usd {}): {} spent, {} reserved by requests in flight",
+            usd(reserve),
+            usd(budget),
+            usd(spent),
+            usd(reserved)
+        )
+    };
+    refused(status, "budget.spend_usd", message)
 }
 
 /// The header carrying the real key: Anthropic's `x-api-key`, OpenAI's bearer token.
@@ -554,96 +588,8 @@ fn key_header(api: Api, key: &Secret) -> Option<(HeaderName, HeaderValue)> {
     Some((name, v))
 }
 
-fn ms(d: Duration) -> u64 {
+pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A provider's response body on its way to the agent: each frame passed on as it comes,
-/// its bytes shown to the usage meter; at the end (or when the agent goes away) the usage
-/// is priced, added to the run's spend and journaled, once.
-struct MeteredBody {
-    inner: Incoming,
-    meter: Option<Meter>,
-    end: Option<End>,
-}
-
-struct End {
-    rec: ProviderRecord,
-    price: ModelPrice,
-    output_limit: u64,
-    account: Arc<Account>,
-    log: Arc<dyn super::CallLog>,
-    started: Instant,
-}
-
-impl MeteredBody {
-    fn settle(&mut self) {
-        let Some(mut end) = self.end.take() else {
-            return;
-        };
-        if let Some(m) = self.meter.as_mut() {
-            let (mut usage, complete) = m.finish();
-            if !complete {
-                // Cut short (or no final count): the output may have been generated all
-                // the same, so it is charged up to the request's own limit.
-                usage.output = usage.output.max(end.output_limit);
-            }
-            end.rec.usage = usage;
-            end.rec.usage_final = complete;
-            end.rec.cost_micro_usd = end.price.cost(&usage);
-        }
-        let cost = end.rec.cost_micro_usd;
-        let before = end
-            .account
-            .spent_micro_usd
-            .fetch_add(cost, Ordering::SeqCst);
-        end.rec.spent_micro_usd = before.saturating_add(cost);
-        end.rec.duration_ms = ms(end.started.elapsed());
-        end.log.provider(end.rec);
-    }
-}
-
-impl Body for MeteredBody {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(m), Some(data)) = (this.meter.as_mut(), frame.data_ref()) {
-                    m.feed(data);
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                this.settle();
-                Poll::Ready(Some(Err(std::io::Error::other(e))))
-            }
-            Poll::Ready(None) => {
-                this.settle();
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for MeteredBody {
-    fn drop(&mut self) {
-        self.settle();
-    }
 }
 
 #[cfg(test)]
@@ -677,34 +623,6 @@ mod tests {
         ] {
             let e = ProviderUrl::parse(bad).unwrap_err();
             assert!(!e.contains("sk-secret"), "{e}");
-        }
-    }
-
-    #[test]
-    fn only_model_endpoints_are_forwarded() {
-        let post = Method::POST;
-        assert_eq!(
-            endpoint(Api::AnthropicMessages, &post, "/v1/messages"),
-            Some(Metered::Yes)
-        );
-        assert_eq!(
-            endpoint(Api::AnthropicMessages, &post, "/v1/messages/count_tokens"),
-            Some(Metered::Free)
-        );
-        assert_eq!(
-            endpoint(Api::OpenAiResponses, &post, "/responses"),
-            Some(Metered::Yes)
-        );
-        for (api, m, p) in [
-            (Api::AnthropicMessages, Method::POST, "/v1/files"),
-            (Api::AnthropicMessages, Method::POST, "/v1/messages/batches"),
-            (Api::AnthropicMessages, Method::DELETE, "/v1/messages"),
-            (Api::OpenAiResponses, Method::POST, "/v1/messages"),
-            (Api::OpenAiResponses, Method::POST, "/chat/completions"),
-            (Api::OpenAiResponses, Method::POST, "/responses/../files"),
-            (Api::OpenAiResponses, Method::GET, "/responses/resp_1"),
-        ] {
-            assert_eq!(endpoint(api, &m, p), None, "{m} {p}");
         }
     }
 

@@ -25,12 +25,24 @@ pub enum Api {
 /// unread (and the usage counts as incomplete).
 const MAX_EVENT_BYTES: usize = 16 << 20;
 
+/// What a response said of its usage, by the end of what was read of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub usage: Usage,
+    /// Whether the input side (input and cache tokens) was reported: Anthropic gives it
+    /// first (`message_start`), OpenAI only with the final count.
+    pub input_known: bool,
+    /// Whether the final count was seen.
+    pub complete: bool,
+}
+
 /// Watches one response's bytes.
 #[derive(Debug)]
 pub struct Meter {
     api: Api,
     streaming: bool,
     usage: Usage,
+    input_known: bool,
     /// Whether the final usage was seen.
     complete: bool,
     /// Stream: the current, unfinished line and event; body: the whole body so far.
@@ -46,6 +58,7 @@ impl Meter {
             api,
             streaming,
             usage: Usage::default(),
+            input_known: false,
             complete: false,
             buf: Vec::new(),
             data: Vec::new(),
@@ -87,8 +100,8 @@ impl Meter {
         }
     }
 
-    /// The usage seen, and whether it is the response's final count.
-    pub fn finish(&mut self) -> (Usage, bool) {
+    /// What the response said of its usage.
+    pub fn finish(&mut self) -> Seen {
         if self.streaming {
             // An event not closed by a blank line still counts.
             if !self.buf.is_empty() {
@@ -103,7 +116,11 @@ impl Meter {
             }
             self.buf = Vec::new();
         }
-        (self.usage, self.complete)
+        Seen {
+            usage: self.usage,
+            input_known: self.input_known,
+            complete: self.complete,
+        }
     }
 
     fn dispatch(&mut self) {
@@ -146,6 +163,7 @@ impl Meter {
             Api::AnthropicMessages => {
                 if let Some(x) = n("input_tokens") {
                     self.usage.input = x;
+                    self.input_known = true;
                 }
                 if let Some(x) = n("output_tokens") {
                     self.usage.output = x;
@@ -170,6 +188,7 @@ impl Meter {
                     cache_write: 0,
                     cache_read: cached,
                 };
+                self.input_known = n("input_tokens").is_some();
             }
         }
         self.complete |= last;
@@ -181,6 +200,11 @@ mod tests {
     use super::*;
 
     fn stream(api: Api, text: &str, chunk: usize) -> (Usage, bool) {
+        let s = seen(api, text, chunk);
+        (s.usage, s.complete)
+    }
+
+    fn seen(api: Api, text: &str, chunk: usize) -> Seen {
         let mut m = Meter::new(api, true);
         for c in text.as_bytes().chunks(chunk) {
             m.feed(c);
@@ -210,9 +234,17 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
         }
         // Cut before the delta: only the input side is known, and it is not final.
         let cut = &ANTHROPIC[..ANTHROPIC.find("event: message_delta").unwrap()];
-        let (u, done) = stream(Api::AnthropicMessages, cut, 64);
-        assert!(!done);
-        assert_eq!((u.input, u.output, u.cache_read), (12, 1, 4000));
+        let s = seen(Api::AnthropicMessages, cut, 64);
+        assert!(!s.complete && s.input_known);
+        assert_eq!(
+            (s.usage.input, s.usage.output, s.usage.cache_read),
+            (12, 1, 4000)
+        );
+        // Cut before message_start: nothing is known.
+        assert_eq!(
+            seen(Api::AnthropicMessages, "event: ping\n\n", 4),
+            Seen::default()
+        );
     }
 
     #[test]
@@ -221,6 +253,10 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
 event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":1000,\"input_tokens_details\":{\"cached_tokens\":800},\"output_tokens\":50,\"output_tokens_details\":{\"reasoning_tokens\":20}}}}\n\n";
         let (u, done) = stream(Api::OpenAiResponses, text, 3);
         assert!(done);
+        // Cut before response.completed: not even the input is known.
+        let cut = &text[..text.find("event: response.completed").unwrap()];
+        let s = seen(Api::OpenAiResponses, cut, 3);
+        assert!(!s.complete && !s.input_known, "{s:?}");
         assert_eq!(
             u,
             Usage {
@@ -239,19 +275,20 @@ event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{
         m.feed(br#"9,"cache_read_input_tokens":2}}"#);
         assert_eq!(
             m.finish(),
-            (
-                Usage {
+            Seen {
+                usage: Usage {
                     input: 5,
                     output: 9,
                     cache_write: 0,
                     cache_read: 2
                 },
-                true
-            )
+                input_known: true,
+                complete: true
+            }
         );
         let mut m = Meter::new(Api::OpenAiResponses, false);
         m.feed(b"not json");
-        assert!(!m.finish().1);
+        assert!(!m.finish().complete);
     }
 
     #[test]

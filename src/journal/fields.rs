@@ -25,6 +25,7 @@
 //! | `tool_call`        | `6f1e0c9b2d8a4e37b5c4a1d09e7f3b62` | 6 info     |
 //! | `egress`           | `5b0d7c2e9a4f4e1c8d3b6a7f2e1c0d94` | 6 info     |
 //! | `github_write`     | `c3e81f0a5b6d4f2a9e7c1b8d0a4f6e29` | 6 info     |
+//! | `withheld`         | `be5dc193c2cc4ac786c56eb246cb14b9` | 4 warning  |
 //!
 //! Agent output lines carry `AIRLOCK_STREAM=stdout|stderr` instead of an event and have no
 //! `MESSAGE_ID`; stdout lines are priority 6, stderr lines priority 5.
@@ -135,10 +136,12 @@ pub enum EventKind {
     Egress,
     /// A GitHub write (or refused write) through the run's GitHub route (`github_write`).
     GithubWrite,
+    /// An upstream's answer echoed a secret of the run, and it was withheld (`withheld`).
+    Withheld,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 22] = [
         EventKind::RunStarted,
         EventKind::RunExited,
         EventKind::RunKilled,
@@ -160,6 +163,7 @@ impl EventKind {
         EventKind::Lease,
         EventKind::Egress,
         EventKind::GithubWrite,
+        EventKind::Withheld,
     ];
 
     /// The `AIRLOCK_EVENT` value.
@@ -186,6 +190,7 @@ impl EventKind {
             EventKind::Lease => "lease",
             EventKind::Egress => "egress",
             EventKind::GithubWrite => "github_write",
+            EventKind::Withheld => "withheld",
         }
     }
 
@@ -217,6 +222,7 @@ impl EventKind {
             EventKind::Lease => "7b6222c770b571e5092bd2d29a70ae56",
             EventKind::Egress => "5b0d7c2e9a4f4e1c8d3b6a7f2e1c0d94",
             EventKind::GithubWrite => "c3e81f0a5b6d4f2a9e7c1b8d0a4f6e29",
+            EventKind::Withheld => "be5dc193c2cc4ac786c56eb246cb14b9",
         }
     }
 
@@ -229,7 +235,8 @@ impl EventKind {
             | EventKind::LaunchRefused
             | EventKind::ControlRefused
             | EventKind::OutputDropped
-            | EventKind::ReloadRefused => 4,
+            | EventKind::ReloadRefused
+            | EventKind::Withheld => 4,
             EventKind::RunStopped
             | EventKind::DaemonStarted
             | EventKind::DaemonStopping

@@ -24,6 +24,9 @@ pub struct ModelPrice {
     pub cache_write: u64,
     /// Tokens read from the prompt cache; the input price when the table gives none.
     pub cache_read: u64,
+    /// The most output tokens one response of the model may have (the provider's own
+    /// limit): what a request that names no output limit of its own is reserved at.
+    pub max_output: u64,
 }
 
 /// Tokens one model response used, as the provider reported them. `input` excludes the
@@ -46,6 +49,36 @@ impl ModelPrice {
             + part(u.cache_read, self.cache_read);
         u64::try_from(total.div_ceil(1_000_000)).unwrap_or(u64::MAX)
     }
+
+    /// The most `input` input tokens and `output` output tokens can cost, in micro-USD:
+    /// each input token at the highest of the input rates (a request may ask for all of
+    /// its input to be written to the cache), rounded up.
+    pub fn worst(&self, input: u64, output: u64) -> u64 {
+        let in_rate = self.input.max(self.cache_write).max(self.cache_read);
+        let total =
+            u128::from(input) * u128::from(in_rate) + u128::from(output) * u128::from(self.output);
+        u64::try_from(total.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    }
+}
+
+/// Input tokens reserved for each whole file (a PDF) a request carries: a file is read as
+/// pages, each both text and an image, so its tokens are not bounded by its bytes; this is
+/// the providers' limit of 100 pages a request at 3000 tokens a page.
+pub const FILE_TOKENS: u64 = 300_000;
+
+/// Input tokens reserved for each request for what the provider adds of its own: the
+/// system prompt of tool use is a few hundred tokens.
+pub const PROMPT_TOKENS: u64 = 1024;
+
+/// The input tokens a request may use at most, estimated before it is sent: one token per
+/// byte of its body (a tokenizer never makes more tokens of text than it has bytes), plus
+/// [`PROMPT_TOKENS`], plus [`FILE_TOKENS`] for each whole file in it (or fetched for it).
+pub fn input_estimate(body_bytes: usize, files: usize) -> u64 {
+    let bytes = u64::try_from(body_bytes).unwrap_or(u64::MAX);
+    let files = u64::try_from(files).unwrap_or(u64::MAX);
+    bytes
+        .saturating_add(PROMPT_TOKENS)
+        .saturating_add(files.saturating_mul(FILE_TOKENS))
 }
 
 /// The price table: model name -> prices.
@@ -54,18 +87,20 @@ pub struct PriceTable {
     pub models: BTreeMap<String, ModelPrice>,
 }
 
-const PRICE_KEYS: &[&str] = &["input", "output", "cache_write", "cache_read"];
+const PRICE_KEYS: &[&str] = &["input", "output", "cache_write", "cache_read", "max_output"];
 /// The highest price taken, USD per million tokens: far above any model's, low enough that
 /// no product of tokens and price overflows.
 const MAX_USD_PER_MTOK: f64 = 100_000.0;
+/// The highest `max_output` taken: far above any model's.
+const MAX_OUTPUT_TOKENS: u64 = 100_000_000;
 
 impl PriceTable {
     pub fn get(&self, model: &str) -> Option<&ModelPrice> {
         self.models.get(model)
     }
 
-    /// `schema: 1` and `models: {NAME: {input, output, cache_write?, cache_read?}}`, each a
-    /// price in USD per million tokens.
+    /// `schema: 1` and `models: {NAME: {input, output, cache_write?, cache_read?,
+    /// max_output}}`: prices in USD per million tokens, `max_output` in tokens.
     pub fn parse(file: &Path, doc: &Value) -> Result<PriceTable, Vec<Problem>> {
         let mut problems = Vec::new();
         let Some(top) = Obj::new(file, "", doc, &["schema", "models"], &mut problems) else {
@@ -142,12 +177,34 @@ fn parse_price(
     let output = rate("output", true);
     let cache_write = rate("cache_write", false);
     let cache_read = rate("cache_read", false);
+    let max_output = match o.get("max_output") {
+        None => {
+            problems.push(Problem::new(
+                file,
+                o.key("max_output"),
+                "is required: the model's most output tokens per response, which a request that names no limit is charged at when cut short",
+            ));
+            None
+        }
+        Some(v) => match v.as_u64().filter(|n| (1..=MAX_OUTPUT_TOKENS).contains(n)) {
+            Some(n) => Some(n),
+            None => {
+                problems.push(Problem::new(
+                    file,
+                    o.key("max_output"),
+                    format!("must be a whole number of tokens, from 1 to {MAX_OUTPUT_TOKENS}"),
+                ));
+                None
+            }
+        },
+    };
     let input = input?;
     Some(ModelPrice {
         input,
         output: output?,
         cache_write: cache_write.unwrap_or(input),
         cache_read: cache_read.unwrap_or(input),
+        max_output: max_output?,
     })
 }
 
@@ -190,7 +247,7 @@ mod tests {
     #[test]
     fn costs_count_each_kind_of_token_at_its_rate_and_round_up() {
         let t = table(
-            "schema: 1\nmodels:\n  m: {input: 3, output: 15, cache_write: 3.75, cache_read: 0.3}\n",
+            "schema: 1\nmodels:\n  m: {input: 3, output: 15, cache_write: 3.75, cache_read: 0.3, max_output: 64000}\n",
         )
         .unwrap();
         let p = t.get("m").unwrap();
@@ -218,6 +275,7 @@ mod tests {
             output: 1,
             cache_write: 1,
             cache_read: 1,
+            max_output: 1,
         };
         assert_eq!(
             cheap.cost(&one),
@@ -229,7 +287,9 @@ mod tests {
 
     #[test]
     fn cache_rates_default_to_the_input_rate() {
-        let t = table("schema: 1\nmodels:\n  gpt-5: {input: 1.25, output: 10}\n").unwrap();
+        let t =
+            table("schema: 1\nmodels:\n  gpt-5: {input: 1.25, output: 10, max_output: 128000}\n")
+                .unwrap();
         let p = t.get("gpt-5").unwrap();
         assert_eq!(
             (p.input, p.cache_write, p.cache_read),
@@ -240,22 +300,37 @@ mod tests {
     #[test]
     fn bad_tables_are_refused_by_key_path_without_values() {
         for (text, at) in [
-            ("schema: 1\nmodels:\n  m: {input: 3}\n", "models.m.output"),
             (
-                "schema: 1\nmodels:\n  m: {input: -1, output: 1}\n",
+                "schema: 1\nmodels:\n  m: {input: 3, max_output: 1}\n",
+                "models.m.output",
+            ),
+            (
+                "schema: 1\nmodels:\n  m: {input: -1, output: 1, max_output: 1}\n",
                 "models.m.input",
             ),
             (
-                "schema: 1\nmodels:\n  m: {input: .inf, output: 1}\n",
+                "schema: 1\nmodels:\n  m: {input: .inf, output: 1, max_output: 1}\n",
                 "models.m.input",
             ),
             (
-                "schema: 1\nmodels:\n  m: {input: 1, output: 1, extra: 2}\n",
+                "schema: 1\nmodels:\n  m: {input: 1, output: 1, max_output: 1, extra: 2}\n",
                 "models.m.extra",
             ),
             (
-                "schema: 1\nmodels:\n  m: {input: \"sk-ant-abc\", output: 1}\n",
+                "schema: 1\nmodels:\n  m: {input: \"sk-ant-abc\", output: 1, max_output: 1}\n",
                 "models.m.input",
+            ),
+            (
+                "schema: 1\nmodels:\n  m: {input: 1, output: 1}\n",
+                "models.m.max_output",
+            ),
+            (
+                "schema: 1\nmodels:\n  m: {input: 1, output: 1, max_output: 64000.5}\n",
+                "models.m.max_output",
+            ),
+            (
+                "schema: 1\nmodels:\n  m: {input: 1, output: 1, max_output: 0}\n",
+                "models.m.max_output",
             ),
             ("schema: 2\nmodels: {}\n", "schema"),
             ("models: {}\n", "schema"),
@@ -264,6 +339,23 @@ mod tests {
             assert!(e.iter().any(|p| p.path == at), "{text}: {e:?}");
             assert!(!format!("{e:?}").contains("sk-ant"), "{e:?}");
         }
+    }
+
+    #[test]
+    fn the_worst_case_prices_input_at_its_highest_rate_and_files_by_pages() {
+        let t = table(
+            "schema: 1\nmodels:\n  m: {input: 3, output: 15, cache_write: 3.75, cache_read: 0.3, max_output: 64000}\n",
+        )
+        .unwrap();
+        let p = t.get("m").unwrap();
+        assert_eq!(p.max_output, 64000);
+        // 64000 out at $15: the review's cut-short $0.96; the input at the cache write rate.
+        assert_eq!(p.worst(0, 64000), 960_000);
+        assert_eq!(p.worst(1000, 0), 3750);
+        assert_eq!(p.worst(u64::MAX, u64::MAX), u64::MAX);
+        assert_eq!(input_estimate(1234, 0), 1234 + PROMPT_TOKENS);
+        assert_eq!(input_estimate(10, 2), 10 + PROMPT_TOKENS + 2 * FILE_TOKENS);
+        assert_eq!(input_estimate(usize::MAX, usize::MAX), u64::MAX);
     }
 
     #[test]

@@ -198,7 +198,7 @@ impl ToolPolicy {
 /// matching keys case-insensitively as Go's encoding/json does (simple Unicode case
 /// folding, [`super::fold`]: `ſ` is `s`, the Kelvin sign `k`, `ẞ` is `ß`): the argument
 /// checked and the argument read could differ.
-fn folded_twins(v: &Value, at: String) -> Option<String> {
+pub(crate) fn folded_twins(v: &Value, at: String) -> Option<String> {
     let fold = super::fold::fold;
     match v {
         Value::Object(m) => {

@@ -23,12 +23,12 @@ pub fn mount_all(spec: &RunSpec) -> Result<(), SandboxError> {
             DiskTarget::Workspace => &spec.workspace,
             DiskTarget::Home => &spec.home,
         };
-        mount_one(d, target)?;
+        mount_one(d, target, (spec.uid, spec.gid))?;
     }
     Ok(())
 }
 
-fn mount_one(d: &DiskMount, target: &Path) -> Result<(), SandboxError> {
+fn mount_one(d: &DiskMount, target: &Path, owner: (u32, u32)) -> Result<(), SandboxError> {
     let step = match d.target {
         DiskTarget::Workspace => "mount the workspace's bounded filesystem",
         DiskTarget::Home => "mount the home's bounded filesystem",
@@ -59,5 +59,22 @@ fn mount_one(d: &DiskMount, target: &Path) -> Result<(), SandboxError> {
     let root = open_dir_nofollow(target, step)?;
     let lf = format!("/proc/self/fd/{}/lost+found", root.as_raw_fd());
     let _ = std::fs::remove_dir(lf);
+    // A fresh workspace may come from airlockd's pool of images made ahead, whose root is
+    // root's: it is the run's from here on. (A home's root is its instance's already.)
+    if d.target == DiskTarget::Workspace {
+        // SAFETY: fchownat on a descriptor we hold, of the directory itself (empty path).
+        let rc = unsafe {
+            libc::fchownat(
+                root.as_raw_fd(),
+                c"".as_ptr(),
+                owner.0,
+                owner.1,
+                libc::AT_EMPTY_PATH,
+            )
+        };
+        if rc != 0 {
+            return Err(SandboxError::sys(step, std::io::Error::last_os_error()));
+        }
+    }
     Ok(())
 }

@@ -112,22 +112,35 @@ impl Drop for RunDisks {
 }
 
 impl RunDisks {
-    /// Make and attach the run's workspace filesystem (a fresh workspace only: an
-    /// operator's `--workspace DIR` keeps the host's limits). Owned by `uid:gid`.
+    /// Make (or take `premade`, an empty image of `bound` from the
+    /// [`image_pool`](super::image_pool)) and attach the run's workspace filesystem (a fresh
+    /// workspace only: an operator's `--workspace DIR` keeps the host's limits). Owned by
+    /// `uid:gid` once the jail mounts it.
     pub fn add_workspace(
         &mut self,
         run_dir: &Path,
         bound: Bound,
-        uid: u32,
-        gid: u32,
+        (uid, gid): (u32, u32),
         populate: Option<&Path>,
+        premade: Option<PathBuf>,
     ) -> Result<(), String> {
         let img = workspace_image(run_dir);
         // Recorded first, so a failure below still removes what was made.
         self.workspace_image = Some(img.clone());
-        // A workspace lives for one run: no journal (faster to make, less to write). It
-        // may start with what `populate` holds (the run.clone repositories).
-        make_image(&img, bound, uid, gid, false, populate)?;
+        match (premade, populate) {
+            (Some(p), None) => fs::rename(&p, &img).map_err(|e| {
+                let _ = fs::remove_file(&p);
+                format!("{}: cannot take a ready image: {e}", img.display())
+            })?,
+            // A workspace lives for one run: no journal (faster to make, less to write).
+            // It may start with what `populate` holds (the run.clone repositories).
+            (premade, populate) => {
+                if let Some(p) = premade {
+                    let _ = fs::remove_file(p);
+                }
+                make_image(&img, bound, uid, gid, false, populate)?
+            }
+        }
         let lp = loopdev::attach(&img)?;
         self.push(DiskTarget::Workspace, lp, bound);
         Ok(())

@@ -25,6 +25,7 @@ use crate::sandbox::helper::Ahead;
 use crate::sandbox::spec::{valid_name, RunSpec};
 use crate::supervisor::agent_files::agent_files;
 use crate::supervisor::disk::RunDisks;
+use crate::supervisor::image_pool::ImagePool;
 use crate::supervisor::instances::{self, Instance};
 use crate::supervisor::workspace;
 use crate::supervisor::{connector, exec_set, github_plan};
@@ -283,6 +284,7 @@ fn provider_plan(
         price,
         budget_micro_usd: budget_micro_usd(role.budget.spend_usd),
         web_search: run.tools.iter().any(|t| t == "WebSearch"),
+        web_fetch: run.tools.iter().any(|t| t == "WebFetch"),
     }))
 }
 
@@ -359,6 +361,7 @@ pub fn prepare_in(
     req: &LaunchRequest,
     resolved: Resolved<'_>,
     slot: Ahead,
+    images: Option<&ImagePool>,
 ) -> Result<Prepared, LaunchError> {
     let Resolved {
         role,
@@ -508,8 +511,19 @@ pub fn prepare_in(
                 )
                 .map_err(|e| io_err("cannot chown workspace", &w, e))?;
                 if let Some(b) = cfg.disk.workspace {
+                    // An empty workspace comes from the pool when there is one ready.
+                    let premade = match staged {
+                        None => images.and_then(|p| p.take(b)),
+                        Some(_) => None,
+                    };
                     disks
-                        .add_workspace(&run_dir, b, inst.uid, inst.gid, staged.as_deref())
+                        .add_workspace(
+                            &run_dir,
+                            b,
+                            (inst.uid, inst.gid),
+                            staged.as_deref(),
+                            premade,
+                        )
                         .map_err(|e| bound_failed(cfg, "workspace", &e))?;
                 } else if let Some(dir) = &staged {
                     fs::rename(dir.join("repos"), w.join("repos"))
@@ -686,7 +700,7 @@ mod tests {
         };
         let policies = Policies::load(&Path::new(repo).join("policies")).unwrap();
         let resolved = Resolved::compile(&loaded, &policies);
-        let p = prepare_in(&cfg, &req, resolved, new_slot(None));
+        let p = prepare_in(&cfg, &req, resolved, new_slot(None), None);
         (dir, p)
     }
 

@@ -41,6 +41,31 @@ pub fn record_issued(
     Ok(())
 }
 
+/// Record a run's leases and its opening record: the store, then the ledger's records of
+/// both in one write and one fsync (the leases' first: a crash in between leaves leases
+/// of a run that never opened, which the next start's sweep revokes).
+pub fn record_opening(
+    store: &LeaseStore,
+    ledger: &mut ledger::Ledger,
+    leases: &[Lease],
+    opened: ledger::RunOpened,
+) -> Result<(), String> {
+    let mut batch = Vec::with_capacity(leases.len() + 1);
+    record_issued(
+        store,
+        &mut |e: LedgerEvent| {
+            batch.push(e);
+            Ok(())
+        },
+        leases,
+    )?;
+    batch.push(LedgerEvent::RunOpened(opened));
+    ledger
+        .append_all(batch)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// What a revocation did: lease ids revoked, and those whose revocation is pending.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Revoked {

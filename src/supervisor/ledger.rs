@@ -677,23 +677,46 @@ impl Ledger {
 
     /// Append one record and make it durable before returning it.
     pub fn append(&mut self, event: LedgerEvent) -> Result<Record, LedgerError> {
+        let mut records = self.append_all(vec![event])?;
+        records.pop().ok_or(LedgerError::NotCanonical)
+    }
+
+    /// Append records in order with one write and one fsync (what must be durable
+    /// together: a run's leases and its opening record, or their revocations and its
+    /// closing one), each chained to the one before as if appended alone. A crash leaves
+    /// the ledger ending at one of them (a torn last line is cut back at the next open).
+    pub fn append_all(&mut self, events: Vec<LedgerEvent>) -> Result<Vec<Record>, LedgerError> {
         if self.poisoned {
             return Err(LedgerError::Poisoned {
                 path: self.path.clone(),
             });
         }
-        let seq = self.next_seq;
-        let (hash, line) = seal(seq, &self.last_hash, &event)?;
         // Refuse what a verifier would reject later (e.g. floats that do not round-trip).
         let mut check = Chain {
-            next_seq: seq,
+            next_seq: self.next_seq,
             last_hash: self.last_hash.clone(),
         };
-        if check.check(&self.path, 0, line.as_bytes()).is_err() {
-            return Err(LedgerError::NotCanonical);
+        let mut bytes = Vec::new();
+        let mut sealed = Vec::with_capacity(events.len());
+        for event in events {
+            let seq = check.next_seq;
+            let prev = check.last_hash.clone();
+            let (hash, line) = seal(seq, &prev, &event)?;
+            if check.check(&self.path, 0, line.as_bytes()).is_err() {
+                return Err(LedgerError::NotCanonical);
+            }
+            bytes.extend_from_slice(line.as_bytes());
+            bytes.push(b'\n');
+            sealed.push(Record {
+                seq,
+                prev,
+                event,
+                hash,
+            });
         }
-        let mut bytes = line.into_bytes();
-        bytes.push(b'\n');
+        if sealed.is_empty() {
+            return Ok(sealed);
+        }
         let written = self
             .file
             .write_all(&bytes)
@@ -709,20 +732,17 @@ impl Ledger {
             return Err(io_err(&self.path, "append")(e));
         }
         self.len += bytes.len() as u64;
-        self.next_seq += 1;
-        if let LedgerEvent::RunOpened(o) = &event {
-            self.starts
-                .entry(o.instance.clone())
-                .or_default()
-                .push(o.started_at);
+        self.next_seq = check.next_seq;
+        self.last_hash = check.last_hash;
+        for r in &sealed {
+            if let LedgerEvent::RunOpened(o) = &r.event {
+                self.starts
+                    .entry(o.instance.clone())
+                    .or_default()
+                    .push(o.started_at);
+            }
         }
-        let record = Record {
-            seq,
-            prev: std::mem::replace(&mut self.last_hash, hash.clone()),
-            event,
-            hash,
-        };
-        Ok(record)
+        Ok(sealed)
     }
 }
 

@@ -352,6 +352,7 @@ struct JournalCallLog {
 enum Entry {
     Call(CallRecord),
     Provider(ProviderRecord),
+    Withheld(crate::gateway::withhold::WithheldRecord),
     Egress(EgressRecord),
     Github(crate::gateway::github::GithubRecord),
 }
@@ -413,6 +414,7 @@ impl JournalCallLog {
                             Entry::Provider(r) => write_provider(&j, &l, r),
                             Entry::Egress(r) => write_egress(&j, &l, r),
                             Entry::Github(r) => write_github(&j, &l, r),
+                            Entry::Withheld(r) => write_withheld(&j, &l, r),
                         }
                     }
                 })
@@ -474,6 +476,12 @@ impl CallLog for JournalCallLog {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    fn withheld(&self, r: crate::gateway::withhold::WithheldRecord) {
+        if self.tx.try_send(Entry::Withheld(r)).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 fn write_call(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &CallRecord) {
@@ -529,9 +537,10 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
     let model = r.model.as_deref().unwrap_or("-");
     let msg = if r.allow {
         format!(
-            "provider {} {} model {model}: HTTP {}, {} in + {} cache write + {} cache read + {} out tokens{}, {} (spent {} of {}), first byte {} ms, {} ms",
+            "provider {} {} model {model}: {}, HTTP {}, {} in + {} cache write + {} cache read + {} out tokens{}, {} (reserved {}; spent {} of {}), first byte {} ms, {} ms",
             r.provider,
             r.endpoint,
+            r.outcome.as_str(),
             r.status,
             r.usage.input,
             r.usage.cache_write,
@@ -539,6 +548,7 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
             r.usage.output,
             if r.usage_final { "" } else { " (estimated: no final count)" },
             usd(r.cost_micro_usd),
+            usd(r.reserve_micro_usd),
             usd(r.spent_micro_usd),
             usd(r.budget_micro_usd),
             r.first_byte_ms,
@@ -551,7 +561,7 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
         )
     };
     let n = |v: u64| v.to_string();
-    let (status, input, output, cw, cr, cost, spent, budget, fb, dur) = (
+    let (status, input, output, cw, cr, cost, spent, budget, fb, dur, reserve) = (
         n(u64::from(r.status)),
         n(r.usage.input),
         n(r.usage.output),
@@ -562,6 +572,7 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
         n(r.budget_micro_usd),
         n(r.first_byte_ms),
         n(r.duration_ms),
+        n(r.reserve_micro_usd),
     );
     let mut fields: Vec<(&str, &str)> = vec![
         ("AIRLOCK_PROVIDER", &r.provider),
@@ -578,6 +589,8 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
             "AIRLOCK_USAGE",
             if r.usage_final { "final" } else { "estimated" },
         ),
+        ("AIRLOCK_OUTCOME", r.outcome.as_str()),
+        ("AIRLOCK_RESERVE_MICRO_USD", &reserve),
         ("AIRLOCK_COST_MICRO_USD", &cost),
         ("AIRLOCK_SPENT_MICRO_USD", &spent),
         ("AIRLOCK_BUDGET_MICRO_USD", &budget),
@@ -586,6 +599,9 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
     ];
     if let Some(m) = &r.model {
         fields.push(("AIRLOCK_MODEL", m));
+    }
+    if !r.reason.is_empty() {
+        fields.push(("AIRLOCK_REASON", &r.reason));
     }
     if lock(journal)
         .event(EventKind::Provider, &msg, &fields)
@@ -632,6 +648,30 @@ fn write_github(
     ];
     if lock(journal)
         .event(EventKind::GithubWrite, &msg, &fields)
+        .is_err()
+    {
+        lost.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn write_withheld(
+    journal: &Mutex<RunJournal>,
+    lost: &AtomicU64,
+    r: &crate::gateway::withhold::WithheldRecord,
+) {
+    let msg = format!(
+        "{} {}: the upstream's answer echoed a secret of the run; {} copies withheld from its headers and {} from its body",
+        r.route, r.endpoint, r.in_headers, r.in_body
+    );
+    let (h, b) = (r.in_headers.to_string(), r.in_body.to_string());
+    let fields: Vec<(&str, &str)> = vec![
+        ("AIRLOCK_ROUTE", &r.route),
+        ("AIRLOCK_ENDPOINT", &r.endpoint),
+        ("AIRLOCK_WITHHELD_HEADERS", &h),
+        ("AIRLOCK_WITHHELD_BODY", &b),
+    ];
+    if lock(journal)
+        .event(EventKind::Withheld, &msg, &fields)
         .is_err()
     {
         lost.fetch_add(1, Ordering::Relaxed);

@@ -210,7 +210,8 @@ pub fn run(
     let used = ledger.opened_since(&req.instance, window);
     budget::check_weekly(&req.instance, used, role.role.budget.runs_per_week)
         .map_err(LaunchError::Refused)?;
-    let prepared = launch::prepare_in(cfg, req, resolved, slot)?;
+    // No pool: each standalone launch is a process of its own.
+    let prepared = launch::prepare_in(cfg, req, resolved, slot, None)?;
     let run = prepared.spec.run_id.clone();
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
     let launched_by_uid = nix::unistd::getuid().as_raw();
@@ -233,42 +234,27 @@ pub fn run(
         let _ = std::fs::remove_dir_all(&prepared.run_dir);
         LaunchError::Io(format!("the run was not started: {e}"))
     })?;
-    // The leases before the opening record, as airlockd records them.
+    // The leases and the opening record, as airlockd records them.
     let store = LeaseStore::new(&cfg.state_dir);
-    let recorded = {
-        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
-        lease_records::record_issued(&store, &mut append, &prepared.leases)
+    let opened = RunOpened {
+        run: run.clone(),
+        launched_by_uid,
+        role: role.role.role.clone(),
+        instance: req.instance.clone(),
+        uid: prepared.spec.uid,
+        level: role.role.level,
+        budgets: budget::budgets_json(&role.role, req.max_seconds, deadline_s),
+        started_at: now,
+        deadline_s,
     };
-    if let Err(e) = recorded {
+    if let Err(e) = lease_records::record_opening(&store, &mut ledger, &prepared.leases, opened) {
         prepared.gateway.leases.revoke_all();
         let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
         let _ = lease_records::revoke_run(&store, &mut append, &run, "the run was not started");
+        // Nothing of a refused run stays behind.
         let _ = std::fs::remove_dir_all(&prepared.run_dir);
         held.remove();
         return Err(LaunchError::Io(format!("the run was not started: {e}")));
-    }
-    let opened = ledger
-        .append(LedgerEvent::RunOpened(RunOpened {
-            run: run.clone(),
-            launched_by_uid,
-            role: role.role.role.clone(),
-            instance: req.instance.clone(),
-            uid: prepared.spec.uid,
-            level: role.role.level,
-            budgets: budget::budgets_json(&role.role, req.max_seconds, deadline_s),
-            started_at: now,
-            deadline_s,
-        }))
-        .map_err(|e| {
-            // Nothing of a refused run stays behind.
-            let _ = std::fs::remove_dir_all(&prepared.run_dir);
-            LaunchError::Io(format!("the run was not started: {e}"))
-        });
-    if let Err(e) = opened {
-        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
-        let _ = lease_records::revoke_run(&store, &mut append, &run, "the run was not started");
-        held.remove();
-        return Err(e);
     }
     drop(ledger);
     // Without a heartbeat the file still says the run is supervised; only the time it was

@@ -4,11 +4,19 @@ one JSON line per step.
 
 argv[1]: a JSON list of steps:
   {"op": "call", "api": "anthropic"|"openai", "model": M, "stream": bool,
-   "token": "own"|"wrong"|"none", "hold": bool, "extra": {...}}   (extra: body members)
+   "token": "own"|"wrong"|"none", "hold": bool, "extra": {...}, "drop": [KEY, ...],
+   "mode": MODE, "raw": TEXT, "method": M, "path": REST, "headers": {...}, "gzip": bool}
+      extra: body members; drop: members left out; mode: the stand-in's behaviour
+      (tests/agents/standin_provider.py); raw: the body as sent, instead of one built;
+      path: the route's rest (with a query), instead of the API's model endpoint;
+      gzip: the body compressed, with Content-Encoding: gzip
+  {"op": "abandon", "api": A, "model": M, "extra": {...}}   a request the stand-in does not
+      answer: once the stand-in says it waits, the agent closes its connection
   {"op": "scan", "out": PATH}   everything the agent can read that could hold a key, to PATH
   {"op": "loop", "api": A, "model": M, "seconds": N}   keep calling (ignoring SIGTERM)
 """
 
+import gzip
 import http.client
 import json
 import os
@@ -47,16 +55,22 @@ def path(api, rest):
     return f"/provider/{NAME[api]}{rest}"
 
 
-def body(api, model, stream, hold, extra=None):
+def body(api, model, stream, hold, extra=None, drop=(), mode=None):
     if api == "anthropic":
         b = {"model": model, "max_tokens": 600, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
         if hold:
             b["metadata"] = {"user_id": "hold"}
+        if mode:
+            b["metadata"] = {"user_id": mode}
     else:
         b = {"model": model, "input": "hi", "stream": stream, "max_output_tokens": 1200}
         if hold:
             b["metadata"] = {"hold": "1"}
+        if mode:
+            b["metadata"] = {"mode": mode}
     b.update(extra or {})
+    for k in drop:
+        b.pop(k, None)
     return json.dumps(b)
 
 
@@ -68,15 +82,25 @@ def release(api, token):
     return r.status
 
 
+def model_path(api):
+    return "/v1/messages" if api == "anthropic" else "/responses"
+
+
 def call(i, s):
     api, token = s["api"], s.get("token", "own")
     c = conn()
     t0 = time.monotonic()
-    c.request("POST", path(api, "/v1/messages" if api == "anthropic" else "/responses"),
-              body=body(api, s["model"], s.get("stream", False), s.get("hold", False), s.get("extra")),
-              headers=headers(api, token))
+    data = s["raw"] if "raw" in s else body(api, s.get("model"), s.get("stream", False), s.get("hold", False),
+                                            s.get("extra"), s.get("drop", ()), s.get("mode"))
+    data = data.encode() if data is not None else None
+    h = headers(api, token)
+    h.update(s.get("headers") or {})
+    if s.get("gzip"):
+        data = gzip.compress(data)
+        h["content-encoding"] = "gzip"
+    c.request(s.get("method", "POST"), path(api, s.get("path", model_path(api))), body=data, headers=h)
     r = c.getresponse()
-    doc = {"step": i, "status": r.status}
+    doc = {"step": i, "status": r.status, "headers": {k.lower(): v for k, v in r.getheaders()}}
     if r.status != 200 or not s.get("stream"):
         raw = r.read()
         try:
@@ -91,8 +115,15 @@ def call(i, s):
         out(doc)
         return
     text, events, released = "", 0, None
+    seen = b""
     while True:
-        line = r.readline()
+        try:
+            line = r.readline()
+        except (http.client.HTTPException, OSError) as e:
+            # The answer broke off: what came so far is what the agent got.
+            doc["broken"] = type(e).__name__
+            break
+        seen += line
         if not line:
             break
         line = line.decode().rstrip("\r\n")
@@ -109,8 +140,28 @@ def call(i, s):
             # The first words are here while the stand-in holds the rest back.
             doc["first_text_s"] = round(time.monotonic() - t0, 3)
             released = release(api, token)
-    doc.update({"events": events, "text": text, "released_status": released})
+    doc.update({"events": events, "text": text, "released_status": released,
+                "raw": seen.decode(errors="replace")})
     out(doc)
+
+
+def abandon(i, s):
+    """A request the stand-in will not answer: sent, seen to arrive, then given up on."""
+    api = s["api"]
+    c = conn()
+    c.request("POST", path(api, model_path(api)),
+              body=body(api, s["model"], False, False, s.get("extra"), s.get("drop", ()), "wait"),
+              headers=headers(api, "own"))
+    waiting = 0
+    for _ in range(200):
+        m = conn()
+        m.request("GET", path(api, "/v1/models" if api == "anthropic" else "/models"), headers=headers(api, "own"))
+        waiting = json.loads(m.getresponse().read()).get("waiting", 0)
+        if waiting:
+            break
+        time.sleep(0.05)
+    c.close()
+    out({"step": i, "waiting": waiting})
 
 
 def scan(i, s):
@@ -166,4 +217,4 @@ def loop(i, s):
 
 
 for i, s in enumerate(json.loads(sys.argv[1])):
-    {"call": call, "scan": scan, "loop": loop}[s["op"]](i, s)
+    {"call": call, "scan": scan, "loop": loop, "abandon": abandon}[s["op"]](i, s)

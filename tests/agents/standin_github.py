@@ -12,7 +12,9 @@ DIR/fail_delete makes DELETE /installation/token answer 500 (a revocation that f
 The REST endpoints used: GET /repos/O/R/installation and POST
 /app/installations/ID/access_tokens (App JWT), DELETE /installation/token, GET /repos/O/R
 (default_branch), POST and GET /repos/O/R/pulls (pull requests, kept in DIR/pulls.json),
-and any other /repos/... request, answered 200/201 with what it was.
+GET /repos/O/R/airlock-echo (a hostile answer: the Authorization it was sent, in a header
+and in its body), and any other /repos/... request, answered 200/201 with what it was (a
+write's body logged as it arrived, with its Content-Encoding).
 
 /mcp is GitHub's MCP server as far as the tests and the demo use it (streamable HTTP, JSON
 answers, an installation token as the bearer): create_branch, push_files (a real commit in
@@ -269,8 +271,18 @@ class H(BaseHTTPRequestHandler):
             if parts[3:] == ["pulls"] and self.command == "GET":
                 self.log(200, "token")
                 return self.reply(200, pulls_of(repo))
+        if path.endswith("/airlock-echo"):
+            self.log(200, "token", {"echo": True})
+            data = json.dumps({"you_sent": auth}).encode()
+            self.send_response(200)
+            self.send_header("X-Echo", auth)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            return self.wfile.write(data)
         status = 200 if self.command in ("GET", "HEAD") else 201
-        self.log(status, "token", {"body": body.decode(errors="replace")[:200]})
+        self.log(status, "token", {"body": body.decode(errors="replace")[:200],
+                                   "content_encoding": self.headers.get("Content-Encoding")})
         return self.reply(status, {"ok": True, "method": self.command, "path": path})
 
     def mcp(self, t, body):

@@ -18,9 +18,10 @@ titles, summaries) get a short text answer and use no turn. Each scripted reques
 line has the turn it was served, the tools offered, and the tool results it carried back
 (`results`: the text of each), so a test can check what came back to the model.
 
-Every request is appended to LOG_FILE as one JSON line: method, path, the key headers it
-carried, the model, whether it streamed, and for a held stream how it was released. The
-port it listens on is written to PORT_FILE.
+Every request is appended to LOG_FILE as one JSON line: method, path (with its query), the
+key headers it carried and all of them (`headers`), the raw body as it arrived (`raw_body`,
+its bytes as latin-1 text), the model, whether it streamed, and for a held stream how it
+was released. The port it listens on is written to PORT_FILE.
 
 Usage reported per answer (so a test can compute the spend):
   Anthropic: input 1000, cache creation 2000, cache read 3000, output 500
@@ -28,6 +29,15 @@ Usage reported per answer (so a test can compute the spend):
 
 `{"metadata": {"user_id": "big:N"}}` streams N more deltas of 1000 characters (for
 throughput benchmarks).
+
+Behaviours a request's metadata asks for (Anthropic `{"metadata": {"user_id": MODE}}`,
+OpenAI `{"metadata": {"mode": MODE}}`):
+  wait   logged as it arrives (`"arrived": true`), then no answer until the gateway closes
+         the connection (logged `"closed_by_peer": true`) or 15 s pass; the model list
+         says how many wait (`"waiting": N`), so an agent can tell its request got here
+  cut    a stream that breaks off after its first delta (the connection closed, no end)
+  echo   the answer carries the key it was sent: in a header (`x-echo-key`) and in its
+         text, which a stream sends split across two writes
 
 A request whose metadata asks for it (`{"metadata": {"user_id": "hold"}}` or, for OpenAI,
 `{"metadata": {"hold": "1"}}`) is a held stream: its first events are sent, then the
@@ -38,6 +48,8 @@ test can show the first events reached the agent while the answer was still goin
 import json
 import os
 import re
+import select
+import socket
 import sys
 import threading
 import time
@@ -50,6 +62,7 @@ TURN = [0]
 NAMESPACES = set()
 LOCK = threading.Lock()
 RELEASE = threading.Event()
+WAITING = [0]
 
 ANTHROPIC_USAGE = {
     "input_tokens": 1000,
@@ -81,11 +94,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def entry(self, body):
+    def entry(self, body, raw=b""):
         return {
             "t": time.time(),
             "method": self.command,
             "path": self.path,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "raw_body": raw.decode("latin-1"),
             "x_api_key": self.headers.get("x-api-key"),
             "authorization": self.headers.get("authorization"),
             "anthropic_version": self.headers.get("anthropic-version"),
@@ -97,6 +112,8 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, status, doc):
         data = json.dumps(doc).encode()
         self.send_response(status)
+        if self.echoing:
+            self.send_header("x-echo-key", self.sent_key())
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
@@ -104,12 +121,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def start_stream(self):
         self.send_response(200)
+        if self.echoing:
+            self.send_header("x-echo-key", self.sent_key())
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
 
-    def event(self, name, doc):
+    def event(self, name, doc, split=None):
         data = f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode()
+        if split and split.encode() in data:
+            # Two writes, cut inside the secret: each its own chunk, a moment apart.
+            at = data.index(split.encode()) + len(split) // 2
+            for part in (data[:at], data[at:]):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                self.wfile.flush()
+                time.sleep(0.05)
+            return
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
@@ -122,25 +149,80 @@ class Handler(BaseHTTPRequestHandler):
         RELEASE.clear()
         entry["released"] = "by_agent" if released else "by_timeout"
 
+    def read_body(self):
+        n = int(self.headers.get("content-length") or 0)
+        if n:
+            return self.rfile.read(n)
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            out = b""
+            while True:
+                size = int(self.rfile.readline().strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline()
+        return b""
+
+    echoing = False
+
     def do_GET(self):
-        entry = self.entry(None)
+        self.echoing = False
+        raw = self.read_body()
+        entry = self.entry(None, raw)
         if self.path.split("?")[0] in ("/v1/models", "/models"):
             RELEASE.set()
             log(entry)
-            return self.send_json(200, {"data": [{"id": "stand-in"}], "object": "list"})
+            return self.send_json(200, {"data": [{"id": "stand-in"}], "object": "list", "waiting": WAITING[0]})
         log(entry)
         self.send_json(404, {"error": "no such endpoint"})
 
+    def wait_for_close(self, entry):
+        """No answer: wait until the peer closes the connection (or 15 s pass)."""
+        entry["arrived"] = True
+        log(entry)
+        with LOCK:
+            WAITING[0] += 1
+        sock = self.connection
+        end = time.time() + 15
+        closed = False
+        try:
+            while time.time() < end and not closed:
+                r, _, _ = select.select([sock], [], [], 0.2)
+                if r:
+                    closed = sock.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            closed = True
+        with LOCK:
+            WAITING[0] -= 1
+        log({"t": time.time(), "path": self.path, "closed_by_peer": closed})
+        self.close_connection = True
+
+    def cut(self):
+        """Break the connection off mid-stream: no final chunk."""
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)
+        self.close_connection = True
+
+    def sent_key(self):
+        auth = self.headers.get("authorization") or ""
+        return self.headers.get("x-api-key") or auth.split(" ", 1)[-1]
+
     def do_POST(self):
-        n = int(self.headers.get("content-length") or 0)
-        body = json.loads(self.rfile.read(n) or b"{}")
-        entry = self.entry(body)
+        self.echoing = False
+        raw = self.read_body()
+        body = json.loads(raw or b"{}")
+        entry = self.entry(body, raw)
         path = self.path.split("?")[0]
         if SCRIPT is not None and path in ("/v1/messages", "/responses"):
             return self.scripted(path, body, entry)
-        held = (body.get("metadata") or {}).get("user_id") == "hold" or (
-            body.get("metadata") or {}
-        ).get("hold") == "1"
+        meta = body.get("metadata") or {}
+        mode = meta.get("user_id") or meta.get("mode")
+        if mode == "wait":
+            return self.wait_for_close(entry)
+        held = mode == "hold" or meta.get("hold") == "1"
+        self.echoing = mode == "echo"
+        echo = "the key I was sent is %s, as you see" % self.sent_key() if self.echoing else None
         if path == "/v1/messages/count_tokens":
             log(entry)
             return self.send_json(200, {"input_tokens": 42})
@@ -154,7 +236,7 @@ class Handler(BaseHTTPRequestHandler):
                         "type": "message",
                         "role": "assistant",
                         "model": body.get("model"),
-                        "content": [{"type": "text", "text": "hello from the stand-in"}],
+                        "content": [{"type": "text", "text": echo or "hello from the stand-in"}],
                         "stop_reason": "end_turn",
                         "stop_sequence": None,
                         "usage": ANTHROPIC_USAGE,
@@ -185,6 +267,15 @@ class Handler(BaseHTTPRequestHandler):
                 "content_block_delta",
                 {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hello "}},
             )
+            if mode == "cut":
+                log(entry)
+                return self.cut()
+            if echo:
+                self.event(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": echo + " "}},
+                    split=self.sent_key(),
+                )
             if held:
                 self.hold(entry)
             big = str((body.get("metadata") or {}).get("user_id") or "")
@@ -223,7 +314,7 @@ class Handler(BaseHTTPRequestHandler):
                         "id": "msg_standin",
                         "status": "completed",
                         "role": "assistant",
-                        "content": [{"type": "output_text", "text": "hello from the stand-in", "annotations": []}],
+                        "content": [{"type": "output_text", "text": echo or "hello from the stand-in", "annotations": []}],
                     }
                 ],
                 "usage": OPENAI_USAGE,
@@ -240,6 +331,15 @@ class Handler(BaseHTTPRequestHandler):
                 "response.output_text.delta",
                 {"type": "response.output_text.delta", "item_id": "msg_standin", "output_index": 0, "content_index": 0, "delta": "hello "},
             )
+            if mode == "cut":
+                log(entry)
+                return self.cut()
+            if echo:
+                self.event(
+                    "response.output_text.delta",
+                    {"type": "response.output_text.delta", "item_id": "msg_standin", "output_index": 0, "content_index": 0, "delta": echo + " "},
+                    split=self.sent_key(),
+                )
             if held:
                 self.hold(entry)
             self.event(

@@ -54,18 +54,14 @@ pub struct Extras<'a> {
     pub json: Option<&'a Value>,
     /// Whether there is a body at all.
     pub has_body: bool,
+    /// Whether the request says its body is encoded (`Content-Encoding`, not identity).
+    pub encoded: bool,
 }
 
-/// Headers and a query parameter by which some servers let a request say it is of
-/// another method than its own: the method classified must be the one performed.
-const METHOD_OVERRIDES: &[&str] = &[
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-];
-
 /// A request to the API host: a request that names another method than its own is
-/// refused, as is a write whose body is not JSON (GitHub's REST writes all are); GraphQL
+/// refused, as are an encoded body (the gateway reads what it forwards), a JSON body with
+/// two keys a case-blind reader takes for one, and a write whose body is not JSON
+/// (GitHub's REST writes all are); GraphQL
 /// only as a POST with its document in the JSON body (GitHub's own way; a document in the
 /// URL would be one this table never read); every other path as [`rest`].
 pub fn api(method: &str, path: &str, x: &Extras<'_>) -> Kind {
@@ -74,9 +70,24 @@ pub fn api(method: &str, path: &str, x: &Extras<'_>) -> Kind {
         .unwrap_or_default()
         .split('&')
         .map(|p| p.split_once('=').map_or(p, |(k, _)| k));
-    if x.headers.iter().any(|h| METHOD_OVERRIDES.contains(h)) || query_names.any(|k| k == "_method")
+    if x.headers
+        .iter()
+        .any(|h| crate::gateway::headers::METHOD_OVERRIDES.contains(h))
+        || query_names.any(|k| k == "_method")
     {
         return Kind::Unknown("a request that names another method than its own");
+    }
+    if x.encoded {
+        return Kind::Unknown(
+            "a request body with a Content-Encoding is not read; send it uncompressed",
+        );
+    }
+    if x.json
+        .is_some_and(|j| crate::policy::tool::folded_twins(j, String::new()).is_some())
+    {
+        return Kind::Unknown(
+            "a JSON body with two keys that differ only in case: GitHub could read the one Airlock did not check",
+        );
     }
     if matches!(method, "GET" | "HEAD") {
         if x.has_body {
@@ -252,8 +263,20 @@ mod tests {
             headers,
             json,
             has_body,
+            encoded: false,
         };
         let comment = "/repos/o/r/issues/1/comments";
+        // An encoded body, and keys a case-blind reader takes for one, at any depth.
+        let gz = Extras {
+            encoded: true,
+            ..x(None, &["content-encoding"], None, true)
+        };
+        assert!(matches!(api("POST", comment, &gz), Kind::Unknown(_)));
+        let twins = json!({"query": "{ a }", "variables": {"owner": "o", "Owner": "p"}});
+        assert!(matches!(
+            api("POST", "/graphql", &x(None, &[], Some(&twins), true)),
+            Kind::Unknown(_)
+        ));
         assert_eq!(
             api(
                 "POST",

@@ -8,7 +8,9 @@
 //! against the run's lease, classifies the request ([`classify`]), decides each write
 //! ([`crate::policy::github`]), counts it against `github_writes_per_run`, journals it
 //! (`AIRLOCK_EVENT=github_write`) and forwards it to the configured `api_url`/`git_url`
-//! with the real installation token, which never leaves airlockd.
+//! with the real installation token, which never leaves airlockd: an API body as the
+//! gateway read it (re-serialized), and GitHub's answer with the run's secrets withheld
+//! ([`crate::gateway::withhold`]).
 
 pub mod classify;
 pub mod graphql;
@@ -33,6 +35,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{json, Value};
 
 use super::provider::ProviderUrl;
+use super::withhold::{Secrets, Withheld, WithheldRecord};
 use super::{CallLog, GwBody};
 use crate::credentials::leases::{LeaseKind, LiveLeases};
 use crate::credentials::Secret;
@@ -119,6 +122,8 @@ pub struct Github {
     conns: Arc<tokio::sync::Semaphore>,
     /// One push body read at a time.
     push_slot: tokio::sync::Mutex<()>,
+    /// The run's secrets, withheld from what GitHub answers.
+    secrets: Secrets,
     /// The run's tasks: intercepted connections end with the run.
     scope: super::scope::Scope,
 }
@@ -128,6 +133,7 @@ impl Github {
         plan: GithubPlan,
         leases: Arc<LiveLeases>,
         log: Arc<dyn CallLog>,
+        secrets: Secrets,
         scope: super::scope::Scope,
     ) -> Github {
         let mut http = HttpConnector::new();
@@ -148,6 +154,7 @@ impl Github {
             created: Mutex::new(Vec::new()),
             conns: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
             push_slot: tokio::sync::Mutex::new(()),
+            secrets,
             scope,
         }
     }
@@ -401,10 +408,24 @@ fn presented(h: &hyper::HeaderMap) -> Option<String> {
 }
 
 /// Request headers not forwarded beyond the hop-by-hop ones ([`crate::gateway::headers`]):
-/// the client's credential (the run token; the minted token replaces it) and framing.
-const DROP_REQUEST: &[&str] = &["host", "authorization", "cookie", "content-length"];
-/// Response headers not passed back beyond the hop-by-hop ones.
-const DROP_RESPONSE: &[&str] = &["set-cookie"];
+/// the client's credential (the run token; the minted token replaces it), framing, and
+/// encodings (an API body goes as read; answers come unencoded, to be checked).
+const DROP_REQUEST: &[&str] = &[
+    "host",
+    "authorization",
+    "cookie",
+    "content-length",
+    "accept-encoding",
+];
+/// Response headers not passed back beyond the hop-by-hop ones: the body is re-framed
+/// (withholding a secret changes its length).
+const DROP_RESPONSE: &[&str] = &["set-cookie", "content-length"];
+
+/// What git sends as its Basic credential for an installation token (base64 of
+/// `x-access-token:TOKEN`), without the scheme.
+pub fn basic_credential(token: &Secret) -> String {
+    crate::credentials::github_app::b64std(format!("x-access-token:{}", token.expose()).as_bytes())
+}
 
 fn ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -468,12 +489,23 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     let json_body = (!body.is_empty())
         .then(|| super::strict_json::parse(&body).ok())
         .flatten();
-    if host == Host::Api && json_body.is_some() {
-        // GitHub reads the body as the JSON it was classified as, whatever the client said.
-        parts
-            .headers
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    }
+    // An API body goes on as the gateway read it (the value it classified, re-serialized),
+    // read by GitHub as the JSON it is, whatever the client said.
+    let body = match (&json_body, host) {
+        (Some(v), Host::Api) => {
+            let Ok(read) = serde_json::to_vec(v) else {
+                return refusal(
+                    StatusCode::BAD_REQUEST,
+                    "Airlock: the request cannot be forwarded as it is",
+                );
+            };
+            parts
+                .headers
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            Bytes::from(read)
+        }
+        _ => body,
+    };
     let kind = match host {
         Host::Api => {
             let names: Vec<&str> = parts.headers.keys().map(|k| k.as_str()).collect();
@@ -482,6 +514,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                 headers: &names,
                 json: json_body.as_ref(),
                 has_body: !body.is_empty(),
+                encoded: super::headers::encoded(&parts.headers),
             };
             classify::api(&method, &path, &extras)
         }
@@ -612,15 +645,18 @@ async fn forward(
     let mut up = Request::builder().method(parts.method.clone()).uri(&url);
     if let Some(h) = up.headers_mut() {
         *h = crate::gateway::headers::forwarded(&parts.headers, DROP_REQUEST);
+        h.insert(
+            hyper::header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        if host == Host::Api {
+            // The body is the one read: never encoded.
+            h.remove(hyper::header::CONTENT_ENCODING);
+        }
         if let Some(token) = gh.token_for(repo.as_deref()) {
             let text = match host {
                 Host::Api => format!("token {}", token.expose()),
-                Host::Git => format!(
-                    "Basic {}",
-                    crate::credentials::github_app::b64std(
-                        format!("x-access-token:{}", token.expose()).as_bytes()
-                    )
-                ),
+                Host::Git => format!("Basic {}", basic_credential(token)),
             };
             if let Ok(mut v) = HeaderValue::from_str(&text) {
                 v.set_sensitive(true);
@@ -628,6 +664,10 @@ async fn forward(
             }
         }
     }
+    let endpoint = super::clip(
+        &format!("{} {}", parts.method, parts.uri.path()),
+        super::MAX_NAME_CHARS,
+    );
     let Ok(up) = up.body(Full::new(body)) else {
         return refusal(
             StatusCode::BAD_REQUEST,
@@ -650,7 +690,26 @@ async fn forward(
     };
     let (mut parts, body) = resp.into_parts();
     parts.headers = crate::gateway::headers::forwarded(&parts.headers, DROP_RESPONSE);
-    Response::from_parts(parts, GwBody::new(body.map_err(std::io::Error::other)))
+    if crate::gateway::headers::encoded(&parts.headers) {
+        // Asked for identity: an encoded answer could hide what must be withheld.
+        return refusal(
+            StatusCode::BAD_GATEWAY,
+            "Airlock: GitHub encoded its answer though asked not to; it was not passed on",
+        );
+    }
+    let in_headers = gh.secrets.headers(&mut parts.headers) as u64;
+    let route = match host {
+        Host::Api => "github api",
+        Host::Git => "github git",
+    };
+    let record = WithheldRecord {
+        route: route.to_string(),
+        endpoint,
+        in_headers,
+        in_body: 0,
+    };
+    let body = Withheld::new(body, &gh.secrets, record, gh.log.clone());
+    Response::from_parts(parts, GwBody::new(body))
 }
 
 /// A push's ref updates, checked before its pack goes on: each by the push rules, then
@@ -690,12 +749,7 @@ async fn push_check(
     let base = &gh.plan.git;
     let scheme = if base.https { "https" } else { "http" };
     let upstream = format!("{scheme}://{}{}/{repo}.git", base.authority, base.base_path);
-    let auth = format!(
-        "Basic {}",
-        crate::credentials::github_app::b64std(
-            format!("x-access-token:{}", token.expose()).as_bytes()
-        )
-    );
+    let auth = format!("Basic {}", basic_credential(&token));
     let checked = gh
         .scratch
         .check(&upstream, &auth, push::pack_of(body), &updates, &default)

@@ -1,0 +1,167 @@
+//! Workspace images made ahead of the launches that need them: airlockd keeps a few empty,
+//! formatted images of the size `limits.workspace` says in `<state_dir>/pool/`, so a launch
+//! takes one (a rename into its run directory) instead of running mke2fs while its client
+//! waits, and one is made again on the blocking pool after each take. Only what does not
+//! depend on the launch is made ahead: an image is empty, its root directory root's until
+//! the jail's pid 1 gives it to the run's uid once mounted ([`crate::sandbox::disk`]), and
+//! a run that starts with `run.clone` repositories still gets an image made with them.
+//!
+//! Nothing in the pool is ever a run's: images live in a directory only root opens, are
+//! complete before they are named `*.img` (made as `*.tmp`, then renamed), and are removed
+//! when airlockd starts, whatever an earlier one left.
+
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::disk::{make_image, Bound};
+
+/// Images kept ready: a burst of launches takes these, then makes its own until the pool
+/// is full again. Each costs a few MiB of disk (the images are sparse).
+pub const POOL_IMAGES: usize = 4;
+
+/// The pool's directory under the state directory.
+pub const DIR: &str = "pool";
+
+/// Empty workspace images made ahead of launches.
+#[derive(Debug)]
+pub struct ImagePool {
+    dir: PathBuf,
+    ready: Mutex<Vec<(Bound, PathBuf)>>,
+    /// One refill at a time.
+    filling: AtomicBool,
+    next: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ImagePool {
+    /// The pool of `state_dir`, emptied of what an earlier airlockd left there (made for
+    /// another size, or cut short by a crash). Blocking.
+    pub fn open(state_dir: &Path) -> std::io::Result<ImagePool> {
+        let dir = state_dir.join(DIR);
+        match fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        for e in fs::read_dir(&dir)?.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        Ok(ImagePool {
+            dir,
+            ready: Mutex::new(Vec::new()),
+            filling: AtomicBool::new(false),
+            next: AtomicU64::new(0),
+        })
+    }
+
+    /// A ready image of `bound`, now the caller's to rename into place; `None` when the
+    /// pool has none of that size.
+    pub fn take(&self, bound: Bound) -> Option<PathBuf> {
+        let mut ready = lock(&self.ready);
+        let i = ready.iter().position(|(b, _)| *b == bound)?;
+        Some(ready.swap_remove(i).1)
+    }
+
+    /// Images ready now.
+    pub fn len(&self) -> usize {
+        lock(&self.ready).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Make images of `bound` until [`POOL_IMAGES`] are ready, dropping any of another size
+    /// (the config changed). Returns at once when another refill is going on. Blocking
+    /// (mke2fs): call on the blocking pool. An image that cannot be made ends the refill;
+    /// the launches then make their own, as they would without a pool.
+    pub fn refill(&self, bound: Bound) {
+        if self.filling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let stale: Vec<PathBuf> = {
+            let mut ready = lock(&self.ready);
+            let (keep, drop): (Vec<_>, Vec<_>) = ready.drain(..).partition(|(b, _)| *b == bound);
+            *ready = keep;
+            drop.into_iter().map(|(_, p)| p).collect()
+        };
+        for p in stale {
+            let _ = fs::remove_file(p);
+        }
+        while self.len() < POOL_IMAGES {
+            let n = self.next.fetch_add(1, Ordering::Relaxed);
+            let tmp = self.dir.join(format!("{n}.tmp"));
+            let img = self.dir.join(format!("{n}.img"));
+            let made = make_image(&tmp, bound, 0, 0, false, None)
+                .and_then(|()| fs::rename(&tmp, &img).map_err(|e| e.to_string()));
+            if made.is_err() {
+                let _ = fs::remove_file(&tmp);
+                break;
+            }
+            lock(&self.ready).push((bound, img));
+        }
+        self.filling.store(false, Ordering::Release);
+    }
+
+    /// Remove every ready image (airlockd is stopping).
+    pub fn clear(&self) {
+        let all: Vec<_> = lock(&self.ready).drain(..).collect();
+        for (_, p) in all {
+            let _ = fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: Bound = Bound {
+        bytes: 32 << 20,
+        inodes: 256,
+    };
+
+    #[test]
+    fn a_pool_hands_out_images_of_the_size_asked_for_and_makes_more() {
+        if !nix::unistd::geteuid().is_root() {
+            panic!("this test makes ext4 images with mke2fs: run it as root");
+        }
+        let state = tempfile::tempdir().expect("tempdir");
+        // What an earlier airlockd left is removed.
+        fs::create_dir(state.path().join(DIR)).expect("mkdir");
+        fs::write(state.path().join(DIR).join("7.tmp"), b"torn").expect("write");
+        let pool = ImagePool::open(state.path()).expect("pool");
+        assert!(fs::read_dir(state.path().join(DIR))
+            .expect("dir")
+            .next()
+            .is_none());
+        assert!(pool.take(SMALL).is_none());
+        pool.refill(SMALL);
+        assert_eq!(pool.len(), POOL_IMAGES);
+        let img = pool.take(SMALL).expect("an image");
+        assert_eq!(
+            fs::metadata(&img).expect("image").len(),
+            SMALL.bytes,
+            "sparse, of the bound's size"
+        );
+        assert_eq!(pool.len(), POOL_IMAGES - 1);
+        // Another size: none ready, and a refill for it drops the old ones.
+        let other = Bound {
+            bytes: 48 << 20,
+            inodes: 256,
+        };
+        assert!(pool.take(other).is_none());
+        pool.refill(other);
+        assert!(pool.take(SMALL).is_none());
+        assert_eq!(pool.len(), POOL_IMAGES);
+        pool.clear();
+        assert!(pool.is_empty());
+    }
+}
