@@ -328,11 +328,13 @@ const LIMIT_KEYS: &[&str] = &[
     "workspace",
     "home",
     "reserve",
+    "agent_reserve",
     "cpu_weight",
     "cpu_max",
     "io_weight",
 ];
 const DISK_KEYS: &[&str] = &["disk_bytes", "disk_inodes"];
+const AGENT_RESERVE_KEYS: &[&str] = &["procs", "memory_bytes"];
 
 impl Parser<'_> {
     fn problem(&mut self, path: &str, msg: &str) {
@@ -1087,7 +1089,42 @@ impl Parser<'_> {
         } else if let Some(n) = num(self, "memory_bytes", 1 << 20)? {
             l.memory_bytes = Some(n);
         }
+        if let Some(v) = m.get(Value::from("agent_reserve")) {
+            self.agent_reserve(v, &mut l)?;
+        }
         Some(l)
+    }
+
+    /// `limits.agent_reserve: {procs, memory_bytes}`: what the agent side keeps of the run's
+    /// processes and memory (the command side gets the rest). Each below the run's own.
+    fn agent_reserve(&mut self, v: &Value, l: &mut Limits) -> Option<()> {
+        const AT: &str = "limits.agent_reserve";
+        let m = self.mapping(v, AT, AGENT_RESERVE_KEYS)?;
+        let get = |k: &str| m.get(Value::from(k)).map(|v| v.as_u64());
+        match get("procs") {
+            None => {}
+            Some(Some(n)) if n < l.max_procs => l.agent_reserve_procs = Some(n),
+            Some(_) => {
+                self.problem(
+                    &key(AT, "procs"),
+                    "must be an integer below limits.max_procs (the command side gets the rest)",
+                );
+                return None;
+            }
+        }
+        match (get("memory_bytes"), l.memory_bytes) {
+            (None, _) => {}
+            (Some(Some(n)), None) => l.agent_reserve_memory_bytes = Some(n),
+            (Some(Some(n)), Some(total)) if n < total => l.agent_reserve_memory_bytes = Some(n),
+            (Some(_), _) => {
+                self.problem(
+                    &key(AT, "memory_bytes"),
+                    "must be an integer below limits.memory_bytes (the command side gets the rest)",
+                );
+                return None;
+            }
+        }
+        Some(())
     }
 }
 
@@ -1156,6 +1193,44 @@ mod tests {
         assert_eq!(c.instances["max"].uid, None);
         assert_eq!(c.limits.max_procs, 32);
         assert_eq!(c.limits.memory_bytes, Limits::default().memory_bytes);
+    }
+
+    #[test]
+    fn the_agent_reserve_is_carved_from_the_runs_limits() {
+        let p = Path::new("c.yaml");
+        let c = parse(p, "limits: {max_procs: 100, memory_bytes: 1073741824}\n").unwrap();
+        // By default the agent keeps a quarter.
+        assert_eq!(c.limits.command_procs(), 75);
+        assert_eq!(c.limits.command_memory(1 << 30), 3 << 28);
+        let c = parse(
+            p,
+            "limits: {max_procs: 100, memory_bytes: 1073741824, agent_reserve: {procs: 10, memory_bytes: 104857600}}\n",
+        )
+        .unwrap();
+        assert_eq!(c.limits.command_procs(), 90);
+        assert_eq!(c.limits.command_memory(1 << 30), (1 << 30) - (100 << 20));
+        for (text, at) in [
+            (
+                "limits: {max_procs: 10, agent_reserve: {procs: 10}}\n",
+                "limits.agent_reserve.procs",
+            ),
+            (
+                "limits: {memory_bytes: 1048576, agent_reserve: {memory_bytes: 1048576}}\n",
+                "limits.agent_reserve.memory_bytes",
+            ),
+            (
+                "limits: {agent_reserve: {procs: -1}}\n",
+                "limits.agent_reserve.procs",
+            ),
+            (
+                "limits: {agent_reserve: {threads: 3}}\n",
+                "limits.agent_reserve.threads",
+            ),
+            ("limits: {agent_reserve: 5}\n", "limits.agent_reserve"),
+        ] {
+            let e = parse(p, text).unwrap_err();
+            assert!(format!("{e:?}").contains(at), "{text}: {e:?}");
+        }
     }
 
     #[test]

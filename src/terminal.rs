@@ -13,20 +13,37 @@ pub struct TerminalSafe<W: Write> {
     pending: Vec<u8>,
 }
 
+/// How a run's output is shown on this process's stdout and stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Show {
+    /// Escaped where it is a terminal, exact into a pipe or file.
+    #[default]
+    Safe,
+    /// Exact everywhere (`--raw`): the operator asked for the agent's bytes.
+    Raw,
+}
+
 impl TerminalSafe<io::Stdout> {
-    pub fn stdout() -> Self {
+    pub fn stdout(show: Show) -> Self {
         let out = io::stdout();
-        let escape = out.is_terminal();
+        let escape = show == Show::Safe && out.is_terminal();
         TerminalSafe::new(out, escape)
     }
 }
 
 impl TerminalSafe<io::Stderr> {
-    pub fn stderr() -> Self {
+    pub fn stderr(show: Show) -> Self {
         let err = io::stderr();
-        let escape = err.is_terminal();
+        let escape = show == Show::Safe && err.is_terminal();
         TerminalSafe::new(err, escape)
     }
+}
+
+/// `line` as it may reach a terminal: what [`escape_into`] makes of it.
+pub fn escaped(line: &str) -> String {
+    let mut out = Vec::with_capacity(line.len());
+    escape_into(line.as_bytes(), &mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl<W: Write> TerminalSafe<W> {

@@ -1106,8 +1106,9 @@ fn delegated_cgroup_layout_and_recovery() {
         json!({}),
     ));
     let run_cg = base.join("airlock").join(&run);
+    // The agent and what it forks are in the run's agent-side cgroup, below the run's.
     let members = poll(20, || {
-        let p = std::fs::read_to_string(run_cg.join("cgroup.procs")).ok()?;
+        let p = std::fs::read_to_string(run_cg.join("agent/cgroup.procs")).ok()?;
         (p.lines().count() >= 3).then_some(p)
     });
     assert!(members.is_some(), "the run is not in {}", run_cg.display());

@@ -214,15 +214,23 @@ try_family('vsock-dgram', socket.AF_VSOCK, socket.SOCK_DGRAM)
 try_family('packet', socket.AF_PACKET, socket.SOCK_RAW)
 try_family('alg', socket.AF_ALG, socket.SOCK_SEQPACKET)
 try_family('bluetooth', 31, socket.SOCK_STREAM)
-for fam, ty in ((socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM)):
+for fam, ty in ((socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_UNIX, socket.SOCK_DGRAM), (socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_STREAM)):
     socket.socket(fam, ty).close()
+socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()
 print('allowed-ok')
+# No UDP (nothing to bind, for Landlock has no UDP rules here), no raw or ping sockets.
+for fam, ty in ((socket.AF_INET, socket.SOCK_DGRAM), (socket.AF_INET6, socket.SOCK_DGRAM), (socket.AF_INET, socket.SOCK_RAW)):
+    try:
+        socket.socket(fam, ty).close(); print('inet', fam, ty, 'OPENED')
+    except OSError as e:
+        print('inet', 'eperm' if e.errno == errno.EPERM else 'other-%d' % e.errno)
 "#;
     let o = env.run("tess", &[], &["/usr/bin/python3", "-c", script]);
     assert_ok(&o);
     let out = text(&o);
     assert_eq!(out.matches("eafnosupport").count(), 5, "{out}{}", err(&o));
     assert!(out.contains("allowed-ok"), "{out}");
+    assert_eq!(out.matches("inet eperm").count(), 3, "{out}");
 }
 
 #[test]

@@ -128,7 +128,9 @@ fn set_no_new_privs() -> Outcome {
 fn enter_seccomp() -> Outcome {
     let _ = nix::unistd::setsid();
     set_no_new_privs()?;
-    seccomp::install().map_err(|e| format!("install: {e}"))
+    seccomp::install(seccomp::Side::Command)
+        .map(drop)
+        .map_err(|e| format!("install: {e}"))
 }
 
 /// A raw clone(2) that behaves like fork when it succeeds; the new child exits at once.
@@ -537,7 +539,9 @@ fn seccomp_refuses_tiocsti_but_not_other_ioctls() {
             ));
         }
         set_no_new_privs()?;
-        seccomp::install().map_err(|e| format!("install: {e}"))?;
+        seccomp::install(seccomp::Side::Command)
+            .map(drop)
+            .map_err(|e| format!("install: {e}"))?;
         expect_errno("TIOCSTI on slave", sti(slave), libc::EPERM)?;
         expect_errno("TIOCSTI on master", sti(master), libc::EPERM)?;
         // High bits in the request must not slip past (the kernel uses 32 bits).
@@ -696,7 +700,7 @@ fn seccomp_refuses_socket_families_outside_the_allowlist() {
             for (name, af, ty) in [
                 ("AF_UNIX", libc::AF_UNIX, libc::SOCK_STREAM),
                 ("AF_INET", libc::AF_INET, libc::SOCK_STREAM),
-                ("AF_INET6", libc::AF_INET6, libc::SOCK_DGRAM),
+                ("AF_INET6", libc::AF_INET6, libc::SOCK_STREAM),
                 ("AF_NETLINK", libc::AF_NETLINK, libc::SOCK_RAW),
             ] {
                 raw_socket(af as u64, ty)
@@ -706,6 +710,35 @@ fn seccomp_refuses_socket_families_outside_the_allowlist() {
             }
             raw_socketpair(libc::AF_UNIX as u64, libc::SOCK_STREAM)
                 .map_err(|e| format!("socketpair(AF_UNIX): {}", errno_name(e)))?;
+            // Within the allowed families: IPv4/IPv6 only as TCP streams, netlink only route.
+            for (name, af, ty) in [
+                ("AF_INET, SOCK_DGRAM", libc::AF_INET, libc::SOCK_DGRAM),
+                ("AF_INET6, SOCK_DGRAM", libc::AF_INET6, libc::SOCK_DGRAM),
+                ("AF_INET, SOCK_RAW", libc::AF_INET, libc::SOCK_RAW),
+            ] {
+                expect_errno(
+                    &format!("socket({name})"),
+                    raw_socket(af as u64, ty),
+                    libc::EPERM,
+                )?;
+            }
+            // SAFETY: socket(2) with integer arguments; a descriptor made is closed at once.
+            let uevent = unsafe {
+                libc::socket(
+                    libc::AF_NETLINK,
+                    libc::SOCK_DGRAM,
+                    libc::NETLINK_KOBJECT_UEVENT,
+                )
+            };
+            if uevent >= 0 {
+                // SAFETY: closing the descriptor just made.
+                unsafe { libc::close(uevent) };
+                return Err("a NETLINK_KOBJECT_UEVENT socket opened".into());
+            }
+            let e = std::io::Error::last_os_error().raw_os_error();
+            if e != Some(libc::EPROTONOSUPPORT) {
+                return Err(format!("uevent socket: {e:?}, not EPROTONOSUPPORT"));
+            }
             println!("report: vsock opened unfiltered: {vsock_unfiltered}");
             Ok(())
         },
@@ -1105,7 +1138,9 @@ fn landlock_then_seccomp_still_runs_programs() {
         let _ = nix::unistd::setsid();
         set_no_new_privs()?;
         landlock::apply(&rules).map_err(|e| format!("apply: {e}"))?;
-        seccomp::install().map_err(|e| format!("install: {e}"))?;
+        seccomp::install(seccomp::Side::Command)
+            .map(drop)
+            .map_err(|e| format!("install: {e}"))?;
         let out = Command::new("/bin/sh")
             .args(["-c", "echo hi > \"$1/rw/out\" && \"$1/rx/true\"", "sh"])
             .arg(&root)

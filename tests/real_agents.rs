@@ -25,6 +25,10 @@ fn require_agent(path: &str) {
 /// its own) with `echo` and `get-*` granted and `get-env` denied, with both providers at the
 /// scripted stand-in.
 fn host(si: &StandIn) -> Host {
+    host_with_limits(si, "{max_procs: 64, tmp_bytes: 8388608}")
+}
+
+fn host_with_limits(si: &StandIn, limits: &str) -> Host {
     let pkg = require_npm("@modelcontextprotocol/server-everything");
     let conn_uid = 1_880_094_980 + std::process::id() % 9;
     let extra = format!(
@@ -32,7 +36,7 @@ fn host(si: &StandIn) -> Host {
         si.config(),
         pkg.join("dist/index.js").display()
     );
-    let h = Host::new(&[("tess", "code"), ("rex", "review")], &extra);
+    let h = Host::with_limits(&[("tess", "code"), ("rex", "review")], limits, &extra);
     // The roles' GitHub identity is left to GitHub (`key_store: github`): these tests are of
     // the agents, and tests/github.rs has the GitHub route's own.
     for role in ["code", "review"] {
@@ -256,10 +260,10 @@ fn codex_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows() {
 
 /// The escape battery as a command the model sends through Airlock's bash tool: it runs on
 /// the command side of a real Claude Code run, every class holds there, its verdicts come
-/// back to the model, and the daemon it leaves behind does not outlive the run. All but the
-/// process limit: the command side and the agent share the run's pids limit, and a fork
-/// bomb that reaches it can starve the agent itself (Node aborts when it cannot start a
-/// thread), so that check runs as a workflow command (tests/jail_escape.rs) instead.
+/// back to the model, and the daemon it leaves behind does not outlive the run. Its fork
+/// bomb meets the command side's own process limit, then a memory hog the command side's
+/// own memory limit (the agent keeps a floor of both: limits.agent_reserve), the bash tool
+/// says what happened, and Claude Code goes on to finish its next turns.
 #[test]
 fn the_escape_battery_holds_as_a_command_through_the_bash_tool() {
     require_journald();
@@ -272,15 +276,21 @@ fn the_escape_battery_holds_as_a_command_through_the_bash_tool() {
     std::fs::write(secret.path().join("key"), "host secret").unwrap();
     let marker = format!("m{}", std::process::id());
     let command = format!(
-        "python3 escape_battery.py --host-port {} --host-path {} --max-procs 64 --daemon {marker} --skip process_limit",
+        "python3 escape_battery.py --host-port {} --host-path {} --max-procs 64 --daemon {marker}",
         listener.local_addr().unwrap().port(),
         secret.path().join("key").display(),
     );
     let si = StandIn::scripted(&json!([
         {"tool": "bash", "input": {"command": command}},
+        {"tool": "bash", "input": {"command": "python3 escape_battery.py --memory-hog"}},
+        {"tool": "bash", "input": {"command": "git log --oneline"}},
         {"text": "The battery ran."}
     ]));
-    let h = host(&si);
+    // 1 GiB for the run, of which the agent keeps half: the hog gets 512 MiB.
+    let h = host_with_limits(
+        &si,
+        "{max_procs: 64, tmp_bytes: 8388608, memory_bytes: 1073741824, agent_reserve: {memory_bytes: 536870912}}",
+    );
     let uid = h.uids[0];
     let ws = repo(&h, uid);
     battery_into(&ws, uid);
@@ -306,17 +316,22 @@ fn the_escape_battery_holds_as_a_command_through_the_bash_tool() {
         .and_then(Result::ok)
         .unwrap_or_else(|| panic!("no bash tool result: {result}"));
     assert_eq!(out["exit_code"], 0, "{out}");
-    assert_battery_held(
-        out["stdout"].as_str().unwrap_or_default(),
-        &["process_limit"],
+    assert_battery_held(out["stdout"].as_str().unwrap_or_default(), &[]);
+    // The hog was OOM-killed on the command side, and the model was told so.
+    let hog = results_after(&si, 1);
+    assert!(
+        hog.contains("killed: out of memory") && hog.contains("HOG "),
+        "the hog's result: {hog}"
     );
+    // And the agent went on: its next command ran, and it finished (exit 0 above).
+    assert_came_back(&si, 2, "initial commit of the demo");
     // (The battery's `environment` check is what keeps the provider key out of the jail.)
     assert!(
         !battery_daemon_alive(&marker) && airlock::supervisor::launch::pids_of_uid(uid).is_empty(),
         "the battery's daemon (or another process of the instance uid) outlived the run"
     );
-    let calls = events(&run, "tool_call", 1);
-    assert_eq!(decided(&calls, "airlock", "bash", "allow"), 1, "{calls:?}");
+    let calls = events(&run, "tool_call", 3);
+    assert_eq!(decided(&calls, "airlock", "bash", "allow"), 3, "{calls:?}");
 }
 
 /// The shipped `code` role, unchanged, with its GitHub identity held by Airlock: Claude Code

@@ -48,6 +48,10 @@ pub fn limits_json(config: &Config) -> Value {
     json!({
         "max_procs": l.max_procs,
         "memory_bytes": l.memory_bytes,
+        "command_side": {
+            "max_procs": l.command_procs(),
+            "memory_bytes": l.memory_bytes.map(|m| l.command_memory(m)),
+        },
         "tmp_bytes": l.tmp_bytes,
         "workspace": bound(d.workspace),
         "home": bound(d.home),
@@ -76,6 +80,15 @@ fn limits_lines(config: &Config) -> Vec<String> {
         format!(
             "            reserve: no run starts while the state directory's filesystem would keep less than {} bytes or {} inodes free",
             d.reserve.bytes, d.reserve.inodes
+        ),
+        format!(
+            "sides       the command side may have {} of the run's {} processes and {}; the agent keeps the rest (limits.agent_reserve)",
+            l.command_procs(),
+            l.max_procs,
+            match l.memory_bytes {
+                Some(m) => format!("{} of its {} bytes", l.command_memory(m), m),
+                None => "no memory limit".to_string(),
+            }
         ),
         format!(
             "cpu         weight {} (airlockd 100); ceiling {}; io weight {}",

@@ -14,6 +14,7 @@ use crate::supervisor::ledger::Outcome;
 use crate::supervisor::outcome::outcome_str;
 use crate::supervisor::standalone::{signal_name, Interrupt};
 use crate::supervisor::{process, standalone};
+use crate::terminal::Show;
 
 /// Arguments of `airlockctl launch`.
 #[derive(Debug, Clone, clap::Args)]
@@ -34,6 +35,10 @@ pub struct LaunchArgs {
     /// within 3 s stops the run; SIGTERM stops it; SIGHUP detaches.
     #[arg(long)]
     pub wait: bool,
+    /// With --wait: the agent's output exactly as it wrote it, also on a terminal (there,
+    /// by default, control characters are shown escaped so the agent cannot drive it).
+    #[arg(long, requires = "wait")]
+    pub raw: bool,
     /// Run the supervisor in this process (no daemon). Ctrl-C, SIGTERM or SIGHUP stop the
     /// run (SIGTERM, a grace period, then kill), record it as interrupted and exit
     /// 128 + the signal.
@@ -42,6 +47,17 @@ pub struct LaunchArgs {
     /// Replace the role's agent command, under the same jail and budgets.
     #[arg(last = true)]
     pub command: Vec<String>,
+}
+
+impl LaunchArgs {
+    /// How `--wait` shows the run's output.
+    pub fn show(&self) -> Show {
+        if self.raw {
+            Show::Raw
+        } else {
+            Show::Safe
+        }
+    }
 }
 
 /// Exit code for refused input, failed jail setup, and a ledger held by airlockd.
@@ -102,7 +118,7 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         slot,
         helper,
         standalone::Caller {
-            stream: wait,
+            stream: wait.then_some(args.show()),
             interrupt: &interrupt,
         },
         |run_id| {

@@ -2,7 +2,7 @@
 //! either print its id, or stream its output and exit with its exit code. While it waits,
 //! signals are decided by [`detach`](super::detach): Ctrl-C detaches (twice: stops).
 
-use crate::terminal::TerminalSafe;
+use crate::terminal::{Show, TerminalSafe};
 use std::io::{BufWriter, Write};
 use std::time::Instant;
 
@@ -78,7 +78,7 @@ pub fn run(ctx: &Ctx, args: &LaunchArgs) -> i32 {
             }
         }
     };
-    match follow(&mut client, args.wait, signals.as_mut(), &stop) {
+    match follow(&mut client, args.wait, args.show(), signals.as_mut(), &stop) {
         Ok(code) => code,
         Err(e) => remote::client_error(&e),
     }
@@ -121,12 +121,13 @@ fn decide(phase: &mut Phase, sig: i32, run: &str, stop: &dyn Fn(&str) -> bool) -
 fn follow(
     client: &mut Client,
     wait: bool,
+    show: Show,
     mut signals: Option<&mut Signals>,
     stop: &dyn Fn(&str) -> bool,
 ) -> Result<i32, ClientError> {
     // The agent's output: escaped when shown on a terminal, exact into a pipe.
-    let mut stdout = BufWriter::new(TerminalSafe::stdout());
-    let mut stderr = BufWriter::new(TerminalSafe::stderr());
+    let mut stdout = BufWriter::new(TerminalSafe::stdout(show));
+    let mut stderr = BufWriter::new(TerminalSafe::stderr(show));
     let mut run: Option<String> = None;
     let mut phase = Phase::Following;
     // Output goes where the run wrote it; a closed stdout (`| head`) must not stop us from
@@ -282,7 +283,7 @@ mod tests {
                 wait: true,
             }))
             .unwrap();
-        let code = follow(&mut client, true, None, &|_| true).unwrap();
+        let code = follow(&mut client, true, Show::Safe, None, &|_| true).unwrap();
         assert_eq!(code, 7);
         server.join().unwrap();
     }

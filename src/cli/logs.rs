@@ -38,7 +38,12 @@ impl Write for Styled<'_> {
             self.line.clear();
             let lines = match self.style {
                 Style::Raw => vec![text],
-                Style::Readable => super::agent_events::readable(&text),
+                // Made from the agent's JSON, whose escapes (`\u001b`) are decoded: escaped
+                // again, as the journal reader escapes every record it prints.
+                Style::Readable => super::agent_events::readable(&text)
+                    .iter()
+                    .map(|l| crate::terminal::escaped(l))
+                    .collect(),
                 Style::Json => vec![super::agent_events::as_json(&text)],
             };
             for l in lines {

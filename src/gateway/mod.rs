@@ -104,6 +104,8 @@ pub enum UpstreamPlan {
 pub struct GatewayFds {
     pub listener: OwnedFd,
     pub runner: OwnedFd,
+    /// The command side's cgroups (each command gets one of its own below them).
+    pub commands: crate::sandbox::command_cgroup::CommandCgroups,
 }
 
 /// One call through the gateway, as the journal keeps it: no argument values.
@@ -231,7 +233,7 @@ impl Gateway {
             let _entered = runtime.enter();
             tokio::net::TcpListener::from_std(listener)?
         };
-        let runner = runner_client::RunnerClient::new(fds.runner);
+        let runner = runner_client::RunnerClient::new(fds.runner, fds.commands);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let scope = scope::Scope::default();
         let mut connectors = std::collections::BTreeMap::new();

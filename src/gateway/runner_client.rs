@@ -1,13 +1,15 @@
 //! The supervisor's end of the run's command runner: one request message per command,
-//! carrying a fresh socket on which the command's shepherd writes the result. Dropping a
-//! call (its HTTP request went away, the gateway stopped) closes that socket, and the
-//! shepherd kills the command and everything it started.
+//! carrying a fresh socket on which the command's shepherd writes the result, and the
+//! command's own cgroup ([`CommandCgroups`]). Dropping a call (its HTTP request went away,
+//! the gateway stopped) closes that socket, and the shepherd kills the command and
+//! everything it started; whatever happened, the call's end kills its cgroup from here.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use nix::sys::socket::SockType;
 use tokio::io::AsyncReadExt;
 
+use crate::sandbox::command_cgroup::{CommandCgroup, CommandCgroups};
 use crate::sandbox::fdpass;
 use crate::sandbox::runner::{CommandRequest, CommandResult, MAX_REQUEST_BYTES, MAX_STREAM_BYTES};
 
@@ -21,6 +23,18 @@ const MAX_RESULT_BYTES: u64 = (2 * 6 * MAX_STREAM_BYTES as u64) + (64 << 10);
 pub struct RunnerClient {
     channel: OwnedFd,
     permits: tokio::sync::Semaphore,
+    cgroups: CommandCgroups,
+}
+
+/// A command's cgroup, ended when its call is over however it ends (a dropped future too).
+struct Ended<'a>(&'a CommandCgroups, Option<CommandCgroup>);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        if let Some(cg) = self.1.take() {
+            self.0.end(cg);
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +47,8 @@ pub enum RunnerError {
     BadResult,
     #[error("the command outlived its timeout; it was killed")]
     Overran,
+    #[error("the command's cgroup could not be made")]
+    Cgroup,
 }
 
 /// How long past its timeout a command's result may take (its shepherd kills it at the
@@ -40,10 +56,11 @@ pub enum RunnerError {
 const RESULT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl RunnerClient {
-    pub fn new(channel: OwnedFd) -> RunnerClient {
+    pub fn new(channel: OwnedFd, cgroups: CommandCgroups) -> RunnerClient {
         RunnerClient {
             channel,
             permits: tokio::sync::Semaphore::new(MAX_CONCURRENT),
+            cgroups,
         }
     }
 
@@ -59,9 +76,15 @@ impl RunnerClient {
             return Err(RunnerError::TooLarge);
         }
         let (ours, theirs) = fdpass::pair(SockType::Stream).map_err(|_| RunnerError::Gone)?;
+        // Fail closed: where the command side has cgroups, no command runs outside its own.
+        let cgroup = self.cgroups.command().map_err(|_| RunnerError::Cgroup)?;
+        let mut fds = vec![theirs.as_raw_fd()];
+        fds.extend(cgroup.iter().flat_map(CommandCgroup::fds));
+        let ended = Ended(&self.cgroups, cgroup);
+        let before = self.cgroups.refusals();
         // A seqpacket send of a few KiB to a runner that reads all the time: it does not
         // block for long.
-        fdpass::send(self.channel.as_fd(), &bytes, &[theirs.as_raw_fd()]).map_err(|e| {
+        fdpass::send(self.channel.as_fd(), &bytes, &fds).map_err(|e| {
             if e == nix::errno::Errno::EMSGSIZE {
                 RunnerError::TooLarge
             } else {
@@ -81,9 +104,17 @@ impl RunnerClient {
             .await
             .map_err(|_| RunnerError::Overran)?
             .map_err(|_| RunnerError::Gone)?;
+        drop(ended);
         if out.is_empty() {
             return Err(RunnerError::Gone);
         }
-        serde_json::from_slice(&out).map_err(|_| RunnerError::BadResult)
+        let mut result: CommandResult =
+            serde_json::from_slice(&out).map_err(|_| RunnerError::BadResult)?;
+        // What the command side's limits did meanwhile (with commands at once, to one of
+        // them), said where the agent reads the command's errors.
+        for what in self.cgroups.refusals().since(&before) {
+            result.stderr.push_str(&format!("\n[airlock: {what}]\n"));
+        }
+        Ok(result)
     }
 }

@@ -1,20 +1,32 @@
 //! In pid 1, once it is in the run's network namespace: the run's gateway listener and its
 //! command runner ([`runner`](super::runner)), both handed to the launcher over the
-//! helper's gateway socket. The listener is made before the agent exists, so whatever
-//! answers on 127.0.0.1:[`GATEWAY_PORT`] in the run is Airlock (Landlock lets the run bind
-//! no port); connections wait in its backlog until the supervisor serves them.
+//! helper's gateway socket, with the command side's cgroups (each command gets one of its
+//! own below them: [`command_cgroup`](super::command_cgroup)). The listener is made before
+//! the agent exists, so whatever answers on 127.0.0.1:[`GATEWAY_PORT`] in the run is
+//! Airlock (Landlock lets the run bind no port); connections wait in its backlog until the
+//! supervisor serves them.
+//!
+//! The runner is pid 1 of the command side's own pid namespace, in the command side's
+//! cgroups, with mount and IPC namespaces of its own: its own /proc, /tmp and /dev/shm
+//! (so no socket of one side is where the other can connect to it) and its own SysV IPC.
 
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use nix::sys::socket::SockType;
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::unistd::Pid;
 
+use super::limits::{self, Forked};
 use super::runner::{self, GATEWAY_PORT};
+use super::sides::{CommandSideFds, SideFds};
 use super::status::StatusFd;
-use super::{env, fdpass, fds, helper, identity, init, landlock, seccomp, RunSpec, SandboxError};
+use super::{
+    env, fdpass, fds, helper, identity, init, landlock, listen_notify, namespaces, rootfs, seccomp,
+    RunSpec, SandboxError,
+};
 
-/// The byte pid 1 sends with the listener and the runner's channel.
+/// The byte pid 1 sends with the listener and the runner's channel; the command side's
+/// cgroups follow, each named by its tag ([`CommandSideFds::tagged`]).
 pub const HANDOVER: &[u8] = b"g";
 
 /// The started runner, as pid 1 sees it.
@@ -43,7 +55,14 @@ impl Runner {
 
 /// Listen on the gateway port, start the runner, and hand the listener and the runner's
 /// channel to the launcher over `gateway` (closed here: only pid 1 held it).
-pub fn start(spec: &RunSpec, status: StatusFd, gateway: OwnedFd) -> Result<Runner, SandboxError> {
+pub fn start(
+    spec: &RunSpec,
+    status: StatusFd,
+    gateway: OwnedFd,
+    notify: RawFd,
+    cgroups: &SideFds,
+    handover: CommandSideFds,
+) -> Result<Runner, SandboxError> {
     const STEP: &str = "start the gateway";
     // std's listener: close-on-exec, and listening with a backlog of 128.
     let listener = OwnedFd::from(
@@ -54,11 +73,16 @@ pub fn start(spec: &RunSpec, status: StatusFd, gateway: OwnedFd) -> Result<Runne
         fdpass::pair(SockType::SeqPacket).map_err(|e| SandboxError::errno(STEP, e))?;
     let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SandboxError::errno(STEP, e))?;
-    // SAFETY: pid 1 is single-threaded, so the child may run any code; it _exits.
-    match unsafe { fork() }.map_err(|e| SandboxError::errno("fork command runner", e))? {
-        ForkResult::Child => {
-            drop((listener, ours, gateway, ready_r));
-            let code = match runner_child(spec, status, theirs, ready_w) {
+    // Pid 1 is single-threaded, so the child may run any code; it _exits.
+    match limits::clone_into(cgroups.v2(), true, "fork command runner")? {
+        Forked::Child { born_in } => {
+            drop((listener, ours, gateway, ready_r, handover));
+            let entered = cgroups
+                .enter(born_in)
+                .and_then(|()| namespaces::unshare_side())
+                .and_then(|()| rootfs::side_view(spec, true));
+            let served = entered.and_then(|()| runner_child(spec, status, notify, theirs, ready_w));
+            let code = match served {
                 Ok(code) => code,
                 Err(e) => {
                     status.error(&e);
@@ -68,14 +92,15 @@ pub fn start(spec: &RunSpec, status: StatusFd, gateway: OwnedFd) -> Result<Runne
             // SAFETY: leave without running pid 1's destructors.
             unsafe { libc::_exit(code) }
         }
-        ForkResult::Parent { child } => {
+        Forked::Parent { child, .. } => {
             drop((theirs, ready_w));
-            fdpass::send(
-                gateway.as_fd(),
-                HANDOVER,
-                &[listener.as_raw_fd(), ours.as_raw_fd()],
-            )
-            .map_err(|e| SandboxError::errno("hand the gateway to the launcher", e))?;
+            let (tags, cgroup_fds) = handover.tagged();
+            let mut message = HANDOVER.to_vec();
+            message.extend_from_slice(&tags);
+            let mut fds = vec![listener.as_raw_fd(), ours.as_raw_fd()];
+            fds.extend(cgroup_fds);
+            fdpass::send(gateway.as_fd(), &message, &fds)
+                .map_err(|e| SandboxError::errno("hand the gateway to the launcher", e))?;
             Ok(Runner {
                 pid: child,
                 ready: std::fs::File::from(ready_r),
@@ -89,20 +114,24 @@ pub fn start(spec: &RunSpec, status: StatusFd, gateway: OwnedFd) -> Result<Runne
 fn runner_child(
     spec: &RunSpec,
     status: StatusFd,
+    notify: RawFd,
     channel: OwnedFd,
     ready: OwnedFd,
 ) -> Result<i32, SandboxError> {
     init::reset_signals()?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid runner", e))?;
-    fds::close_all_except(&[status.raw(), channel.as_raw_fd(), ready.as_raw_fd()])?;
+    fds::close_all_except(&[status.raw(), notify, channel.as_raw_fd(), ready.as_raw_fd()])?;
     identity::become_instance(spec.uid, spec.gid)?;
     nix::unistd::chdir(&spec.workspace)
         .map_err(|e| SandboxError::errno("chdir workspace (runner)", e))?;
     let report = landlock::apply(&helper::command_side_rules(spec))?;
     helper::require_isolation(spec, &report)?;
     let envp = env::to_cstrings(&env::build(spec))?;
-    seccomp::install()?;
-    status.info(&format!("command side: runner ready, {report}"));
+    let listener = seccomp::install(seccomp::Side::Command)?;
+    listen_notify::send_listener(notify, listener)?;
+    status.info(&format!(
+        "command side: runner ready, {report}; its own pid, mount and IPC namespaces, /tmp and /dev/shm"
+    ));
     nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("runner ready", e))?;
     drop(ready);
     // The status pipe's end of file tells the launcher the run started: not ours to hold.

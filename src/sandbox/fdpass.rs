@@ -11,7 +11,7 @@ use nix::sys::socket::{
 };
 
 /// Most descriptors one message carries.
-pub const MAX_FDS: usize = 4;
+pub const MAX_FDS: usize = 8;
 
 /// Send `bytes` (at least one) with `fds` attached, as one message.
 pub fn send(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[RawFd]) -> nix::Result<()> {

@@ -48,6 +48,24 @@ pub fn pidfd_open(pid: libc::pid_t) -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as RawFd) })
 }
 
+/// `openat(dir, name, flags | O_CLOEXEC)`: a file below a folder held open, wherever that
+/// folder is (a cgroup's, outside the caller's view).
+pub fn openat(
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::CStr,
+    flags: libc::c_int,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: openat on a descriptor we own with a NUL-terminated name; the fd is owned
+    // right away.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by openat and is not owned elsewhere.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
 /// Mark an fd close-on-exec.
 pub fn set_cloexec(fd: RawFd) -> Result<(), SandboxError> {
     // SAFETY: fcntl on an fd number; a bad fd yields EBADF, which we report.

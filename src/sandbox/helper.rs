@@ -4,18 +4,22 @@
 //! helper (host namespaces): unshare the pid namespace; when started ahead of its run
 //! (`--run-id`), make the run's cgroups; fork pid 1 (born in the v2 cgroup when there is
 //! one already); read the spec from stdin to end of file, hand it to pid 1, check it; make
-//! the cgroups now if not yet, set the limits, move pid 1 into the v2 cgroup if it is not
-//! there, and tell pid 1 which v1 cgroups to join; then watch it
+//! the cgroups now if not yet, set the limits, with a command side make each side's
+//! cgroups ([`sides`](super::sides)), move pid 1 into the v2 cgroup if it is not there,
+//! and tell pid 1 which v1 cgroups to join and where the sides' are; then watch it
 //! ([`watch`](super::watch)): forward signals, enforce the deadline, kill pid 1 when the
-//! launcher dies, kill the cgroups at the end.
+//! launcher dies, answer the sides' `listen` calls ([`listen_notify`]), kill the cgroups
+//! at the end.
 //! pid 1 (init): start a child making the net namespace (with `lo` up), unshare mount, ipc
 //! and uts namespaces, build the part of the root that is the same for every run; read the
 //! spec; open the bind sources, finish the root with the run's part; wait for the helper's
 //! word on the cgroups and join the v1 ones; pivot_root, unshare the cgroup namespace,
-//! join the net namespace, hostname, rlimits, setsid, close fds, fork the agent, keep only
-//! CAP_KILL, let the agent exec, reap until it exits.
+//! join the net namespace, hostname, rlimits, setsid, close fds; with a command side start
+//! it ([`command_side`]: the runner, pid 1 of a pid namespace of its own) and the agent
+//! side's init ([`agent_side`]: likewise, it forks the agent), otherwise fork the agent;
+//! keep only CAP_KILL, let the agent exec, reap until it (or its side's init) exits.
 //! agent child: setsid, drop to the instance uid with no capabilities and no_new_privs,
-//! chdir, Landlock, seccomp (all while pid 1 reduces itself), then wait for pid 1 and
+//! chdir, Landlock, seccomp (all while pid 1 reduces itself), then wait for its word and
 //! execve with a clean env.
 //!
 //! Any failure is written to the status fd with the step that failed, and the agent is
@@ -30,17 +34,19 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 use nix::sys::signal::{kill, Signal};
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::unistd::Pid;
 
 use super::landlock::{self, LandlockRules};
 use super::limits::{self, Enforcement, Forked, ProcLimit, RunCgroups};
+use super::listen_notify::{self, Listeners};
 use super::runner::GATEWAY_PORT;
+use super::sides::{CgroupWord, OpenSides, SideFds};
 use super::spec::{DiskTarget, ExecAllow, DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
 use super::status::StatusFd;
 use super::watch::Watch;
 use super::{
-    command_side, disk, env, fds, identity, init, namespaces, rootfs, seccomp, RunSpec,
-    SandboxError,
+    agent_side, command_side, disk, env, fdpass, fds, identity, init, namespaces, rootfs, seccomp,
+    RunSpec, SandboxError,
 };
 
 /// Exit code of the helper (and of pid 1) when the jail could not be built.
@@ -128,6 +134,9 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
     let (life_r, life_w) = pipe()?;
     let (cg_r, cg_w) = pipe()?;
     let (spec_r, spec_w) = pipe()?;
+    // The sides' `listen` filters come back to the helper on this ([`listen_notify`]).
+    let (notify_r, notify_w) = fdpass::pair(nix::sys::socket::SockType::SeqPacket)
+        .map_err(|e| SandboxError::errno("helper socket", e))?;
     // The run's cgroups, removed at the end whatever happened. Told its run ahead, the
     // helper makes them now, so pid 1 is born in the v2 one (see `RunCgroups`).
     let mut cgroups = match &launch.ahead {
@@ -143,9 +152,20 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
     let stdio = launch.stdio.take();
     let forked = limits::fork_into(cgroups.as_ref().and_then(RunCgroups::v2_dir));
     let (child, born_in) = match forked {
-        Ok(Forked::Child) => {
-            drop((life_w, cg_w, spec_w));
-            let code = match pid1(status, life_r, cg_r, spec_r, gateway, stdio, launch.start) {
+        Ok(Forked::Child { .. }) => {
+            drop((life_w, cg_w, spec_w, notify_r));
+            let code = match pid1(
+                status,
+                Pid1Fds {
+                    life_r,
+                    cg_r,
+                    spec_r,
+                    notify: notify_w,
+                    gateway,
+                    stdio,
+                },
+                launch.start,
+            ) {
                 Ok(code) => code,
                 // The helper reports a spec it could not hand over; the rest is ours.
                 Err(Pid1Error::NoSpec) => EXIT_SETUP_FAILED,
@@ -165,7 +185,8 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
             return Err(e);
         }
     };
-    drop((life_r, cg_r, spec_r, gateway, stdio));
+    drop((life_r, cg_r, spec_r, notify_w, gateway, stdio));
+    let mut notify_r = Some(notify_r);
     // Dropped (below) before the write ends of the pipes: on an error pid 1 is killed (and
     // with it the whole run) before it can read the end of a pipe.
     let mut guard = Pid1Guard(Some(child));
@@ -205,6 +226,9 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
         let watch = Watch::new(
             launch.launcher,
             launch.lifeline.take(),
+            notify_r
+                .take()
+                .map(|s| Listeners::new(s, spec.uid, spec.gid)),
             Instant::now(),
             deadline,
             grace,
@@ -219,12 +243,24 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
             )?),
         };
         let enforced = c.limit(&spec.limits)?;
+        // Two sides only where there is a command side (a connector's jail has one program).
+        let split = if spec.gateway {
+            Some(c.split(&spec.limits)?)
+        } else {
+            None
+        };
         c.join_v2(child)?;
-        let nproc = enforced.procs == ProcLimit::RlimitNproc;
-        let word = cgroup_word(nproc, c.v1_dirs());
+        let word = CgroupWord {
+            nproc: enforced.procs == ProcLimit::RlimitNproc,
+            join: c.v1_dirs().cloned().collect(),
+            sides: split.as_ref().map(|(s, _)| s.clone()),
+        };
         cg_w.take()
-            .map_or(Ok(()), |w| write_all(w, &word, "start pid 1"))?;
+            .map_or(Ok(()), |w| write_all(w, &word.encode(), "start pid 1"))?;
         report(&spec, status, c, enforced, deadline, grace, lifeline_note);
+        if let Some((_, r)) = &split {
+            status.info(&r.to_string());
+        }
         // Our copy of the status fd is no longer needed: EOF comes from the agent's exec.
         let _ = nix::unistd::close(status.raw());
         let outcome = watch.supervise(child);
@@ -307,47 +343,6 @@ impl From<SandboxError> for Pid1Error {
     }
 }
 
-/// What the helper tells pid 1 once the run's cgroups are limited and pid 1 is in the v2
-/// one: whether a cgroup limits the run's processes or `RLIMIT_NPROC` must (one byte), then
-/// the v1 cgroups pid 1 joins itself, one path per line, then [`CG_END`] (a word cut short
-/// is refused, never read as fewer cgroups).
-const CG_LIMITED: u8 = b'c';
-const CG_NPROC: u8 = b'n';
-const CG_END: &[u8] = b".\n";
-
-fn cgroup_word<'a>(nproc: bool, v1: impl Iterator<Item = &'a PathBuf>) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut word = vec![if nproc { CG_NPROC } else { CG_LIMITED }];
-    for d in v1 {
-        word.extend_from_slice(d.as_os_str().as_bytes());
-        word.push(b'\n');
-    }
-    word.extend_from_slice(CG_END);
-    word
-}
-
-/// Read the helper's word on the cgroups (to end of file): `RLIMIT_NPROC` needed, and the
-/// v1 cgroups to join. None when the helper sent none or not all of it (it failed, and
-/// reports why).
-fn read_cgroup_word(fd: OwnedFd) -> Option<(bool, Vec<PathBuf>)> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut word = Vec::new();
-    std::fs::File::from(fd).read_to_end(&mut word).ok()?;
-    let (first, rest) = word.split_first()?;
-    let nproc = match *first {
-        CG_LIMITED => false,
-        CG_NPROC => true,
-        _ => return None,
-    };
-    let paths = rest.strip_suffix(CG_END)?;
-    let dirs = paths
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| PathBuf::from(std::ffi::OsStr::from_bytes(l)))
-        .collect();
-    Some((nproc, dirs))
-}
-
 /// The run log's lines on how the jail is limited, ended and watched.
 fn report(
     spec: &RunSpec,
@@ -413,16 +408,27 @@ impl Drop for Pid1Guard {
     }
 }
 
-/// Pid 1 of the run.
-fn pid1(
-    status: StatusFd,
+/// What pid 1 gets from the helper: the helper's lifeline, its word on the cgroups, the
+/// spec, the socket the sides' `listen` filters go back on, and the launcher's sockets.
+struct Pid1Fds {
     life_r: OwnedFd,
     cg_r: OwnedFd,
     spec_r: OwnedFd,
+    notify: OwnedFd,
     gateway: Option<OwnedFd>,
     stdio: Option<OwnedFd>,
-    start: Instant,
-) -> Result<i32, Pid1Error> {
+}
+
+/// Pid 1 of the run.
+fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error> {
+    let Pid1Fds {
+        life_r,
+        cg_r,
+        spec_r,
+        notify,
+        gateway,
+        stdio,
+    } = fds;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| SandboxError::errno("set parent-death signal", e))?;
     // The helper may have died before the line above: then the lifeline is already closed.
@@ -477,31 +483,51 @@ fn pid1(
     // In the run's cgroups (made meanwhile) before anything of the run starts, so every
     // later process is counted: the helper has put this process in the v2 one, and names
     // the v1 ones to join while their host paths are still visible (before the pivot).
-    let Some((nproc, v1)) = read_cgroup_word(cg_r) else {
+    let mut word = Vec::new();
+    let read = std::fs::File::from(cg_r).read_to_end(&mut word);
+    let Some(word) = read.ok().and_then(|_| CgroupWord::decode(&word)) else {
         return Err(SandboxError::Invalid {
             step: "join run cgroup",
             why: "the jail helper did not place pid 1 in the run's cgroups".to_string(),
         }
         .into());
     };
-    limits::join_self_v1(&v1)?;
+    limits::join_self_v1(&word.join)?;
+    // The sides' cgroups, opened while their host paths are still in view.
+    let sides = match &word.sides {
+        Some(s) => OpenSides::open(s)?,
+        None => OpenSides::default(),
+    };
     rootfs::switch_root()?;
     // Rooted in the run's cgroups.
     namespaces::unshare_cgroup()?;
     // Joined before anything of the run starts; `lo` is up in it already.
     net.enter()?;
     namespaces::set_hostname(&spec.run_id)?;
-    limits::apply_rlimits(&spec.limits, nproc)?;
+    limits::apply_rlimits(&spec.limits, word.nproc)?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid", e))?;
-    let mut keep = vec![status.raw(), life_r.as_raw_fd()];
+    let mut keep = vec![status.raw(), life_r.as_raw_fd(), notify.as_raw_fd()];
     keep.extend(gateway.as_ref().map(AsRawFd::as_raw_fd));
+    keep.extend(sides.raw_fds());
     fds::close_all_except(&keep)?;
     init::block_signals()?;
     // The command side first, before the agent's Landlock domain exists: the runner's own
     // domain is then a sibling of the agent's, never nested under it.
+    let OpenSides {
+        agent: agent_fds,
+        command: command_fds,
+        handover,
+    } = sides;
     let runner = match (spec.gateway, gateway) {
         (false, _) => None,
-        (true, Some(gw)) => Some(command_side::start(spec, status, gw)?),
+        (true, Some(gw)) => Some(command_side::start(
+            spec,
+            status,
+            gw,
+            notify.as_raw_fd(),
+            &command_fds,
+            handover,
+        )?),
         (true, None) => {
             return Err(SandboxError::Invalid {
                 step: "start the gateway",
@@ -513,20 +539,39 @@ fn pid1(
 
     let (go_r, go_w) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("start pipe", e))?;
-    // SAFETY: pid 1 is single-threaded.
-    match unsafe { fork() }.map_err(|e| SandboxError::errno("fork agent", e))? {
-        ForkResult::Child => {
+    // With a command side, the agent's own: a workflow role's command is on the command side.
+    let agent_cgroups = match (spec.gateway, &spec.exec) {
+        (false, _) => None,
+        (true, Some(_)) => Some(&agent_fds),
+        (true, None) => Some(&command_fds),
+    };
+    // With two sides, the agent side in a pid namespace of its own, whose pid 1 is the
+    // agent side's init ([`agent_side`]); otherwise the agent is pid 1's child.
+    let forked = limits::clone_into(
+        agent_cgroups.and_then(SideFds::v2),
+        agent_cgroups.is_some(),
+        "fork agent",
+    )?;
+    match forked {
+        Forked::Child { born_in } => {
             drop(go_w);
             drop(life_r);
-            let err = match agent(spec, status, go_r, start, spec_at) {
-                Ok(never) => match never {},
-                Err(e) => e,
+            let side = agent_side::Side {
+                go_r,
+                notify: notify.as_raw_fd(),
+                start,
+                spec_at,
+            };
+            let err = match agent_cgroups {
+                Some(fds) => agent_side::init(spec, status, side, fds, born_in),
+                None => agent_alone(spec, status, side),
             };
             status.error(&err);
-            // SAFETY: see above.
+            // SAFETY: leave without running pid 1's destructors.
             unsafe { libc::_exit(EXIT_SETUP_FAILED) }
         }
-        ForkResult::Parent { child } => {
+        Forked::Parent { child, .. } => {
+            drop((agent_fds, command_fds, notify));
             drop(go_r);
             let ready = identity::reduce_init().and_then(|()| match runner {
                 Some(r) => r.wait_ready(),
@@ -566,6 +611,7 @@ pub fn command_side_rules(spec: &RunSpec) -> LandlockRules {
         read_only: existing(&["/etc", "/proc", "/dev"]),
         read_write: writable(spec),
         read_write_noexec: Vec::new(),
+        make_sock: socket_dirs(spec),
         connect_tcp: gateway_ports(spec),
         bind_tcp: Vec::new(),
     }
@@ -581,6 +627,7 @@ pub fn agent_side_rules(spec: &RunSpec, exec: &ExecAllow) -> LandlockRules {
         read_only,
         read_write: Vec::new(),
         read_write_noexec: writable(spec),
+        make_sock: socket_dirs(spec),
         connect_tcp: gateway_ports(spec),
         bind_tcp: Vec::new(),
     }
@@ -598,12 +645,25 @@ fn system_dirs() -> Vec<&'static str> {
         .collect()
 }
 
+/// Each side's own scratch space (the only places it may make a socket).
+const SCRATCH: &[&str] = &["/tmp", "/dev/shm"];
+
+/// Where a side may make unix sockets: its own scratch folders, but not one that holds the
+/// workspace or the home below it (a `--workspace /tmp/x`), since a Landlock right given
+/// on a folder holds for everything below it and those two are both sides'.
+fn socket_dirs(spec: &RunSpec) -> Vec<PathBuf> {
+    let shared = [spec.workspace.clone(), spec.jail_home()];
+    existing(SCRATCH)
+        .into_iter()
+        .filter(|d| !shared.iter().any(|s| s.starts_with(d)))
+        .collect()
+}
+
 /// The run's writable places: workspace, home, scratch, a few device nodes.
 fn writable(spec: &RunSpec) -> Vec<PathBuf> {
     let mut v = vec![spec.workspace.clone(), spec.jail_home()];
+    v.extend(existing(SCRATCH));
     v.extend(existing(&[
-        "/tmp",
-        "/dev/shm",
         "/dev/null",
         "/dev/zero",
         "/dev/full",
@@ -640,17 +700,36 @@ pub fn require_isolation(
     Ok(())
 }
 
-/// The agent child: become the instance and exec. Returns only on failure.
-fn agent(
+/// The agent child of a run without a command side (a connector's jail): its view, then
+/// [`agent`]. Returns only on failure.
+fn agent_alone(spec: &RunSpec, status: StatusFd, side: agent_side::Side) -> SandboxError {
+    if let Some(x) = &spec.exec {
+        if let Err(e) = rootfs::agent_view(x) {
+            return e;
+        }
+    }
+    match agent(spec, status, side) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    }
+}
+
+/// The agent child (its view already made, see [`rootfs::agent_view`]): become the
+/// instance and exec. Returns only on failure.
+pub fn agent(
     spec: &RunSpec,
     status: StatusFd,
-    go_r: OwnedFd,
-    start: Instant,
-    spec_at: Instant,
+    side: agent_side::Side,
 ) -> Result<Infallible, SandboxError> {
+    let agent_side::Side {
+        go_r,
+        notify,
+        start,
+        spec_at,
+    } = side;
     init::reset_signals()?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid agent", e))?;
-    fds::close_all_except(&[status.raw(), go_r.as_raw_fd()])?;
+    fds::close_all_except(&[status.raw(), go_r.as_raw_fd(), notify])?;
     if status.raw() > 2 {
         // Closed by the exec itself: end-of-file tells the launcher the agent started.
         fds::set_cloexec(status.raw())?;
@@ -660,11 +739,6 @@ fn agent(
         nix::unistd::dup2(0, 1).map_err(|e| SandboxError::errno("stdio", e))?;
     }
     fds::give_pipes(&[1, 2], spec.uid, spec.gid)?;
-    // The agent side's own view, while it is still root: every mount noexec but the files
-    // of its exec set. The command side keeps pid 1's view.
-    if let Some(x) = &spec.exec {
-        rootfs::agent_view(x)?;
-    }
     identity::become_instance(spec.uid, spec.gid)?;
     nix::unistd::chdir(&spec.workspace).map_err(|e| SandboxError::errno("chdir workspace", e))?;
 
@@ -676,10 +750,15 @@ fn agent(
     require_isolation(spec, &report)?;
     status.info(&match &spec.exec {
         Some(x) => format!(
-            "agent side: {report}; exec only {} program(s), {} libraries and {} runtime folders, every other mount noexec, memfd exec off",
+            "agent side: {report}; exec only {} program(s), {} libraries and {} runtime folders, every other mount noexec, no memfd, memfd exec off{}",
             x.programs.len(),
             x.libraries.len(),
-            x.trees.len()
+            x.trees.len(),
+            if spec.gateway {
+                "; its own pid, mount and IPC namespaces"
+            } else {
+                ""
+            }
         ),
         None => format!("agent on the command side: {report}"),
     });
@@ -697,7 +776,12 @@ fn agent(
         })?;
     let candidates = env::program_candidates(&spec.argv[0]);
 
-    seccomp::install()?;
+    // A program on the command side (a workflow role's command) gets that side's filter.
+    let listener = seccomp::install(match spec.exec {
+        Some(_) => seccomp::Side::Agent,
+        None => seccomp::Side::Command,
+    })?;
+    listen_notify::send_listener(notify, listener)?;
     // The agent is set up while pid 1 reduces itself; it execs only once pid 1 is done.
     let mut go = [0u8; 1];
     let went = std::fs::File::from(go_r).read_exact(&mut go);
@@ -732,32 +816,6 @@ fn agent(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_cgroup_word_cut_short_is_refused() {
-        let dirs = vec![
-            PathBuf::from("/sys/fs/cgroup/pids/airlock/r-1"),
-            PathBuf::from("/sys/fs/cgroup/memory/m/airlock/r-1"),
-        ];
-        let read = |bytes: &[u8]| {
-            let (r, w) = nix::unistd::pipe().expect("pipe");
-            nix::unistd::write(&w, bytes).expect("write");
-            drop(w);
-            read_cgroup_word(r)
-        };
-        let word = cgroup_word(true, dirs.iter());
-        assert_eq!(read(&word), Some((true, dirs.clone())));
-        assert_eq!(
-            read(&cgroup_word(false, [].iter())),
-            Some((false, Vec::new()))
-        );
-        for cut in 0..word.len() {
-            assert_eq!(
-                read(&word[..cut]),
-                None,
-                "a word cut at byte {cut} was taken"
-            );
-        }
-    }
     use crate::sandbox::spec::JAIL_FILE_DIRS;
 
     #[test]

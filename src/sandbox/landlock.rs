@@ -50,10 +50,15 @@ pub struct LandlockRules {
     pub read_only: Vec<PathBuf>,
     /// As `read_only`, plus execute.
     pub read_exec: Vec<PathBuf>,
-    /// Every handled right: create, write, remove, truncate, execute, device ioctl.
+    /// Every handled right but making sockets: create, write, remove, truncate, execute,
+    /// device ioctl.
     pub read_write: Vec<PathBuf>,
     /// As `read_write`, without execute (the agent side's workspace, home and scratch).
     pub read_write_noexec: Vec<PathBuf>,
+    /// Where unix sockets may be made (bound): a side's own /tmp and /dev/shm, never a
+    /// folder the other side (or the host) can reach, so no socket can carry a descriptor
+    /// from one side to the other.
+    pub make_sock: Vec<PathBuf>,
     /// TCP ports the run may connect to (enforced from ABI 4; empty = none).
     pub connect_tcp: Vec<u16>,
     /// TCP ports the run may bind (enforced from ABI 4; empty = none).
@@ -257,12 +262,20 @@ pub fn apply(rules: &LandlockRules) -> Result<LandlockReport, SandboxError> {
         read_rights() | AccessFs::Execute,
         level,
     )?;
-    created = add_paths(created, "read_write", &rules.read_write, fs, level)?;
+    let rw = fs & !AccessFs::MakeSock;
+    created = add_paths(created, "read_write", &rules.read_write, rw, level)?;
     created = add_paths(
         created,
         "read_write_noexec",
         &rules.read_write_noexec,
-        fs & !AccessFs::Execute,
+        rw & !AccessFs::Execute,
+        level,
+    )?;
+    created = add_paths(
+        created,
+        "make_sock",
+        &rules.make_sock,
+        AccessFs::MakeSock.into(),
         level,
     )?;
     if net_rules {

@@ -38,7 +38,7 @@ pub fn apply_rlimits(l: &Limits, nproc: bool) -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn write_file(path: &Path, text: &str, step: &'static str) -> Result<(), SandboxError> {
+pub(super) fn write_file(path: &Path, text: &str, step: &'static str) -> Result<(), SandboxError> {
     let mut f = fs::OpenOptions::new()
         .write(true)
         .open(path)
@@ -118,15 +118,21 @@ pub struct Enforcement {
 /// cgroup holds nothing, and systemd removes the subgroups of a unit's cgroup with it.
 #[derive(Debug, Default)]
 pub struct RunCgroups {
-    /// Every run cgroup made, in order.
+    /// Every run cgroup made, in order (each removed with what was made below it).
     pub dirs: Vec<PathBuf>,
     /// Pid 1 is in the v2 cgroup (born there or moved).
     v2_joined: bool,
-    run_id: String,
-    v2: Option<PathBuf>,
+    pub(super) run_id: String,
+    pub(super) v2: Option<PathBuf>,
+    /// Pid 1's leaf below the v2 cgroup, where the v2 cgroup hands controllers down to the
+    /// sides of the run (a v2 cgroup with processes of its own may not).
+    pub(super) v2_init: Option<PathBuf>,
     /// The v2 cgroup has the pids controller.
-    v2_pids: bool,
-    v1_pids: Option<PathBuf>,
+    pub(super) v2_pids: bool,
+    /// The v2 cgroup has the memory controller.
+    pub(super) v2_memory: bool,
+    pub(super) v1_pids: Option<PathBuf>,
+    pub(super) v1_memory: Option<PathBuf>,
 }
 
 impl RunCgroups {
@@ -154,6 +160,12 @@ impl RunCgroups {
             let dir = self.make(parent, run_id, "create run cgroup")?;
             // A controller's files only exist when the parent delegates it to us.
             self.v2_pids = dir.join("pids.max").exists();
+            self.v2_memory = dir.join("memory.max").exists();
+            if self.v2_pids || self.v2_memory {
+                let init = dir.join("init");
+                fs::create_dir(&init).map_err(|e| SandboxError::sys("create run cgroup", e))?;
+                self.v2_init = Some(init);
+            }
             self.v2 = Some(dir);
         }
         if !self.v2_pids {
@@ -221,18 +233,27 @@ impl RunCgroups {
         };
         let run_id = self.run_id.clone();
         let dir = self.make_v1(&parent, &run_id, "create run memory cgroup (v1)")?;
-        write_file(
-            &dir.join("memory.limit_in_bytes"),
-            &m,
-            "cgroup v1 memory.limit_in_bytes",
-        )?;
-        // Memory plus swap, set after the memory limit (it may not be lower).
-        let memsw = dir.join("memory.memsw.limit_in_bytes");
-        let has_memsw = memsw.exists();
-        if has_memsw {
-            write_file(&memsw, &m, "cgroup v1 memory.memsw.limit_in_bytes")?;
-        }
+        let has_memsw = limit_memory_v1(&dir, &m)?;
+        self.v1_memory = Some(dir);
         Ok(MemLimit::CgroupV1 { memsw: has_memsw })
+    }
+
+    /// Where the run's memory limit is: (the cgroup, cgroup v2).
+    pub(super) fn memory_dir(&self) -> Option<(&Path, bool)> {
+        match (&self.v2, &self.v1_memory) {
+            (Some(d), _) if self.v2_memory => Some((d, true)),
+            (_, Some(d)) => Some((d, false)),
+            _ => None,
+        }
+    }
+
+    /// Where the run's process limit is: (the cgroup, cgroup v2).
+    pub(super) fn pids_dir(&self) -> Option<(&Path, bool)> {
+        match (&self.v2, &self.v1_pids) {
+            (Some(d), _) if self.v2_pids => Some((d, true)),
+            (_, Some(d)) => Some((d, false)),
+            _ => None,
+        }
     }
 
     /// The CPU weight (a priority: where no controller gives it, the run says so and
@@ -381,9 +402,9 @@ impl RunCgroups {
         }
     }
 
-    /// The run's v2 cgroup, for [`fork_into`].
+    /// Pid 1's cgroup v2, for [`fork_into`]: the run's, or its leaf there.
     pub fn v2_dir(&self) -> Option<&Path> {
-        self.v2.as_deref()
+        self.v2_init.as_deref().or(self.v2.as_deref())
     }
 
     /// Pid 1 was born in the v2 cgroup: [`RunCgroups::join_v2`] has nothing to do.
@@ -395,7 +416,7 @@ impl RunCgroups {
     /// the children it forks from then on are born there. Takes the kernel's global cgroup
     /// lock (see the type's doc).
     pub fn join_v2(&mut self, pid: nix::unistd::Pid) -> Result<(), SandboxError> {
-        if let Some(dir) = self.v2.as_ref().filter(|_| !self.v2_joined) {
+        if let Some(dir) = self.v2_dir().filter(|_| !self.v2_joined) {
             write_file(
                 &dir.join("cgroup.procs"),
                 &pid.to_string(),
@@ -406,18 +427,21 @@ impl RunCgroups {
         Ok(())
     }
 
-    /// The v1 cgroups, which pid 1 joins itself ([`join_self_v1`]).
+    /// The run's v1 cgroups, which pid 1 joins itself ([`join_self_v1`]).
     pub fn v1_dirs(&self) -> impl Iterator<Item = &PathBuf> {
+        let v2 = self.v2.clone();
         self.dirs
             .iter()
-            .filter(move |d| Some(*d) != self.v2.as_ref())
+            .filter(move |d| !v2.as_ref().is_some_and(|v| d.starts_with(v)))
+            .filter(move |d| d.file_name().is_some_and(|n| n == self.run_id.as_str()))
     }
 
     /// Kill every process in the run's cgroups and remove them. Safe to call more than
     /// once. Tries every directory even when one fails; returns the first error.
     pub fn kill_and_remove(&self) -> Result<(), SandboxError> {
         let mut first = Ok(());
-        for d in &self.dirs {
+        // The last made first: a cgroup goes only once its children are gone.
+        for d in self.dirs.iter().rev() {
             let r = kill_and_remove(d);
             if first.is_ok() {
                 first = r;
@@ -524,11 +548,11 @@ pub fn join_self_v1(dirs: &[PathBuf]) -> Result<(), SandboxError> {
     Ok(())
 }
 
-/// How [`fork_into`] placed the child.
+/// How [`fork_into`] and [`clone_into`] placed the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Forked {
-    Child,
     /// `born_in`: the child was born in the cgroup asked for.
+    Child { born_in: bool },
     Parent {
         child: nix::unistd::Pid,
         born_in: bool,
@@ -540,9 +564,31 @@ pub enum Forked {
 /// Falls back to a plain fork where it cannot be used (kernels before 5.7, a seccomp filter
 /// of the host's); the caller then moves the child. The caller must be single-threaded.
 pub fn fork_into(cgroup: Option<&Path>) -> Result<Forked, SandboxError> {
-    const STEP: &str = "fork pid 1";
-    if let Some(dir) = cgroup {
-        let fd = fs::File::open(dir).map_err(|e| SandboxError::sys(STEP, e))?;
+    let dir = match cgroup {
+        Some(d) => Some(fs::File::open(d).map_err(|e| SandboxError::sys("fork pid 1", e))?),
+        None => None,
+    };
+    clone_into(
+        dir.as_ref().map(std::os::fd::AsFd::as_fd),
+        false,
+        "fork pid 1",
+    )
+}
+
+/// Fork as [`fork_into`] does, into the cgroup v2 directory open as `cgroup`, and with
+/// `new_pid_ns` as pid 1 of a new pid namespace (the caller needs CAP_SYS_ADMIN). The
+/// caller must be single-threaded.
+pub fn clone_into(
+    cgroup: Option<std::os::fd::BorrowedFd<'_>>,
+    new_pid_ns: bool,
+    step: &'static str,
+) -> Result<Forked, SandboxError> {
+    let pid_ns = if new_pid_ns {
+        libc::CLONE_NEWPID as u64
+    } else {
+        0
+    };
+    if let Some(fd) = cgroup {
         // The kernel's struct clone_args (version 2, with `cgroup`).
         #[repr(C)]
         struct CloneArgs {
@@ -560,7 +606,7 @@ pub fn fork_into(cgroup: Option<&Path>) -> Result<Forked, SandboxError> {
         }
         const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
         let args = CloneArgs {
-            flags: CLONE_INTO_CGROUP,
+            flags: CLONE_INTO_CGROUP | pid_ns,
             pidfd: 0,
             child_tid: 0,
             parent_tid: 0,
@@ -575,9 +621,9 @@ pub fn fork_into(cgroup: Option<&Path>) -> Result<Forked, SandboxError> {
         // SAFETY: clone3 without CLONE_VM and without a stack is fork: the child gets a copy
         // of this single-threaded process and returns here with 0. glibc's fork handlers do
         // not run: with one thread no lock can be held by another. What stays stale in the
-        // child (pthread_self()'s cached tid, the robust-mutex list) is unused by pid 1;
-        // raise() and abort() ask the kernel for the tid, and glibc's fork, which pid 1
-        // calls later, sets it right in the grandchildren.
+        // child (pthread_self()'s cached tid, the robust-mutex list) is unused by the jail's
+        // processes; raise() and abort() ask the kernel for the tid, and glibc's fork, which
+        // they call later, sets it right in the grandchildren.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_clone3,
@@ -586,7 +632,7 @@ pub fn fork_into(cgroup: Option<&Path>) -> Result<Forked, SandboxError> {
             )
         };
         match rc {
-            0 => return Ok(Forked::Child),
+            0 => return Ok(Forked::Child { born_in: true }),
             pid if pid > 0 => {
                 return Ok(Forked::Parent {
                     child: nix::unistd::Pid::from_raw(pid as i32),
@@ -597,29 +643,80 @@ pub fn fork_into(cgroup: Option<&Path>) -> Result<Forked, SandboxError> {
                 let e = std::io::Error::last_os_error();
                 // Out of processes or memory: a fork would fail too. Anything else (no
                 // clone3, no CLONE_INTO_CGROUP, a seccomp filter of the host's refusing
-                // clone3): fork, and the caller moves the child, failing closed if it cannot.
+                // clone3): fork, and the child is moved, failing closed if it cannot be.
                 if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOMEM)) {
-                    return Err(SandboxError::sys(STEP, e));
+                    return Err(SandboxError::sys(step, e));
                 }
             }
         }
     }
-    // SAFETY: the caller is single-threaded (see above).
-    match unsafe { nix::unistd::fork() }.map_err(|e| SandboxError::errno(STEP, e))? {
-        nix::unistd::ForkResult::Child => Ok(Forked::Child),
-        nix::unistd::ForkResult::Parent { child } => Ok(Forked::Parent {
-            child,
+    if !new_pid_ns {
+        // SAFETY: the caller is single-threaded (see above).
+        return match unsafe { nix::unistd::fork() }.map_err(|e| SandboxError::errno(step, e))? {
+            nix::unistd::ForkResult::Child => Ok(Forked::Child { born_in: false }),
+            nix::unistd::ForkResult::Parent { child } => Ok(Forked::Parent {
+                child,
+                born_in: false,
+            }),
+        };
+    }
+    // SAFETY: as above; `clone` with only these flags and no stack is fork with a new pid
+    // namespace for the child.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            pid_ns | libc::SIGCHLD as u64,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    match rc {
+        0 => Ok(Forked::Child { born_in: false }),
+        pid if pid > 0 => Ok(Forked::Parent {
+            child: nix::unistd::Pid::from_raw(pid as i32),
             born_in: false,
         }),
+        _ => Err(SandboxError::sys(step, std::io::Error::last_os_error())),
     }
 }
 
-/// Kill every process in a run cgroup directory and remove it, waiting (bounded) until it
-/// is empty.
+/// `memory.limit_in_bytes` of a v1 memory cgroup, and memory plus swap where the host
+/// accounts swap (set after the memory limit, which it may not be below). Whether it did.
+pub(super) fn limit_memory_v1(dir: &Path, bytes: &str) -> Result<bool, SandboxError> {
+    write_file(
+        &dir.join("memory.limit_in_bytes"),
+        bytes,
+        "cgroup v1 memory.limit_in_bytes",
+    )?;
+    let memsw = dir.join("memory.memsw.limit_in_bytes");
+    let has_memsw = memsw.exists();
+    if has_memsw {
+        write_file(&memsw, bytes, "cgroup v1 memory.memsw.limit_in_bytes")?;
+    }
+    Ok(has_memsw)
+}
+
+/// Kill every process in a run cgroup directory and below it, and remove them all (the
+/// deepest first), waiting (bounded) until each is empty.
 pub fn kill_and_remove(dir: &Path) -> Result<(), SandboxError> {
     if !dir.exists() {
         return Ok(());
     }
+    // cgroup.kill (below) reaches the children too; their folders must go first.
+    let mut first = Ok(());
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let r = kill_and_remove(&e.path());
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+        }
+    }
+    first?;
     let kill = dir.join("cgroup.kill");
     if kill.exists() {
         write_file(&kill, "1", "cgroup.kill")?;

@@ -1,6 +1,8 @@
 //! The jail of one run. This layer is the only one that makes namespace, mount and
 //! credential syscalls. One file per isolation step; [`helper`] runs them in order.
 
+pub mod agent_side;
+pub mod command_cgroup;
 pub mod command_side;
 pub mod disk;
 pub mod env;
@@ -12,11 +14,13 @@ pub mod identity;
 pub mod init;
 pub mod landlock;
 pub mod limits;
+pub mod listen_notify;
 pub mod namespaces;
 pub mod rootfs;
 pub mod runner;
 pub mod seccomp;
 pub mod seccomp_table;
+pub mod sides;
 pub mod spec;
 pub mod status;
 pub mod watch;

@@ -28,6 +28,13 @@ pub fn unshare_mount_ipc_uts() -> Result<(), SandboxError> {
     unshare(flags).map_err(|e| SandboxError::errno("unshare namespaces", e))
 }
 
+/// In each side's first process (still root): mount and IPC namespaces of its own, so a
+/// side has its own /proc, /tmp and /dev/shm, and its own SysV IPC and POSIX queues.
+pub fn unshare_side() -> Result<(), SandboxError> {
+    unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)
+        .map_err(|e| SandboxError::errno("unshare the side's namespaces", e))
+}
+
 /// In pid 1, once it is in the run's cgroups: a cgroup namespace rooted there.
 pub fn unshare_cgroup() -> Result<(), SandboxError> {
     unshare(CloneFlags::CLONE_NEWCGROUP)

@@ -350,19 +350,8 @@ pub fn build_common() -> Res {
 pub fn finish(spec: &RunSpec, src: &Sources) -> Res {
     let root = Path::new(BUILD_DIR);
     etc_run(root, spec)?;
-    tmpfs(
-        &root.join("tmp"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        &format!("mode=1777,size={}", spec.limits.tmp_bytes),
-        "mount /tmp",
-    )?;
+    scratch(root, spec)?;
     let dev = root.join("dev");
-    tmpfs(
-        &dev.join("shm"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        &format!("mode=1777,size={}", spec.limits.shm_bytes),
-        "mount /dev/shm",
-    )?;
     // /dev read-only: device nodes stay writable (/dev/null), a read-only file system
     // only refuses writes to files, folders and links.
     remount_ro(
@@ -380,6 +369,58 @@ pub fn finish(spec: &RunSpec, src: &Sources) -> Res {
     bind(&fd_path(&src.workspace), &ws, rw, "bind workspace")?;
     Ok(())
 }
+
+/// A private /tmp and /dev/shm at their sizes.
+fn scratch(root: &Path, spec: &RunSpec) -> Res {
+    tmpfs(
+        &under(root, Path::new(SCRATCH_DIRS[0])),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("mode=1777,size={}", spec.limits.tmp_bytes),
+        "mount /tmp",
+    )?;
+    tmpfs(
+        &under(root, Path::new(SCRATCH_DIRS[1])),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        &format!("mode=1777,size={}", spec.limits.shm_bytes),
+        "mount /dev/shm",
+    )
+}
+
+/// In a side's first process, in the side's own mount namespace (after the switch to the
+/// jail's root, still root): a /proc of the side's own pid namespace in place of the run's,
+/// and with `own_scratch` a fresh /tmp and /dev/shm (the command side's; the agent side
+/// keeps the ones pid 1 made, which no one else sees once the command side has its own).
+/// Each tmpfs is charged to the memory cgroup of the side that writes it.
+pub fn side_view(spec: &RunSpec, own_scratch: bool) -> Res {
+    let root = Path::new("/");
+    // Detached whole, with the masks mounted on it.
+    umount2("/proc", MntFlags::MNT_DETACH).map_err(sys("unmount the run's /proc"))?;
+    proc(root)?;
+    if !own_scratch {
+        return Ok(());
+    }
+    // The new ones cover the run's (unreachable from here on), and with them a workspace
+    // or home that lies below: those are bound again on top, from handles taken first.
+    let below: Vec<(PathBuf, OwnedFd)> = [spec.workspace.clone(), spec.jail_home()]
+        .into_iter()
+        .filter(|p| SCRATCH_DIRS.iter().any(|d| p.starts_with(d)))
+        .map(|p| open_dir_nofollow(&p, "open workspace").map(|fd| (p, fd)))
+        .collect::<Result<_, _>>()?;
+    scratch(root, spec)?;
+    for (p, fd) in below {
+        mkdir_p(&p, "create workspace mount point")?;
+        bind(
+            &fd_path(&fd),
+            &p,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            "bind workspace",
+        )?;
+    }
+    Ok(())
+}
+
+/// Where each side's own scratch space is.
+const SCRATCH_DIRS: &[&str] = &["/tmp", "/dev/shm"];
 
 fn system_dirs(root: &Path) -> Res {
     for d in SYSTEM_DIRS.iter().filter(|d| **d != "/etc") {

@@ -9,6 +9,12 @@
 //! starts (double-forked ones included) ends up its descendant, and it kills them all when
 //! the command exits, times out or is cancelled (the supervisor closed its result socket).
 //! The shepherd writes the result to the socket that came with the request and exits.
+//!
+//! Where the supervisor sends the command's own cgroup with the request
+//! ([`command_cgroup`](super::command_cgroup)), the command joins it before it execs and
+//! the shepherd ends it whole with `cgroup.kill`: its sweep of its children is then only
+//! the reaping. The supervisor kills the cgroup again when the call is over, so even a
+//! shepherd that could not do its part (killed, out of memory) leaves nothing behind.
 
 use std::ffi::CString;
 use std::io::{Read, Write};
@@ -85,8 +91,13 @@ pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>) -> i32 {
         if fds.is_empty() {
             continue;
         }
-        let reply = fds.swap_remove(0);
-        drop(fds);
+        let reply = fds.remove(0);
+        // The command's cgroup, when the supervisor made one: its cgroup.procs and
+        // cgroup.kill.
+        let cgroup = match <[OwnedFd; 2]>::try_from(fds) {
+            Ok([procs, kill]) => Some(Cgroup { procs, kill }),
+            Err(_) => None,
+        };
         let req: Result<CommandRequest, _> = serde_json::from_slice(&buf[..n]);
         // SAFETY: the runner is single-threaded, so the child may run any code; it _exits.
         match unsafe { fork() } {
@@ -95,7 +106,7 @@ pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>) -> i32 {
                 let result = match req {
                     Ok(req) => {
                         let envp = env::with_command_env(&envp, &req.env, &req.git_config);
-                        shepherd(&req, &reply, &envp, &roots)
+                        shepherd(&req, &reply, cgroup.as_ref(), &envp, &roots)
                     }
                     Err(_) => CommandResult {
                         error: Some("the request is not a valid command".into()),
@@ -106,15 +117,36 @@ pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>) -> i32 {
                 // SAFETY: leave without running the runner's destructors.
                 unsafe { libc::_exit(code) }
             }
-            Ok(ForkResult::Parent { .. }) => drop(reply),
-            Err(_) => {
+            Ok(ForkResult::Parent { .. }) => drop((reply, cgroup)),
+            Err(e) => {
                 let result = CommandResult {
-                    error: Some("the runner could not start the command (fork failed)".into()),
+                    error: Some(fork_failed(e)),
                     ..Default::default()
                 };
                 let _ = write_result(reply, &result);
             }
         }
+    }
+}
+
+/// A command's own cgroup, as its shepherd holds it.
+struct Cgroup {
+    procs: OwnedFd,
+    kill: OwnedFd,
+}
+
+impl Cgroup {
+    fn kill(&self) {
+        let _ = nix::unistd::write(&self.kill, b"1");
+    }
+}
+
+/// Why a fork for a command failed, as the agent is told.
+fn fork_failed(e: Errno) -> String {
+    match e {
+        Errno::EAGAIN => "the runner could not start the command: fork failed: process limit (the command side has as many processes as it may)".into(),
+        Errno::ENOMEM => "the runner could not start the command: fork failed: out of memory".into(),
+        e => format!("the runner could not start the command (fork failed: {})", e.desc()),
     }
 }
 
@@ -171,6 +203,7 @@ impl Capture {
 fn shepherd(
     req: &CommandRequest,
     reply: &OwnedFd,
+    cgroup: Option<&Cgroup>,
     envp: &[CString],
     roots: &[PathBuf],
 ) -> CommandResult {
@@ -218,9 +251,18 @@ fn shepherd(
     // SAFETY: the shepherd is single-threaded, so its child may run any code (it
     // allocates for its cwd check and Landlock) before execve or _exit.
     let child = match unsafe { fork() } {
-        Err(_) => return fail("the runner could not start the command (fork failed)".into()),
+        Err(e) => return fail(fork_failed(e)),
         Ok(ForkResult::Child) => {
-            let errno = exec_child(&argv, &cwd, &roots, &candidates, envp, &out_w, &err_w);
+            let errno = exec_child(
+                &argv,
+                &cwd,
+                &roots,
+                &candidates,
+                envp,
+                cgroup.map(|c| &c.procs),
+                &out_w,
+                &err_w,
+            );
             let _ = nix::unistd::write(&exec_w, &errno.to_ne_bytes());
             // SAFETY: leave without running the shepherd's destructors.
             unsafe { libc::_exit(127) }
@@ -232,7 +274,7 @@ fn shepherd(
     let mut word = [0u8; 4];
     if std::fs::File::from(exec_r).read_exact(&mut word).is_ok() {
         let _ = waitpid(child, None);
-        kill_descendants();
+        kill_descendants(cgroup);
         let errno = Errno::from_raw(i32::from_ne_bytes(word));
         return fail(match errno {
             Errno::ENOENT => "no such program on the jail's PATH".to_string(),
@@ -246,7 +288,7 @@ fn shepherd(
     let mut out = Capture::default();
     let mut err = Capture::default();
     let (status, timed_out) = watch(child, &out_r, &err_r, reply, deadline, &mut out, &mut err);
-    kill_descendants();
+    kill_descendants(cgroup);
     // Every writer is dead now: drain what is left in the pipes.
     drain(&out_r, &mut out);
     drain(&err_r, &mut err);
@@ -273,19 +315,27 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// In the command's child: its own process group and session, stdio, cwd (resolved by the
-/// kernel, it must still be inside one of `roots`: a symlink does not lead out), a Landlock
-/// domain of its own that keeps it from signalling or tracing its shepherd, exec. Returns
-/// the errno of the failure (EXDEV: the cwd resolved outside).
+/// In the command's child: its own cgroup (when it has one: failing closed), its own
+/// process group and session, stdio, cwd (resolved by the kernel, it must still be inside
+/// one of `roots`: a symlink does not lead out), a Landlock domain of its own that keeps it
+/// from signalling or tracing its shepherd, exec. Returns the errno of the failure (EXDEV:
+/// the cwd resolved outside).
+#[allow(clippy::too_many_arguments)]
 fn exec_child(
     argv: &[CString],
     cwd: &CString,
     roots: &[Vec<u8>],
     candidates: &[CString],
     envp: &[CString],
+    cgroup_procs: Option<&OwnedFd>,
     out_w: &OwnedFd,
     err_w: &OwnedFd,
 ) -> i32 {
+    if let Some(procs) = cgroup_procs {
+        if let Err(e) = super::sides::write_zero(procs) {
+            return e.raw_os_error().unwrap_or(libc::EIO);
+        }
+    }
     let _ = nix::unistd::setsid();
     // SAFETY: plain fd and path syscalls on descriptors and strings we own.
     unsafe {
@@ -406,11 +456,15 @@ fn stop(child: Pid) -> Option<WaitStatus> {
     }
 }
 
-/// Kill every remaining descendant. As a subreaper the shepherd inherits each orphan, so
-/// killing its children until none is left reaches the whole tree, however it forked. Its
-/// children are read from its own /proc/self/task/TID/children, which shows every child,
-/// a non-dumpable one too (hidepid hides those from /proc/PID); it never blocks on a wait.
-fn kill_descendants() {
+/// Kill every remaining descendant: the command's cgroup whole, where it has one. As a
+/// subreaper the shepherd inherits each orphan, so killing (and reaping) its children
+/// until none is left reaches the whole tree, however it forked. Its children are read
+/// from its own /proc/self/task/TID/children, which shows every child, a non-dumpable one
+/// too (hidepid hides those from /proc/PID); it never blocks on a wait.
+fn kill_descendants(cgroup: Option<&Cgroup>) {
+    if let Some(c) = cgroup {
+        c.kill();
+    }
     loop {
         // Reap whatever is dead; no child at all means nothing of the command is left.
         loop {
@@ -420,19 +474,31 @@ fn kill_descendants() {
                 Err(_) => return,
             }
         }
-        for pid in own_children() {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        match own_children() {
+            Some(kids) => {
+                for pid in kids {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+            }
+            // Not readable: never taken for "none". The cgroup (killed again) holds every
+            // one of them; without one, nothing more can be found from here (the run's end
+            // kills the rest).
+            None => match cgroup {
+                Some(c) => c.kill(),
+                None => return,
+            },
         }
         std::thread::sleep(Duration::from_millis(2));
     }
 }
 
-/// The shepherd's children (it is single-threaded: its one task's list).
-fn own_children() -> Vec<i32> {
+/// The shepherd's children (it is single-threaded: its one task's list); None when the
+/// list cannot be read.
+fn own_children() -> Option<Vec<i32>> {
     let me = std::process::id();
     std::fs::read_to_string(format!("/proc/self/task/{me}/children"))
+        .ok()
         .map(|s| parse_children(&s))
-        .unwrap_or_default()
 }
 
 fn parse_children(s: &str) -> Vec<i32> {

@@ -1,5 +1,6 @@
 //! Seccomp layer of the jail: a filter for the native architecture that lets everything
-//! through except the calls in [`seccomp_table`](super::seccomp_table).
+//! through except the calls in [`seccomp_table`](super::seccomp_table). Each side of a run
+//! gets its own ([`Side`]): the agent side's also refuses `memfd_create`.
 //!
 //! Two stacked filters (the kernel runs both and takes the strictest verdict; each load
 //! costs a run a JIT compile and a pass over every syscall number, so they are few):
@@ -11,7 +12,12 @@
 //!    [`SOCKET_FAMILIES_ALLOWED`](super::seccomp_table::SOCKET_FAMILIES_ALLOWED) →
 //!    EAFNOSUPPORT (an allowlist: families added by future kernels stay closed; the family
 //!    is compared as 32 bits, as the kernel reads an `int`, so junk in the upper half of the
-//!    register can neither smuggle a refused family through nor block an allowed one); then
+//!    register can neither smuggle a refused family through nor block an allowed one), an
+//!    IPv4/IPv6 socket that is not a TCP stream → EPERM, a netlink protocol but
+//!    NETLINK_ROUTE → EPROTONOSUPPORT (type and protocol compared as 32 bits too); `listen`
+//!    → a user notification, answered by the jail's helper outside the jail
+//!    ([`listen_notify`](super::listen_notify)): a unix socket may listen, an IPv4/IPv6 one
+//!    may not (it would bind itself to a port, which Landlock does not see); then
 //!    the unconditional deny list (EPERM), searched in sorted chunks of [`CHUNK`] numbers
 //!    rather than one long chain. A chain of ~190 compares walked in full for every allowed
 //!    call made each run pay about 0.2 ms in the kernel, which evaluates a new filter for
@@ -19,8 +25,12 @@
 //!    syscall pays it at run time.
 //! 2. Built with seccompiler, the conditional denials (EPERM): `clone` with a namespace flag
 //!    (masked compare on the low 32 bits, where all those flags live), `ioctl` with a refused
-//!    request (compared as 32 bits, as the kernel truncates it) and `personality` other than
-//!    default or query.
+//!    request (compared as 32 bits, as the kernel truncates it), `personality` other than
+//!    default or query, `prlimit64` setting the limits of any process but the caller
+//!    (pid 0), and the scheduling calls of [`SELF_ONLY`](super::seccomp_table::SELF_ONLY)
+//!    on any process but the caller: a command could otherwise blind, kill or starve the
+//!    shepherd that times it (RLIMIT_NOFILE 0, RLIMIT_AS, RLIMIT_CPU, SCHED_IDLE). The
+//!    other side's processes it cannot even name: each side has a pid namespace of its own.
 //!
 //! The seccompiler filter starts with an architecture check that kills the process on any
 //! other audit arch (e.g. 32-bit `int 0x80` calls on x86_64), so nothing runs unfiltered.
@@ -31,6 +41,7 @@
 //! last before `execve` (after Landlock, which itself needs no syscall refused here).
 
 use std::collections::BTreeMap;
+use std::os::fd::{OwnedFd, RawFd};
 
 use seccompiler::{
     sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
@@ -90,12 +101,47 @@ fn personality_rules() -> Result<Vec<SeccompRule>, SandboxError> {
     Ok(vec![SeccompRule::new(conds).map_err(build_error)?])
 }
 
+/// `prlimit64(pid, resource, new, old)` with a pid other than 0 and a new limit: only a
+/// process's own limits may be set (reads stay allowed: `prlimit --pid` shows them).
+fn prlimit_rules() -> Result<Vec<SeccompRule>, SandboxError> {
+    Ok(vec![SeccompRule::new(vec![
+        cond(0, SeccompCmpOp::Ne, 0)?,
+        SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)
+            .map_err(build_error)?,
+    ])
+    .map_err(build_error)?])
+}
+
+/// The rules of a [`SelfOnly`](table::SelfOnly) call: its pid argument is not 0, or its
+/// `which` names more than one process (rules are ORed).
+fn not_self(pid: u8, which: Option<(u8, u64)>) -> Result<Vec<SeccompRule>, SandboxError> {
+    let mut rules =
+        vec![SeccompRule::new(vec![cond(pid, SeccompCmpOp::Ne, 0)?]).map_err(build_error)?];
+    if let Some((arg, one)) = which {
+        rules.push(SeccompRule::new(vec![cond(arg, SeccompCmpOp::Ne, one)?]).map_err(build_error)?);
+    }
+    Ok(rules)
+}
+
+/// Which side of a run a filter is for (README, "What a run sees").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The agent program and what it forks: it may start no other program.
+    Agent,
+    /// The runner and the commands it starts (and a workflow role's command).
+    Command,
+}
+
 /// The EPERM denials that look at arguments, as BPF.
 pub fn deny_program() -> Result<BpfProgram, SandboxError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     rules.insert(libc::SYS_clone, clone_rules()?);
     rules.insert(libc::SYS_ioctl, ioctl_rules()?);
     rules.insert(libc::SYS_personality, personality_rules()?);
+    rules.insert(libc::SYS_prlimit64, prlimit_rules()?);
+    for &(_, nr, pid, which) in table::SELF_ONLY {
+        rules.insert(nr, not_self(pid, which)?);
+    }
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -109,6 +155,7 @@ pub fn deny_program() -> Result<BpfProgram, SandboxError> {
 // Classic BPF opcodes, seccomp_data offsets and return values from <linux/filter.h>,
 // <linux/seccomp.h> and <linux/audit.h>.
 const LD_W_ABS: u16 = 0x20;
+const AND_K: u16 = 0x54;
 const JEQ_K: u16 = 0x15;
 const JGT_K: u16 = 0x25;
 #[cfg(target_arch = "x86_64")]
@@ -116,10 +163,15 @@ const JGE_K: u16 = 0x35;
 const RET_K: u16 = 0x06;
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
-/// The low 32 bits of the first argument (`args[0]` is a u64 at offset 16).
+/// The low 32 bits of the first three arguments (`args[i]` is a u64 at 16 + 8 i).
 #[cfg(target_endian = "little")]
 const OFF_ARG0_LOW: u32 = 16;
+#[cfg(target_endian = "little")]
+const OFF_ARG1_LOW: u32 = 24;
+#[cfg(target_endian = "little")]
+const OFF_ARG2_LOW: u32 = 32;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
 #[cfg(target_arch = "x86_64")]
@@ -137,11 +189,109 @@ fn ins(code: u16, jt: u8, jf: u8, k: u32) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
+/// Where a jump of the socket block goes (see [`socket_block`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum To {
+    Next,
+    Allow,
+    Inet,
+    Netlink,
+    RefuseInet,
+}
+
+/// The checks of `socket` and `socketpair`, entered with the syscall number in A: family,
+/// then for IPv4/IPv6 the type and protocol, for netlink the protocol. Every path ends in
+/// a return.
+fn socket_block() -> Result<Vec<sock_filter>, SandboxError> {
+    let fam = |v: &[(&str, libc::c_int)]| v.iter().map(|&(_, x)| x as u32).collect::<Vec<_>>();
+    let inet = [libc::AF_INET as u32, libc::AF_INET6 as u32];
+    // (code, k, jump if true, jump if false) with symbolic targets, then labels resolved.
+    let mut code: Vec<(Option<To>, u16, u32, To, To)> = Vec::new();
+    let mut at = |label: Option<To>, c: u16, k: u32, t: To, f: To| code.push((label, c, k, t, f));
+    at(None, LD_W_ABS, OFF_ARG0_LOW, To::Next, To::Next);
+    for af in fam(table::SOCKET_FAMILIES_ALLOWED) {
+        let to = if inet.contains(&af) {
+            To::Inet
+        } else if af == libc::AF_NETLINK as u32 {
+            To::Netlink
+        } else {
+            To::Allow
+        };
+        at(None, JEQ_K, af, to, To::Next);
+    }
+    at(
+        None,
+        RET_K,
+        RET_ERRNO | libc::EAFNOSUPPORT as u32,
+        To::Next,
+        To::Next,
+    );
+    // The type's low bits (SOCK_NONBLOCK and SOCK_CLOEXEC sit above them).
+    at(Some(To::Inet), LD_W_ABS, OFF_ARG1_LOW, To::Next, To::Next);
+    at(None, AND_K, 0xf, To::Next, To::Next);
+    let types = fam(table::INET_TYPES_ALLOWED);
+    for (i, &t) in types.iter().enumerate() {
+        let miss = if i + 1 == types.len() {
+            To::RefuseInet
+        } else {
+            To::Next
+        };
+        at(None, JEQ_K, t, To::Next, miss);
+    }
+    at(None, LD_W_ABS, OFF_ARG2_LOW, To::Next, To::Next);
+    for p in fam(table::INET_PROTOCOLS_ALLOWED) {
+        at(None, JEQ_K, p, To::Allow, To::Next);
+    }
+    at(
+        Some(To::RefuseInet),
+        RET_K,
+        RET_ERRNO | libc::EPERM as u32,
+        To::Next,
+        To::Next,
+    );
+    at(
+        Some(To::Netlink),
+        LD_W_ABS,
+        OFF_ARG2_LOW,
+        To::Next,
+        To::Next,
+    );
+    for p in fam(table::NETLINK_PROTOCOLS_ALLOWED) {
+        at(None, JEQ_K, p, To::Allow, To::Next);
+    }
+    at(
+        None,
+        RET_K,
+        RET_ERRNO | libc::EPROTONOSUPPORT as u32,
+        To::Next,
+        To::Next,
+    );
+    at(Some(To::Allow), RET_K, RET_ALLOW, To::Next, To::Next);
+    let pos = |to: To| code.iter().position(|c| c.0 == Some(to));
+    let mut out = Vec::with_capacity(code.len());
+    for (i, &(_, c, k, t, f)) in code.iter().enumerate() {
+        let off = |to: To| -> Result<u8, SandboxError> {
+            if to == To::Next {
+                return Ok(0);
+            }
+            let target = pos(to).ok_or_else(|| build_error("a socket check has no target"))?;
+            u8::try_from(target - (i + 1)).map_err(build_error)
+        };
+        out.push(ins(c, off(t)?, off(f)?, k));
+    }
+    Ok(out)
+}
+
 /// Filter 1 of the module doc: native arch only, x32 → ENOSYS (x86_64), clone3 → ENOSYS,
-/// socket families outside the allowlist → EAFNOSUPPORT, the unconditional deny list →
-/// EPERM, everything else passes to the next filter.
-pub fn arch_and_numbers_program() -> Result<BpfProgram, SandboxError> {
-    let mut nrs = table::unconditional()
+/// socket families, types and protocols outside the allowlists refused, the unconditional
+/// deny list (and for the agent side its own) → EPERM, everything else passes to the next
+/// filter.
+pub fn arch_and_numbers_program(side: Side) -> Result<BpfProgram, SandboxError> {
+    let mut denied = table::unconditional();
+    if side == Side::Agent {
+        denied.extend_from_slice(table::AGENT_ONLY);
+    }
+    let mut nrs = denied
         .into_iter()
         .map(|(_, nr)| u32::try_from(nr).map_err(build_error))
         .collect::<Result<Vec<u32>, _>>()?;
@@ -162,21 +312,17 @@ pub fn arch_and_numbers_program() -> Result<BpfProgram, SandboxError> {
         ins(JEQ_K, 0, 1, libc::SYS_clone3 as u32),
         ins(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
     ]);
-    // socket/socketpair: `LD arg0`, one `JEQ family → allow` per allowed family, `RET
-    // EAFNOSUPPORT`, `RET ALLOW`; other calls jump over the block with the number still
+    p.extend([
+        ins(JEQ_K, 0, 1, libc::SYS_listen as u32),
+        ins(RET_K, 0, 0, RET_USER_NOTIF),
+    ]);
+    // socket/socketpair enter the block; other calls jump over it with the number still
     // loaded.
-    let families = table::SOCKET_FAMILIES_ALLOWED;
-    let k = families.len();
-    let block = u8::try_from(k + 3).map_err(build_error)?;
+    let block = socket_block()?;
+    let skip = u8::try_from(block.len()).map_err(build_error)?;
     p.push(ins(JEQ_K, 1, 0, libc::SYS_socket as u32));
-    p.push(ins(JEQ_K, 0, block, libc::SYS_socketpair as u32));
-    p.push(ins(LD_W_ABS, 0, 0, OFF_ARG0_LOW));
-    for (j, &(_, af)) in families.iter().enumerate() {
-        // The families are small positive c_int constants; the cast is lossless.
-        p.push(ins(JEQ_K, (k - j) as u8, 0, af as u32));
-    }
-    p.push(ins(RET_K, 0, 0, RET_ERRNO | libc::EAFNOSUPPORT as u32));
-    p.push(ins(RET_K, 0, 0, RET_ALLOW));
+    p.push(ins(JEQ_K, 0, skip, libc::SYS_socketpair as u32));
+    p.extend(block);
     // Chunk layout (k numbers, ascending; smaller numbers were ruled out by the chunks
     // before): `JGT last → next chunk`, k × `JEQ n → EPERM`, `RET ALLOW`, `RET EPERM`.
     for chunk in nrs.chunks(CHUNK) {
@@ -203,14 +349,44 @@ fn load(program: &BpfProgram) -> Result<(), SandboxError> {
     })
 }
 
+/// Load `program` and return the descriptor its user notifications arrive on.
+fn load_with_listener(program: &BpfProgram) -> Result<OwnedFd, SandboxError> {
+    const SECCOMP_SET_MODE_FILTER: libc::c_ulong = 1;
+    const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
+    super::identity::no_new_privs()?;
+    let len = u16::try_from(program.len()).map_err(build_error)?;
+    let prog = libc::sock_fprog {
+        len,
+        // seccompiler's sock_filter is the kernel's struct, field for field.
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: the kernel reads `prog` and the program it points to, both alive here.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if fd < 0 {
+        return Err(SandboxError::sys(STEP, std::io::Error::last_os_error()));
+    }
+    // SAFETY: the kernel just returned this descriptor; we own it.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as RawFd) })
+}
+
 /// Install the jail's filters on the calling thread (inherited by its children and kept
 /// across `execve`). Sets no_new_privs. All programs are built before any is loaded, so a
-/// build error leaves the thread unfiltered and the caller refuses the run.
-pub fn install() -> Result<(), SandboxError> {
-    let numbers = arch_and_numbers_program()?;
+/// build error leaves the thread unfiltered and the caller refuses the run. Returns the
+/// descriptor of the filter's user notifications (`listen`): the caller hands it to the
+/// helper and closes it (without a listener, `listen` fails with ENOSYS).
+pub fn install(side: Side) -> Result<OwnedFd, SandboxError> {
+    let numbers = arch_and_numbers_program(side)?;
     let deny = deny_program()?;
-    load(&numbers)?;
-    load(&deny)
+    let listener = load_with_listener(&numbers)?;
+    load(&deny)?;
+    Ok(listener)
 }
 
 /// The calling thread's `Seccomp:` mode (0 off, 1 strict, 2 filter), for logs and tests.
@@ -228,12 +404,12 @@ mod tests {
     use super::*;
 
     /// Run a program of the opcodes [`arch_and_numbers_program`] uses on one call whose
-    /// first argument is 0.
+    /// arguments are 0.
     fn eval(p: &[sock_filter], arch: u32, nr: u32) -> u32 {
-        eval_arg(p, arch, nr, 0)
+        eval_args(p, arch, nr, [0; 3])
     }
 
-    fn eval_arg(p: &[sock_filter], arch: u32, nr: u32, arg0: u64) -> u32 {
+    fn eval_args(p: &[sock_filter], arch: u32, nr: u32, args: [u64; 3]) -> u32 {
         let mut pc = 0;
         let mut acc = 0u32;
         loop {
@@ -243,7 +419,10 @@ mod tests {
             match i.code {
                 LD_W_ABS if i.k == OFF_ARCH => acc = arch,
                 LD_W_ABS if i.k == OFF_NR => acc = nr,
-                LD_W_ABS if i.k == OFF_ARG0_LOW => acc = arg0 as u32,
+                LD_W_ABS if i.k == OFF_ARG0_LOW => acc = args[0] as u32,
+                LD_W_ABS if i.k == OFF_ARG1_LOW => acc = args[1] as u32,
+                LD_W_ABS if i.k == OFF_ARG2_LOW => acc = args[2] as u32,
+                AND_K => acc &= i.k,
                 JEQ_K => pc += jump(acc == i.k),
                 JGT_K => pc += jump(acc > i.k),
                 #[cfg(target_arch = "x86_64")]
@@ -256,77 +435,114 @@ mod tests {
 
     #[test]
     fn number_filter_denies_exactly_the_table() {
-        let p = arch_and_numbers_program().unwrap();
-        let denied: Vec<u32> = table::unconditional()
-            .iter()
-            .map(|&(_, n)| n as u32)
-            .collect();
-        let eperm = RET_ERRNO | libc::EPERM as u32;
-        let enosys = RET_ERRNO | libc::ENOSYS as u32;
-        let socket_calls = [libc::SYS_socket as u32, libc::SYS_socketpair as u32];
-        for nr in 0..2048u32 {
-            let want = if denied.contains(&nr) {
-                eperm
-            } else if nr == libc::SYS_clone3 as u32 {
-                enosys
-            } else if socket_calls.contains(&nr) {
-                // Family 0 (AF_UNSPEC) is not on the allowlist.
-                RET_ERRNO | libc::EAFNOSUPPORT as u32
-            } else {
-                RET_ALLOW
-            };
-            assert_eq!(eval(&p, AUDIT_ARCH, nr), want, "syscall {nr}");
+        for side in [Side::Agent, Side::Command] {
+            let p = arch_and_numbers_program(side).unwrap();
+            let mut table = table::unconditional();
+            if side == Side::Agent {
+                table.extend_from_slice(table::AGENT_ONLY);
+            }
+            let denied: Vec<u32> = table.iter().map(|&(_, n)| n as u32).collect();
+            let eperm = RET_ERRNO | libc::EPERM as u32;
+            let enosys = RET_ERRNO | libc::ENOSYS as u32;
+            let socket_calls = [libc::SYS_socket as u32, libc::SYS_socketpair as u32];
+            for nr in 0..2048u32 {
+                let want = if denied.contains(&nr) {
+                    eperm
+                } else if nr == libc::SYS_listen as u32 {
+                    RET_USER_NOTIF
+                } else if nr == libc::SYS_clone3 as u32 {
+                    enosys
+                } else if socket_calls.contains(&nr) {
+                    // Family 0 (AF_UNSPEC) is not on the allowlist.
+                    RET_ERRNO | libc::EAFNOSUPPORT as u32
+                } else {
+                    RET_ALLOW
+                };
+                assert_eq!(eval(&p, AUDIT_ARCH, nr), want, "{side:?}: syscall {nr}");
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            assert_eq!(eval(&p, AUDIT_ARCH, u32::MAX), RET_ALLOW);
+            assert_eq!(eval(&p, 0x4000_0003, 0), RET_KILL_PROCESS, "i386");
+            assert_eq!(eval(&p, 0, 1), RET_KILL_PROCESS);
+            #[cfg(target_arch = "x86_64")]
+            for nr in [0x4000_0000, 0x4000_0000 + libc::SYS_mount as u32, u32::MAX] {
+                assert_eq!(eval(&p, AUDIT_ARCH, nr), RET_ERRNO | libc::ENOSYS as u32);
+            }
+            // Short: the kernel evaluates it for every syscall number when loading it.
+            let chunks = denied.len().div_ceil(CHUNK);
+            let fixed = 13 + socket_block().unwrap().len();
+            assert!(p.len() <= fixed + denied.len() + 3 * chunks, "{}", p.len());
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        assert_eq!(eval(&p, AUDIT_ARCH, u32::MAX), RET_ALLOW);
-        assert_eq!(eval(&p, 0x4000_0003, 0), RET_KILL_PROCESS, "i386");
-        assert_eq!(eval(&p, 0, 1), RET_KILL_PROCESS);
-        #[cfg(target_arch = "x86_64")]
-        for nr in [0x4000_0000, 0x4000_0000 + libc::SYS_mount as u32, u32::MAX] {
-            assert_eq!(eval(&p, AUDIT_ARCH, nr), RET_ERRNO | libc::ENOSYS as u32);
-        }
-        // Short: the kernel evaluates it for every syscall number when loading it.
-        let chunks = denied.len().div_ceil(CHUNK);
-        let fixed = 7 + 2 + 5 + table::SOCKET_FAMILIES_ALLOWED.len();
-        assert!(p.len() <= fixed + denied.len() + 3 * chunks, "{}", p.len());
+        let memfd = libc::SYS_memfd_create as u32;
+        let agent = arch_and_numbers_program(Side::Agent).unwrap();
+        let command = arch_and_numbers_program(Side::Command).unwrap();
+        assert_eq!(
+            eval(&agent, AUDIT_ARCH, memfd),
+            RET_ERRNO | libc::EPERM as u32
+        );
+        assert_eq!(eval(&command, AUDIT_ARCH, memfd), RET_ALLOW);
     }
 
     #[test]
-    fn socket_families_outside_the_allowlist_are_refused() {
-        let p = arch_and_numbers_program().unwrap();
-        let refused = RET_ERRNO | libc::EAFNOSUPPORT as u32;
-        let allowed: Vec<u32> = table::SOCKET_FAMILIES_ALLOWED
-            .iter()
-            .map(|&(_, af)| af as u32)
-            .collect();
+    fn socket_families_types_and_protocols_outside_the_allowlists_are_refused() {
+        let p = arch_and_numbers_program(Side::Command).unwrap();
+        let no_family = RET_ERRNO | libc::EAFNOSUPPORT as u32;
+        let refused = RET_ERRNO | libc::EPERM as u32;
+        let no_protocol = RET_ERRNO | libc::EPROTONOSUPPORT as u32;
+        let (unix, inet, inet6, netlink) = (
+            libc::AF_UNIX as u64,
+            libc::AF_INET as u64,
+            libc::AF_INET6 as u64,
+            libc::AF_NETLINK as u64,
+        );
+        let stream = libc::SOCK_STREAM as u64;
+        let flags = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u64;
         for call in [libc::SYS_socket as u32, libc::SYS_socketpair as u32] {
-            for af in 0..64u32 {
-                let want = if allowed.contains(&af) {
+            let ev = |a: [u64; 3]| eval_args(&p, AUDIT_ARCH, call, a);
+            for af in 0..64u64 {
+                let allowed = [unix, inet, inet6, netlink].contains(&af);
+                if !allowed {
+                    assert_eq!(ev([af, stream, 0]), no_family, "{call} {af}");
+                }
+            }
+            // Junk in the upper halves changes nothing: the kernel reads ints.
+            let junk = 0xdead_beef_u64 << 32;
+            assert_eq!(ev([junk | libc::AF_VSOCK as u64, stream, 0]), no_family);
+            for ty in 0..16u64 {
+                let want = if ty == stream { RET_ALLOW } else { refused };
+                for fam in [inet, inet6] {
+                    assert_eq!(ev([fam, ty, 0]), want, "{call} {fam} type {ty}");
+                    assert_eq!(ev([fam | junk, ty | flags | junk, junk]), want);
+                }
+                assert_eq!(ev([unix, ty | flags, 0]), RET_ALLOW, "unix type {ty}");
+            }
+            for proto in 0..300u64 {
+                let want = if proto == 0 || proto == libc::IPPROTO_TCP as u64 {
                     RET_ALLOW
                 } else {
                     refused
                 };
-                assert_eq!(
-                    eval_arg(&p, AUDIT_ARCH, call, af as u64),
-                    want,
-                    "{call} {af}"
-                );
-                // Junk in the upper half changes nothing: the kernel reads an int.
-                let junk = (0xdead_beef_u64 << 32) | af as u64;
-                assert_eq!(
-                    eval_arg(&p, AUDIT_ARCH, call, junk),
-                    want,
-                    "{call} {af} junk"
-                );
+                assert_eq!(ev([inet, stream, proto]), want, "inet proto {proto}");
+                let nl = if proto == libc::NETLINK_ROUTE as u64 {
+                    RET_ALLOW
+                } else {
+                    no_protocol
+                };
+                assert_eq!(ev([netlink, libc::SOCK_RAW as u64, proto]), nl);
+                assert_eq!(ev([netlink, libc::SOCK_DGRAM as u64, proto | junk]), nl);
             }
             assert_eq!(
-                eval_arg(&p, AUDIT_ARCH, call, libc::AF_VSOCK as u64),
-                refused
+                ev([
+                    netlink,
+                    libc::SOCK_RAW as u64,
+                    libc::NETLINK_KOBJECT_UEVENT as u64
+                ]),
+                no_protocol
             );
         }
         // Other calls are not looked at by argument here.
         assert_eq!(
-            eval_arg(&p, AUDIT_ARCH, libc::SYS_read as u32, 40),
+            eval_args(&p, AUDIT_ARCH, libc::SYS_read as u32, [40, 2, 3]),
             RET_ALLOW
         );
     }
@@ -341,7 +557,8 @@ mod tests {
 
     #[test]
     fn table_has_no_duplicates() {
-        let all = table::unconditional();
+        let mut all = table::unconditional();
+        all.extend_from_slice(table::AGENT_ONLY);
         let mut nrs: Vec<_> = all.iter().map(|&(_, n)| n).collect();
         nrs.sort_unstable();
         nrs.dedup();
@@ -350,10 +567,15 @@ mod tests {
             libc::SYS_clone,
             libc::SYS_clone3,
             libc::SYS_ioctl,
+            libc::SYS_listen,
             libc::SYS_personality,
+            libc::SYS_prlimit64,
             libc::SYS_socket,
             libc::SYS_socketpair,
-        ] {
+        ]
+        .into_iter()
+        .chain(table::SELF_ONLY.iter().map(|s| s.1))
+        {
             assert!(!nrs.contains(&special));
         }
     }

@@ -126,7 +126,38 @@ pub const MEMORY_AND_WATCH: &[Entry] = &[
     ("fanotify_init", libc::SYS_fanotify_init),
 ];
 
-/// Every syscall refused whatever its arguments (EPERM).
+/// Refused on the agent side only: a memfd lives on the kernel's internal shmem mount,
+/// which is not noexec, so the loader (part of the agent's own program) could map a memfd
+/// copy of any program executable and run it; `vm.memfd_noexec` stops only execve.
+/// (`memfd_secret` is refused on both sides, above.)
+pub const AGENT_ONLY: &[Entry] = &[("memfd_create", libc::SYS_memfd_create)];
+
+/// One call that may act on the caller only: the index of its pid (or `who`) argument,
+/// which must be 0, and for the calls that also take a `which`, its index and the one
+/// value that names a single process (a process group or a uid is many).
+pub type SelfOnly = (&'static str, c_long, u8, Option<(u8, u64)>);
+
+/// Calls that change how another process is scheduled, refused (EPERM) unless they name
+/// the caller itself. A command could otherwise starve the shepherd that times it; the
+/// other side's processes no call can even name. Thread-level uses (a thread's own tid
+/// rather than 0) are refused too; reads (getpriority, sched_getaffinity, ioprio_get) stay
+/// allowed.
+pub const SELF_ONLY: &[SelfOnly] = &[
+    (
+        "setpriority",
+        libc::SYS_setpriority,
+        1,
+        Some((0, libc::PRIO_PROCESS as u64)),
+    ),
+    ("sched_setaffinity", libc::SYS_sched_setaffinity, 0, None),
+    ("sched_setscheduler", libc::SYS_sched_setscheduler, 0, None),
+    ("sched_setparam", libc::SYS_sched_setparam, 0, None),
+    ("sched_setattr", libc::SYS_sched_setattr, 0, None),
+    // IOPRIO_WHO_PROCESS
+    ("ioprio_set", libc::SYS_ioprio_set, 1, Some((0, 1))),
+];
+
+/// Every syscall refused on both sides whatever its arguments (EPERM).
 pub fn unconditional() -> Vec<Entry> {
     [
         NAMESPACES,
@@ -174,9 +205,26 @@ pub const PERSONALITY_ALLOWED: &[u64] = &[0, 0xffff_ffff];
 /// the interface queries libc makes (getaddrinfo, getifaddrs). Refused, among others:
 /// AF_VSOCK (the hypervisor and other guests answer on it, outside the net namespace),
 /// AF_PACKET, AF_BLUETOOTH, AF_ALG (kernel crypto), AF_KEY, AF_RDS, AF_TIPC, AF_XDP.
+/// Within the allowed families, see [`INET_TYPES_ALLOWED`] and [`NETLINK_PROTOCOLS_ALLOWED`].
 pub const SOCKET_FAMILIES_ALLOWED: &[(&str, libc::c_int)] = &[
     ("AF_UNIX", libc::AF_UNIX),
     ("AF_INET", libc::AF_INET),
     ("AF_INET6", libc::AF_INET6),
     ("AF_NETLINK", libc::AF_NETLINK),
 ];
+
+/// IPv4/IPv6 sockets: TCP streams only (type `SOCK_STREAM` with protocol 0 or TCP), the
+/// gateway's transport, whose bind and connect Landlock governs. No UDP (Landlock has no
+/// UDP rules on the kernels this runs on, so "bind none" could not hold for it), no raw
+/// or ping sockets, no SCTP or MPTCP: EPERM.
+pub const INET_TYPES_ALLOWED: &[(&str, libc::c_int)] = &[("SOCK_STREAM", libc::SOCK_STREAM)];
+pub const INET_PROTOCOLS_ALLOWED: &[(&str, libc::c_int)] =
+    &[("default", 0), ("IPPROTO_TCP", libc::IPPROTO_TCP)];
+
+/// Netlink protocols a run may open: NETLINK_ROUTE, this network namespace's own links and
+/// addresses (what getifaddrs and getaddrinfo read). Every other gets EPROTONOSUPPORT, as
+/// from a kernel without it: NETLINK_KOBJECT_UEVENT would hear every device event of the
+/// host (another run's loop devices), audit, sock_diag, netfilter and the rest are not a
+/// run's business.
+pub const NETLINK_PROTOCOLS_ALLOWED: &[(&str, libc::c_int)] =
+    &[("NETLINK_ROUTE", libc::NETLINK_ROUTE)];

@@ -169,6 +169,42 @@ pub struct Limits {
     /// [`DEFAULT_GRACE_MS`].
     #[serde(default)]
     pub grace_ms: Option<u64>,
+    /// Processes the agent side keeps for itself: the command side may have `max_procs`
+    /// less these. `None`: [`Limits::agent_procs`]'s default.
+    #[serde(default)]
+    pub agent_reserve_procs: Option<u64>,
+    /// Memory the agent side keeps for itself: the command side's limit is `memory_bytes`
+    /// less this. `None`: [`Limits::agent_memory`]'s default.
+    #[serde(default)]
+    pub agent_reserve_memory_bytes: Option<u64>,
+}
+
+impl Limits {
+    /// Processes the agent side keeps: `limits.agent_reserve.procs`, by default a quarter
+    /// of the run's (64 of 256), never all of them.
+    pub fn agent_procs(&self) -> u64 {
+        self.agent_reserve_procs
+            .unwrap_or(self.max_procs / 4)
+            .min(self.max_procs.saturating_sub(1))
+    }
+
+    /// The command side's process limit.
+    pub fn command_procs(&self) -> u64 {
+        self.max_procs - self.agent_procs()
+    }
+
+    /// Memory the agent side keeps of the run's `memory`: `limits.agent_reserve.memory_bytes`,
+    /// by default a quarter (512 MiB of 2 GiB), never all of it.
+    pub fn agent_memory(&self, memory: u64) -> u64 {
+        self.agent_reserve_memory_bytes
+            .unwrap_or(memory / 4)
+            .min(memory.saturating_sub(1 << 20))
+    }
+
+    /// The command side's memory limit, of the run's `memory`.
+    pub fn command_memory(&self, memory: u64) -> u64 {
+        memory - self.agent_memory(memory)
+    }
 }
 
 /// A run's CPU weight unless the config says otherwise: half the default weight (100)
@@ -193,6 +229,8 @@ impl Default for Limits {
             io_weight: Some(DEFAULT_IO_WEIGHT),
             deadline_ms: None,
             grace_ms: None,
+            agent_reserve_procs: None,
+            agent_reserve_memory_bytes: None,
         }
     }
 }

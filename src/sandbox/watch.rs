@@ -32,6 +32,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use super::init::{exit_code, FORWARDED};
+use super::listen_notify::Listeners;
 use super::SandboxError;
 
 /// What the kernel sends the helper when its launcher (the spawning thread) dies. Not one
@@ -99,6 +100,8 @@ pub struct Outcome {
 pub struct Watch {
     signals: SignalFd,
     lifeline: Option<OwnedFd>,
+    /// The sides' `listen` filters, answered as they ask ([`Listeners`]).
+    listeners: Option<Listeners>,
     launcher: Pid,
     deadline: Option<Instant>,
     grace: Duration,
@@ -109,6 +112,7 @@ impl Watch {
     pub fn new(
         launcher: Pid,
         lifeline: Option<OwnedFd>,
+        listeners: Option<Listeners>,
         start: Instant,
         deadline: Option<Duration>,
         grace: Duration,
@@ -121,6 +125,7 @@ impl Watch {
         Ok(Watch {
             signals,
             lifeline,
+            listeners,
             launcher,
             deadline: deadline.and_then(|d| start.checked_add(d)),
             grace,
@@ -179,9 +184,10 @@ impl Watch {
         let _ = kill(pid1, Signal::SIGKILL);
     }
 
-    /// Poll the signalfd and the lifeline until one is ready or `until` passes. Returns
-    /// (signals pending, launcher gone by the lifeline).
-    fn wait(&self, until: Option<Instant>) -> (bool, bool) {
+    /// Poll the signalfd and the lifeline until one is ready or `until` passes, answering
+    /// the sides' `listen` calls meanwhile. Returns (signals pending, launcher gone by the
+    /// lifeline).
+    fn wait(&mut self, until: Option<Instant>) -> (bool, bool) {
         let timeout_ms: i32 = match until {
             None => -1,
             Some(t) => {
@@ -203,10 +209,17 @@ impl Watch {
                 revents: 0,
             });
         }
+        let ours = fds.len();
+        if let Some(l) = &self.listeners {
+            fds.extend(l.pollfds());
+        }
         // SAFETY: poll on a vector of valid pollfds that lives across the call.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         if rc <= 0 {
             return (false, false);
+        }
+        if let Some(l) = &mut self.listeners {
+            l.ready(&fds[ours..]);
         }
         let sig_ready = fds[0].revents != 0;
         let life_gone = match (fds.get(1), &self.lifeline) {

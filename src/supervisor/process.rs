@@ -29,8 +29,10 @@ use tokio::time::Instant;
 use super::launch::LaunchError;
 use super::spawn::{spawn_process, Child};
 use crate::gateway::GatewayFds;
+use crate::sandbox::command_cgroup::CommandCgroups;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::limits;
+use crate::sandbox::sides::CommandSideFds;
 use crate::sandbox::spec::RunSpec;
 use crate::sandbox::status::{self, StatusReport};
 use crate::sandbox::{command_side, fdpass};
@@ -364,14 +366,22 @@ fn take_gateway(sock: &OwnedFd) -> Result<Option<GatewayFds>, ()> {
         Err(nix::errno::Errno::EAGAIN) => return Err(()),
         Err(_) => return Ok(None),
     };
-    if &buf[..n] != command_side::HANDOVER || fds.len() != 2 {
+    let Some(tags) = buf[..n].strip_prefix(command_side::HANDOVER) else {
+        return Ok(None);
+    };
+    if fds.len() < 2 {
         return Ok(None);
     }
+    let Some(cgroups) = CommandSideFds::from_tagged(tags, fds.split_off(2)) else {
+        return Ok(None);
+    };
     let runner = fds.pop();
     let listener = fds.pop();
-    Ok(listener
-        .zip(runner)
-        .map(|(listener, runner)| GatewayFds { listener, runner }))
+    Ok(listener.zip(runner).map(|(listener, runner)| GatewayFds {
+        listener,
+        runner,
+        commands: CommandCgroups::new(cgroups),
+    }))
 }
 
 /// Bytes read from the agent's pipes at a time: a flooding agent blocks on its full pipe

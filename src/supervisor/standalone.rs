@@ -32,7 +32,7 @@ use crate::daemon::budget;
 use crate::journal::{EventKind, RunFields, RunJournal};
 use crate::sandbox::helper::Ahead;
 use crate::supervisor::instances;
-use crate::terminal::TerminalSafe;
+use crate::terminal::{Show, TerminalSafe};
 
 /// What a standalone launch refused with when airlockd holds the ledger.
 pub const DAEMON_OWNS_LEDGER: &str =
@@ -129,8 +129,8 @@ pub fn signal_name(sig: i32) -> String {
 /// What the launching process adds to its run.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller<'a> {
-    /// Copy the agent's output to this process's stdout and stderr (terminal-safe).
-    pub stream: bool,
+    /// Copy the agent's output to this process's stdout and stderr, shown so.
+    pub stream: Option<Show>,
     /// Signals to this process: they stop the run.
     pub interrupt: &'a Interrupt,
 }
@@ -351,7 +351,7 @@ async fn supervise(
     helper: Result<Spawned, LaunchError>,
     run: &JournaledRun,
     ctl: &RunControl,
-    stream: bool,
+    stream: Option<Show>,
     launched_by_uid: u32,
     deadline_s: u64,
 ) -> Closing {
@@ -371,13 +371,12 @@ async fn supervise(
             }
         ),
     );
-    let tees: [Option<Box<dyn Tee>>; 2] = if stream {
-        [
-            Some(Box::new(WriterTee(Box::new(TerminalSafe::stdout())))),
-            Some(Box::new(WriterTee(Box::new(TerminalSafe::stderr())))),
-        ]
-    } else {
-        [None, None]
+    let tees: [Option<Box<dyn Tee>>; 2] = match stream {
+        Some(show) => [
+            Some(Box::new(WriterTee(Box::new(TerminalSafe::stdout(show))))),
+            Some(Box::new(WriterTee(Box::new(TerminalSafe::stderr(show))))),
+        ],
+        None => [None, None],
     };
     let mut closing = run.supervise(prepared, helper, ctl, tees, deadline_s).await;
     closing.reason = outcome::with_lost(&closing.reason, run.lost());

@@ -4,7 +4,8 @@ inside a run. It runs wherever a run may start a program: as a workflow role's c
 or as a command an agent sends through Airlock's bash tool (the command side).
 
 usage: python3 escape_battery.py [--host-port N]... [--host-path P]... [--max-procs N]
-                                 [--daemon MARKER]
+                                 [--daemon MARKER] [--side agent|command] [--skip CHECK]...
+                                 [--memory-hog]
 
 --host-port: a TCP port listening on the host's loopback (it must not be reachable).
 --host-path: a host path that must not be visible (the state directory, a key file).
@@ -13,6 +14,11 @@ usage: python3 escape_battery.py [--host-port N]... [--host-path P]... [--max-pr
           check that nothing of the run outlives it.
 --skip: a check not to run (it is then absent from the verdicts, so the caller must name
         it too).
+--side: which side of the run it runs on (default command): the agent side may start no
+        program, so the checks that need one are the caller's to skip there, and a memfd
+        may not even be made there.
+--memory-hog: instead of the checks, allocate memory until the kernel stops it (the
+        run's command side must be the one to die), printing how far it got.
 
 Prints one line, `BATTERY {json}`: each check's name with held (true or false) and what
 was seen. A check that cannot run (an exception) has not held: the battery fails loudly.
@@ -29,6 +35,7 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -50,9 +57,14 @@ def check(name):
 
 
 def args():
-    out = {"host_port": [], "host_path": [], "max_procs": 0, "daemon": None, "skip": []}
+    out = {"host_port": [], "host_path": [], "max_procs": 0, "daemon": None, "skip": [],
+           "side": "command", "memory_hog": False}
     argv = sys.argv[1:]
     while argv:
+        if argv[0] == "--memory-hog":
+            out["memory_hog"] = True
+            argv = argv[1:]
+            continue
         k, v = argv[0], argv[1]
         argv = argv[2:]
         if k == "--host-port":
@@ -65,12 +77,24 @@ def args():
             out["daemon"] = v
         elif k == "--skip":
             out["skip"].append(v)
+        elif k == "--side" and v in ("agent", "command"):
+            out["side"] = v
         else:
             raise SystemExit("escape_battery.py: unknown option " + k)
     return out
 
 
 A = args()
+
+if A["memory_hog"]:
+    # Touched pages, 16 MiB at a time, until the kernel's OOM killer ends this process (the
+    # caller expects that: a clean exit means no limit held it).
+    hog = []
+    while True:
+        hog.append(bytearray(16 << 20))
+        for i in range(0, 16 << 20, 4096):
+            hog[-1][i] = 1
+        print("HOG %d MiB" % (16 * len(hog)), flush=True)
 
 
 def status():
@@ -323,9 +347,12 @@ def _():
     seen["mount"] = errno_of(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None))
     seen["chroot"] = errno_of(libc.chroot(b"/tmp"))
     seen["pivot_root"] = errno_of(libc.syscall(155, b"/tmp", b"/tmp"))
-    p = subprocess.run(["/usr/bin/unshare", "-Ur", "true"], capture_output=True, timeout=20)
-    seen["unshare_cmd"] = "exit %d" % p.returncode
-    return all(v != "ok" for k, v in seen.items() if k != "unshare_cmd") and p.returncode != 0, seen
+    # The program unshare(1) only where a program may start (the agent side may start none).
+    code = 1
+    if A["side"] == "command":
+        code = subprocess.run(["/usr/bin/unshare", "-Ur", "true"], capture_output=True, timeout=20).returncode
+        seen["unshare_cmd"] = "exit %d" % code
+    return all(v != "ok" for k, v in seen.items() if k != "unshare_cmd") and code != 0, seen
 
 
 def eperm(r, also=()):
@@ -433,6 +460,141 @@ def _():
         len(kids), limit, stopped)
 
 
+@check("memfd")
+def _():
+    # The agent side may not make a memfd at all (its pages could be mapped executable by
+    # the loader: execve is not needed); on the command side one can be made but never
+    # executed (vm.memfd_noexec=2 in the run's pid namespace).
+    try:
+        fd = os.memfd_create("battery", 0)
+    except OSError as e:
+        return A["side"] == "agent" and e.errno == errno.EPERM, "memfd_create: " + e.strerror
+    if A["side"] == "agent":
+        os.close(fd)
+        return False, "memfd_create: made one on the agent side"
+    with open("/bin/true", "rb") as f:
+        os.write(fd, f.read())
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execv("/proc/self/fd/%d" % fd, ["memfd"])
+        except OSError as e:
+            os._exit(100 + e.errno)
+    _, st = os.waitpid(pid, 0)
+    os.close(fd)
+    code = os.waitstatus_to_exitcode(st)
+    return code == 100 + errno.EACCES, "exec of a memfd: " + (
+        os.strerror(code - 100) if code > 100 else "exit %d" % code)
+
+
+@check("udp_and_listen")
+def _():
+    # Bind none (README): no UDP socket at all (Landlock has no UDP rules on this kernel),
+    # and no TCP listen() on a socket the kernel would bind itself (Landlock sees only
+    # bind()); a unix socket may still listen.
+    seen = {}
+    for name, fam, addr in (("udp4", socket.AF_INET, ("127.0.0.1", 4180)), ("udp6", socket.AF_INET6, ("::1", 4180))):
+        try:
+            s = socket.socket(fam, socket.SOCK_DGRAM)
+        except OSError as e:
+            seen[name] = errno.errorcode.get(e.errno, "?")
+            continue
+        try:
+            s.bind(addr)
+            seen[name] = "BOUND"
+        except OSError as e:
+            seen[name] = "made, bind " + errno.errorcode.get(e.errno, "?")
+        s.close()
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.listen(1)
+        seen["tcp_listen"] = "LISTENING on %d" % s.getsockname()[1]
+    except OSError as e:
+        seen["tcp_listen"] = errno.errorcode.get(e.errno, "?")
+    s.close()
+    def unix_listen(key, name):
+        u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            u.bind("\0airlock-battery-%d-%s" % (os.getpid(), name))
+            u.listen(1)
+            seen[key] = "ok"
+        except OSError as e:
+            seen[key] = errno.errorcode.get(e.errno, "?")
+        u.close()
+    unix_listen("unix_listen", "main")
+    # From another thread than the main one too (the helper answers for threads alike).
+    t = threading.Thread(target=unix_listen, args=("unix_listen_thread", "thread"))
+    t.start()
+    t.join()
+    held = (seen["udp4"] in ("EPERM", "EPROTONOSUPPORT") and seen["udp6"] in ("EPERM", "EPROTONOSUPPORT")
+            and seen["tcp_listen"] == "EPERM" and seen["unix_listen"] == "ok"
+            and seen["unix_listen_thread"] == "ok")
+    return held, seen
+
+
+@check("netlink")
+def _():
+    # Only NETLINK_ROUTE (this namespace's own links and addresses): a uevent socket would
+    # hear the host's devices, other runs' loop devices among them.
+    seen = {}
+    for name, proto in (("route", 0), ("uevent", 15), ("audit", 9), ("sock_diag", 4)):
+        try:
+            s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, proto)
+            if proto == 15:
+                s.bind((0, 1))
+            s.close()
+            seen[name] = "ok"
+        except OSError as e:
+            seen[name] = errno.errorcode.get(e.errno, "?")
+    return seen["route"] == "ok" and all(v != "ok" for k, v in seen.items() if k != "route"), seen
+
+
+@check("unix_sockets_in_shared_dirs")
+def _():
+    # The workspace and the home are both sides' (and the operator's): no socket there, so
+    # nothing can hand a descriptor from one side to the other. /tmp is each side's own
+    # (but gives none either when the workspace lies below it: `--workspace /tmp/x`).
+    seen = {}
+    ws = os.environ.get("AIRLOCK_WORKSPACE", os.getcwd())
+    for name, d in (("workspace", ws),
+                    ("home", os.environ.get("HOME", "/nonexistent")), ("tmp", "/tmp")):
+        p = os.path.join(d, "battery-%d.sock" % os.getpid())
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(p)
+            seen[name] = "bound"
+            os.unlink(p)
+        except OSError as e:
+            seen[name] = errno.errorcode.get(e.errno, "?")
+        s.close()
+    tmp = "EACCES" if ws.startswith("/tmp/") else "bound"
+    return seen["workspace"] == "EACCES" and seen["home"] == "EACCES" and seen["tmp"] == tmp, seen
+
+
+@check("process_calls")
+def _():
+    # The calls that take a pid, on its parent (the shepherd, or the agent side's init) and
+    # on pid 1 of its namespace, and the ones that reach a whole group or uid: none may
+    # change another process, even to what it already is.
+    seen = {}
+    old = (ctypes.c_uint64 * 2)()
+    mask = ctypes.c_uint64(1)
+    for who, pid in (("parent", os.getppid()), ("pid1", 1)):
+        if libc.syscall(302, pid, 7, None, old) == 0:
+            seen[who + "_prlimit_set"] = errno_of(libc.syscall(302, pid, 7, old, None))
+        else:
+            seen[who + "_prlimit_set"] = "unnamed: " + os.strerror(ctypes.get_errno())
+        seen[who + "_setpriority"] = errno_of(libc.setpriority(0, pid, 19))
+        seen[who + "_sched_setaffinity"] = errno_of(libc.sched_setaffinity(pid, 8, ctypes.byref(mask)))
+        seen[who + "_ioprio_set"] = errno_of(libc.syscall(251, 1, pid, 3 << 13))
+    seen["setpriority_own_uid"] = errno_of(libc.setpriority(2, 0, 19))  # PRIO_USER
+    seen["setpriority_own_group"] = errno_of(libc.setpriority(1, 0, 19))  # PRIO_PGRP
+    seen["ioprio_set_own_uid"] = errno_of(libc.syscall(251, 3, 0, 3 << 13))  # IOPRIO_WHO_USER
+    # Its own, still: what a runtime does for itself.
+    own = errno_of(libc.setpriority(0, 0, os.getpriority(os.PRIO_PROCESS, 0)))
+    return all(v != "ok" for v in seen.values()) and own == "ok", dict(seen, own=own)
+
+
 if A["daemon"]:
     # The double-forked daemon the caller checks for afterwards; the battery says whether
     # it started (a check that the run ended it is only as good as the daemon).
@@ -458,7 +620,7 @@ if A["daemon"]:
     except OSError:
         running = False
     RESULTS["daemon_started"] = {"held": running, "seen": "pid %s %s" % (pid, "running" if running else "not running")}
-else:
+elif "daemon_started" not in A["skip"]:
     RESULTS["daemon_started"] = {"held": False, "seen": "not asked for: give --daemon MARKER"}
 
 print("BATTERY " + json.dumps(RESULTS, sort_keys=True), flush=True)

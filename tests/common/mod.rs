@@ -61,6 +61,11 @@ impl Host {
     /// A host with `hires` (instance, role), each with a fresh uid, and a roles.local
     /// layer over the shipped roles. `extra` is appended to the config.
     pub fn new(hires: &[(&str, &str)], extra: &str) -> Host {
+        Host::with_limits(hires, "{max_procs: 64, tmp_bytes: 8388608}", extra)
+    }
+
+    /// As [`Host::new`], with `limits` (a YAML mapping) as the config's `limits`.
+    pub fn with_limits(hires: &[(&str, &str)], limits: &str, extra: &str) -> Host {
         require_root();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
@@ -78,7 +83,7 @@ impl Host {
         std::fs::write(
             &cfg,
             format!(
-                "roles: [{REPO}/roles, {}]\npolicies: {REPO}/policies\nstate_dir: state\nsocket: {}\nuid_range: 1880096000-1880096999\nlimits: {{max_procs: 64, tmp_bytes: 8388608}}\n{extra}instances:\n{inst}",
+                "roles: [{REPO}/roles, {}]\npolicies: {REPO}/policies\nstate_dir: state\nsocket: {}\nuid_range: 1880096000-1880096999\nlimits: {limits}\n{extra}instances:\n{inst}",
                 root.join("roles.local").display(),
                 root.join("airlockd.sock").display()
             ),
@@ -461,17 +466,22 @@ pub const BATTERY_CHECKS: &[&str] = &[
     "identity",
     "inherited_fds",
     "kernel_interfaces",
+    "memfd",
     "mount_flags",
     "namespaces_and_mounts",
+    "netlink",
     "network_only_loopback",
     "other_processes",
     "proc_and_sys_read_only",
     "proc_masked",
+    "process_calls",
     "process_limit",
     "setuid_binary",
     "signal_and_trace_init",
     "socket_families",
     "terminal_injection",
+    "udp_and_listen",
+    "unix_sockets_in_shared_dirs",
     "writes_outside",
 ];
 

@@ -1,0 +1,169 @@
+//! The two sides of a run are apart (README, "What a run sees"): a Python agent on the
+//! agent side and its commands on the command side (sent through Airlock's bash tool) try
+//! to reach each other: each other's processes by pid, the shepherd of a command, a unix
+//! socket to pass a descriptor through, a SysV segment. tests/agents/side_probe.py holds
+//! both halves; each scenario prints one `SIDES {json}` line with what was seen.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// The code role with `python3 side_probe.py` as a bash prefix, and a workspace holding
+/// the probe, owned by the instance. Not below /tmp, as a run's own workspace is not
+/// (sockets may then be made in a side's /tmp; a workspace below it keeps them out of
+/// there too).
+fn host() -> (Host, std::path::PathBuf, tempfile::TempDir) {
+    let h = Host::new(&[("tess", "code")], "");
+    h.local_role("code", |t| {
+        t.replacen("  bash:\n", "  bash:\n    - python3 side_probe.py\n", 1)
+    });
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::copy(
+        Path::new(REPO).join("tests/agents/side_probe.py"),
+        ws.join("side_probe.py"),
+    )
+    .unwrap();
+    chown_tree(&ws, h.uids[0]);
+    (h, ws, dir)
+}
+
+fn launch(h: &Host, ws: &Path, scenarios: &[&str]) -> std::process::Command {
+    let mut argv = vec!["/usr/bin/python3", "side_probe.py", "agent"];
+    argv.extend_from_slice(scenarios);
+    h.launch(
+        "code",
+        "tess",
+        &["--workspace", ws.to_str().unwrap(), "--max-seconds", "300"],
+        &argv,
+    )
+}
+
+/// The scenario's `SIDES` line.
+fn seen(out: &str, scenario: &str) -> Value {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("SIDES "))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["scenario"] == scenario)
+        .unwrap_or_else(|| panic!("no {scenario} line in:\n{out}"))
+}
+
+fn run(scenarios: &[&str]) -> String {
+    let (h, ws, _dir) = host();
+    let o = launch(&h, &ws, scenarios).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+/// Each side marks itself (its own RLIMIT_NOFILE soft limit) and looks through every pid
+/// for the other's mark, trying prlimit, setpriority, sched_setaffinity, ioprio_set and
+/// pidfd_open on what it finds: neither finds the other, and neither's limit changed.
+#[test]
+fn neither_side_can_name_or_touch_the_others_processes() {
+    let out = run(&["prlimit"]);
+    let r = seen(&out, "prlimit");
+    assert_eq!(r["cmd_marked"], true, "{r}");
+    assert_eq!(
+        r["found_command"],
+        json!({}),
+        "the agent reached the command side: {r}"
+    );
+    assert_eq!(
+        r["command"]["found_agent"],
+        json!({}),
+        "the command side reached the agent: {r}"
+    );
+    assert_eq!(r["own_soft_after"], 777, "{r}");
+    assert_eq!(r["command"]["own_soft_after"], 779, "{r}");
+}
+
+/// A command that sets its shepherd's RLIMIT_NOFILE to 0 and leaves a double-forked,
+/// setsid daemon: the call answers, and by then nothing of the command is alive (each
+/// command has a cgroup of its own, killed whole; the shepherd's limits cannot be set).
+#[test]
+fn a_command_cannot_blind_its_shepherd_or_outlive_its_call() {
+    let (h, ws, _dir) = host();
+    let marker = format!("b{}", std::process::id());
+    let scenario = format!("blind={marker}");
+    let mut child = launch(&h, &ws, &[&scenario])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let want = format!("airlock-side-{marker}");
+    let alive = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|c| c.starts_with(want.as_bytes()))
+    };
+    let mut out = String::new();
+    let mut alive_at_answer = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.starts_with("SIDES ") {
+            alive_at_answer = Some(alive());
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    assert!(child.wait().unwrap().success(), "{out}");
+    let r = seen(&out, "blind");
+    assert_eq!(
+        alive_at_answer,
+        Some(false),
+        "the command's daemon outlived its call: {r}"
+    );
+    assert!(
+        r["command"]["daemon"]
+            .as_str()
+            .is_some_and(|p| !p.is_empty()),
+        "the daemon did not start: {r}"
+    );
+    assert_ne!(
+        r["command"]["blind"], "ok",
+        "the command set its shepherd's limits: {r}"
+    );
+}
+
+/// The agent listens on a unix socket in its /tmp, in the workspace and in the abstract
+/// namespace; a command tries
+/// to pass it an O_PATH descriptor of the command side's root (whose mounts are
+/// executable) through either: no socket of one side is reachable from the other, and
+/// neither side may make a socket in the workspace.
+#[test]
+fn no_descriptor_crosses_between_the_sides() {
+    let out = run(&["fdpass"]);
+    let r = seen(&out, "fdpass");
+    assert_eq!(r["received"], json!([]), "a descriptor crossed: {r}");
+    assert_eq!(r["bind_tmp"], "ok", "{r}");
+    assert_eq!(r["bind_workspace"], "EACCES", "{r}");
+    assert_eq!(r["command"]["tmp"], "ENOENT", "{r}");
+    assert_eq!(r["command"]["workspace"], "ENOENT", "{r}");
+    // An abstract socket of the agent's (both sides share the network namespace) is
+    // scoped to its Landlock domain.
+    assert_eq!(r["bind_abstract"], "ok", "{r}");
+    assert_eq!(r["command"]["abstract"], "EPERM", "{r}");
+}
+
+/// A SysV shared-memory segment and message queue the agent makes are not there for the
+/// command side: each side has an IPC namespace of its own.
+#[test]
+fn sysv_ipc_is_each_sides_own() {
+    let out = run(&["sysv"]);
+    let r = seen(&out, "sysv");
+    assert_eq!(r["made_shm"], true, "{r}");
+    assert_eq!(r["made_msg"], true, "{r}");
+    assert_eq!(
+        r["command"]["shm"], "ENOENT",
+        "the command side saw the agent's segment: {r}"
+    );
+    assert_eq!(r["command"]["msg"], "ENOENT", "{r}");
+}
