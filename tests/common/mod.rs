@@ -211,7 +211,8 @@ pub fn step(lines: &[Value], i: usize) -> &Value {
 
 /// The run's journal records of one event kind, waiting (bounded) until `want` are there.
 pub fn events(run: &str, event: &str, want: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // Generous: a loaded host's journald indexes late, and only a failure waits this long.
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = Command::new("journalctl")
             .args(["--no-pager", "-q", "--all", "-o", "json"])
@@ -230,14 +231,27 @@ pub fn events(run: &str, event: &str, want: usize) -> Vec<Value> {
     }
 }
 
-/// Every record of the run, as journalctl prints it (text of all fields).
+/// Every record of the run, as journalctl prints it (text of all fields), once journald
+/// has indexed the run's last record (waiting, bounded: it indexes asynchronously).
 pub fn journal_text(run: &str) -> String {
-    let out = Command::new("journalctl")
-        .args(["--no-pager", "-q", "--all", "-o", "json"])
-        .arg(format!("AIRLOCK_RUN={run}"))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let ends: Vec<String> = airlock::journal::EventKind::ALL
+        .iter()
+        .filter(|k| k.ends_run())
+        .map(|k| format!("\"AIRLOCK_EVENT\":\"{}\"", k.as_str()))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = Command::new("journalctl")
+            .args(["--no-pager", "-q", "--all", "-o", "json"])
+            .arg(format!("AIRLOCK_RUN={run}"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if ends.iter().any(|e| text.contains(e.as_str())) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A workflow role for the jail tests: no model, so its command runs on the command side,
