@@ -4,10 +4,12 @@
 //! home of an instance with a run going on: one device, so one superblock, for every run
 //! of it; two devices on one image would corrupt it).
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
@@ -60,12 +62,32 @@ fn zero_info() -> LoopInfo64 {
     }
 }
 
-/// An open loop device. The device stays attached at least as long as this is held; once
-/// dropped, it detaches when its filesystem's last mount is gone.
-#[derive(Debug)]
+/// An open loop device. The device stays attached at least as long as this (or a clone of
+/// it: every run of an instance holds its home's) is held; once all are dropped, it
+/// detaches when its filesystem's last mount is gone.
+#[derive(Debug, Clone)]
 pub struct Loop {
     pub path: PathBuf,
-    _file: File,
+    file: Arc<File>,
+}
+
+/// The devices this process holds, by their image's device and inode: a launch finds its
+/// instance's home here without reading every loop device in /sys/block (one per live run).
+type Held = HashMap<(u64, u64), (PathBuf, Weak<File>)>;
+
+fn held() -> std::sync::MutexGuard<'static, Held> {
+    static HELD: OnceLock<Mutex<Held>> = OnceLock::new();
+    HELD.get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Remember `lp` as the device of the image with this device and inode.
+fn hold(key: (u64, u64), lp: &Loop) {
+    let mut h = held();
+    // Forget devices gone meanwhile, so the map stays as small as what is held.
+    h.retain(|_, (_, f)| f.strong_count() > 0);
+    h.insert(key, (lp.path.clone(), Arc::downgrade(&lp.file)));
 }
 
 fn open_dev(path: &Path) -> std::io::Result<File> {
@@ -141,7 +163,14 @@ pub fn attach(image: &Path) -> Result<Loop, String> {
         // SAFETY: LOOP_CONFIGURE reads one struct loop_config we own for the call.
         let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE as _, &cfg) };
         if rc == 0 {
-            return Ok(Loop { path, _file: dev });
+            let lp = Loop {
+                path,
+                file: Arc::new(dev),
+            };
+            if let Ok(m) = backing.metadata() {
+                hold((m.dev(), m.ino()), &lp);
+            }
+            return Ok(lp);
         }
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EBUSY) {
@@ -156,6 +185,14 @@ pub fn attach(image: &Path) -> Result<Loop, String> {
 /// the backing file's device and inode, not only its name.
 pub fn find(image: &Path) -> Option<Loop> {
     let meta = std::fs::metadata(image).ok()?;
+    let key = (meta.dev(), meta.ino());
+    // One this process holds: attached, with this backing file, for as long as it is held.
+    if let Some((path, file)) = held()
+        .get(&key)
+        .and_then(|(p, f)| Some((p.clone(), f.upgrade()?)))
+    {
+        return Some(Loop { path, file });
+    }
     let want = image.to_str()?;
     for entry in std::fs::read_dir("/sys/block").ok()?.flatten() {
         let name = entry.file_name();
@@ -173,7 +210,12 @@ pub fn find(image: &Path) -> Option<Loop> {
         let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info) };
         // A device being torn down answers ENXIO: not usable.
         if rc == 0 && info.lo_inode == meta.ino() && info.lo_device == meta.dev() {
-            return Some(Loop { path, _file: dev });
+            let lp = Loop {
+                path,
+                file: Arc::new(dev),
+            };
+            hold(key, &lp);
+            return Some(lp);
         }
     }
     None
