@@ -779,3 +779,87 @@ fn method_overrides_get_bodies_queries_and_encoded_bodies_are_refused() {
         "refused requests never left the gateway"
     );
 }
+
+/// `run.max_turns` held by the gateway, whatever the agent: a `-- CMD` agent of a role with
+/// `max_turns: 3` (on either API) has its fourth model request refused in the provider's own
+/// unretried format, journaled with the rule, never forwarded; counting tokens is no turn;
+/// `show` says `turns: 3 of 3`.
+#[test]
+fn the_model_request_past_run_max_turns_is_refused_whatever_the_agent() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    h.local_role("code", |t| {
+        t.replace("  max_turns: 150\n", "  max_turns: 3\n")
+    });
+    h.local_role("review", |t| {
+        t.replace("  max_turns: 80\n", "  max_turns: 3\n")
+    });
+    for (role, instance, api, model, status, kind) in [
+        (
+            "code",
+            "tess",
+            "anthropic",
+            "claude-sonnet-4-5",
+            403,
+            "permission_error",
+        ),
+        (
+            "review",
+            "rex",
+            "openai",
+            "gpt-5-codex",
+            429,
+            "insufficient_quota",
+        ),
+    ] {
+        let before = posts(&si).len();
+        let call = json!({"op": "call", "api": api, "model": model, "stream": true});
+        let mut steps = vec![call.clone(), call.clone()];
+        if api == "anthropic" {
+            steps.push(json!({"op": "call", "api": api, "model": model,
+                               "path": "/v1/messages/count_tokens", "stream": false}));
+        }
+        steps.extend([call.clone(), call.clone(), call]);
+        let (run, lines) = run_steps(&h, role, instance, &Value::Array(steps));
+        let n = lines.len();
+        for i in 0..n - 2 {
+            assert_eq!(step(&lines, i)["status"], 200, "{role} step {i}: {lines:?}");
+        }
+        for i in n - 2..n {
+            let refused = step(&lines, i);
+            assert_eq!(refused["status"], status, "{role}: {refused}");
+            assert_eq!(refused["error_type"], kind, "{role}: {refused}");
+            assert!(
+                refused["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("run.max_turns 3")),
+                "{role}: {refused}"
+            );
+        }
+        let forwarded = posts(&si).len() - before;
+        assert_eq!(
+            forwarded,
+            n - 2,
+            "{role}: only three turns (and a count) left"
+        );
+        let ev = provider_events(&run, n);
+        let denied: Vec<&Value> = ev
+            .iter()
+            .filter(|e| field(e, "AIRLOCK_DECISION") == "deny")
+            .collect();
+        assert_eq!(denied.len(), 2, "{role}: {ev:?}");
+        assert!(denied
+            .iter()
+            .all(|e| field(e, "AIRLOCK_RULE") == "run.max_turns"));
+        let spend = &show_json(&h, &run)["run"]["spend"];
+        assert_eq!(spend["turns"], 3, "{role}: {spend}");
+        assert_eq!(spend["max_turns"], 3, "{role}: {spend}");
+        let o = h.ctl(&["show", &run]);
+        assert!(
+            stdout(&o).contains("3 of 3 (run.max_turns)"),
+            "{}",
+            stdout(&o)
+        );
+    }
+}

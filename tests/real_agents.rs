@@ -258,6 +258,48 @@ fn codex_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows() {
     }
 }
 
+/// `run.max_turns` holds for Codex, which has no turn limit of its own: a role with
+/// `max_turns: 3` whose model keeps asking for tools gets three turns; the fourth model
+/// request is refused by the gateway (journaled with the rule) and never reaches the model.
+#[test]
+fn codex_gets_run_max_turns_model_turns_and_no_more() {
+    require_journald();
+    require_agent("/usr/local/lib/airlock-agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex");
+    let log = json!({"tool": "bash", "input": {"command": "git log --oneline"}});
+    let turns = json!([log, log, log, log, log, {"text": "All done."}]);
+    let si = StandIn::scripted(&turns);
+    let h = host(&si);
+    let local = h.root.join("roles.local/review/role.yaml");
+    let text = std::fs::read_to_string(&local).unwrap();
+    std::fs::write(
+        &local,
+        text.replace("  max_turns: 80\n", "  max_turns: 3\n"),
+    )
+    .unwrap();
+    let ws = repo(&h, h.uids[1]);
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "review", "rex", &["--workspace", ws.to_str().unwrap()]);
+    let run = run_id_of(&o);
+    let served = si.turns();
+    assert_eq!(
+        served.len(),
+        3,
+        "{}\n{}\n{served:?}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let ev = events(&run, "provider", 4);
+    let denied: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["AIRLOCK_DECISION"] == "deny")
+        .collect();
+    assert!(!denied.is_empty(), "{ev:?}");
+    assert!(
+        denied.iter().all(|e| e["AIRLOCK_RULE"] == "run.max_turns"),
+        "{denied:?}"
+    );
+}
+
 /// The escape battery as a command the model sends through Airlock's bash tool: it runs on
 /// the command side of a real Claude Code run, every class holds there, its verdicts come
 /// back to the model, and the daemon it leaves behind does not outlive the run. Its fork

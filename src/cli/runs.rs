@@ -138,6 +138,9 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
             "model requests",
             format!("{} forwarded, {} refused", s.requests, s.refused),
         ));
+        if let (Some(n), Some(m)) = (s.turns, s.max_turns) {
+            pairs.push(("turns", format!("{n} of {m} (run.max_turns)")));
+        }
         pairs.push((
             "spend",
             format!(

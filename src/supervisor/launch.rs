@@ -283,6 +283,9 @@ fn provider_plan(
         model: run.model.clone(),
         price,
         budget_micro_usd: budget_micro_usd(role.budget.spend_usd),
+        max_turns: run
+            .max_turns
+            .unwrap_or(crate::policy::agent_config::DEFAULT_MAX_TURNS),
         web_search: run.tools.iter().any(|t| t == "WebSearch"),
         web_fetch: run.tools.iter().any(|t| t == "WebFetch"),
     }))
