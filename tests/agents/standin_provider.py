@@ -10,6 +10,7 @@ requests that offer tools (an agent's main loop), one turn each, in order:
   {"text": "..."}                           a final answer
   {"tool": NAME, "input": {...}}            a call of the offered tool named NAME, or whose
                                             name ends with `__NAME` (mcp__airlock__bash);
+                                            NAME may be a list: the first offered;
                                             with "force": true, called even if not offered;
                                             "$WORKSPACE" in the input's strings becomes the
                                             working directory the agent told the model
@@ -430,9 +431,12 @@ def with_workspace(value, cwd):
 
 
 def pick(names, want):
-    for n in names:
-        if n == want or n.endswith("__" + want):
-            return n
+    """The offered tool named `want` (or ending in `__want`); `want` may be a list of
+    names, the first offered wins (a tool one agent version names otherwise)."""
+    for w in want if isinstance(want, list) else [want]:
+        for n in names:
+            if n == w or n.endswith("__" + w):
+                return n
     return None
 
 
@@ -450,7 +454,7 @@ def _scripted(self, path, body, entry):
         name = pick(names, turn["tool"])
         if name is None and turn.get("force"):
             # A model may name a tool it was not offered: the agent must refuse it.
-            name = turn["tool"]
+            name = turn["tool"][0] if isinstance(turn["tool"], list) else turn["tool"]
         if name is None:
             turn = {"text": f"the tool {turn['tool']} was not offered"}
         else:
