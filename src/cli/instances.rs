@@ -1,6 +1,7 @@
 //! `airlockctl hire NAME --role ROLE`, `fire NAME` and `instances`: who may run, as which
 //! role and uid.
 
+use crate::cli::output::out;
 use super::output;
 use super::remote::{self, Ctx};
 use super::table::{self, clean};
@@ -129,7 +130,7 @@ pub fn list(ctx: &Ctx) -> i32 {
             ]
         })
         .collect();
-    print!(
+    out!(
         "{}",
         table::render(
             &["INSTANCE", "ROLE", "UID", "SOURCE", "STATE", "RUNS", "LEASES"],

@@ -1,5 +1,6 @@
 //! `airlockctl status` and `reload`.
 
+use crate::cli::output::out;
 use super::output;
 use super::remote::{self, Ctx, Failed};
 use super::table::{self, clean};
@@ -44,7 +45,7 @@ pub fn status(ctx: &Ctx) -> i32 {
         ("loaded", format!("{} UTC", table::utc(s.loaded_at))),
         ("ledger records", s.ledger_records.to_string()),
     ];
-    print!("{}", table::render_pairs(&pairs));
+    out!("{}", table::render_pairs(&pairs));
     output::OK
 }
 

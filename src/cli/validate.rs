@@ -1,6 +1,7 @@
 //! `airlockctl validate`: every role file under the role directories and every policy file,
 //! checked offline. Exit 0 when all are valid, 1 when any is not.
 
+use crate::cli::output::outln;
 use super::output;
 use super::sources::{self, SourceArgs};
 use crate::config::Config;
@@ -42,7 +43,7 @@ pub fn run(args: &SourceArgs, config: &Config, as_json: bool) -> i32 {
             .iter()
             .map(|d| d.display().to_string())
             .collect();
-        println!(
+        outln!(
             "{} roles valid (from {})",
             loaded.catalog.len(),
             dirs.join(", ")
