@@ -81,7 +81,7 @@ fn cstr(name: &OsStr) -> Result<CString, String> {
 
 /// Open `path` as the kernel resolves it, checking every step (see the module's words):
 /// the descriptor reached (`O_PATH`) and what it is. `Err` names the step and why.
-fn open_checked(path: &Path) -> Result<(OwnedFd, Seen), String> {
+fn open_checked(path: &Path) -> Result<(OwnedFd, Seen, PathBuf), String> {
     let full = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -149,7 +149,7 @@ fn open_checked(path: &Path) -> Result<(OwnedFd, Seen), String> {
         if seen.is_dir() {
             dirs.push((fd, here, seen));
         } else if todo.is_empty() {
-            return Ok((fd, seen));
+            return Ok((fd, seen, here));
         } else {
             return Err(format!(
                 "{}: not a directory, on the way to {}",
@@ -158,8 +158,8 @@ fn open_checked(path: &Path) -> Result<(OwnedFd, Seen), String> {
             ));
         }
     }
-    let (fd, _, seen) = dirs.pop().expect("never empty: `/` stays");
-    Ok((fd, seen))
+    let (fd, real, seen) = dirs.pop().expect("never empty: `/` stays");
+    Ok((fd, seen, real))
 }
 
 /// The names of `p` in order (`.` dropped, `..` kept), without the leading `/`.
@@ -178,7 +178,7 @@ fn components(p: &Path) -> VecDeque<OsString> {
 /// the name looked up again).
 pub fn read_checked(path: &Path, limit: u64) -> Result<String, String> {
     use std::os::fd::AsRawFd;
-    let (fd, seen) = open_checked(path)?;
+    let (fd, seen, _) = open_checked(path)?;
     if seen.kind != libc::S_IFREG {
         return Err(format!("{}: is not a regular file", path.display()));
     }
@@ -216,7 +216,7 @@ pub fn check_tree(root: &Path) -> Vec<String> {
     if std::fs::symlink_metadata(root).is_err() {
         return Vec::new();
     }
-    let (fd, seen) = match open_checked(root) {
+    let (fd, seen, _) = match open_checked(root) {
         Ok(r) => r,
         Err(e) => return vec![e],
     };
@@ -252,7 +252,7 @@ pub fn check_tree(root: &Path) -> Vec<String> {
             }
             let p = dir_path.join(OsStr::from_bytes(name.as_bytes()));
             match entry(dir.as_fd(), &name, &p) {
-                Ok(Some((fd, seen))) => todo.push((fd, p, seen)),
+                Ok(Some((fd, seen, real))) => todo.push((fd, real, seen)),
                 Ok(None) => {}
                 Err(why) => problems.push(why),
             }
@@ -261,24 +261,28 @@ pub fn check_tree(root: &Path) -> Vec<String> {
     problems
 }
 
-/// One entry of a checked tree: refused, or a directory to check next (`Some`), or a file
-/// that passed.
-fn entry(dir: BorrowedFd<'_>, name: &CStr, p: &Path) -> Result<Option<(OwnedFd, Seen)>, String> {
+/// One entry of a checked tree: refused, or a directory to check next (`Some`, with the
+/// path it really has, so a problem under it names where to fix it), or a file that passed.
+fn entry(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    p: &Path,
+) -> Result<Option<(OwnedFd, Seen, PathBuf)>, String> {
     let fd = tree::open_at(dir, name, libc::O_PATH)
         .map_err(|e| format!("{}: cannot open: {e}", p.display()))?;
     let seen = Seen::of(fd.as_fd()).map_err(|e| format!("{}: cannot stat: {e}", p.display()))?;
     if seen.is_link() {
         // Where it leads, resolved in full: the link's target and every directory on the
         // way, and the target's own tree when it is a directory.
-        let (fd, seen) = open_checked(p)?;
-        return Ok(seen.is_dir().then_some((fd, seen)));
+        let (fd, seen, real) = open_checked(p)?;
+        return Ok(seen.is_dir().then_some((fd, seen, real)));
     }
     // Inside a tree nothing may be writable by others, sticky or not: every name in it is
     // read.
     if seen.uid != 0 || seen.others_write() {
         return Err(refusal(p, &seen, p));
     }
-    Ok(seen.is_dir().then_some((fd, seen)))
+    Ok(seen.is_dir().then_some((fd, seen, p.to_path_buf())))
 }
 
 /// Every file airlockd takes who-may-do-what from: the config file, its role layers and
@@ -335,5 +339,58 @@ mod tests {
         let p = check_tree(&roles);
         assert!(p.len() == 1 && p[0].contains("0775"), "{p:?}");
         assert!(check_tree(&t.path().join("absent")).is_empty());
+    }
+
+    #[test]
+    fn a_link_is_checked_where_it_leads_with_everything_under_it() {
+        if !nix::unistd::geteuid().is_root() {
+            panic!("needs root: run the tests as root (scripts/test)");
+        }
+        let t = tempfile::tempdir().expect("tempdir");
+        let roles = t.path().join("roles");
+        let elsewhere = t.path().join("elsewhere/code");
+        std::fs::create_dir_all(&roles).expect("mkdir");
+        std::fs::create_dir_all(elsewhere.join("sub")).expect("mkdir");
+        std::fs::write(elsewhere.join("role.yaml"), "x").expect("write");
+        std::fs::write(elsewhere.join("sub/brief.md"), "x").expect("write");
+        std::os::unix::fs::symlink("../elsewhere/code", roles.join("code")).expect("link");
+        // A link back up: checked once, no loop.
+        std::os::unix::fs::symlink("..", elsewhere.join("up")).expect("link");
+        assert_eq!(check_tree(&roles), Vec::<String>::new());
+        // A file in the linked directory, and one below it: each someone else's.
+        std::os::unix::fs::chown(elsewhere.join("role.yaml"), Some(4321), None).expect("chown");
+        let p = check_tree(&roles);
+        assert!(
+            p.len() == 1 && p[0].contains("elsewhere/code/role.yaml") && p[0].contains("uid 4321"),
+            "{p:?}"
+        );
+        std::os::unix::fs::chown(elsewhere.join("role.yaml"), Some(0), None).expect("chown");
+        chmod(&elsewhere.join("sub/brief.md"), 0o666);
+        let p = check_tree(&roles);
+        assert!(p.len() == 1 && p[0].contains("sub/brief.md"), "{p:?}");
+        chmod(&elsewhere.join("sub/brief.md"), 0o644);
+        // The linked directory's parent someone else's: the link's way is refused there.
+        std::os::unix::fs::chown(t.path().join("elsewhere"), Some(4321), None).expect("chown");
+        let p = check_tree(&roles);
+        assert!(
+            p.len() == 1 && p[0].contains("elsewhere (a directory above") && p[0].contains("uid 4321"),
+            "{p:?}"
+        );
+        std::os::unix::fs::chown(t.path().join("elsewhere"), Some(0), None).expect("chown");
+        // A link in a sticky directory anyone may write: only root's link may stand there.
+        let tmp = t.path().join("tmp");
+        std::fs::create_dir(&tmp).expect("mkdir");
+        chmod(&tmp, 0o1777);
+        std::os::unix::fs::symlink(&roles, tmp.join("layer")).expect("link");
+        assert_eq!(check_tree(&tmp.join("layer")), Vec::<String>::new());
+        std::os::unix::fs::lchown(tmp.join("layer"), Some(4321), None).expect("lchown");
+        let p = check_tree(&tmp.join("layer"));
+        assert!(p.len() == 1 && p[0].contains("a link owned by uid 4321"), "{p:?}");
+        // The config file is read from the descriptor that was checked.
+        let f = t.path().join("airlock.yaml");
+        std::fs::write(&f, "state_dir: x\n").expect("write");
+        assert_eq!(read_checked(&f, 100).as_deref(), Ok("state_dir: x\n"));
+        chmod(&f, 0o646);
+        assert!(read_checked(&f, 100).expect_err("refused").contains("0646"));
     }
 }
