@@ -89,9 +89,8 @@ fn open_checked(path: &Path) -> Result<(OwnedFd, Seen, PathBuf), String> {
             .map_err(|e| format!("{}: cannot resolve: {e}", path.display()))?
             .join(path)
     };
-    let cannot = |p: &Path, what: &str, e: std::io::Error| {
-        format!("{}: cannot {what}: {e}", p.display())
-    };
+    let cannot =
+        |p: &Path, what: &str, e: std::io::Error| format!("{}: cannot {what}: {e}", p.display());
     let root_fd = tree::open_at(
         std::fs::File::open("/")
             .map_err(|e| cannot(Path::new("/"), "open", e))?
@@ -119,8 +118,8 @@ fn open_checked(path: &Path) -> Result<(OwnedFd, Seen, PathBuf), String> {
         let (dir, dir_path, dir_seen) = dirs.last().expect("never empty: `/` stays");
         let here = dir_path.join(&name);
         let c = cstr(&name).map_err(|why| format!("{}: {why}", here.display()))?;
-        let fd = tree::open_at(dir.as_fd(), &c, libc::O_PATH)
-            .map_err(|e| cannot(&here, "open", e))?;
+        let fd =
+            tree::open_at(dir.as_fd(), &c, libc::O_PATH).map_err(|e| cannot(&here, "open", e))?;
         let seen = Seen::of(fd.as_fd()).map_err(|e| cannot(&here, "stat", e))?;
         // In a directory others may write (sticky), only the entry's owner may replace
         // it: that must be root, a link too.
@@ -373,7 +372,9 @@ mod tests {
         std::os::unix::fs::chown(t.path().join("elsewhere"), Some(4321), None).expect("chown");
         let p = check_tree(&roles);
         assert!(
-            p.len() == 1 && p[0].contains("elsewhere (a directory above") && p[0].contains("uid 4321"),
+            p.len() == 1
+                && p[0].contains("elsewhere (a directory above")
+                && p[0].contains("uid 4321"),
             "{p:?}"
         );
         std::os::unix::fs::chown(t.path().join("elsewhere"), Some(0), None).expect("chown");
@@ -385,7 +386,10 @@ mod tests {
         assert_eq!(check_tree(&tmp.join("layer")), Vec::<String>::new());
         std::os::unix::fs::lchown(tmp.join("layer"), Some(4321), None).expect("lchown");
         let p = check_tree(&tmp.join("layer"));
-        assert!(p.len() == 1 && p[0].contains("a link owned by uid 4321"), "{p:?}");
+        assert!(
+            p.len() == 1 && p[0].contains("a link owned by uid 4321"),
+            "{p:?}"
+        );
         // The config file is read from the descriptor that was checked.
         let f = t.path().join("airlock.yaml");
         std::fs::write(&f, "state_dir: x\n").expect("write");

@@ -673,7 +673,10 @@ fn an_unbounded_fresh_workspace_goes_with_its_run_and_root_follows_none_of_its_l
         f = victim_file.display()
     );
     let intact = || {
-        assert_eq!(std::fs::read_to_string(victim.join("keep")).unwrap(), "root's\n");
+        assert_eq!(
+            std::fs::read_to_string(victim.join("keep")).unwrap(),
+            "root's\n"
+        );
         assert_eq!(std::fs::read_to_string(&victim_file).unwrap(), "root's\n");
     };
 

@@ -539,12 +539,20 @@ fn a_role_folder_that_is_a_link_is_checked_where_it_leads_and_all_it_holds() {
     let o = as_user(
         &someone,
         Path::new("/bin/sh"),
-        &["-c", "echo '# theirs' >> \"$1\"", "sh", role.to_str().unwrap()],
+        &[
+            "-c",
+            "echo '# theirs' >> \"$1\"",
+            "sh",
+            role.to_str().unwrap(),
+        ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let o = ctl_as(&h, &admin, &["reload"]);
     let e = stderr(&o);
-    assert!(!o.status.success(), "a role file someone else owns was taken");
+    assert!(
+        !o.status.success(),
+        "a role file someone else owns was taken"
+    );
     assert!(
         e.contains(role.to_str().unwrap()) && e.contains(&format!("uid {someone_uid}")),
         "{e}"
@@ -586,7 +594,11 @@ fn a_role_folder_that_is_a_link_is_checked_where_it_leads_and_all_it_holds() {
 /// `want`), in the background: its first line says how many it holds, how many were
 /// refused busy and with what words; its second, how many of those it held airlockd
 /// closed for sending nothing. It then keeps reconnecting until killed.
-fn hold_connections(h: &Host, user: &str, want: usize) -> (std::process::Child, serde_json::Value, serde_json::Value) {
+fn hold_connections(
+    h: &Host,
+    user: &str,
+    want: usize,
+) -> (std::process::Child, serde_json::Value, serde_json::Value) {
     use std::io::BufRead;
     let script = r#"
 import json, select, socket, sys, time
@@ -645,10 +657,12 @@ while True:
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
-    let first: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
+    let first: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
     line.clear();
     out.read_line(&mut line).unwrap();
-    let second: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
+    let second: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     (child, first, second)
 }
@@ -677,7 +691,10 @@ fn an_operator_holding_all_the_connections_it_may_locks_no_admin_root_or_operato
     assert_eq!(first["held"], 8, "{first}");
     assert_eq!(first["busy"], 132, "{first}");
     let msg = first["message"].as_str().unwrap();
-    assert!(msg.contains(&format!("uid {flooder_uid}")) && msg.contains("8 connections"), "{msg}");
+    assert!(
+        msg.contains(&format!("uid {flooder_uid}")) && msg.contains("8 connections"),
+        "{msg}"
+    );
     // The ones it held sent nothing and were closed.
     assert_eq!(second["closed_idle"], 8, "{second}");
 
@@ -725,12 +742,18 @@ fn an_instance_uid_of_root_or_of_a_host_account_is_refused_at_load() {
         .to_string();
     std::fs::write(
         &h.cfg,
-        text.replace(&range, &format!("uid_range: {}-{}", someone_uid - 1, someone_uid + 1)),
+        text.replace(
+            &range,
+            &format!("uid_range: {}-{}", someone_uid - 1, someone_uid + 1),
+        ),
     )
     .unwrap();
     let o = h.ctl(&["reload"]);
     let e = stderr(&o);
-    assert!(!o.status.success() && e.contains(cfg) && e.contains("uid_range"), "{e}");
+    assert!(
+        !o.status.success() && e.contains(cfg) && e.contains("uid_range"),
+        "{e}"
+    );
     std::fs::write(&h.cfg, &text).unwrap();
     let o = h.ctl(&["reload"]);
     assert!(o.status.success(), "{}", stderr(&o));

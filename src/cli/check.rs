@@ -1,10 +1,10 @@
 //! `airlockctl check ROLE bash|tool|resource|write ...`: one decision, as the gateway would
 //! make it, with the rule that made it. Exit 0 allow, 1 deny, 2 error.
 
-use crate::cli::output::outln;
 use super::explain::not_found;
 use super::output;
 use super::sources::{self, SourceArgs};
+use crate::cli::output::outln;
 use crate::config::Config;
 use crate::policy::{autonomy, Decision, RolePolicy};
 use serde_json::json;

@@ -3,10 +3,10 @@
 //! deny, args, bash prefixes, budgets, credential source, and the agent configuration
 //! generated from the role.
 
-use crate::cli::output::{out, outln};
 use super::output;
 use super::sources::{self, SourceArgs};
 use crate::catalog::CatalogEntry;
+use crate::cli::output::{out, outln};
 use crate::config::Config;
 use crate::policy::agent_config::{self, GatewayEndpoints};
 use crate::policy::levels::LevelDef;

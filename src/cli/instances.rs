@@ -1,10 +1,10 @@
 //! `airlockctl hire NAME --role ROLE`, `fire NAME` and `instances`: who may run, as which
 //! role and uid.
 
-use crate::cli::output::out;
 use super::output;
 use super::remote::{self, Ctx};
 use super::table::{self, clean};
+use crate::cli::output::out;
 use crate::control::protocol::{InstanceInfo, Op};
 
 pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {

@@ -1,9 +1,9 @@
 //! `airlockctl status` and `reload`.
 
-use crate::cli::output::out;
 use super::output;
 use super::remote::{self, Ctx, Failed};
 use super::table::{self, clean};
+use crate::cli::output::out;
 use crate::control::client::ClientError;
 use crate::control::protocol::{Op, StatusInfo};
 

@@ -1,9 +1,9 @@
 //! `airlockctl validate`: every role file under the role directories and every policy file,
 //! checked offline. Exit 0 when all are valid, 1 when any is not.
 
-use crate::cli::output::outln;
 use super::output;
 use super::sources::{self, SourceArgs};
+use crate::cli::output::outln;
 use crate::config::Config;
 use serde_json::json;
 

@@ -185,7 +185,9 @@ mod tests {
     #[test]
     fn one_uid_holds_at_most_its_share() {
         let s = Slots::new(LIMITS);
-        let held: Vec<Slot> = (0..8).map(|_| s.take(1001, Class::Other).unwrap()).collect();
+        let held: Vec<Slot> = (0..8)
+            .map(|_| s.take(1001, Class::Other).unwrap())
+            .collect();
         assert_eq!(s.take(1001, Class::Other).unwrap_err(), Busy::PerUid(8));
         assert!(s.take(1002, Class::Other).is_ok());
         assert!(s.take(0, Class::Root).is_ok());

@@ -11,10 +11,10 @@ use tokio::net::UnixStream;
 
 use super::{peer, reload, runs, Daemon};
 use crate::control::auth::{self, Peer};
-use crate::control::slots::{Busy, Class, Slot, Slots};
 use crate::control::protocol::{
     self, ErrorCode, Frame, InstanceInfo, Op, Response, StatusInfo, MAX_REQUEST_BYTES,
 };
+use crate::control::slots::{Busy, Class, Slot, Slots};
 use crate::credentials::leases::LeaseStore;
 use crate::journal::EventKind;
 use crate::supervisor::{instances, lease_records, ledger};
