@@ -513,6 +513,8 @@ pub fn prepare_in(
                     Some(Gid::from_raw(inst.gid)),
                 )
                 .map_err(|e| io_err("cannot chown workspace", &w, e))?;
+                // Gone with the run, bounded or not: `--workspace DIR` keeps results.
+                disks.fresh_workspace(&w, inst.uid, inst.gid);
                 if let Some(b) = cfg.disk.workspace {
                     // An empty workspace comes from the pool when there is one ready.
                     let premade = match staged {
