@@ -838,7 +838,12 @@ fn writes_reads_dispatch_and_workflows_shape_the_token_and_a_dispatch_needs_writ
     require_journald();
     for (extra, dispatch, actions, workflows) in [
         ("  reads: [actions]\n", "403", "read", false),
-        ("  dispatch: true\n  workflows: true\n", "201", "write", true),
+        (
+            "  dispatch: true\n  workflows: true\n",
+            "201",
+            "write",
+            true,
+        ),
     ] {
         let gh = StandInGithub::start();
         let prs = "  pull_requests: [open, comment, review]\n";
@@ -860,11 +865,19 @@ fn writes_reads_dispatch_and_workflows_shape_the_token_and_a_dispatch_needs_writ
         assert_eq!(minted.len(), 1, "{reqs:?}");
         let perms = &minted[0]["request"]["permissions"];
         assert_eq!(perms["actions"], actions, "{extra}: {perms}");
-        assert_eq!(perms.get("workflows").is_some(), workflows, "{extra}: {perms}");
+        assert_eq!(
+            perms.get("workflows").is_some(),
+            workflows,
+            "{extra}: {perms}"
+        );
         let dispatched = reqs
             .iter()
             .filter(|q| q["method"] == "POST")
-            .filter(|q| q["path"].as_str().is_some_and(|p| p.ends_with("/dispatches")))
+            .filter(|q| {
+                q["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("/dispatches"))
+            })
             .count();
         assert_eq!(dispatched, usize::from(dispatch == "201"), "{reqs:?}");
 
@@ -917,8 +930,9 @@ echo "R read $(curl -s -o /dev/null -w "%{http_code}" https://api.github.com/rep
     let run = run_id_of(&o);
     let ev = events(&run, "egress", 1);
     assert!(
-        ev.iter().any(|e| e["AIRLOCK_EGRESS_HOST"] == "api.github.com"
-            && e["AIRLOCK_DECISION"] == "deny"),
+        ev.iter().any(
+            |e| e["AIRLOCK_EGRESS_HOST"] == "api.github.com" && e["AIRLOCK_DECISION"] == "deny"
+        ),
         "{ev:?}"
     );
 }
