@@ -123,7 +123,7 @@ fn host_with(reference: &Upstream, everything: Option<&str>) -> Host {
         )
         .replacen(
             "deny:\n",
-            "deny:\n  reference: [forbidden_*, test_sampling]\n  everything: [get-env]\n",
+            "deny:\n  reference: [forbidden_*, test_sampling, \"mem://private/*\"]\n  everything: [get-env]\n",
             1,
         )
         .replacen(
@@ -1103,6 +1103,57 @@ fn the_upstream_gets_the_uri_that_was_checked_and_returns_only_what_the_role_may
         2,
         "{tool}"
     );
+}
+
+/// M2 of the review of issue 29: `structuredContent` is held to the resource rules like
+/// `content`: an object in it naming a resource the role may not read (by `uri`, in any
+/// case), or a URI string the role denies, and the whole structuredContent is withheld, a
+/// notice in `content` and the journal say so; structuredContent naming only what the role
+/// may read passes as it came.
+#[test]
+fn structured_content_gives_no_resource_the_role_may_not_read() {
+    require_journald();
+    let up = reference_server();
+    let h = host(&up, None);
+    let (o, lines) = run_agent(
+        &h,
+        "reference",
+        json!([
+            {"call": "test_structured_private", "full": true},
+            {"call": "test_structured_denied_link", "full": true},
+            {"call": "test_structured_ok", "full": true},
+        ]),
+    );
+    for i in [0, 1] {
+        let s = step(&lines, i);
+        assert!(
+            !s.to_string().contains("the private content")
+                && !s.to_string().contains("mem://private"),
+            "{s}"
+        );
+        assert!(s["structured"].is_null(), "{s}");
+        assert!(
+            s["text"].as_str().unwrap().contains("[Airlock withheld"),
+            "{s}"
+        );
+    }
+    let ok = step(&lines, 2);
+    assert_eq!(
+        ok["structured"],
+        json!({"items": [{"uri": "test://static-text", "text": "static content"}], "home": "https://host.example/x"}),
+        "{ok}"
+    );
+    let run = run_id_of(&o);
+    let calls = events(&run, "tool_call", 5);
+    let withheld: Vec<&Value> = calls
+        .iter()
+        .filter(|c| {
+            c["AIRLOCK_DECISION"] == "deny"
+                && c["AIRLOCK_ARGS"] == "embedded mem:…"
+                && c["AIRLOCK_RULE"] == "deny.reference[2]"
+        })
+        .collect();
+    assert_eq!(withheld.len(), 2, "{calls:?}");
 }
 
 /// Finding 5: keys that are one key to Go's encoding/json (simple case folding: `ß` and
