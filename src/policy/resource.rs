@@ -76,9 +76,7 @@ impl UriError {
             UriError::Userinfo => "userinfo in authority",
             UriError::BadAuthority => "malformed authority",
             UriError::BadPercent => "malformed percent-escape",
-            UriError::EncodedSeparator => {
-                "an encoded '/', '\\', '?' or '#' (a server that decodes first reads it as structure)"
-            }
+            UriError::EncodedSeparator => "encoded slash, backslash, question mark or hash",
             UriError::EncodedDotSegment => "encoded dot segment",
             UriError::EncodedEscape => "an escape of an escape (%25 and two hex digits)",
             UriError::EncodedControl => "encoded control or non-ASCII byte",
@@ -88,9 +86,9 @@ impl UriError {
             UriError::NumericHost => "an all-numeric host that is not a dotted quad",
             UriError::EmptySegment => "empty path segment",
             UriError::EscapesRoot => "'..' above the root",
-            UriError::Fragment => "a fragment ('#'): a resource is named without one",
+            UriError::Fragment => "fragment",
             UriError::QueryStructure => {
-                "a query holding '/', '?', '\\', '%25' or a character other than letters, digits and -._~=&+,;:@!$'()*"
+                "query with '/', '?', '%25' or a character outside letters, digits and -._~=&+,;:@!$'()*"
             }
         }
     }
