@@ -863,3 +863,77 @@ fn the_model_request_past_run_max_turns_is_refused_whatever_the_agent() {
         );
     }
 }
+
+/// Peak resident memory (VmHWM) of a process, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The bound the run's process (the gateway's, `airlockctl --standalone`) stays under.
+const GATEWAY_PEAK_BOUND_KIB: u64 = 160 << 10;
+
+/// M3 of the review of issue 29: a provider answer (a JSON body, and a streamed event) of
+/// 14 MiB holding about 4.9 million empty objects is read for its usage without a JSON
+/// value per object: the agent gets it whole, the usage is priced, and the gateway's
+/// process stays under [`GATEWAY_PEAK_BOUND_KIB`].
+#[test]
+fn an_answer_of_millions_of_small_values_is_metered_in_bounded_memory() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    let model = "claude-sonnet-4-5";
+    let steps = json!([
+        {"op": "call", "api": "anthropic", "model": model, "stream": false, "mode": "many", "quiet": true},
+        {"op": "call", "api": "anthropic", "model": model, "stream": true, "mode": "many", "quiet": true},
+        {"op": "sleep", "ms": 1500},
+    ]);
+    let argv = provider_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut run = h
+        .launch("code", "tess", &[], &argv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = run.id();
+    let mut lines = Vec::new();
+    let mut peak = None;
+    use std::io::BufRead;
+    for l in std::io::BufReader::new(run.stdout.take().unwrap()).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(&l.unwrap()) else {
+            continue;
+        };
+        if v["step"] == 2 {
+            peak = Some(peak_kib(pid));
+        }
+        lines.push(v);
+    }
+    let o = run.wait_with_output().unwrap();
+    assert!(o.status.success(), "{lines:?}\n{}", stderr(&o));
+    assert_eq!(step(&lines, 0)["status"], 200, "{}", step(&lines, 0));
+    assert!(step(&lines, 0)["body"]["bytes"].as_u64().unwrap() > 14 << 20);
+    assert_eq!(step(&lines, 1)["text"], "hello from the stand-in");
+    let run_id = run_id_of(&o);
+    let priced: Vec<Value> = provider_events(&run_id, 2)
+        .into_iter()
+        .filter(|e| field(e, "AIRLOCK_DECISION") == "allow")
+        .collect();
+    assert_eq!(priced.len(), 2, "{priced:?}");
+    for e in &priced {
+        assert_eq!(
+            field(e, "AIRLOCK_COST_MICRO_USD"),
+            ANTHROPIC_COST.to_string(),
+            "{e}"
+        );
+    }
+    let peak = peak.expect("no sleep step");
+    eprintln!("the gateway's peak resident memory: {} MiB", peak >> 10);
+    assert!(
+        peak < GATEWAY_PEAK_BOUND_KIB,
+        "the gateway's process peaked at {} MiB (bound {} MiB)",
+        peak >> 10,
+        GATEWAY_PEAK_BOUND_KIB >> 10
+    );
+}
