@@ -5,6 +5,7 @@
 use crate::config::Config;
 use crate::gateway::egress::resolve::resolv_conf_servers;
 use crate::gateway::egress::EgressPlan;
+use crate::policy::egress::destinations::{granted, Granted};
 use crate::policy::egress::{web_grant, EgressGrants};
 use crate::role::Role;
 
@@ -32,9 +33,20 @@ pub fn provider_host(url: &str) -> Option<String> {
     })
 }
 
+/// The class of a role loaded from `dir` (`roles/<class>`): its folder name, canonical.
+pub fn class_of(dir: &std::path::Path) -> String {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    crate::policy::classes::canonicalize(name).to_string()
+}
+
+/// What the host grants a role of `class` (`egress.grants` by role name, then class).
+pub fn grants_of(cfg: &Config, role: &Role, class: &str) -> Vec<Granted> {
+    granted(&cfg.egress.lists, &role.role, class, &cfg.egress.ports)
+}
+
 /// `provider_hosts`: `host:port` of each provider the run may use directly (see
 /// [`provider_host`]), from `providers.<name>.url`.
-pub fn plan(cfg: &Config, role: &Role, provider_hosts: Vec<String>) -> EgressPlan {
+pub fn plan(cfg: &Config, role: &Role, class: &str, provider_hosts: Vec<String>) -> EgressPlan {
     let nameservers = match &cfg.egress.nameservers {
         Some(list) => list.clone(),
         // Read at each launch: the host's resolver may change. None readable: names do
@@ -49,6 +61,7 @@ pub fn plan(cfg: &Config, role: &Role, provider_hosts: Vec<String>) -> EgressPla
             web: web_grant(role),
             connect_ports: cfg.egress.ports.clone(),
             http_ports: cfg.egress.http_ports.clone(),
+            destinations: grants_of(cfg, role, class),
         },
         nameservers,
         host_addrs: crate::supervisor::host_addrs::host_addrs,

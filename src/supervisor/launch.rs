@@ -624,7 +624,12 @@ pub fn prepare_in(
                 // No provider host: model traffic takes the provider route, which holds the
                 // key and counts spend. `egress_plan::provider_host(url)` values listed here
                 // would also let the run CONNECT to the provider's host itself.
-                egress: crate::supervisor::egress_plan::plan(cfg, &loaded.role, Vec::new()),
+                egress: crate::supervisor::egress_plan::plan(
+                    cfg,
+                    &loaded.role,
+                    &crate::supervisor::egress_plan::class_of(&loaded.dir),
+                    Vec::new(),
+                ),
                 github,
             },
             leases: issued.records,
