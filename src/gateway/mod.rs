@@ -31,6 +31,7 @@ pub mod mcp_proxy;
 pub mod mcp_server;
 pub mod provider;
 pub mod provider_check;
+pub mod run_tls;
 pub mod runner_client;
 pub mod scope;
 pub mod stdio_upstream;
@@ -354,7 +355,7 @@ fn run_secrets(plan: &GatewayPlan) -> withhold::Secrets {
 }
 
 /// The header carrying an HTTP connector's credential, marked sensitive.
-fn auth_header(
+pub(crate) fn auth_header(
     name: &str,
     secret: &crate::credentials::Secret,
 ) -> std::io::Result<(hyper::header::HeaderName, hyper::header::HeaderValue)> {
