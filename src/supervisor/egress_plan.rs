@@ -95,9 +95,10 @@ pub fn plan(
         let auth = match &d.credential {
             None => None,
             Some(name) => {
-                let src = cfg.credentials.get(name).ok_or_else(|| {
-                    format!("{at}.credential: no such entry in credentials")
-                })?;
+                let src = cfg
+                    .credentials
+                    .get(name)
+                    .ok_or_else(|| format!("{at}.credential: no such entry in credentials"))?;
                 let secret = crate::credentials::read(name, src)
                     .map_err(|e| format!("{}: {e}", cfg.file.display()))?;
                 let header = d.header.clone().unwrap_or_else(|| "Authorization".into());
@@ -140,7 +141,8 @@ fn read_ca(path: &std::path::Path) -> Result<String, String> {
     if n == 0 {
         return Err(format!("{}: holds no certificate", path.display()));
     }
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {}", path.display(), e.kind()))
+    std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {}", path.display(), e.kind()))
 }
 
 #[cfg(test)]

@@ -65,10 +65,20 @@ mod tests {
     fn nothing_extra_nothing_given() {
         let (f, e) = files_and_env(&[]);
         assert!(f.is_empty() && e.is_empty());
-        let (f, e) = files_and_env(&["-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n".into(), "B".into()]);
+        let (f, e) = files_and_env(&[
+            "-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n".into(),
+            "B".into(),
+        ]);
         assert_eq!(f.len(), 2);
-        assert!(f[0].contents.ends_with("-----END CERTIFICATE-----\nB\n"), "{}", f[0].contents);
-        assert_eq!(f[1].contents, "-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\nB\n");
+        assert!(
+            f[0].contents.ends_with("-----END CERTIFICATE-----\nB\n"),
+            "{}",
+            f[0].contents
+        );
+        assert_eq!(
+            f[1].contents,
+            "-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\nB\n"
+        );
         let get = |k: &str| e.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("CARGO_HTTP_CAINFO"), Some(CA_BUNDLE));
         assert_eq!(get("PIP_CERT"), Some(CA_BUNDLE));

@@ -183,7 +183,11 @@ pub fn test_ca(dir: &Path, names: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
         CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
     leaf.distinguished_name.push(DnType::CommonName, names[0]);
     let leaf = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
-    let paths = (dir.join("ca.pem"), dir.join("cert.pem"), dir.join("key.pem"));
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
     std::fs::write(&paths.0, ca_cert.pem()).unwrap();
     std::fs::write(&paths.1, leaf.pem()).unwrap();
     std::fs::write(&paths.2, key.serialize_pem()).unwrap();

@@ -73,18 +73,17 @@ pub(crate) async fn serve(
         return;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(term.server_tls.clone());
-    let tls = match tokio::time::timeout(HELLO_TIMEOUT, acceptor.accept(TokioIo::new(upgraded)))
-        .await
-    {
-        Ok(Ok(s)) => s,
-        _ => {
-            j.closed(
-                "egress: tls",
-                "no TLS handshake with the run's certificate for this destination",
-            );
-            return;
-        }
-    };
+    let tls =
+        match tokio::time::timeout(HELLO_TIMEOUT, acceptor.accept(TokioIo::new(upgraded))).await {
+            Ok(Ok(s)) => s,
+            _ => {
+                j.closed(
+                    "egress: tls",
+                    "no TLS handshake with the run's certificate for this destination",
+                );
+                return;
+            }
+        };
     let sni = tls.get_ref().1.server_name().map(str::to_string);
     if !target::server_name_matches(&t.host, sni.as_deref()) {
         j.closed(
@@ -149,7 +148,11 @@ async fn request(c: &Conn, mut j: Journaled, req: Request<Incoming>) -> Response
         return j.refuse(StatusCode::FORBIDDEN, &d.rule, &d.reason);
     }
     let (parts, body) = req.into_parts();
-    let pq = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
     let Ok(uri) = pq.parse::<Uri>() else {
         return j.refuse(
             StatusCode::BAD_REQUEST,
