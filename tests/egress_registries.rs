@@ -80,7 +80,13 @@ fn run(
         stderr(&o)
     );
     let id = run_id_of(&o);
-    let recs = events(&id, "egress", records);
+    // As many records as the closing record counts (journald may index them late).
+    let shown = h.ctl(&["show", &id, "--json"]);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let e = &shown["run"]["egress"];
+    let total = e["allowed"].as_u64().unwrap_or(0) + e["refused"].as_u64().unwrap_or(0);
+    let recs = events(&id, "egress", (total as usize).max(records));
+    assert!(recs.len() >= records, "{recs:#?}");
     (id, lines, recs)
 }
 
@@ -212,4 +218,286 @@ fn cargo_vendors_from_a_granted_sparse_registry_through_a_tunnel() {
     assert_ne!(lines[0]["exit_code"], 0, "{}", lines[0]);
     assert!(!ws.join("vendor/tinydep").exists());
     assert_no_grant(&recs, "index.crates.example");
+}
+
+/// The records of requests on a terminated destination (they carry a path).
+fn requests<'a>(recs: &'a [Value], host: &str) -> Vec<&'a Value> {
+    recs.iter()
+        .filter(|r| {
+            field(r, "AIRLOCK_EGRESS_HOST") == host && !field(r, "AIRLOCK_EGRESS_PATH").is_empty()
+        })
+        .collect()
+}
+
+fn request<'a>(recs: &'a [Value], host: &str, method: &str, path: &str) -> &'a Value {
+    requests(recs, host)
+        .into_iter()
+        .find(|r| {
+            field(r, "AIRLOCK_EGRESS_METHOD") == method && field(r, "AIRLOCK_EGRESS_PATH") == path
+        })
+        .unwrap_or_else(|| panic!("no record of {method} {host}{path}: {recs:#?}"))
+}
+
+/// The closing record counts what the journal has (`show --json`, from the ledger).
+fn assert_counts(h: &Host, run: &str, recs: &[Value]) {
+    let shown = h.ctl(&["show", run, "--json"]);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let allowed = recs
+        .iter()
+        .filter(|r| field(r, "AIRLOCK_DECISION") == "allow")
+        .count() as u64;
+    let e = &shown["run"]["egress"];
+    assert_eq!(e["allowed"], allowed, "{shown}");
+    assert_eq!(e["refused"], recs.len() as u64 - allowed, "{shown}");
+}
+
+#[test]
+fn pip_installs_from_pypiserver_through_a_checked_destination() {
+    require_journald();
+    let mut net = NetNs::new();
+    let (ca, cert, key) = test_ca(net.dir.path(), &["pypi.example"]);
+    let packages = net.path("packages");
+    let o = std::process::Command::new("python3")
+        .arg(Path::new(REPO).join("tests/registries/wheel.py"))
+        .arg(&packages)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        Path::new("/usr/local/lib/airlock-test/pypiserver/pypiserver").is_dir(),
+        "pypiserver is missing: run scripts/install-deps.sh"
+    );
+    let mut c = net.exec("/usr/bin/python3");
+    c.arg(Path::new(REPO).join("tests/registries/pypi_tls.py"))
+        .arg(net.public.to_string())
+        .arg(&cert)
+        .arg(&key)
+        .arg(&packages);
+    net.serve(c, "pypiserver");
+    let dns = dns_stub(vec![("pypi.example", net.public)]);
+    // airlockd verifies the registry with the test's CA; the run trusts the run's own.
+    let extra = format!(
+        "egress:\n  nameservers: ['{dns}']\n  destinations:\n    pypi: {{hosts: [pypi.example, files.pypi.example], methods: [GET, HEAD], ca_file: {}}}\n  grants:\n    code: [pypi]\n",
+        ca.display()
+    );
+    let h = Host::new(&[("tess", "code"), ("tina", "test-engineer")], &extra);
+    build_roles(&h);
+    let ws = h.workspace("ws-tess", h.uids[0]);
+    let site = ws.join("site");
+    let pip = format!(
+        "python3 -m pip install --disable-pip-version-check --no-cache-dir --index-url https://pypi.example/simple/ --target {} tinywheel",
+        site.display()
+    );
+    let probes = json!([
+        {"mcp_bash": pip, "timeout": 240},
+        // An upload (pypiserver takes POST /): outside the destination's methods.
+        {"url": "https://pypi.example/", "method": "POST", "data": ":action=file_upload"},
+        // A request whose Host names another host than the tunnel's.
+        {"url": "https://pypi.example/simple/", "headers": {"Host": "other.example"}},
+        // Plain HTTP to a checked destination: never (its rules need TLS).
+        {"url": "http://pypi.example/simple/"},
+        // The TLS server name must be the CONNECT host: refused before any answer.
+        {"connect": "pypi.example:443", "sni": "evil.example"},
+        {"mcp_bash": "cat /proc/self/environ"},
+    ]);
+    let (run_id, lines, recs) = run(&h, "code", "tess", &ws, &probes, 6);
+    assert_eq!(lines[0]["exit_code"], 0, "{}", lines[0]);
+    assert!(site.join("tinywheel/__init__.py").is_file(), "{}", lines[0]);
+
+    let page = request(&recs, "pypi.example", "GET", "/simple/tinywheel/");
+    assert_eq!(field(page, "AIRLOCK_DECISION"), "allow", "{page:#}");
+    assert_eq!(
+        field(page, "AIRLOCK_RULE"),
+        "egress.destinations.pypi",
+        "{page:#}"
+    );
+    assert_eq!(field(page, "AIRLOCK_STATUS"), "200", "{page:#}");
+    assert_eq!(
+        field(page, "AIRLOCK_EGRESS_ADDR"),
+        net.public.to_string(),
+        "{page:#}"
+    );
+    let wheel = requests(&recs, "pypi.example")
+        .into_iter()
+        .find(|r| field(r, "AIRLOCK_EGRESS_PATH").ends_with(".whl"))
+        .unwrap_or_else(|| panic!("no wheel download: {recs:#?}"));
+    assert_eq!(field(wheel, "AIRLOCK_STATUS"), "200", "{wheel:#}");
+    assert!(
+        field(wheel, "AIRLOCK_BYTES_DOWN").parse::<u64>().unwrap() > 500,
+        "{wheel:#}"
+    );
+
+    assert_eq!(lines[1]["status"], 403, "{}", lines[1]);
+    let post = request(&recs, "pypi.example", "POST", "/");
+    assert_eq!(field(post, "AIRLOCK_DECISION"), "deny", "{post:#}");
+    assert_eq!(
+        field(post, "AIRLOCK_RULE"),
+        "egress.destinations.pypi.methods",
+        "{post:#}"
+    );
+    assert_eq!(lines[2]["status"], 403, "{}", lines[2]);
+    let other = request(&recs, "pypi.example", "GET", "/simple/");
+    assert_eq!(
+        field(other, "AIRLOCK_RULE"),
+        "egress.destinations.pypi.hosts",
+        "{other:#}"
+    );
+    assert_eq!(lines[3]["status"], 403, "{}", lines[3]);
+    let plain = recs
+        .iter()
+        .find(|r| field(r, "AIRLOCK_EGRESS_PORT") == "80")
+        .unwrap_or_else(|| panic!("{recs:#?}"));
+    assert_eq!(
+        field(plain, "AIRLOCK_RULE"),
+        "egress.destinations.pypi",
+        "{plain:#}"
+    );
+    assert!(lines[4].get("tls_error").is_some(), "{}", lines[4]);
+    assert!(
+        recs.iter()
+            .any(|r| field(r, "AIRLOCK_RULE") == "egress: tls server name"),
+        "{recs:#?}"
+    );
+    // The usual clients' CA variables name the run's bundle.
+    let environ = lines[5]["stdout"].as_str().unwrap_or_default();
+    for v in [
+        "PIP_CERT=/etc/airlock/ca-bundle.pem",
+        "CARGO_HTTP_CAINFO=/etc/airlock/ca-bundle.pem",
+        "NPM_CONFIG_CAFILE=/etc/airlock/ca-bundle.pem",
+        "NODE_EXTRA_CA_CERTS=/etc/airlock/run-ca.pem",
+    ] {
+        assert!(environ.split('\0').any(|e| e == v), "no {v}: {environ:?}");
+    }
+    assert_counts(&h, &run_id, &recs);
+
+    // Not granted: refused at the CONNECT.
+    let ws = h.workspace("ws-tina", h.uids[1]);
+    let pip = pip.replace("ws-tess", "ws-tina");
+    let probes = json!([{"mcp_bash": pip.replace("--index-url", "--retries 0 --index-url"), "timeout": 120}]);
+    let (_, lines, recs) = run(&h, "test-engineer", "tina", &ws, &probes, 1);
+    assert_ne!(lines[0]["exit_code"], 0, "{}", lines[0]);
+    assert_no_grant(&recs, "pypi.example");
+}
+
+/// verdaccio in `net`, answering for `host` over TLS, every package behind a token.
+fn verdaccio(net: &mut NetNs, cert: &Path, key: &Path) {
+    let bin = Path::new(TEST_NPM).join("verdaccio/node_modules/verdaccio/bin/verdaccio");
+    assert!(
+        bin.is_file(),
+        "verdaccio is missing: run scripts/install-deps.sh"
+    );
+    let dir = net.path("verdaccio");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = std::fs::read_to_string(Path::new(REPO).join("tests/registries/verdaccio.yaml.in"))
+        .unwrap()
+        .replace("@DIR@", dir.to_str().unwrap())
+        .replace("@ADDR@", &net.public.to_string())
+        .replace("@KEY@", key.to_str().unwrap())
+        .replace("@CERT@", cert.to_str().unwrap());
+    std::fs::write(dir.join("config.yaml"), cfg).unwrap();
+    let child = net
+        .exec("node")
+        .arg(&bin)
+        .arg("--config")
+        .arg(dir.join("config.yaml"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start verdaccio in the test's namespace");
+    net.keep(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let addr = std::net::SocketAddr::from((net.public, 443));
+    while std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "verdaccio did not start listening"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn npm_installs_from_a_token_only_registry_with_the_hosts_credential() {
+    require_journald();
+    require_jail_program("npm");
+    let mut net = NetNs::new();
+    let host = "npm.corp.example";
+    let (ca, cert, key) = test_ca(net.dir.path(), &[host]);
+    verdaccio(&mut net, &cert, &key);
+    let o = std::process::Command::new("python3")
+        .arg(Path::new(REPO).join("tests/registries/npm_publish.py"))
+        .arg(net.public.to_string())
+        .arg(host)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    let published: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let token = published["token"].as_str().unwrap().to_string();
+    // The registry takes no anonymous read: what the run gets is the host's token's doing.
+    assert!(
+        [401, 403].contains(&published["anonymous_status"].as_u64().unwrap()),
+        "{published}"
+    );
+    let cred = net.path("corp-npm.token");
+    std::fs::write(&cred, format!("{token}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cred, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let dns = dns_stub(vec![(host, net.public)]);
+    let extra = format!(
+        "credentials:\n  corp-npm-token: {}\negress:\n  nameservers: ['{dns}']\n  destinations:\n    corp-npm: {{hosts: [{host}], methods: [GET, HEAD], credential: corp-npm-token, header: Authorization, ca_file: {}}}\n  grants:\n    code: [corp-npm]\n",
+        cred.display(),
+        ca.display()
+    );
+    let h = Host::new(&[("tess", "code"), ("tina", "test-engineer")], &extra);
+    build_roles(&h);
+    let ws = h.workspace("ws-tess", h.uids[0]);
+    let npm = format!("npm install --no-audit --no-fund --registry https://{host}/ tinypkg");
+    let probes = json!([
+        {"mcp_bash": npm, "timeout": 240},
+        // A publish: outside the destination's methods, refused before the token is added.
+        {"url": format!("https://{host}/tinypkg"), "method": "PUT", "data": "{}"},
+        // The run's own Authorization never reaches the registry: the host's replaces it.
+        {"url": format!("https://{host}/tinypkg"), "headers": {"Authorization": "Bearer not-the-token"}},
+        {"mcp_bash": "cat /proc/self/environ"},
+    ]);
+    let (run_id, lines, recs) = run(&h, "code", "tess", &ws, &probes, 4);
+    assert_eq!(lines[0]["exit_code"], 0, "{}", lines[0]);
+    let installed = ws.join("node_modules/tinypkg/index.js");
+    assert!(installed.is_file(), "{}", lines[0]);
+    let meta = request(&recs, host, "GET", "/tinypkg");
+    assert_eq!(field(meta, "AIRLOCK_DECISION"), "allow", "{meta:#}");
+    assert_eq!(
+        field(meta, "AIRLOCK_RULE"),
+        "egress.destinations.corp-npm",
+        "{meta:#}"
+    );
+    assert_eq!(field(meta, "AIRLOCK_STATUS"), "200", "{meta:#}");
+    let tgz = request(&recs, host, "GET", "/tinypkg/-/tinypkg-1.0.0.tgz");
+    assert_eq!(field(tgz, "AIRLOCK_STATUS"), "200", "{tgz:#}");
+    assert_eq!(lines[1]["status"], 403, "{}", lines[1]);
+    let put = request(&recs, host, "PUT", "/tinypkg");
+    assert_eq!(
+        field(put, "AIRLOCK_RULE"),
+        "egress.destinations.corp-npm.methods",
+        "{put:#}"
+    );
+    assert_eq!(lines[2]["status"], 200, "{}", lines[2]);
+    // The token is the gateway's alone: not in the jail, not in the journal.
+    let environ = lines[3]["stdout"].as_str().unwrap_or_default();
+    assert!(!environ.contains(&token), "the token reached the jail");
+    assert!(
+        !journal_text(&run_id).contains(&token),
+        "the token reached the journal"
+    );
+    assert_counts(&h, &run_id, &recs);
+
+    // Not granted: nothing.
+    let ws = h.workspace("ws-tina", h.uids[1]);
+    let npm = format!(
+        "npm install --no-audit --no-fund --fetch-retries 0 --registry https://{host}/ tinypkg"
+    );
+    let probes = json!([{"mcp_bash": npm, "timeout": 120}]);
+    let (_, lines, recs) = run(&h, "test-engineer", "tina", &ws, &probes, 1);
+    assert_ne!(lines[0]["exit_code"], 0, "{}", lines[0]);
+    assert_no_grant(&recs, host);
 }

@@ -72,26 +72,38 @@ pub(crate) async fn serve(
         j.closed(&rule, "the client went away before the tunnel opened");
         return;
     };
-    let acceptor = tokio_rustls::TlsAcceptor::from(term.server_tls.clone());
-    let tls =
-        match tokio::time::timeout(HELLO_TIMEOUT, acceptor.accept(TokioIo::new(upgraded))).await {
-            Ok(Ok(s)) => s,
-            _ => {
-                j.closed(
-                    "egress: tls",
-                    "no TLS handshake with the run's certificate for this destination",
-                );
-                return;
-            }
-        };
-    let sni = tls.get_ref().1.server_name().map(str::to_string);
-    if !target::server_name_matches(&t.host, sni.as_deref()) {
-        j.closed(
-            "egress: tls server name",
-            "the TLS server name is not the CONNECT host",
-        );
-        return;
-    }
+    // The server name is checked on the ClientHello, before anything is answered.
+    let accept = async {
+        let start = tokio_rustls::LazyConfigAcceptor::new(
+            rustls::server::Acceptor::default(),
+            TokioIo::new(upgraded),
+        )
+        .await
+        .map_err(|_| "not a TLS ClientHello")?;
+        let sni = start.client_hello().server_name().map(str::to_string);
+        if !target::server_name_matches(&t.host, sni.as_deref()) {
+            return Err("the TLS server name is not the CONNECT host");
+        }
+        start
+            .into_stream(term.server_tls.clone())
+            .await
+            .map_err(|_| "no TLS handshake with the run's certificate for this destination")
+    };
+    let tls = match tokio::time::timeout(HELLO_TIMEOUT, accept).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(why)) => {
+            let rule = match why {
+                "the TLS server name is not the CONNECT host" => "egress: tls server name",
+                _ => "egress: tls",
+            };
+            j.closed(rule, why);
+            return;
+        }
+        Err(_) => {
+            j.closed("egress: tls", "no ClientHello within 10 s");
+            return;
+        }
+    };
     // From here each request is a record of its own.
     j.handed_over = true;
     let addr = j.rec.addr;
