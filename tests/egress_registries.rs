@@ -501,3 +501,140 @@ fn npm_installs_from_a_token_only_registry_with_the_hosts_credential() {
     assert_ne!(lines[0]["exit_code"], 0, "{}", lines[0]);
     assert_no_grant(&recs, host);
 }
+
+#[test]
+fn explain_hire_and_check_show_what_the_host_grants() {
+    let extra = "egress:\n  destinations:\n    crates: {hosts: [index.crates.example, '*.crates.example']}\n    npm: {hosts: [registry.npm.example], methods: [GET, HEAD], paths: ['/*']}\n  grants:\n    code: [crates, npm]\n    review: [crates]\n    probe: [npm]\n";
+    let h = Host::new(&[("tess", "code")], extra);
+    let ctl = |args: &[&str]| {
+        let o = h.ctl(args);
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+    let (code, out, err) = ctl(&["explain", "code"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains(
+            "egress      the destinations below only (run.tools grants no WebFetch or WebSearch)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("  crates: index.crates.example, *.crates.example on 443; tunnel (egress.grants.code[0] crates)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  npm: registry.npm.example on 443; methods GET, HEAD; paths /*; each request checked (egress.grants.code[1] npm)"),
+        "{out}"
+    );
+    let (_, out, _) = ctl(&["explain", "code", "--json"]);
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let d = &j["egress"]["destinations"];
+    assert_eq!(d[1]["from"], "egress.grants.code[1] npm", "{d}");
+    assert_eq!(d[1]["terminated"], true, "{d}");
+    assert_eq!(
+        d[0]["hosts"],
+        json!(["index.crates.example", "*.crates.example"]),
+        "{d}"
+    );
+    // A role with no grant: as before.
+    let (_, out, _) = ctl(&["explain", "test-engineer"]);
+    assert!(
+        out.contains("egress      nothing (run.tools grants no WebFetch"),
+        "{out}"
+    );
+
+    let check = |args: &[&str]| {
+        let mut a = vec!["check"];
+        a.extend_from_slice(args);
+        let (code, out, err) = ctl(&a);
+        assert!(err.is_empty() || code == Some(2), "{err}");
+        (code, out)
+    };
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["code", "egress", "static.crates.example"],
+            0,
+            "rule   egress.destinations.crates",
+        ),
+        (
+            &[
+                "code",
+                "egress",
+                "index.crates.example:443",
+                "GET",
+                "/config.json",
+            ],
+            0,
+            "a tunnel",
+        ),
+        (
+            &["code", "egress", "index.crates.example:8443"],
+            1,
+            "rule   egress.destinations.crates",
+        ),
+        (
+            &["code", "egress", "a.b.crates.example"],
+            1,
+            "rule   egress: no grant",
+        ),
+        (
+            &["code", "egress", "registry.npm.example"],
+            0,
+            "rule   egress.destinations.npm",
+        ),
+        (
+            &[
+                "code",
+                "egress",
+                "registry.npm.example",
+                "GET",
+                "/left-pad?x=1",
+            ],
+            0,
+            "granted by egress.grants.code[1]",
+        ),
+        (
+            &["code", "egress", "registry.npm.example", "PUT", "/left-pad"],
+            1,
+            "rule   egress.destinations.npm.methods",
+        ),
+        (
+            &["test-engineer", "egress", "index.crates.example"],
+            1,
+            "rule   egress: no grant",
+        ),
+        // By class: review's grant.
+        (
+            &["review", "egress", "index.crates.example"],
+            0,
+            "rule   egress.destinations.crates",
+        ),
+    ];
+    for (args, want, text) in cases {
+        let (code, out) = check(args);
+        assert_eq!(code, Some(*want), "{args:?}: {out}");
+        assert!(out.contains(text), "{args:?}: {out}");
+    }
+    let (code, _) = check(&["code", "egress", "bad host:443"]);
+    assert_eq!(code, Some(2));
+    let (code, _) = check(&["code", "egress", "registry.npm.example", "GET"]);
+    assert_eq!(code, Some(2));
+
+    // hire lists what the new instance's runs reach, and where from (a role that needs
+    // no credential, so this host can hire it).
+    write_probe_role(&h.root.join("roles.local"));
+    let probe = h.root.join("roles.local/probe/role.yaml");
+    let text = std::fs::read_to_string(&probe).unwrap();
+    std::fs::write(
+        &probe,
+        text.replace("key_store: airlock", "key_store: github"),
+    )
+    .unwrap();
+    let _d = Airlockd::start(&h);
+    let (code, out, err) = ctl(&["hire", "rhea", "--role", "probe"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("egress destinations its runs reach (airlockd's egress.grants):\n  npm: registry.npm.example on 443; methods GET, HEAD; paths /*; each request checked (egress.grants.probe[0] npm)"),
+        "{out}"
+    );
+}

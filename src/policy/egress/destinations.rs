@@ -71,6 +71,31 @@ impl Granted {
     }
 }
 
+/// One line for an operator: `npm: registry.npm.example on 443; GET, HEAD; checked, with
+/// credential corp-token (egress.grants.code[1] npm)`.
+pub fn describe(g: &Granted) -> String {
+    let ports: Vec<String> = g.ports.iter().map(u16::to_string).collect();
+    let mut s = format!("{}: {} on {}", g.name, g.hosts.join(", "), ports.join(", "));
+    if g.terminated {
+        if !g.methods.is_empty() {
+            s.push_str(&format!("; methods {}", g.methods.join(", ")));
+        }
+        if !g.paths.is_empty() {
+            s.push_str(&format!("; paths {}", g.paths.join(", ")));
+        }
+        match &g.credential {
+            Some(c) => s.push_str(&format!(
+                "; each request checked, credential {c} added by airlockd"
+            )),
+            None => s.push_str("; each request checked"),
+        }
+    } else {
+        s.push_str("; tunnel");
+    }
+    s.push_str(&format!(" ({} {})", g.from, g.name));
+    s
+}
+
 /// Does `host` (lower case) match a destination host: the same name, or for `*.suffix` a
 /// name of exactly one more label than the suffix.
 pub fn host_matches(pattern: &str, host: &str) -> bool {
@@ -258,6 +283,14 @@ mod tests {
             ]
         );
         assert!(!g[0].terminated && g[1].terminated);
+        assert_eq!(
+            describe(&g[1]),
+            "npm: registry.npm.example on 443, 8443; methods GET, HEAD; paths /pkg/*, /-/ping; each request checked (egress.grants.code[1] npm)"
+        );
+        assert_eq!(
+            describe(&g[0]),
+            "crates: index.crates.example, *.crates.example on 443; tunnel (egress.grants.code[0] crates)"
+        );
         assert_eq!(g[0].ports, [443]);
         assert_eq!(g[1].ports, [443, 8443]);
         // A role named my-coder of class code: its own grant first, the class's after.
