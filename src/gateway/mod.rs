@@ -332,7 +332,7 @@ impl Gateway {
 
 /// Every secret the run's gateway sends upstream, as an upstream could echo it: the
 /// provider's key, each GitHub installation token (and git's Basic credential made of it),
-/// each connector's credential.
+/// each connector's credential, each checked egress destination's credential.
 fn run_secrets(plan: &GatewayPlan) -> withhold::Secrets {
     let mut all: Vec<String> = Vec::new();
     if let Some(k) = plan.provider.as_ref().and_then(|p| p.key.as_ref()) {
@@ -348,6 +348,11 @@ fn run_secrets(plan: &GatewayPlan) -> withhold::Secrets {
             UpstreamPlan::Stdio { env, .. } => env.as_ref(),
         };
         if let Some((_, s)) = secret {
+            all.push(s.expose().to_string());
+        }
+    }
+    for t in plan.egress.terminated.values() {
+        if let Some((_, s)) = &t.auth {
             all.push(s.expose().to_string());
         }
     }

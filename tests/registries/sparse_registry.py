@@ -1,9 +1,11 @@
 # Build a cargo sparse registry (plain files) under argv[1]: config.json, index entries and
-# .crate downloads for a small tree (tinydep 0.1.0 depends on tinyleaf 0.1.0), with `dl` on
-# the host named by argv[2] and the index on argv[3].
+# .crate downloads for a small tree (tinydep 0.1.0 depends on tinyleaf 0.1.0, and on
+# tinyleaf1..N with argv[4] = N), with `dl` on the host named by argv[2] and the index on
+# argv[3].
 import hashlib, io, json, os, sys, tarfile
 
 root, dl_host, index_host = sys.argv[1:4]
+extra = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 
 
 def crate(name, vers, deps):
@@ -31,7 +33,8 @@ def index_path(name):
 os.makedirs(root, exist_ok=True)
 with open(os.path.join(root, "config.json"), "w") as f:
     json.dump({"dl": f"https://{dl_host}/crates", "api": None}, f)
-for name, deps in [("tinyleaf", []), ("tinydep", ["tinyleaf"])]:
+leaves = ["tinyleaf"] + [f"tinyleaf{i}" for i in range(1, extra + 1)]
+for name, deps in [(leaf, []) for leaf in leaves] + [("tinydep", leaves)]:
     data = crate(name, "0.1.0", deps)
     d = os.path.join(root, "crates", name, "0.1.0")
     os.makedirs(d, exist_ok=True)

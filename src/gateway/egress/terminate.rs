@@ -207,9 +207,15 @@ async fn request(c: &Conn, mut j: Journaled, req: Request<Incoming>) -> Response
     *out.uri_mut() = uri;
     *out.headers_mut() = headers;
     let mut up = c.upstream.lock().await;
-    let sender = match sender(c, &mut j, &mut up).await {
-        Ok(s) => s,
-        Err(resp) => return resp,
+    if let Err(resp) = ready(c, &mut j, &mut up).await {
+        return resp;
+    }
+    let Upstream::Ready(sender, _) = &mut *up else {
+        return j.refuse(
+            StatusCode::BAD_GATEWAY,
+            "egress: unreachable",
+            "the connection failed",
+        );
     };
     let sent = tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(out)).await;
     drop(up);
@@ -251,20 +257,13 @@ async fn request(c: &Conn, mut j: Journaled, req: Request<Incoming>) -> Response
     back
 }
 
-/// A sender ready for the next request: the one held if it still is, else a new
+/// Make `up` a sender ready for the next request: the one held if it still is, else a new
 /// connection (dialled and checked again, TLS verified with the destination's roots).
-async fn sender<'a>(
-    c: &Conn,
-    j: &mut Journaled,
-    up: &'a mut Upstream,
-) -> Result<&'a mut SendRequest<Counted>, Response<Body>> {
+async fn ready(c: &Conn, j: &mut Journaled, up: &mut Upstream) -> Result<(), Response<Body>> {
     if let Upstream::Ready(s, addr) = up {
         if s.ready().await.is_ok() {
             j.rec.addr = *addr;
-            return match up {
-                Upstream::Ready(s, _) => Ok(s),
-                _ => unreachable_sender(j),
-            };
+            return Ok(());
         }
     }
     let (stream, addr) = match std::mem::replace(up, Upstream::None) {
@@ -312,19 +311,5 @@ async fn sender<'a>(
         let _ = conn.await;
     });
     *up = Upstream::Ready(s, addr);
-    match up {
-        Upstream::Ready(s, _) => Ok(s),
-        _ => unreachable_sender(j),
-    }
-}
-
-/// Never taken: the sender was just put there. Refused rather than a panic.
-fn unreachable_sender<'a>(
-    j: &mut Journaled,
-) -> Result<&'a mut SendRequest<Counted>, Response<Body>> {
-    Err(j.refuse(
-        StatusCode::BAD_GATEWAY,
-        "egress: unreachable",
-        "the connection failed",
-    ))
+    Ok(())
 }
