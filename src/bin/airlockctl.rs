@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand};
     about = "Validate roles, check policy decisions, and launch jailed AI agent runs",
     after_help = "Exit codes: 0 ok or allowed, 1 denied, invalid or not found, 2 usage or I/O error \
                   (launch --wait: the run's exit code, or 128 + the signal that interrupted it; \
-                  status: 3 when airlockd is not running).\n\
+                  status: 3 when airlockd is not running; 141 when stdout's reader went away, as after SIGPIPE).\n\
                   Without airlockd, ps, runs, show, instances and logs read the state directory \
                   themselves (as root, or whoever may read it); hire, fire, stop, reload and \
                   launch (but launch --standalone) need airlockd."

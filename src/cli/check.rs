@@ -4,6 +4,7 @@
 use super::explain::not_found;
 use super::output;
 use super::sources::{self, SourceArgs};
+use crate::cli::output::outln;
 use crate::config::Config;
 use crate::policy::{autonomy, Decision, RolePolicy};
 use serde_json::json;
@@ -120,15 +121,15 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, query: &Query, as_jso
             return code;
         }
     } else {
-        println!("{}", if decision.allow { "allow" } else { "deny" });
-        println!("rule   {}", decision.rule);
-        println!("reason {}", decision.reason);
+        outln!("{}", if decision.allow { "allow" } else { "deny" });
+        outln!("rule   {}", decision.rule);
+        outln!("reason {}", decision.reason);
         match effective {
-            Some(level) => println!(
+            Some(level) => outln!(
                 "level  {level} (role {}, repository path rule above)",
                 role.level
             ),
-            None => println!("level  {}: {}", role.level, def.summary),
+            None => outln!("level  {}: {}", role.level, def.summary),
         }
     }
     if decision.allow {

@@ -4,6 +4,7 @@
 use super::output;
 use super::remote::{self, Ctx};
 use super::table::{self, clean};
+use crate::cli::output::out;
 use crate::control::protocol::{InstanceInfo, Op};
 
 pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
@@ -140,7 +141,7 @@ pub fn list(ctx: &Ctx) -> i32 {
             ]
         })
         .collect();
-    print!(
+    out!(
         "{}",
         table::render(
             &["INSTANCE", "ROLE", "UID", "SOURCE", "STATE", "RUNS", "LEASES"],

@@ -283,6 +283,9 @@ fn provider_plan(
         model: run.model.clone(),
         price,
         budget_micro_usd: budget_micro_usd(role.budget.spend_usd),
+        max_turns: run
+            .max_turns
+            .unwrap_or(crate::policy::agent_config::DEFAULT_MAX_TURNS),
         web_search: run.tools.iter().any(|t| t == "WebSearch"),
         web_fetch: run.tools.iter().any(|t| t == "WebFetch"),
     }))
@@ -510,6 +513,8 @@ pub fn prepare_in(
                     Some(Gid::from_raw(inst.gid)),
                 )
                 .map_err(|e| io_err("cannot chown workspace", &w, e))?;
+                // Gone with the run, bounded or not: `--workspace DIR` keeps results.
+                disks.fresh_workspace(&w, inst.uid, inst.gid);
                 if let Some(b) = cfg.disk.workspace {
                     // An empty workspace comes from the pool when there is one ready.
                     let premade = match staged {

@@ -258,6 +258,8 @@ impl JournaledRun {
                 refused: a.refused.load(Ordering::Relaxed),
                 micro_usd: a.spent_micro_usd.load(Ordering::Relaxed),
                 budget_micro_usd: p.budget_micro_usd,
+                turns: Some(a.turns.load(Ordering::Relaxed)),
+                max_turns: Some(p.max_turns),
             });
         }
         if let Some(g) = &prepared.gateway.github {
