@@ -28,14 +28,42 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, as_json: bool) -> i32
     };
     let mut report = report(entry, policies);
     report["limits"] = limits_json(config);
+    let granted = crate::policy::egress::destinations::granted(
+        &config.egress.lists,
+        &entry.loaded.role.role,
+        &entry.class,
+        &config.egress.ports,
+    );
+    report["egress"]["destinations"] = destinations_json(&granted);
     if as_json {
         return output::json(&report);
     }
-    print_human(entry, policies, &report);
+    print_human(entry, policies, &report, &granted);
     for line in limits_lines(config) {
         outln!("{line}");
     }
     output::OK
+}
+
+/// The destinations the host grants the role (`egress.grants`), each with its grant.
+pub fn destinations_json(granted: &[crate::policy::egress::destinations::Granted]) -> Value {
+    Value::Array(
+        granted
+            .iter()
+            .map(|g| {
+                json!({
+                    "name": g.name,
+                    "from": format!("{} {}", g.from, g.name),
+                    "hosts": g.hosts,
+                    "ports": g.ports,
+                    "methods": g.methods,
+                    "paths": g.paths,
+                    "credential": g.credential,
+                    "terminated": g.terminated,
+                })
+            })
+            .collect(),
+    )
 }
 
 /// The host's limits on every run (config `limits`), the same for every role.
@@ -192,7 +220,12 @@ pub fn report(entry: &CatalogEntry, policies: &Policies) -> Value {
     })
 }
 
-fn print_human(entry: &CatalogEntry, policies: &Policies, report: &Value) {
+fn print_human(
+    entry: &CatalogEntry,
+    policies: &Policies,
+    report: &Value,
+    granted: &[crate::policy::egress::destinations::Granted],
+) {
     let role = &entry.loaded.role;
     let def = policies.permits(role.level);
     let list = |v: &[String]| {
@@ -257,13 +290,19 @@ fn print_human(entry: &CatalogEntry, policies: &Policies, report: &Value) {
         }
     }
     outln!("bash        {}", list(role.bash_prefixes()));
-    match crate::policy::egress::web_grant(role) {
-        Some(rule) => outln!(
+    match (crate::policy::egress::web_grant(role), granted.is_empty()) {
+        (Some(rule), _) => outln!(
             "egress      the public web ({rule}) on the ports airlockd's egress config allows; model traffic takes the provider route"
         ),
-        None => outln!(
+        (None, true) => outln!(
             "egress      nothing (run.tools grants no WebFetch or WebSearch); model traffic takes the provider route"
         ),
+        (None, false) => outln!(
+            "egress      the destinations below only (run.tools grants no WebFetch or WebSearch); model traffic takes the provider route"
+        ),
+    }
+    for g in granted {
+        outln!("  {}", crate::policy::egress::destinations::describe(g));
     }
     let b = &role.budget;
     let n = |v: Option<u64>| {

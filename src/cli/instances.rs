@@ -34,6 +34,17 @@ pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
                     msg.push_str(&format!("\n  {l}"));
                 }
             }
+            let egress: Vec<String> = data
+                .get("egress")
+                .and_then(|c| c.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str()).map(clean).collect())
+                .unwrap_or_default();
+            if !egress.is_empty() {
+                msg.push_str("\negress destinations its runs reach (airlockd's egress.grants):");
+                for l in egress {
+                    msg.push_str(&format!("\n  {l}"));
+                }
+            }
             remote::confirm(ctx, &data, &msg)
         }
         Err(code) => code,

@@ -356,9 +356,18 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                         ),
                         &[("AIRLOCK_SUBJECT_INSTANCE", &i.name)],
                     );
+                    let egress: Vec<String> = crate::policy::egress::destinations::granted(
+                        &set.config.egress.lists,
+                        &entry.loaded.role.role,
+                        &entry.class,
+                        &set.config.egress.ports,
+                    )
+                    .iter()
+                    .map(crate::policy::egress::destinations::describe)
+                    .collect();
                     ok(serde_json::json!({
                     "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired",
-                    "credentials": lines,
+                    "credentials": lines, "egress": egress,
                     }))
                 }
                 Err(e) => Response::err(ErrorCode::Refused, e.to_string()),

@@ -692,8 +692,8 @@ fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord)
         r.host.clone()
     };
     let mut msg = format!(
-        "egress {} {host}:{} {decision} by {}",
-        r.method, r.port, r.rule
+        "egress {} {host}:{}{} {decision} by {}",
+        r.method, r.port, r.path, r.rule
     );
     if r.allow {
         msg.push_str(&format!(": {up} bytes up, {down} down, {duration} ms"));
@@ -714,6 +714,9 @@ fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord)
     ];
     if let Some(a) = &addr {
         fields.push(("AIRLOCK_EGRESS_ADDR", a));
+    }
+    if !r.path.is_empty() {
+        fields.push(("AIRLOCK_EGRESS_PATH", &r.path));
     }
     if lock(journal)
         .event(EventKind::Egress, &msg, &fields)
