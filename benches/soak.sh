@@ -86,10 +86,17 @@ while [ "$done_runs" -lt "$N" ]; do
   # Let the last runs' clean-up finish before counting (it is off the runs' path).
   sleep 2
   row="$(sample "$done_runs")"
-  [ -z "$first" ] && first="$row"
+  if [ -z "$first" ]; then
+    first="$row"
+    find "$STATE" -mindepth 1 -not -path "$STATE/leases/done/*" | sort >"$W/entries.first"
+  fi
   echo "$row" | awk '{printf "%8s %9s %8s %5s %7s %6s %8s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
 done
-last="$row"
+# The end, once idle: the runtime's blocking threads go after 10 s without work.
+sleep 12
+last="$(sample "$N")"
+echo "$last" | awk '{printf "%8s %9s %8s %5s %7s %6s %8s %8s  (idle 12 s)\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+find "$STATE" -mindepth 1 -not -path "$STATE/leases/done/*" | sort >"$W/entries.last"
 
 failed=0
 [ -f "$W/out/failed" ] && failed="$(sort -u "$W/out/failed" | wc -l)"
@@ -106,6 +113,6 @@ read -r _ rss1 thr1 fd1 m1 l1 c1 e1 <<<"$last"
 [ "$m1" -le "$m0" ] || fail "mounts grew: $m0 -> $m1"
 [ "$l1" -le "$l0" ] || fail "loop devices grew: $l0 -> $l1"
 [ "$c1" -le "$c0" ] || fail "cgroups grew: $c0 -> $c1"
-[ "$e1" -le "$e0" ] || fail "state entries grew: $e0 -> $e1"
+[ "$e1" -le "$e0" ] || { comm -13 "$W/entries.first" "$W/entries.last" | head -5 >&2; fail "state entries grew: $e0 -> $e1"; }
 [ "$((rss1 * 10))" -le "$((rss0 * 11))" ] || fail "RSS grew more than 10%: $rss0 -> $rss1 kB"
 echo "soak: held: every count back where it was at run $SAMPLE (RSS $rss0 -> $rss1 kB)"

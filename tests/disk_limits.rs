@@ -691,6 +691,14 @@ fn an_unbounded_fresh_workspace_goes_with_its_run_and_root_follows_none_of_its_l
         ws.display(),
         std::fs::read_dir(&ws).map(|d| d.count())
     );
+    // And so does its directory: nothing of a run stays under runs/ (one per run, for
+    // ever, was what the soak found).
+    let run_dir = host.state.join("runs").join(&run);
+    assert!(
+        std::fs::symlink_metadata(&run_dir).is_err(),
+        "{} is left",
+        run_dir.display()
+    );
     intact();
 
     // A run whose airlockd is killed: the next start removes it.
@@ -715,6 +723,15 @@ fn an_unbounded_fresh_workspace_goes_with_its_run_and_root_follows_none_of_its_l
         poll(15, || std::fs::symlink_metadata(&ws).is_err().then_some(())).is_some(),
         "{} is left after the restart",
         ws.display()
+    );
+    let run_dir = host.state.join("runs").join(&run);
+    assert!(
+        poll(15, || std::fs::symlink_metadata(&run_dir)
+            .is_err()
+            .then_some(()))
+        .is_some(),
+        "{} is left after the restart",
+        run_dir.display()
     );
     intact();
 }

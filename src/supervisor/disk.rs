@@ -101,6 +101,9 @@ pub struct RunDisks {
     fresh_workspace: Option<(PathBuf, u32, u32)>,
     /// What pid 1 mounts, for the spec.
     pub mounts: Vec<DiskMount>,
+    /// The run's directories under `<state>/runs` (its own, its stdio connectors'),
+    /// removed when the run ends, after what is in them.
+    dirs: Vec<PathBuf>,
 }
 
 impl Drop for RunDisks {
@@ -114,7 +117,18 @@ impl Drop for RunDisks {
         if let Some((dir, uid, gid)) = self.fresh_workspace.take() {
             let _ = remove_workspace(&dir, Some((uid, gid)));
         }
+        for dir in self.dirs.drain(..) {
+            remove_run_dir(&dir);
+        }
     }
+}
+
+/// Remove a run's directory under `<state>/runs`: its workspace the way any the run
+/// wrote is (by root, through descriptors), then the rest, root's own (std's
+/// `remove_dir_all` never follows a link either).
+fn remove_run_dir(dir: &Path) {
+    let _ = remove_workspace(&dir.join("workspace"), None);
+    let _ = fs::remove_dir_all(dir);
 }
 
 /// Remove a run's fresh workspace directory and what it holds. The run wrote it, links
@@ -145,6 +159,11 @@ pub fn remove_workspace(dir: &Path, owner: Option<(u32, u32)>) -> Result<(), Str
 }
 
 impl RunDisks {
+    /// Remove `dir`, one of the run's directories under `<state>/runs`, when the run ends.
+    pub fn remove_at_end(&mut self, dir: PathBuf) {
+        self.dirs.push(dir);
+    }
+
     /// Make (or take `premade`, an empty image of `bound` from the
     /// [`image_pool`](super::image_pool)) and attach the run's workspace filesystem (a fresh
     /// workspace only: an operator's `--workspace DIR` keeps the host's limits). Owned by
@@ -431,28 +450,49 @@ pub fn forget_run(state_dir: &Path, run: &str) {
         let run_dir = state_dir.join("runs").join(run);
         let _ = fs::remove_file(workspace_image(&run_dir));
         // An unbounded fresh workspace: what the dead run wrote goes too (by root, through
-        // descriptors: the run's uid is not known here).
-        let _ = remove_workspace(&run_dir.join("workspace"), None);
+        // descriptors: the run's uid is not known here), then the directory itself.
+        remove_run_dir(&run_dir);
     }
 }
 
-/// Remove the workspace image and fresh workspace of every run under `state_dir/runs` that
-/// no live supervisor holds (`held`: its alive file is locked): what a supervisor killed between making the
-/// image and recording the run left. Call holding the ledger lock, which every launch
-/// holds from making its images until its alive file exists (airlockd: at its start).
+/// Remove every run directory under `state_dir/runs` (a run's, `RUN`, or one of its stdio
+/// connectors', `RUN-NAME`) whose run no live supervisor holds (`held`: its alive file is
+/// locked): what a supervisor killed before it cleaned up left. Call holding the ledger
+/// lock, which every launch holds from making its directories until its alive file exists
+/// (airlockd: at its start).
 pub fn sweep(state_dir: &Path, held: impl Fn(&str) -> bool) {
     let Ok(runs) = fs::read_dir(state_dir.join("runs")) else {
         return;
     };
     for e in runs.flatten() {
         let name = e.file_name();
-        let Some(run) = name.to_str() else { continue };
-        let left = workspace_image(&e.path()).exists()
-            || fs::symlink_metadata(e.path().join("workspace")).is_ok();
-        if left && !held(run) {
-            forget_run(state_dir, run);
+        let Some(name) = name.to_str() else { continue };
+        let Some(run) = run_of_dir(name) else {
+            continue;
+        };
+        if !held(run) {
+            let _ = fs::remove_file(workspace_image(&e.path()));
+            remove_run_dir(&e.path());
         }
     }
+}
+
+/// The run a directory under `<state>/runs` belongs to: `RUN` or `RUN-CONNECTOR`, a run id
+/// being `r-YYYYMMDD-XXXXXXXX` (see `launch::new_run_id`).
+fn run_of_dir(name: &str) -> Option<&str> {
+    let run = match name.match_indices('-').nth(2) {
+        Some((i, _)) => &name[..i],
+        None => name,
+    };
+    let mut parts = run.split('-');
+    let ok = parts.next() == Some("r")
+        && parts
+            .next()
+            .is_some_and(|d| d.len() == 8 && d.bytes().all(|b| b.is_ascii_digit()))
+        && parts
+            .next()
+            .is_some_and(|x| x.len() == 8 && x.bytes().all(|b| b.is_ascii_hexdigit()));
+    ok.then_some(run)
 }
 
 /// Whether the filesystem holding `path` has project quotas switched on, from
@@ -487,6 +527,23 @@ pub fn project_quota_mount(mountinfo: &str, path: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_run_directory_is_told_by_its_run() {
+        use super::run_of_dir;
+        let run = "r-20261202-5f157ee9";
+        assert_eq!(run_of_dir(run), Some(run));
+        assert_eq!(run_of_dir("r-20261202-5f157ee9-bench"), Some(run));
+        assert_eq!(run_of_dir("r-20261202-5f157ee9-a-b"), Some(run));
+        for other in [
+            "pool",
+            "r-2026-5f157ee9",
+            "r-20261202-5f15",
+            "x-20261202-5f157ee9",
+        ] {
+            assert_eq!(run_of_dir(other), None, "{other}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -460,8 +460,13 @@ pub fn prepare_in(
         .mode(0o700)
         .create(&run_dir)
         .map_err(|e| io_err("cannot create run directory", &run_dir, e))?;
-    // A refusal from here on leaves nothing of the run behind.
+    // A refusal from here on leaves nothing of the run behind, and the run's end nothing
+    // of its directories.
     let mut disks = RunDisks::default();
+    disks.remove_at_end(run_dir.clone());
+    for d in &connector_dirs {
+        disks.remove_at_end(d.clone());
+    }
     let built = (|| {
         // GitHub tokens first: a fresh workspace gets the run.clone repositories in it
         // from the start (and a bounded one is made holding them). As with the provider, a
