@@ -34,6 +34,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import standin_graphql  # noqa: E402
+
 DIR = sys.argv[1]
 APP_ID = "4242"
 INSTALLATION = 77
@@ -135,6 +138,17 @@ def push_files(repo, a):
     return {"ref": ref, "object": {"sha": commit}}
 
 
+def head_of(repo, branch):
+    """The sha of a branch in a bare repository here, or None."""
+    try:
+        return git_bare(repo, "rev-parse", "--verify", "refs/heads/" + branch)
+    except (ValueError, OSError):
+        return None
+
+
+GRAPHQL = standin_graphql.State(DIR, head_of)
+
+
 def mcp_tool(repo, name, a):
     """What one of GitHub's MCP tools does here: its answer as text."""
     if name == "create_branch":
@@ -207,6 +221,10 @@ class H(BaseHTTPRequestHandler):
         return b""
 
     def handle_any(self):
+        if self.path.startswith("http://"):
+            # Proxy form (a client sent here as its HTTP proxy, e.g. `gh` with
+            # GH_HOST=github.localhost, to read what it sends): the path alone.
+            self.path = "/" + self.path.split("/", 3)[3] if self.path.count("/") >= 3 else "/"
         auth = self.headers.get("Authorization", "")
         body = self.body()
         path = self.path.split("?", 1)[0]
@@ -251,6 +269,11 @@ class H(BaseHTTPRequestHandler):
             return self.git(path[4:], body)
         if path == "/mcp":
             return self.mcp(t, body)
+        if path == "/graphql" and self.command == "POST":
+            out, seen = standin_graphql.execute(GRAPHQL, t.get("repositories", []), body)
+            status = 400 if "message" in out else 200
+            self.log(status, "token", {"graphql": seen, "body": body.decode(errors="replace")[:2000]})
+            return self.reply(status, out)
         parts = path.strip("/").split("/")
         if parts[0] == "repos" and len(parts) >= 3:
             repo = parts[1] + "/" + parts[2]
@@ -259,7 +282,9 @@ class H(BaseHTTPRequestHandler):
                 return self.reply(404, {"message": "Not Found"})
             if len(parts) == 3 and self.command == "GET":
                 self.log(200, "token")
-                return self.reply(200, {"full_name": repo, "default_branch": "main"})
+                r = GRAPHQL.repos.get(repo)
+                return self.reply(200, {"full_name": repo, "default_branch": "main",
+                                        "node_id": r["id"] if r else None})
             if parts[3:] == ["pulls"] and self.command == "POST":
                 try:
                     pr = open_pull(repo, json.loads(body or b"{}"))
