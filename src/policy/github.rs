@@ -91,6 +91,11 @@ impl GithubPolicy {
             .unwrap_or(repo)
     }
 
+    /// `writes.repos`, as configured.
+    pub fn repos(&self) -> &[String] {
+        &self.writes.repos
+    }
+
     /// Whether the role may change `.github/workflows/` at all.
     pub fn workflows(&self) -> bool {
         self.writes.workflows

@@ -15,6 +15,9 @@
 pub mod classify;
 pub mod graphql;
 pub mod mcp;
+pub mod mutate;
+pub mod mutation;
+pub mod nodes;
 pub mod push;
 pub mod scratch;
 pub mod tls;
@@ -126,6 +129,8 @@ pub struct Github {
     secrets: Secrets,
     /// The run's tasks: intercepted connections end with the run.
     scope: super::scope::Scope,
+    /// Node ids resolved for the run, and the pull requests it opened.
+    nodes: nodes::Nodes,
 }
 
 impl Github {
@@ -156,6 +161,7 @@ impl Github {
             push_slot: tokio::sync::Mutex::new(()),
             secrets,
             scope,
+            nodes: nodes::Nodes::default(),
         }
     }
 
@@ -523,10 +529,14 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     let repo = match &kind {
         Kind::Read => repo_in_path(host, &path),
         Kind::Write { repo, .. } | Kind::Push { repo } => Some(repo.clone()),
+        Kind::Mutation(m) => return mutate::handle(gh, &parts, body, m.clone(), started).await,
         Kind::Unknown(why) => {
             let msg = format!("Airlock: {why}");
             let repo = repo_in_path(host, &path).unwrap_or_else(|| "-".into());
             record(&repo, "unknown", false, "github: unknown write", &msg, 403);
+            if host == Host::Api && path == "/graphql" {
+                return mutate::refusal(&format!("Airlock refused by github: unknown write: {why}"));
+            }
             return refusal(StatusCode::FORBIDDEN, &msg);
         }
     };
@@ -554,6 +564,23 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                     return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {msg}"));
                 }
             }
+            if let Some(n) = pull_edit(&method, &path) {
+                let name = write_name(actions);
+                if let Err(d) = gh.decide(repo, actions, &name, &endpoint, started) {
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                    );
+                }
+                if !gh.nodes.opened_number(repo, n) {
+                    let msg = "only a pull request this run opened may be edited";
+                    record(repo, &name, false, "pull_requests.open", msg, 403);
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by pull_requests.open: {msg}"),
+                    );
+                }
+            }
             Some((repo.clone(), actions.clone()))
         }
         Kind::Push { repo } => {
@@ -566,7 +593,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                 }
             }
         }
-        Kind::Unknown(_) => None,
+        Kind::Unknown(_) | Kind::Mutation(_) => None,
     };
     if let Some((repo, actions)) = &write {
         let name = match &kind {
@@ -583,6 +610,11 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
             }
         };
         let resp = forward(gh, host, &parts, body, Some(repo.clone())).await;
+        let resp = if opening_pull(&method, &path) {
+            mutate::remember_pull(gh, repo, resp).await
+        } else {
+            resp
+        };
         gh.journal(
             repo,
             &name,
@@ -594,6 +626,21 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
         return resp;
     }
     forward(gh, host, &parts, body, repo).await
+}
+
+/// Whether a request opens a pull request (`POST /repos/O/R/pulls`).
+fn opening_pull(method: &str, path: &str) -> bool {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    method == "POST" && matches!(seg.as_slice(), ["repos", _, _, "pulls"])
+}
+
+/// The number of the pull request a request edits (`PATCH /repos/O/R/pulls/N`).
+fn pull_edit(method: &str, path: &str) -> Option<u64> {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (method, seg.as_slice()) {
+        ("PATCH", ["repos", _, _, "pulls", n]) => n.parse().ok(),
+        _ => None,
+    }
 }
 
 /// A write's name for the journal: its actions joined.
