@@ -291,6 +291,13 @@ class H(BaseHTTPRequestHandler):
                 except (ValueError, KeyError) as e:
                     self.log(422, "token")
                     return self.reply(422, {"message": "Validation Failed: %s" % e})
+                with standin_graphql.LOCK:
+                    g = GRAPHQL.add_pull(GRAPHQL.repo(repo), {
+                        "title": pr["title"], "body": pr["body"], "headRefName": pr["head"],
+                        "baseRefName": pr["base"]}, standin_graphql.BOT)
+                    GRAPHQL.save()
+                pr = {**pr, "number": g["number"], "node_id": g["id"],
+                      "html_url": "https://github.com/%s/pull/%d" % (repo, g["number"])}
                 self.log(201, "token", {"pull": pr["number"]})
                 return self.reply(201, pr)
             if parts[3:] == ["pulls"] and self.command == "GET":

@@ -58,14 +58,14 @@ interface RepositoryOwner { id: ID! login: String! url: URI! }
 
 type Ref { id: ID! name: String! prefix: String! }
 
-type Label implements Node { id: ID! name: String! color: String! description: String url: URI! }
+type Label implements Node { id: ID! name: String! color: String! description: String url: URI! repository: Repository! }
 type LabelConnection { nodes: [Label] totalCount: Int! pageInfo: PageInfo! }
 type UserConnection { nodes: [User] totalCount: Int! pageInfo: PageInfo! }
 
 type IssueComment implements Node {
   id: ID! body: String! url: URI! author: Actor authorAssociation: CommentAuthorAssociation!
   createdAt: DateTime! includesCreatedEdit: Boolean! isMinimized: Boolean! minimizedReason: String
-  viewerDidAuthor: Boolean!
+  viewerDidAuthor: Boolean! repository: Repository!
 }
 type IssueCommentEdge { node: IssueComment cursor: String! }
 type IssueCommentConnection { nodes: [IssueComment] totalCount: Int! pageInfo: PageInfo! }
@@ -468,6 +468,10 @@ def resolver(st):
                 return "NONE"
         if t == "Label" and f == "description":
             return None
+        if t == "Label" and f == "repository":
+            return st.repos[obj["repo"]]
+        if t == "IssueComment" and f == "repository":
+            return st.repos[st.nodes[obj["subject"]]["repo"]]
         return obj.get(f)
 
     return resolve

@@ -589,7 +589,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                 Ok(()) => Some((repo.clone(), vec![Action::Contents(None)])),
                 Err((rule, msg)) => {
                     record(repo, "push", false, rule, &msg, 403);
-                    return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {msg}"));
+                    return push_refusal(&body, &format!("{rule}: {msg}"));
                 }
             }
         }
@@ -602,6 +602,9 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
         };
         let d = match gh.authorize(repo, actions, &name, &endpoint, started) {
             Ok(d) => d,
+            Err(d) if matches!(kind, Kind::Push { .. }) => {
+                return push_refusal(&body, &format!("{}: {}", d.rule, d.reason))
+            }
             Err(d) => {
                 return refusal(
                     StatusCode::FORBIDDEN,
@@ -626,6 +629,24 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
         return resp;
     }
     forward(gh, host, &parts, body, repo).await
+}
+
+/// A refused push in git's words: receive-pack's report-status with every ref `ng`
+/// (git prints the reason), or a bare 403 for a request that asked for no report.
+fn push_refusal(body: &[u8], why: &str) -> Response<GwBody> {
+    let Some(report) = push::refused_report(body, why) else {
+        return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {why}"));
+    };
+    let mut r = Response::new(super::full(Bytes::from(report)));
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/x-git-receive-pack-result"),
+    );
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    r
 }
 
 /// Whether a request opens a pull request (`POST /repos/O/R/pulls`).

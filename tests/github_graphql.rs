@@ -1,0 +1,276 @@
+//! GitHub's GraphQL writes through the GitHub route, for real: a workflow role's command
+//! runs the real `gh` (Debian's) and `git` against `https://api.github.com` and
+//! `https://github.com` through the run's gateway, in front of the stand-in GitHub whose
+//! GraphQL is executed by graphql-core over a subset of GitHub's schema
+//! (tests/agents/standin_graphql.py). Each mutation `gh` sends is resolved, decided,
+//! counted and journaled; each refusal is printed by `gh` (or `git`) in its own words.
+
+mod common;
+
+use common::github::StandInGithub;
+use common::*;
+use serde_json::Value;
+
+fn role(writes: u64) -> String {
+    format!(
+        "schema: 1
+role: ghprobe
+level: L3
+brief: brief.md
+kind: workflow
+identity:
+  board_name: airlock:ghprobe
+  key_store: airlock
+writes:
+  repos: [example-org/example-repo, example-org/scratch]
+  issues: [create, comment, label]
+  pull_requests: [open, comment, review, label]
+tools: {{}}
+budget:
+  runs_per_week: 100000
+  minutes_per_run: 5
+  github_writes_per_run: {writes}
+"
+    )
+}
+
+fn host(gh: &StandInGithub, writes: u64) -> Host {
+    let h = Host::new(&[("gina", "ghprobe")], &gh.config());
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), role(writes)).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    h
+}
+
+fn results(out: &str) -> std::collections::BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("R "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// `x NAME CMD...` prints `R NAME ok` or `R NAME fail <what it printed>`; `q NAME DOC
+/// VARS` posts a hand-written GraphQL document and prints GitHub's (or Airlock's) answer.
+const SCRIPT: &str = r#"
+set -u
+export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HOME/.gh
+git config --global user.name agent && git config --global user.email agent@example.com
+x() { n=$1; shift; if out=$("$@" 2>&1); then echo "R $n ok $(echo "$out" | tr '\n' ' ')"; else echo "R $n fail $(echo "$out" | tr '\n' ' ')"; fi; }
+q() { echo "R $1 $(curl -s -H "Authorization: token $GH_TOKEN" -d "{\"query\":\"$2\",\"variables\":$3}" https://api.github.com/graphql)"; }
+git clone -q https://github.com/example-org/example-repo.git repo && cd repo || exit 0
+git checkout -q -b airlock/gh && echo more >> README.md && git commit -qam change
+x push git push -q origin HEAD:refs/heads/airlock/gh
+x push_main git push origin HEAD:main
+R="-R example-org/example-repo"
+x pr_create_main gh pr create $R --head main --base main --title T --body B
+x pr_create_other_branch gh pr create $R --head someone-else --base main --title T --body B
+x pr_create gh pr create $R --head airlock/gh --base main --title T --body B --draft
+x issue_create gh issue create $R --title "An issue" --body "Its body"
+x issue_comment gh issue comment 1 $R --body hi
+x pr_comment gh pr comment 2 $R --body hi
+x pr_edit gh pr edit 2 $R --title "New title"
+x pr_label gh pr edit 2 $R --add-label bug
+x pr_ready gh pr ready 2 $R
+x pr_review gh pr review 2 $R --comment -b looks-fine
+x pr_approve gh pr review 2 $R --approve
+x issue_close gh issue close 1 $R
+x other_repo gh issue comment 1 -R example-org/other --body hi
+OTHER=$(curl -s -H "Authorization: token $GH_TOKEN" -d '{"query":"{ repository(owner: \"example-org\", name: \"other\") { issue(number: 1) { id } } }"}' https://api.github.com/graphql | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["repository"]["issue"]["id"])')
+MINE=$(curl -s -H "Authorization: token $GH_TOKEN" -d '{"query":"{ repository(owner: \"example-org\", name: \"example-repo\") { issue(number: 1) { id } } }"}' https://api.github.com/graphql | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["repository"]["issue"]["id"])')
+C='addComment(input: $input) { clientMutationId }'
+q two "mutation A(\$input: AddCommentInput!) { $C } mutation B(\$input: AddCommentInput!) { $C }" "{\"input\":{\"subjectId\":\"$MINE\",\"body\":\"x\"}}"
+q aliased "mutation(\$input: AddCommentInput!) { a: $C }" "{\"input\":{\"subjectId\":\"$MINE\",\"body\":\"x\"}}"
+q inline "mutation { addComment(input: {subjectId: \\\"$OTHER\\\", body: \\\"x\\\"}) { clientMutationId } }" "{}"
+q other_node "mutation(\$input: AddCommentInput!) { $C }" "{\"input\":{\"subjectId\":\"$OTHER\",\"body\":\"x\"}}"
+q unknown_node "mutation(\$input: AddCommentInput!) { $C }" "{\"input\":{\"subjectId\":\"I_kwDOnosuchnode\",\"body\":\"x\"}}"
+q unknown_field "mutation(\$input: DeleteIssueInput!) { deleteIssue(input: \$input) { clientMutationId } }" "{\"input\":{\"issueId\":\"$MINE\"}}"
+echo "R dup $(curl -s -H "Authorization: token $GH_TOKEN" -d '{"query":"mutation($input: AddCommentInput!) { addComment(input: $input) { clientMutationId } }","variables":{"input":{"subjectId":"'$MINE'","body":"a","body":"b"}}}' https://api.github.com/graphql)"
+x last_write gh issue comment 1 $R --body second
+x over_budget gh issue comment 1 $R --body third
+"#;
+
+#[test]
+fn gh_commands_write_through_graphql_each_checked_counted_and_journaled() {
+    require_journald();
+    let gh = StandInGithub::start();
+    // The push and nine mutations: the tenth is past the budget.
+    let h = host(&gh, 10);
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", SCRIPT])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    for ok in [
+        "push",
+        "pr_create",
+        "issue_create",
+        "issue_comment",
+        "pr_comment",
+        "pr_edit",
+        "pr_label",
+        "pr_ready",
+        "pr_review",
+        "last_write",
+    ] {
+        assert!(get(ok).starts_with("ok"), "{ok}: {}\n{out}", get(ok));
+    }
+    assert!(
+        get("pr_create").contains("https://github.com/example-org/example-repo/pull/2"),
+        "{out}"
+    );
+    // Refused, the rule in gh's own output (GraphQL errors) or git's.
+    for (k, rule) in [
+        ("push_main", "Airlock"),
+        ("pr_create_main", "push: default branch"),
+        ("pr_create_other_branch", "push: branch"),
+        ("pr_approve", "classes: merge"),
+        ("issue_close", "writes.issues"),
+        ("other_repo", "writes.repos"),
+        ("two", "one operation per document"),
+        ("aliased", "no alias"),
+        ("inline", "not an inline literal"),
+        ("other_node", "writes.repos"),
+        ("unknown_node", "node id GitHub does not know"),
+        ("unknown_field", "not a GraphQL mutation Airlock knows"),
+        ("dup", "unknown write"),
+        ("over_budget", "budget.github_writes_per_run"),
+    ] {
+        let v = get(k);
+        assert!(
+            !v.starts_with("ok") && v.contains(rule),
+            "{k} should be refused by {rule}: {v}\n{out}"
+        );
+    }
+
+    // GitHub saw exactly the allowed mutations, in order.
+    let mutations: Vec<String> = gh
+        .requests()
+        .iter()
+        .filter(|q| q["graphql"]["type"] == "mutation")
+        .map(|q| q["graphql"]["fields"][0].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        mutations,
+        [
+            "createPullRequest",
+            "createIssue",
+            "addComment",
+            "addComment",
+            "updatePullRequest",
+            "addLabelsToLabelable",
+            "markPullRequestReadyForReview",
+            "addPullRequestReview",
+            "addComment",
+        ],
+        "{out}"
+    );
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap(),
+    )
+    .unwrap();
+    let items = &state["repos"]["example-org/example-repo"]["items"];
+    assert_eq!(items[1]["title"], "New title", "{items}");
+    assert_eq!(items[1]["isDraft"], false);
+    assert_eq!(items[1]["headRefName"], "airlock/gh");
+    assert_eq!(items[2]["title"], "An issue");
+    assert_eq!(items[0]["state"], "OPEN", "the refused close did not happen");
+    assert_eq!(
+        state["repos"]["example-org/other"]["items"][0]["comments"],
+        serde_json::json!([])
+    );
+
+    // The journal: one allowed github_write per mutation, named by its field.
+    let run = run_id_of(&o);
+    let ev = events(&run, "github_write", 20);
+    let allowed = |endpoint: &str, action: &str| {
+        ev.iter()
+            .filter(|e| {
+                e["AIRLOCK_ENDPOINT"] == endpoint
+                    && e["AIRLOCK_ACTION"] == action
+                    && e["AIRLOCK_DECISION"] == "allow"
+            })
+            .count()
+    };
+    assert_eq!(
+        allowed("graphql createPullRequest", "pull_requests.open"),
+        1,
+        "{ev:?}"
+    );
+    assert_eq!(allowed("graphql createIssue", "issues.create"), 1);
+    assert_eq!(allowed("graphql addComment", "issues.comment"), 2);
+    assert_eq!(allowed("graphql addComment", "pull_requests.comment"), 1);
+    assert_eq!(
+        allowed("graphql updatePullRequest", "pull_requests.open"),
+        1
+    );
+    assert_eq!(
+        allowed("graphql addLabelsToLabelable", "pull_requests.label"),
+        1
+    );
+    assert_eq!(
+        allowed("graphql markPullRequestReadyForReview", "pull_requests.open"),
+        1
+    );
+    assert_eq!(
+        allowed("graphql addPullRequestReview", "pull_requests.review"),
+        1
+    );
+    let over = ev
+        .iter()
+        .find(|e| e["AIRLOCK_RULE"] == "budget.github_writes_per_run")
+        .expect("the write past the budget is journaled");
+    assert_eq!(over["AIRLOCK_WRITES"], "10");
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    assert!(ledger.contains(r#""github":{"writes":10,"budget":10}"#), "{ledger}");
+}
+
+/// Editing a pull request this run did not open is refused, by REST and by GraphQL.
+const NOT_MINE: &str = r#"
+set -u
+export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HOME/.gh
+x() { n=$1; shift; if out=$("$@" 2>&1); then echo "R $n ok $(echo "$out" | tr '\n' ' ')"; else echo "R $n fail $(echo "$out" | tr '\n' ' ')"; fi; }
+x gql_edit gh pr edit 2 -R example-org/example-repo --title mine-now
+echo "R rest_edit $(curl -s -X PATCH -H "Authorization: token $GH_TOKEN" -d '{"title":"mine-now"}' https://api.github.com/repos/example-org/example-repo/pulls/2)"
+"#;
+
+#[test]
+fn a_pull_request_the_run_did_not_open_is_not_edited() {
+    require_journald();
+    let gh = StandInGithub::start();
+    // Someone else's pull request, opened straight at the stand-in before the run.
+    let seed = std::process::Command::new("git")
+        .args(["branch", "theirs", "main"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    assert!(seed.status.success(), "{}", stderr(&seed));
+    let token = gh.mint_token();
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &token,
+        r#"{"title":"theirs","head":"theirs","base":"main"}"#,
+    );
+    assert_eq!(opened["number"], 2, "{opened}");
+    let h = host(&gh, 5);
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", NOT_MINE])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    let r = results(&out);
+    for k in ["gql_edit", "rest_edit"] {
+        let v = r.get(k).map(String::as_str).unwrap_or("missing");
+        assert!(
+            v.contains("only a pull request this run opened"),
+            "{k}: {v}\n{out}\n{}",
+            stderr(&o)
+        );
+    }
+    let state = std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap();
+    assert!(!state.contains("mine-now"), "{state}");
+}
