@@ -125,7 +125,7 @@ fn gh_commands_write_through_graphql_each_checked_counted_and_journaled() {
     );
     // Refused, the rule in gh's own output (GraphQL errors) or git's.
     for (k, rule) in [
-        ("push_main", "Airlock"),
+        ("push_main", "(Airlock: push: default branch"),
         ("pr_create_main", "push: default branch"),
         ("pr_create_other_branch", "push: branch"),
         ("pr_approve", "classes: merge"),
@@ -169,16 +169,18 @@ fn gh_commands_write_through_graphql_each_checked_counted_and_journaled() {
         ],
         "{out}"
     );
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap(),
-    )
-    .unwrap();
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
+            .unwrap();
     let items = &state["repos"]["example-org/example-repo"]["items"];
     assert_eq!(items[1]["title"], "New title", "{items}");
     assert_eq!(items[1]["isDraft"], false);
     assert_eq!(items[1]["headRefName"], "airlock/gh");
     assert_eq!(items[2]["title"], "An issue");
-    assert_eq!(items[0]["state"], "OPEN", "the refused close did not happen");
+    assert_eq!(
+        items[0]["state"], "OPEN",
+        "the refused close did not happen"
+    );
     assert_eq!(
         state["repos"]["example-org/other"]["items"][0]["comments"],
         serde_json::json!([])
@@ -213,7 +215,10 @@ fn gh_commands_write_through_graphql_each_checked_counted_and_journaled() {
         1
     );
     assert_eq!(
-        allowed("graphql markPullRequestReadyForReview", "pull_requests.open"),
+        allowed(
+            "graphql markPullRequestReadyForReview",
+            "pull_requests.open"
+        ),
         1
     );
     assert_eq!(
@@ -226,7 +231,10 @@ fn gh_commands_write_through_graphql_each_checked_counted_and_journaled() {
         .expect("the write past the budget is journaled");
     assert_eq!(over["AIRLOCK_WRITES"], "10");
     let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
-    assert!(ledger.contains(r#""github":{"writes":10,"budget":10}"#), "{ledger}");
+    assert!(
+        ledger.contains(r#""github":{"writes":10,"budget":10}"#),
+        "{ledger}"
+    );
 }
 
 /// Editing a pull request this run did not open is refused, by REST and by GraphQL.

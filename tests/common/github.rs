@@ -179,7 +179,13 @@ print(json.load(urllib.request.urlopen(req))["token"])
     /// POST a JSON body straight to the stand-in with `token`: its answer.
     pub fn post(&self, path: &str, token: &str, body: &str) -> Value {
         let o = Command::new("/usr/bin/curl")
-            .args(["-s", "-H", &format!("Authorization: token {token}"), "-d", body])
+            .args([
+                "-s",
+                "-H",
+                &format!("Authorization: token {token}"),
+                "-d",
+                body,
+            ])
             .arg(format!("http://127.0.0.1:{}{path}", self.port))
             .output()
             .unwrap();

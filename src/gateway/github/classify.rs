@@ -192,9 +192,9 @@ pub fn rest(method: &str, path: &str, body: Option<&Value>) -> Kind {
         // checks whose it is).
         ("PATCH", ["pulls", n]) if num(n) => {
             let known = ["title", "body", "base", "state", "maintainer_can_modify"];
-            let other = body
-                .and_then(Value::as_object)
-                .map_or(true, |o| o.is_empty() || o.keys().any(|k| !known.contains(&k.as_str())));
+            let other = body.and_then(Value::as_object).map_or(true, |o| {
+                o.is_empty() || o.keys().any(|k| !known.contains(&k.as_str()))
+            });
             if other {
                 return Kind::Unknown("a pull request edit Airlock does not know");
             }

@@ -535,7 +535,9 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
             let repo = repo_in_path(host, &path).unwrap_or_else(|| "-".into());
             record(&repo, "unknown", false, "github: unknown write", &msg, 403);
             if host == Host::Api && path == "/graphql" {
-                return mutate::refusal(&format!("Airlock refused by github: unknown write: {why}"));
+                return mutate::refusal(&format!(
+                    "Airlock refused by github: unknown write: {why}"
+                ));
             }
             return refusal(StatusCode::FORBIDDEN, &msg);
         }

@@ -150,7 +150,10 @@ pub async fn handle(
             "-",
             "unknown",
             "github: node id",
-            &format!("{} names a {:?}, not what it acts on", plan.field, subject.ty),
+            &format!(
+                "{} names a {:?}, not what it acts on",
+                plan.field, subject.ty
+            ),
         );
     }
     let Some(repo) = subject.repo.clone() else {
@@ -180,7 +183,9 @@ pub async fn handle(
     let (labels, people) = rest.split_at(plan.labels.len());
     for h in heads {
         let ok = h.ty == NodeType::Repository
-            && h.repo.as_deref().is_some_and(|r| gh.plan.policy.writable(r));
+            && h.repo
+                .as_deref()
+                .is_some_and(|r| gh.plan.policy.writable(r));
         if !ok {
             return refuse(
                 &repo,

@@ -44,13 +44,17 @@ pub fn read(body: &Value) -> Result<Request, &'static str> {
         return Err("a GraphQL document its two readers read differently");
     }
     if ops.iter().all(|o| *o == super::graphql::Op::Query)
-        && listed.iter().all(|(_, o)| o.node.ty == OperationType::Query)
+        && listed
+            .iter()
+            .all(|(_, o)| o.node.ty == OperationType::Query)
     {
         return Ok(Request::Read);
     }
     let op = match &parsed.operations {
         DocumentOperations::Single(op) => op,
-        DocumentOperations::Multiple(m) if m.len() == 1 => m.values().next().ok_or("no operation")?,
+        DocumentOperations::Multiple(m) if m.len() == 1 => {
+            m.values().next().ok_or("no operation")?
+        }
         DocumentOperations::Multiple(_) => {
             return Err("a GraphQL mutation is sent alone: one operation per document")
         }
@@ -327,7 +331,9 @@ pub fn plan(m: &Mutation) -> Result<Plan, &'static str> {
         .keys()
         .any(|k| k != "clientMutationId" && !keys.contains(&k.as_str()))
     {
-        return Err("an input field Airlock does not know for this mutation (milestone, projects, ...)");
+        return Err(
+            "an input field Airlock does not know for this mutation (milestone, projects, ...)",
+        );
     }
     let subject = m
         .input
@@ -375,9 +381,15 @@ pub fn writes(m: &Mutation, subject: NodeType) -> Result<Writes, &'static str> {
         }
         "updatePullRequest" => {
             // Editing one's own pull request is part of opening it.
-            if ["title", "body", "baseRefName", "state", "maintainerCanModify"]
-                .iter()
-                .any(|k| has(k))
+            if [
+                "title",
+                "body",
+                "baseRefName",
+                "state",
+                "maintainerCanModify",
+            ]
+            .iter()
+            .any(|k| has(k))
             {
                 w.actions.push(PullRequest("open"));
                 w.own_pull = true;
@@ -544,7 +556,8 @@ mod tests {
             panic!()
         };
         assert!(plan(&m).is_err());
-        let ci = "mutation($input: CreateIssueInput!) { createIssue(input: $input) { issue { id } } }";
+        let ci =
+            "mutation($input: CreateIssueInput!) { createIssue(input: $input) { issue { id } } }";
         let Ok(Request::Mutation(m)) = read(&body(
             ci,
             json!({"input": {"repositoryId": "R", "title": "t", "milestoneId": "M"}}),

@@ -18,14 +18,18 @@ pub struct Node {
     pub repo: Option<String>,
 }
 
+/// A pull request this run opened: its repository, number and node id (what GitHub's
+/// answer told).
+type Opened = (String, Option<u64>, Option<String>);
+
 /// The run's resolved ids.
 #[derive(Default)]
 pub struct Nodes {
     known: Mutex<HashMap<String, Node>>,
     /// Whether the repository ids of `writes.repos` were asked for.
     learned: Mutex<bool>,
-    /// Pull requests this run opened: (repository, number, node id).
-    opened: Mutex<Vec<(String, Option<u64>, Option<String>)>>,
+    /// Pull requests this run opened.
+    opened: Mutex<Vec<Opened>>,
 }
 
 /// Ids held at most: a run naming more ids than this asks GitHub again for the rest.

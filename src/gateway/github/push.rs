@@ -205,7 +205,10 @@ pub fn refused_report(body: &[u8], why: &str) -> Option<Vec<u8>> {
         .map(|c| String::from_utf8_lossy(c).to_string())
         .unwrap_or_default();
     let caps: Vec<&str> = caps.split_whitespace().collect();
-    if !caps.iter().any(|c| *c == "report-status" || *c == "report-status-v2") {
+    if !caps
+        .iter()
+        .any(|c| *c == "report-status" || *c == "report-status-v2")
+    {
         return None;
     }
     // One line, no control characters: the reason is git's to print as it is.
@@ -256,7 +259,10 @@ mod report_tests {
         body.extend_from_slice(b"0000PACK");
         let out = refused_report(&body, "push to the default branch").unwrap();
         let text = String::from_utf8_lossy(&out);
-        assert!(text.contains("\u{2}Airlock: push to the default branch\n"), "{text}");
+        assert!(
+            text.contains("\u{2}Airlock: push to the default branch\n"),
+            "{text}"
+        );
         assert!(
             text.contains("ng refs/heads/main Airlock: push to the default branch\n"),
             "{text}"
