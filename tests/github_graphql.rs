@@ -282,3 +282,184 @@ fn a_pull_request_the_run_did_not_open_is_not_edited() {
     let state = std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap();
     assert!(!state.contains("mine-now"), "{state}");
 }
+
+/// A host whose merge gate (a workflow role of the merge-gate class) merges in
+/// example-org/example-repo at `level` (its autonomy policy's default), with pull request
+/// #2 (branch `feature`) opened by the human `octo-author` before the run.
+fn gate_host(gh: &StandInGithub, level: &str) -> Host {
+    let h = Host::new(&[("mona", "merge-gate")], &gh.config());
+    let pol = h.root.join("policies");
+    let cp = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(std::path::Path::new(REPO).join("policies"))
+        .arg(&pol)
+        .output()
+        .unwrap();
+    assert!(cp.status.success(), "{}", stderr(&cp));
+    let auto = pol.join("autonomy/example-org/example-repo.yaml");
+    let text = std::fs::read_to_string(&auto).unwrap();
+    assert!(text.contains("default: L2"), "{text}");
+    std::fs::write(
+        &auto,
+        text.replace("default: L2", &format!("default: {level}")),
+    )
+    .unwrap();
+    let cfg = std::fs::read_to_string(&h.cfg).unwrap();
+    let cfg = cfg.replace(
+        &format!("policies: {REPO}/policies"),
+        &format!("policies: {}", pol.display()),
+    );
+    std::fs::write(&h.cfg, cfg).unwrap();
+    let dir = h.root.join("roles.local/merge-gate");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("role.yaml"),
+        "schema: 1
+role: merge-gate
+level: L4
+brief: brief.md
+goals: goals.md
+kind: workflow
+judge:
+  metric: the CI run of the pull request
+  source: ci.yml on main
+  pass: green
+  check:
+    repo: example-org/example-repo
+    workflow: ci.yml
+    branch: main
+    max_age_days: 3
+identity:
+  board_name: airlock:merge-gate
+  key_store: airlock
+writes:
+  repos: [example-org/example-repo]
+  pull_requests: [merge, review, comment]
+tools: {}
+budget:
+  runs_per_week: 100000
+  minutes_per_run: 5
+  github_writes_per_run: 3
+",
+    )
+    .unwrap();
+    std::fs::write(dir.join("brief.md"), "# Merge gate\n").unwrap();
+    std::fs::write(dir.join("goals.md"), "# Goals\nLand what passed.\n").unwrap();
+    let b = std::process::Command::new("git")
+        .args(["branch", "feature", "main"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", stderr(&b));
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &gh.mint_token(),
+        r#"{"title":"A change","head":"feature","base":"main","standin_author":"octo-author"}"#,
+    );
+    assert_eq!(opened["number"], 2, "{opened}");
+    h
+}
+
+const MERGE: &str = r#"
+export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HOME/.gh
+if out=$(gh pr merge 2 -R example-org/example-repo --merge 2>&1); then echo "R merge ok $out"; else echo "R merge fail $(echo "$out" | tr '\n' ' ')"; fi
+echo "R rest $(curl -s -X PUT -H "Authorization: token $GH_TOKEN" -d '{}' https://api.github.com/repos/example-org/example-repo/pulls/2/merge | tr '\n' ' ')"
+"#;
+
+fn merge_once(gh: &StandInGithub, h: &Host, reviews: Value) -> (String, String, String) {
+    std::fs::write(
+        gh.dir.path().join("reviews.json"),
+        serde_json::json!({"example-org/example-repo#2": reviews}).to_string(),
+    )
+    .unwrap();
+    let o = h
+        .launch("merge-gate", "mona", &[], &["/bin/sh", "-c", MERGE])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    (
+        r.get("merge").cloned().unwrap_or_default(),
+        r.get("rest").cloned().unwrap_or_default(),
+        run_id_of(&o),
+    )
+}
+
+fn head_of(gh: &StandInGithub, branch: &str) -> String {
+    let o = std::process::Command::new("git")
+        .args(["rev-parse", branch])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    stdout(&o).trim().to_string()
+}
+
+fn merged(gh: &StandInGithub) -> bool {
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
+            .unwrap();
+    state["repos"]["example-org/example-repo"]["items"][1]["state"] == "MERGED"
+}
+
+#[test]
+fn at_l3_a_merge_lands_only_after_a_humans_approval_of_the_head() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host(&gh, "L3");
+    let head = head_of(&gh, "feature");
+    let review = |login: &str, ty: &str, commit: &str| serde_json::json!({"user": {"login": login, "type": ty}, "state": "APPROVED", "commit_id": commit});
+    for (reviews, why) in [
+        (serde_json::json!([]), "no review approves"),
+        (
+            serde_json::json!([review("ci-helper[bot]", "Bot", &head)]),
+            "bots or apps",
+        ),
+        (
+            serde_json::json!([review("octo-author", "User", &head)]),
+            "author",
+        ),
+        (
+            serde_json::json!([review("octo-human", "User", &"1".repeat(40))]),
+            "older commit",
+        ),
+    ] {
+        let (g, rest, _) = merge_once(&gh, &h, reviews);
+        for (client, said) in [("gh", &g), ("REST", &rest)] {
+            assert!(
+                said.contains("land: after-human-approval") && said.contains(why),
+                "{client} should be refused ({why}): {said}"
+            );
+        }
+        assert!(!merged(&gh), "a refused merge reached GitHub");
+    }
+    let (g, _, run) = merge_once(
+        &gh,
+        &h,
+        serde_json::json!([review("octo-human", "User", &head)]),
+    );
+    assert!(g.starts_with("ok"), "{g}");
+    assert!(merged(&gh));
+    let ev = events(&run, "github_write", 1);
+    let m = ev
+        .iter()
+        .find(|e| e["AIRLOCK_ENDPOINT"] == "graphql mergePullRequest")
+        .unwrap_or_else(|| panic!("{ev:?}"));
+    assert_eq!(m["AIRLOCK_DECISION"], "allow");
+    let reason = m["AIRLOCK_REASON"].as_str().unwrap_or("");
+    assert!(
+        reason.contains(&format!("approved by octo-human on {head}")),
+        "{reason}"
+    );
+}
+
+#[test]
+fn at_l4_a_merge_without_a_human_needs_the_judge_which_is_refused_as_missing() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host(&gh, "L4");
+    let (g, rest, _) = merge_once(&gh, &h, serde_json::json!([]));
+    assert!(g.contains("judge-missing"), "{g}");
+    assert!(rest.contains("judge-missing"), "{rest}");
+    assert!(!merged(&gh));
+}

@@ -291,10 +291,15 @@ class H(BaseHTTPRequestHandler):
                 except (ValueError, KeyError) as e:
                     self.log(422, "token")
                     return self.reply(422, {"message": "Validation Failed: %s" % e})
+                a = json.loads(body or b"{}")
+                # A test's own setup may open one as a human (what a person does on GitHub).
+                author = standin_graphql.BOT
+                if a.get("standin_author"):
+                    author = GRAPHQL.user(a["standin_author"])
                 with standin_graphql.LOCK:
                     g = GRAPHQL.add_pull(GRAPHQL.repo(repo), {
                         "title": pr["title"], "body": pr["body"], "headRefName": pr["head"],
-                        "baseRefName": pr["base"]}, standin_graphql.BOT)
+                        "baseRefName": pr["base"]}, author)
                     GRAPHQL.save()
                 pr = {**pr, "number": g["number"], "node_id": g["id"],
                       "html_url": "https://github.com/%s/pull/%d" % (repo, g["number"])}
@@ -303,6 +308,9 @@ class H(BaseHTTPRequestHandler):
             if parts[3:] == ["pulls"] and self.command == "GET":
                 self.log(200, "token")
                 return self.reply(200, pulls_of(repo))
+        if parts[0] == "repos" and len(parts) in (5, 6) and parts[3] == "pulls" \
+                and self.command == "GET" and parts[4].isdigit():
+            return self.pull_or_reviews(parts[1] + "/" + parts[2], int(parts[4]), len(parts) == 6)
         if path.endswith("/airlock-echo"):
             self.log(200, "token", {"echo": True})
             data = json.dumps({"you_sent": auth}).encode()
@@ -316,6 +324,38 @@ class H(BaseHTTPRequestHandler):
         self.log(status, "token", {"body": body.decode(errors="replace")[:200],
                                    "content_encoding": self.headers.get("Content-Encoding")})
         return self.reply(status, {"ok": True, "method": self.command, "path": path})
+
+    def pull_or_reviews(self, repo, number, reviews):
+        """GET /repos/O/R/pulls/N (head sha, author) or .../reviews: the pull requests of
+        the GraphQL state; reviews made through it, then those a test put in
+        DIR/reviews.json ({"O/R#N": [{"login", "type", "state", "commit_id"}]}: what people
+        did on GitHub meanwhile)."""
+        with standin_graphql.LOCK:
+            r = GRAPHQL.repos.get(repo)
+            p = next((i for i in (r["items"] if r else []) if i["number"] == number
+                      and i["__typename"] == "PullRequest"), None)
+            if p is None:
+                self.log(404, "token")
+                return self.reply(404, {"message": "Not Found"})
+            head = head_of(repo, p["headRefName"]) or "0" * 40
+            if not reviews:
+                self.log(200, "token")
+                a = p["author"]
+                return self.reply(200, {"number": number, "state": p["state"].lower(),
+                                        "merged": p["state"] == "MERGED", "node_id": p["id"],
+                                        "head": {"ref": p["headRefName"], "sha": head},
+                                        "user": {"login": a["login"], "type": a["__typename"]}})
+            out = []
+            for rid in p.get("reviews", []):
+                rv = GRAPHQL.nodes[rid]
+                out.append({"user": {"login": rv["author"]["login"],
+                                     "type": rv["author"]["__typename"]},
+                            "state": rv["state"], "commit_id": rv["oid"]})
+        extra = os.path.join(DIR, "reviews.json")
+        if os.path.exists(extra):
+            out += json.load(open(extra)).get("%s#%d" % (repo, number), [])
+        self.log(200, "token")
+        return self.reply(200, out)
 
     def mcp(self, t, body):
         """GitHub's MCP server (streamable HTTP, JSON answers), for token `t`."""

@@ -14,6 +14,7 @@
 
 pub mod classify;
 pub mod graphql;
+pub mod land;
 pub mod mcp;
 pub mod mutate;
 pub mod mutation;
@@ -542,6 +543,8 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
             return refusal(StatusCode::FORBIDDEN, &msg);
         }
     };
+    // What the merge gate found (the approver, the head), for the journal.
+    let mut landed = String::new();
     let write = match &kind {
         Kind::Read => None,
         Kind::Write { repo, actions } => {
@@ -564,6 +567,25 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                 if let Err((rule, msg)) = gh.branch_rules(repo, branch, false).await {
                     record(repo, &name, false, rule, &msg, 403);
                     return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {msg}"));
+                }
+            }
+            if actions.contains(&Action::PullRequest("merge")) {
+                let name = write_name(actions);
+                if let Err(d) = gh.decide(repo, actions, &name, &endpoint, started) {
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                    );
+                }
+                match land::gate(gh, repo, merge_number(&path)).await {
+                    Ok(note) => landed = format!("; {note}"),
+                    Err((rule, msg)) => {
+                        record(repo, &name, false, rule, &msg, 403);
+                        return refusal(
+                            StatusCode::FORBIDDEN,
+                            &format!("Airlock refused {name} by {rule}: {msg}"),
+                        );
+                    }
                 }
             }
             if let Some(n) = pull_edit(&method, &path) {
@@ -624,7 +646,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
             repo,
             &name,
             &endpoint,
-            (true, &d.rule, &d.reason),
+            (true, &d.rule, &format!("{}{landed}", d.reason)),
             resp.status().as_u16(),
             started,
         );
@@ -655,6 +677,15 @@ fn push_refusal(body: &[u8], why: &str) -> Response<GwBody> {
 fn opening_pull(method: &str, path: &str) -> bool {
     let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     method == "POST" && matches!(seg.as_slice(), ["repos", _, _, "pulls"])
+}
+
+/// The number of the pull request a REST merge names (`PUT /repos/O/R/pulls/N/merge`).
+fn merge_number(path: &str) -> Option<u64> {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match seg.as_slice() {
+        ["repos", _, _, "pulls", n, "merge"] => n.parse().ok(),
+        _ => None,
+    }
 }
 
 /// The number of the pull request a request edits (`PATCH /repos/O/R/pulls/N`).
@@ -855,12 +886,15 @@ async fn push_check(
 
 /// The repository's default branch, asked of GitHub with the run's token.
 async fn default_branch(gh: &Github, repo: &str, token: Option<Secret>) -> Option<String> {
+    let v = get_json(gh, &format!("/repos/{repo}"), token).await?;
+    v.get("default_branch")?.as_str().map(str::to_string)
+}
+
+/// A REST read of the gateway's own (`path` under `api_url`), with `token`: its JSON.
+async fn get_json(gh: &Github, path: &str, token: Option<Secret>) -> Option<Value> {
     let base = &gh.plan.api;
     let scheme = if base.https { "https" } else { "http" };
-    let url = format!(
-        "{scheme}://{}{}/repos/{repo}",
-        base.authority, base.base_path
-    );
+    let url = format!("{scheme}://{}{}{path}", base.authority, base.base_path);
     let mut auth = HeaderValue::from_str(&format!("token {}", token?.expose())).ok()?;
     auth.set_sensitive(true);
     let req = Request::builder()
@@ -877,11 +911,10 @@ async fn default_branch(gh: &Github, repo: &str, token: Option<Secret>) -> Optio
     if !resp.status().is_success() {
         return None;
     }
-    let b = Limited::new(resp.into_body(), 1 << 20)
+    let b = Limited::new(resp.into_body(), 4 << 20)
         .collect()
         .await
         .ok()?
         .to_bytes();
-    let v: Value = serde_json::from_slice(&b).ok()?;
-    v.get("default_branch")?.as_str().map(str::to_string)
+    serde_json::from_slice(&b).ok()
 }

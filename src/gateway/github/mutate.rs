@@ -77,6 +77,7 @@ async fn resolve(gh: &Github, ids: &[&String]) -> Result<Vec<Node>, (&'static st
                     let node = Node {
                         ty: NodeType::Repository,
                         repo: Some(full),
+                        number: None,
                     };
                     gh.nodes.put(id, node);
                 }
@@ -234,6 +235,16 @@ pub async fn handle(
             return refuse(&repo, &name, rule, &msg);
         }
     }
+    let mut landed = String::new();
+    if writes
+        .actions
+        .contains(&crate::policy::github::Action::PullRequest("merge"))
+    {
+        match super::land::gate(gh, &repo, subject.number).await {
+            Ok(note) => landed = format!("; {note}"),
+            Err((rule, msg)) => return refuse(&repo, &name, rule, &msg),
+        }
+    }
     let d = match gh.authorize(&repo, &writes.actions, &name, &endpoint, started) {
         Ok(d) => d,
         Err(d) => {
@@ -249,7 +260,7 @@ pub async fn handle(
         &repo,
         &name,
         &endpoint,
-        (true, &d.rule, &d.reason),
+        (true, &d.rule, &format!("{}{landed}", d.reason)),
         status.as_u16(),
         started,
     );
@@ -264,13 +275,14 @@ pub async fn handle(
     let bytes = bytes.to_bytes();
     if let Ok(answer) = serde_json::from_slice::<Value>(&bytes) {
         if let Some((id, ty)) = nodes::created(&m.field, &answer) {
+            let number = nodes::pull_number(&answer, &m.field);
             if ty == NodeType::PullRequest {
-                let number = nodes::pull_number(&answer, &m.field);
                 gh.nodes.opened(&repo, number, Some(id.clone()));
             }
             let node = Node {
                 ty,
                 repo: Some(repo.clone()),
+                number,
             };
             gh.nodes.put(id, node);
         }
@@ -297,6 +309,7 @@ pub async fn remember_pull(gh: &Github, repo: &str, resp: Response<GwBody>) -> R
                 let node = Node {
                     ty: NodeType::PullRequest,
                     repo: Some(repo.to_string()),
+                    number,
                 };
                 gh.nodes.put(id.clone(), node);
             }

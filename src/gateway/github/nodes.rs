@@ -16,6 +16,8 @@ pub struct Node {
     pub ty: NodeType,
     /// `owner/name` of its repository (a repository's own), none for an account.
     pub repo: Option<String>,
+    /// An issue's or a pull request's number.
+    pub number: Option<u64>,
 }
 
 /// A pull request this run opened: its repository, number and node id (what GitHub's
@@ -36,7 +38,7 @@ pub struct Nodes {
 const MAX_CACHED: usize = 100_000;
 
 /// The lookup: each id's type and repository, in one query.
-pub const LOOKUP: &str = "query AirlockNodes($ids: [ID!]!) { nodes(ids: $ids) { __typename ... on Repository { nameWithOwner } ... on Issue { repository { nameWithOwner } } ... on PullRequest { repository { nameWithOwner } } ... on IssueComment { repository { nameWithOwner } } ... on Label { repository { nameWithOwner } } } }";
+pub const LOOKUP: &str = "query AirlockNodes($ids: [ID!]!) { nodes(ids: $ids) { __typename ... on Repository { nameWithOwner } ... on Issue { number repository { nameWithOwner } } ... on PullRequest { number repository { nameWithOwner } } ... on IssueComment { repository { nameWithOwner } } ... on Label { repository { nameWithOwner } } } }";
 
 /// The repository-id query for `repos` (`owner/name` each): variables `o0, n0, ...`.
 pub fn repo_query(repos: &[String]) -> Option<Value> {
@@ -77,7 +79,8 @@ pub fn read_lookup(ids: &[String], answer: &Value) -> Option<Vec<Option<Node>>> 
                     .or_else(|| n.get("repository").and_then(|r| r.get("nameWithOwner")))
                     .and_then(Value::as_str)
                     .map(str::to_string);
-                Some(Node { ty, repo })
+                let number = n.get("number").and_then(Value::as_u64);
+                Some(Node { ty, repo, number })
             })
             .collect(),
     )
@@ -185,7 +188,8 @@ mod tests {
             got[0],
             Some(Node {
                 ty: NodeType::PullRequest,
-                repo: Some("o/r".into())
+                repo: Some("o/r".into()),
+                number: None,
             })
         );
         assert_eq!(got[1], None);
