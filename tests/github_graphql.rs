@@ -169,6 +169,36 @@ fn gh_commands_write_through_graphql_each_checked_counted_and_journaled() {
         ],
         "{out}"
     );
+    // The gateway's own questions: the repository ids of writes.repos once (one query for
+    // both), and each other id once (the run's cache, and the ids its own mutations
+    // created, answer the rest).
+    let reqs = gh.requests();
+    let repo_ids = reqs
+        .iter()
+        .filter(|q| q["graphql"]["fields"] == serde_json::json!(["repository", "repository"]))
+        .count();
+    assert_eq!(repo_ids, 1, "the repository ids are learned once");
+    let looked_up: Vec<String> = reqs
+        .iter()
+        .filter(|q| q["graphql"]["fields"] == serde_json::json!(["nodes"]))
+        .filter_map(|q| serde_json::from_str::<Value>(q["body"].as_str()?).ok())
+        .flat_map(|b| {
+            b["variables"]["ids"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = looked_up.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        looked_up.len(),
+        "an id asked twice: {looked_up:?}"
+    );
+    // Issue #1, the label, the other repository's issue, the unknown id: the new pull
+    // request and issue came from the mutations' answers.
+    assert_eq!(looked_up.len(), 4, "{looked_up:?}");
     let state: Value =
         serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
             .unwrap();

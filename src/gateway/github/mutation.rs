@@ -566,4 +566,25 @@ mod tests {
         };
         assert!(plan(&m).is_err());
     }
+
+    #[test]
+    fn deep_or_broken_documents_are_refused_without_a_panic() {
+        let deep = format!(
+            "mutation($input: X!) {{ addComment(input: $input) {}{} }}",
+            "{ a ".repeat(50_000),
+            "}".repeat(50_000)
+        );
+        // Either answer will do (the parser bounds its depth); a panic or an overflow won't.
+        let _ = read(&body(&deep, json!({"input": {}})));
+        let deep_query = format!("{}{}", "{ a ".repeat(50_000), "}".repeat(50_000));
+        let _ = read(&json!({"query": deep_query}));
+        for doc in [
+            "mutation(",
+            "mutation { a(b: $",
+            "\u{0}",
+            "mutation($i: [[[[X",
+        ] {
+            assert!(read(&body(doc, json!({}))).is_err(), "{doc}");
+        }
+    }
 }
