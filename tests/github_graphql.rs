@@ -274,6 +274,12 @@ export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HO
 x() { n=$1; shift; if out=$("$@" 2>&1); then echo "R $n ok $(echo "$out" | tr '\n' ' ')"; else echo "R $n fail $(echo "$out" | tr '\n' ' ')"; fi; }
 x gql_edit gh pr edit 2 -R example-org/example-repo --title mine-now
 echo "R rest_edit $(curl -s -X PATCH -H "Authorization: token $GH_TOKEN" -d '{"title":"mine-now"}' https://api.github.com/repos/example-org/example-repo/pulls/2)"
+git config --global user.name agent && git config --global user.email agent@example.com
+git clone -q https://github.com/example-org/example-repo.git repo && cd repo
+git checkout -q -b airlock/rest && echo more >> README.md && git commit -qam change && git push -q origin HEAD:refs/heads/airlock/rest
+echo "R rest_open $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: token $GH_TOKEN" -d '{"title":"ours","head":"airlock/rest","base":"main"}' https://api.github.com/repos/example-org/example-repo/pulls)"
+echo "R rest_own_edit $(curl -s -o /dev/null -w '%{http_code}' -X PATCH -H "Authorization: token $GH_TOKEN" -d '{"body":"edited"}' https://api.github.com/repos/example-org/example-repo/pulls/3)"
+x gql_own_edit gh pr edit 3 -R example-org/example-repo --title ours-renamed
 "#;
 
 #[test]
@@ -311,6 +317,13 @@ fn a_pull_request_the_run_did_not_open_is_not_edited() {
     }
     let state = std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap();
     assert!(!state.contains("mine-now"), "{state}");
+    // Its own, opened by REST: edited by REST and by GraphQL (its node id from GitHub's
+    // answer to the POST).
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    assert_eq!(get("rest_open"), "201", "{out}");
+    assert_eq!(get("rest_own_edit"), "201", "{out}");
+    assert!(get("gql_own_edit").starts_with("ok"), "{out}");
+    assert!(state.contains("ours-renamed"), "{state}");
 }
 
 /// A host whose merge gate (a workflow role of the merge-gate class) merges in
