@@ -11,8 +11,9 @@ need=()
 # (mke2fs): the runs' bounded workspace and home filesystems; mount (losetup, mount): the disk
 # tests' own small filesystems; git (git http-backend) and gh: the GitHub tests' stand-in
 # server and clients; unicode-data (CaseFolding.txt): the test that checks the MCP proxy's
-# case-folding table against Unicode's own data.
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data; do
+# case-folding table against Unicode's own data; gnupg: signed commits for the bash tool's
+# git tests (and git's signature display in the jail).
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 
@@ -65,6 +66,37 @@ if [ "$have" != "${GRAPHQL_CORE#*==}" ]; then
   echo "install-deps: installing $GRAPHQL_CORE under $TEST_PY"
   /usr/bin/python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check \
     --root-user-action=ignore --upgrade --target "$TEST_PY" "$GRAPHQL_CORE"
+fi
+
+# The egress tests' real package registries and clients. pypiserver (PyPI) for Debian's
+# python3, in a folder of its own; verdaccio (npm) in a folder of its own, pinned to a
+# release that runs on this Node, with node-fetch held at 2.7.0 (its install fails otherwise).
+PYPISERVER=pypiserver==2.4.2
+have=$(PYTHONPATH="$TEST_NPM/pypiserver" /usr/bin/python3 -c "import importlib.metadata as m; print(m.version('pypiserver'))" 2>/dev/null || true)
+if [ "$have" != "${PYPISERVER#*==}" ]; then
+  echo "install-deps: installing $PYPISERVER under $TEST_NPM/pypiserver"
+  rm -rf "$TEST_NPM/pypiserver"
+  install -d -m 0755 -o root -g root "$TEST_NPM/pypiserver"
+  /usr/bin/python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check \
+    --root-user-action=ignore --target "$TEST_NPM/pypiserver" "$PYPISERVER"
+fi
+VERDACCIO=6.8.0
+VERDACCIO_DIR="$TEST_NPM/verdaccio"
+have=$(node -p "require('$VERDACCIO_DIR/node_modules/verdaccio/package.json').version" 2>/dev/null || true)
+if [ "$have" != "$VERDACCIO" ]; then
+  echo "install-deps: installing verdaccio@$VERDACCIO under $VERDACCIO_DIR"
+  install -d -m 0755 -o root -g root "$VERDACCIO_DIR"
+  printf '{"private": true, "dependencies": {"verdaccio": "%s"}, "overrides": {"node-fetch": "2.7.0"}}\n' \
+    "$VERDACCIO" >"$VERDACCIO_DIR/package.json"
+  (cd "$VERDACCIO_DIR" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+# cargo, for the egress tests' builds in a jail: a run's commands find programs on the
+# jail's PATH (/usr/local/bin:/usr/bin:/bin), where rustup's proxies are not. The binary of
+# the project's toolchain is self-contained (libc only).
+cargo_bin=$(cd "$(dirname "$0")/.." && rustup which cargo 2>/dev/null || true)
+if [ -n "$cargo_bin" ] && ! cmp -s "$cargo_bin" /usr/local/bin/cargo; then
+  echo "install-deps: installing $("$cargo_bin" --version) as /usr/local/bin/cargo"
+  install -m 0755 -o root -g root "$cargo_bin" /usr/local/bin/cargo
 fi
 
 # The real agents (Claude Code, Codex) the agent tests and the demo run in the jail.

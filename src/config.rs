@@ -501,7 +501,12 @@ impl Parser<'_> {
         }
         let egress = match get("egress") {
             None => crate::config_egress::EgressConf::default(),
-            Some(v) => crate::config_egress::parse(self.file, v, &mut self.problems),
+            Some(v) => crate::config_egress::parse(
+                self.file,
+                v,
+                &|c: &str| credentials.contains_key(c),
+                &mut self.problems,
+            ),
         };
         Some(Config {
             egress,

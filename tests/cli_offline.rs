@@ -854,3 +854,60 @@ fn a_second_ctrl_c_or_sigterm_stops_the_run() {
         assert!(rest.contains("run r-77 stopped"), "{rest}");
     }
 }
+
+/// A stdout whose reader is gone already, as `airlockctl ... | head -1` leaves it once
+/// head has its line.
+fn closed_pipe() -> std::process::Stdio {
+    let (r, w) = nix::unistd::pipe().unwrap();
+    drop(r);
+    w.into()
+}
+
+/// Every command that prints ends quietly when its reader goes away: exit 141 (what a
+/// shell reports for SIGPIPE), no panic and no word about it on stderr.
+#[test]
+fn a_reader_gone_ends_every_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    write_config(dir.path(), &[repo().join("roles")], &[("tess", "code")]);
+    let mut ledger = Ledger::open(&dir.path().join("state/ledger.jsonl")).unwrap();
+    ledger.append(opened("r-open")).unwrap();
+    drop(ledger);
+    let ledger_path = dir.path().join("state/ledger.jsonl");
+    let ledger_arg = ledger_path.to_str().unwrap();
+    for args in [
+        vec!["validate"],
+        vec!["validate", "--json"],
+        vec!["explain", "code"],
+        vec!["explain", "code", "--json"],
+        vec!["check", "code", "bash", "git status"],
+        vec!["check", "code", "bash", "rm -rf /"],
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["show", "r-open"],
+        vec!["instances"],
+        vec!["verify-ledger", "--ledger", ledger_arg],
+    ] {
+        let o = ctl(dir.path())
+            .args(&args)
+            .stdout(closed_pipe())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(141), "{args:?}: {err}");
+        assert!(!err.contains("stdout"), "{args:?}: {err}");
+    }
+    // Through airlockd too.
+    let (_dir, socket, _) = fake_daemon(vec![ok(json!({"message": "reloaded"}))]);
+    let o = client(&socket)
+        .arg("reload")
+        .stdout(closed_pipe())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(o.status.code(), Some(141), "{err}");
+}

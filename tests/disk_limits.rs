@@ -653,3 +653,68 @@ fn a_hundred_launches_at_once_with_the_default_limits_all_start() {
     });
     assert!(full.is_some(), "{} images ready", ready());
 }
+
+#[test]
+fn an_unbounded_fresh_workspace_goes_with_its_run_and_root_follows_none_of_its_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut host = Host::new(
+        &dir.path().join("state"),
+        "workspace: null, home: null, reserve: {disk_bytes: 0, disk_inodes: 0}",
+    );
+    // What root must never reach through the run's links while removing the workspace.
+    let victim = host.root.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("keep"), "root's\n").unwrap();
+    let victim_file = host.root.join("victim-file");
+    std::fs::write(&victim_file, "root's\n").unwrap();
+    let plant = format!(
+        "mkdir -p a/b && echo x > a/b/f && ln -s {v} a/dirlink && chmod 500 a && ln -s {v} dirlink && ln -s {f} filelink && ln -s {v}/keep keeplink",
+        v = victim.display(),
+        f = victim_file.display()
+    );
+    let intact = || {
+        assert_eq!(
+            std::fs::read_to_string(victim.join("keep")).unwrap(),
+            "root's\n"
+        );
+        assert_eq!(std::fs::read_to_string(&victim_file).unwrap(), "root's\n");
+    };
+
+    // A run that ends: its workspace goes with it.
+    let o = host.launch(&[], &plant).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = common::run_id_of(&o);
+    let ws = host.state.join("runs").join(&run).join("workspace");
+    assert!(
+        std::fs::symlink_metadata(&ws).is_err(),
+        "{} is left: {:?}",
+        ws.display(),
+        std::fs::read_dir(&ws).map(|d| d.count())
+    );
+    intact();
+
+    // A run whose airlockd is killed: the next start removes it.
+    host.start_daemon();
+    let r = host
+        .request(&json!({"v":1,"op":"launch","role":"probe","instance":"tess","command":["/bin/sh","-c",format!("{plant} && touch ready && sleep 100")]}))
+        .unwrap();
+    let run = r[0]["data"]["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r:?}"))
+        .to_string();
+    let ws = host.state.join("runs").join(&run).join("workspace");
+    assert!(
+        poll(30, || ws.join("ready").exists().then_some(())).is_some(),
+        "the run never got going"
+    );
+    let mut d = host.daemon.take().unwrap();
+    d.kill().unwrap();
+    d.wait().unwrap();
+    host.start_daemon();
+    assert!(
+        poll(15, || std::fs::symlink_metadata(&ws).is_err().then_some(())).is_some(),
+        "{} is left after the restart",
+        ws.display()
+    );
+    intact();
+}

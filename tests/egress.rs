@@ -7,92 +7,27 @@
 
 mod common;
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 
+use common::netns::{dns_stub, test_ca, NetNs};
 use common::*;
 use serde_json::{json, Value};
 
-// ---------------------------------------------------------------- DNS stub
-
-/// A DNS server on the host's loopback answering A queries from `names`; AAAA and other
-/// types get an empty answer; other names NXDOMAIN. Serves until the test process ends.
-fn dns_stub(names: Vec<(&'static str, Ipv4Addr)>) -> SocketAddr {
-    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the DNS stub");
-    let addr = sock.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 1500];
-        while let Ok((n, from)) = sock.recv_from(&mut buf) {
-            if let Some(reply) = dns_reply(&buf[..n], &names) {
-                let _ = sock.send_to(&reply, from);
-            }
-        }
-    });
-    addr
-}
-
-fn dns_reply(q: &[u8], names: &[(&str, Ipv4Addr)]) -> Option<Vec<u8>> {
-    let mut at = 12;
-    let mut labels = Vec::new();
-    loop {
-        let len = usize::from(*q.get(at)?);
-        at += 1;
-        if len == 0 {
-            break;
-        }
-        labels.push(String::from_utf8_lossy(q.get(at..at + len)?).to_ascii_lowercase());
-        at += len;
-    }
-    let qtype = u16::from_be_bytes([*q.get(at)?, *q.get(at + 1)?]);
-    let qend = at + 4;
-    let name = labels.join(".");
-    let hits: Vec<Ipv4Addr> = names
-        .iter()
-        .filter(|(n, _)| *n == name)
-        .map(|(_, a)| *a)
-        .collect();
-    let known = names.iter().any(|(n, _)| *n == name);
-    let mut r = q.get(..qend)?.to_vec();
-    r[2] = 0x81;
-    r[3] = if known { 0x80 } else { 0x83 };
-    let answers: Vec<Ipv4Addr> = if qtype == 1 { hits } else { Vec::new() };
-    r[6..8].copy_from_slice(&(answers.len() as u16).to_be_bytes());
-    r[8..12].copy_from_slice(&[0, 0, 0, 0]);
-    for a in answers {
-        r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4]);
-        r.extend_from_slice(&a.octets());
-    }
-    Some(r)
-}
-
 // ---------------------------------------------------------------- the allowed destination
 
-static NEXT_NET: AtomicU32 = AtomicU32::new(1);
-
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect(
-        "iproute2's `ip` is needed for the egress tests' network namespace: run scripts/install-deps.sh",
-    );
-    assert!(
-        o.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
+/// A network namespace of the test's own with a TLS (443) and plain HTTP (80) server at
+/// its public address.
+struct TestNet {
+    net: NetNs,
 }
 
-/// A network namespace with a TLS (443) and plain HTTP (80) server at `public`, reached
-/// from the host through a veth pair; the host side also carries `own`, a public-looking
-/// address that is therefore one of the host's own. Removed on drop, even after a failure.
-struct TestNet {
-    ns: String,
-    veth: String,
-    public: Ipv4Addr,
-    own: Ipv4Addr,
-    server: Option<Child>,
-    _dir: tempfile::TempDir,
+impl std::ops::Deref for TestNet {
+    type Target = NetNs;
+    fn deref(&self) -> &NetNs {
+        &self.net
+    }
 }
 
 const SERVER: &str = r#"
@@ -140,93 +75,17 @@ sys.stdin.read()
 
 impl TestNet {
     fn new() -> TestNet {
-        require_root();
-        let pid = std::process::id();
-        let n = NEXT_NET.fetch_add(1, Ordering::SeqCst);
-        let dir = tempfile::tempdir().unwrap();
-        // Unique per process and test: concurrent test runs do not collide.
-        let mut net = TestNet {
-            ns: format!("airlock-eg-{pid}-{n}"),
-            veth: format!("aeg{}x{n}", pid % 100_000),
-            public: Ipv4Addr::new(11, (pid >> 8) as u8, pid as u8, (10 + 2 * n) as u8),
-            own: Ipv4Addr::new(11, (pid >> 8) as u8, pid as u8, (200 + n) as u8),
-            server: None,
-            _dir: dir,
-        };
-        let host_side = Ipv4Addr::new(10, 254, pid as u8, n as u8);
-        let peer = format!("{}p", net.veth);
-        let (ns, veth) = (net.ns.clone(), net.veth.clone());
-        let (public, own) = (net.public.to_string(), net.own.to_string());
-        let host_side = host_side.to_string();
-        ip(&["netns", "add", &ns]);
-        ip(&["link", "add", &veth, "type", "veth", "peer", "name", &peer]);
-        ip(&["link", "set", &peer, "netns", &ns]);
-        ip(&["addr", "add", &format!("{host_side}/32"), "dev", &veth]);
-        ip(&["addr", "add", &format!("{own}/32"), "dev", &veth]);
-        ip(&["link", "set", &veth, "up"]);
-        ip(&["route", "add", &format!("{public}/32"), "dev", &veth]);
-        let inside = |args: &[&str]| {
-            let mut a = vec!["-n", &ns];
-            a.extend_from_slice(args);
-            ip(&a);
-        };
-        inside(&["link", "set", "lo", "up"]);
-        inside(&["addr", "add", &format!("{public}/32"), "dev", &peer]);
-        inside(&["link", "set", &peer, "up"]);
-        inside(&["route", "add", &format!("{host_side}/32"), "dev", &peer]);
-        inside(&["route", "add", &format!("{own}/32"), "dev", &peer]);
+        let mut net = NetNs::new();
         // A certificate for the allowed name (the agent does not verify it: what is
         // tested is the path, not the PKI).
-        let d = net._dir.path();
-        let (cert, key) = (d.join("cert.pem"), d.join("key.pem"));
-        let st = Command::new("openssl")
-            .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-            ])
-            .args(["-nodes", "-days", "1", "-subj", "/CN=allowed.test"])
-            .args(["-addext", "subjectAltName=DNS:allowed.test"])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
+        let d = net.dir.path().to_path_buf();
+        let (_, cert, key) = test_ca(&d, &["allowed.test"]);
+        let mut c = net.exec("python3");
+        c.args(["-c", SERVER, &net.public.to_string()])
             .arg(&cert)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("openssl is needed to make the test server's certificate");
-        assert!(st.success(), "openssl req failed");
-        let mut server = Command::new("ip")
-            .args(["netns", "exec", &ns, "python3", "-c", SERVER, &public])
-            .arg(&cert)
-            .arg(&key)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the test server in its namespace");
-        let mut line = String::new();
-        let out = server.stdout.take().unwrap();
-        net.server = Some(server);
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
-        assert_eq!(line.trim(), "ready", "the test server did not start");
-        net
-    }
-}
-
-impl Drop for TestNet {
-    fn drop(&mut self) {
-        if let Some(mut s) = self.server.take() {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
-        let quiet = |args: &[&str]| {
-            let _ = Command::new("ip").args(args).stderr(Stdio::null()).status();
-        };
-        quiet(&["netns", "del", &self.ns]);
-        quiet(&["link", "del", &self.veth]);
+            .arg(&key);
+        net.serve(c, "the test server");
+        TestNet { net }
     }
 }
 

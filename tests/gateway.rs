@@ -563,3 +563,314 @@ fn git_through_the_bash_tool_runs_no_program_of_the_repositorys_config() {
         .unwrap();
     assert_eq!(stdout(&log).trim(), "third");
 }
+
+/// An executable script at `ws/evil.sh` that leaves `ws/marker-<its first argument>` (and
+/// passes its input through, so a driver using it would work).
+fn evil_script(ws: &std::path::Path) -> String {
+    let evil = ws.join("evil.sh");
+    std::fs::write(
+        &evil,
+        format!(
+            "#!/bin/sh\ntouch {}/marker-\"$1\"\nshift\n[ -f \"$1\" ] && cat \"$1\" || cat\n",
+            ws.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+    evil.display().to_string()
+}
+
+fn markers(ws: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(ws)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("marker-"))
+        .collect()
+}
+
+/// Run `steps` (bash calls, js probes) as tess of the shipped code role in `ws`.
+fn run_in(h: &Host, ws: &std::path::Path, steps: &Value) -> Vec<Value> {
+    let argv = mcp_agent(steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h
+        .launch(
+            "code",
+            "tess",
+            &["--workspace", ws.to_str().unwrap()],
+            &argv,
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    agent_lines(&o)
+}
+
+/// G1 of the review of issue 29: a submodule's own config (`.git/modules/sub/config`, the
+/// agent's to write) names a textconv and an external diff driver, a clean filter and an
+/// fsmonitor, and its `.gitattributes` points every file at them; the superproject asks
+/// for submodule diffs (`diff.submodule=diff`) and the submodule's work tree is dirty.
+/// `git log -p`, `git show`, `git diff`, `git status` (which runs git in the submodule to
+/// see it is dirty) and `--submodule=diff` (refused by name) start none of them.
+#[test]
+fn git_through_the_bash_tool_runs_no_program_of_a_submodules_config() {
+    require_journald();
+    let h = Host::new(&[("tess", "code")], "");
+    let ws = h.root.join("super");
+    let src = h.root.join("subsrc");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q", "-b", "main"]);
+    std::fs::write(src.join(".gitattributes"), "* diff=evil filter=evil\n").unwrap();
+    std::fs::write(src.join("a"), "one\n").unwrap();
+    git(&src, &["add", "."]);
+    git(&src, &["commit", "-q", "-m", "s1"]);
+    git(&ws, &["init", "-q", "-b", "main"]);
+    let file = ["-c", "protocol.file.allow=always"];
+    git(
+        &ws,
+        &[
+            &file[..],
+            &["submodule", "-q", "add", src.to_str().unwrap(), "sub"],
+        ]
+        .concat(),
+    );
+    git(&ws, &["commit", "-q", "-m", "add sub"]);
+    std::fs::write(ws.join("sub/a"), "one\ntwo\n").unwrap();
+    git(&ws.join("sub"), &["commit", "-q", "-am", "s2"]);
+    git(&ws, &["commit", "-q", "-am", "bump sub"]);
+    std::fs::write(ws.join("sub/a"), "one\ntwo\nthree\n").unwrap();
+    let e = evil_script(&ws);
+    let sub_config = ws.join(".git/modules/sub/config");
+    let mut c = std::fs::read_to_string(&sub_config).unwrap();
+    c.push_str(&format!(
+        "[diff \"evil\"]\n\ttextconv = {e} textconv\n\tcommand = {e} command\n\
+         [filter \"evil\"]\n\tclean = {e} clean\n\tsmudge = {e} smudge\n\
+         [core]\n\tfsmonitor = {e} fsmonitor\n"
+    ));
+    std::fs::write(&sub_config, c).unwrap();
+    let top = ws.join(".git/config");
+    let mut c = std::fs::read_to_string(&top).unwrap();
+    c.push_str("[diff]\n\tsubmodule = diff\n[status]\n\tsubmoduleSummary = true\n");
+    std::fs::write(&top, c).unwrap();
+    chown_tree(&ws, h.uids[0]);
+    let steps = json!([
+        {"call": "bash", "args": {"command": "git log -p -1"}},
+        {"call": "bash", "args": {"command": "git show"}},
+        {"call": "bash", "args": {"command": "git diff"}},
+        {"call": "bash", "args": {"command": "git status"}},
+        {"call": "bash", "args": {"command": "git log -p --submodule=diff -1"}},
+        {"call": "bash", "args": {"command": "git diff --submodule=diff"}},
+        {"call": "bash", "args": {"command": "git status", "cwd": ws.join("sub").to_str().unwrap()}},
+        {"call": "bash", "args": {"command": "git diff", "cwd": ws.join("sub").to_str().unwrap()}},
+    ]);
+    let lines = run_in(&h, &ws, &steps);
+    let found = markers(&ws);
+    assert!(
+        found.is_empty(),
+        "git ran programs of the submodule's config: {found:?}\n{lines:#?}"
+    );
+    let out = |i: usize| {
+        step(&lines, i)["structured"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        out(0).contains("Subproject commit"),
+        "{:?}",
+        step(&lines, 0)
+    );
+    assert!(out(3).contains("sub"), "{:?}", step(&lines, 3));
+    for i in [4, 5] {
+        let s = step(&lines, i);
+        assert_eq!(s["isError"], true, "{s}");
+        assert!(
+            s["text"].as_str().unwrap().contains("--submodule=diff"),
+            "{s}"
+        );
+    }
+    assert!(out(7).contains("+three"), "{:?}", step(&lines, 7));
+}
+
+/// G2 and G3 of the review of issue 29: the home is the agent's. Its `~/.gitconfig` names
+/// an `uploadpack.packObjectsHook` (honoured from the home config, and run by the
+/// upload-pack of a local fetch, whose process git gives none of the command's config
+/// overrides); a partial clone's lazy fetch of a missing blob (and a plain fetch) would
+/// start it. Its `~/.gnupg/gpg.conf` names gpg's `agent-program` and `dirmngr-program`,
+/// which `git log --show-signature` of a signed commit (key unknown, auto-key-retrieve on)
+/// would start. None runs; the signature shows, unverified.
+#[test]
+fn git_through_the_bash_tool_runs_no_program_of_the_home_config_or_gnupg() {
+    require_journald();
+    assert!(
+        std::path::Path::new("/usr/bin/gpg").exists(),
+        "gpg is missing: run scripts/install-deps.sh"
+    );
+    let h = Host::new(&[("tess", "code")], "");
+    let ws = h.root.join("ws");
+    let src = ws.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q", "-b", "main"]);
+    std::fs::write(src.join("a"), "one\n").unwrap();
+    git(&src, &["add", "a"]);
+    git(&src, &["commit", "-q", "-m", "1"]);
+    std::fs::write(src.join("a"), "two\n").unwrap();
+    git(&src, &["commit", "-q", "-am", "2"]);
+    git(&src, &["config", "uploadpack.allowFilter", "true"]);
+    let url = format!("file://{}", src.display());
+    git(
+        &ws,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "clone",
+            "-q",
+            "--filter=blob:none",
+            "--no-checkout",
+            &url,
+            "clone",
+        ],
+    );
+    // A commit signed with a key the jail's gpg has never seen.
+    let gnupg = tempfile::tempdir().unwrap();
+    let gpg_env = |c: &mut std::process::Command| {
+        c.env("GNUPGHOME", gnupg.path());
+    };
+    let mut keygen = std::process::Command::new("gpg");
+    gpg_env(&mut keygen);
+    let st = keygen
+        .args([
+            "--batch",
+            "--quiet",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "T <t@example.invalid>",
+            "ed25519",
+            "sign",
+            "never",
+        ])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let signed = ws.join("signed");
+    std::fs::create_dir_all(&signed).unwrap();
+    git(&signed, &["init", "-q", "-b", "main"]);
+    std::fs::write(signed.join("a"), "a\n").unwrap();
+    git(&signed, &["add", "a"]);
+    let mut commit = std::process::Command::new("git");
+    gpg_env(&mut commit);
+    let st = commit
+        .args([
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "-q",
+            "-S",
+            "-m",
+            "signed",
+        ])
+        .current_dir(&signed)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let e = evil_script(&ws);
+    chown_tree(&ws, h.uids[0]);
+    let home = "/home/tess";
+    let js = format!(
+        "fs.writeFileSync('{home}/.gitconfig', '[uploadpack]\\n\\tpackObjectsHook = {e} hook\\n[protocol \"file\"]\\n\\tallow = always\\n');\
+         fs.mkdirSync('{home}/.gnupg', {{recursive: true, mode: 0o700}});\
+         fs.writeFileSync('{home}/.gnupg/gpg.conf', 'agent-program {e}\\ndirmngr-program {e}\\nauto-key-retrieve\\nkeyserver hkp://127.0.0.1:1\\n');\
+         return 'written';"
+    );
+    let cwd = |d: &std::path::Path| d.to_str().unwrap().to_string();
+    let steps = json!([
+        {"js": js},
+        {"call": "bash", "args": {"command": "git show HEAD~1:a", "cwd": cwd(&ws.join("clone"))}},
+        {"call": "bash", "args": {"command": "git fetch origin", "cwd": cwd(&ws.join("clone"))}},
+        {"call": "bash", "args": {"command": "git log --show-signature -1", "cwd": cwd(&signed)}},
+        {"call": "bash", "args": {"command": "git log -1 --format=%G?:%s", "cwd": cwd(&signed)}},
+    ]);
+    let lines = run_in(&h, &ws, &steps);
+    assert_eq!(step(&lines, 0)["value"], "written", "{:?}", step(&lines, 0));
+    let found = markers(&ws);
+    assert!(
+        found.is_empty(),
+        "git or gpg ran programs of the home's config: {found:?}\n{lines:#?}"
+    );
+    let log = step(&lines, 3)["structured"].clone();
+    assert_eq!(log["exit_code"], 0, "{log}");
+    assert!(log["stdout"].as_str().unwrap().contains("signed"), "{log}");
+    let status = step(&lines, 4)["structured"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !status.starts_with("G:"),
+        "a signature was taken for verified: {status}"
+    );
+}
+
+/// G4 of the review of issue 29: while the agent runs `git diff` again and again, its
+/// `.git/config` is swapped back and forth (a rename, every millisecond) between one that
+/// names no driver and one whose clean filter is the agent's program, so the config git
+/// reads can differ from any read before it. No run starts the filter, and git still
+/// diffs.
+#[test]
+fn a_config_swapped_while_git_runs_starts_no_program() {
+    require_journald();
+    let h = Host::new(&[("tess", "code")], "");
+    let ws = h.root.join("racy");
+    std::fs::create_dir_all(&ws).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(&ws, &["add", "."]);
+    git(&ws, &["commit", "-q", "-m", "first"]);
+    std::fs::write(ws.join("a.txt"), "one\ntwo\n").unwrap();
+    let e = evil_script(&ws);
+    let plain = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    let hostile = format!(
+        "{plain}[filter \"evil\"]\n\tclean = {e} clean\n\tprocess = {e} process\n[diff \"evil\"]\n\ttextconv = {e} textconv\n"
+    );
+    chown_tree(&ws, h.uids[0]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (ws, stop) = (ws.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let tmp = ws.join(".git/config.swap");
+                std::fs::write(&tmp, if n % 2 == 0 { &hostile } else { &plain }).unwrap();
+                std::fs::rename(&tmp, ws.join(".git/config")).unwrap();
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            n
+        })
+    };
+    let steps: Vec<Value> = (0..30)
+        .map(|_| json!({"call": "bash", "args": {"command": "git diff"}}))
+        .collect();
+    let lines = run_in(&h, &ws, &json!(steps));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 30, "{swaps} swaps");
+    let found = markers(&ws);
+    assert!(found.is_empty(), "a swapped-in driver ran: {found:?}");
+    for i in 0..30 {
+        let s = step(&lines, i);
+        assert!(
+            s["structured"]["stdout"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("+two"),
+            "{s}"
+        );
+    }
+}

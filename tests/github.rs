@@ -820,3 +820,118 @@ fn api_bodies_go_on_as_read_and_unencoded_and_echoed_tokens_are_withheld() {
     let refused = events(&run, "github_write", 6);
     assert!(refused.len() >= 6, "each refusal journaled: {refused:?}");
 }
+
+const ACTIONS_SCRIPT: &str = r#"
+api=https://api.github.com
+R=example-org/example-repo
+c() { curl -s -o /dev/null -w "%{http_code}" -H "Authorization: token $GH_TOKEN" "$@"; }
+echo "R runs $(c $api/repos/$R/actions/runs)"
+echo "R dispatch $(c -X POST -d '{"ref":"main"}' $api/repos/$R/actions/workflows/ci.yml/dispatches)"
+"#;
+
+/// `writes.reads`, `writes.dispatch` and `writes.workflows` are held twice: by the token
+/// airlockd mints (its permissions, which GitHub itself holds the run to) and by the
+/// gateway, which forwards a workflow dispatch only for a role with `writes.dispatch`.
+#[test]
+fn writes_reads_dispatch_and_workflows_shape_the_token_and_a_dispatch_needs_writes_dispatch() {
+    require_journald();
+    for (extra, dispatch, actions, workflows) in [
+        ("  reads: [actions]\n", "403", "read", false),
+        (
+            "  dispatch: true\n  workflows: true\n",
+            "201",
+            "write",
+            true,
+        ),
+    ] {
+        let gh = StandInGithub::start();
+        let prs = "  pull_requests: [open, comment, review]\n";
+        let text = role(5).replace(prs, &format!("{prs}{extra}"));
+        let h = host_with(&gh, &text);
+        let o = h
+            .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", ACTIONS_SCRIPT])
+            .output()
+            .unwrap();
+        let out = stdout(&o);
+        assert!(o.status.success(), "{out}\n{}", stderr(&o));
+        let r = results(&out);
+        let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+        assert_eq!(get("runs"), "200", "{extra}: {out}");
+        assert_eq!(get("dispatch"), dispatch, "{extra}: {out}");
+
+        let reqs = gh.requests();
+        let minted: Vec<&Value> = reqs.iter().filter(|q| q["token"].is_string()).collect();
+        assert_eq!(minted.len(), 1, "{reqs:?}");
+        let perms = &minted[0]["request"]["permissions"];
+        assert_eq!(perms["actions"], actions, "{extra}: {perms}");
+        assert_eq!(
+            perms.get("workflows").is_some(),
+            workflows,
+            "{extra}: {perms}"
+        );
+        let dispatched = reqs
+            .iter()
+            .filter(|q| q["method"] == "POST")
+            .filter(|q| {
+                q["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("/dispatches"))
+            })
+            .count();
+        assert_eq!(dispatched, usize::from(dispatch == "201"), "{reqs:?}");
+
+        let run = run_id_of(&o);
+        let ev = events(&run, "github_write", 1);
+        let d: Vec<(&str, &str)> = ev
+            .iter()
+            .filter(|e| e["AIRLOCK_ACTION"] == "dispatch")
+            .map(|e| {
+                (
+                    e["AIRLOCK_DECISION"].as_str().unwrap_or(""),
+                    e["AIRLOCK_RULE"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(d.len(), 1, "{ev:?}");
+        if dispatch == "403" {
+            assert_eq!(d[0], ("deny", "writes.dispatch"), "{ev:?}");
+        } else {
+            assert_eq!(d[0].0, "allow", "{ev:?}");
+        }
+    }
+}
+
+/// `identity.key_store` other than `airlock` (the role's own App keeps its key elsewhere):
+/// Airlock grants the role nothing on GitHub. No token is minted, the jail holds none, and
+/// GitHub is not intercepted: a request to it is egress like any other, refused for a role
+/// without the public web, and the stand-in GitHub sees nothing.
+#[test]
+fn a_role_whose_key_store_is_not_airlock_gets_no_github_token_and_no_github_route() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let text = role(5).replace("  key_store: airlock\n", "  key_store: github\n");
+    let h = host_with(&gh, &text);
+    let script = r#"
+echo "R token ${GH_TOKEN:-none}"
+echo "R read $(curl -s -o /dev/null -w "%{http_code}" https://api.github.com/repos/example-org/example-repo)"
+"#;
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", script])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    assert_eq!(r.get("token").map(String::as_str), Some("none"), "{out}");
+    let read = r.get("read").map(String::as_str).unwrap_or("missing");
+    assert!(read != "200" && read != "missing", "{out}");
+    assert!(gh.requests().is_empty(), "{:?}", gh.requests());
+    let run = run_id_of(&o);
+    let ev = events(&run, "egress", 1);
+    assert!(
+        ev.iter().any(
+            |e| e["AIRLOCK_EGRESS_HOST"] == "api.github.com" && e["AIRLOCK_DECISION"] == "deny"
+        ),
+        "{ev:?}"
+    );
+}

@@ -500,3 +500,248 @@ fn only_a_runs_launcher_or_an_admin_stops_it_and_every_operator_sees_it() {
     let o = ctl_as(&h, &admin, &["stop", &run2]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `roles.local/code` made a link to `to` (the folder moved there, root's); `to`'s parent
+/// directories are made as `mkdir -p` would, root's.
+fn role_folder_behind_a_link(h: &Host, to: &Path) {
+    let at = h.root.join("roles.local/code");
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+        let old = std::fs::read_link(&at).unwrap();
+        std::fs::remove_file(&at).unwrap();
+        std::fs::rename(old, to).unwrap();
+    } else {
+        std::fs::rename(&at, to).unwrap();
+    }
+    std::os::unix::fs::symlink(to, &at).unwrap();
+}
+
+#[test]
+fn a_role_folder_that_is_a_link_is_checked_where_it_leads_and_all_it_holds() {
+    let mut acc = Accounts::new();
+    let (ops, _) = acc.group("ops");
+    let (adm, _) = acc.group("adm");
+    let (admin, _) = acc.user("ad", &[&adm]);
+    let (someone, someone_uid) = acc.user("so", &[]);
+    let h = host(&adm, &ops, &[("tess", "code")]);
+    h.local_role("code", |t| t);
+    let _d = Airlockd::start(&h);
+
+    // Behind a link, everything root's: taken.
+    let elsewhere = h.root.join("elsewhere/code");
+    role_folder_behind_a_link(&h, &elsewhere);
+    let o = ctl_as(&h, &admin, &["reload"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // The role file where the link leads is someone else's: they could rewrite the role.
+    let role = elsewhere.join("role.yaml");
+    std::os::unix::fs::chown(&role, Some(someone_uid), None).unwrap();
+    let o = as_user(
+        &someone,
+        Path::new("/bin/sh"),
+        &[
+            "-c",
+            "echo '# theirs' >> \"$1\"",
+            "sh",
+            role.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = ctl_as(&h, &admin, &["reload"]);
+    let e = stderr(&o);
+    assert!(
+        !o.status.success(),
+        "a role file someone else owns was taken"
+    );
+    assert!(
+        e.contains(role.to_str().unwrap()) && e.contains(&format!("uid {someone_uid}")),
+        "{e}"
+    );
+    std::os::unix::fs::chown(&role, Some(0), None).unwrap();
+    // A brief in the linked folder that anyone may write.
+    let brief = elsewhere.join("brief.md");
+    std::fs::set_permissions(&brief, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = ctl_as(&h, &admin, &["reload"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("brief.md") && stderr(&o).contains("0666"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::set_permissions(&brief, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    // The link leads into a directory someone else owns (their home, say): refused there,
+    // though every file in it is root's.
+    let home = h.root.join("home-of-someone");
+    mkdir_owned(&home, someone_uid, 0o755);
+    role_folder_behind_a_link(&h, &home.join("code"));
+    std::os::unix::fs::chown(home.join("code"), Some(0), Some(0)).unwrap();
+    let o = ctl_as(&h, &admin, &["reload"]);
+    let e = stderr(&o);
+    assert!(
+        !o.status.success()
+            && e.contains(home.to_str().unwrap())
+            && e.contains(&format!("uid {someone_uid}")),
+        "{e}"
+    );
+
+    // Root's again: taken.
+    std::os::unix::fs::chown(&home, Some(0), Some(0)).unwrap();
+    let o = ctl_as(&h, &admin, &["reload"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A client of airlockd's socket as `user`, holding as many connections as it may (up to
+/// `want`), in the background: once every connection is answered, says how many airlockd
+/// held until its read timeout closed them (they sent nothing) and how many it refused
+/// busy, with what words. It then keeps reconnecting as fast as it can until killed.
+fn hold_connections(h: &Host, user: &str, want: usize) -> (std::process::Child, serde_json::Value) {
+    use std::io::BufRead;
+    let script = r#"
+import json, select, socket, sys, time
+path, want = sys.argv[1], int(sys.argv[2])
+def conn():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    return s
+socks = [conn() for _ in range(want)]
+# Every connection is answered: at once when refused (busy), after airlockd's read timeout
+# when held (it sent nothing). Told apart by what the answer says, not by when it came.
+held, busy, msg, other = 0, 0, "", []
+deadline, waiting = time.time() + 60, list(socks)
+while waiting and time.time() < deadline:
+    r, _, _ = select.select(waiting, [], [], 0.5)
+    for s in r:
+        data = s.recv(65536)
+        waiting.remove(s)
+        s.close()
+        if b'"busy"' in data:
+            busy += 1
+            msg = json.loads(data.split(b"\n")[0])["error"]["message"]
+        elif b"no complete request line" in data:
+            held += 1
+        else:
+            other.append(data.decode(errors="replace"))
+print(json.dumps({"held": held, "busy": busy, "message": msg, "other": other, "unanswered": len(waiting)}), flush=True)
+# From here, as an attacker would: every connection closed is opened again at once.
+socks = []
+while True:
+    while len(socks) < want:
+        try:
+            socks.append(conn())
+        except OSError:
+            break
+    r, _, _ = select.select(socks, [], [], 0.05)
+    for s in r:
+        s.close()
+        socks.remove(s)
+"#;
+    let sock = h.root.join("airlockd.sock");
+    let mut child = Command::new("setpriv")
+        .args(["--reuid", user, "--regid", user, "--init-groups", "--"])
+        .args(["/usr/bin/python3", "-c", script])
+        .arg(&sock)
+        .arg(want.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let first: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    (child, first)
+}
+
+#[test]
+fn an_operator_holding_all_the_connections_it_may_locks_no_admin_root_or_operator_out() {
+    let mut acc = Accounts::new();
+    let (ops, _) = acc.group("ops");
+    let (adm, _) = acc.group("adm");
+    let (flooder, flooder_uid) = acc.user("fl", &[&ops]);
+    let (other_op, _) = acc.user("op", &[&ops]);
+    let (admin, _) = acc.user("ad", &[&adm]);
+    let h = host(&adm, &ops, &[("tess", "code")]);
+    let _d = Airlockd::start(&h);
+
+    // More than every slot airlockd has: it gets its share, the rest are told why.
+    let (mut flood, first) = hold_connections(&h, &flooder, 140);
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _kill = Kill(&mut flood);
+    // Its share, each closed by airlockd for sending nothing; the rest told why.
+    assert_eq!(first["held"], 8, "{first}");
+    assert_eq!(first["busy"], 132, "{first}");
+    let msg = first["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("uid {flooder_uid}")) && msg.contains("8 connections"),
+        "{msg}"
+    );
+    assert_eq!(first["other"], serde_json::json!([]), "{first}");
+
+    // Now it reconnects as fast as it can; root, an admin and another operator get in.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for _ in 0..5 {
+        let o = h.ctl(&["status"]);
+        assert!(o.status.success(), "root: {}", stderr(&o));
+        let o = ctl_as(&h, &admin, &["status"]);
+        assert!(o.status.success(), "admin: {}", stderr(&o));
+        let o = ctl_as(&h, &other_op, &["ps"]);
+        assert!(o.status.success(), "operator: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn an_instance_uid_of_root_or_of_a_host_account_is_refused_at_load() {
+    let mut acc = Accounts::new();
+    let (ops, _) = acc.group("ops");
+    let (adm, _) = acc.group("adm");
+    let (_, someone_uid) = acc.user("so", &[]);
+    let h = host(&adm, &ops, &[("tess", "code")]);
+    let _d = Airlockd::start(&h);
+    let text = std::fs::read_to_string(&h.cfg).unwrap();
+    let cfg = h.cfg.to_str().unwrap();
+
+    for (uid, words) in [
+        (0, "system accounts"),
+        (someone_uid, "belongs to an existing account"),
+    ] {
+        std::fs::write(&h.cfg, format!("{text}  bad: {{role: code, uid: {uid}}}\n")).unwrap();
+        let o = h.ctl(&["reload"]);
+        let e = stderr(&o);
+        assert!(!o.status.success(), "uid {uid} was taken: {}", stdout(&o));
+        assert!(
+            e.contains(cfg) && e.contains("instances.bad.uid") && e.contains(words),
+            "{e}"
+        );
+    }
+    // A range holding a host account.
+    let range = text
+        .lines()
+        .find(|l| l.starts_with("uid_range:"))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        &h.cfg,
+        text.replace(
+            &range,
+            &format!("uid_range: {}-{}", someone_uid - 1, someone_uid + 1),
+        ),
+    )
+    .unwrap();
+    let o = h.ctl(&["reload"]);
+    let e = stderr(&o);
+    assert!(
+        !o.status.success() && e.contains(cfg) && e.contains("uid_range"),
+        "{e}"
+    );
+    std::fs::write(&h.cfg, &text).unwrap();
+    let o = h.ctl(&["reload"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -123,7 +123,7 @@ fn host_with(reference: &Upstream, everything: Option<&str>) -> Host {
         )
         .replacen(
             "deny:\n",
-            "deny:\n  reference: [forbidden_*, test_sampling]\n  everything: [get-env]\n",
+            "deny:\n  reference: [forbidden_*, test_sampling, \"mem://private/*\"]\n  everything: [get-env]\n",
             1,
         )
         .replacen(
@@ -945,6 +945,95 @@ fn server_everything_gives_no_denied_resource_in_any_spelling_or_inside_a_tool_r
     assert_eq!(withheld["AIRLOCK_ARGS"], "embedded demo:…", "{withheld}");
 }
 
+/// M1 of the review of issue 29: a query or a fragment (raw or percent-encoded) dodges no
+/// resource rule. On the real server-everything (whose template variable takes a query in)
+/// with `text/5` denied, no spelling with a fragment, an encoded `?`/`#`, or a query holding
+/// `/`, `?` or a second escape is read or allowed by `airlockctl check`; a plain query is
+/// allowed. Against our own upstream, which logs what it gets: a query is forwarded in the
+/// canonical spelling that was checked, and one that a decoding server would read as
+/// `../other-repo/SECRET` never reaches it.
+#[test]
+fn no_resource_rule_is_dodged_through_a_query_or_fragment() {
+    require_journald();
+    let every = server_everything();
+    let h = everything_host(&every);
+    let base = "demo://resource/dynamic/text/";
+    let spellings = [
+        "5?x",
+        "5#frag",
+        "5?",
+        "5#",
+        "5%3Fx",
+        "5%23frag",
+        "6?/../5",
+        "6#/../5",
+        "6?x=%2F..%2F5",
+        "6#%35",
+        "6?x#y",
+        "6%3F",
+        "6%23",
+        "6?a%252F",
+        "6?a%25",
+        "6?x?y",
+    ];
+    let steps: Vec<Value> = spellings
+        .iter()
+        .map(|s| json!({"read": format!("{base}{s}")}))
+        .collect();
+    let (_o, lines) = run_agent(&h, "everything", json!(steps));
+    let mut got = Vec::new();
+    for (i, s) in spellings.iter().enumerate() {
+        let l = step(&lines, i);
+        let (allow, rule) = check_resource(&h, "everything", &format!("{base}{s}"));
+        if !l["thrown"].is_string() || allow {
+            got.push(format!(
+                "{s}: read={} check={allow} ({rule})",
+                !l["thrown"].is_string()
+            ));
+        }
+    }
+    assert!(
+        got.is_empty(),
+        "read or allowed through a query or fragment: {got:#?}"
+    );
+    for plain in ["6?x=1", "6?%78=%31"] {
+        let (allow, rule) = check_resource(&h, "everything", &format!("{base}{plain}"));
+        assert!(allow, "{plain}: {rule}");
+    }
+
+    let up = reference_server();
+    let h = host(&up, None);
+    let (_o, lines) = run_agent(
+        &h,
+        "reference",
+        json!([
+            {"read": "repo://example-org/example-repo/README?v=%31"},
+            {"read": "repo://example-org/example-repo/README?%2F..%2F..%2Fother-repo%2FSECRET"},
+            {"read": "repo://example-org/example-repo/README#/../../other-repo/SECRET"},
+            {"read": "repo://example-org/example-repo/README%3F/../../other-repo/SECRET"},
+        ]),
+    );
+    assert_eq!(
+        step(&lines, 0)["texts"][0],
+        "owner=example-org repo=example-repo file=README?v=1",
+        "{:?}",
+        step(&lines, 0)
+    );
+    for i in 1..4 {
+        assert!(
+            step(&lines, i)["thrown"].is_string(),
+            "{:?}",
+            step(&lines, i)
+        );
+    }
+    let uris: Vec<String> = upstream_log(&up)
+        .iter()
+        .filter(|r| r["rpc"] == "resources/read")
+        .filter_map(|r| r["uri"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(uris, ["repo://example-org/example-repo/README?v=1"]);
+}
+
 /// Findings 2 and 3 against a careless upstream of our own that reads owner and repo by
 /// position and logs every URI it gets: what reaches it is the canonical URI that was
 /// checked, and what comes back (embedded, linked, or a read's extra contents) is held to
@@ -1014,6 +1103,57 @@ fn the_upstream_gets_the_uri_that_was_checked_and_returns_only_what_the_role_may
         2,
         "{tool}"
     );
+}
+
+/// M2 of the review of issue 29: `structuredContent` is held to the resource rules like
+/// `content`: an object in it naming a resource the role may not read (by `uri`, in any
+/// case), or a URI string the role denies, and the whole structuredContent is withheld, a
+/// notice in `content` and the journal say so; structuredContent naming only what the role
+/// may read passes as it came.
+#[test]
+fn structured_content_gives_no_resource_the_role_may_not_read() {
+    require_journald();
+    let up = reference_server();
+    let h = host(&up, None);
+    let (o, lines) = run_agent(
+        &h,
+        "reference",
+        json!([
+            {"call": "test_structured_private", "full": true},
+            {"call": "test_structured_denied_link", "full": true},
+            {"call": "test_structured_ok", "full": true},
+        ]),
+    );
+    for i in [0, 1] {
+        let s = step(&lines, i);
+        assert!(
+            !s.to_string().contains("the private content")
+                && !s.to_string().contains("mem://private"),
+            "{s}"
+        );
+        assert!(s["structured"].is_null(), "{s}");
+        assert!(
+            s["text"].as_str().unwrap().contains("[Airlock withheld"),
+            "{s}"
+        );
+    }
+    let ok = step(&lines, 2);
+    assert_eq!(
+        ok["structured"],
+        json!({"items": [{"uri": "test://static-text", "text": "static content"}], "home": "https://host.example/x"}),
+        "{ok}"
+    );
+    let run = run_id_of(&o);
+    let calls = events(&run, "tool_call", 5);
+    let withheld: Vec<&Value> = calls
+        .iter()
+        .filter(|c| {
+            c["AIRLOCK_DECISION"] == "deny"
+                && c["AIRLOCK_ARGS"] == "embedded mem:…"
+                && c["AIRLOCK_RULE"] == "deny.reference[2]"
+        })
+        .collect();
+    assert_eq!(withheld.len(), 2, "{calls:?}");
 }
 
 /// Finding 5: keys that are one key to Go's encoding/json (simple case folding: `ß` and

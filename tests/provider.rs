@@ -779,3 +779,161 @@ fn method_overrides_get_bodies_queries_and_encoded_bodies_are_refused() {
         "refused requests never left the gateway"
     );
 }
+
+/// `run.max_turns` held by the gateway, whatever the agent: a `-- CMD` agent of a role with
+/// `max_turns: 3` (on either API) has its fourth model request refused in the provider's own
+/// unretried format, journaled with the rule, never forwarded; counting tokens is no turn;
+/// `show` says `turns: 3 of 3`.
+#[test]
+fn the_model_request_past_run_max_turns_is_refused_whatever_the_agent() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    h.local_role("code", |t| {
+        t.replace("  max_turns: 150\n", "  max_turns: 3\n")
+    });
+    h.local_role("review", |t| {
+        t.replace("  max_turns: 80\n", "  max_turns: 3\n")
+    });
+    for (role, instance, api, model, status, kind) in [
+        (
+            "code",
+            "tess",
+            "anthropic",
+            "claude-sonnet-4-5",
+            403,
+            "permission_error",
+        ),
+        (
+            "review",
+            "rex",
+            "openai",
+            "gpt-5-codex",
+            429,
+            "insufficient_quota",
+        ),
+    ] {
+        let before = posts(&si).len();
+        let call = json!({"op": "call", "api": api, "model": model, "stream": true});
+        let mut steps = vec![call.clone(), call.clone()];
+        if api == "anthropic" {
+            steps.push(json!({"op": "call", "api": api, "model": model,
+                               "path": "/v1/messages/count_tokens", "stream": false}));
+        }
+        steps.extend([call.clone(), call.clone(), call]);
+        let (run, lines) = run_steps(&h, role, instance, &Value::Array(steps));
+        let n = lines.len();
+        for i in 0..n - 2 {
+            assert_eq!(step(&lines, i)["status"], 200, "{role} step {i}: {lines:?}");
+        }
+        for i in n - 2..n {
+            let refused = step(&lines, i);
+            assert_eq!(refused["status"], status, "{role}: {refused}");
+            assert_eq!(refused["error_type"], kind, "{role}: {refused}");
+            assert!(
+                refused["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("run.max_turns 3")),
+                "{role}: {refused}"
+            );
+        }
+        let forwarded = posts(&si).len() - before;
+        assert_eq!(
+            forwarded,
+            n - 2,
+            "{role}: only three turns (and a count) left"
+        );
+        let ev = provider_events(&run, n);
+        let denied: Vec<&Value> = ev
+            .iter()
+            .filter(|e| field(e, "AIRLOCK_DECISION") == "deny")
+            .collect();
+        assert_eq!(denied.len(), 2, "{role}: {ev:?}");
+        assert!(denied
+            .iter()
+            .all(|e| field(e, "AIRLOCK_RULE") == "run.max_turns"));
+        let spend = &show_json(&h, &run)["run"]["spend"];
+        assert_eq!(spend["turns"], 3, "{role}: {spend}");
+        assert_eq!(spend["max_turns"], 3, "{role}: {spend}");
+        let o = h.ctl(&["show", &run]);
+        assert!(
+            stdout(&o).contains("3 of 3 (run.max_turns)"),
+            "{}",
+            stdout(&o)
+        );
+    }
+}
+
+/// Peak resident memory (VmHWM) of a process, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The bound the run's process (the gateway's, `airlockctl --standalone`) stays under.
+const GATEWAY_PEAK_BOUND_KIB: u64 = 160 << 10;
+
+/// M3 of the review of issue 29: a provider answer (a JSON body, and a streamed event) of
+/// 14 MiB holding about 4.9 million empty objects is read for its usage without a JSON
+/// value per object: the agent gets it whole, the usage is priced, and the gateway's
+/// process stays under [`GATEWAY_PEAK_BOUND_KIB`].
+#[test]
+fn an_answer_of_millions_of_small_values_is_metered_in_bounded_memory() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    let model = "claude-sonnet-4-5";
+    let steps = json!([
+        {"op": "call", "api": "anthropic", "model": model, "stream": false, "mode": "many", "quiet": true},
+        {"op": "call", "api": "anthropic", "model": model, "stream": true, "mode": "many", "quiet": true},
+        {"op": "sleep", "ms": 1500},
+    ]);
+    let argv = provider_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut run = h
+        .launch("code", "tess", &[], &argv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = run.id();
+    let mut lines = Vec::new();
+    let mut peak = None;
+    use std::io::BufRead;
+    for l in std::io::BufReader::new(run.stdout.take().unwrap()).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(&l.unwrap()) else {
+            continue;
+        };
+        if v["step"] == 2 {
+            peak = Some(peak_kib(pid));
+        }
+        lines.push(v);
+    }
+    let o = run.wait_with_output().unwrap();
+    assert!(o.status.success(), "{lines:?}\n{}", stderr(&o));
+    assert_eq!(step(&lines, 0)["status"], 200, "{}", step(&lines, 0));
+    assert!(step(&lines, 0)["body"]["bytes"].as_u64().unwrap() > 14 << 20);
+    assert_eq!(step(&lines, 1)["text"], "hello from the stand-in");
+    let run_id = run_id_of(&o);
+    let priced: Vec<Value> = provider_events(&run_id, 2)
+        .into_iter()
+        .filter(|e| field(e, "AIRLOCK_DECISION") == "allow")
+        .collect();
+    assert_eq!(priced.len(), 2, "{priced:?}");
+    for e in &priced {
+        assert_eq!(
+            field(e, "AIRLOCK_COST_MICRO_USD"),
+            ANTHROPIC_COST.to_string(),
+            "{e}"
+        );
+    }
+    let peak = peak.expect("no sleep step");
+    eprintln!("the gateway's peak resident memory: {} MiB", peak >> 10);
+    assert!(
+        peak < GATEWAY_PEAK_BOUND_KIB,
+        "the gateway's process peaked at {} MiB (bound {} MiB)",
+        peak >> 10,
+        GATEWAY_PEAK_BOUND_KIB >> 10
+    );
+}

@@ -258,6 +258,158 @@ fn codex_runs_its_brief_through_airlock_and_gets_only_what_the_role_allows() {
     }
 }
 
+/// The tool names Claude Code offered in scripted turn `i`.
+fn offered(si: &StandIn, i: u64) -> Vec<String> {
+    si.turns()
+        .iter()
+        .find(|t| t["turn"] == i)
+        .and_then(|t| t["tools"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Claude Code's subagent tool (`Agent`, earlier `Task`).
+const SUBAGENT: [&str; 2] = ["Agent", "Task"];
+
+/// `run.tools` with real Claude Code, granted: `WebFetch`, `WebSearch` and the subagent
+/// tool are offered to the model; a subagent's calls go through the same gateway and the
+/// same rules as its parent's (a bash prefix the role lacks is refused, Claude Code's own
+/// Bash is not there to call), and what it found comes back to the parent.
+#[test]
+fn claude_code_offers_granted_builtins_and_a_subagent_has_only_its_parents_tools() {
+    require_journald();
+    require_agent(
+        "/usr/local/lib/airlock-agents/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    );
+    let turns = json!([
+        {"tool": SUBAGENT, "input": {"description": "inspect the repo",
+          "prompt": "Look at the repository and report.", "subagent_type": "general-purpose",
+          "run_in_background": false}},
+        {"tool": "bash", "input": {"command": "git log --oneline"}},
+        {"tool": "bash", "input": {"command": "rm -rf ."}},
+        {"tool": "Bash", "input": {"command": "touch pwned-by-subagent"}, "force": true},
+        {"text": "subagent-report: one commit"},
+        {"text": "All done."}
+    ]);
+    let si = StandIn::scripted(&turns);
+    let h = host(&si);
+    let local = h.root.join("roles.local/code/role.yaml");
+    let text = std::fs::read_to_string(&local).unwrap();
+    std::fs::write(
+        &local,
+        text.replacen(
+            "  max_turns: 150\n",
+            "  max_turns: 150\n  tools: [WebFetch, WebSearch, Agent]\n",
+            1,
+        ),
+    )
+    .unwrap();
+    let ws = repo(&h, h.uids[0]);
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "code", "tess", &["--workspace", ws.to_str().unwrap()]);
+    let run = run_id_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let parent = offered(&si, 0);
+    for t in ["WebFetch", "WebSearch"] {
+        assert!(parent.iter().any(|n| n == t), "{t} not offered: {parent:?}");
+    }
+    assert!(
+        parent.iter().any(|n| SUBAGENT.contains(&n.as_str())),
+        "no subagent tool offered: {parent:?}"
+    );
+    // Turn 1 is the subagent's first request: Airlock's bash tool, and not Claude Code's.
+    let sub = offered(&si, 1);
+    assert!(sub.iter().any(|n| n == "mcp__airlock__bash"), "{sub:?}");
+    assert!(!sub.iter().any(|n| n == "Bash"), "{sub:?}");
+    assert_came_back(&si, 1, "initial commit of the demo");
+    assert_came_back(&si, 2, "refused");
+    assert!(results_after(&si, 3).contains("\"error\":true"));
+    assert_came_back(&si, 4, "subagent-report");
+    assert!(
+        !ws.join("pwned-by-subagent").exists(),
+        "the subagent started a program itself"
+    );
+    let calls = tool_calls(&run);
+    assert_eq!(decided(&calls, "airlock", "bash", "allow"), 1, "{calls:?}");
+    assert_eq!(decided(&calls, "airlock", "bash", "deny"), 1, "{calls:?}");
+}
+
+/// `run.tools` with real Claude Code, not granted: none of `WebFetch`, `WebSearch` or the
+/// subagent tool is offered, and a model that asks for the subagent anyway gets Claude
+/// Code's refusal: no subagent starts (no model request of its own follows).
+#[test]
+fn claude_code_refuses_builtins_the_role_does_not_grant() {
+    require_journald();
+    require_agent(
+        "/usr/local/lib/airlock-agents/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    );
+    let turns = json!([
+        {"tool": SUBAGENT, "force": true, "input": {"description": "inspect the repo",
+          "prompt": "Look at the repository and report.", "subagent_type": "general-purpose"}},
+        {"tool": "WebSearch", "force": true, "input": {"query": "airlock"}},
+        {"text": "All done."}
+    ]);
+    let si = StandIn::scripted(&turns);
+    let h = host(&si);
+    let ws = repo(&h, h.uids[0]);
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "code", "tess", &["--workspace", ws.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let tools = offered(&si, 0);
+    for t in ["WebFetch", "WebSearch", "Agent", "Task"] {
+        assert!(!tools.iter().any(|n| n == t), "{t} offered: {tools:?}");
+    }
+    for i in [0, 1] {
+        let r = results_after(&si, i);
+        assert!(r.contains("\"error\":true"), "turn {i}: {r}");
+    }
+    assert_eq!(si.turns().len(), 3, "a subagent ran: {:?}", si.turns());
+}
+
+/// `run.max_turns` holds for Codex, which has no turn limit of its own: a role with
+/// `max_turns: 3` whose model keeps asking for tools gets three turns; the fourth model
+/// request is refused by the gateway (journaled with the rule) and never reaches the model.
+#[test]
+fn codex_gets_run_max_turns_model_turns_and_no_more() {
+    require_journald();
+    require_agent("/usr/local/lib/airlock-agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex");
+    let log = json!({"tool": "bash", "input": {"command": "git log --oneline"}});
+    let turns = json!([log, log, log, log, log, {"text": "All done."}]);
+    let si = StandIn::scripted(&turns);
+    let h = host(&si);
+    let local = h.root.join("roles.local/review/role.yaml");
+    let text = std::fs::read_to_string(&local).unwrap();
+    std::fs::write(
+        &local,
+        text.replace("  max_turns: 80\n", "  max_turns: 3\n"),
+    )
+    .unwrap();
+    let ws = repo(&h, h.uids[1]);
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "review", "rex", &["--workspace", ws.to_str().unwrap()]);
+    let run = run_id_of(&o);
+    let served = si.turns();
+    assert_eq!(
+        served.len(),
+        3,
+        "{}\n{}\n{served:?}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let ev = events(&run, "provider", 4);
+    let denied: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["AIRLOCK_DECISION"] == "deny")
+        .collect();
+    assert!(!denied.is_empty(), "{ev:?}");
+    assert!(
+        denied.iter().all(|e| e["AIRLOCK_RULE"] == "run.max_turns"),
+        "{denied:?}"
+    );
+}
+
 /// The escape battery as a command the model sends through Airlock's bash tool: it runs on
 /// the command side of a real Claude Code run, every class holds there, its verdicts come
 /// back to the model, and the daemon it leaves behind does not outlive the run. Its fork

@@ -457,6 +457,13 @@ fn cases() -> Vec<Case> {
             S,
         ),
         case(
+            "identity board_name list",
+            &[("identity.board_name", &l(s))],
+            "identity.board_name",
+            "a string",
+            S,
+        ),
+        case(
             "identity unknown key",
             &[(&format!("identity.{k}"), "1")],
             "identity.<key #4>",

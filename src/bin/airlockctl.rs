@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand};
     about = "Validate roles, check policy decisions, and launch jailed AI agent runs",
     after_help = "Exit codes: 0 ok or allowed, 1 denied, invalid or not found, 2 usage or I/O error \
                   (launch --wait: the run's exit code, or 128 + the signal that interrupted it; \
-                  status: 3 when airlockd is not running).\n\
+                  status: 3 when airlockd is not running; 141 when stdout's reader went away, as after SIGPIPE).\n\
                   Without airlockd, ps, runs, show, instances and logs read the state directory \
                   themselves (as root, or whoever may read it); hire, fire, stop, reload and \
                   launch (but launch --standalone) need airlockd."
@@ -139,6 +139,13 @@ enum CheckCmd {
     Resource { connector: String, uri: String },
     /// Whether the role may change PATH in OWNER/REPO, at which effective level.
     Write { repo: String, path: String },
+    /// Whether the role's runs may reach HOST[:PORT] (443 by default) through their proxy,
+    /// and on a checked destination send METHOD PATH.
+    Egress {
+        target: String,
+        method: Option<String>,
+        path: Option<String>,
+    },
 }
 
 fn main() {
@@ -180,6 +187,21 @@ fn main() {
                 CheckCmd::Write { repo, path } => Query::Write {
                     repo: repo.clone(),
                     path: path.clone(),
+                },
+                CheckCmd::Egress {
+                    target,
+                    method,
+                    path,
+                } => Query::Egress {
+                    target: target.clone(),
+                    request: match (method, path) {
+                        (Some(m), Some(p)) => Some((m.clone(), p.clone())),
+                        (None, None) => None,
+                        _ => {
+                            eprintln!("check ROLE egress HOST[:PORT] [METHOD PATH]: give both METHOD and PATH, or neither");
+                            std::process::exit(2);
+                        }
+                    },
                 },
             };
             match ctx.load_config() {

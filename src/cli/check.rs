@@ -1,9 +1,10 @@
-//! `airlockctl check ROLE bash|tool|resource|write ...`: one decision, as the gateway would
+//! `airlockctl check ROLE bash|tool|resource|write|egress ...`: one decision, as the gateway would
 //! make it, with the rule that made it. Exit 0 allow, 1 deny, 2 error.
 
 use super::explain::not_found;
 use super::output;
 use super::sources::{self, SourceArgs};
+use crate::cli::output::outln;
 use crate::config::Config;
 use crate::policy::{autonomy, Decision, RolePolicy};
 use serde_json::json;
@@ -27,6 +28,12 @@ pub enum Query {
     Write {
         repo: String,
         path: String,
+    },
+    /// May the role's runs CONNECT to `target` (`HOST[:PORT]`, port 443 by default), and
+    /// on a checked destination send `METHOD PATH`?
+    Egress {
+        target: String,
+        request: Option<(String, String)>,
     },
 }
 
@@ -69,6 +76,15 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, query: &Query, as_jso
             RolePolicy::compile(role, policies).resource(connector, uri),
             None,
         ),
+        Query::Egress { target, request } => {
+            match egress(config, role, &entry.class, target, request.as_ref()) {
+                Ok(d) => (d, None),
+                Err(msg) => {
+                    eprintln!("{msg}");
+                    return output::ERROR;
+                }
+            }
+        }
         Query::Write { repo, path } => {
             let (level, rule) =
                 autonomy::effective_level(role.level, policies.autonomy_for(repo), path);
@@ -105,15 +121,15 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, query: &Query, as_jso
             return code;
         }
     } else {
-        println!("{}", if decision.allow { "allow" } else { "deny" });
-        println!("rule   {}", decision.rule);
-        println!("reason {}", decision.reason);
+        outln!("{}", if decision.allow { "allow" } else { "deny" });
+        outln!("rule   {}", decision.rule);
+        outln!("reason {}", decision.reason);
         match effective {
-            Some(level) => println!(
+            Some(level) => outln!(
                 "level  {level} (role {}, repository path rule above)",
                 role.level
             ),
-            None => println!("level  {}: {}", role.level, def.summary),
+            None => outln!("level  {}: {}", role.level, def.summary),
         }
     }
     if decision.allow {
@@ -121,4 +137,56 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, query: &Query, as_jso
     } else {
         output::NO
     }
+}
+
+/// The egress decision for `target`, as the run's gateway makes it before anything is
+/// dialled (the addresses a name resolves to are checked at connect time, too).
+fn egress(
+    config: &Config,
+    role: &crate::role::Role,
+    class: &str,
+    target: &str,
+    request: Option<&(String, String)>,
+) -> Result<Decision, String> {
+    use crate::gateway::egress::target::parse_authority;
+    use crate::policy::egress::{destinations, route, EgressGrants, Via};
+    let t = parse_authority(target, Some(443))
+        .ok_or("HOST[:PORT]: HOST a DNS name or an IP address ([v6] with a port), PORT 1-65535")?;
+    let grants = EgressGrants {
+        provider_hosts: Vec::new(),
+        web: crate::policy::egress::web_grant(role),
+        connect_ports: config.egress.ports.clone(),
+        http_ports: config.egress.http_ports.clone(),
+        destinations: destinations::granted(
+            &config.egress.lists,
+            &role.role,
+            class,
+            &config.egress.ports,
+        ),
+    };
+    let host = t.host.text();
+    let (d, dest) = route(&grants, &host, t.port, Via::Connect);
+    let Some((method, path)) = request else {
+        return Ok(d);
+    };
+    if !method.bytes().all(|b| b.is_ascii_uppercase()) || method.is_empty() {
+        return Err("METHOD: an HTTP method in capitals (GET, HEAD, PUT, ...)".into());
+    }
+    if !path.starts_with('/') {
+        return Err("PATH: the request path, starting with /".into());
+    }
+    Ok(match dest {
+        Some(g) if d.allow && g.terminated => {
+            let path = path.split(['?', '#']).next().unwrap_or("/");
+            destinations::decide_request(g, &host, t.port, method, path, Some(&host))
+        }
+        _ if d.allow => Decision::allow(
+            d.rule,
+            format!(
+                "{}; a tunnel: its requests are TLS the gateway does not read",
+                d.reason
+            ),
+        ),
+        _ => d,
+    })
 }

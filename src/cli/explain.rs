@@ -6,6 +6,7 @@
 use super::output;
 use super::sources::{self, SourceArgs};
 use crate::catalog::CatalogEntry;
+use crate::cli::output::{out, outln};
 use crate::config::Config;
 use crate::policy::agent_config::{self, GatewayEndpoints};
 use crate::policy::levels::LevelDef;
@@ -27,14 +28,42 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, as_json: bool) -> i32
     };
     let mut report = report(entry, policies);
     report["limits"] = limits_json(config);
+    let granted = crate::policy::egress::destinations::granted(
+        &config.egress.lists,
+        &entry.loaded.role.role,
+        &entry.class,
+        &config.egress.ports,
+    );
+    report["egress"]["destinations"] = destinations_json(&granted);
     if as_json {
         return output::json(&report);
     }
-    print_human(entry, policies, &report);
+    print_human(entry, policies, &report, &granted);
     for line in limits_lines(config) {
-        println!("{line}");
+        outln!("{line}");
     }
     output::OK
+}
+
+/// The destinations the host grants the role (`egress.grants`), each with its grant.
+pub fn destinations_json(granted: &[crate::policy::egress::destinations::Granted]) -> Value {
+    Value::Array(
+        granted
+            .iter()
+            .map(|g| {
+                json!({
+                    "name": g.name,
+                    "from": format!("{} {}", g.from, g.name),
+                    "hosts": g.hosts,
+                    "ports": g.ports,
+                    "methods": g.methods,
+                    "paths": g.paths,
+                    "credential": g.credential,
+                    "terminated": g.terminated,
+                })
+            })
+            .collect(),
+    )
 }
 
 /// The host's limits on every run (config `limits`), the same for every role.
@@ -191,7 +220,12 @@ pub fn report(entry: &CatalogEntry, policies: &Policies) -> Value {
     })
 }
 
-fn print_human(entry: &CatalogEntry, policies: &Policies, report: &Value) {
+fn print_human(
+    entry: &CatalogEntry,
+    policies: &Policies,
+    report: &Value,
+    granted: &[crate::policy::egress::destinations::Granted],
+) {
     let role = &entry.loaded.role;
     let def = policies.permits(role.level);
     let list = |v: &[String]| {
@@ -201,18 +235,18 @@ fn print_human(entry: &CatalogEntry, policies: &Policies, report: &Value) {
             v.join(", ")
         }
     };
-    println!(
+    outln!(
         "role        {} ({})",
         role.role,
         entry.loaded.file.display()
     );
-    println!("class       {}", entry.class);
-    println!("authority   {}", list(&entry.authority));
-    println!("level       {}: {}", role.level, def.summary);
-    println!("  issues          {}", list(&def.issues));
-    println!("  pull requests   {}", list(&def.pull_requests));
-    println!("  landing         {}", def.land.as_str());
-    println!(
+    outln!("class       {}", entry.class);
+    outln!("authority   {}", list(&entry.authority));
+    outln!("level       {}: {}", role.level, def.summary);
+    outln!("  issues          {}", list(&def.issues));
+    outln!("  pull requests   {}", list(&def.pull_requests));
+    outln!("  landing         {}", def.land.as_str());
+    outln!(
         "  workflow files  {}",
         if def.workflow_files {
             "may propose"
@@ -220,75 +254,81 @@ fn print_human(entry: &CatalogEntry, policies: &Policies, report: &Value) {
             "no"
         }
     );
-    println!("  (a change's effective level is the stricter of this and the repository's level for its path)");
+    outln!("  (a change's effective level is the stricter of this and the repository's level for its path)");
     let w = &role.writes;
-    println!("writes      repos: {}", list(&w.repos));
-    println!(
+    outln!("writes      repos: {}", list(&w.repos));
+    outln!(
         "            issues: {}; pull requests: {}",
         list(&w.issues),
         list(&w.pull_requests)
     );
-    println!(
+    outln!(
         "            board: {}; workflows: {}; dispatch: {}",
         list(&w.board),
         w.workflows,
         w.dispatch
     );
-    println!("tools");
+    outln!("tools");
     for (c, pats) in &role.tools {
-        println!("  {c}: {}", pats.join(", "));
+        outln!("  {c}: {}", pats.join(", "));
     }
     for (title, map) in [("resources", &role.resources), ("deny", &role.deny)] {
-        println!("{title}");
+        outln!("{title}");
         for (c, pats) in map {
-            println!("  {c}: {}", pats.join(", "));
+            outln!("  {c}: {}", pats.join(", "));
         }
     }
-    println!("args");
+    outln!("args");
     for (c, tools) in &role.args {
         for (t, params) in tools {
             for (p, rule) in params {
-                println!(
+                outln!(
                     "  {c}.{t}.{p}: {}",
                     serde_json::to_string(rule).unwrap_or_default()
                 );
             }
         }
     }
-    println!("bash        {}", list(role.bash_prefixes()));
-    match crate::policy::egress::web_grant(role) {
-        Some(rule) => println!(
+    outln!("bash        {}", list(role.bash_prefixes()));
+    match (crate::policy::egress::web_grant(role), granted.is_empty()) {
+        (Some(rule), _) => outln!(
             "egress      the public web ({rule}) on the ports airlockd's egress config allows; model traffic takes the provider route"
         ),
-        None => println!(
+        (None, true) => outln!(
             "egress      nothing (run.tools grants no WebFetch or WebSearch); model traffic takes the provider route"
         ),
+        (None, false) => outln!(
+            "egress      the destinations below only (run.tools grants no WebFetch or WebSearch); model traffic takes the provider route"
+        ),
+    }
+    for g in granted {
+        outln!("  {}", crate::policy::egress::destinations::describe(g));
     }
     let b = &role.budget;
     let n = |v: Option<u64>| {
         v.map(|x| x.to_string())
             .unwrap_or_else(|| "unbounded".into())
     };
-    println!(
+    outln!(
         "budget      runs/week {}; minutes/run {}; GitHub writes/run {}; spend USD {}",
         n(b.runs_per_week),
         n(b.minutes_per_run),
         n(b.github_writes_per_run),
         b.spend_usd.unwrap_or(0.0)
     );
-    println!("credentials {}", credential_source(role));
+    outln!("credentials {}", credential_source(role));
     let agent = &report["agent"];
-    println!("agent command  {}", agent["command"]);
-    println!(
+    outln!("agent command  {}", agent["command"]);
+    outln!(
         "claude code managed settings (dontAsk; built-in Bash off, airlock's bash tool instead):"
     );
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&agent["claude_managed_settings"]).unwrap_or_default()
     );
-    println!("codex config.toml:");
+    outln!("codex config.toml:");
     match &agent["codex_config_toml"] {
-        Value::String(s) => print!("{s}"),
-        other => println!("{other}"),
+        Value::String(s) => out!("{s}"),
+        other => outln!("{other}"),
     }
 }

@@ -4,6 +4,7 @@
 use super::output;
 use super::remote::{self, Ctx};
 use super::table::{self, clean};
+use crate::cli::output::out;
 use crate::control::protocol::{InstanceInfo, Op};
 
 pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
@@ -30,6 +31,17 @@ pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
             } else {
                 msg.push_str("; credentials its runs use:");
                 for l in lines {
+                    msg.push_str(&format!("\n  {l}"));
+                }
+            }
+            let egress: Vec<String> = data
+                .get("egress")
+                .and_then(|c| c.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str()).map(clean).collect())
+                .unwrap_or_default();
+            if !egress.is_empty() {
+                msg.push_str("\negress destinations its runs reach (airlockd's egress.grants):");
+                for l in egress {
                     msg.push_str(&format!("\n  {l}"));
                 }
             }
@@ -129,7 +141,7 @@ pub fn list(ctx: &Ctx) -> i32 {
             ]
         })
         .collect();
-    print!(
+    out!(
         "{}",
         table::render(
             &["INSTANCE", "ROLE", "UID", "SOURCE", "STATE", "RUNS", "LEASES"],

@@ -126,7 +126,9 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
             if wait {
                 eprintln!("{run_id}");
             } else {
-                println!("{run_id}");
+                // The run goes on whether or not its id could be shown (`| head` gone).
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout(), "{run_id}");
             }
         },
     );

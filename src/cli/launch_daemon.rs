@@ -2,6 +2,7 @@
 //! either print its id, or stream its output and exit with its exit code. While it waits,
 //! signals are decided by [`detach`](super::detach): Ctrl-C detaches (twice: stops).
 
+use crate::cli::output::outln;
 use crate::terminal::{Show, TerminalSafe};
 use std::io::{BufWriter, Write};
 use std::time::Instant;
@@ -180,7 +181,7 @@ fn follow(
         match frame {
             Frame::Started { run: id } => {
                 if !wait {
-                    println!("{}", clean(&id));
+                    outln!("{}", clean(&id));
                     return Ok(output::OK);
                 }
                 let _ = writeln!(stderr, "{}", clean(&id));

@@ -3,6 +3,43 @@
 use crate::diag::Problem;
 use std::io::Write;
 
+/// What a shell reports for a program its pipe's reader went away from (128 + SIGPIPE):
+/// `airlockctl ... | head -1` ends with this, quietly, as coreutils do.
+pub const BROKEN_PIPE: i32 = 141;
+
+/// `print!` that never panics: a reader gone (`| head`) ends airlockctl quietly with
+/// [`BROKEN_PIPE`]; any other failure to write says so on stderr and exits [`ERROR`].
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::output::stdout_fmt(format_args!($($arg)*)) };
+}
+
+/// `println!` that never panics (see [`out!`]).
+macro_rules! outln {
+    () => { $crate::cli::output::stdout_fmt(format_args!("\n")) };
+    ($($arg:tt)*) => {
+        $crate::cli::output::stdout_fmt(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use {out, outln};
+
+/// Write to stdout; on failure end the process as [`out!`] says.
+pub fn stdout_fmt(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args) {
+        stdout_failed(&e);
+    }
+}
+
+/// End airlockctl after a failed write to stdout: quietly with [`BROKEN_PIPE`] when the
+/// reader went away, else saying why.
+pub fn stdout_failed(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(BROKEN_PIPE);
+    }
+    let _ = writeln!(std::io::stderr(), "airlockctl: cannot write to stdout: {e}");
+    std::process::exit(ERROR);
+}
+
 /// Valid, or allowed.
 pub const OK: i32 = 0;
 /// Invalid, or denied.
@@ -13,11 +50,12 @@ pub const ERROR: i32 = 2;
 /// Print a JSON value on stdout, one document.
 pub fn json(value: &serde_json::Value) -> i32 {
     let mut out = std::io::stdout().lock();
-    match serde_json::to_writer_pretty(&mut out, value)
-        .and_then(|_| writeln!(out).map_err(serde_json::Error::io))
-    {
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|_| writeln!(out));
+    match written {
         Ok(()) => OK,
-        Err(_) => ERROR,
+        Err(e) => stdout_failed(&e),
     }
 }
 

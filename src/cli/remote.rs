@@ -3,6 +3,7 @@
 //! [`offline`](super::offline)), and how daemon errors map to exit codes (0 ok, 1 refused
 //! or not found, 2 error).
 
+use crate::cli::output::outln;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -186,8 +187,8 @@ pub fn confirm(ctx: &Ctx, data: &Value, fallback: &str) -> i32 {
         return output::json(data);
     }
     match data.get("message").and_then(Value::as_str) {
-        Some(m) => println!("{}", clean(m)),
-        None => println!("{fallback}"),
+        Some(m) => outln!("{}", clean(m)),
+        None => outln!("{fallback}"),
     }
     output::OK
 }

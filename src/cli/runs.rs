@@ -1,6 +1,7 @@
 //! `airlockctl ps`, `runs`, `show RUN` and `stop RUN`: runs as airlockd reports them (live
 //! runs, and the ledger's history), or as the files tell when airlockd is not running.
 
+use crate::cli::output::out;
 use std::path::Path;
 
 use super::remote::{self, Ctx, Failed};
@@ -44,7 +45,7 @@ fn list(ctx: &Ctx, op: Op, empty: &str) -> i32 {
     }
     let now = now_ms();
     let rows: Vec<Vec<String>> = runs.iter().map(|r| row(r, now)).collect();
-    print!(
+    out!(
         "{}",
         table::render(
             &[
@@ -138,6 +139,9 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
             "model requests",
             format!("{} forwarded, {} refused", s.requests, s.refused),
         ));
+        if let (Some(n), Some(m)) = (s.turns, s.max_turns) {
+            pairs.push(("turns", format!("{n} of {m} (run.max_turns)")));
+        }
         pairs.push((
             "spend",
             format!(
@@ -185,7 +189,7 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
             ),
         ));
     }
-    print!("{}", table::render_pairs(&pairs));
+    out!("{}", table::render_pairs(&pairs));
     output::OK
 }
 

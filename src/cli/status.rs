@@ -3,6 +3,7 @@
 use super::output;
 use super::remote::{self, Ctx, Failed};
 use super::table::{self, clean};
+use crate::cli::output::out;
 use crate::control::client::ClientError;
 use crate::control::protocol::{Op, StatusInfo};
 
@@ -44,7 +45,7 @@ pub fn status(ctx: &Ctx) -> i32 {
         ("loaded", format!("{} UTC", table::utc(s.loaded_at))),
         ("ledger records", s.ledger_records.to_string()),
     ];
-    print!("{}", table::render_pairs(&pairs));
+    out!("{}", table::render_pairs(&pairs));
     output::OK
 }
 

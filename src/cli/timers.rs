@@ -6,6 +6,7 @@
 //! atomically (temporary file, then rename). Timers this command wrote earlier for instances
 //! that no longer have a schedule are removed; files it did not write are never touched.
 
+use crate::cli::output::outln;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -173,18 +174,18 @@ pub fn run(ctx: &Ctx, args: &SourceArgs, output_dir: Option<&Path>) -> i32 {
         );
     }
     for (p, timer, dropin) in &written {
-        println!("wrote {} ({})", timer.display(), p.on_calendar.join("; "));
-        println!("wrote {}", dropin.display());
+        outln!("wrote {} ({})", timer.display(), p.on_calendar.join("; "));
+        outln!("wrote {}", dropin.display());
     }
     for r in &removed {
-        println!("removed {}", r.display());
+        outln!("removed {}", r.display());
     }
     if written.is_empty() && removed.is_empty() {
-        println!("no hired instance has a role with run.schedule; nothing to write");
+        outln!("no hired instance has a role with run.schedule; nothing to write");
     } else {
-        println!("now run: systemctl daemon-reload");
+        outln!("now run: systemctl daemon-reload");
         for (p, _, _) in &written {
-            println!("  and enable it: systemctl enable --now {}", p.timer_name());
+            outln!("  and enable it: systemctl enable --now {}", p.timer_name());
         }
     }
     output::OK

@@ -3,6 +3,7 @@
 
 use super::output;
 use super::sources::{self, SourceArgs};
+use crate::cli::output::outln;
 use crate::config::Config;
 use serde_json::json;
 
@@ -42,7 +43,7 @@ pub fn run(args: &SourceArgs, config: &Config, as_json: bool) -> i32 {
             .iter()
             .map(|d| d.display().to_string())
             .collect();
-        println!(
+        outln!(
             "{} roles valid (from {})",
             loaded.catalog.len(),
             dirs.join(", ")

@@ -1,6 +1,7 @@
 //! `airlockctl verify-ledger [--ledger PATH]`: check the ledger's hash chain offline.
 //! Exit 0 intact, 1 broken (naming the first broken record), 2 unreadable.
 
+use crate::cli::output::outln;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -31,9 +32,9 @@ pub fn run(ctx: &Ctx, ledger_path: Option<&Path>) -> i32 {
                 return output::json(&json!({"ledger": shown, "ok": true, "records": count}));
             }
             if count == 0 && !path.exists() {
-                println!("{shown}: no ledger yet (0 records)");
+                outln!("{shown}: no ledger yet (0 records)");
             } else {
-                println!("{shown}: {count} records, hash chain intact");
+                outln!("{shown}: {count} records, hash chain intact");
             }
             output::OK
         }
@@ -45,7 +46,7 @@ pub fn run(ctx: &Ctx, ledger_path: Option<&Path>) -> i32 {
                     "broken": {"seq": seq, "line": line, "why": why},
                 }));
             } else {
-                println!("{shown}: BROKEN at line {line} (record {seq}): {why}");
+                outln!("{shown}: BROKEN at line {line} (record {seq}): {why}");
                 eprintln!("keep the file as evidence; records after the break cannot be trusted");
             }
             output::NO

@@ -101,14 +101,21 @@ impl Client {
         self.writer.as_fd()
     }
 
-    /// Send one request line.
+    /// Send one request line. A connection airlockd closed already is no error here: it
+    /// answers some peers (busy, not in any group) without reading their request, and that
+    /// answer is still there for [`Client::recv`] (which says `Closed` when there is none).
     pub fn send(&mut self, request: &Request) -> Result<(), ClientError> {
         let mut line = request.to_line();
         line.push('\n');
-        self.writer
+        match self
+            .writer
             .write_all(line.as_bytes())
             .and_then(|_| self.writer.flush())
             .map_err(|e| self.classify("send the request", e))
+        {
+            Err(ClientError::Closed) => Ok(()),
+            r => r,
+        }
     }
 
     /// The next response line; `None` when airlockd closed the connection cleanly.

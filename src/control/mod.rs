@@ -5,4 +5,5 @@ pub mod auth;
 pub mod client;
 pub mod listener;
 pub mod protocol;
+pub mod slots;
 pub mod socket_acl;

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, Notify};
 
 use crate::control::listener;
 use crate::journal::{EventKind, JournalConfig};
@@ -33,9 +33,6 @@ use crate::supervisor::{instances, notify};
 use events::Events;
 use reload::LoadedSet;
 use runs::ActiveRun;
-
-/// Connections reading their request at once; more are answered `busy` and closed.
-pub const MAX_CONNECTIONS: usize = 128;
 
 /// Threads of the runtime's blocking pool at most (idle ones exit after a few seconds):
 /// launches, closings and journal writes of many runs queue for them rather than each
@@ -373,7 +370,8 @@ async fn main_loop(
     let mut standby_tick = tokio::time::interval(standby::MAX_AGE / 4);
     // Revocations pending at their source (a GitHub DELETE that failed) are tried again.
     let mut pending_tick = tokio::time::interval(runs::PENDING_RETRY);
-    let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // Connections being served at once, decided per peer (see control::slots).
+    let slots = crate::control::slots::Slots::new(crate::control::slots::LIMITS);
 
     let d2 = d.clone();
     let _ = tokio::task::spawn_blocking(move || standby::Standby::refill(&d2)).await;
@@ -401,14 +399,9 @@ async fn main_loop(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match conns.clone().try_acquire_owned() {
-                    Ok(permit) => {
-                        tokio::spawn(server::serve(d.clone(), stream, permit));
-                    }
-                    Err(_) => {
-                        tokio::spawn(server::busy(stream));
-                    }
-                },
+                Ok((stream, _)) => {
+                    tokio::spawn(server::accept(d.clone(), stream, slots.clone()));
+                }
                 // Out of descriptors or similar: back off instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             },

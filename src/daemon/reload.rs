@@ -34,12 +34,17 @@ fn group(cfg: &Config, key: &str, g: &Option<GroupRef>) -> Result<Option<u32>, S
     }
 }
 
+/// The largest config file read, in bytes.
+const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Load everything from the config file at `path`. `Err` lists every problem, each naming
 /// its file and key.
 pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
-    let cfg = config::load(Some(path))
+    // Files anyone but root could have written are not taken, however valid: the config's
+    // text is read from the file that was checked.
+    let text = crate::trust::read_checked(path, MAX_CONFIG_BYTES).map_err(|e| vec![e])?;
+    let cfg = config::parse(path, &text)
         .map_err(|ps| ps.iter().map(ToString::to_string).collect::<Vec<_>>())?;
-    // Files anyone but root could have written are not taken, however valid.
     let untrusted = crate::trust::check_config_set(&cfg);
     if !untrusted.is_empty() {
         return Err(untrusted);

@@ -8,13 +8,13 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::{peer, reload, runs, Daemon};
 use crate::control::auth::{self, Peer};
 use crate::control::protocol::{
     self, ErrorCode, Frame, InstanceInfo, Op, Response, StatusInfo, MAX_REQUEST_BYTES,
 };
+use crate::control::slots::{Busy, Class, Slot, Slots};
 use crate::credentials::leases::LeaseStore;
 use crate::journal::EventKind;
 use crate::supervisor::{instances, lease_records, ledger};
@@ -39,14 +39,35 @@ async fn send(w: &mut OwnedWriteHalf, resp: &Response) -> bool {
     )
 }
 
-/// Answer a peer that came in over the connection cap, then hang up.
-pub async fn busy(stream: UnixStream) {
+/// Answer a peer that got no connection slot, then hang up.
+async fn busy(stream: UnixStream, why: Busy, uid: u32) {
     let (_, mut w) = stream.into_split();
-    let resp = Response::err(
-        ErrorCode::Busy,
-        "airlockd has too many connections open; try again in a moment",
-    );
+    let resp = Response::err(ErrorCode::Busy, why.message(uid));
     let _ = tokio::time::timeout(Duration::from_secs(1), send(&mut w, &resp)).await;
+}
+
+/// A new connection: who the peer is, from the kernel, decides whether it gets a slot
+/// (see [`crate::control::slots`]); then it is served, or told it is busy.
+pub async fn accept(d: Arc<Daemon>, stream: UnixStream, slots: Arc<Slots>) {
+    let Ok(cred) = stream.peer_cred() else {
+        return;
+    };
+    let groups = peer::groups(&stream, cred.pid());
+    let peer = Peer {
+        uid: cred.uid(),
+        gid: cred.gid(),
+        pid: cred.pid(),
+        groups,
+    };
+    let class = match auth::access_of(&peer, &d.set().groups) {
+        _ if peer.uid == 0 => Class::Root,
+        auth::Access::Admin => Class::Admin,
+        _ => Class::Other,
+    };
+    match slots.take(peer.uid, class) {
+        Ok(slot) => serve(d, stream, peer, slot).await,
+        Err(why) => busy(stream, why, peer.uid).await,
+    }
 }
 
 /// Journal a refused peer: who (kernel credentials) and what it asked for.
@@ -66,17 +87,7 @@ fn log_refusal(d: &Daemon, peer: &Peer, op: &str, msg: &str) {
     );
 }
 
-pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePermit) {
-    let Ok(cred) = stream.peer_cred() else {
-        return;
-    };
-    let groups = peer::groups(&stream, cred.pid());
-    let peer = Peer {
-        uid: cred.uid(),
-        gid: cred.gid(),
-        pid: cred.pid(),
-        groups,
-    };
+async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: Slot) {
     let (r, mut w) = stream.into_split();
     // One byte over the bound is enough to know the request is too large.
     let mut reader = BufReader::new(r.take(MAX_REQUEST_BYTES as u64 + 1));
@@ -134,8 +145,9 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
         send(&mut w, &Response::err(ErrorCode::Forbidden, msg)).await;
         return;
     }
-    // The cap guards reading requests; a streaming launch is bounded by the run cap.
-    drop(permit);
+    // The slot is held until the answer is out, so one peer's requests queue on its own
+    // slots; a streaming launch gives it back once its run has started (the run cap bounds
+    // those).
     match req.op {
         Op::Launch {
             role,
@@ -172,7 +184,10 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
                 Err(resp) => {
                     send(&mut w, &resp).await;
                 }
-                Ok(s) => stream_run(&mut w, s).await,
+                Ok(s) => {
+                    drop(slot);
+                    stream_run(&mut w, s).await
+                }
             }
         }
         op => {
@@ -182,6 +197,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, permit: OwnedSemaphorePer
                 Err(_) => Response::err(ErrorCode::Internal, "the request failed inside airlockd"),
             };
             send(&mut w, &resp).await;
+            drop(slot);
         }
     }
 }
@@ -340,9 +356,18 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                         ),
                         &[("AIRLOCK_SUBJECT_INSTANCE", &i.name)],
                     );
+                    let egress: Vec<String> = crate::policy::egress::destinations::granted(
+                        &set.config.egress.lists,
+                        &entry.loaded.role.role,
+                        &entry.class,
+                        &set.config.egress.ports,
+                    )
+                    .iter()
+                    .map(crate::policy::egress::destinations::describe)
+                    .collect();
                     ok(serde_json::json!({
                     "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired",
-                    "credentials": lines,
+                    "credentials": lines, "egress": egress,
                     }))
                 }
                 Err(e) => Response::err(ErrorCode::Refused, e.to_string()),

@@ -3,10 +3,8 @@
 //! the command side from its dequoted argv (no shell). A refused command, or bad input, is
 //! a tool result with `isError` whose text names the rule or the key, never a value.
 //!
-//! A git command runs with git's program-naming config overridden
-//! ([`crate::policy::git_overrides`]): first `git config --list --name-only` as the
-//! instance, for the names of the drivers, aliases and remotes the repository's config
-//! defines, then the command with an override for each.
+//! A git command runs with git's program-naming config overridden and may execute only
+//! git's own programs ([`crate::policy::git_overrides`]).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -239,12 +237,13 @@ async fn run(gw: &RunGateway, args: &Value, rec: &mut CallRecord) -> Value {
         timeout_ms,
         env: Vec::new(),
         git_config: Vec::new(),
+        exec_only: None,
     };
-    if let Err(why) = git_overrides(gw, &mut req).await {
+    if let Err(why) = plan_git(&mut req) {
         rec.allow = false;
-        rec.rule = "git: config".into();
+        rec.rule = "git: bash tool".into();
         rec.reason = why.clone();
-        return error_result(&format!("refused by git: config: {why}"));
+        return error_result(&format!("refused by git: bash tool: {why}"));
     }
     match gw.runner.run(&req).await {
         Ok(r) => match &r.error {
@@ -262,40 +261,17 @@ async fn run(gw: &RunGateway, args: &Value, rec: &mut CallRecord) -> Value {
     }
 }
 
-/// For a git command: the overrides that keep git from starting any program its config
-/// names, with those of the names the repository's config defines (read by running
-/// [`git_overrides::LIST_CONFIG`] first, under the fixed overrides, as the instance).
-async fn git_overrides(gw: &RunGateway, req: &mut CommandRequest) -> Result<(), String> {
-    use crate::policy::git_overrides;
-    let Some(mut plan) = git_overrides::plan(&req.argv) else {
+/// For a git command: the overrides and the exec limit that keep git from starting any
+/// program the agent configured ([`crate::policy::git_overrides`]); an error when the
+/// command is one the bash tool does not run.
+fn plan_git(req: &mut CommandRequest) -> Result<(), String> {
+    let Some(plan) = crate::policy::git_overrides::plan(&req.argv)? else {
         return Ok(());
     };
-    let list = CommandRequest {
-        argv: git_overrides::LIST_CONFIG
-            .iter()
-            .map(|w| w.to_string())
-            .collect(),
-        cwd: req.cwd.clone(),
-        timeout_ms: req.timeout_ms.min(30_000),
-        env: plan.env.clone(),
-        git_config: plan.config.clone(),
-    };
-    let listed = gw
-        .runner
-        .run(&list)
-        .await
-        .map_err(|e| format!("the repository's git config could not be read: {e}"))?;
-    if listed.truncated || listed.timed_out || listed.error.is_some() {
-        return Err("the repository's git config could not be read whole".into());
-    }
-    // Outside a repository (or with a config git refuses) there are no names; the command
-    // meets the same config and fails the same way.
-    if listed.exit_code == Some(0) {
-        plan.add_config_names(listed.stdout.split('\0').filter(|n| !n.is_empty()))?;
-    }
     req.argv = plan.argv;
     req.env = plan.env;
     req.git_config = plan.config;
+    req.exec_only = Some(plan.exec.into_iter().map(PathBuf::from).collect());
     Ok(())
 }
 

@@ -32,21 +32,39 @@ pub struct Account {
     pub reserved_micro_usd: AtomicU64,
     pub requests: AtomicU64,
     pub refused: AtomicU64,
+    /// Model turns forwarded (`run.max_turns`): every request that is metered.
+    pub turns: AtomicU64,
     /// Taken to reserve and to settle, so no two requests take the same room.
     book: Mutex<()>,
 }
 
+/// Why a metered request may not start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Over {
+    /// `run.max_turns` turns were forwarded already.
+    Turns { taken: u64 },
+    /// Its worst case does not fit: the spend and the reserves in flight now.
+    Budget { spent: u64, reserved: u64 },
+}
+
 impl Account {
-    /// Reserve `micro` if the run's spend, every reserve in flight and this one stay
-    /// within `budget`; else the spend and the reserves now.
-    pub fn reserve(&self, micro: u64, budget: u64) -> Result<(), (u64, u64)> {
+    /// Start a metered request: take a turn if fewer than `max_turns` were taken, and
+    /// reserve `micro` if the run's spend, every reserve in flight and this one stay within
+    /// `budget`. Both or neither, under one lock, so requests racing each other cannot
+    /// together pass either limit.
+    pub fn begin(&self, micro: u64, budget: u64, max_turns: u64) -> Result<(), Over> {
         let _book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+        let taken = self.turns.load(Ordering::SeqCst);
+        if taken >= max_turns {
+            return Err(Over::Turns { taken });
+        }
         let spent = self.spent_micro_usd.load(Ordering::SeqCst);
         let reserved = self.reserved_micro_usd.load(Ordering::SeqCst);
         if spent.saturating_add(reserved).saturating_add(micro) > budget {
-            return Err((spent, reserved));
+            return Err(Over::Budget { spent, reserved });
         }
         self.reserved_micro_usd.fetch_add(micro, Ordering::SeqCst);
+        self.turns.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
@@ -365,12 +383,26 @@ mod tests {
     #[test]
     fn reserves_keep_the_spend_and_everything_in_flight_within_the_budget() {
         let a = Account::default();
-        assert_eq!(a.reserve(60, 100), Ok(()));
-        assert_eq!(a.reserve(50, 100), Err((0, 60)));
-        assert_eq!(a.reserve(40, 100), Ok(()));
+        let over = |spent, reserved| Err(Over::Budget { spent, reserved });
+        assert_eq!(a.begin(60, 100, 9), Ok(()));
+        assert_eq!(a.begin(50, 100, 9), over(0, 60));
+        assert_eq!(a.begin(40, 100, 9), Ok(()));
         assert_eq!(a.settle(60, 10), 10);
         assert_eq!(a.reserved_micro_usd.load(Ordering::SeqCst), 40);
-        assert_eq!(a.reserve(50, 100), Ok(()));
-        assert_eq!(a.reserve(1, 100), Err((10, 90)));
+        assert_eq!(a.begin(50, 100, 9), Ok(()));
+        assert_eq!(a.begin(1, 100, 9), over(10, 90));
+        // Refused requests took no turn.
+        assert_eq!(a.turns.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn the_turn_past_max_turns_is_refused_and_reserves_nothing() {
+        let a = Account::default();
+        for _ in 0..3 {
+            assert_eq!(a.begin(1, 100, 3), Ok(()));
+        }
+        assert_eq!(a.begin(1, 100, 3), Err(Over::Turns { taken: 3 }));
+        assert_eq!(a.reserved_micro_usd.load(Ordering::SeqCst), 3);
+        assert_eq!(a.begin(0, 100, 0), Err(Over::Turns { taken: 3 }));
     }
 }

@@ -550,6 +550,7 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
                 rec.is_error = result.get("isError") == Some(&json!(true));
                 note_asked(&mut rec, &ex);
                 hold_embedded(gw, c, name, &mut result);
+                hold_structured(gw, c, name, &mut result);
                 rpc_result(id, result)
             }
             Err((code, msg)) => rpc_error(id, code, &msg),
@@ -621,6 +622,77 @@ fn hold_embedded(gw: &RunGateway, c: &Connector, tool: &str, result: &mut Value)
             *item = json!({"type": "text", "text": notice});
         }
     }
+}
+
+/// A tool result's `structuredContent`, held to the same rules as its `content` (it is free
+/// JSON, so the check is conservative): every object in it with a string member named `uri`
+/// (in any case) is taken for a resource, and every string that is a URI for one; if the
+/// role may not read one of those objects' resources, or a `deny` entry of the role names
+/// one of those strings, the whole structuredContent is withheld (a notice goes in
+/// `content`) and each is journaled like a withheld embedded resource. A string the role
+/// merely does not list passes (a tool's output may name any web page).
+fn hold_structured(gw: &RunGateway, c: &Connector, tool: &str, result: &mut Value) {
+    let Some(sc) = result.get("structuredContent") else {
+        return;
+    };
+    let mut named: Vec<(String, bool)> = Vec::new();
+    resources_in(sc, &mut named);
+    let mut notices: Vec<String> = Vec::new();
+    for (uri, is_object) in named {
+        let d = gw.plan.policy.resource(&c.name, &uri);
+        if d.allow || !(is_object || d.rule.starts_with("deny.")) {
+            continue;
+        }
+        if let Some(n) = withheld(gw, c, tool, &uri) {
+            notices.push(n);
+        }
+    }
+    if notices.is_empty() {
+        return;
+    }
+    if let Some(obj) = result.as_object_mut() {
+        obj.remove("structuredContent");
+        let notice = format!(
+            "[Airlock withheld this result's structuredContent: it named {} resource(s) the role may not read: {}]",
+            notices.len(),
+            notices.join(" ")
+        );
+        match obj.get_mut("content").and_then(Value::as_array_mut) {
+            Some(items) => items.push(json!({"type": "text", "text": notice})),
+            None => {
+                obj.insert("content".into(), json!([{"type": "text", "text": notice}]));
+            }
+        }
+    }
+}
+
+/// The resource URIs `v` names: `(uri, true)` for an object's string member `uri` (any
+/// case), `(uri, false)` for any other string that parses as a URI with an authority or
+/// the resource policy's one spelling. Depth is bounded by the strict parser.
+fn resources_in(v: &Value, out: &mut Vec<(String, bool)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                match x {
+                    Value::String(s) if k.eq_ignore_ascii_case("uri") => {
+                        out.push((s.clone(), true));
+                    }
+                    _ => resources_in(x, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| resources_in(x, out)),
+        Value::String(s) if looks_like_uri(s) => out.push((s.clone(), false)),
+        _ => {}
+    }
+}
+
+/// `scheme:` then something, the scheme as RFC 3986 spells one (a bare word with a colon
+/// in prose, `note: x`, has a space after it and is not taken).
+fn looks_like_uri(s: &str) -> bool {
+    s.split_once(':').is_some_and(|(scheme, rest)| {
+        crate::role::names::is_scheme(scheme) && !rest.is_empty() && !rest.starts_with(' ')
+    })
 }
 
 /// A `resources/read` answer's contents, each held to the role's resource rules: an upstream

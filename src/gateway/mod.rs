@@ -31,6 +31,7 @@ pub mod mcp_proxy;
 pub mod mcp_server;
 pub mod provider;
 pub mod provider_check;
+pub mod run_tls;
 pub mod runner_client;
 pub mod scope;
 pub mod stdio_upstream;
@@ -331,7 +332,7 @@ impl Gateway {
 
 /// Every secret the run's gateway sends upstream, as an upstream could echo it: the
 /// provider's key, each GitHub installation token (and git's Basic credential made of it),
-/// each connector's credential.
+/// each connector's credential, each checked egress destination's credential.
 fn run_secrets(plan: &GatewayPlan) -> withhold::Secrets {
     let mut all: Vec<String> = Vec::new();
     if let Some(k) = plan.provider.as_ref().and_then(|p| p.key.as_ref()) {
@@ -350,11 +351,16 @@ fn run_secrets(plan: &GatewayPlan) -> withhold::Secrets {
             all.push(s.expose().to_string());
         }
     }
+    for t in plan.egress.terminated.values() {
+        if let Some((_, s)) = &t.auth {
+            all.push(s.expose().to_string());
+        }
+    }
     withhold::Secrets::new(all.iter().map(String::as_str))
 }
 
 /// The header carrying an HTTP connector's credential, marked sensitive.
-fn auth_header(
+pub(crate) fn auth_header(
     name: &str,
     secret: &crate::credentials::Secret,
 ) -> std::io::Result<(hyper::header::HeaderName, hyper::header::HeaderValue)> {

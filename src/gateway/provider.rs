@@ -26,7 +26,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use super::charge::{Account, Exchange, MeteredBody, Outcome, Reserve};
+use super::charge::{Account, Exchange, MeteredBody, Outcome, Over, Reserve};
 use super::provider_check::{self as check, refused, Metered, Refusal};
 use super::usage::{Api, Meter};
 use super::withhold::{Secrets, Withheld, WithheldRecord};
@@ -117,6 +117,10 @@ pub struct ProviderPlan {
     pub price: ModelPrice,
     /// `budget.spend_usd` in micro-USD (0: no request at all).
     pub budget_micro_usd: u64,
+    /// `run.max_turns` (the schema's default when absent): the model requests (metered:
+    /// `POST /v1/messages`, `POST /responses`) the run may make, whatever its agent does
+    /// with its own turn limit.
+    pub max_turns: u64,
     /// Whether `run.tools` grants `WebSearch`: the provider's own web search may be asked
     /// for (no other server tool may).
     pub web_search: bool,
@@ -133,6 +137,7 @@ impl std::fmt::Debug for ProviderPlan {
             .field("url", &self.url)
             .field("model", &self.model)
             .field("budget_micro_usd", &self.budget_micro_usd)
+            .field("max_turns", &self.max_turns)
             .finish_non_exhaustive()
     }
 }
@@ -452,14 +457,18 @@ pub async fn handle(
         return refuse(rec, cannot_forward());
     };
     if metered == Metered::Yes {
-        if let Err((spent, reserved)) = p
+        let begun = p
             .account
-            .reserve(reserve.micro_usd, p.plan.budget_micro_usd)
-        {
-            return refuse(
-                rec,
-                over_budget(api, &p.plan, reserve.micro_usd, spent, reserved),
-            );
+            .begin(reserve.micro_usd, p.plan.budget_micro_usd, p.plan.max_turns);
+        match begun {
+            Ok(()) => {}
+            Err(Over::Turns { taken }) => return refuse(rec, over_turns(api, &p.plan, taken)),
+            Err(Over::Budget { spent, reserved }) => {
+                return refuse(
+                    rec,
+                    over_budget(api, &p.plan, reserve.micro_usd, spent, reserved),
+                )
+            }
         }
     }
     rec.allow = true;
@@ -544,14 +553,20 @@ fn unreachable(api: Api) -> Response<GwBody> {
     )
 }
 
+/// The status of a refusal the API's clients do not retry: Anthropic `403
+/// permission_error`, OpenAI `429 insufficient_quota`.
+fn not_retried(api: Api) -> StatusCode {
+    match api {
+        Api::AnthropicMessages => StatusCode::FORBIDDEN,
+        Api::OpenAiResponses => StatusCode::TOO_MANY_REQUESTS,
+    }
+}
+
 /// The refusal of a request whose worst case does not fit in what is left of the budget
 /// (Anthropic `403 permission_error`, OpenAI `429 insufficient_quota`: neither retried).
 fn over_budget(api: Api, plan: &ProviderPlan, reserve: u64, spent: u64, reserved: u64) -> Refusal {
     use crate::policy::prices::usd;
-    let status = match api {
-        Api::AnthropicMessages => StatusCode::FORBIDDEN,
-        Api::OpenAiResponses => StatusCode::TOO_MANY_REQUESTS,
-    };
+    let status = not_retried(api);
     let budget = plan.budget_micro_usd;
     let message = if spent >= budget {
         format!(
@@ -569,6 +584,16 @@ fn over_budget(api: Api, plan: &ProviderPlan, reserve: u64, spent: u64, reserved
         )
     };
     refused(status, "budget.spend_usd", message)
+}
+
+/// The refusal of the request that would start turn `run.max_turns + 1`.
+fn over_turns(api: Api, plan: &ProviderPlan, taken: u64) -> Refusal {
+    let status = not_retried(api);
+    let message = format!(
+        "the run's turn limit (run.max_turns {}) is reached: {taken} model requests made",
+        plan.max_turns
+    );
+    refused(status, "run.max_turns", message)
 }
 
 /// The header carrying the real key: Anthropic's `x-api-key`, OpenAI's bearer token.

@@ -9,8 +9,14 @@
 //! - OpenAI Responses: `response.completed` (or `.incomplete`, `.failed`) carries the whole
 //!   usage; its `input_tokens` already includes `input_tokens_details.cached_tokens`, which
 //!   are priced apart.
+//!
+//! Only the usage is read, into fixed fields ([`Event`]): everything else in an event or a
+//! body is skipped as it is parsed (`serde::de::IgnoredAny`), never built into a JSON
+//! value, so reading an answer costs the same small memory however many values it holds
+//! (a 14 MiB answer of five million `{}` would cost hundreds of MiB as values).
 
-use serde_json::Value;
+use serde::de::{Deserializer, IgnoredAny, Visitor};
+use serde::Deserialize;
 
 use crate::policy::prices::Usage;
 
@@ -109,9 +115,9 @@ impl Meter {
             }
             self.dispatch();
         } else if !self.overflowed {
-            if let Ok(v) = serde_json::from_slice::<Value>(&self.buf) {
-                if let Some(u) = v.get("usage") {
-                    self.take(u, true);
+            if let Ok(v) = serde_json::from_slice::<Event>(&self.buf) {
+                if let Some(u) = v.usage {
+                    self.take(&u, true);
                 }
             }
             self.buf = Vec::new();
@@ -128,27 +134,27 @@ impl Meter {
         if data.is_empty() {
             return;
         }
-        let Ok(v) = serde_json::from_slice::<Value>(&data) else {
+        let Ok(v) = serde_json::from_slice::<Event>(&data) else {
             return;
         };
-        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+        let kind = v.kind.0.as_deref().unwrap_or("");
         match (self.api, kind) {
             (Api::AnthropicMessages, "message_start") => {
-                if let Some(u) = v.pointer("/message/usage") {
-                    self.take(u, false);
+                if let Some(u) = v.message.and_then(|m| m.usage) {
+                    self.take(&u, false);
                 }
             }
             (Api::AnthropicMessages, "message_delta") => {
-                if let Some(u) = v.get("usage") {
-                    self.take(u, true);
+                if let Some(u) = v.usage {
+                    self.take(&u, true);
                 }
             }
             (
                 Api::OpenAiResponses,
                 "response.completed" | "response.incomplete" | "response.failed",
             ) => {
-                if let Some(u) = v.pointer("/response/usage") {
-                    self.take(u, true);
+                if let Some(u) = v.response.and_then(|r| r.usage) {
+                    self.take(&u, true);
                 }
             }
             _ => {}
@@ -157,41 +163,148 @@ impl Meter {
 
     /// Take the fields `u` has (Anthropic's deltas carry only some); `last`: this is a
     /// final count.
-    fn take(&mut self, u: &Value, last: bool) {
-        let n = |k: &str| u.get(k).and_then(Value::as_u64);
+    fn take(&mut self, u: &Counts, last: bool) {
         match self.api {
             Api::AnthropicMessages => {
-                if let Some(x) = n("input_tokens") {
+                if let Some(x) = u.input_tokens.0 {
                     self.usage.input = x;
                     self.input_known = true;
                 }
-                if let Some(x) = n("output_tokens") {
+                if let Some(x) = u.output_tokens.0 {
                     self.usage.output = x;
                 }
-                if let Some(x) = n("cache_creation_input_tokens") {
+                if let Some(x) = u.cache_creation_input_tokens.0 {
                     self.usage.cache_write = x;
                 }
-                if let Some(x) = n("cache_read_input_tokens") {
+                if let Some(x) = u.cache_read_input_tokens.0 {
                     self.usage.cache_read = x;
                 }
             }
             Api::OpenAiResponses => {
-                let input = n("input_tokens").unwrap_or(0);
+                let input = u.input_tokens.0.unwrap_or(0);
                 let cached = u
-                    .pointer("/input_tokens_details/cached_tokens")
-                    .and_then(Value::as_u64)
+                    .input_tokens_details
+                    .as_ref()
+                    .and_then(|d| d.cached_tokens.0)
                     .unwrap_or(0)
                     .min(input);
                 self.usage = Usage {
                     input: input - cached,
-                    output: n("output_tokens").unwrap_or(0),
+                    output: u.output_tokens.0.unwrap_or(0),
                     cache_write: 0,
                     cache_read: cached,
                 };
-                self.input_known = n("input_tokens").is_some();
+                self.input_known = u.input_tokens.0.is_some();
             }
         }
         self.complete |= last;
+    }
+}
+
+/// What of an event (or a whole body) is read: its type and the usage where each API puts
+/// it; every other member is skipped unbuilt.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Event {
+    #[serde(rename = "type")]
+    kind: Lenient<String>,
+    usage: Option<Counts>,
+    message: Option<Holder>,
+    response: Option<Holder>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Holder {
+    usage: Option<Counts>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Counts {
+    input_tokens: Lenient<u64>,
+    output_tokens: Lenient<u64>,
+    cache_creation_input_tokens: Lenient<u64>,
+    cache_read_input_tokens: Lenient<u64>,
+    input_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Details {
+    cached_tokens: Lenient<u64>,
+}
+
+/// A member read only when it has the expected kind (a string; a non-negative integer),
+/// None for anything else (`null`, another type), which is skipped unbuilt: as
+/// `Value::as_str`/`as_u64` read it.
+struct Lenient<T>(Option<T>);
+
+impl<T> Default for Lenient<T> {
+    fn default() -> Self {
+        Lenient(None)
+    }
+}
+
+impl<'de> Deserialize<'de> for Lenient<u64> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LenientVisitor(|v: Scalar<'_>| match v {
+            Scalar::U64(n) => Some(n),
+            _ => None,
+        }))
+    }
+}
+
+impl<'de> Deserialize<'de> for Lenient<String> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LenientVisitor(|v: Scalar<'_>| match v {
+            Scalar::Str(s) => Some(s.to_string()),
+            _ => None,
+        }))
+    }
+}
+
+enum Scalar<'a> {
+    U64(u64),
+    Str(&'a str),
+    Other,
+}
+
+struct LenientVisitor<F>(F);
+
+impl<'de, T, F: FnOnce(Scalar<'_>) -> Option<T>> Visitor<'de> for LenientVisitor<F> {
+    type Value = Lenient<T>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Lenient((self.0)(Scalar::U64(v))))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Lenient(match u64::try_from(v) {
+            Ok(n) => (self.0)(Scalar::U64(n)),
+            Err(_) => (self.0)(Scalar::Other),
+        }))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Lenient((self.0)(Scalar::Other)))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Lenient((self.0)(Scalar::Other)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Lenient((self.0)(Scalar::Str(v))))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Lenient((self.0)(Scalar::Other)))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Lenient(None))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Lenient(None))
     }
 }
 

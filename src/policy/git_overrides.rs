@@ -1,26 +1,63 @@
 //! What the bash tool gives `git` so that an allowed git command starts no program the
-//! repository's config names. A workspace's `.git/config`, `.gitattributes`, the home's
-//! `~/.gitconfig` and every file they include are the agent's to write, and git runs
-//! programs from dozens of keys (a pager, an editor, hooks, `diff.external`, a textconv or
-//! filter driver that `.gitattributes` points at, credential helpers, aliases starting with
-//! `!`...): without this, `git log -p` in a read-only role runs whatever the agent wrote.
+//! agent configured. A workspace's `.git/config`, `.gitattributes`, the config of every
+//! submodule (`.git/modules/<name>/config`), the home's `~/.gitconfig` and `~/.gnupg` and
+//! every file they include are the agent's to write, and git runs programs from dozens of
+//! keys (a pager, an editor, hooks, `diff.external`, a textconv or filter driver that
+//! `.gitattributes` points at, credential helpers, `uploadpack.packObjectsHook` in a local
+//! fetch, gpg's own `agent-program`...), in child gits too (a submodule's diff and status
+//! run git there, with that repository's config).
 //!
-//! Three layers, all decided here (pure) and applied by the bash tool:
-//! - fixed overrides ([`FIXED`]) of every key that names a program, given as command-line
-//!   config (`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`, which git reads
-//!   after every config file), and the environment variables that beat config ([`ENV`]);
-//! - the same for the keys whose name holds a name the agent picks (`filter.<driver>.*`,
-//!   `diff.<driver>.textconv`, `merge.<driver>.driver`, `alias.<name>`,
-//!   `remote.<name>.uploadpack`, `credential.<url>.helper`, ...): the names are read from
-//!   the repository's config as git sees it (`git config --list --name-only`, run first as
-//!   the instance in its jail) and each gets its override ([`Plan::add_config_names`]);
-//! - `--no-textconv` and `--no-ext-diff` after the subcommands that take them, so no
-//!   diff driver runs whatever its name.
+//! Soundness rests on one layer that depends on no name and no re-read of any file:
+//! - **the exec limit** ([`EXEC`]): a git command, and everything it starts, may execute
+//!   only git's own programs, gpg and the loader (Landlock, in the runner), so a driver, a
+//!   hook, a helper or a gpg option naming `sh -c ...` or a file of the workspace fails to
+//!   start, whichever config file named it and whenever it was written. (An earlier
+//!   design read the config's driver names first and overrode each; a config rewritten
+//!   between that read and the command's named a driver the read did not see.)
+//!
+//! The loader being executable leaves one way to run a file of the agent's: a program key
+//! set to the loader itself that git calls with a path to bytes the agent chose (textconv
+//! and external diff drivers: the blob's temporary file, the work tree's path; fsmonitor:
+//! a path relative to the work tree). Those are closed name-independently too:
+//! - `--no-textconv --no-ext-diff` after every subcommand that takes them (the argument
+//!   guards refuse `--textconv`/`--ext-diff` themselves), and no child git that diffs:
+//!   `diff.submodule=short`, `--submodule=diff` and `range-diff`/`--range-diff` (whose child
+//!   `git log -p` textconvs) refused, `submodule.recurse=false`;
+//! - fixed overrides ([`FIXED`]) of every key with a fixed name that names a program, given
+//!   as command-line config (`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`,
+//!   read after every config file and kept by git for a submodule's child gits), and the
+//!   environment variables that beat config ([`ENV`]).
+//!
+//! The rest keeps git from even trying: every transport but http(s) (the gateway's) is
+//! `never` (`protocol.allow`), so a local fetch never starts `upload-pack` (whose child
+//! loses the overrides: git clears config variables for another repository's process);
+//! `GIT_NO_LAZY_FETCH=1` (git 2.44 and later; on older git a partial clone's lazy fetch
+//! can only go over http(s) to the gateway, which checks it like any fetch); gpg runs with
+//! `GNUPGHOME` where nothing can be (`/dev/null/...`), so it reads no `gpg.conf` of the
+//! agent's: signatures show as unverifiable ("No public key"), never verified against a
+//! keyring the agent wrote. `git bisect run` is refused (it runs a program by design).
 //!
 //! Hooks never run: `core.hooksPath` is `/dev/null` for every git command, `git commit`
 //! included. A hook is a file in the workspace the agent writes, so running it would make
 //! a `git commit` grant a grant of any program; checks that must hold belong where the
-//! agent cannot edit them (CI, the GitHub route's rules).
+//! agent cannot edit them (CI, the GitHub route's rules). Git commands implemented as
+//! scripts (`git submodule`, `git filter-branch`, `git difftool`, `git mergetool`,
+//! `git send-email`) do not run from the bash tool: their interpreter is not git's.
+
+/// What a git command may execute, at or beneath each path (those missing on this system
+/// are left out): git and its helper programs where Debian and a source build put them,
+/// gpg for signature display, and the ELF loader every dynamically linked program needs.
+pub const EXEC: &[&str] = &[
+    "/usr/bin/git",
+    "/usr/local/bin/git",
+    "/usr/lib/git-core",
+    "/usr/libexec/git-core",
+    "/usr/local/libexec/git-core",
+    "/usr/bin/gpg",
+    "/usr/bin/gpgsm",
+    "/lib64/ld-linux-x86-64.so.2",
+    "/lib/ld-linux-aarch64.so.1",
+];
 
 /// `(key, value)`: every config key with a fixed name that names a program, and what it is
 /// set to (empty: nothing to run; `:` for an editor and `cat` for a pager are git's own
@@ -54,8 +91,21 @@ pub const FIXED: &[(&str, &str)] = &[
     ("push.gpgSign", "false"),
     ("log.showSignature", "false"),
     ("merge.verifySignatures", "false"),
-    ("protocol.ext.allow", "never"),
+    // Every transport but the gateway's: a local one runs upload-pack without these
+    // overrides, ssh and ext run programs, a remote helper's name is the agent's.
+    ("protocol.allow", "never"),
+    ("protocol.file.allow", "never"),
+    ("protocol.git.allow", "never"),
     ("protocol.ssh.allow", "never"),
+    ("protocol.ext.allow", "never"),
+    ("protocol.http.allow", "always"),
+    ("protocol.https.allow", "always"),
+    // No child git that diffs or recurses into a submodule, with its own config.
+    ("diff.submodule", "short"),
+    ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("push.recurseSubmodules", "no"),
     ("uploadpack.packObjectsHook", "exec"),
     ("gc.auto", "0"),
     ("gc.recentObjectsHook", ""),
@@ -81,6 +131,10 @@ pub const ENV: &[(&str, &str)] = &[
     // Set (even empty), it stops git reading core.gitProxy, where the first entry wins.
     ("GIT_PROXY_COMMAND", ""),
     ("GIT_TERMINAL_PROMPT", "0"),
+    // A partial clone's missing objects are not fetched behind the command's back.
+    ("GIT_NO_LAZY_FETCH", "1"),
+    // gpg reads no gpg.conf (which names programs: agent-program, dirmngr-program...).
+    ("GNUPGHOME", "/dev/null/airlock-no-gnupg"),
 ];
 
 /// Subcommands that take `--no-textconv` and `--no-ext-diff` (git 2.47), and `grep`, which
@@ -96,15 +150,7 @@ const DIFFING: &[&str] = &[
     "diff-files",
     "blame",
     "annotate",
-    "range-diff",
 ];
-
-/// Most overrides a repository's own config may add (each driver, alias or remote it
-/// names); past it the command is refused.
-pub const MAX_CONFIG_NAMES: usize = 512;
-
-/// The argv that lists the config keys git sees (names only, NUL-terminated).
-pub const LIST_CONFIG: &[&str] = &["git", "config", "--null", "--list", "--name-only"];
 
 /// How one git command runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,13 +162,17 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
     /// Command-line config, in order, after any the run already has.
     pub config: Vec<(String, String)>,
+    /// What the command may execute ([`EXEC`]).
+    pub exec: Vec<String>,
 }
 
-/// The plan for `argv`, or None when it is not a git command.
-pub fn plan(argv: &[String]) -> Option<Plan> {
+/// The plan for `argv`: None when it is not a git command, an error (naming the option or
+/// subcommand, which are git's words) when it is one the bash tool does not run.
+pub fn plan(argv: &[String]) -> Result<Option<Plan>, String> {
     if argv.first().map(String::as_str) != Some("git") {
-        return None;
+        return Ok(None);
     }
+    refused(argv)?;
     let mut config: Vec<(String, String)> = FIXED
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -146,14 +196,46 @@ pub fn plan(argv: &[String]) -> Option<Plan> {
             argv.splice(at..at, flags);
         }
     }
-    Some(Plan {
+    Ok(Some(Plan {
         argv,
         env: ENV
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         config,
-    })
+        exec: EXEC.iter().map(|p| p.to_string()).collect(),
+    }))
+}
+
+/// Git commands that would run a child git diffing with textconv on (`range-diff`,
+/// `format-patch --range-diff`, `--submodule=diff`) or that run a program by design
+/// (`bisect run`). Options as git's parser reads them: a long option before `--` by any
+/// unambiguous abbreviation (parse-options takes those), with its value after `=`.
+fn refused(argv: &[String]) -> Result<(), String> {
+    let Some(i) = subcommand(argv) else {
+        return Ok(());
+    };
+    let sub = argv[i].as_str();
+    if sub == "range-diff" {
+        return Err("`git range-diff` is not run from the bash tool (its child `git log -p` would run diff drivers)".into());
+    }
+    if sub == "bisect" && argv.get(i + 1).map(String::as_str) == Some("run") {
+        return Err("`git bisect run` is not run from the bash tool (it runs a program)".into());
+    }
+    for w in argv[i + 1..].iter().take_while(|w| *w != "--") {
+        let (name, value) = match w.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (w.as_str(), None),
+        };
+        let abbreviates = |full: &str, min: usize| name.len() >= min && full.starts_with(name);
+        if abbreviates("--range-diff", 5) {
+            return Err("`--range-diff` is not run from the bash tool (its child `git log -p` would run diff drivers)".into());
+        }
+        if abbreviates("--submodule", 5) && value == Some("diff") {
+            return Err("`--submodule=diff` is not run from the bash tool (it runs git in the submodule, with the submodule's config); use `--submodule=log` or `short`".into());
+        }
+    }
+    Ok(())
 }
 
 /// The index of git's subcommand in `argv`: the first word after `git` that is not one
@@ -170,76 +252,6 @@ fn subcommand(argv: &[String]) -> Option<usize> {
     None
 }
 
-impl Plan {
-    /// Add the overrides for the config keys the repository's config names (`names`, as
-    /// [`LIST_CONFIG`] prints them), or say why the command is refused.
-    pub fn add_config_names<'a>(
-        &mut self,
-        names: impl IntoIterator<Item = &'a str>,
-    ) -> Result<(), String> {
-        let mut added: Vec<(String, String)> = Vec::new();
-        for name in names {
-            for o in overrides_for(name) {
-                if !added.contains(&o) && !self.config.contains(&o) {
-                    added.push(o);
-                }
-            }
-            if added.len() > MAX_CONFIG_NAMES {
-                return Err(format!(
-                    "the repository's git config names more than {MAX_CONFIG_NAMES} drivers, aliases, remotes and helpers; git is not run with it"
-                ));
-            }
-        }
-        self.config.extend(added);
-        Ok(())
-    }
-}
-
-/// The overrides one config key calls for: those of every program-naming key of its
-/// driver, tool, alias, remote or URL (a section and a name the agent chose).
-fn overrides_for(name: &str) -> Vec<(String, String)> {
-    let Some((section, rest)) = name.split_once('.') else {
-        return Vec::new();
-    };
-    let section = section.to_ascii_lowercase();
-    // Three-level keys: section.<subsection>.key; the subsection is the agent's name.
-    let sub = rest.rsplit_once('.').map(|(s, _)| s);
-    let set = |keys: &[(&str, &str)], sub: &str| -> Vec<(String, String)> {
-        keys.iter()
-            .map(|(k, v)| (format!("{section}.{sub}.{k}"), v.to_string()))
-            .collect()
-    };
-    match (section.as_str(), sub) {
-        ("filter", Some(d)) => set(
-            &[
-                ("clean", ""),
-                ("smudge", ""),
-                ("process", ""),
-                ("required", "false"),
-            ],
-            d,
-        ),
-        ("diff", Some(d)) => set(&[("textconv", ""), ("command", "")], d),
-        ("merge", Some(d)) => set(&[("driver", "")], d),
-        ("difftool" | "mergetool" | "browser" | "man", Some(t)) => {
-            set(&[("cmd", ""), ("path", "")], t)
-        }
-        ("guitool", Some(t)) => set(&[("cmd", "")], t),
-        ("remote", Some(r)) => set(
-            &[
-                ("uploadpack", "git-upload-pack"),
-                ("receivepack", "git-receive-pack"),
-            ],
-            r,
-        ),
-        ("credential", Some(u)) => set(&[("helper", "")], u),
-        ("submodule", Some(m)) => set(&[("update", "checkout")], m),
-        ("alias", None) => vec![(format!("alias.{rest}"), String::new())],
-        ("pager", None) => vec![(format!("pager.{rest}"), "false".into())],
-        _ => Vec::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,7 +262,7 @@ mod tests {
 
     #[test]
     fn diffing_subcommands_get_no_drivers() {
-        let argv = |s: &str| plan(&words(s)).unwrap().argv.join(" ");
+        let argv = |s: &str| plan(&words(s)).unwrap().unwrap().argv.join(" ");
         assert_eq!(argv("git log -p"), "git log --no-textconv --no-ext-diff -p");
         assert_eq!(
             argv("git --no-pager show HEAD"),
@@ -268,12 +280,12 @@ mod tests {
         assert_eq!(argv("git stash list"), "git stash list");
         assert_eq!(argv("git status -sb"), "git status -sb");
         assert_eq!(argv("git --version"), "git --version");
-        assert!(plan(&words("ls -la")).is_none());
+        assert!(plan(&words("ls -la")).unwrap().is_none());
     }
 
     #[test]
     fn every_program_key_is_overridden_and_hooks_are_off() {
-        let p = plan(&words("git commit -m x")).unwrap();
+        let p = plan(&words("git commit -m x")).unwrap().unwrap();
         let get = |k: &str| {
             p.config
                 .iter()
@@ -290,46 +302,34 @@ mod tests {
     }
 
     #[test]
-    fn names_the_agent_picked_get_their_overrides() {
-        let mut p = plan(&words("git status")).unwrap();
-        let before = p.config.len();
-        p.add_config_names([
-            "core.bare",
-            "filter.evil.clean",
-            "filter.evil.smudge",
-            "diff.Pdf Driver.textconv",
-            "merge.ours.driver",
-            "alias.st",
-            "remote.origin.url",
-            "credential.https://host.example/x.helper",
-            "user.name",
-        ])
-        .unwrap();
-        let added: Vec<(String, String)> = p.config[before..].to_vec();
-        for want in [
-            ("filter.evil.clean", ""),
-            ("filter.evil.process", ""),
-            ("filter.evil.required", "false"),
-            ("diff.Pdf Driver.textconv", ""),
-            ("diff.Pdf Driver.command", ""),
-            ("merge.ours.driver", ""),
-            ("alias.st", ""),
-            ("remote.origin.uploadpack", "git-upload-pack"),
-            ("credential.https://host.example/x.helper", ""),
+    fn commands_that_would_start_a_diffing_child_or_a_program_are_refused() {
+        for bad in [
+            "git range-diff a...b",
+            "git format-patch --range-diff=x HEAD~1",
+            "git format-patch --range-d=x HEAD~1",
+            "git log -p --submodule=diff",
+            "git diff --submodule=diff",
+            "git bisect run make",
         ] {
-            assert!(
-                added.contains(&(want.0.to_string(), want.1.to_string())),
-                "{want:?} in {added:?}"
-            );
+            assert!(plan(&words(bad)).is_err(), "{bad}");
         }
-        // Each once, and nothing for keys that name no program.
-        assert_eq!(added.len(), 4 + 2 + 1 + 1 + 2 + 1);
-        let many: Vec<String> = (0..MAX_CONFIG_NAMES)
-            .map(|i| format!("alias.a{i}"))
-            .collect();
-        let mut p = plan(&words("git status")).unwrap();
+        for ok in [
+            "git log -p --submodule=log",
+            "git diff --submodule",
+            "git log -- --submodule=diff",
+            "git bisect start",
+        ] {
+            assert!(plan(&words(ok)).unwrap().is_some(), "{ok}");
+        }
+        let p = plan(&words("git status")).unwrap().unwrap();
+        assert!(p.exec.iter().any(|e| e == "/usr/lib/git-core"));
+        assert!(!p.exec.iter().any(|e| e.ends_with("/sh") || e == "/usr/bin"));
+        assert!(p.env.contains(&("GIT_NO_LAZY_FETCH".into(), "1".into())));
         assert!(p
-            .add_config_names(many.iter().map(String::as_str).chain(["alias.z"]))
-            .is_err());
+            .config
+            .contains(&("protocol.allow".into(), "never".into())));
+        assert!(p
+            .config
+            .contains(&("diff.submodule".into(), "short".into())));
     }
 }

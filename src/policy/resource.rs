@@ -4,7 +4,11 @@
 //! case; the path is split into segments after `.`/`..` are resolved and percent-escapes of
 //! printable ASCII are decoded once, so `/data-evil` never matches `/data/*` and
 //! `/data/../etc` never does either. Each id has one spelling: forms a server might read
-//! differently from us are refused outright: an encoded `/` or `\` (`%2F`, `%5C`), an
+//! differently from us are refused outright: an encoded `/`, `\`, `?` or `#` (`%2F`,
+//! `%5C`, `%3F`, `%23`), a fragment (a server's template variable takes it in), a query
+//! with a raw or encoded `/`, `?`, `\` or `%25`, or a character outside
+//! letters, digits and `-._~=&+,;:@!$'()*` (escapes of letters, digits and `-._~` in a
+//! query are decoded, so it has one spelling too), an
 //! encoded dot segment (`%2E%2E`), an escape of an escape (`%252F`, which a server that
 //! decodes twice reads as `/`), an encoded NUL, control or non-ASCII byte, a malformed
 //! escape, a segment (or host label, or port) that reads as a number but is not in
@@ -17,9 +21,9 @@
 //! What the gateway forwards is [`Uri`]'s canonical form ([`canonical_uri`]), never the
 //! spelling the agent sent: the upstream reads the resource that was checked.
 //!
-//! Allow patterns: exact URI (query, fragment and trailing `/` must agree), a prefix ending
+//! Allow patterns: exact URI (query and trailing `/` must agree), a prefix ending
 //! in `/*` (strictly below it, any query), `<scheme>:*`, or `*`. Deny patterns take the same
-//! forms but match in any case and ignore the query, fragment and trailing `/`; a deny
+//! forms but match in any case and ignore the query and trailing `/`; a deny
 //! prefix also covers the prefix itself. A deny segment that is a number also covers every
 //! segment a lenient reader takes for that number (`5abc`, `5.txt`: its leading digits, as
 //! JavaScript's `parseInt` and C's `atoi` read them), and every number that rounds to the
@@ -57,6 +61,8 @@ pub enum UriError {
     NumericHost,
     EmptySegment,
     EscapesRoot,
+    Fragment,
+    QueryStructure,
 }
 
 impl UriError {
@@ -70,7 +76,7 @@ impl UriError {
             UriError::Userinfo => "userinfo in authority",
             UriError::BadAuthority => "malformed authority",
             UriError::BadPercent => "malformed percent-escape",
-            UriError::EncodedSeparator => "encoded slash or backslash",
+            UriError::EncodedSeparator => "encoded slash, backslash, question mark or hash",
             UriError::EncodedDotSegment => "encoded dot segment",
             UriError::EncodedEscape => "an escape of an escape (%25 and two hex digits)",
             UriError::EncodedControl => "encoded control or non-ASCII byte",
@@ -80,6 +86,10 @@ impl UriError {
             UriError::NumericHost => "an all-numeric host that is not a dotted quad",
             UriError::EmptySegment => "empty path segment",
             UriError::EscapesRoot => "'..' above the root",
+            UriError::Fragment => "fragment",
+            UriError::QueryStructure => {
+                "query with '/', '?', '%25' or a character outside letters, digits and -._~=&+,;:@!$'()*"
+            }
         }
     }
 }
@@ -124,12 +134,14 @@ pub fn parse_uri(uri: &str) -> Result<Uri, UriError> {
     if !is_scheme(scheme) {
         return Err(UriError::NotAUri);
     }
-    let (rest, fragment) = match rest.split_once('#') {
-        Some((r, f)) => (r, Some(f.to_string())),
-        None => (rest, None),
-    };
+    // A fragment names a part of a resource to a browser; an MCP server gets the whole
+    // string and reads it its own way (a template variable takes it in), so none is sent.
+    if rest.contains('#') {
+        return Err(UriError::Fragment);
+    }
+    let fragment = None;
     let (rest, query) = match rest.split_once('?') {
-        Some((r, q)) => (r, Some(q.to_string())),
+        Some((r, q)) => (r, Some(canonical_query(q)?)),
         None => (rest, None),
     };
     let (authority, path) = match rest.strip_prefix("//") {
@@ -207,10 +219,42 @@ fn decode_segment(seg: &str) -> Result<String, UriError> {
         }
         let byte = hex_pair(b.get(i + 1..i + 3)).ok_or(UriError::BadPercent)?;
         match byte {
-            b'/' | b'\\' => return Err(UriError::EncodedSeparator),
+            b'/' | b'\\' | b'?' | b'#' => return Err(UriError::EncodedSeparator),
             // `%25` then two hex digits: decoded once it is an escape again.
             b'%' if hex_pair(b.get(i + 3..i + 5)).is_some() => return Err(UriError::EncodedEscape),
             b' '..=b'~' => out.push(char::from(byte)),
+            _ => return Err(UriError::EncodedControl),
+        }
+        i += 3;
+    }
+    Ok(out)
+}
+
+/// A query in its one spelling: letters, digits and `-._~=&+,;:@!$'()*` as they are,
+/// escapes of letters, digits and `-._~` decoded, other escapes of printable ASCII kept
+/// (uppercase hex). Refused: a raw or encoded `/`, `?`, `\\` or `#` (a template variable
+/// takes the query in, and a server that decodes it reads those as path or query
+/// structure), any `%25` (an escape once decoded), controls and non-ASCII bytes.
+fn canonical_query(q: &str) -> Result<String, UriError> {
+    let b = q.as_bytes();
+    let mut out = String::with_capacity(q.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c != b'%' {
+            if !(c.is_ascii_alphanumeric() || b"-._~=&+,;:@!$'()*".contains(&c)) {
+                return Err(UriError::QueryStructure);
+            }
+            out.push(char::from(c));
+            i += 1;
+            continue;
+        }
+        let byte = hex_pair(b.get(i + 1..i + 3)).ok_or(UriError::BadPercent)?;
+        match byte {
+            b'/' | b'\\' | b'?' | b'#' => return Err(UriError::EncodedSeparator),
+            b'%' => return Err(UriError::QueryStructure),
+            c if c.is_ascii_alphanumeric() || b"-._~".contains(&c) => out.push(char::from(c)),
+            b' '..=b'~' => out.push_str(&format!("%{byte:02X}")),
             _ => return Err(UriError::EncodedControl),
         }
         i += 3;
@@ -361,7 +405,7 @@ fn deny_segment_matches(pattern: &str, seg: &str) -> bool {
 
 /// The canonical spelling of a parsed URI: lowercase scheme and host, dot segments
 /// resolved, each segment's characters raw where a path may hold them and escaped
-/// (uppercase hex) everywhere else; query and fragment as sent.
+/// (uppercase hex) everywhere else; the query in its canonical spelling; never a fragment.
 impl fmt::Display for Uri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:", self.scheme)?;
@@ -608,11 +652,26 @@ mod tests {
         assert_eq!(u.authority.as_deref(), Some("host.example"));
         assert_eq!(u.segments, ["data", "bA"]);
         assert!(u.trailing_slash);
-        let u = parse_uri("urn:isbn:123?x#y").unwrap();
+        let u = parse_uri("urn:isbn:123?x").unwrap();
         assert_eq!(u.authority, None);
         assert_eq!(u.segments, ["isbn:123"]);
         assert_eq!(u.query.as_deref(), Some("x"));
-        assert_eq!(u.fragment.as_deref(), Some("y"));
+        assert_eq!(u.fragment, None);
+        assert_eq!(parse_uri("urn:isbn:123?x#y"), Err(UriError::Fragment));
+        assert_eq!(parse_uri("demo://r/t/5#"), Err(UriError::Fragment));
+        for bad in [
+            "?/../5", "?a/b", "?a?b", "?a%2Fb", "?a%3Fb", "?a%23b", "?a%25", "?a%252F", "?a b",
+            "?a\"b", "?a<b",
+        ] {
+            assert!(parse_uri(&format!("demo://r/t/6{bad}")).is_err(), "{bad}");
+        }
+        for bad in ["6%3F", "6%23", "6%3fx=5"] {
+            assert_eq!(
+                parse_uri(&format!("demo://r/t/{bad}")),
+                Err(UriError::EncodedSeparator),
+                "{bad}"
+            );
+        }
         assert_eq!(
             parse_uri("file:///a/%2e%2e/x"),
             Err(UriError::EncodedDotSegment)
@@ -712,12 +771,9 @@ mod tests {
                 "repo://example-org/example-repo/SECRET",
             ),
             ("DEMO://Resource/./a/%7Eb%3Bc/", "demo://resource/a/~b;c/"),
-            (
-                "file:///a%25b/c%20d/e%3Ff%23g",
-                "file:///a%25b/c%20d/e%3Ff%23g",
-            ),
-            ("file:///a%3fb", "file:///a%3Fb"),
-            ("urn:isbn:123?x=%41#y", "urn:isbn:123?x=%41#y"),
+            ("file:///a%25b/c%20d/e", "file:///a%25b/c%20d/e"),
+            ("urn:isbn:123?x=%41", "urn:isbn:123?x=A"),
+            ("demo://r/t/6?%78=%31&y=%20%3d", "demo://r/t/6?x=1&y=%20%3D"),
             ("file:///", "file:///"),
             ("demo://host", "demo://host"),
             ("file:///a/b/..", "file:///a/"),

@@ -14,6 +14,11 @@ pub const MAX_TEXT_BYTES: u64 = 1024 * 1024;
 /// what the file holds.
 pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
     let f = File::open(path).map_err(|e| format!("cannot be opened ({})", e.kind()))?;
+    read_open(f, limit)
+}
+
+/// [`read_bounded`] of a file already open.
+pub fn read_open(f: File, limit: u64) -> Result<String, String> {
     let meta = f
         .metadata()
         .map_err(|e| format!("cannot be inspected ({})", e.kind()))?;

@@ -216,6 +216,44 @@ pub fn scope_only() -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// [`scope_only`], and besides: execute (a program, an ELF interpreter, a script's
+/// interpreter) only files at or beneath `exec` (missing paths are left out, so one list
+/// serves systems that lay programs out differently). Reading, writing and everything else
+/// stay as the parent domain has them. For a command whose program must start no other
+/// program but the few listed (git, see [`crate::policy::git_overrides`]).
+pub fn scope_exec_only(exec: &[PathBuf]) -> Result<(), SandboxError> {
+    if probe_abi() < 6 {
+        return Err(unsupported(
+            "Landlock ABI 6 (signal scoping) is needed to keep a command from its shepherd",
+        ));
+    }
+    let mut created = landlock::Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::Execute)
+        .map_err(rule_error)?
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
+        .map_err(rule_error)?
+        .create()
+        .map_err(rule_error)?;
+    for p in exec {
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+            .open(p)
+        else {
+            continue;
+        };
+        created = created
+            .add_rule(PathBeneath::new(file, AccessFs::Execute))
+            .map_err(rule_error)?;
+    }
+    let status = created.restrict_self().map_err(rule_error)?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(unsupported("the exec limit was not enforced"));
+    }
+    Ok(())
+}
+
 /// Restrict the calling thread and its future children to `rules`.
 ///
 /// Refuses (`Unsupported`) when the kernel ABI is below [`MIN_ABI`] or anything requested is

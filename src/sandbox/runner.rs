@@ -55,6 +55,11 @@ pub struct CommandRequest {
     /// `GIT_CONFIG_COUNT` entries (git reads the last of a key).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub git_config: Vec<(String, String)>,
+    /// When set, the command (and all it starts) may execute only files at or beneath
+    /// these paths ([`super::landlock::scope_exec_only`]); otherwise what the command
+    /// side may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_only: Option<Vec<PathBuf>>,
 }
 
 /// What came of it.
@@ -255,6 +260,7 @@ fn shepherd(
         Ok(ForkResult::Child) => {
             let errno = exec_child(
                 &argv,
+                req.exec_only.as_deref(),
                 &cwd,
                 &roots,
                 &candidates,
@@ -323,6 +329,7 @@ fn ms(d: Duration) -> u64 {
 #[allow(clippy::too_many_arguments)]
 fn exec_child(
     argv: &[CString],
+    exec_only: Option<&[PathBuf]>,
     cwd: &CString,
     roots: &[Vec<u8>],
     candidates: &[CString],
@@ -365,7 +372,11 @@ fn exec_child(
     if !inside {
         return libc::EXDEV;
     }
-    if super::landlock::scope_only().is_err() {
+    let scoped = match exec_only {
+        Some(paths) => super::landlock::scope_exec_only(paths),
+        None => super::landlock::scope_only(),
+    };
+    if scoped.is_err() {
         return libc::EPERM;
     }
     let mut last = Errno::ENOENT;

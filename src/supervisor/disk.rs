@@ -96,6 +96,9 @@ pub fn home_image(state_dir: &Path, instance: &str) -> PathBuf {
 pub struct RunDisks {
     loops: Vec<Loop>,
     workspace_image: Option<PathBuf>,
+    /// The run's fresh workspace directory (`runs/<run>/workspace`) and its owner: what the
+    /// run wrote there (unbounded) or its mount point (bounded), removed when the run ends.
+    fresh_workspace: Option<(PathBuf, u32, u32)>,
     /// What pid 1 mounts, for the spec.
     pub mounts: Vec<DiskMount>,
 }
@@ -108,7 +111,37 @@ impl Drop for RunDisks {
         if let Some(img) = self.workspace_image.take() {
             let _ = fs::remove_file(img);
         }
+        if let Some((dir, uid, gid)) = self.fresh_workspace.take() {
+            let _ = remove_workspace(&dir, Some((uid, gid)));
+        }
     }
+}
+
+/// Remove a run's fresh workspace directory and what it holds. The run wrote it, links
+/// included, so it is emptied through descriptors that never follow one (see [`tree`]), as
+/// its owner when known (see [`as_user`]) and by root for whatever that left; its parent is
+/// the run's directory, root's alone, so the directory itself cannot be swapped.
+pub fn remove_workspace(dir: &Path, owner: Option<(u32, u32)>) -> Result<(), String> {
+    let named = |what: &str, e: &dyn std::fmt::Display| format!("{}: {what}: {e}", dir.display());
+    let fd: OwnedFd = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+    {
+        Ok(f) => f.into(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(named("cannot open", &e)),
+    };
+    if let Some((uid, gid)) = owner {
+        let ids = Ids {
+            uid,
+            gid,
+            groups: Vec::new(),
+        };
+        let _ = as_user::run_as(&ids, || tree::empty_tree(fd.as_fd()));
+    }
+    tree::empty_tree(fd.as_fd()).map_err(|e| named("cannot empty", &e))?;
+    fs::remove_dir(dir).map_err(|e| named("cannot remove", &e))
 }
 
 impl RunDisks {
@@ -192,6 +225,12 @@ impl RunDisks {
         }
         self.push(DiskTarget::Home, lp, made);
         Ok(())
+    }
+
+    /// The run's fresh workspace directory, owned by `uid:gid`: removed with what it holds
+    /// when the run ends, bounded or not ([`remove_workspace`]).
+    pub fn fresh_workspace(&mut self, dir: &Path, uid: u32, gid: u32) {
+        self.fresh_workspace = Some((dir.to_path_buf(), uid, gid));
     }
 
     fn push(&mut self, target: DiskTarget, lp: Loop, bound: Bound) {
@@ -386,15 +425,19 @@ pub fn make_image(
 }
 
 /// Remove what a run whose supervisor died left of its disks: its workspace image (its
-/// mounts and loop devices went with its processes). For the next owner of the ledger.
+/// mounts and loop devices went with its processes) and its fresh workspace directory. For the next owner of the ledger.
 pub fn forget_run(state_dir: &Path, run: &str) {
     if crate::sandbox::spec::valid_run_id(run) {
-        let _ = fs::remove_file(workspace_image(&state_dir.join("runs").join(run)));
+        let run_dir = state_dir.join("runs").join(run);
+        let _ = fs::remove_file(workspace_image(&run_dir));
+        // An unbounded fresh workspace: what the dead run wrote goes too (by root, through
+        // descriptors: the run's uid is not known here).
+        let _ = remove_workspace(&run_dir.join("workspace"), None);
     }
 }
 
-/// Remove the workspace image of every run under `state_dir/runs` that no live supervisor
-/// holds (`held`: its alive file is locked): what a supervisor killed between making the
+/// Remove the workspace image and fresh workspace of every run under `state_dir/runs` that
+/// no live supervisor holds (`held`: its alive file is locked): what a supervisor killed between making the
 /// image and recording the run left. Call holding the ledger lock, which every launch
 /// holds from making its images until its alive file exists (airlockd: at its start).
 pub fn sweep(state_dir: &Path, held: impl Fn(&str) -> bool) {
@@ -404,7 +447,9 @@ pub fn sweep(state_dir: &Path, held: impl Fn(&str) -> bool) {
     for e in runs.flatten() {
         let name = e.file_name();
         let Some(run) = name.to_str() else { continue };
-        if workspace_image(&e.path()).exists() && !held(run) {
+        let left = workspace_image(&e.path()).exists()
+            || fs::symlink_metadata(e.path().join("workspace")).is_ok();
+        if left && !held(run) {
             forget_run(state_dir, run);
         }
     }

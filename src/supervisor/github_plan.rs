@@ -17,12 +17,6 @@ use crate::policy::github::GithubPolicy;
 use crate::policy::hire::github_permissions;
 use crate::policy::Policies;
 use crate::role::Role;
-use crate::sandbox::spec::JailFile;
-
-/// The run's CA bundle inside the jail.
-pub const CA_BUNDLE: &str = "/etc/airlock/github-ca-bundle.pem";
-/// The run's CA alone (Node adds it to its own store).
-pub const RUN_CA: &str = "/etc/airlock/github-ca.pem";
 
 /// Whether Airlock holds the role's GitHub identity.
 pub fn wanted(role: &Role) -> bool {
@@ -33,7 +27,8 @@ pub fn wanted(role: &Role) -> bool {
 pub struct Minting {
     pub plan: GithubPlan,
     pub minted: Vec<Minted>,
-    pub files: Vec<JailFile>,
+    /// The run's CA for the GitHub hosts, for its bundle.
+    pub ca_pem: String,
     pub grants: String,
 }
 
@@ -95,19 +90,6 @@ pub fn mint(
     )
     .map_err(|e| format!("{at}: github: {e}"))?;
     let run_tls = tls::make(run)?;
-    let system = std::fs::read_to_string(tls::SYSTEM_BUNDLE).unwrap_or_default();
-    let files = vec![
-        JailFile {
-            path: PathBuf::from(CA_BUNDLE),
-            contents: format!("{system}\n{}", run_tls.ca_pem),
-            mode: 0o644,
-        },
-        JailFile {
-            path: PathBuf::from(RUN_CA),
-            contents: run_tls.ca_pem.clone(),
-            mode: 0o644,
-        },
-    ];
     let tokens = minted
         .iter()
         .map(|m| (m.owner.to_ascii_lowercase(), m.token.clone()))
@@ -134,17 +116,17 @@ pub fn mint(
             scratch,
         },
         minted,
-        files,
+        ca_pem: run_tls.ca_pem,
         grants,
     })
 }
 
-/// The run's environment for GitHub: its token for gh and other clients, git's
-/// credentials for the git host (a header, so no helper program is needed), and the CA
-/// bundle every common TLS client reads.
+/// The run's environment for GitHub: its token for gh and other clients, and git's
+/// credentials for the git host (a header, so no helper program is needed). The CA
+/// variables are [`super::run_ca`]'s.
 pub fn env(token: &str) -> Vec<(String, String)> {
     let basic = github_app::b64std(format!("x-access-token:{token}").as_bytes());
-    let mut env = vec![
+    let env = vec![
         ("GH_TOKEN".to_string(), token.to_string()),
         ("GITHUB_TOKEN".to_string(), token.to_string()),
         ("GH_PROMPT_DISABLED".to_string(), "1".to_string()),
@@ -159,16 +141,7 @@ pub fn env(token: &str) -> Vec<(String, String)> {
             "GIT_CONFIG_VALUE_0".to_string(),
             format!("Authorization: Basic {basic}"),
         ),
-        ("NODE_EXTRA_CA_CERTS".to_string(), RUN_CA.to_string()),
     ];
-    for var in [
-        "SSL_CERT_FILE",
-        "CURL_CA_BUNDLE",
-        "GIT_SSL_CAINFO",
-        "REQUESTS_CA_BUNDLE",
-    ] {
-        env.push((var.to_string(), CA_BUNDLE.to_string()));
-    }
     env
 }
 

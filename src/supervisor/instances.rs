@@ -463,20 +463,57 @@ fn uids_held(cfg: &Config, reg: &Registry, except: Option<&str>) -> Vec<u32> {
 /// naming the key. A registry that cannot be read refuses nothing here; every launch
 /// reads it again and fails closed.
 pub fn check_config(cfg: &Config) -> Vec<String> {
-    let Ok(reg) = load_registry(&cfg.state_dir.join(REGISTRY)) else {
-        return Vec::new();
-    };
-    cfg.instances
+    let file = cfg.file.display();
+    let mut problems = Vec::new();
+    // Airlock makes no account for an instance: an id any account or group of the host
+    // has is someone else's, and a run as it would be that someone (its files, its
+    // processes). The allocator skips such ids one by one; a range holding accounts of
+    // the files below is where the host hands out users, so later ones would collide.
+    let accounts = ["/etc/passwd", "/etc/group"]
         .iter()
-        .filter_map(|(name, c)| {
+        .filter_map(|f| fs::read_to_string(f).ok())
+        .collect::<Vec<_>>()
+        .join("\n");
+    if let Some(id) = account_in_range(&accounts, cfg.uid_range.first, cfg.uid_range.last) {
+        problems.push(format!(
+            "{file}: uid_range: holds id {id}, which an account or group of this host (/etc/passwd, /etc/group) has; instance uids must belong to no account: pick a range clear of the host's users and groups"
+        ));
+    }
+    let sub = sub_ranges_text();
+    let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
+    for (name, c) in &cfg.instances {
+        let Some(uid) = c.uid else { continue };
+        if let Some(range) = reserved_in(uid, &sub) {
+            problems.push(format!(
+                "{file}: instances.{name}.uid: inside {range}; pick a uid in Airlock's uid_range (never 0, never an account's)"
+            ));
+        } else if id_in_use(uid) {
+            problems.push(format!(
+                "{file}: instances.{name}.uid: belongs to an existing account or group of this host; an instance's uid must be its own: pick one no account or group uses"
+            ));
+        } else if let Some(other) = seen.insert(uid, name) {
+            problems.push(format!(
+                "{file}: instances.{name}.uid: instance `{other}` has the same uid; each instance has a uid of its own"
+            ));
+        }
+    }
+    if let Ok(reg) = load_registry(&cfg.state_dir.join(REGISTRY)) {
+        problems.extend(cfg.instances.iter().filter_map(|(name, c)| {
             let uid = c.uid?;
             let holder = reg.issued.get(&uid).filter(|h| *h != name)?;
             Some(format!(
-                "{}: instances.{name}.uid: was issued to instance `{holder}` before (uids are never handed to another instance, fired ones included); pick another uid",
-                cfg.file.display()
+                "{file}: instances.{name}.uid: was issued to instance `{holder}` before (uids are never handed to another instance, fired ones included); pick another uid"
             ))
-        })
-        .collect()
+        }));
+    }
+    problems
+}
+
+/// The first id of an `/etc/passwd` or `/etc/group` text (third field) in `first..=last`.
+fn account_in_range(text: &str, first: u32, last: u32) -> Option<u32> {
+    text.lines()
+        .filter_map(|l| l.split(':').nth(2)?.trim().parse::<u32>().ok())
+        .find(|id| (first..=last).contains(id))
 }
 
 fn free_uid(cfg: &Config, held: &[u32]) -> Option<u32> {
@@ -650,6 +687,14 @@ mod tests {
         fs::set_permissions(&home, fs::Permissions::from_mode(0o4777)).unwrap();
         ensure_home(&home, 0, 0).unwrap();
         assert_eq!(mode(&home), 0o700);
+    }
+
+    #[test]
+    fn accounts_in_a_range_are_found() {
+        let text = "root:x:0:0::/root:/bin/sh\nal:x:1001:1001::/:/bin/sh\nbad line\nusers:x:100:\n";
+        assert_eq!(account_in_range(text, 1000, 2000), Some(1001));
+        assert_eq!(account_in_range(text, 1002, 2000), None);
+        assert_eq!(account_in_range(text, 0, 0), Some(0));
     }
 
     #[test]

@@ -283,6 +283,9 @@ fn provider_plan(
         model: run.model.clone(),
         price,
         budget_micro_usd: budget_micro_usd(role.budget.spend_usd),
+        max_turns: run
+            .max_turns
+            .unwrap_or(crate::policy::agent_config::DEFAULT_MAX_TURNS),
         web_search: run.tools.iter().any(|t| t == "WebSearch"),
         web_fetch: run.tools.iter().any(|t| t == "WebFetch"),
     }))
@@ -510,6 +513,8 @@ pub fn prepare_in(
                     Some(Gid::from_raw(inst.gid)),
                 )
                 .map_err(|e| io_err("cannot chown workspace", &w, e))?;
+                // Gone with the run, bounded or not: `--workspace DIR` keeps results.
+                disks.fresh_workspace(&w, inst.uid, inst.gid);
                 if let Some(b) = cfg.disk.workspace {
                     // An empty workspace comes from the pool when there is one ready.
                     let premade = match staged {
@@ -548,6 +553,17 @@ pub fn prepare_in(
                 .map_err(|e| bound_failed(cfg, "home", &e))?;
         }
         let deadline = deadline(loaded.role.max_run_seconds(), req.max_seconds);
+        // No provider host: model traffic takes the provider route, which holds the key
+        // and counts spend. `egress_plan::provider_host(url)` values listed here would also
+        // let the run CONNECT to the provider's host itself.
+        let (egress, mut extra_cas) = crate::supervisor::egress_plan::plan(
+            cfg,
+            &loaded.role,
+            &crate::supervisor::egress_plan::class_of(&loaded.dir),
+            &run_id,
+            Vec::new(),
+        )
+        .map_err(refused)?;
         let mut env = given.env;
         let spec = RunSpec {
             run_id,
@@ -592,11 +608,14 @@ pub fn prepare_in(
                     rec.upstream_expires_at = m.minted.iter().map(|t| t.expires_at).max();
                 }
                 env.extend(github_plan::env(token.as_deref().unwrap_or_default()));
-                spec.files.extend(m.files);
+                extra_cas.insert(0, m.ca_pem);
                 Some(m.plan)
             }
             None => None,
         };
+        let (ca_files, ca_env) = crate::supervisor::run_ca::files_and_env(&extra_cas);
+        env.extend(ca_env);
+        spec.files.extend(ca_files);
         // The provider's want comes first, so its token is the first.
         if let (Some(run), Some(_), Some(token)) =
             (&loaded.role.run, &provider, issued.tokens.first())
@@ -609,10 +628,10 @@ pub fn prepare_in(
         spec.env = env;
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
-        Ok((spec, deadline, upstreams, issued, github))
+        Ok((spec, deadline, upstreams, issued, github, egress))
     })();
     match built {
-        Ok((spec, deadline, upstreams, issued, github)) => Ok(Prepared {
+        Ok((spec, deadline, upstreams, issued, github, egress)) => Ok(Prepared {
             gateway: GatewayPlan {
                 policy,
                 workspace: spec.workspace.clone(),
@@ -621,10 +640,7 @@ pub fn prepare_in(
                 upstreams,
                 provider,
                 leases: issued.live,
-                // No provider host: model traffic takes the provider route, which holds the
-                // key and counts spend. `egress_plan::provider_host(url)` values listed here
-                // would also let the run CONNECT to the provider's host itself.
-                egress: crate::supervisor::egress_plan::plan(cfg, &loaded.role, Vec::new()),
+                egress,
                 github,
             },
             leases: issued.records,

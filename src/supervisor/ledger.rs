@@ -165,6 +165,12 @@ pub struct SpendCounts {
     pub refused: u64,
     pub micro_usd: u64,
     pub budget_micro_usd: u64,
+    /// Model turns forwarded and `run.max_turns` (absent in records written before the
+    /// provider route counted turns, so those stay in canonical form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u64>,
 }
 
 /// A credential lease was issued to a run.

@@ -20,6 +20,7 @@ pub mod outcome;
 pub mod process;
 pub mod reap;
 pub mod reserve;
+pub mod run_ca;
 pub mod run_output;
 pub mod spawn;
 pub mod standalone;

@@ -258,6 +258,8 @@ impl JournaledRun {
                 refused: a.refused.load(Ordering::Relaxed),
                 micro_usd: a.spent_micro_usd.load(Ordering::Relaxed),
                 budget_micro_usd: p.budget_micro_usd,
+                turns: Some(a.turns.load(Ordering::Relaxed)),
+                max_turns: Some(p.max_turns),
             });
         }
         if let Some(g) = &prepared.gateway.github {
@@ -690,8 +692,8 @@ fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord)
         r.host.clone()
     };
     let mut msg = format!(
-        "egress {} {host}:{} {decision} by {}",
-        r.method, r.port, r.rule
+        "egress {} {host}:{}{} {decision} by {}",
+        r.method, r.port, r.path, r.rule
     );
     if r.allow {
         msg.push_str(&format!(": {up} bytes up, {down} down, {duration} ms"));
@@ -712,6 +714,9 @@ fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord)
     ];
     if let Some(a) = &addr {
         fields.push(("AIRLOCK_EGRESS_ADDR", a));
+    }
+    if !r.path.is_empty() {
+        fields.push(("AIRLOCK_EGRESS_PATH", &r.path));
     }
     if lock(journal)
         .event(EventKind::Egress, &msg, &fields)

@@ -173,6 +173,11 @@ pub fn run(
             return Err(LaunchError::Refused(untrusted.join("; ")));
         }
     }
+    // The instances' uids, as airlockd checks them at load.
+    let uids = super::instances::check_config(cfg);
+    if !uids.is_empty() {
+        return Err(LaunchError::Refused(uids.join("; ")));
+    }
     // The run's supervision, heartbeat and gateway are tasks of this runtime, as they are
     // of airlockd's; what blocks goes to its blocking pool.
     let runtime = tokio::runtime::Builder::new_current_thread()

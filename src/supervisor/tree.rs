@@ -213,12 +213,14 @@ fn copy_file(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, name: &CStr) -> io::Resul
     finish(w.as_fd(), &st)
 }
 
-fn copy_link(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+/// Where the link `name` in `dir` leads (`readlinkat`); an empty `name` reads `dir` itself
+/// (an `O_PATH` descriptor of a link). Not a link (any more): `ENXIO`.
+pub fn read_link_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<CString> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
     // SAFETY: readlinkat writes at most `buf.len()` bytes into `buf`.
     let n = unsafe {
         libc::readlinkat(
-            src.as_raw_fd(),
+            dir.as_raw_fd(),
             name.as_ptr(),
             buf.as_mut_ptr().cast(),
             buf.len(),
@@ -227,13 +229,17 @@ fn copy_link(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, name: &CStr) -> io::Resul
     let n = usize::try_from(n).map_err(|_| {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
-            // No longer a link (swapped since the look): changed kind, skipped.
+            // No longer a link (swapped since the look): changed kind.
             Some(libc::EINVAL) => io::Error::from_raw_os_error(libc::ENXIO),
             _ => e,
         }
     })?;
     buf.truncate(n);
-    let target = CString::new(buf).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    CString::new(buf).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn copy_link(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    let target = read_link_at(src, name)?;
     // SAFETY: symlinkat with NUL-terminated strings on a live fd.
     cvt(unsafe { libc::symlinkat(target.as_ptr(), dst.as_raw_fd(), name.as_ptr()) }).map(|_| ())
 }

@@ -91,7 +91,7 @@ def mcp_bash(p):
         if session:
             h["Mcp-Session-Id"] = session
         req = urllib.request.Request(url, data=json.dumps(msg).encode(), headers=h)
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with urllib.request.urlopen(req, timeout=p.get("timeout", 30) + 30) as r:
             session = r.headers.get("Mcp-Session-Id") or session
             body = r.read()
             return json.loads(body) if body else None
@@ -100,14 +100,21 @@ def mcp_bash(p):
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "egress-probe", "version": "1"}}})
     post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    args = {"command": p["mcp_bash"]}
+    if "timeout" in p:
+        args["timeout_ms"] = p["timeout"] * 1000
     r = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-              "params": {"name": "bash", "arguments": {"command": p["mcp_bash"]}}})
-    return {"stdout": r["result"]["structuredContent"]["stdout"]}
+              "params": {"name": "bash", "arguments": args}})
+    out = r["result"].get("structuredContent")
+    if out is None:
+        return {"refused": r["result"]["content"][0]["text"]}
+    return {"stdout": out["stdout"], "stderr": out["stderr"], "exit_code": out["exit_code"]}
 
 
 def fetch(p):
     # urllib takes the proxy from the environment, as any tool would.
-    req = urllib.request.Request(p["url"], headers=p.get("headers", {}))
+    req = urllib.request.Request(p["url"], headers=p.get("headers", {}), method=p.get("method"),
+                                 data=p["data"].encode() if "data" in p else None)
     try:
         with urllib.request.urlopen(req, timeout=20, context=tls_context()) as r:
             return {"status": r.status, "body": r.read().decode(errors="replace")}

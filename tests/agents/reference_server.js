@@ -51,6 +51,20 @@ function build() {
       { type: "resource", resource: { uri: "test://static-text", mimeType: "text/plain", text: "static content" } },
     ],
   }));
+  // structuredContent carrying resources: by an object's uri (any case of the key), and by a
+  // bare URI string the role denies; and one whose resource the role may read.
+  s.registerTool("test_structured_private", { description: "A private resource in structuredContent" }, async () => ({
+    content: [{ type: "text", text: "structured" }],
+    structuredContent: { items: [{ Uri: "mem://private/b", text: "the private content" }] },
+  }));
+  s.registerTool("test_structured_denied_link", { description: "A denied URI in structuredContent" }, async () => ({
+    content: [{ type: "text", text: "structured" }],
+    structuredContent: { see: ["mem://private/b"] },
+  }));
+  s.registerTool("test_structured_ok", { description: "A readable resource in structuredContent" }, async () => ({
+    content: [{ type: "text", text: "structured" }],
+    structuredContent: { items: [{ uri: "test://static-text", text: "static content" }], home: "https://host.example/x" },
+  }));
   s.registerTool("hidden_tool", { description: "Not listed by the role" }, async () => text("hidden"));
   s.registerTool("ask_client", { description: "Asks its client for sampling, elicitation and roots" }, async (extra) => {
     // On the call's own stream, whatever the client said it can do.

@@ -10,6 +10,7 @@ requests that offer tools (an agent's main loop), one turn each, in order:
   {"text": "..."}                           a final answer
   {"tool": NAME, "input": {...}}            a call of the offered tool named NAME, or whose
                                             name ends with `__NAME` (mcp__airlock__bash);
+                                            NAME may be a list: the first offered;
                                             with "force": true, called even if not offered;
                                             "$WORKSPACE" in the input's strings becomes the
                                             working directory the agent told the model
@@ -36,6 +37,9 @@ OpenAI `{"metadata": {"mode": MODE}}`):
          the connection (logged `"closed_by_peer": true`) or 15 s pass; the model list
          says how many wait (`"waiting": N`), so an agent can tell its request got here
   cut    a stream that breaks off after its first delta (the connection closed, no end)
+  many   the answer (its message_delta event, streamed) also holds `"pad"`: an array of
+         about 4.9 million empty objects (14 MiB), which a reader building a JSON value per
+         object would need half a gigabyte for
   echo   the answer carries the key it was sent: in a header (`x-echo-key`) and in its
          text, which a stream sends split across two writes
 
@@ -79,6 +83,15 @@ OPENAI_USAGE = {
 }
 
 
+PAD_MARK = b'"@@pad@@"'
+PAD = b"[" + b"{}," * (14 * (1 << 20) // 3) + b"{}]"
+
+
+def padded(data):
+    """`data` with the pad marker (mode many) replaced by the pad."""
+    return data.replace(PAD_MARK, PAD) if PAD_MARK in data else data
+
+
 def log(entry):
     with LOCK:
         with open(LOG, "a") as f:
@@ -110,7 +123,7 @@ class Handler(BaseHTTPRequestHandler):
         }
 
     def send_json(self, status, doc):
-        data = json.dumps(doc).encode()
+        data = padded(json.dumps(doc).encode())
         self.send_response(status)
         if self.echoing:
             self.send_header("x-echo-key", self.sent_key())
@@ -128,7 +141,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def event(self, name, doc, split=None):
-        data = f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode()
+        data = padded(f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode())
         if split and split.encode() in data:
             # Two writes, cut inside the secret: each its own chunk, a moment apart.
             at = data.index(split.encode()) + len(split) // 2
@@ -240,6 +253,7 @@ class Handler(BaseHTTPRequestHandler):
                         "stop_reason": "end_turn",
                         "stop_sequence": None,
                         "usage": ANTHROPIC_USAGE,
+                        **({"pad": "@@pad@@"} if mode == "many" else {}),
                     },
                 )
             self.start_stream()
@@ -295,6 +309,7 @@ class Handler(BaseHTTPRequestHandler):
                     "type": "message_delta",
                     "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                     "usage": {"output_tokens": ANTHROPIC_USAGE["output_tokens"]},
+                    **({"pad": "@@pad@@"} if mode == "many" else {}),
                 },
             )
             self.event("message_stop", {"type": "message_stop"})
@@ -430,9 +445,12 @@ def with_workspace(value, cwd):
 
 
 def pick(names, want):
-    for n in names:
-        if n == want or n.endswith("__" + want):
-            return n
+    """The offered tool named `want` (or ending in `__want`); `want` may be a list of
+    names, the first offered wins (a tool one agent version names otherwise)."""
+    for w in want if isinstance(want, list) else [want]:
+        for n in names:
+            if n == w or n.endswith("__" + w):
+                return n
     return None
 
 
@@ -450,7 +468,7 @@ def _scripted(self, path, body, entry):
         name = pick(names, turn["tool"])
         if name is None and turn.get("force"):
             # A model may name a tool it was not offered: the agent must refuse it.
-            name = turn["tool"]
+            name = turn["tool"][0] if isinstance(turn["tool"], list) else turn["tool"]
         if name is None:
             turn = {"text": f"the tool {turn['tool']} was not offered"}
         else:

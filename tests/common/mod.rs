@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod github;
+pub mod netns;
 
 static NEXT_UID: AtomicU32 = AtomicU32::new(0);
 

@@ -182,8 +182,11 @@ fn server_name(data: &mut Reader<'_>) -> Result<Option<String>, &'static str> {
     };
     let text = std::str::from_utf8(host).map_err(|_| "a server name that is not ASCII")?;
     let text = text.strip_suffix('.').unwrap_or(text);
+    // Labels must not be empty (`a..b`, `.a`, `a..`): such a name is no host name, and
+    // one trailing dot is all a fully qualified name may carry.
     if text.is_empty()
         || text.len() > 253
+        || text.split('.').any(str::is_empty)
         || !text
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
@@ -284,6 +287,15 @@ pub(crate) mod tests {
             ),
             (
                 hello(&[(0, sni(&[(0, b"")]))]),
+                Parse::Refused("a server name that is not a host name"),
+            ),
+            // Found by the egress_front fuzz target: two trailing dots kept one.
+            (
+                hello(&[(0, sni(&[(0, b"a.example..")]))]),
+                Parse::Refused("a server name that is not a host name"),
+            ),
+            (
+                hello(&[(0, sni(&[(0, b"a..example")]))]),
                 Parse::Refused("a server name that is not a host name"),
             ),
             (

@@ -22,7 +22,7 @@ use crate::gateway::http::Body;
 use crate::policy::egress::Via;
 
 /// Time for the destination's response head.
-const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub(crate) async fn forward(
     eg: &Arc<Egress>,
@@ -40,7 +40,7 @@ pub(crate) async fn forward(
             "an http:// URL needs a host name or an IP address",
         );
     };
-    let Opened { stream, slot } = match open(eg, &mut j, &t, Via::Http).await {
+    let Opened { stream, slot, .. } = match open(eg, &mut j, &t, Via::Http).await {
         Ok(o) => o,
         Err(resp) => return resp,
     };
@@ -143,11 +143,11 @@ pub(crate) async fn forward(
 /// A body whose data bytes are counted into `n`; with `idle`, it fails when no frame
 /// came for [`IDLE`]. The response body holds the connection's record, journaled when
 /// the body is dropped.
-struct Counted {
-    inner: Incoming,
-    n: Arc<AtomicU64>,
-    idle: Option<Pin<Box<tokio::time::Sleep>>>,
-    _journaled: Option<Journaled>,
+pub(crate) struct Counted {
+    pub(crate) inner: Incoming,
+    pub(crate) n: Arc<AtomicU64>,
+    pub(crate) idle: Option<Pin<Box<tokio::time::Sleep>>>,
+    pub(crate) _journaled: Option<Journaled>,
 }
 
 impl HttpBody for Counted {

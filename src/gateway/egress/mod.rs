@@ -20,6 +20,7 @@ pub mod dns;
 pub mod forward;
 pub mod resolve;
 pub mod target;
+pub mod terminate;
 pub mod tunnel;
 
 use std::net::{IpAddr, SocketAddr};
@@ -35,7 +36,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::http::{plain, Body};
 use super::CallLog;
-use crate::policy::egress::{decide, decide_addresses, EgressGrants, Via};
+use crate::policy::egress::{decide_addresses, route, EgressGrants, Via};
 use crate::policy::Decision;
 use target::{Host, Target};
 
@@ -57,6 +58,29 @@ pub struct EgressPlan {
     /// The host's own addresses, read for every connection (they may change while a run
     /// goes on). An error refuses the connection.
     pub host_addrs: fn() -> std::io::Result<Vec<IpAddr>>,
+    /// Each terminated destination granted ([`crate::policy::egress::destinations`]), by
+    /// name: its TLS both ways and its credential.
+    pub terminated: std::collections::BTreeMap<String, Arc<Terminated>>,
+}
+
+/// A destination whose TLS the gateway terminates, to check each request and add its
+/// credential.
+pub struct Terminated {
+    /// What the run's client sees: a leaf for the destination's hosts from a CA made for
+    /// this run and this destination, name-constrained to those hosts.
+    pub server_tls: Arc<rustls::ServerConfig>,
+    /// How airlockd verifies the destination itself (the system store, or its `ca_file`).
+    pub client_tls: Arc<rustls::ClientConfig>,
+    /// The header and the secret added to every request. Held by airlockd only.
+    pub auth: Option<(String, crate::credentials::Secret)>,
+}
+
+impl std::fmt::Debug for Terminated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Terminated")
+            .field("header", &self.auth.as_ref().map(|a| &a.0))
+            .finish_non_exhaustive()
+    }
 }
 
 fn unknown_host_addrs() -> std::io::Result<Vec<IpAddr>> {
@@ -71,6 +95,7 @@ impl Default for EgressPlan {
             grants: EgressGrants::default(),
             nameservers: Vec::new(),
             host_addrs: unknown_host_addrs,
+            terminated: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -101,6 +126,9 @@ pub struct EgressRecord {
     /// The target's host as the run gave it (normalized), or `-` when it was unreadable.
     pub host: String,
     pub port: u16,
+    /// A request on a terminated destination: its path, without the query. Empty for a
+    /// tunnel or a forwarded request.
+    pub path: String,
     /// The address dialled, once there is one.
     pub addr: Option<SocketAddr>,
     /// Whether the connection went through: refused by policy, by an address check, by
@@ -123,6 +151,8 @@ pub(crate) struct Journaled {
     down: Arc<AtomicU64>,
     started: Instant,
     log: Arc<dyn CallLog>,
+    /// Set once a terminated destination's requests take over the record-keeping.
+    handed_over: bool,
 }
 
 impl Journaled {
@@ -137,6 +167,7 @@ impl Journaled {
             down: Arc::default(),
             started: Instant::now(),
             log,
+            handed_over: false,
         }
     }
 
@@ -173,6 +204,9 @@ impl Journaled {
 
 impl Drop for Journaled {
     fn drop(&mut self) {
+        if self.handed_over {
+            return;
+        }
         let mut rec = std::mem::take(&mut self.rec);
         rec.bytes_up = self.up.load(Ordering::Relaxed);
         rec.bytes_down = self.down.load(Ordering::Relaxed);
@@ -211,6 +245,8 @@ pub async fn handle(
 pub(crate) struct Opened {
     pub stream: TcpStream,
     pub slot: OwnedSemaphorePermit,
+    /// The granted destination whose TLS the gateway terminates, when it is one.
+    pub terminated: Option<String>,
 }
 
 /// Steps 1-3: decide, resolve, check every address, connect to a checked one.
@@ -222,11 +258,12 @@ pub(crate) async fn open(
 ) -> Result<Opened, Response<Body>> {
     j.target(t);
     let host = t.host.text();
-    let d = decide(&eg.plan.grants, &host, t.port, via);
+    let (d, dest) = route(&eg.plan.grants, &host, t.port, via);
     j.decided(&d);
     if !d.allow {
         return Err(j.refuse(StatusCode::FORBIDDEN, &d.rule, &d.reason));
     }
+    let terminated = dest.filter(|g| g.terminated).map(|g| g.name.clone());
     let Ok(slot) = eg.slots.clone().try_acquire_owned() else {
         return Err(j.refuse(
             StatusCode::TOO_MANY_REQUESTS,
@@ -234,6 +271,21 @@ pub(crate) async fn open(
             &format!("this run has {MAX_TUNNELS} egress connections open already"),
         ));
     };
+    let stream = dial(eg, j, t).await?;
+    Ok(Opened {
+        stream,
+        slot,
+        terminated,
+    })
+}
+
+/// Steps 2-3 for a target already decided: resolve, check every address, connect to a
+/// checked one (the address goes on the record).
+pub(crate) async fn dial(
+    eg: &Egress,
+    j: &mut Journaled,
+    t: &Target,
+) -> Result<TcpStream, Response<Body>> {
     let addrs = match &t.host {
         Host::Ip(ip) => vec![*ip],
         Host::Name(n) => match resolve::resolve(&eg.plan.nameservers, n).await {
@@ -277,7 +329,7 @@ pub(crate) async fn open(
         Ok(Ok((stream, sa))) => {
             let _ = stream.set_nodelay(true);
             j.rec.addr = Some(sa);
-            Ok(Opened { stream, slot })
+            Ok(stream)
         }
         Ok(Err(e)) => Err(j.refuse(
             StatusCode::BAD_GATEWAY,
@@ -314,8 +366,14 @@ async fn connect(eg: &Arc<Egress>, mut j: Journaled, mut req: Request<Incoming>)
     };
     let upgrade = hyper::upgrade::on(&mut req);
     j.rec.status = 200;
+    if let Some(name) = opened.terminated.clone() {
+        let eg2 = eg.clone();
+        eg.scope
+            .spawn(terminate::serve(eg2, j, t, opened, upgrade, name));
+        return Response::new(super::http::empty());
+    }
     eg.scope.spawn(async move {
-        let Opened { stream, slot } = opened;
+        let Opened { stream, slot, .. } = opened;
         let Ok(upgraded) = upgrade.await else {
             let rule = j.rec.rule.clone();
             j.closed(&rule, "the client went away before the tunnel opened");

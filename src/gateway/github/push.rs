@@ -26,6 +26,34 @@ fn hex40(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// A pkt-line's length: exactly four hex digits, as git reads it (`from_str_radix` alone
+/// would take a sign, `+0a4`, that git refuses).
+fn pkt_len(head: &[u8]) -> Option<usize> {
+    if head.len() != 4 || !head.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    usize::from_str_radix(std::str::from_utf8(head).ok()?, 16).ok()
+}
+
+/// Whether `name` is a ref name git accepts (git-check-ref-format): anything else is
+/// refused before git sees it, so what is checked is never a name git reads otherwise.
+fn valid_ref(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('/')
+        && !name.ends_with('/')
+        && !name.ends_with('.')
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("@{")
+        && name != "@"
+        && name
+            .split('/')
+            .all(|c| !c.starts_with('.') && !c.ends_with(".lock"))
+        && !name
+            .bytes()
+            .any(|b| b < 0x20 || b == 0x7f || b" ~^:?*[\\".contains(&b))
+}
+
 /// The ref updates at the start of a receive-pack request body.
 pub fn ref_updates(body: &[u8]) -> Result<Vec<RefUpdate>, &'static str> {
     let mut at = 0;
@@ -34,10 +62,7 @@ pub fn ref_updates(body: &[u8]) -> Result<Vec<RefUpdate>, &'static str> {
         let len = body
             .get(at..at + 4)
             .ok_or("the push ends before its ref updates do")?;
-        let len = std::str::from_utf8(len)
-            .ok()
-            .and_then(|s| usize::from_str_radix(s, 16).ok())
-            .ok_or("not a git push (bad pkt-line)")?;
+        let len = pkt_len(len).ok_or("not a git push (bad pkt-line)")?;
         if len == 0 {
             break;
         }
@@ -51,7 +76,10 @@ pub fn ref_updates(body: &[u8]) -> Result<Vec<RefUpdate>, &'static str> {
         // The first line carries the capabilities after a NUL.
         let line = line.split(|&b| b == 0).next().unwrap_or(line);
         let line = std::str::from_utf8(line).map_err(|_| "a ref update is not text")?;
-        let mut f = line.trim_end_matches('\n').splitn(3, ' ');
+        // git chomps one newline, no more: a name with more is git's to refuse, and is
+        // checked as git will read it.
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        let mut f = line.splitn(3, ' ');
         let (Some(old), Some(new), Some(name)) = (f.next(), f.next(), f.next()) else {
             return Err("a ref update is not OLD NEW REF");
         };
@@ -84,6 +112,9 @@ pub fn check<'a>(
     default: &str,
     own: &dyn Fn(&str) -> bool,
 ) -> Result<&'a str, (&'static str, &'static str)> {
+    if !valid_ref(&u.name) {
+        return Err(("push: ref", "not a ref name git accepts"));
+    }
     if u.name.starts_with("refs/tags/") {
         return Err(("push: tag", "pushing tags is refused"));
     }
@@ -111,11 +142,7 @@ pub fn check<'a>(
 /// Where the pack starts in a receive-pack body: after the ref updates' flush.
 pub fn pack_of(body: &[u8]) -> &[u8] {
     let mut at = 0;
-    while let Some(len) = body
-        .get(at..at + 4)
-        .and_then(|l| std::str::from_utf8(l).ok())
-        .and_then(|l| usize::from_str_radix(l, 16).ok())
-    {
+    while let Some(len) = body.get(at..at + 4).and_then(pkt_len) {
         if len == 0 {
             return body.get(at + 4..).unwrap_or_default();
         }
@@ -133,6 +160,42 @@ mod tests {
 
     fn pkt(s: &str) -> String {
         format!("{:04x}{s}", s.len() + 4)
+    }
+
+    /// Found by the git_push fuzz target: a length with a sign, and newlines past the one
+    /// git chomps, were read otherwise than git reads them.
+    #[test]
+    fn pkt_lines_and_ref_names_are_read_as_git_reads_them() {
+        let a = "a".repeat(40);
+        let line = format!("{ZERO} {a} refs/heads/x\n");
+        let signed = format!("+{:03x}{line}0000", line.len() + 4);
+        assert!(ref_updates(signed.as_bytes()).is_err());
+        assert_eq!(pack_of(signed.as_bytes()), b"");
+        let body = format!("{}0000", pkt(&format!("{ZERO} {a} refs/heads/x\n\n")));
+        let u = ref_updates(body.as_bytes()).unwrap();
+        assert_eq!(u[0].name, "refs/heads/x\n");
+        let none = |_: &str| false;
+        for name in [
+            "refs/heads/x\n",
+            "refs/heads/a..b",
+            "refs/heads/a b",
+            "refs/heads/.hidden",
+            "refs/heads/x.lock",
+            "refs/heads/x/",
+            "refs/heads/a@{1}",
+            "refs/heads/a\\b",
+        ] {
+            let u = RefUpdate {
+                old: ZERO.into(),
+                new: a.clone(),
+                name: name.into(),
+            };
+            assert_eq!(
+                check(&u, "main", &none).unwrap_err().0,
+                "push: ref",
+                "{name:?}"
+            );
+        }
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Egress decisions: where a run may go through its gateway's proxy. A destination is
 //! allowed when it is one of the run's provider hosts (`host:port`, as the host's config
-//! names them), or when the role grants the public web (`run.tools` has WebFetch or
+//! names them), a host of a destination the host grants the role ([`destinations`]), or when the role grants the public web (`run.tools` has WebFetch or
 //! WebSearch) and the port is one the host allows for that kind of request (CONNECT: 443
 //! unless `egress.ports` says otherwise; plain HTTP: 80 unless `egress.http_ports`).
 //! Nothing else. Every address a name resolves to is then judged by [`addr`]. Pure.
 
 pub mod addr;
+pub mod destinations;
 
 use std::net::IpAddr;
 
@@ -36,6 +37,8 @@ pub struct EgressGrants {
     pub connect_ports: Vec<u16>,
     /// Ports a plain HTTP request may go to (`egress.http_ports`).
     pub http_ports: Vec<u16>,
+    /// The destinations the host grants the role (`egress.grants`), in grant order.
+    pub destinations: Vec<destinations::Granted>,
 }
 
 impl Default for EgressGrants {
@@ -45,6 +48,7 @@ impl Default for EgressGrants {
             web: None,
             connect_ports: DEFAULT_CONNECT_PORTS.to_vec(),
             http_ports: DEFAULT_HTTP_PORTS.to_vec(),
+            destinations: Vec::new(),
         }
     }
 }
@@ -62,34 +66,88 @@ pub fn web_grant(role: &Role) -> Option<String> {
 
 /// May the run go to `host` (a lower-case name or an IP literal) on `port`?
 pub fn decide(g: &EgressGrants, host: &str, port: u16, via: Via) -> Decision {
+    route(g, host, port, via).0
+}
+
+/// [`decide`], and the granted destination that allowed it, if one did (a terminated
+/// one's requests are then checked one by one).
+pub fn route<'a>(
+    g: &'a EgressGrants,
+    host: &str,
+    port: u16,
+    via: Via,
+) -> (Decision, Option<&'a destinations::Granted>) {
     let authority = match host.contains(':') {
         true => format!("[{host}]:{port}"),
         false => format!("{host}:{port}"),
     };
     if g.provider_hosts.contains(&authority) {
-        return Decision::allow(
-            format!("provider {authority}"),
-            "the run's model provider (providers.<name>.url)",
+        return (
+            Decision::allow(
+                format!("provider {authority}"),
+                "the run's model provider (providers.<name>.url)",
+            ),
+            None,
         );
+    }
+    // A granted destination: its own ports for a tunnel; plain HTTP only to a plain one
+    // (a terminated one's rules and credential need TLS) on `egress.http_ports`. Refused
+    // here, the public web may still allow it below.
+    let mut refused = None;
+    if let Some(d) = g.destinations.iter().find(|d| d.matches_host(host)) {
+        let (ok, why) = match via {
+            Via::Connect if d.ports.contains(&port) => (true, String::new()),
+            Via::Connect => (
+                false,
+                format!("this destination may be reached on port {} only", ports_text(&d.ports)),
+            ),
+            Via::Http if d.terminated => (
+                false,
+                "this destination's requests are checked, so it is reached over https (CONNECT) only".into(),
+            ),
+            Via::Http if g.http_ports.contains(&port) => (true, String::new()),
+            Via::Http => (
+                false,
+                format!("a plain HTTP request may go to port {} only (egress.http_ports)", ports_text(&g.http_ports)),
+            ),
+        };
+        if ok {
+            return (
+                Decision::allow(d.rule(), format!("granted by {}", d.from)),
+                Some(d),
+            );
+        }
+        refused = Some(Decision::deny(d.rule(), why));
     }
     let (ports, key, what) = match via {
         Via::Connect => (&g.connect_ports, "egress.ports", "a CONNECT"),
         Via::Http => (&g.http_ports, "egress.http_ports", "a plain HTTP request"),
     };
     let Some(web) = &g.web else {
-        return Decision::deny(
+        let d = refused.unwrap_or_else(|| Decision::deny(
             "egress: no grant",
-            "the role grants no public web (run.tools: WebFetch or WebSearch) and this is not its provider's host",
-        );
+            "the role grants no public web (run.tools: WebFetch or WebSearch) and no egress.destinations entry for this host, and this is not its provider's host",
+        ));
+        return (d, None);
     };
     if !ports.contains(&port) {
-        let list: Vec<String> = ports.iter().map(u16::to_string).collect();
-        return Decision::deny(
-            key,
-            format!("{what} may go to port {} only", list.join(", ")),
-        );
+        let d = refused.unwrap_or_else(|| {
+            Decision::deny(
+                key,
+                format!("{what} may go to port {} only", ports_text(ports)),
+            )
+        });
+        return (d, None);
     }
-    Decision::allow(web.clone(), "the role grants the public web")
+    (
+        Decision::allow(web.clone(), "the role grants the public web"),
+        None,
+    )
+}
+
+fn ports_text(ports: &[u16]) -> String {
+    let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+    list.join(", ")
 }
 
 /// May the run's connection go to these addresses (all a name resolved to)? Refused when
@@ -236,5 +294,63 @@ mod tests {
         let d = decide_addresses(&[public], &[public]);
         assert_eq!(d.rule, "address: host's own address");
         assert!(!decide_addresses(&[], &[]).allow);
+    }
+
+    #[test]
+    fn granted_destinations() {
+        use destinations::Granted;
+        let dest = |name: &str, host: &str, terminated: bool| Granted {
+            name: name.into(),
+            from: "egress.grants.code[0]".into(),
+            hosts: vec![host.into()],
+            ports: vec![443],
+            methods: Vec::new(),
+            paths: Vec::new(),
+            credential: None,
+            terminated,
+        };
+        let mut g = grants(false);
+        g.destinations = vec![
+            dest("crates", "*.crates.example", false),
+            dest("npm", "registry.npm.example", true),
+        ];
+        let (d, which) = route(&g, "index.crates.example", 443, Via::Connect);
+        assert_eq!(
+            (d.allow, d.rule.as_str(), d.reason.as_str()),
+            (
+                true,
+                "egress.destinations.crates",
+                "granted by egress.grants.code[0]"
+            )
+        );
+        assert_eq!(which.map(|w| w.name.as_str()), Some("crates"));
+        let d = decide(&g, "index.crates.example", 8443, Via::Connect);
+        assert_eq!(
+            (d.allow, d.rule.as_str()),
+            (false, "egress.destinations.crates")
+        );
+        assert!(d.reason.contains("port 443 only"), "{d:?}");
+        assert!(decide(&g, "index.crates.example", 80, Via::Http).allow);
+        let d = decide(&g, "index.crates.example", 8080, Via::Http);
+        assert_eq!(
+            (d.allow, d.rule.as_str()),
+            (false, "egress.destinations.crates")
+        );
+        let d = decide(&g, "registry.npm.example", 80, Via::Http);
+        assert_eq!(
+            (d.allow, d.rule.as_str()),
+            (false, "egress.destinations.npm")
+        );
+        assert!(d.reason.contains("https (CONNECT) only"), "{d:?}");
+        let (d, which) = route(&g, "registry.npm.example", 443, Via::Connect);
+        assert!(d.allow && which.is_some_and(|w| w.terminated));
+        let d = decide(&g, "other.example", 443, Via::Connect);
+        assert_eq!((d.allow, d.rule.as_str()), (false, "egress: no grant"));
+        // With the public web too, what a destination refuses the web may allow.
+        g.web = Some("run.tools[0] WebFetch".into());
+        let d = decide(&g, "registry.npm.example", 80, Via::Http);
+        assert_eq!((d.allow, d.rule.as_str()), (true, "run.tools[0] WebFetch"));
+        let d = decide(&g, "registry.npm.example", 443, Via::Connect);
+        assert_eq!(d.rule, "egress.destinations.npm");
     }
 }
