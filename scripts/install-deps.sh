@@ -56,6 +56,18 @@ if [ "$have" != "${GIT_MCP#*==}" ]; then
     --root-user-action=ignore --target "$TEST_PY" "$GIT_MCP"
 fi
 
+# graphql-core (PyPI), the reference GraphQL implementation's Python port: the stand-in
+# GitHub (tests/agents/standin_github.py) executes the GraphQL documents real `gh` sends
+# with it, over a subset of GitHub's schema. Beside mcp-server-git (after it: that step
+# empties the folder when it reinstalls).
+GRAPHQL_CORE=graphql-core==3.2.8
+have=$(PYTHONPATH="$TEST_PY" /usr/bin/python3 -c "import importlib.metadata as m; print(m.version('graphql-core'))" 2>/dev/null || true)
+if [ "$have" != "${GRAPHQL_CORE#*==}" ]; then
+  echo "install-deps: installing $GRAPHQL_CORE under $TEST_PY"
+  /usr/bin/python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check \
+    --root-user-action=ignore --upgrade --target "$TEST_PY" "$GRAPHQL_CORE"
+fi
+
 # The egress tests' real package registries and clients. pypiserver (PyPI) for Debian's
 # python3, in a folder of its own; verdaccio (npm) in a folder of its own, pinned to a
 # release that runs on this Node, with node-fetch held at 2.7.0 (its install fails otherwise).

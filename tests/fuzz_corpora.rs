@@ -16,6 +16,9 @@ mod provider_usage {
 mod graphql_doc {
     include!("../fuzz/checks/graphql_doc.rs");
 }
+mod github_graphql {
+    include!("../fuzz/checks/github_graphql.rs");
+}
 
 /// Run `check` on every input kept for `target`; how many there were.
 fn replay(target: &str, check: fn(&[u8])) -> usize {
@@ -55,4 +58,9 @@ fn provider_usage_inputs_hold() {
 #[test]
 fn graphql_doc_inputs_hold() {
     replay("graphql_doc", graphql_doc::check);
+}
+
+#[test]
+fn github_graphql_inputs_hold() {
+    replay("github_graphql", github_graphql::check);
 }

@@ -72,6 +72,7 @@ const API_SCRIPT: &str = r#"
 api=https://api.github.com
 R=example-org/example-repo
 c() { curl -s -o /dev/null -w "%{http_code}" -H "Authorization: token $GH_TOKEN" "$@"; }
+g() { curl -s -H "Authorization: token $GH_TOKEN" "$@" | grep -q '"errors":\[{"message":"Airlock refused' && echo refused || echo passed; }
 echo "R read $(c $api/repos/$R)"
 echo "R comment $(c -X POST -d '{"body":"hi"}' $api/repos/$R/issues/1/comments)"
 echo "R other_repo $(c -X POST -d '{"body":"hi"}' $api/repos/example-org/other/issues/1/comments)"
@@ -80,9 +81,9 @@ echo "R merge $(c -X PUT -d '{}' $api/repos/$R/pulls/2/merge)"
 echo "R approve $(c -X POST -d '{"event":"APPROVE"}' $api/repos/$R/pulls/2/reviews)"
 echo "R level $(c -X POST -d '{"labels":["x"]}' $api/repos/example-org/scratch/issues/1/labels)"
 echo "R unknown $(c -X POST -d '{}' $api/repos/$R/hooks)"
-echo "R mutation $(c -X POST -d '{"query":"mutation { addComment(input:{}) { clientMutationId } }"}' $api/graphql)"
-echo "R hidden_mutation $(c -X POST -d '{"query":"query { a(x: \"\"\" \" \"\"\") } mutation M { addComment(input:{}) { clientMutationId } }","operationName":"M"}' $api/graphql)"
-echo "R graphql_get $(c "$api/graphql?query=mutation%7Bx%7D")"
+echo "R mutation $(g -X POST -d '{"query":"mutation { addComment(input:{}) { clientMutationId } }"}' $api/graphql)"
+echo "R hidden_mutation $(g -X POST -d '{"query":"query { a(x: \"\"\" \" \"\"\") } mutation M { addComment(input:{}) { clientMutationId } }","operationName":"M"}' $api/graphql)"
+echo "R graphql_get $(g "$api/graphql?query=mutation%7Bx%7D")"
 echo "R method_override $(c -X POST -H 'X-HTTP-Method-Override: DELETE' -d '{"body":"hi"}' $api/repos/$R/issues/1/comments)"
 echo "R form_body $(c -X POST -d 'body=hi&_x=1' $api/repos/$R/issues/1/comments)"
 echo "R contents_no_branch $(c -X PUT -d '{"message":"m","content":"eA=="}' $api/repos/$R/contents/README.md)"
@@ -125,9 +126,6 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
         "approve",
         "level",
         "unknown",
-        "mutation",
-        "hidden_mutation",
-        "graphql_get",
         "method_override",
         "form_body",
         "contents_no_branch",
@@ -136,9 +134,13 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
     ] {
         assert_eq!(get(refused), "403", "{refused}: {out}");
     }
-    // A GraphQL query is a read: forwarded (the stand-in answers a POST with 201), and it is
-    // the only GraphQL request GitHub saw.
-    assert_eq!(get("graphql_read"), "201", "{out}");
+    // GraphQL refusals are GraphQL's own answer: errors naming the rule.
+    for refused in ["mutation", "hidden_mutation", "graphql_get"] {
+        assert_eq!(get(refused), "refused", "{refused}: {out}");
+    }
+    // A GraphQL query is a read: forwarded (the stand-in executes it), and it is the only
+    // GraphQL request GitHub saw.
+    assert_eq!(get("graphql_read"), "200", "{out}");
     let graphql: Vec<Value> = gh
         .requests()
         .into_iter()
@@ -748,12 +750,13 @@ const FILTER_SCRIPT: &str = r#"
 api=https://api.github.com
 R=example-org/example-repo
 c() { curl -s -o /dev/null -w "%{http_code}" -H "Authorization: token $GH_TOKEN" "$@"; }
+g() { curl -s -H "Authorization: token $GH_TOKEN" "$@" | grep -q '"errors":\[{"message":"Airlock refused' && echo refused || echo passed; }
 echo "R gzip_label_rest $(c -X POST -H 'Content-Encoding: gzip' -d '{"body":"labelled gzip"}' $api/repos/$R/issues/1/comments)"
-echo "R gzip_label_graphql $(c -X POST -H 'Content-Encoding: gzip' -d '{"query":"{ viewer { login } }"}' $api/graphql)"
+echo "R gzip_label_graphql $(g -X POST -H 'Content-Encoding: gzip' -d '{"query":"{ viewer { login } }"}' $api/graphql)"
 echo "R gzip_real $(printf '{"body":"gz"}' | gzip | c -X POST -H 'Content-Encoding: gzip' --data-binary @- $api/repos/$R/issues/1/comments)"
 echo "R deflate_get $(c -H 'Content-Encoding: deflate' $api/repos/$R)"
 echo "R twins $(c -X POST -d '{"body":"checked","Body":"unchecked"}' $api/repos/$R/issues/1/comments)"
-echo "R twins_graphql $(c -X POST -d '{"query":"{ viewer { login } }","Query":"mutation { x }"}' $api/graphql)"
+echo "R twins_graphql $(g -X POST -d '{"query":"{ viewer { login } }","Query":"mutation { x }"}' $api/graphql)"
 echo "R loose $(c -X POST -H 'Content-Type: text/plain' -d '{ "body" : "h\u0069" }' $api/repos/$R/issues/1/comments)"
 curl -s -D echo.h -o echo.b -H "Authorization: token $GH_TOKEN" $api/repos/$R/airlock-echo
 echo "R echo_status $(head -1 echo.h | cut -d' ' -f2)"
@@ -785,15 +788,11 @@ fn api_bodies_go_on_as_read_and_unencoded_and_echoed_tokens_are_withheld() {
     let run = run_id_of(&o);
     let r = results(&out);
     let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
-    for k in [
-        "gzip_label_rest",
-        "gzip_label_graphql",
-        "gzip_real",
-        "deflate_get",
-        "twins",
-        "twins_graphql",
-    ] {
+    for k in ["gzip_label_rest", "gzip_real", "deflate_get", "twins"] {
         assert_eq!(get(k), "403", "{k}: {out}");
+    }
+    for k in ["gzip_label_graphql", "twins_graphql"] {
+        assert_eq!(get(k), "refused", "{k}: {out}");
     }
     assert_eq!(get("loose"), "201", "{out}");
     assert_eq!(get("echo_status"), "200", "{out}");

@@ -91,6 +91,17 @@ impl GithubPolicy {
             .unwrap_or(repo)
     }
 
+    /// On what condition a merge into `repo` lands (the effective level's `land`).
+    pub fn landing(&self, repo: &str) -> Landing {
+        let (level, _) = repo_level(self.level, self.autonomy.get(self.canonical(repo)));
+        self.levels.permits(level).land
+    }
+
+    /// `writes.repos`, as configured.
+    pub fn repos(&self) -> &[String] {
+        &self.writes.repos
+    }
+
     /// Whether the role may change `.github/workflows/` at all.
     pub fn workflows(&self) -> bool {
         self.writes.workflows
@@ -173,6 +184,52 @@ impl GithubPolicy {
     }
 }
 
+/// One review of a pull request, as GitHub lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Review {
+    pub login: String,
+    /// The account's type: `User`, `Bot`, `Organization`, ...
+    pub account: String,
+    /// `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`, `DISMISSED`, `PENDING`.
+    pub state: String,
+    /// The commit the review was made on.
+    pub commit: String,
+}
+
+/// Whether a pull request authored by `author` with head commit `head` has a human's
+/// approval: a review in state APPROVED on the head commit from an account of type
+/// `User` (never a Bot or an App, whose logins end in `[bot]`) that is not the author
+/// and whose latest deciding review (approve, request changes, dismissal) is that
+/// approval. The approver's login, or why there is none. Pure.
+pub fn human_approval(reviews: &[Review], head: &str, author: &str) -> Result<String, String> {
+    let mut why = "no review approves the pull request".to_string();
+    for (i, r) in reviews.iter().enumerate() {
+        if r.state != "APPROVED" {
+            continue;
+        }
+        let later_decision = reviews[i + 1..].iter().any(|l| {
+            l.login.eq_ignore_ascii_case(&r.login)
+                && matches!(
+                    l.state.as_str(),
+                    "APPROVED" | "CHANGES_REQUESTED" | "DISMISSED"
+                )
+        });
+        if later_decision {
+            continue;
+        }
+        if r.account != "User" || r.login.ends_with("[bot]") {
+            why = "the only approvals are from bots or apps, not a human".into();
+        } else if r.login.eq_ignore_ascii_case(author) {
+            why = "the only approval is from the pull request's author".into();
+        } else if !r.commit.eq_ignore_ascii_case(head) {
+            why = "the only approvals are on an older commit than the head".into();
+        } else {
+            return Ok(r.login.clone());
+        }
+    }
+    Err(why)
+}
+
 /// The effective level of a write that changes no particular path (an issue, a pull
 /// request): the stricter of the role's level and the repository's default (L1 when the
 /// host has no autonomy policy for it, as [`effective_level`] says).
@@ -237,6 +294,43 @@ mod tests {
             (d.allow, d.rule.as_str()),
             (false, "budget.github_writes_per_run")
         );
+    }
+
+    #[test]
+    fn only_a_humans_approval_on_the_head_that_is_not_the_authors_lands_a_change() {
+        let r = |login: &str, account: &str, state: &str, commit: &str| Review {
+            login: login.into(),
+            account: account.into(),
+            state: state.into(),
+            commit: commit.into(),
+        };
+        let head = "h";
+        assert!(human_approval(&[], head, "a").is_err());
+        let bot = [r("ci[bot]", "Bot", "APPROVED", head)];
+        assert!(human_approval(&bot, head, "a")
+            .unwrap_err()
+            .contains("bots"));
+        let typed_bot = [r("sneaky[bot]", "User", "APPROVED", head)];
+        assert!(human_approval(&typed_bot, head, "a").is_err());
+        let author = [r("a", "User", "APPROVED", head)];
+        assert!(human_approval(&author, head, "A")
+            .unwrap_err()
+            .contains("author"));
+        let old = [r("h1", "User", "APPROVED", "old")];
+        assert!(human_approval(&old, head, "a")
+            .unwrap_err()
+            .contains("older"));
+        let withdrawn = [
+            r("h1", "User", "APPROVED", head),
+            r("h1", "User", "CHANGES_REQUESTED", head),
+        ];
+        assert!(human_approval(&withdrawn, head, "a").is_err());
+        let good = [
+            r("h1", "User", "COMMENTED", head),
+            r("h2", "User", "APPROVED", head),
+            r("h2", "User", "COMMENTED", head),
+        ];
+        assert_eq!(human_approval(&good, head, "a").unwrap(), "h2");
     }
 
     #[test]

@@ -34,6 +34,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import standin_graphql  # noqa: E402
+
 DIR = sys.argv[1]
 APP_ID = "4242"
 INSTALLATION = 77
@@ -135,6 +138,17 @@ def push_files(repo, a):
     return {"ref": ref, "object": {"sha": commit}}
 
 
+def head_of(repo, branch):
+    """The sha of a branch in a bare repository here, or None."""
+    try:
+        return git_bare(repo, "rev-parse", "--verify", "refs/heads/" + branch)
+    except (ValueError, OSError):
+        return None
+
+
+GRAPHQL = standin_graphql.State(DIR, head_of)
+
+
 def mcp_tool(repo, name, a):
     """What one of GitHub's MCP tools does here: its answer as text."""
     if name == "create_branch":
@@ -207,6 +221,10 @@ class H(BaseHTTPRequestHandler):
         return b""
 
     def handle_any(self):
+        if self.path.startswith("http://"):
+            # Proxy form (a client sent here as its HTTP proxy, e.g. `gh` with
+            # GH_HOST=github.localhost, to read what it sends): the path alone.
+            self.path = "/" + self.path.split("/", 3)[3] if self.path.count("/") >= 3 else "/"
         auth = self.headers.get("Authorization", "")
         body = self.body()
         path = self.path.split("?", 1)[0]
@@ -251,6 +269,11 @@ class H(BaseHTTPRequestHandler):
             return self.git(path[4:], body)
         if path == "/mcp":
             return self.mcp(t, body)
+        if path == "/graphql" and self.command == "POST":
+            out, seen = standin_graphql.execute(GRAPHQL, t.get("repositories", []), body)
+            status = 400 if "message" in out else 200
+            self.log(status, "token", {"graphql": seen, "body": body.decode(errors="replace")[:2000]})
+            return self.reply(status, out)
         parts = path.strip("/").split("/")
         if parts[0] == "repos" and len(parts) >= 3:
             repo = parts[1] + "/" + parts[2]
@@ -259,18 +282,35 @@ class H(BaseHTTPRequestHandler):
                 return self.reply(404, {"message": "Not Found"})
             if len(parts) == 3 and self.command == "GET":
                 self.log(200, "token")
-                return self.reply(200, {"full_name": repo, "default_branch": "main"})
+                r = GRAPHQL.repos.get(repo)
+                return self.reply(200, {"full_name": repo, "default_branch": "main",
+                                        "node_id": r["id"] if r else None})
             if parts[3:] == ["pulls"] and self.command == "POST":
                 try:
                     pr = open_pull(repo, json.loads(body or b"{}"))
                 except (ValueError, KeyError) as e:
                     self.log(422, "token")
                     return self.reply(422, {"message": "Validation Failed: %s" % e})
+                a = json.loads(body or b"{}")
+                # A test's own setup may open one as a human (what a person does on GitHub).
+                author = standin_graphql.BOT
+                if a.get("standin_author"):
+                    author = GRAPHQL.user(a["standin_author"])
+                with standin_graphql.LOCK:
+                    g = GRAPHQL.add_pull(GRAPHQL.repo(repo), {
+                        "title": pr["title"], "body": pr["body"], "headRefName": pr["head"],
+                        "baseRefName": pr["base"]}, author)
+                    GRAPHQL.save()
+                pr = {**pr, "number": g["number"], "node_id": g["id"],
+                      "html_url": "https://github.com/%s/pull/%d" % (repo, g["number"])}
                 self.log(201, "token", {"pull": pr["number"]})
                 return self.reply(201, pr)
             if parts[3:] == ["pulls"] and self.command == "GET":
                 self.log(200, "token")
                 return self.reply(200, pulls_of(repo))
+        if parts[0] == "repos" and len(parts) in (5, 6) and parts[3] == "pulls" \
+                and self.command == "GET" and parts[4].isdigit():
+            return self.pull_or_reviews(parts[1] + "/" + parts[2], int(parts[4]), len(parts) == 6)
         if path.endswith("/airlock-echo"):
             self.log(200, "token", {"echo": True})
             data = json.dumps({"you_sent": auth}).encode()
@@ -284,6 +324,38 @@ class H(BaseHTTPRequestHandler):
         self.log(status, "token", {"body": body.decode(errors="replace")[:200],
                                    "content_encoding": self.headers.get("Content-Encoding")})
         return self.reply(status, {"ok": True, "method": self.command, "path": path})
+
+    def pull_or_reviews(self, repo, number, reviews):
+        """GET /repos/O/R/pulls/N (head sha, author) or .../reviews: the pull requests of
+        the GraphQL state; reviews made through it, then those a test put in
+        DIR/reviews.json ({"O/R#N": [{"login", "type", "state", "commit_id"}]}: what people
+        did on GitHub meanwhile)."""
+        with standin_graphql.LOCK:
+            r = GRAPHQL.repos.get(repo)
+            p = next((i for i in (r["items"] if r else []) if i["number"] == number
+                      and i["__typename"] == "PullRequest"), None)
+            if p is None:
+                self.log(404, "token")
+                return self.reply(404, {"message": "Not Found"})
+            head = head_of(repo, p["headRefName"]) or "0" * 40
+            if not reviews:
+                self.log(200, "token")
+                a = p["author"]
+                return self.reply(200, {"number": number, "state": p["state"].lower(),
+                                        "merged": p["state"] == "MERGED", "node_id": p["id"],
+                                        "head": {"ref": p["headRefName"], "sha": head},
+                                        "user": {"login": a["login"], "type": a["__typename"]}})
+            out = []
+            for rid in p.get("reviews", []):
+                rv = GRAPHQL.nodes[rid]
+                out.append({"user": {"login": rv["author"]["login"],
+                                     "type": rv["author"]["__typename"]},
+                            "state": rv["state"], "commit_id": rv["oid"]})
+        extra = os.path.join(DIR, "reviews.json")
+        if os.path.exists(extra):
+            out += json.load(open(extra)).get("%s#%d" % (repo, number), [])
+        self.log(200, "token")
+        return self.reply(200, out)
 
     def mcp(self, t, body):
         """GitHub's MCP server (streamable HTTP, JSON answers), for token `t`."""

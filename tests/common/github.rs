@@ -149,6 +149,49 @@ impl StandInGithub {
             .collect()
     }
 
+    /// An installation token minted straight at the stand-in (an App JWT signed here), for
+    /// a test's own setup (someone else's pull request, say).
+    pub fn mint_token(&self) -> String {
+        let script = r#"
+import base64, json, subprocess, sys, time, urllib.request
+d, port = sys.argv[1], sys.argv[2]
+b = lambda x: base64.urlsafe_b64encode(x).rstrip(b"=").decode()
+now = int(time.time())
+h = b(json.dumps({"alg": "RS256", "typ": "JWT"}).encode())
+c = b(json.dumps({"iss": "4242", "iat": now - 5, "exp": now + 300}).encode())
+sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", d + "/app.key"],
+                     input=(h + "." + c).encode(), capture_output=True, check=True).stdout
+req = urllib.request.Request("http://127.0.0.1:%s/app/installations/77/access_tokens" % port,
+    data=json.dumps({"repositories": ["example-repo", "scratch"]}).encode(),
+    headers={"Authorization": "Bearer " + h + "." + c + "." + b(sig)}, method="POST")
+print(json.load(urllib.request.urlopen(req))["token"])
+"#;
+        let o = Command::new("/usr/bin/python3")
+            .args(["-c", script])
+            .arg(self.dir.path())
+            .arg(self.port.to_string())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
+    /// POST a JSON body straight to the stand-in with `token`: its answer.
+    pub fn post(&self, path: &str, token: &str, body: &str) -> Value {
+        let o = Command::new("/usr/bin/curl")
+            .args([
+                "-s",
+                "-H",
+                &format!("Authorization: token {token}"),
+                "-d",
+                body,
+            ])
+            .arg(format!("http://127.0.0.1:{}{path}", self.port))
+            .output()
+            .unwrap();
+        serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
+    }
+
     pub fn bare(&self) -> PathBuf {
         self.dir.path().join("repos/example-org/example-repo.git")
     }

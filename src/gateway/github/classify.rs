@@ -14,6 +14,8 @@ pub enum Kind {
     Write { repo: String, actions: Vec<Action> },
     /// A git push: its ref updates are checked before its pack goes on.
     Push { repo: String },
+    /// A GraphQL mutation: its node ids are resolved before it is decided.
+    Mutation(super::mutation::Mutation),
     /// Refused: the reason.
     Unknown(&'static str),
 }
@@ -186,6 +188,18 @@ pub fn rest(method: &str, path: &str, body: Option<&Value>) -> Kind {
         }
         ("POST" | "DELETE", ["issues", n, "assignees"]) if num(n) => one(Issue("assign")),
         ("POST", ["pulls"]) => one(PullRequest("open")),
+        // Editing a pull request: part of opening it, on one this run opened (the route
+        // checks whose it is).
+        ("PATCH", ["pulls", n]) if num(n) => {
+            let known = ["title", "body", "base", "state", "maintainer_can_modify"];
+            let other = body.and_then(Value::as_object).map_or(true, |o| {
+                o.is_empty() || o.keys().any(|k| !known.contains(&k.as_str()))
+            });
+            if other {
+                return Kind::Unknown("a pull request edit Airlock does not know");
+            }
+            one(PullRequest("open"))
+        }
         ("PUT", ["pulls", n, "merge"]) if num(n) => one(PullRequest("merge")),
         ("POST", ["pulls", n, "reviews"]) if num(n) => one(review_action(field("event"))),
         ("POST", ["pulls", n, "reviews", r, "events"]) if num(n) && num(r) => {
@@ -206,18 +220,16 @@ pub fn rest(method: &str, path: &str, body: Option<&Value>) -> Kind {
     }
 }
 
-/// A GraphQL request: a document of queries reads; a mutation is refused (its repository
-/// is named by a node id, which this table does not resolve), and so is a document the
-/// reader cannot read ([`super::graphql`]).
+/// A GraphQL request: a document of queries reads; a mutation in the one shape
+/// [`super::mutation::read`] takes is decided once its node ids are resolved; anything
+/// else is refused, as is a document the readers cannot read.
 fn graphql(body: Option<&Value>) -> Kind {
-    let Some(q) = body.and_then(|b| b.get("query")).and_then(Value::as_str) else {
+    let Some(body) = body else {
         return Kind::Unknown("a GraphQL request must carry its query");
     };
-    match super::graphql::operations(q) {
-        Ok(ops) if ops.iter().all(|o| *o == super::graphql::Op::Query) => Kind::Read,
-        Ok(_) => Kind::Unknown(
-            "GraphQL mutations are not forwarded; use the REST endpoints (gh api repos/OWNER/REPO/...) or the GitHub MCP tools",
-        ),
+    match super::mutation::read(body) {
+        Ok(super::mutation::Request::Read) => Kind::Read,
+        Ok(super::mutation::Request::Mutation(m)) => Kind::Mutation(m),
         Err(why) => Kind::Unknown(why),
     }
 }

@@ -189,13 +189,27 @@ pub async fn check(gh: &Github, tool: &str, args: &Value) -> Result<Option<Passe
                     return Err(format!("{rule}: {why}"));
                 }
             }
+            let mut landed = String::new();
+            if actions.contains(&Action::PullRequest("merge")) {
+                if let Err(d) = gh.decide(&repo, &actions, &name, &endpoint, started) {
+                    return Err(format!("{}: {}", d.rule, d.reason));
+                }
+                let number = args.get("pullNumber").and_then(Value::as_u64);
+                match super::land::gate(gh, &repo, number).await {
+                    Ok(note) => landed = format!("; {note}"),
+                    Err((rule, why)) => {
+                        gh.journal(&repo, &name, &endpoint, (false, rule, &why), 403, started);
+                        return Err(format!("{rule}: {why}"));
+                    }
+                }
+            }
             match gh.authorize(&repo, &actions, &name, &endpoint, started) {
                 Ok(d) => Ok(Some(Passed {
                     made: branch.filter(|_| making),
                     repo,
                     name,
                     rule: d.rule,
-                    reason: d.reason,
+                    reason: format!("{}{landed}", d.reason),
                     started,
                 })),
                 Err(d) => Err(format!("{}: {}", d.rule, d.reason)),

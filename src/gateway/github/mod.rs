@@ -14,7 +14,11 @@
 
 pub mod classify;
 pub mod graphql;
+pub mod land;
 pub mod mcp;
+pub mod mutate;
+pub mod mutation;
+pub mod nodes;
 pub mod push;
 pub mod scratch;
 pub mod tls;
@@ -126,6 +130,8 @@ pub struct Github {
     secrets: Secrets,
     /// The run's tasks: intercepted connections end with the run.
     scope: super::scope::Scope,
+    /// Node ids resolved for the run, and the pull requests it opened.
+    nodes: nodes::Nodes,
 }
 
 impl Github {
@@ -156,6 +162,7 @@ impl Github {
             push_slot: tokio::sync::Mutex::new(()),
             secrets,
             scope,
+            nodes: nodes::Nodes::default(),
         }
     }
 
@@ -523,13 +530,21 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     let repo = match &kind {
         Kind::Read => repo_in_path(host, &path),
         Kind::Write { repo, .. } | Kind::Push { repo } => Some(repo.clone()),
+        Kind::Mutation(m) => return mutate::handle(gh, &parts, body, m.clone(), started).await,
         Kind::Unknown(why) => {
             let msg = format!("Airlock: {why}");
             let repo = repo_in_path(host, &path).unwrap_or_else(|| "-".into());
             record(&repo, "unknown", false, "github: unknown write", &msg, 403);
+            if host == Host::Api && path == "/graphql" {
+                return mutate::refusal(&format!(
+                    "Airlock refused by github: unknown write: {why}"
+                ));
+            }
             return refusal(StatusCode::FORBIDDEN, &msg);
         }
     };
+    // What the merge gate found (the approver, the head), for the journal.
+    let mut landed = String::new();
     let write = match &kind {
         Kind::Read => None,
         Kind::Write { repo, actions } => {
@@ -554,6 +569,42 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                     return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {msg}"));
                 }
             }
+            if actions.contains(&Action::PullRequest("merge")) {
+                let name = write_name(actions);
+                if let Err(d) = gh.decide(repo, actions, &name, &endpoint, started) {
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                    );
+                }
+                match land::gate(gh, repo, merge_number(&path)).await {
+                    Ok(note) => landed = format!("; {note}"),
+                    Err((rule, msg)) => {
+                        record(repo, &name, false, rule, &msg, 403);
+                        return refusal(
+                            StatusCode::FORBIDDEN,
+                            &format!("Airlock refused {name} by {rule}: {msg}"),
+                        );
+                    }
+                }
+            }
+            if let Some(n) = pull_edit(&method, &path) {
+                let name = write_name(actions);
+                if let Err(d) = gh.decide(repo, actions, &name, &endpoint, started) {
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                    );
+                }
+                if !gh.nodes.opened_number(repo, n) {
+                    let msg = "only a pull request this run opened may be edited";
+                    record(repo, &name, false, "pull_requests.open", msg, 403);
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by pull_requests.open: {msg}"),
+                    );
+                }
+            }
             Some((repo.clone(), actions.clone()))
         }
         Kind::Push { repo } => {
@@ -562,11 +613,11 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                 Ok(()) => Some((repo.clone(), vec![Action::Contents(None)])),
                 Err((rule, msg)) => {
                     record(repo, "push", false, rule, &msg, 403);
-                    return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {msg}"));
+                    return push_refusal(&body, &format!("{rule}: {msg}"));
                 }
             }
         }
-        Kind::Unknown(_) => None,
+        Kind::Unknown(_) | Kind::Mutation(_) => None,
     };
     if let Some((repo, actions)) = &write {
         let name = match &kind {
@@ -575,6 +626,9 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
         };
         let d = match gh.authorize(repo, actions, &name, &endpoint, started) {
             Ok(d) => d,
+            Err(d) if matches!(kind, Kind::Push { .. }) => {
+                return push_refusal(&body, &format!("{}: {}", d.rule, d.reason))
+            }
             Err(d) => {
                 return refusal(
                     StatusCode::FORBIDDEN,
@@ -583,17 +637,64 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
             }
         };
         let resp = forward(gh, host, &parts, body, Some(repo.clone())).await;
+        let resp = if opening_pull(&method, &path) {
+            mutate::remember_pull(gh, repo, resp).await
+        } else {
+            resp
+        };
         gh.journal(
             repo,
             &name,
             &endpoint,
-            (true, &d.rule, &d.reason),
+            (true, &d.rule, &format!("{}{landed}", d.reason)),
             resp.status().as_u16(),
             started,
         );
         return resp;
     }
     forward(gh, host, &parts, body, repo).await
+}
+
+/// A refused push in git's words: receive-pack's report-status with every ref `ng`
+/// (git prints the reason), or a bare 403 for a request that asked for no report.
+fn push_refusal(body: &[u8], why: &str) -> Response<GwBody> {
+    let Some(report) = push::refused_report(body, why) else {
+        return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {why}"));
+    };
+    let mut r = Response::new(super::full(Bytes::from(report)));
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/x-git-receive-pack-result"),
+    );
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    r
+}
+
+/// Whether a request opens a pull request (`POST /repos/O/R/pulls`).
+fn opening_pull(method: &str, path: &str) -> bool {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    method == "POST" && matches!(seg.as_slice(), ["repos", _, _, "pulls"])
+}
+
+/// The number of the pull request a REST merge names (`PUT /repos/O/R/pulls/N/merge`).
+fn merge_number(path: &str) -> Option<u64> {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match seg.as_slice() {
+        ["repos", _, _, "pulls", n, "merge"] => n.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The number of the pull request a request edits (`PATCH /repos/O/R/pulls/N`).
+fn pull_edit(method: &str, path: &str) -> Option<u64> {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (method, seg.as_slice()) {
+        ("PATCH", ["repos", _, _, "pulls", n]) => n.parse().ok(),
+        _ => None,
+    }
 }
 
 /// A write's name for the journal: its actions joined.
@@ -785,12 +886,15 @@ async fn push_check(
 
 /// The repository's default branch, asked of GitHub with the run's token.
 async fn default_branch(gh: &Github, repo: &str, token: Option<Secret>) -> Option<String> {
+    let v = get_json(gh, &format!("/repos/{repo}"), token).await?;
+    v.get("default_branch")?.as_str().map(str::to_string)
+}
+
+/// A REST read of the gateway's own (`path` under `api_url`), with `token`: its JSON.
+async fn get_json(gh: &Github, path: &str, token: Option<Secret>) -> Option<Value> {
     let base = &gh.plan.api;
     let scheme = if base.https { "https" } else { "http" };
-    let url = format!(
-        "{scheme}://{}{}/repos/{repo}",
-        base.authority, base.base_path
-    );
+    let url = format!("{scheme}://{}{}{path}", base.authority, base.base_path);
     let mut auth = HeaderValue::from_str(&format!("token {}", token?.expose())).ok()?;
     auth.set_sensitive(true);
     let req = Request::builder()
@@ -807,11 +911,10 @@ async fn default_branch(gh: &Github, repo: &str, token: Option<Secret>) -> Optio
     if !resp.status().is_success() {
         return None;
     }
-    let b = Limited::new(resp.into_body(), 1 << 20)
+    let b = Limited::new(resp.into_body(), 4 << 20)
         .collect()
         .await
         .ok()?
         .to_bytes();
-    let v: Value = serde_json::from_slice(&b).ok()?;
-    v.get("default_branch")?.as_str().map(str::to_string)
+    serde_json::from_slice(&b).ok()
 }

@@ -245,3 +245,101 @@ mod tests {
         }
     }
 }
+
+/// One pkt-line of `data`.
+fn pkt(data: &[u8]) -> Vec<u8> {
+    let mut out = format!("{:04x}", data.len() + 4).into_bytes();
+    out.extend_from_slice(data);
+    out
+}
+
+/// git's answer to a push refused whole, in receive-pack's own report-status (inside
+/// side-band channel 1 when the client asked for side-band, with the reason on channel 2
+/// too, which git prints as `remote: ...`), so `git push` prints `! [remote rejected] REF
+/// (Airlock: why)`. `None` when the request is no push this reads or asked for no report
+/// (the caller answers with a bare HTTP refusal then).
+pub fn refused_report(body: &[u8], why: &str) -> Option<Vec<u8>> {
+    let updates = ref_updates(body).ok()?;
+    let first_len = usize::from_str_radix(std::str::from_utf8(body.get(..4)?).ok()?, 16).ok()?;
+    let first = body.get(4..first_len)?;
+    let caps = first
+        .splitn(2, |&b| b == 0)
+        .nth(1)
+        .map(|c| String::from_utf8_lossy(c).to_string())
+        .unwrap_or_default();
+    let caps: Vec<&str> = caps.split_whitespace().collect();
+    if !caps
+        .iter()
+        .any(|c| *c == "report-status" || *c == "report-status-v2")
+    {
+        return None;
+    }
+    // One line, no control characters: the reason is git's to print as it is.
+    let why: String = why
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(400)
+        .collect();
+    let mut report = pkt(b"unpack ok\n");
+    for u in &updates {
+        report.extend(pkt(format!("ng {} Airlock: {why}\n", u.name).as_bytes()));
+    }
+    report.extend_from_slice(b"0000");
+    let band = if caps.contains(&"side-band-64k") {
+        Some(65515)
+    } else if caps.contains(&"side-band") {
+        Some(995)
+    } else {
+        None
+    };
+    let Some(max) = band else {
+        return Some(report);
+    };
+    let mut out = Vec::new();
+    let mut progress = vec![2u8];
+    progress.extend_from_slice(format!("Airlock: {why}\n").as_bytes());
+    out.extend(pkt(&progress));
+    for chunk in report.chunks(max) {
+        let mut data = vec![1u8];
+        data.extend_from_slice(chunk);
+        out.extend(pkt(&data));
+    }
+    out.extend_from_slice(b"0000");
+    Some(out)
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_push_is_reported_as_receive_pack_reports_it() {
+        let line = format!(
+            "{ZERO} {} refs/heads/main\0report-status side-band-64k agent=git/2\n",
+            "a".repeat(40)
+        );
+        let mut body = pkt(line.as_bytes());
+        body.extend_from_slice(b"0000PACK");
+        let out = refused_report(&body, "push to the default branch").unwrap();
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.contains("\u{2}Airlock: push to the default branch\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ng refs/heads/main Airlock: push to the default branch\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("0000"));
+        let plain = format!("{ZERO} {} refs/heads/x\0report-status\n", "b".repeat(40));
+        let mut body = pkt(plain.as_bytes());
+        body.extend_from_slice(b"0000");
+        let out = refused_report(&body, "x\ny").unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "000eunpack ok\n0021ng refs/heads/x Airlock: x y\n0000"
+        );
+        let none = format!("{ZERO} {} refs/heads/x\0agent=git/2\n", "b".repeat(40));
+        assert!(refused_report(&pkt(none.as_bytes()), "x").is_none());
+    }
+}

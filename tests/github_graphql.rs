@@ -1,0 +1,508 @@
+//! GitHub's GraphQL writes through the GitHub route, for real: a workflow role's command
+//! runs the real `gh` (Debian's) and `git` against `https://api.github.com` and
+//! `https://github.com` through the run's gateway, in front of the stand-in GitHub whose
+//! GraphQL is executed by graphql-core over a subset of GitHub's schema
+//! (tests/agents/standin_graphql.py). Each mutation `gh` sends is resolved, decided,
+//! counted and journaled; each refusal is printed by `gh` (or `git`) in its own words.
+
+mod common;
+
+use common::github::StandInGithub;
+use common::*;
+use serde_json::Value;
+
+fn role(writes: u64) -> String {
+    format!(
+        "schema: 1
+role: ghprobe
+level: L3
+brief: brief.md
+kind: workflow
+identity:
+  board_name: airlock:ghprobe
+  key_store: airlock
+writes:
+  repos: [example-org/example-repo, example-org/scratch]
+  issues: [create, comment, label]
+  pull_requests: [open, comment, review, label]
+tools: {{}}
+budget:
+  runs_per_week: 100000
+  minutes_per_run: 5
+  github_writes_per_run: {writes}
+"
+    )
+}
+
+fn host(gh: &StandInGithub, writes: u64) -> Host {
+    let h = Host::new(&[("gina", "ghprobe")], &gh.config());
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), role(writes)).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    h
+}
+
+fn results(out: &str) -> std::collections::BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("R "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// `x NAME CMD...` prints `R NAME ok` or `R NAME fail <what it printed>`; `q NAME DOC
+/// VARS` posts a hand-written GraphQL document and prints GitHub's (or Airlock's) answer.
+const SCRIPT: &str = r#"
+set -u
+export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HOME/.gh
+git config --global user.name agent && git config --global user.email agent@example.com
+x() { n=$1; shift; if out=$("$@" 2>&1); then echo "R $n ok $(echo "$out" | tr '\n' ' ')"; else echo "R $n fail $(echo "$out" | tr '\n' ' ')"; fi; }
+q() { echo "R $1 $(curl -s -H "Authorization: token $GH_TOKEN" -d "{\"query\":\"$2\",\"variables\":$3}" https://api.github.com/graphql)"; }
+git clone -q https://github.com/example-org/example-repo.git repo && cd repo || exit 0
+git checkout -q -b airlock/gh && echo more >> README.md && git commit -qam change
+x push git push -q origin HEAD:refs/heads/airlock/gh
+x push_main git push origin HEAD:main
+R="-R example-org/example-repo"
+x pr_create_main gh pr create $R --head main --base main --title T --body B
+x pr_create_other_branch gh pr create $R --head someone-else --base main --title T --body B
+x pr_create gh pr create $R --head airlock/gh --base main --title T --body B --draft
+x issue_create gh issue create $R --title "An issue" --body "Its body"
+x issue_comment gh issue comment 1 $R --body hi
+x pr_comment gh pr comment 2 $R --body hi
+x pr_edit gh pr edit 2 $R --title "New title"
+x pr_label gh pr edit 2 $R --add-label bug
+x pr_ready gh pr ready 2 $R
+x pr_review gh pr review 2 $R --comment -b looks-fine
+x pr_approve gh pr review 2 $R --approve
+x issue_close gh issue close 1 $R
+x other_repo gh issue comment 1 -R example-org/other --body hi
+OTHER=$(curl -s -H "Authorization: token $GH_TOKEN" -d '{"query":"{ repository(owner: \"example-org\", name: \"other\") { issue(number: 1) { id } } }"}' https://api.github.com/graphql | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["repository"]["issue"]["id"])')
+MINE=$(curl -s -H "Authorization: token $GH_TOKEN" -d '{"query":"{ repository(owner: \"example-org\", name: \"example-repo\") { issue(number: 1) { id } } }"}' https://api.github.com/graphql | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["repository"]["issue"]["id"])')
+C='addComment(input: $input) { clientMutationId }'
+q two "mutation A(\$input: AddCommentInput!) { $C } mutation B(\$input: AddCommentInput!) { $C }" "{\"input\":{\"subjectId\":\"$MINE\",\"body\":\"x\"}}"
+q aliased "mutation(\$input: AddCommentInput!) { a: $C }" "{\"input\":{\"subjectId\":\"$MINE\",\"body\":\"x\"}}"
+q inline "mutation { addComment(input: {subjectId: \\\"$OTHER\\\", body: \\\"x\\\"}) { clientMutationId } }" "{}"
+q other_node "mutation(\$input: AddCommentInput!) { $C }" "{\"input\":{\"subjectId\":\"$OTHER\",\"body\":\"x\"}}"
+q unknown_node "mutation(\$input: AddCommentInput!) { $C }" "{\"input\":{\"subjectId\":\"I_kwDOnosuchnode\",\"body\":\"x\"}}"
+q unknown_field "mutation(\$input: DeleteIssueInput!) { deleteIssue(input: \$input) { clientMutationId } }" "{\"input\":{\"issueId\":\"$MINE\"}}"
+echo "R dup $(curl -s -H "Authorization: token $GH_TOKEN" -d '{"query":"mutation($input: AddCommentInput!) { addComment(input: $input) { clientMutationId } }","variables":{"input":{"subjectId":"'$MINE'","body":"a","body":"b"}}}' https://api.github.com/graphql)"
+x last_write gh issue comment 1 $R --body second
+x over_budget gh issue comment 1 $R --body third
+"#;
+
+#[test]
+fn gh_commands_write_through_graphql_each_checked_counted_and_journaled() {
+    require_journald();
+    let gh = StandInGithub::start();
+    // The push and nine mutations: the tenth is past the budget.
+    let h = host(&gh, 10);
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", SCRIPT])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    for ok in [
+        "push",
+        "pr_create",
+        "issue_create",
+        "issue_comment",
+        "pr_comment",
+        "pr_edit",
+        "pr_label",
+        "pr_ready",
+        "pr_review",
+        "last_write",
+    ] {
+        assert!(get(ok).starts_with("ok"), "{ok}: {}\n{out}", get(ok));
+    }
+    assert!(
+        get("pr_create").contains("https://github.com/example-org/example-repo/pull/2"),
+        "{out}"
+    );
+    // Refused, the rule in gh's own output (GraphQL errors) or git's.
+    for (k, rule) in [
+        ("push_main", "(Airlock: push: default branch"),
+        ("pr_create_main", "push: default branch"),
+        ("pr_create_other_branch", "push: branch"),
+        ("pr_approve", "classes: merge"),
+        ("issue_close", "writes.issues"),
+        ("other_repo", "writes.repos"),
+        ("two", "one operation per document"),
+        ("aliased", "no alias"),
+        ("inline", "not an inline literal"),
+        ("other_node", "writes.repos"),
+        ("unknown_node", "node id GitHub does not know"),
+        ("unknown_field", "not a GraphQL mutation Airlock knows"),
+        ("dup", "unknown write"),
+        ("over_budget", "budget.github_writes_per_run"),
+    ] {
+        let v = get(k);
+        assert!(
+            !v.starts_with("ok") && v.contains(rule),
+            "{k} should be refused by {rule}: {v}\n{out}"
+        );
+    }
+
+    // GitHub saw exactly the allowed mutations, in order.
+    let mutations: Vec<String> = gh
+        .requests()
+        .iter()
+        .filter(|q| q["graphql"]["type"] == "mutation")
+        .map(|q| q["graphql"]["fields"][0].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        mutations,
+        [
+            "createPullRequest",
+            "createIssue",
+            "addComment",
+            "addComment",
+            "updatePullRequest",
+            "addLabelsToLabelable",
+            "markPullRequestReadyForReview",
+            "addPullRequestReview",
+            "addComment",
+        ],
+        "{out}"
+    );
+    // The gateway's own questions: the repository ids of writes.repos once (one query for
+    // both), and each other id once (the run's cache, and the ids its own mutations
+    // created, answer the rest).
+    let reqs = gh.requests();
+    let repo_ids = reqs
+        .iter()
+        .filter(|q| q["graphql"]["fields"] == serde_json::json!(["repository", "repository"]))
+        .count();
+    assert_eq!(repo_ids, 1, "the repository ids are learned once");
+    let looked_up: Vec<String> = reqs
+        .iter()
+        .filter(|q| q["graphql"]["fields"] == serde_json::json!(["nodes"]))
+        .filter_map(|q| serde_json::from_str::<Value>(q["body"].as_str()?).ok())
+        .flat_map(|b| {
+            b["variables"]["ids"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = looked_up.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        looked_up.len(),
+        "an id asked twice: {looked_up:?}"
+    );
+    // Issue #1, the label, the other repository's issue, the unknown id: the new pull
+    // request and issue came from the mutations' answers.
+    assert_eq!(looked_up.len(), 4, "{looked_up:?}");
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
+            .unwrap();
+    let items = &state["repos"]["example-org/example-repo"]["items"];
+    assert_eq!(items[1]["title"], "New title", "{items}");
+    assert_eq!(items[1]["isDraft"], false);
+    assert_eq!(items[1]["headRefName"], "airlock/gh");
+    assert_eq!(items[2]["title"], "An issue");
+    assert_eq!(
+        items[0]["state"], "OPEN",
+        "the refused close did not happen"
+    );
+    assert_eq!(
+        state["repos"]["example-org/other"]["items"][0]["comments"],
+        serde_json::json!([])
+    );
+
+    // The journal: one allowed github_write per mutation, named by its field.
+    let run = run_id_of(&o);
+    let ev = events(&run, "github_write", 20);
+    let allowed = |endpoint: &str, action: &str| {
+        ev.iter()
+            .filter(|e| {
+                e["AIRLOCK_ENDPOINT"] == endpoint
+                    && e["AIRLOCK_ACTION"] == action
+                    && e["AIRLOCK_DECISION"] == "allow"
+            })
+            .count()
+    };
+    assert_eq!(
+        allowed("graphql createPullRequest", "pull_requests.open"),
+        1,
+        "{ev:?}"
+    );
+    assert_eq!(allowed("graphql createIssue", "issues.create"), 1);
+    assert_eq!(allowed("graphql addComment", "issues.comment"), 2);
+    assert_eq!(allowed("graphql addComment", "pull_requests.comment"), 1);
+    assert_eq!(
+        allowed("graphql updatePullRequest", "pull_requests.open"),
+        1
+    );
+    assert_eq!(
+        allowed("graphql addLabelsToLabelable", "pull_requests.label"),
+        1
+    );
+    assert_eq!(
+        allowed(
+            "graphql markPullRequestReadyForReview",
+            "pull_requests.open"
+        ),
+        1
+    );
+    assert_eq!(
+        allowed("graphql addPullRequestReview", "pull_requests.review"),
+        1
+    );
+    let over = ev
+        .iter()
+        .find(|e| e["AIRLOCK_RULE"] == "budget.github_writes_per_run")
+        .expect("the write past the budget is journaled");
+    assert_eq!(over["AIRLOCK_WRITES"], "10");
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    assert!(
+        ledger.contains(r#""github":{"writes":10,"budget":10}"#),
+        "{ledger}"
+    );
+}
+
+/// Editing a pull request this run did not open is refused, by REST and by GraphQL.
+const NOT_MINE: &str = r#"
+set -u
+export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HOME/.gh
+x() { n=$1; shift; if out=$("$@" 2>&1); then echo "R $n ok $(echo "$out" | tr '\n' ' ')"; else echo "R $n fail $(echo "$out" | tr '\n' ' ')"; fi; }
+x gql_edit gh pr edit 2 -R example-org/example-repo --title mine-now
+echo "R rest_edit $(curl -s -X PATCH -H "Authorization: token $GH_TOKEN" -d '{"title":"mine-now"}' https://api.github.com/repos/example-org/example-repo/pulls/2)"
+git config --global user.name agent && git config --global user.email agent@example.com
+git clone -q https://github.com/example-org/example-repo.git repo && cd repo
+git checkout -q -b airlock/rest && echo more >> README.md && git commit -qam change && git push -q origin HEAD:refs/heads/airlock/rest
+echo "R rest_open $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: token $GH_TOKEN" -d '{"title":"ours","head":"airlock/rest","base":"main"}' https://api.github.com/repos/example-org/example-repo/pulls)"
+echo "R rest_own_edit $(curl -s -o /dev/null -w '%{http_code}' -X PATCH -H "Authorization: token $GH_TOKEN" -d '{"body":"edited"}' https://api.github.com/repos/example-org/example-repo/pulls/3)"
+x gql_own_edit gh pr edit 3 -R example-org/example-repo --title ours-renamed
+"#;
+
+#[test]
+fn a_pull_request_the_run_did_not_open_is_not_edited() {
+    require_journald();
+    let gh = StandInGithub::start();
+    // Someone else's pull request, opened straight at the stand-in before the run.
+    let seed = std::process::Command::new("git")
+        .args(["branch", "theirs", "main"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    assert!(seed.status.success(), "{}", stderr(&seed));
+    let token = gh.mint_token();
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &token,
+        r#"{"title":"theirs","head":"theirs","base":"main"}"#,
+    );
+    assert_eq!(opened["number"], 2, "{opened}");
+    let h = host(&gh, 5);
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", NOT_MINE])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    let r = results(&out);
+    for k in ["gql_edit", "rest_edit"] {
+        let v = r.get(k).map(String::as_str).unwrap_or("missing");
+        assert!(
+            v.contains("only a pull request this run opened"),
+            "{k}: {v}\n{out}\n{}",
+            stderr(&o)
+        );
+    }
+    let state = std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap();
+    assert!(!state.contains("mine-now"), "{state}");
+    // Its own, opened by REST: edited by REST and by GraphQL (its node id from GitHub's
+    // answer to the POST).
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    assert_eq!(get("rest_open"), "201", "{out}");
+    assert_eq!(get("rest_own_edit"), "201", "{out}");
+    assert!(get("gql_own_edit").starts_with("ok"), "{out}");
+    assert!(state.contains("ours-renamed"), "{state}");
+}
+
+/// A host whose merge gate (a workflow role of the merge-gate class) merges in
+/// example-org/example-repo at `level` (its autonomy policy's default), with pull request
+/// #2 (branch `feature`) opened by the human `octo-author` before the run.
+fn gate_host(gh: &StandInGithub, level: &str) -> Host {
+    let h = Host::new(&[("mona", "merge-gate")], &gh.config());
+    let pol = h.root.join("policies");
+    let cp = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(std::path::Path::new(REPO).join("policies"))
+        .arg(&pol)
+        .output()
+        .unwrap();
+    assert!(cp.status.success(), "{}", stderr(&cp));
+    let auto = pol.join("autonomy/example-org/example-repo.yaml");
+    let text = std::fs::read_to_string(&auto).unwrap();
+    assert!(text.contains("default: L2"), "{text}");
+    std::fs::write(
+        &auto,
+        text.replace("default: L2", &format!("default: {level}")),
+    )
+    .unwrap();
+    let cfg = std::fs::read_to_string(&h.cfg).unwrap();
+    let cfg = cfg.replace(
+        &format!("policies: {REPO}/policies"),
+        &format!("policies: {}", pol.display()),
+    );
+    std::fs::write(&h.cfg, cfg).unwrap();
+    let dir = h.root.join("roles.local/merge-gate");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("role.yaml"),
+        "schema: 1
+role: merge-gate
+level: L4
+brief: brief.md
+goals: goals.md
+kind: workflow
+judge:
+  metric: the CI run of the pull request
+  source: ci.yml on main
+  pass: green
+  check:
+    repo: example-org/example-repo
+    workflow: ci.yml
+    branch: main
+    max_age_days: 3
+identity:
+  board_name: airlock:merge-gate
+  key_store: airlock
+writes:
+  repos: [example-org/example-repo]
+  pull_requests: [merge, review, comment]
+tools: {}
+budget:
+  runs_per_week: 100000
+  minutes_per_run: 5
+  github_writes_per_run: 3
+",
+    )
+    .unwrap();
+    std::fs::write(dir.join("brief.md"), "# Merge gate\n").unwrap();
+    std::fs::write(dir.join("goals.md"), "# Goals\nLand what passed.\n").unwrap();
+    let b = std::process::Command::new("git")
+        .args(["branch", "feature", "main"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", stderr(&b));
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &gh.mint_token(),
+        r#"{"title":"A change","head":"feature","base":"main","standin_author":"octo-author"}"#,
+    );
+    assert_eq!(opened["number"], 2, "{opened}");
+    h
+}
+
+const MERGE: &str = r#"
+export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HOME/.gh
+if out=$(gh pr merge 2 -R example-org/example-repo --merge 2>&1); then echo "R merge ok $out"; else echo "R merge fail $(echo "$out" | tr '\n' ' ')"; fi
+echo "R rest $(curl -s -X PUT -H "Authorization: token $GH_TOKEN" -d '{}' https://api.github.com/repos/example-org/example-repo/pulls/2/merge | tr '\n' ' ')"
+"#;
+
+fn merge_once(gh: &StandInGithub, h: &Host, reviews: Value) -> (String, String, String) {
+    std::fs::write(
+        gh.dir.path().join("reviews.json"),
+        serde_json::json!({"example-org/example-repo#2": reviews}).to_string(),
+    )
+    .unwrap();
+    let o = h
+        .launch("merge-gate", "mona", &[], &["/bin/sh", "-c", MERGE])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    (
+        r.get("merge").cloned().unwrap_or_default(),
+        r.get("rest").cloned().unwrap_or_default(),
+        run_id_of(&o),
+    )
+}
+
+fn head_of(gh: &StandInGithub, branch: &str) -> String {
+    let o = std::process::Command::new("git")
+        .args(["rev-parse", branch])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    stdout(&o).trim().to_string()
+}
+
+fn merged(gh: &StandInGithub) -> bool {
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
+            .unwrap();
+    state["repos"]["example-org/example-repo"]["items"][1]["state"] == "MERGED"
+}
+
+#[test]
+fn at_l3_a_merge_lands_only_after_a_humans_approval_of_the_head() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host(&gh, "L3");
+    let head = head_of(&gh, "feature");
+    let review = |login: &str, ty: &str, commit: &str| serde_json::json!({"user": {"login": login, "type": ty}, "state": "APPROVED", "commit_id": commit});
+    for (reviews, why) in [
+        (serde_json::json!([]), "no review approves"),
+        (
+            serde_json::json!([review("ci-helper[bot]", "Bot", &head)]),
+            "bots or apps",
+        ),
+        (
+            serde_json::json!([review("octo-author", "User", &head)]),
+            "author",
+        ),
+        (
+            serde_json::json!([review("octo-human", "User", &"1".repeat(40))]),
+            "older commit",
+        ),
+    ] {
+        let (g, rest, _) = merge_once(&gh, &h, reviews);
+        for (client, said) in [("gh", &g), ("REST", &rest)] {
+            assert!(
+                said.contains("land: after-human-approval") && said.contains(why),
+                "{client} should be refused ({why}): {said}"
+            );
+        }
+        assert!(!merged(&gh), "a refused merge reached GitHub");
+    }
+    let (g, _, run) = merge_once(
+        &gh,
+        &h,
+        serde_json::json!([review("octo-human", "User", &head)]),
+    );
+    assert!(g.starts_with("ok"), "{g}");
+    assert!(merged(&gh));
+    let ev = events(&run, "github_write", 1);
+    let m = ev
+        .iter()
+        .find(|e| e["AIRLOCK_ENDPOINT"] == "graphql mergePullRequest")
+        .unwrap_or_else(|| panic!("{ev:?}"));
+    assert_eq!(m["AIRLOCK_DECISION"], "allow");
+    let reason = m["AIRLOCK_REASON"].as_str().unwrap_or("");
+    assert!(
+        reason.contains(&format!("approved by octo-human on {head}")),
+        "{reason}"
+    );
+}
+
+#[test]
+fn at_l4_a_merge_without_a_human_needs_the_judge_which_is_refused_as_missing() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host(&gh, "L4");
+    let (g, rest, _) = merge_once(&gh, &h, serde_json::json!([]));
+    assert!(g.contains("judge-missing"), "{g}");
+    assert!(rest.contains("judge-missing"), "{rest}");
+    assert!(!merged(&gh));
+}
