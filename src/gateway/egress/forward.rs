@@ -98,7 +98,18 @@ pub(crate) async fn forward(
         let _ = conn.await;
         drop(slot);
     });
-    let resp = match tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(out)).await {
+    let sent = tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(out)).await;
+    answered(j, sent)
+}
+
+/// What the destination answered (`sent`: the request's send, timed out at
+/// [`RESPONSE_TIMEOUT`]) as the run gets it: its body counted, bounded by [`IDLE`] between
+/// frames, and the record journaled when the body goes; or the refusal of a failed exchange.
+pub(crate) fn answered(
+    mut j: Journaled,
+    sent: Result<Result<Response<Incoming>, hyper::Error>, tokio::time::error::Elapsed>,
+) -> Response<Body> {
+    let resp = match sent {
         Ok(Ok(r)) => r,
         Ok(Err(_)) => {
             return j.refuse(

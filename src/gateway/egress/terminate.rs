@@ -19,7 +19,7 @@ use hyper_util::rt::TokioIo;
 
 use super::forward::{Counted, RESPONSE_TIMEOUT};
 use super::target::{self, Target};
-use super::{dial, Egress, Journaled, Opened, Terminated, HELLO_TIMEOUT, IDLE};
+use super::{dial, Egress, Journaled, Opened, Terminated, HELLO_TIMEOUT};
 use crate::gateway::http::Body;
 use crate::policy::egress::destinations::{decide_request, Granted};
 
@@ -219,42 +219,7 @@ async fn request(c: &Conn, mut j: Journaled, req: Request<Incoming>) -> Response
     };
     let sent = tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(out)).await;
     drop(up);
-    let resp = match sent {
-        Ok(Ok(r)) => r,
-        Ok(Err(_)) => {
-            return j.refuse(
-                StatusCode::BAD_GATEWAY,
-                "egress: unreachable",
-                "the destination sent no valid HTTP response",
-            )
-        }
-        Err(_) => {
-            return j.refuse(
-                StatusCode::GATEWAY_TIMEOUT,
-                "egress: unreachable",
-                "no response within 30 s",
-            )
-        }
-    };
-    let (parts, body) = resp.into_parts();
-    if parts.status == StatusCode::SWITCHING_PROTOCOLS {
-        return j.refuse(
-            StatusCode::BAD_GATEWAY,
-            "egress: unreachable",
-            "the destination switched protocols unasked",
-        );
-    }
-    j.rec.status = parts.status.as_u16();
-    let down = j.down.clone();
-    let mut back = Response::new(http_body_util::BodyExt::boxed_unsync(Counted {
-        inner: body,
-        n: down,
-        idle: Some(Box::pin(tokio::time::sleep(IDLE))),
-        _journaled: Some(j),
-    }));
-    *back.status_mut() = parts.status;
-    *back.headers_mut() = crate::gateway::headers::end_to_end(&parts.headers);
-    back
+    super::forward::answered(j, sent)
 }
 
 /// Make `up` a sender ready for the next request: the one held if it still is, else a new

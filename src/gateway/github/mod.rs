@@ -892,18 +892,37 @@ async fn default_branch(gh: &Github, repo: &str, token: Option<Secret>) -> Optio
 
 /// A REST read of the gateway's own (`path` under `api_url`), with `token`: its JSON.
 async fn get_json(gh: &Github, path: &str, token: Option<Secret>) -> Option<Value> {
+    own_request(gh, path, &token?, None, 4 << 20).await
+}
+
+/// A request of the gateway's own to GitHub's API (`path` under `api_url`) with `token`:
+/// a GET, or a POST of `body` as JSON; the answer's JSON (at most `limit` bytes, each key
+/// once) when it succeeded.
+pub(crate) async fn own_request(
+    gh: &Github,
+    path: &str,
+    token: &Secret,
+    body: Option<&Value>,
+    limit: usize,
+) -> Option<Value> {
     let base = &gh.plan.api;
     let scheme = if base.https { "https" } else { "http" };
     let url = format!("{scheme}://{}{}{path}", base.authority, base.base_path);
-    let mut auth = HeaderValue::from_str(&format!("token {}", token?.expose())).ok()?;
+    let mut auth = HeaderValue::from_str(&format!("token {}", token.expose())).ok()?;
     auth.set_sensitive(true);
     let req = Request::builder()
+        .method(if body.is_some() { "POST" } else { "GET" })
         .uri(url)
         .header(AUTHORIZATION, auth)
         .header(hyper::header::USER_AGENT, "airlockd")
-        .header(hyper::header::ACCEPT, "application/vnd.github+json")
-        .body(Full::new(Bytes::new()))
-        .ok()?;
+        .header(hyper::header::ACCEPT, "application/vnd.github+json");
+    let req = match body {
+        Some(b) => req
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(serde_json::to_vec(b).ok()?))),
+        None => req.body(Full::new(Bytes::new())),
+    }
+    .ok()?;
     let resp = tokio::time::timeout(std::time::Duration::from_secs(10), gh.client.request(req))
         .await
         .ok()?
@@ -911,10 +930,10 @@ async fn get_json(gh: &Github, path: &str, token: Option<Secret>) -> Option<Valu
     if !resp.status().is_success() {
         return None;
     }
-    let b = Limited::new(resp.into_body(), 4 << 20)
+    let b = Limited::new(resp.into_body(), limit)
         .collect()
         .await
         .ok()?
         .to_bytes();
-    serde_json::from_slice(&b).ok()
+    crate::gateway::strict_json::parse(&b).ok()
 }

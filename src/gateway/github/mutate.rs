@@ -8,9 +8,9 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
-use hyper::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::mutation::{self, Mutation, NodeType};
@@ -36,33 +36,8 @@ pub fn refusal(message: &str) -> Response<GwBody> {
 /// POST a GraphQL document of the gateway's own to GitHub with the installation token of
 /// `repo`'s owner (or the first): its answer.
 pub async fn ask(gh: &Github, repo: Option<&str>, body: &Value) -> Option<Value> {
-    let base = &gh.plan.api;
-    let scheme = if base.https { "https" } else { "http" };
-    let url = format!("{scheme}://{}{}/graphql", base.authority, base.base_path);
     let token = gh.token_for(repo)?;
-    let mut auth = HeaderValue::from_str(&format!("token {}", token.expose())).ok()?;
-    auth.set_sensitive(true);
-    let req = Request::builder()
-        .method("POST")
-        .uri(url)
-        .header(AUTHORIZATION, auth)
-        .header(hyper::header::USER_AGENT, "airlockd")
-        .header(CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(serde_json::to_vec(body).ok()?)))
-        .ok()?;
-    let resp = tokio::time::timeout(std::time::Duration::from_secs(10), gh.client.request(req))
-        .await
-        .ok()?
-        .ok()?;
-    if !resp.status().is_success() {
-        return None;
-    }
-    let b = Limited::new(resp.into_body(), MAX_ANSWER_BYTES)
-        .collect()
-        .await
-        .ok()?
-        .to_bytes();
-    crate::gateway::strict_json::parse(&b).ok()
+    super::own_request(gh, "/graphql", token, Some(body), MAX_ANSWER_BYTES).await
 }
 
 /// Each of `ids` resolved: from the run's cache, else by one lookup. `Err` with the rule
