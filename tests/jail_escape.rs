@@ -548,9 +548,10 @@ fn bad_input_is_refused_before_anything_starts() {
     assert!(err(&o).contains("not hired"), "{}", err(&o));
     assert!(!env.state.join("homes/nobody-here").exists());
     // A uid that belongs to an existing account: root and nobody.
+    // The whole config is refused at load while it holds one: each is tried alone.
+    let good = std::fs::read_to_string(&env.cfg).unwrap();
     for (name, uid) in [("rooty", 0u32), ("nob", 65534)] {
-        let cfg = std::fs::read_to_string(&env.cfg).unwrap()
-            + &format!("  {name}: {{role: probe, uid: {uid}}}\n");
+        let cfg = good.clone() + &format!("  {name}: {{role: probe, uid: {uid}}}\n");
         std::fs::write(&env.cfg, cfg).unwrap();
         let o = env.run(name, &[], &["/bin/true"]);
         assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
@@ -561,6 +562,7 @@ fn bad_input_is_refused_before_anything_starts() {
         );
         assert!(!env.state.join("homes").join(name).exists());
     }
+    std::fs::write(&env.cfg, &good).unwrap();
     // A program that does not exist: the jail reports the failing step, exit 2.
     let o = env.run("tess", &[], &["no-such-program-xyz"]);
     assert_eq!(o.status.code(), Some(2));
