@@ -70,8 +70,10 @@ impl Host {
         require_root();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
-        // 1880094000..1880094999, apart from the jail escape suite's range.
-        let base = 1_880_094_000 + (std::process::id() % 40) * 25;
+        // 1880094000..1880094949, apart from the jail escape suite's range and from the
+        // connectors' uids the suites pick at 1880094970 and up (airlockd refuses a
+        // connector uid an instance has).
+        let base = 1_880_094_000 + (std::process::id() % 38) * 25;
         let mut uids = Vec::new();
         let mut inst = String::new();
         for (n, role) in hires {
