@@ -124,16 +124,7 @@ pub fn parse(
     ] {
         let Some(v) = get(name) else { continue };
         let at = key("egress", name);
-        let ports: Option<Vec<u16>> = v.as_sequence().and_then(|items| {
-            items
-                .iter()
-                .map(|p| {
-                    p.as_u64()
-                        .and_then(|n| u16::try_from(n).ok())
-                        .filter(|&n| n != 0)
-                })
-                .collect()
-        });
+        let ports = port_list(v);
         match ports {
             Some(p) if p.len() <= MAX_LIST => *slot = p,
             _ => problem(
@@ -270,16 +261,7 @@ fn destination(
         }
     }
     if let Some(v) = get("ports") {
-        let ports: Option<Vec<u16>> = v.as_sequence().and_then(|items| {
-            items
-                .iter()
-                .map(|p| {
-                    p.as_u64()
-                        .and_then(|n| u16::try_from(n).ok())
-                        .filter(|&n| n != 0)
-                })
-                .collect()
-        });
+        let ports = port_list(v);
         match ports {
             Some(p) if !p.is_empty() && p.len() <= MAX_LIST => d.ports = Some(p),
             _ => {
@@ -433,6 +415,18 @@ fn nameserver(s: &str) -> Option<SocketAddr> {
         return Some(SocketAddr::new(ip, 53));
     }
     s.parse::<SocketAddr>().ok().filter(|a| a.port() != 0)
+}
+
+/// A YAML list of TCP ports (1-65535), or `None` when it is not one.
+fn port_list(v: &Value) -> Option<Vec<u16>> {
+    v.as_sequence()?
+        .iter()
+        .map(|p| {
+            p.as_u64()
+                .and_then(|n| u16::try_from(n).ok())
+                .filter(|&n| n != 0)
+        })
+        .collect()
 }
 
 #[cfg(test)]
