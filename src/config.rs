@@ -158,6 +158,8 @@ pub struct Config {
     pub github: Option<GithubConf>,
     /// Runs' proxied connections: nameservers and ports (see [`crate::config_egress`]).
     pub egress: crate::config_egress::EgressConf,
+    /// `metrics`: where airlockd serves Prometheus metrics (none: not served).
+    pub metrics: Option<crate::config_metrics::MetricsConf>,
     /// The agent program of each provider (`agents.claude`, `agents.codex`).
     pub agents: BTreeMap<String, PathBuf>,
 }
@@ -301,6 +303,7 @@ const TOP_KEYS: &[&str] = &[
     "providers",
     "github",
     "egress",
+    "metrics",
 ];
 const GITHUB_KEYS: &[&str] = &[
     "api_url",
@@ -335,6 +338,31 @@ const LIMIT_KEYS: &[&str] = &[
 ];
 const DISK_KEYS: &[&str] = &["disk_bytes", "disk_inodes"];
 const AGENT_RESERVE_KEYS: &[&str] = &["procs", "memory_bytes"];
+
+/// What a group key must be.
+pub(crate) const GROUP_PROBLEM: &str =
+    "must be a group name ([a-z_][a-z0-9_-]{0,31}) or a numeric gid below 2147483648";
+
+/// A group key's value: a name or a gid.
+pub(crate) fn group_ref(v: &Value) -> Option<GroupRef> {
+    if let Some(n) = v.as_u64() {
+        if n < 1 << 31 {
+            return Some(GroupRef::Gid(n as u32));
+        }
+    } else if let Some(s) = v.as_str() {
+        let ok = !s.is_empty()
+            && s.len() <= 32
+            && s.bytes()
+                .next()
+                .is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
+            && s.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-'));
+        if ok {
+            return Some(GroupRef::Name(s.to_string()));
+        }
+    }
+    None
+}
 
 impl Parser<'_> {
     fn problem(&mut self, path: &str, msg: &str) {
@@ -508,7 +536,10 @@ impl Parser<'_> {
                 &mut self.problems,
             ),
         };
+        let metrics = get("metrics")
+            .and_then(|v| crate::config_metrics::parse(self.file, v, &mut self.problems));
         Some(Config {
+            metrics,
             egress,
             credentials,
             mcp_connectors,
@@ -954,28 +985,11 @@ impl Parser<'_> {
     }
 
     fn group(&mut self, v: &Value, at: &str) -> Option<GroupRef> {
-        if let Some(n) = v.as_u64() {
-            if n < 1 << 31 {
-                return Some(GroupRef::Gid(n as u32));
-            }
-        } else if let Some(s) = v.as_str() {
-            let ok = !s.is_empty()
-                && s.len() <= 32
-                && s.bytes()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
-                && s.bytes().all(|c| {
-                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-')
-                });
-            if ok {
-                return Some(GroupRef::Name(s.to_string()));
-            }
+        let g = group_ref(v);
+        if g.is_none() {
+            self.problem(at, GROUP_PROBLEM);
         }
-        self.problem(
-            at,
-            "must be a group name ([a-z_][a-z0-9_-]{0,31}) or a numeric gid below 2147483648",
-        );
-        None
+        g
     }
 
     fn uid_range(&mut self, v: &Value) -> Option<UidRange> {

@@ -212,6 +212,14 @@ impl LiveLeases {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// How many leases of `kind` are live (neither revoked nor expired).
+    pub fn live(&self, kind: LeaseKind, now_ms: u64) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.kind == kind && live(e, now_ms).is_ok())
+            .count()
+    }
 }
 
 fn live(e: &LiveLease, now_ms: u64) -> Result<(), TokenRefusal> {

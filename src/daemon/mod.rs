@@ -15,6 +15,7 @@ pub mod peer;
 pub mod recovery;
 pub mod reload;
 pub mod runs;
+pub mod scrape;
 pub mod server;
 pub mod standby;
 
@@ -61,6 +62,17 @@ pub struct Daemon {
     /// Empty workspace images made ahead of launches (`None`: its directory could not be
     /// made; every launch makes its own).
     pub images: Option<crate::supervisor::image_pool::ImagePool>,
+    /// What `/metrics` shows (counted whether or not it is served).
+    pub metrics: Arc<crate::metrics::Metrics>,
+}
+
+/// A task ended when its holder goes.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A launch being decided; see [`Daemon::launch_in_flight`].
@@ -320,6 +332,7 @@ pub fn main(config_path: &Path) -> i32 {
         cgroup_parent,
         standby: standby::Standby::default(),
         images,
+        metrics: Arc::new(crate::metrics::Metrics::new()),
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -373,6 +386,11 @@ async fn main_loop(
     // Connections being served at once, decided per peer (see control::slots).
     let slots = crate::control::slots::Slots::new(crate::control::slots::LIMITS);
 
+    // Before READY=1: a metrics listener that cannot be had fails the start.
+    let _metrics = match scrape::start(&d).await {
+        Ok(task) => task.map(AbortOnDrop),
+        Err(e) => return fail(&[e]),
+    };
     let d2 = d.clone();
     let _ = tokio::task::spawn_blocking(move || standby::Standby::refill(&d2)).await;
     d.refill_images();

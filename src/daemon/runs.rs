@@ -115,6 +115,7 @@ fn admit(
 }
 
 fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
+    let requested = std::time::Instant::now();
     if d.is_draining() {
         return Err(err(
             ErrorCode::Draining,
@@ -286,6 +287,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     };
     let state_dir = cfg.state_dir.clone();
     let go = Go {
+        requested,
         prepared,
         info: info.clone(),
         control,
@@ -351,6 +353,8 @@ type ClientFrames = (mpsc::Sender<Frame>, oneshot::Sender<Frame>);
 
 /// What a run's supervision needs once its run is recorded.
 pub struct Go {
+    /// When the launch request came: the launch duration metric runs to the agent's exec.
+    requested: std::time::Instant,
     prepared: Prepared,
     info: RunInfo,
     control: Arc<RunControl>,
@@ -368,6 +372,7 @@ pub(super) async fn supervise_run(
     helper: Result<process::Spawned, LaunchError>,
 ) {
     let Go {
+        requested,
         prepared,
         info,
         control,
@@ -406,7 +411,8 @@ pub(super) async fn supervise_run(
             (closed, frame)
         }
         Ok(j) => {
-            let journal = JournaledRun::new(j);
+            let journal =
+                JournaledRun::new(j).with_metrics(d.metrics.clone(), &info.role, requested);
             let (frame_tx, etx) = match frames {
                 Some((f, e)) => (Some(f), Some(e)),
                 None => (None, None),
@@ -610,6 +616,9 @@ fn close(
     let closed = RunClosed::new(&info.run, outcome, exit_code, signal, reason, tally);
     let appended = lock(&d.ledger).append(LedgerEvent::RunClosed(closed));
     let ok = appended.is_ok();
+    let seconds = ledger::now_ms().saturating_sub(info.started_at) as f64 / 1000.0;
+    d.metrics
+        .run_closed(&info.role, outcome_str(outcome), seconds);
     if let Err(e) = appended {
         d.events.log(
             EventKind::RunAborted,

@@ -98,6 +98,8 @@ pub struct RunJournal {
     datagram: Vec<u8>,
     to_journald: u64,
     to_fallback: u64,
+    /// airlockd's count of fallback records, when it keeps one.
+    fallback_counter: Option<prometheus_client::metrics::counter::Counter>,
 }
 
 impl RunJournal {
@@ -131,12 +133,18 @@ impl RunJournal {
             datagram: Vec::with_capacity(1024),
             to_journald: 0,
             to_fallback: 0,
+            fallback_counter: None,
         })
     }
 
     /// `<fallback_dir>/<run>.journal`, whether or not it exists yet.
     pub fn fallback_path(&self) -> &Path {
         self.fallback.path()
+    }
+
+    /// Count every record written to the fallback file in `counter` too.
+    pub fn count_fallback(&mut self, counter: prometheus_client::metrics::counter::Counter) {
+        self.fallback_counter = Some(counter);
     }
 
     /// Records journald accepted so far.
@@ -256,6 +264,9 @@ impl RunJournal {
         }
         self.fallback.append(&all)?;
         self.to_fallback += 1;
+        if let Some(c) = &self.fallback_counter {
+            c.inc();
+        }
         Ok(())
     }
 

@@ -110,6 +110,15 @@ impl OutputSink for JournalSink {
 pub struct JournaledRun {
     journal: Arc<Mutex<RunJournal>>,
     lost: Arc<AtomicU64>,
+    metrics: Option<Counted>,
+}
+
+/// What a run of airlockd counts in its metrics.
+struct Counted {
+    metrics: Arc<crate::metrics::Metrics>,
+    role: String,
+    /// When its launch was asked for.
+    requested: std::time::Instant,
 }
 
 impl JournaledRun {
@@ -117,7 +126,25 @@ impl JournaledRun {
         JournaledRun {
             journal: Arc::new(Mutex::new(journal)),
             lost: Arc::new(AtomicU64::new(0)),
+            metrics: None,
         }
+    }
+
+    /// Count the run's decisions (where they are journaled), its launch time and its
+    /// fallback journal records in `metrics`.
+    pub fn with_metrics(
+        mut self,
+        metrics: Arc<crate::metrics::Metrics>,
+        role: &str,
+        requested: std::time::Instant,
+    ) -> JournaledRun {
+        lock(&self.journal).count_fallback(metrics.journal_fallback_records.clone());
+        self.metrics = Some(Counted {
+            metrics,
+            role: role.to_string(),
+            requested,
+        });
+        self
     }
 
     /// Journal an event of the run (counted as lost if it reached nowhere).
@@ -198,6 +225,12 @@ impl JournaledRun {
                 let mut on = |m: Milestone<'_>| {
                     match m {
                     Milestone::Setup(report) => {
+                        // The status pipe closes when the agent is exec'd.
+                        if let (Some(c), None) = (&self.metrics, &report.error) {
+                            c.metrics
+                                .launch_duration
+                                .observe(c.requested.elapsed().as_secs_f64());
+                        }
                         for i in &report.infos {
                             self.event(EventKind::JailReport, &format!("jail: {i}"));
                         }
@@ -280,7 +313,14 @@ impl JournaledRun {
         fds: crate::gateway::GatewayFds,
         deadline: Option<std::time::Instant>,
     ) -> Result<Served, String> {
-        let log = JournalCallLog::start(self.journal.clone(), self.lost.clone());
+        let metrics = self.metrics.as_ref().map(|c| crate::metrics::RunMetrics {
+            metrics: c.metrics.clone(),
+            role: c.role.clone(),
+            connectors: prepared.gateway.connectors.clone(),
+            policy: prepared.gateway.policy.clone(),
+            model: prepared.gateway.provider.as_ref().map(|p| p.model.clone()),
+        });
+        let log = JournalCallLog::start(self.journal.clone(), self.lost.clone(), metrics);
         let mut connectors = Vec::new();
         let mut stdio = std::collections::BTreeMap::new();
         for (name, up) in &prepared.gateway.upstreams {
@@ -345,6 +385,8 @@ impl Served {
 struct JournalCallLog {
     tx: tokio::sync::mpsc::Sender<Entry>,
     counts: Arc<Counts>,
+    /// airlockd's metrics, counted with the ledger's counts (a standalone launch has none).
+    metrics: Option<crate::metrics::RunMetrics>,
     lost: Arc<AtomicU64>,
     /// The writer; taken by whoever waits for it to drain.
     writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -398,7 +440,11 @@ impl Counts {
 
 impl JournalCallLog {
     /// Start the writer on the current runtime.
-    fn start(journal: Arc<Mutex<RunJournal>>, lost: Arc<AtomicU64>) -> Arc<JournalCallLog> {
+    fn start(
+        journal: Arc<Mutex<RunJournal>>,
+        lost: Arc<AtomicU64>,
+        metrics: Option<crate::metrics::RunMetrics>,
+    ) -> Arc<JournalCallLog> {
         // Bounded: a run that calls faster than journald takes records loses records (and
         // says so in its last record), never airlockd's memory.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Entry>(CALL_QUEUE);
@@ -429,6 +475,7 @@ impl JournalCallLog {
         Arc::new(JournalCallLog {
             tx,
             counts: Arc::default(),
+            metrics,
             lost,
             writer: Mutex::new(Some(writer)),
         })
@@ -448,18 +495,36 @@ impl CallLog for JournalCallLog {
         if r.allow && r.program.is_some() && !r.is_error {
             self.counts.bash.fetch_add(1, Ordering::Relaxed);
         }
+        if let Some(m) = &self.metrics {
+            let bash = r.connector == crate::metrics::labels::AIRLOCK_CONNECTOR
+                && r.tool == crate::metrics::labels::BASH_TOOL;
+            m.call(&r.connector, &r.tool, r.allow, bash, r.duration_ms);
+        }
         if self.tx.try_send(Entry::Call(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     fn provider(&self, r: ProviderRecord) {
+        if let Some(m) = &self.metrics {
+            let u = &r.usage;
+            m.provider(
+                &r.provider,
+                r.model.as_deref(),
+                r.allow,
+                [u.input, u.output, u.cache_write, u.cache_read],
+                r.cost_micro_usd,
+            );
+        }
         if self.tx.try_send(Entry::Provider(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     fn egress(&self, r: EgressRecord) {
+        if let Some(m) = &self.metrics {
+            m.egress(r.allow, r.bytes_up, r.bytes_down);
+        }
         let c = &self.counts;
         if r.allow {
             c.egress_allowed.fetch_add(1, Ordering::Relaxed);
@@ -474,6 +539,9 @@ impl CallLog for JournalCallLog {
     }
 
     fn github(&self, r: crate::gateway::github::GithubRecord) {
+        if let Some(m) = &self.metrics {
+            m.github(&r.action, r.allow);
+        }
         if self.tx.try_send(Entry::Github(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
