@@ -1,0 +1,255 @@
+//! airlockd's metrics, scraped by the real Prometheus server (Debian's `prometheus`,
+//! started here with a scrape config pointing at airlockd) during a real run through
+//! airlockd, and read back through Prometheus's HTTP API: the values must be exactly what
+//! the run did.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+const PROMETHEUS: &str = "/usr/bin/prometheus";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` on 127.0.0.1:port (HTTP/1.0, so the body ends with the connection): the
+/// status line, headers and body.
+fn get(port: u16, path: &str, accept: Option<&str>) -> (String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{accept}\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (head.to_string(), body.to_string())
+}
+
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The real Prometheus server, scraping `target` every second; killed when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: &str) -> Prometheus {
+        assert!(
+            Path::new(PROMETHEUS).is_file(),
+            "{PROMETHEUS} is missing: run scripts/install-deps.sh (it installs Debian's prometheus)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global: {{scrape_interval: 1s, scrape_timeout: 1s}}\nscrape_configs:\n  - job_name: airlockd\n    static_configs: [{{targets: ['{target}']}}]\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let child = Command::new(PROMETHEUS)
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("prometheus.err")).unwrap())
+            .spawn()
+            .unwrap();
+        let p = Prometheus {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ready = TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && get(port, "/-/ready", None).0.contains(" 200 ");
+            if ready {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "prometheus never became ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// An instant query: each result's labels and value.
+    fn query(&self, q: &str) -> Vec<(Value, f64)> {
+        let (head, body) = get(
+            self.port,
+            &format!("/api/v1/query?query={}", encode(q)),
+            None,
+        );
+        assert!(head.contains(" 200 "), "{q}: {head}\n{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["status"], "success", "{body}");
+        v["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let value = r["value"][1].as_str().unwrap().parse::<f64>().unwrap();
+                (r["metric"].clone(), value)
+            })
+            .collect()
+    }
+
+    /// The single value of `q` (0 when it has no result).
+    fn value(&self, q: &str) -> f64 {
+        let r = self.query(q);
+        assert!(r.len() <= 1, "{q}: {r:?}");
+        r.first().map(|(_, v)| *v).unwrap_or(0.0)
+    }
+
+    /// Wait until Prometheus has scraped a value of `q` that `ok` accepts; the last value.
+    fn wait_for(&self, q: &str, ok: impl Fn(f64) -> bool) -> f64 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let v = self.value(q);
+            if ok(v) || Instant::now() > deadline {
+                return v;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn prometheus_scrapes_exactly_what_a_run_did() {
+    require_journald();
+    let port = free_port();
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!("metrics: {{listen: 127.0.0.1:{port}}}\n"),
+    );
+    h.local_role("code", |t| {
+        t.replace("    - cat\n", "    - cat\n    - id\n")
+    });
+    let ws = h.workspace("repo", h.uids[0]);
+    std::fs::write(ws.join("README"), "hello\n").unwrap();
+    chown_tree(&ws, h.uids[0]);
+    let _d = Airlockd::start(&h);
+    let prom = Prometheus::start(&format!("127.0.0.1:{port}"));
+    // Scraped and up before the run, with nothing counted yet.
+    assert_eq!(prom.wait_for("up{job=\"airlockd\"}", |v| v == 1.0), 1.0);
+    let bash = "sum by (decision) (airlock_bash_commands_total{role=\"code\"})";
+    let before: Vec<_> = prom.query(bash);
+    assert!(before.is_empty(), "{before:?}");
+    let ledger_before = prom.value("airlock_ledger_records_total");
+
+    // Two allowed commands and three refused (no prefix, a cwd outside, a denied prefix).
+    let steps = json!([
+        {"call": "bash", "args": {"command": "id -u"}},
+        {"call": "bash", "args": {"command": "cat README"}},
+        {"call": "bash", "args": {"command": "rm -rf ."}},
+        {"call": "bash", "args": {"command": "ls", "cwd": "/etc"}},
+        {"call": "bash", "args": {"command": "curl http://registry.example/"}},
+    ]);
+    let argv = mcp_agent(&steps);
+    let mut args = vec!["--workspace", ws.to_str().unwrap(), "--"];
+    args.extend(argv.iter().map(String::as_str));
+    let o = Airlockd::launch(&h, "code", "tess", &args);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    assert_eq!(step(&lines, 0)["structured"]["exit_code"], 0, "{lines:?}");
+    assert_eq!(step(&lines, 1)["structured"]["stdout"], "hello\n");
+    for i in 2..5 {
+        assert_eq!(step(&lines, i)["isError"], true, "{:?}", step(&lines, i));
+    }
+    let run = run_id_of(&o);
+
+    let runs = "airlock_runs_total{role=\"code\",outcome=\"exited\"}";
+    assert_eq!(prom.wait_for(runs, |v| v >= 1.0), 1.0);
+    let by_decision = |d: &str| {
+        prom.value(&format!(
+            "airlock_bash_commands_total{{role=\"code\",decision=\"{d}\"}}"
+        ))
+    };
+    assert_eq!(by_decision("allow"), 2.0);
+    assert_eq!(by_decision("deny"), 3.0);
+    assert_eq!(
+        prom.value(
+            "sum(airlock_tool_calls_total{role=\"code\",connector=\"airlock\",tool=\"bash\"})"
+        ),
+        5.0
+    );
+    assert_eq!(
+        prom.value("sum(airlock_tool_call_duration_seconds_count{connector=\"airlock\"})"),
+        5.0
+    );
+    assert_eq!(prom.value("airlock_runs_active"), 0.0);
+    assert_eq!(prom.value("airlock_launch_duration_seconds_count"), 1.0);
+    assert_eq!(prom.value("airlock_run_duration_seconds_count"), 1.0);
+    let launch = prom.value("airlock_launch_duration_seconds_sum");
+    assert!(launch > 0.0 && launch < 60.0, "{launch}");
+    // The run's opening and closing records (and its leases', if any).
+    let ledger = prom.wait_for("airlock_ledger_records_total", |v| v >= ledger_before + 2.0);
+    assert!(ledger >= ledger_before + 2.0, "{ledger_before} -> {ledger}");
+    assert_eq!(
+        prom.value("airlock_budget_remaining{instance=\"tess\",budget=\"runs_per_week\"}")
+            .fract(),
+        0.0
+    );
+    assert!(prom.value("process_resident_memory_bytes") > 0.0);
+    assert_eq!(prom.value("airlock_journal_fallback_records_total"), 0.0);
+
+    // No series names the run or any argument.
+    for (labels, _) in prom.query("{job=\"airlockd\"}") {
+        let text = labels.to_string();
+        for word in [run.as_str(), "README", "rm -rf", "registry.example", "/etc"] {
+            assert!(!text.contains(word), "{word} in {text}");
+        }
+    }
+
+    // Straight from airlockd: the Prometheus text format unless OpenMetrics is asked for.
+    let (head, body) = get(port, "/metrics", None);
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    assert!(
+        body.contains("airlock_bash_commands_total{role=\"code\",decision=\"deny\"} 3"),
+        "{body}"
+    );
+    let (head, body) = get(
+        port,
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0"),
+    );
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    assert!(body.ends_with("# EOF\n"));
+    assert!(get(port, "/other", None).0.contains(" 404 "));
+}
