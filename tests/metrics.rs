@@ -253,3 +253,122 @@ fn prometheus_scrapes_exactly_what_a_run_did() {
     assert!(body.ends_with("# EOF\n"));
     assert!(get(port, "/other", None).0.contains(" 404 "));
 }
+
+#[test]
+fn top_and_ps_show_what_a_running_run_has_done() {
+    require_journald();
+    let h = Host::new(&[("tess", "code")], "");
+    h.local_role("code", |t| {
+        t.replace("    - cat\n", "    - cat\n    - id\n")
+    });
+    let ws = h.workspace("repo", h.uids[0]);
+    let _d = Airlockd::start(&h);
+    let steps = json!([
+        {"call": "bash", "args": {"command": "id -u"}},
+        {"call": "bash", "args": {"command": "rm -rf ."}},
+        {"sleep_ms": 60000},
+    ]);
+    let argv = mcp_agent(&steps);
+    let mut args = vec![
+        "launch",
+        "code",
+        "--instance",
+        "tess",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--",
+    ];
+    args.extend(argv.iter().map(String::as_str));
+    let o = h.ctl(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = stdout(&o).trim().to_string();
+    assert!(run.starts_with("r-"), "{run}");
+
+    // Both calls decided: top --json has them.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let live = loop {
+        let o = h.ctl(&["top", "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let r = v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run"] == run.as_str())
+            .cloned()
+            .unwrap_or(Value::Null);
+        if r["live"]["tool_calls"] == 2 {
+            break r["live"].clone();
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(live["refused"], 1, "{live}");
+    assert_eq!(live["writes"], 0);
+    assert_eq!(live["spend_micro_usd"], 0);
+    assert_eq!(
+        live["last_decision"], "airlock/bash deny by default: no prefix matches",
+        "{live}"
+    );
+    // With a cgroup v2 of its own (airlockd could make one), the run's CPU and memory are
+    // its cgroup's; elsewhere they are unknown.
+    let own_cgroup = Command::new("find")
+        .args([
+            "/sys/fs/cgroup",
+            "-maxdepth",
+            "5",
+            "-type",
+            "d",
+            "-name",
+            &run,
+        ])
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty())
+        && Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if own_cgroup {
+        assert!(live["memory_bytes"].as_u64().unwrap_or(0) > 0, "{live}");
+        assert!(live["cpu_usec"].as_u64().is_some(), "{live}");
+    } else {
+        assert!(live.get("memory_bytes").is_none(), "{live}");
+    }
+
+    let o = h.ctl(&["top", "--once"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let top = stdout(&o);
+    let header = top.lines().next().unwrap();
+    for col in [
+        "RUN",
+        "ROLE",
+        "INSTANCE",
+        "AGE",
+        "CPU",
+        "MEM",
+        "CALLS",
+        "SPEND",
+        "WRITES",
+        "LAST DECISION",
+    ] {
+        assert!(header.contains(col), "{top}");
+    }
+    let line = top.lines().find(|l| l.starts_with(&run)).expect(&top);
+    for cell in [
+        "code",
+        "tess",
+        "2 (1 refused)",
+        "$0.00",
+        "airlock/bash deny by default: no prefix matches",
+    ] {
+        assert!(line.contains(cell), "{cell}: {top}");
+    }
+    let o = h.ctl(&["ps"]);
+    let ps = stdout(&o);
+    assert!(ps.lines().next().unwrap().contains("CALLS"), "{ps}");
+    let line = ps.lines().find(|l| l.starts_with(&run)).expect(&ps);
+    assert!(
+        line.contains("running") && line.contains("2 (1 refused)"),
+        "{ps}"
+    );
+
+    let o = h.ctl(&["stop", &run]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -74,6 +74,13 @@ enum Cmd {
     Launch(airlock::cli::launch::LaunchArgs),
     /// Active runs (read from the files when airlockd is not running).
     Ps,
+    /// Running runs with what they have done so far: age, CPU, memory, tool calls, spend,
+    /// writes, the last decision; refreshed in place on a terminal (airlockd only).
+    Top {
+        /// Print once and exit (also when stdout is not a terminal; --json prints once).
+        #[arg(long)]
+        once: bool,
+    },
     /// The newest runs the ledger records, oldest first (read from the ledger itself when
     /// airlockd is not running).
     Runs {
@@ -211,6 +218,7 @@ fn main() {
         }
         Cmd::Launch(args) => airlock::cli::launch::run(&ctx, args),
         Cmd::Ps => runs::ps(&ctx),
+        Cmd::Top { once } => airlock::cli::top::top(&ctx, *once),
         Cmd::Runs { last } => runs::runs(&ctx, *last),
         Cmd::Show { run } => runs::show(&ctx, run),
         Cmd::Logs { run, follow, raw } => logs::logs(&ctx, run, *follow, *raw),

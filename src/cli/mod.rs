@@ -17,5 +17,6 @@ pub mod sources;
 pub mod status;
 pub mod table;
 pub mod timers;
+pub mod top;
 pub mod validate;
 pub mod verify_ledger;

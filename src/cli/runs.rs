@@ -22,6 +22,8 @@ pub fn runs(ctx: &Ctx, last: Option<u32>) -> i32 {
 }
 
 fn list(ctx: &Ctx, op: Op, empty: &str) -> i32 {
+    // `ps` shows what its runs have done so far (airlockd knows; the files do not).
+    let live = matches!(op, Op::Ps);
     let data = match ctx.call(op) {
         Ok(d) => d,
         Err(code) => return code,
@@ -44,22 +46,29 @@ fn list(ctx: &Ctx, op: Op, empty: &str) -> i32 {
         );
     }
     let now = now_ms();
-    let rows: Vec<Vec<String>> = runs.iter().map(|r| row(r, now)).collect();
-    out!(
-        "{}",
-        table::render(
-            &[
-                "RUN",
-                "ROLE",
-                "INSTANCE",
-                "STATE",
-                "STARTED (UTC)",
-                "TIME",
-                "EXIT"
-            ],
-            &rows
-        )
-    );
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            let mut row = row(r, now);
+            if live {
+                row.extend(super::top::live_cells(r.live.as_ref()));
+            }
+            row
+        })
+        .collect();
+    let mut headers = vec![
+        "RUN",
+        "ROLE",
+        "INSTANCE",
+        "STATE",
+        "STARTED (UTC)",
+        "TIME",
+        "EXIT",
+    ];
+    if live {
+        headers.extend(super::top::LIVE_HEADERS);
+    }
+    out!("{}", table::render(&headers, &rows));
     output::OK
 }
 

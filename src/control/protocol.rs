@@ -368,6 +368,9 @@ pub struct RunInfo {
     /// Why the run's leases could not be read from the lease store (`show` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leases_unreadable: Option<String>,
+    /// A running run's tallies, CPU and memory so far (`ps` through airlockd only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<crate::metrics::live::LiveInfo>,
 }
 
 /// One hired instance (`data.instances[]`).

@@ -32,6 +32,8 @@ pub struct ActiveRun {
     pub control: Arc<RunControl>,
     /// The run's leases as its gateway checks them: a fire revokes them here at once.
     pub leases: Arc<crate::credentials::leases::LiveLeases>,
+    /// Its tallies so far, for `ps` and `top`.
+    pub live: Arc<crate::metrics::live::LiveCounts>,
 }
 
 /// What a launch hands the connection: the run id, and for `--wait` its frames.
@@ -266,13 +268,16 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         egress: None,
         leases: Vec::new(),
         leases_unreadable: None,
+        live: None,
     };
+    let live = Arc::new(crate::metrics::live::LiveCounts::default());
     lock(&d.active).insert(
         run.clone(),
         Arc::new(ActiveRun {
             info: info.clone(),
             control: control.clone(),
             leases: prepared.gateway.leases.clone(),
+            live: live.clone(),
         }),
     );
     drop(ledger);
@@ -288,6 +293,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     let state_dir = cfg.state_dir.clone();
     let go = Go {
         requested,
+        live,
         prepared,
         info: info.clone(),
         control,
@@ -355,6 +361,7 @@ type ClientFrames = (mpsc::Sender<Frame>, oneshot::Sender<Frame>);
 pub struct Go {
     /// When the launch request came: the launch duration metric runs to the agent's exec.
     requested: std::time::Instant,
+    live: Arc<crate::metrics::live::LiveCounts>,
     prepared: Prepared,
     info: RunInfo,
     control: Arc<RunControl>,
@@ -373,6 +380,7 @@ pub(super) async fn supervise_run(
 ) {
     let Go {
         requested,
+        live,
         prepared,
         info,
         control,
@@ -412,7 +420,7 @@ pub(super) async fn supervise_run(
         }
         Ok(j) => {
             let journal =
-                JournaledRun::new(j).with_metrics(d.metrics.clone(), &info.role, requested);
+                JournaledRun::new(j).with_metrics(d.metrics.clone(), &info.role, requested, live);
             let (frame_tx, etx) = match frames {
                 Some((f, e)) => (Some(f), Some(e)),
                 None => (None, None),
@@ -680,7 +688,19 @@ pub fn stop_all(d: &Daemon, reason: &str) {
 
 /// Active runs, for `ps`.
 pub fn active(d: &Daemon) -> Vec<RunInfo> {
-    lock(&d.active).values().map(|r| r.info.clone()).collect()
+    let runs: Vec<Arc<ActiveRun>> = lock(&d.active).values().cloned().collect();
+    runs.iter()
+        .map(|r| {
+            let mut info = r.info.clone();
+            let mut live = r.live.get();
+            if let Some(parent) = &d.cgroup_parent {
+                (live.cpu_usec, live.memory_bytes) =
+                    crate::metrics::live::cgroup_usage(&parent.join(&info.run));
+            }
+            info.live = Some(live);
+            info
+        })
+        .collect()
 }
 
 /// The newest `limit` runs in the ledger, in launch order, with their outcome once closed
@@ -720,6 +740,7 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         egress: None,
         leases: Vec::new(),
         leases_unreadable: None,
+        live: None,
     };
     if let Some(c) = closed {
         info.state = outcome_str(c.outcome).to_string();

@@ -6,6 +6,7 @@
 //! decision, outcome, never a run id or an argument.
 
 pub mod labels;
+pub mod live;
 pub mod process;
 pub mod serve;
 
@@ -280,15 +281,27 @@ pub struct RunMetrics {
     pub policy: Arc<RolePolicy>,
     /// `run.model`, when the run has a model.
     pub model: Option<String>,
+    /// The run's tallies for `ps` and `top`.
+    pub live: Arc<live::LiveCounts>,
 }
 
 impl RunMetrics {
     /// A tool call as journaled: `bash` says whether it came to the bash tool.
-    pub fn call(&self, connector: &str, tool: &str, allow: bool, bash: bool, duration_ms: u64) {
+    pub fn call(
+        &self,
+        connector: &str,
+        tool: &str,
+        decided: (bool, &str),
+        bash: bool,
+        duration_ms: u64,
+    ) {
+        let (allow, rule) = decided;
         let decision = labels::decision(allow);
         let c = labels::connector(&self.connectors, connector);
         let granted = c != labels::AIRLOCK_CONNECTOR && self.policy.tool_listed(c, tool).allow;
         let t = labels::tool(c, tool, granted);
+        self.live
+            .call(allow, format!("{c}/{t} {decision} by {rule}"));
         self.metrics
             .tool_calls
             .get_or_create(&ToolCall {
@@ -323,8 +336,12 @@ impl RunMetrics {
         allow: bool,
         tokens: [u64; 4],
         cost_micro_usd: u64,
+        spent_micro_usd: u64,
     ) {
         let model = labels::model(self.model.as_deref().unwrap_or(""), model).to_string();
+        self.live.spent(spent_micro_usd);
+        self.live
+            .decided(format!("provider {provider} {}", labels::decision(allow)));
         self.metrics
             .provider_requests
             .get_or_create(&ProviderRequest {
@@ -360,18 +377,25 @@ impl RunMetrics {
         }
     }
 
-    pub fn github(&self, action: &str, allow: bool) {
+    /// A GitHub write or refusal; `writes`: the run's writes after it.
+    pub fn github(&self, action: &str, allow: bool, writes: u64) {
+        let action = labels::github_action(action);
+        self.live.wrote(writes);
+        self.live
+            .decided(format!("github {action} {}", labels::decision(allow)));
         self.metrics
             .github_writes
             .get_or_create(&GithubWrite {
                 role: self.role.clone(),
-                action: labels::github_action(action).to_string(),
+                action: action.to_string(),
                 decision: labels::decision(allow),
             })
             .inc();
     }
 
     pub fn egress(&self, allow: bool, up: u64, down: u64) {
+        self.live
+            .decided(format!("egress {}", labels::decision(allow)));
         self.metrics
             .egress_connections
             .get_or_create(&RoleDecision {

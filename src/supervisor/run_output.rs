@@ -119,6 +119,7 @@ struct Counted {
     role: String,
     /// When its launch was asked for.
     requested: std::time::Instant,
+    live: Arc<crate::metrics::live::LiveCounts>,
 }
 
 impl JournaledRun {
@@ -137,12 +138,14 @@ impl JournaledRun {
         metrics: Arc<crate::metrics::Metrics>,
         role: &str,
         requested: std::time::Instant,
+        live: Arc<crate::metrics::live::LiveCounts>,
     ) -> JournaledRun {
         lock(&self.journal).count_fallback(metrics.journal_fallback_records.clone());
         self.metrics = Some(Counted {
             metrics,
             role: role.to_string(),
             requested,
+            live,
         });
         self
     }
@@ -319,6 +322,7 @@ impl JournaledRun {
             connectors: prepared.gateway.connectors.clone(),
             policy: prepared.gateway.policy.clone(),
             model: prepared.gateway.provider.as_ref().map(|p| p.model.clone()),
+            live: c.live.clone(),
         });
         let log = JournalCallLog::start(self.journal.clone(), self.lost.clone(), metrics);
         let mut connectors = Vec::new();
@@ -498,7 +502,13 @@ impl CallLog for JournalCallLog {
         if let Some(m) = &self.metrics {
             let bash = r.connector == crate::metrics::labels::AIRLOCK_CONNECTOR
                 && r.tool == crate::metrics::labels::BASH_TOOL;
-            m.call(&r.connector, &r.tool, r.allow, bash, r.duration_ms);
+            m.call(
+                &r.connector,
+                &r.tool,
+                (r.allow, &r.rule),
+                bash,
+                r.duration_ms,
+            );
         }
         if self.tx.try_send(Entry::Call(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
@@ -514,6 +524,7 @@ impl CallLog for JournalCallLog {
                 r.allow,
                 [u.input, u.output, u.cache_write, u.cache_read],
                 r.cost_micro_usd,
+                r.spent_micro_usd,
             );
         }
         if self.tx.try_send(Entry::Provider(r)).is_err() {
@@ -540,7 +551,7 @@ impl CallLog for JournalCallLog {
 
     fn github(&self, r: crate::gateway::github::GithubRecord) {
         if let Some(m) = &self.metrics {
-            m.github(&r.action, r.allow);
+            m.github(&r.action, r.allow, r.writes);
         }
         if self.tx.try_send(Entry::Github(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
