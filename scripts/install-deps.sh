@@ -69,6 +69,21 @@ if [ "$have" != "${GRAPHQL_CORE#*==}" ]; then
     --root-user-action=ignore --upgrade --target "$TEST_PY" "$GRAPHQL_CORE"
 fi
 
+# opentelemetry-proto (PyPI), OpenTelemetry's own generated protobuf classes, with the
+# protobuf runtime they need: the metrics test's OTLP/HTTP receiver
+# (tests/agents/otlp_receiver.py) decodes airlockd's spans with them. A folder of its own.
+OTEL_PROTO=opentelemetry-proto==1.45.2
+PROTOBUF=protobuf==7.36.2
+OTEL_PY="$TEST_NPM/otel-py"
+have=$(PYTHONPATH="$OTEL_PY" /usr/bin/python3 -c "import importlib.metadata as m; print(m.version('opentelemetry-proto'), m.version('protobuf'))" 2>/dev/null || true)
+if [ "$have" != "${OTEL_PROTO#*==} ${PROTOBUF#*==}" ]; then
+  echo "install-deps: installing $OTEL_PROTO $PROTOBUF under $OTEL_PY"
+  rm -rf "$OTEL_PY"
+  install -d -m 0755 -o root -g root "$OTEL_PY"
+  /usr/bin/python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check \
+    --root-user-action=ignore --target "$OTEL_PY" "$OTEL_PROTO" "$PROTOBUF"
+fi
+
 # The egress tests' real package registries and clients. pypiserver (PyPI) for Debian's
 # python3, in a folder of its own; verdaccio (npm) in a folder of its own, pinned to a
 # release that runs on this Node, with node-fetch held at 2.7.0 (its install fails otherwise).

@@ -160,6 +160,8 @@ pub struct Config {
     pub egress: crate::config_egress::EgressConf,
     /// `metrics`: where airlockd serves Prometheus metrics (none: not served).
     pub metrics: Option<crate::config_metrics::MetricsConf>,
+    /// `tracing`: where airlockd sends OpenTelemetry traces (none: no traces).
+    pub tracing: Option<crate::config_metrics::TracingConf>,
     /// The agent program of each provider (`agents.claude`, `agents.codex`).
     pub agents: BTreeMap<String, PathBuf>,
 }
@@ -304,6 +306,7 @@ const TOP_KEYS: &[&str] = &[
     "github",
     "egress",
     "metrics",
+    "tracing",
 ];
 const GITHUB_KEYS: &[&str] = &[
     "api_url",
@@ -538,8 +541,11 @@ impl Parser<'_> {
         };
         let metrics = get("metrics")
             .and_then(|v| crate::config_metrics::parse(self.file, v, &mut self.problems));
+        let tracing = get("tracing")
+            .and_then(|v| crate::config_metrics::parse_tracing(self.file, v, &mut self.problems));
         Some(Config {
             metrics,
+            tracing,
             egress,
             credentials,
             mcp_connectors,

@@ -152,6 +152,62 @@ fn socket_mode(v: &Value) -> Option<u32> {
     (n <= 0o770 && n & 0o007 == 0).then_some(n)
 }
 
+/// `tracing`: OpenTelemetry traces over OTLP/HTTP, to `otlp` (a collector's base URL;
+/// spans go to `<otlp>/v1/traces`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracingConf {
+    pub otlp: String,
+}
+
+const OTLP_PROBLEM: &str =
+    "must be an http:// URL of an OTLP/HTTP collector (scheme, host, port, no credentials, no query), e.g. http://127.0.0.1:4318";
+
+/// Parse `tracing` (null or absent: no traces).
+pub fn parse_tracing(file: &Path, v: &Value, problems: &mut Vec<Problem>) -> Option<TracingConf> {
+    let mut problem = |path: &str, msg: &str| problems.push(Problem::new(file, path, msg));
+    if v.is_null() {
+        return None;
+    }
+    let Some(m) = v.as_mapping() else {
+        problem("tracing", "must be a mapping with otlp");
+        return None;
+    };
+    let mut ok = true;
+    for k in m.keys() {
+        if k.as_str() != Some("otlp") {
+            ok = false;
+            let at = match k.as_str() {
+                Some(k) if crate::policy::store::is_plain_key(k) => key("tracing", k),
+                _ => key("tracing", "<unknown key>"),
+            };
+            problem(&at, "unknown key; allowed: otlp");
+        }
+    }
+    let url = m
+        .get(Value::from("otlp"))
+        .and_then(Value::as_str)
+        .and_then(otlp_url);
+    if url.is_none() {
+        problem("tracing.otlp", OTLP_PROBLEM);
+    }
+    url.filter(|_| ok).map(|otlp| TracingConf { otlp })
+}
+
+/// `http://HOST:PORT[/path]`, the trailing `/` dropped; credentials, queries and fragments
+/// refused (nothing secret belongs in it).
+fn otlp_url(s: &str) -> Option<String> {
+    let rest = s.strip_prefix("http://")?;
+    let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']');
+    let ok = !authority.is_empty()
+        && authority.chars().all(plain)
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '-' | '_'))
+        && s.len() <= 256;
+    ok.then(|| s.trim_end_matches('/').to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,5 +262,33 @@ mod tests {
         let (c, p) = parse_text("{listen: 127.0.0.1:9477, token: x}");
         assert!(c.is_none() && p.iter().any(|p| p.contains("metrics.token")));
         assert_eq!(parse_text("null"), (None, vec![]));
+    }
+
+    #[test]
+    fn otlp_is_a_plain_http_url() {
+        let t = |y: &str| {
+            let v: Value = serde_yaml::from_str(y).unwrap();
+            let mut p = Vec::new();
+            (parse_tracing(Path::new("a.yaml"), &v, &mut p), p.len())
+        };
+        assert_eq!(
+            t("{otlp: 'http://127.0.0.1:4318/'}"),
+            (
+                Some(TracingConf {
+                    otlp: "http://127.0.0.1:4318".into()
+                }),
+                0
+            )
+        );
+        for bad in [
+            "{otlp: 'http://user:pw@collector.example:4318'}",
+            "{otlp: 'http://collector.example:4318/?token=x'}",
+            "{otlp: 'ftp://collector.example'}",
+            "{otlp: 'http://'}",
+            "{endpoint: 'http://127.0.0.1:4318'}",
+        ] {
+            assert_eq!(t(bad).0, None, "{bad}");
+            assert!(t(bad).1 > 0, "{bad}");
+        }
     }
 }

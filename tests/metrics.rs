@@ -372,3 +372,161 @@ fn top_and_ps_show_what_a_running_run_has_done() {
     let o = h.ctl(&["stop", &run]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// The OTLP/HTTP receiver (tests/agents/otlp_receiver.py, opentelemetry-proto's decoder):
+/// its spans as JSON lines in `out`; killed when dropped.
+struct Receiver(Child);
+
+impl Receiver {
+    fn start(port: u16, out: &Path) -> Receiver {
+        assert!(
+            Path::new("/usr/local/lib/airlock-test/otel-py/opentelemetry/proto").is_dir(),
+            "opentelemetry-proto is missing: run scripts/install-deps.sh"
+        );
+        let mut child = Command::new("/usr/bin/python3")
+            .arg(Path::new(REPO).join("tests/agents/otlp_receiver.py"))
+            .arg(port.to_string())
+            .arg(out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "listening");
+        Receiver(child)
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spans(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_runs_mcp_calls_are_spans_under_its_run_span_and_a_dead_collector_costs_nothing() {
+    require_journald();
+    let (otlp, metrics) = (free_port(), free_port());
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "metrics: {{listen: 127.0.0.1:{metrics}}}\ntracing: {{otlp: 'http://127.0.0.1:{otlp}'}}\n"
+        ),
+    );
+    h.local_role("code", |t| {
+        t.replace("    - cat\n", "    - cat\n    - id\n")
+    });
+    let ws = h.workspace("repo", h.uids[0]);
+    let out = h.root.join("spans.jsonl");
+    let receiver = Receiver::start(otlp, &out);
+    let _d = Airlockd::start(&h);
+    let steps = json!([
+        {"call": "bash", "args": {"command": "id -u"}},
+        {"call": "bash", "args": {"command": "rm -rf /tmp/secret-arg"}},
+    ]);
+    let argv = mcp_agent(&steps);
+    let mut args = vec!["--workspace", ws.to_str().unwrap(), "--"];
+    args.extend(argv.iter().map(String::as_str));
+    let o = Airlockd::launch(&h, "code", "tess", &args);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let run = run_id_of(&o);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let all = loop {
+        let s = spans(&out);
+        if s.iter()
+            .any(|s| s["attributes"]["airlock.run"] == run.as_str())
+        {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no run span: {s:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let root = all
+        .iter()
+        .find(|s| s["attributes"]["airlock.run"] == run.as_str())
+        .unwrap();
+    assert_eq!(root["name"], "run code");
+    assert_eq!(root["parent_span_id"], "");
+    assert_eq!(root["service"], "airlockd");
+    assert_eq!(root["attributes"]["airlock.instance"], "tess");
+    let calls: Vec<&Value> = all
+        .iter()
+        .filter(|s| s["parent_span_id"] == root["span_id"])
+        .collect();
+    assert_eq!(
+        calls.len(),
+        2,
+        "{all:?}\n{}",
+        get(metrics, "/metrics", None).1
+    );
+    for (c, decision) in calls.iter().zip(["allow", "deny"]) {
+        assert_eq!(c["name"], "tools/call bash", "{c}");
+        assert_eq!(c["trace_id"], root["trace_id"]);
+        let a = &c["attributes"];
+        assert_eq!(a["mcp.method.name"], "tools/call", "{c}");
+        assert_eq!(a["gen_ai.tool.name"], "bash");
+        assert_eq!(a["gen_ai.operation.name"], "execute_tool");
+        assert_eq!(a["airlock.decision"], decision, "{c}");
+        assert!(
+            a["airlock.rule"].as_str().is_some_and(|r| !r.is_empty()),
+            "{c}"
+        );
+        assert!(a["jsonrpc.request.id"].as_str().is_some(), "{c}");
+        assert!(
+            a["mcp.session.id"].as_str().is_some_and(|s| !s.is_empty()),
+            "{c}"
+        );
+        assert!(a["mcp.protocol.version"].as_str().is_some(), "{c}");
+        assert!(c["start"].as_u64() <= c["end"].as_u64());
+        assert!(c["start"].as_u64() >= root["start"].as_u64(), "{c} {root}");
+    }
+    assert_eq!(
+        calls[1]["attributes"]["airlock.rule"], "default: no prefix matches",
+        "{:?}",
+        calls[1]
+    );
+    // No argument, command or result in any span.
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        !text.contains("secret-arg") && !text.contains("id -u"),
+        "{text}"
+    );
+
+    // The collector goes away: the next run is not held up, and its spans are counted as
+    // dropped.
+    drop(receiver);
+    let started = Instant::now();
+    let o = Airlockd::launch(&h, "code", "tess", &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = get(metrics, "/metrics", None);
+        let dropped = body
+            .lines()
+            .find_map(|l| l.strip_prefix("airlock_trace_spans_dropped_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        // Its two calls and the run itself.
+        if dropped >= 3.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -64,6 +64,8 @@ pub struct Daemon {
     pub images: Option<crate::supervisor::image_pool::ImagePool>,
     /// What `/metrics` shows (counted whether or not it is served).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The OpenTelemetry exporter, when `tracing:` asks for one.
+    pub traces: Option<crate::metrics::traces::Traces>,
 }
 
 /// A task ended when its holder goes.
@@ -317,6 +319,27 @@ pub fn main(config_path: &Path) -> i32 {
             None
         }
     };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("airlockd")
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&[format!("cannot start the runtime: {e}")]),
+    };
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    let traces = match &set.config.tracing {
+        None => None,
+        Some(t) => match crate::metrics::traces::Traces::start(
+            &t.otlp,
+            runtime.handle().clone(),
+            metrics.trace_spans_dropped.clone(),
+        ) {
+            Ok(t) => Some(t),
+            Err(e) => return fail(&[e]),
+        },
+    };
     let daemon = Arc::new(Daemon {
         config_path: config_path.to_path_buf(),
         set: RwLock::new(Arc::new(set)),
@@ -332,24 +355,20 @@ pub fn main(config_path: &Path) -> i32 {
         cgroup_parent,
         standby: standby::Standby::default(),
         images,
-        metrics: Arc::new(crate::metrics::Metrics::new()),
+        metrics,
+        traces,
     });
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("airlockd")
-        .max_blocking_threads(BLOCKING_THREADS)
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return fail(&[format!("cannot start the runtime: {e}")]),
-    };
     let code = runtime.block_on(main_loop(
         daemon.clone(),
         std_listener,
         signals,
         format!("{origin} {}", socket_path.display()),
     ));
-    // Connections still streaming to clients are cut; every run is closed by now.
+    // Every run is closed by now: what its spans left queued goes out (bounded wait).
+    if let Some(t) = &daemon.traces {
+        t.flush();
+    }
+    // Connections still streaming to clients are cut.
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
 }

@@ -419,8 +419,17 @@ pub(super) async fn supervise_run(
             (closed, frame)
         }
         Ok(j) => {
-            let journal =
-                JournaledRun::new(j).with_metrics(d.metrics.clone(), &info.role, requested, live);
+            let trace = d
+                .traces
+                .as_ref()
+                .map(|t| t.run(&info.run, &info.role, &info.instance));
+            let journal = JournaledRun::new(j).with_metrics(
+                d.metrics.clone(),
+                &info.role,
+                requested,
+                live,
+                trace,
+            );
             let (frame_tx, etx) = match frames {
                 Some((f, e)) => (Some(f), Some(e)),
                 None => (None, None),

@@ -144,6 +144,11 @@ pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -
             return initialize(c, id, &msg.params).await;
         }
     }
+    // For the call's trace span: the agent's session (none when stateless) and revision.
+    let (agent_session, version) = match stateless {
+        true => (None, h.version.map(str::to_string)),
+        false => (h.session.map(str::to_string), h.version.map(str::to_string)),
+    };
     // A stateless request rides on one session Airlock keeps with the upstream for them.
     let session = match stateless {
         true => match stateless_session(c).await {
@@ -179,7 +184,10 @@ pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -
         }
         return Reply::json(rpc_result(id, out));
     }
-    let reply = answer(gw, c, &session, method, id, p).await;
+    let rpc = super::RpcMeta::new(method, id, agent_session.as_deref(), version.as_deref());
+    let reply = super::RPC
+        .scope(rpc, answer(gw, c, &session, method, id, p))
+        .await;
     Reply::json(if stateless {
         mark_complete(reply)
     } else {

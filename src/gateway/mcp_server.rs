@@ -33,6 +33,7 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
         let Some((method, id)) = msg.request() else {
             return Reply::accepted();
         };
+        let rpc = super::RpcMeta::new(method, id, None, h.version);
         return Reply::json(match method {
             "server/discover" => rpc_result(
                 id,
@@ -44,12 +45,17 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
                     "instructions": INSTRUCTIONS,
                 }),
             ),
-            _ => answer(gw, method, id, &msg.params, true).await,
+            _ => {
+                super::RPC
+                    .scope(rpc, answer(gw, method, id, &msg.params, true))
+                    .await
+            }
         });
     }
     if let Some(("initialize", id)) = msg.request() {
         return initialize(gw, id, &msg.params);
     }
+    let (session, version) = (h.session.map(str::to_string), h.version.map(str::to_string));
     if let Err(r) = gw.sessions.admit(h) {
         return r;
     }
@@ -57,7 +63,12 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
     let Some((method, id)) = msg.request() else {
         return Reply::accepted();
     };
-    Reply::json(answer(gw, method, id, &msg.params, false).await)
+    let rpc = super::RpcMeta::new(method, id, session.as_deref(), version.as_deref());
+    Reply::json(
+        super::RPC
+            .scope(rpc, answer(gw, method, id, &msg.params, false))
+            .await,
+    )
 }
 
 /// A request of either kind of revision (`stateless`: results marked complete).

@@ -109,6 +109,41 @@ pub struct GatewayFds {
     pub commands: crate::sandbox::command_cgroup::CommandCgroups,
 }
 
+/// The JSON-RPC request a call came in, for its trace span: set around the handling of one
+/// request ([`RPC`]), read when its record is made. Request and session ids are clipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RpcMeta {
+    pub method: String,
+    pub request_id: Option<String>,
+    pub session: Option<String>,
+    pub protocol: Option<String>,
+}
+
+tokio::task_local! {
+    /// The request being answered (see [`RpcMeta`]).
+    pub static RPC: RpcMeta;
+}
+
+impl RpcMeta {
+    pub fn new(
+        method: &str,
+        id: &serde_json::Value,
+        session: Option<&str>,
+        protocol: Option<&str>,
+    ) -> RpcMeta {
+        let id = match id {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        RpcMeta {
+            method: clip(method, 64),
+            request_id: Some(clip(&id, 64)),
+            session: session.map(|s| clip(s, 128)),
+            protocol: protocol.map(|s| clip(s, 32)),
+        }
+    }
+}
+
 /// One call through the gateway, as the journal keeps it: no argument values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallRecord {
@@ -125,6 +160,8 @@ pub struct CallRecord {
     pub is_error: bool,
     pub duration_ms: u64,
     pub result_bytes: u64,
+    /// The request it came in, when known (for its trace span; not journaled).
+    pub rpc: Option<RpcMeta>,
 }
 
 impl CallRecord {
@@ -143,6 +180,7 @@ impl CallRecord {
             is_error: true,
             duration_ms: 0,
             result_bytes: 0,
+            rpc: RPC.try_with(Clone::clone).ok(),
         }
     }
 
@@ -266,7 +304,10 @@ impl Gateway {
                         Some((h, secret)) => Some(auth_header(h, secret)?),
                         None => None,
                     };
-                    upstream::Upstream::Http(upstream::HttpUpstream::new(url.clone(), auth))
+                    upstream::Upstream::Http(Box::new(upstream::HttpUpstream::new(
+                        url.clone(),
+                        auth,
+                    )))
                 }
                 UpstreamPlan::Stdio { .. } => {
                     let sock = stdio.remove(name).ok_or_else(|| {

@@ -334,7 +334,8 @@ impl HttpUpstream {
 
 /// A connector's upstream: over HTTP, or a stdio server in its own jail.
 pub enum Upstream {
-    Http(HttpUpstream),
+    /// Boxed: its HTTP client is several times the size of a stdio upstream.
+    Http(Box<HttpUpstream>),
     Stdio(super::stdio_upstream::StdioUpstream),
 }
 

@@ -9,6 +9,7 @@ pub mod labels;
 pub mod live;
 pub mod process;
 pub mod serve;
+pub mod traces;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -120,6 +121,7 @@ pub struct Metrics {
     pub budget_remaining: Family<InstanceBudget, Gauge>,
     pub ledger_records: Counter,
     pub journal_fallback_records: Counter,
+    pub trace_spans_dropped: Counter,
     pub process: process::ProcessMetrics,
 }
 
@@ -151,6 +153,7 @@ impl Metrics {
             budget_remaining: Family::default(),
             ledger_records: Counter::default(),
             journal_fallback_records: Counter::default(),
+            trace_spans_dropped: Counter::default(),
             process: process::ProcessMetrics::default(),
             registry: Registry::default(),
         };
@@ -241,6 +244,11 @@ impl Metrics {
             "Journal records written to a fallback file because journald refused them",
             m.journal_fallback_records.clone(),
         );
+        r.register(
+            "airlock_trace_spans_dropped",
+            "Trace spans not exported: the queue was full or the collector failed",
+            m.trace_spans_dropped.clone(),
+        );
         m.process.register(&mut r);
         Metrics { registry: r, ..m }
     }
@@ -283,25 +291,42 @@ pub struct RunMetrics {
     pub model: Option<String>,
     /// The run's tallies for `ps` and `top`.
     pub live: Arc<live::LiveCounts>,
+    /// The run's trace span, when airlockd exports traces.
+    pub trace: Option<Arc<traces::RunSpan>>,
 }
 
 impl RunMetrics {
-    /// A tool call as journaled: `bash` says whether it came to the bash tool.
-    pub fn call(
-        &self,
-        connector: &str,
-        tool: &str,
-        decided: (bool, &str),
-        bash: bool,
-        duration_ms: u64,
-    ) {
-        let (allow, rule) = decided;
+    /// A tool call as journaled.
+    pub fn call(&self, r: &crate::gateway::CallRecord) {
+        let (connector, tool, allow, rule) = (
+            r.connector.as_str(),
+            r.tool.as_str(),
+            r.allow,
+            r.rule.as_str(),
+        );
+        let bash = connector == labels::AIRLOCK_CONNECTOR && tool == labels::BASH_TOOL;
+        let duration_ms = r.duration_ms;
         let decision = labels::decision(allow);
         let c = labels::connector(&self.connectors, connector);
         let granted = c != labels::AIRLOCK_CONNECTOR && self.policy.tool_listed(c, tool).allow;
         let t = labels::tool(c, tool, granted);
         self.live
             .call(allow, format!("{c}/{t} {decision} by {rule}"));
+        if let Some(span) = &self.trace {
+            let rpc = r.rpc.as_ref();
+            span.mcp(&traces::McpCall {
+                method: rpc.map_or("tools/call", |m| m.method.as_str()),
+                tool: t,
+                connector: c,
+                session: rpc.and_then(|m| m.session.as_deref()),
+                protocol: rpc.and_then(|m| m.protocol.as_deref()),
+                request_id: rpc.and_then(|m| m.request_id.as_deref()),
+                allow,
+                rule,
+                is_error: r.is_error,
+                duration_ms,
+            });
+        }
         self.metrics
             .tool_calls
             .get_or_create(&ToolCall {
@@ -328,17 +353,25 @@ impl RunMetrics {
         }
     }
 
-    /// A model request as journaled: tokens are (input, output, cache_write, cache_read).
-    pub fn provider(
-        &self,
-        provider: &str,
-        model: Option<&str>,
-        allow: bool,
-        tokens: [u64; 4],
-        cost_micro_usd: u64,
-        spent_micro_usd: u64,
-    ) {
-        let model = labels::model(self.model.as_deref().unwrap_or(""), model).to_string();
+    /// A model request as journaled.
+    pub fn provider(&self, r: &crate::gateway::provider::ProviderRecord) {
+        let (provider, allow) = (r.provider.as_str(), r.allow);
+        let u = &r.usage;
+        let tokens = [u.input, u.output, u.cache_write, u.cache_read];
+        let (cost_micro_usd, spent_micro_usd) = (r.cost_micro_usd, r.spent_micro_usd);
+        let model =
+            labels::model(self.model.as_deref().unwrap_or(""), r.model.as_deref()).to_string();
+        if let Some(span) = &self.trace {
+            span.model(&traces::ModelCall {
+                provider,
+                model: &model,
+                input_tokens: u.input,
+                output_tokens: u.output,
+                allow,
+                rule: &r.rule,
+                duration_ms: r.duration_ms,
+            });
+        }
         self.live.spent(spent_micro_usd);
         self.live
             .decided(format!("provider {provider} {}", labels::decision(allow)));

@@ -120,6 +120,7 @@ struct Counted {
     /// When its launch was asked for.
     requested: std::time::Instant,
     live: Arc<crate::metrics::live::LiveCounts>,
+    trace: Option<Arc<crate::metrics::traces::RunSpan>>,
 }
 
 impl JournaledRun {
@@ -139,6 +140,7 @@ impl JournaledRun {
         role: &str,
         requested: std::time::Instant,
         live: Arc<crate::metrics::live::LiveCounts>,
+        trace: Option<crate::metrics::traces::RunSpan>,
     ) -> JournaledRun {
         lock(&self.journal).count_fallback(metrics.journal_fallback_records.clone());
         self.metrics = Some(Counted {
@@ -146,6 +148,7 @@ impl JournaledRun {
             role: role.to_string(),
             requested,
             live,
+            trace: trace.map(Arc::new),
         });
         self
     }
@@ -277,6 +280,10 @@ impl JournaledRun {
             counted = Some(counts.get());
             egress = Some(counts.egress());
         }
+        // Every call of the run has its span by now (made as it was counted).
+        if let Some(t) = self.metrics.as_ref().and_then(|c| c.trace.as_ref()) {
+            t.end();
+        }
         let l = self.lost();
         if l > 0 {
             self.event(
@@ -323,6 +330,7 @@ impl JournaledRun {
             policy: prepared.gateway.policy.clone(),
             model: prepared.gateway.provider.as_ref().map(|p| p.model.clone()),
             live: c.live.clone(),
+            trace: c.trace.clone(),
         });
         let log = JournalCallLog::start(self.journal.clone(), self.lost.clone(), metrics);
         let mut connectors = Vec::new();
@@ -500,15 +508,7 @@ impl CallLog for JournalCallLog {
             self.counts.bash.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(m) = &self.metrics {
-            let bash = r.connector == crate::metrics::labels::AIRLOCK_CONNECTOR
-                && r.tool == crate::metrics::labels::BASH_TOOL;
-            m.call(
-                &r.connector,
-                &r.tool,
-                (r.allow, &r.rule),
-                bash,
-                r.duration_ms,
-            );
+            m.call(&r);
         }
         if self.tx.try_send(Entry::Call(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
@@ -517,15 +517,7 @@ impl CallLog for JournalCallLog {
 
     fn provider(&self, r: ProviderRecord) {
         if let Some(m) = &self.metrics {
-            let u = &r.usage;
-            m.provider(
-                &r.provider,
-                r.model.as_deref(),
-                r.allow,
-                [u.input, u.output, u.cache_write, u.cache_read],
-                r.cost_micro_usd,
-                r.spent_micro_usd,
-            );
+            m.provider(&r);
         }
         if self.tx.try_send(Entry::Provider(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
