@@ -530,3 +530,118 @@ fn a_runs_mcp_calls_are_spans_under_its_run_span_and_a_dead_collector_costs_noth
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_claude_code_runs_model_requests_and_tool_calls_are_spans_and_counts() {
+    require_journald();
+    let claude =
+        "/usr/local/lib/airlock-agents/node_modules/@anthropic-ai/claude-code-linux-x64/claude";
+    assert!(
+        Path::new(claude).is_file(),
+        "{claude} is missing: run scripts/install-agents.sh"
+    );
+    let turns = json!([
+        {"tool": "bash", "input": {"command": "id -u"}},
+        {"tool": "bash", "input": {"command": "rm -rf ."}},
+        {"text": "All done."}
+    ]);
+    let si = StandIn::scripted(&turns);
+    let (otlp, metrics) = (free_port(), free_port());
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "{}metrics: {{listen: 127.0.0.1:{metrics}}}\ntracing: {{otlp: 'http://127.0.0.1:{otlp}'}}\n",
+            si.config()
+        ),
+    );
+    h.local_role("code", |t| {
+        t.replacen("key_store: airlock", "key_store: github", 1)
+            .replace("    - cat\n", "    - cat\n    - id\n")
+    });
+    let ws = h.workspace("ws", h.uids[0]);
+    let out = h.root.join("spans.jsonl");
+    let _receiver = Receiver::start(otlp, &out);
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "code", "tess", &["--workspace", ws.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let run = run_id_of(&o);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let all = loop {
+        let s = spans(&out);
+        if s.iter()
+            .any(|s| s["attributes"]["airlock.run"] == run.as_str())
+        {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no run span: {s:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let root = all
+        .iter()
+        .find(|s| s["attributes"]["airlock.run"] == run.as_str())
+        .unwrap();
+    let children: Vec<&Value> = all
+        .iter()
+        .filter(|s| s["parent_span_id"] == root["span_id"])
+        .collect();
+    let tools: Vec<&&Value> = children
+        .iter()
+        .filter(|s| s["name"] == "tools/call bash")
+        .collect();
+    let decisions: Vec<&Value> = tools
+        .iter()
+        .map(|s| &s["attributes"]["airlock.decision"])
+        .collect();
+    assert_eq!(decisions, vec!["allow", "deny"], "{children:?}");
+    let chats: Vec<&&Value> = children
+        .iter()
+        .filter(|s| s["attributes"]["gen_ai.provider.name"] == "claude")
+        .collect();
+    // One model request per scripted turn at least (the agent may make more).
+    assert!(chats.len() >= 3, "{children:?}");
+    let (mut input, mut output) = (0, 0);
+    for c in &chats {
+        let a = &c["attributes"];
+        let model = a["gen_ai.request.model"].as_str().unwrap();
+        assert_eq!(c["name"], format!("chat {model}"));
+        assert_eq!(c["trace_id"], root["trace_id"]);
+        input += a["gen_ai.usage.input_tokens"].as_i64().unwrap();
+        output += a["gen_ai.usage.output_tokens"].as_i64().unwrap();
+    }
+    assert!(input > 0 && output > 0, "{chats:?}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        !text.contains("rm -rf") && !text.contains(&si.key),
+        "{text}"
+    );
+
+    // The same requests in the metrics, and their tokens.
+    let (_, body) = get(metrics, "/metrics", None);
+    let sum = |prefix: &str| -> f64 {
+        body.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!(
+        sum("airlock_provider_requests_total{role=\"code\",provider=\"claude\""),
+        chats.len() as f64,
+        "{body}"
+    );
+    let tokens = |ty: &str| -> f64 {
+        body.lines()
+            .filter(|l| {
+                l.starts_with("airlock_provider_tokens_total{role=\"code\",provider=\"claude\"")
+                    && l.contains(&format!("type=\"{ty}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!(tokens("input"), input as f64, "{body}");
+    assert_eq!(tokens("output"), output as f64, "{body}");
+    assert!(
+        body.contains("airlock_bash_commands_total{role=\"code\",decision=\"deny\"} 1"),
+        "{body}"
+    );
+}
