@@ -366,7 +366,7 @@ async fn mint_one(
             expires_at: v
                 .get("expires_at")
                 .and_then(Value::as_str)
-                .and_then(parse_rfc3339_ms)
+                .and_then(crate::calendar::parse_utc_ms)
                 // Unknown: GitHub's documented lifetime.
                 .unwrap_or_else(|| crate::supervisor::ledger::now_ms() + 3_600_000),
             client: client.clone(),
@@ -508,29 +508,6 @@ impl Held {
     }
 }
 
-/// `2026-12-01T12:00:00Z` -> Unix milliseconds.
-fn parse_rfc3339_ms(s: &str) -> Option<u64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let days = days_from_civil(n(0..4)?, n(5..7)?, n(8..10)?);
-    let secs = days * 86_400 + n(11..13)? * 3600 + n(14..16)? * 60 + n(17..19)?;
-    u64::try_from(secs).ok().map(|s| s * 1000)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,11 +541,5 @@ mod tests {
             let e = AppKey::from_pem(bad).unwrap_err();
             assert!(!e.contains("AAAA") && !e.contains("secret"), "{e}");
         }
-    }
-
-    #[test]
-    fn timestamps_parse() {
-        assert_eq!(parse_rfc3339_ms("1970-01-02T00:00:01Z"), Some(86_401_000));
-        assert_eq!(parse_rfc3339_ms("nope"), None);
     }
 }

@@ -91,8 +91,13 @@ pub fn github_permissions(role: &Role) -> Vec<String> {
         "contents: write".to_string()
     }];
     p.push("metadata: read".into());
+    // A merge may land by the ratchet, which reads when the opener's judge last ran: a
+    // workflow's runs, or the comments on a report issue.
+    let merges = w.pull_requests.iter().any(|a| a == "merge");
     if !w.issues.is_empty() {
         p.push("issues: write".into());
+    } else if merges {
+        p.push("issues: read".into());
     }
     if !w.pull_requests.is_empty() {
         p.push("pull_requests: write".into());
@@ -102,7 +107,7 @@ pub fn github_permissions(role: &Role) -> Vec<String> {
     }
     if w.dispatch {
         p.push("actions: write".into());
-    } else if w.reads.iter().any(|r| r == "actions") {
+    } else if merges || w.reads.iter().any(|r| r == "actions") {
         p.push("actions: read".into());
     }
     p

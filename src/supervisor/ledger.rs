@@ -103,7 +103,7 @@ pub struct RunClosed {
 
 /// What a run's gateway counted, for its closing record (each part only when the run had
 /// that route).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tally {
     pub calls: Option<CallCounts>,
     pub spend: Option<SpendCounts>,
@@ -148,13 +148,18 @@ pub struct EgressCounts {
 }
 
 /// A run's GitHub writes, forwarded through its GitHub route, and its budget.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GithubWrites {
     /// Writes forwarded (a push counts one).
     pub writes: u64,
     /// `budget.github_writes_per_run`.
     pub budget: u64,
+    /// The branches the run created, `owner/repo:branch`: the ratchet finds the role that
+    /// opened a pull request from its head branch here. Absent when it created none (and
+    /// in older records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created: Vec<String>,
 }
 
 /// A run's model requests (forwarded and refused) and what they cost, in micro-USD.
@@ -814,6 +819,24 @@ fn scan_runs(path: &Path, mut visit: impl FnMut(RunRecords) -> bool) -> Result<(
         LedgerEvent::LeaseIssued(_) | LedgerEvent::LeaseRevoked(_) => true,
     })?;
     Ok(())
+}
+
+/// The newest run that created `branch` in `repo` (by its closing record), read from the
+/// end of the ledger: the run and its role.
+pub fn creator_of(path: &Path, repo: &str, branch: &str) -> Result<Option<RunOpened>, LedgerError> {
+    let want = format!("{repo}:{branch}");
+    let mut found = None;
+    scan_runs(path, |(opened, closed)| {
+        let made = closed
+            .as_ref()
+            .and_then(|c| c.github.as_ref())
+            .is_some_and(|g| g.created.iter().any(|c| c.eq_ignore_ascii_case(&want)));
+        if made {
+            found = Some(opened);
+        }
+        !made
+    })?;
+    Ok(found)
 }
 
 /// Verify the chain; returns the number of records, or the first broken one.
