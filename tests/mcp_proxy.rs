@@ -1318,3 +1318,59 @@ fn hostile_upstreams_cannot_make_the_gateway_keep_memory() {
         );
     }
 }
+
+/// An upstream that dies in the middle of a run: the agent's next call gets a clear MCP
+/// error naming the connector, and the agent (and the run) go on.
+#[test]
+fn an_upstream_that_dies_mid_run_is_an_error_naming_the_connector_and_the_agent_goes_on() {
+    require_journald();
+    let mut up = reference_server();
+    let h = host(&up, None);
+    let argv = mcp_agent(&json!({"server": "reference", "steps": [
+        {"call": "echo", "args": {"message": "before"}},
+        {"sleep_ms": 3000},
+        {"call": "echo", "args": {"message": "after"}},
+        {"call": "test_simple_text"},
+    ]}));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut child = h
+        .launch("code", "tess", &[], &argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(&line.unwrap()) else {
+            continue;
+        };
+        if v["step"] == 0 {
+            // The upstream dies while the agent sleeps.
+            let _ = up.child.kill();
+            let _ = up.child.wait();
+        }
+        lines.push(v);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{lines:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(step(&lines, 0)["text"], "echo: before", "{lines:?}");
+    for i in [2, 3] {
+        let s = step(&lines, i);
+        let said = format!(
+            "{}{}",
+            s["text"].as_str().unwrap_or(""),
+            s["thrown"].as_str().unwrap_or("")
+        );
+        assert!(
+            said.contains("reference") && (s["isError"] == true || s["thrown"].is_string()),
+            "step {i} should be an error naming the connector: {s}"
+        );
+        assert!(!said.contains(SECRET), "{said}");
+    }
+    // The agent went on to its end.
+    assert!(lines.iter().any(|l| l["step"] == "asked"), "{lines:?}");
+}

@@ -482,7 +482,12 @@ pub fn prepare_in(
                 run_dir.join("github-scratch"),
             )
             .map_err(refused)?;
-            github_app::Held::put(&github_lease, m.minted.clone());
+            github_app::Held::put(
+                &github_lease,
+                m.minted.clone(),
+                &github_app::held_dir(&cfg.state_dir),
+            )
+            .map_err(refused)?;
             Some(m)
         } else {
             None

@@ -421,7 +421,16 @@ class H(BaseHTTPRequestHandler):
         return self.reply(200, ok({"content": [{"type": "text", "text": text}], "isError": err}))
 
     def git(self, path, body):
-        """git smart HTTP through the real git http-backend (CGI)."""
+        """git smart HTTP through the real git http-backend (CGI). While DIR/hold_push
+        exists, a push (receive-pack POST) is held after it arrived (DIR/push_arrived says
+        so), at most 30 s: a push in flight, for the chaos tests."""
+        if path.endswith("/git-receive-pack") and self.command == "POST":
+            held = os.path.join(DIR, "hold_push")
+            if os.path.exists(held):
+                open(os.path.join(DIR, "push_arrived"), "w").close()
+                end = time.time() + 30
+                while os.path.exists(held) and time.time() < end:
+                    time.sleep(0.05)
         query = self.path.split("?", 1)[1] if "?" in self.path else ""
         env = {
             "PATH": "/usr/bin:/bin",

@@ -293,7 +293,7 @@ pub struct StandIn {
     script_dir: Option<tempfile::TempDir>,
     _dir: tempfile::TempDir,
     pub port: u16,
-    log: PathBuf,
+    pub log: PathBuf,
     /// The real provider key airlockd is configured with (a root-only file).
     pub key: String,
     pub key_file: PathBuf,
@@ -441,6 +441,14 @@ impl Airlockd {
             .stdin(Stdio::null())
             .output()
             .unwrap()
+    }
+}
+
+impl Airlockd {
+    /// SIGKILL it (a crash) and reap it.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
