@@ -747,13 +747,26 @@ impl Ledger {
         self.last_hash = check.last_hash;
         for r in &sealed {
             if let LedgerEvent::RunOpened(o) = &r.event {
-                self.starts
-                    .entry(o.instance.clone())
-                    .or_default()
-                    .push(o.started_at);
+                let v = self.starts.entry(o.instance.clone()).or_default();
+                v.push(o.started_at);
+                forget_old_starts(v, o.started_at);
             }
         }
         Ok(sealed)
+    }
+}
+
+/// How far back the index of run starts reaches: the weekly window and the slack for a
+/// clock set back. Older starts can count for no budget, and a daemon up for months must
+/// not keep one per run it ever launched.
+const STARTS_KEPT_MS: u64 = 7 * 24 * 3600 * 1000 + CLOCK_SLACK_MS;
+
+/// Drop the starts older than [`STARTS_KEPT_MS`] before `newest` (only when the oldest is
+/// due, so an append costs no scan).
+fn forget_old_starts(v: &mut Vec<u64>, newest: u64) {
+    let floor = newest.saturating_sub(STARTS_KEPT_MS);
+    if v.first().is_some_and(|&t| t < floor) {
+        v.retain(|&t| t >= floor);
     }
 }
 
@@ -875,4 +888,21 @@ pub fn runs_since(path: &Path, instance: &str, since_ms: u64) -> Result<usize, L
                 if o.instance == instance && o.started_at >= since_ms)
         })
         .count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_index_keeps_only_what_a_budget_can_count() {
+        let day = 24 * 3600 * 1000;
+        let now = 100 * day;
+        let mut v = vec![now - 20 * day, now - 13 * day, now - day];
+        forget_old_starts(&mut v, now);
+        assert_eq!(v, vec![now - 13 * day, now - day]);
+        // Within the window plus the slack: kept as it is.
+        forget_old_starts(&mut v, now);
+        assert_eq!(v.len(), 2);
+    }
 }
