@@ -1374,3 +1374,68 @@ fn an_upstream_that_dies_mid_run_is_an_error_naming_the_connector_and_the_agent_
     // The agent went on to its end.
     assert!(lines.iter().any(|l| l["step"] == "asked"), "{lines:?}");
 }
+
+/// A stdio connector whose server dies in the middle of a run (killed in its own jail):
+/// the agent's next call is an MCP error naming the connector, and the agent goes on.
+#[test]
+fn a_stdio_connector_that_dies_mid_run_is_an_error_naming_it_and_the_agent_goes_on() {
+    require_journald();
+    let up = reference_server();
+    let pkg = require_npm("@modelcontextprotocol/server-everything");
+    let conn_uid = 1_880_094_980 + std::process::id() % 9;
+    let h = host_with(
+        &up,
+        Some(&format!(
+            "{{command: [/usr/bin/node, {}, stdio], uid: {conn_uid}}}",
+            pkg.join("dist/index.js").display()
+        )),
+    );
+    let argv = mcp_agent(&json!({"server": "everything", "steps": [
+        {"call": "echo", "args": {"message": "before"}},
+        {"sleep_ms": 3000},
+        {"call": "echo", "args": {"message": "after"}},
+    ]}));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut child = h
+        .launch("code", "tess", &[], &argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    let mut killed = 0;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(&line.unwrap()) else {
+            continue;
+        };
+        if v["step"] == 0 {
+            for p in airlock::supervisor::launch::pids_of_uid(conn_uid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                killed += 1;
+            }
+        }
+        lines.push(v);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{lines:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(killed > 0, "no connector process to kill");
+    assert_eq!(step(&lines, 0)["text"], "Echo: before", "{lines:?}");
+    let s = step(&lines, 2);
+    let said = format!(
+        "{}{}",
+        s["text"].as_str().unwrap_or(""),
+        s["thrown"].as_str().unwrap_or("")
+    );
+    assert!(
+        said.contains("everything") && (s["isError"] == true || s["thrown"].is_string()),
+        "the call after the connector died should be an error naming it: {s}"
+    );
+    assert!(lines.iter().any(|l| l["step"] == "asked"), "{lines:?}");
+}
