@@ -7,25 +7,11 @@
 mod common;
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use airlock::supervisor::ledger::{self, LedgerEvent, Outcome};
 use common::github::StandInGithub;
 use common::*;
 use serde_json::json;
-
-fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// The run of `instance` the ledger has opened.
 fn run_of(h: &Host, instance: &str) -> Option<String> {

@@ -17,6 +17,20 @@ static NEXT_UID: AtomicU32 = AtomicU32::new(0);
 
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
+/// Poll `f` every 50 ms until it returns Some, for at most `secs`.
+pub fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Where scripts/install-deps.sh puts the npm packages the tests use (root-owned, so a
 /// jail may read them).
 pub const TEST_NPM: &str = "/usr/local/lib/airlock-test";
