@@ -469,6 +469,17 @@ fn merged_pull(gh: &StandInGithub, n: u64) -> bool {
         .any(|i| i["number"] == n && i["state"] == "MERGED")
 }
 
+/// The run's journaled `mergePullRequest`, allowed: its reason.
+fn merge_allowed(run: &str) -> String {
+    let ev = events(run, "github_write", 1);
+    let m = ev
+        .iter()
+        .find(|e| e["AIRLOCK_ENDPOINT"] == "graphql mergePullRequest")
+        .unwrap_or_else(|| panic!("{ev:?}"));
+    assert_eq!(m["AIRLOCK_DECISION"], "allow");
+    m["AIRLOCK_REASON"].as_str().unwrap_or("").to_string()
+}
+
 #[test]
 fn at_l3_a_merge_lands_only_after_a_humans_approval_of_the_head() {
     require_journald();
@@ -507,13 +518,7 @@ fn at_l3_a_merge_lands_only_after_a_humans_approval_of_the_head() {
     );
     assert!(g.starts_with("ok"), "{g}");
     assert!(merged(&gh));
-    let ev = events(&run, "github_write", 1);
-    let m = ev
-        .iter()
-        .find(|e| e["AIRLOCK_ENDPOINT"] == "graphql mergePullRequest")
-        .unwrap_or_else(|| panic!("{ev:?}"));
-    assert_eq!(m["AIRLOCK_DECISION"], "allow");
-    let reason = m["AIRLOCK_REASON"].as_str().unwrap_or("");
+    let reason = merge_allowed(&run);
     assert!(
         reason.contains(&format!("approved by octo-human on {head}")),
         "{reason}"
@@ -619,13 +624,7 @@ fn at_l4_a_merge_without_a_human_lands_when_the_openers_judge_ran_recently() {
     let (g, _, merge_run) = merge_pull(&gh, &h, 3, serde_json::json!([]));
     assert!(g.starts_with("ok"), "{g}");
     assert!(merged_pull(&gh, 3));
-    let ev = events(&merge_run, "github_write", 1);
-    let m = ev
-        .iter()
-        .find(|e| e["AIRLOCK_ENDPOINT"] == "graphql mergePullRequest")
-        .unwrap_or_else(|| panic!("{ev:?}"));
-    assert_eq!(m["AIRLOCK_DECISION"], "allow");
-    let reason = m["AIRLOCK_REASON"].as_str().unwrap_or("");
+    let reason = merge_allowed(&merge_run);
     assert!(
         reason.contains("by-ratchet")
             && reason.contains("ci.yml run 72")

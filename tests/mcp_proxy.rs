@@ -490,19 +490,26 @@ fn the_conformance_suite_passes_through_the_proxy_and_on_airlocks_own_server() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-#[test]
-fn server_everything_over_stdio_runs_in_a_jail_of_its_own_and_dies_with_the_run() {
-    require_journald();
-    let up = reference_server();
+/// A host whose `everything` connector is server-everything over stdio, run as its own uid
+/// (`base` and up, one of nine per test process): the host and that uid.
+fn stdio_everything_host(up: &Upstream, base: u32) -> (Host, u32) {
     let pkg = require_npm("@modelcontextprotocol/server-everything");
-    let conn_uid = 1_880_094_990 + std::process::id() % 9;
+    let conn_uid = base + std::process::id() % 9;
     let h = host_with(
-        &up,
+        up,
         Some(&format!(
             "{{command: [/usr/bin/node, {}, stdio], uid: {conn_uid}}}",
             pkg.join("dist/index.js").display()
         )),
     );
+    (h, conn_uid)
+}
+
+#[test]
+fn server_everything_over_stdio_runs_in_a_jail_of_its_own_and_dies_with_the_run() {
+    require_journald();
+    let up = reference_server();
+    let (h, conn_uid) = stdio_everything_host(&up, 1_880_094_990);
     let instance_uid = h.uids[0];
     let argv = mcp_agent(&json!({"server": "everything", "steps": [
         {"list": "tools"},
@@ -1381,15 +1388,7 @@ fn an_upstream_that_dies_mid_run_is_an_error_naming_the_connector_and_the_agent_
 fn a_stdio_connector_that_dies_mid_run_is_an_error_naming_it_and_the_agent_goes_on() {
     require_journald();
     let up = reference_server();
-    let pkg = require_npm("@modelcontextprotocol/server-everything");
-    let conn_uid = 1_880_094_980 + std::process::id() % 9;
-    let h = host_with(
-        &up,
-        Some(&format!(
-            "{{command: [/usr/bin/node, {}, stdio], uid: {conn_uid}}}",
-            pkg.join("dist/index.js").display()
-        )),
-    );
+    let (h, conn_uid) = stdio_everything_host(&up, 1_880_094_980);
     let argv = mcp_agent(&json!({"server": "everything", "steps": [
         {"call": "echo", "args": {"message": "before"}},
         {"sleep_ms": 3000},
