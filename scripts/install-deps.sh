@@ -12,8 +12,9 @@ need=()
 # tests' own small filesystems; git (git http-backend) and gh: the GitHub tests' stand-in
 # server and clients; unicode-data (CaseFolding.txt): the test that checks the MCP proxy's
 # case-folding table against Unicode's own data; gnupg: signed commits for the bash tool's
-# git tests (and git's signature display in the jail).
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg; do
+# git tests (and git's signature display in the jail); stunnel4: the TLS terminator in front
+# of the https MCP connector tests' real servers.
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 

@@ -90,6 +90,9 @@ pub enum UpstreamPlan {
     Http {
         url: upstream::HttpUrl,
         auth: Option<(String, crate::credentials::Secret)>,
+        /// How an `https` upstream's certificate is verified (the system store or the
+        /// connector's `ca_file`); `None` for plain http.
+        tls: Option<Arc<rustls::ClientConfig>>,
     },
     /// A stdio server in a jail of its own, started with the gateway; its credential, if
     /// it has one, goes in its environment as the named variable (added to the spec only
@@ -247,10 +250,13 @@ impl Gateway {
             .map(|(_, t)| ("Authorization".to_string(), t.clone()));
         for (name, up) in &plan.upstreams {
             let up = match (up, &gh_token) {
-                (UpstreamPlan::Http { url, .. }, Some(t)) if name == github::mcp::CONNECTOR => {
+                (UpstreamPlan::Http { url, tls, .. }, Some(t))
+                    if name == github::mcp::CONNECTOR =>
+                {
                     &UpstreamPlan::Http {
                         url: url.clone(),
                         auth: Some(t.clone()),
+                        tls: tls.clone(),
                     }
                 }
                 _ => up,
@@ -261,12 +267,16 @@ impl Gateway {
             }
             .map(|(_, s)| s.expose());
             let upstream = match up {
-                UpstreamPlan::Http { url, auth } => {
+                UpstreamPlan::Http { url, auth, tls } => {
                     let auth = match auth {
                         Some((h, secret)) => Some(auth_header(h, secret)?),
                         None => None,
                     };
-                    upstream::Upstream::Http(upstream::HttpUpstream::new(url.clone(), auth))
+                    upstream::Upstream::Http(upstream::HttpUpstream::new(
+                        url.clone(),
+                        auth,
+                        tls.clone(),
+                    )?)
                 }
                 UpstreamPlan::Stdio { .. } => {
                     let sock = stdio.remove(name).ok_or_else(|| {

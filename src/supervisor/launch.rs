@@ -186,11 +186,23 @@ fn upstream_plans<'a>(
         let where_ = || format!("{}: mcp_connectors.{name}", cfg.file.display());
         let secret = read_credential(cfg, c.credential.as_deref(), &where_())?;
         let plan = match &c.upstream {
-            UpstreamConf::Url { url, header } => {
+            UpstreamConf::Url {
+                url,
+                header,
+                ca_file,
+            } => {
                 let url = crate::gateway::upstream::parse_http_url(url)
-                    .ok_or_else(|| refused(format!("{}.url: not a plain http URL", where_())))?;
+                    .ok_or_else(|| refused(format!("{}.url: not an http(s) URL", where_())))?;
+                let tls = if url.https {
+                    Some(
+                        crate::gateway::provider::tls_config(ca_file.as_deref())
+                            .map_err(|e| refused(format!("{}.ca_file: {e}", where_())))?,
+                    )
+                } else {
+                    None
+                };
                 let auth = secret.map(|s| (header.clone(), s));
-                UpstreamPlan::Http { url, auth }
+                UpstreamPlan::Http { url, auth, tls }
             }
             UpstreamConf::Command {
                 argv,
