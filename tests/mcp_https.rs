@@ -392,3 +392,115 @@ fn the_conformance_suite_passes_through_an_https_upstream() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// The seed's direct form, `run.mcp.tracker: {url, header}`: served by the run's gateway in
+/// front of the role's URL, its bearer the host's `ROLE_CODE_TRACKER_TOKEN`, the role's
+/// tools/deny/args for `tracker` holding each call. Without the credential a launch is
+/// refused naming it, and `hire` names it either way.
+#[test]
+fn a_roles_direct_connector_goes_through_the_gateway_with_its_role_token() {
+    require_journald();
+    let (_r, ref_port) = reference_server();
+    let dir = tempfile::tempdir().unwrap().keep();
+    let cred = dir.join("tracker.token");
+    std::fs::write(&cred, format!("{SECRET}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cred, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let role = |t: String| {
+        t.replace("key_store: airlock", "key_store: github")
+            .replacen(
+                "tools:\n",
+                "tools:\n  tracker: [echo, echo_auth, forbidden_*]\n",
+                1,
+            )
+            .replacen("deny:\n", "deny:\n  tracker: [forbidden_*]\n", 1)
+            .replacen(
+                "args:\n",
+                "args:\n  tracker:\n    echo:\n      message:\n        maxLength: 10\n",
+                1,
+            )
+            .replace(
+                "  mcp:\n    board:\n      via: airlock\n    github:\n      via: airlock\n",
+                &format!("  mcp:\n    tracker:\n      url: \"http://127.0.0.1:{ref_port}/mcp\"\n"),
+            )
+    };
+    let provider = "providers:\n  claude: {url: \"http://127.0.0.1:9\"}\n";
+    let with_token = format!(
+        "credentials:\n  ROLE_CODE_TRACKER_TOKEN: {}\n{provider}",
+        cred.display()
+    );
+
+    // Without the credential: the launch is refused naming it, and so is a hire.
+    let bare = Host::new(&[("tess", "code")], provider);
+    bare.local_role("code", role);
+    let o = run(&bare, "tracker", json!([{"list": "tools"}]));
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("credentials.ROLE_CODE_TRACKER_TOKEN: no such entry"),
+        "{}",
+        stderr(&o)
+    );
+    {
+        let _d = Airlockd::start(&bare);
+        let o = bare.ctl(&["hire", "rhea", "--role", "code"]);
+        assert!(!o.status.success());
+        assert!(
+            stderr(&o).contains("credentials.ROLE_CODE_TRACKER_TOKEN")
+                || stdout(&o).contains("credentials.ROLE_CODE_TRACKER_TOKEN"),
+            "{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+    }
+
+    let h = Host::new(&[("tess", "code")], &with_token);
+    h.local_role("code", role);
+    let o = run(
+        &h,
+        "tracker",
+        json!([
+            {"call": "echo", "args": {"message": "short"}},
+            {"call": "echo", "args": {"message": "far too long for the role"}},
+            {"call": "forbidden_tool"},
+            {"call": "echo_auth"},
+            {"js": JAIL_VIEW},
+        ]),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    assert_eq!(step(&lines, 0)["text"], "echo: short");
+    assert_eq!(step(&lines, 1)["isError"], true, "{:?}", step(&lines, 1));
+    assert!(step(&lines, 1)["text"]
+        .as_str()
+        .unwrap()
+        .contains("args.tracker.echo"));
+    assert!(step(&lines, 2)["text"]
+        .as_str()
+        .unwrap()
+        .contains("deny.tracker[0]"));
+    assert_eq!(
+        step(&lines, 3)["text"],
+        "you sent: Bearer [withheld by Airlock]"
+    );
+    let log = upstream_log(ref_port);
+    assert!(log
+        .iter()
+        .any(|l| l["tool"] == "echo_auth" && l["authorization"] == format!("Bearer {SECRET}")));
+    assert!(log.iter().all(|l| l["tool"] != "forbidden_tool"));
+    assert_eq!(
+        log.iter().filter(|l| l["tool"] == "echo").count(),
+        1,
+        "only the call within args reached the upstream"
+    );
+    assert!(!stdout(&o).contains(SECRET), "the token reached the jail");
+    assert!(!journal_text(&run_id_of(&o)).contains(SECRET));
+
+    let _d = Airlockd::start(&h);
+    let o = h.ctl(&["hire", "rhea", "--role", "code"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("connector tracker: credentials.ROLE_CODE_TRACKER_TOKEN, sent by the run's gateway only to http://127.0.0.1:{ref_port}/mcp in Authorization")),
+        "{}",
+        stdout(&o)
+    );
+}

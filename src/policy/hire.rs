@@ -32,7 +32,18 @@ pub fn credential_lines(role: &Role, cfg: &Config) -> Result<Vec<String>, Vec<St
         }
     }
     for (name, c) in run.map(|r| &r.mcp).into_iter().flatten() {
-        if !matches!(c, McpConnector::Gateway { .. }) {
+        if let McpConnector::Direct { url, header } = c {
+            let cred = direct_credential(&role.role, name);
+            if cfg.credentials.contains_key(&cred) {
+                lines.push(format!(
+                    "connector {name}: credentials.{cred}, sent by the run's gateway only to {url} in {}, for the tools tools.{name} grants",
+                    header.as_deref().unwrap_or("Authorization")
+                ));
+            } else {
+                missing.push(format!(
+                    "credentials.{cred}: the bearer of the role's direct connector run.mcp.{name}"
+                ));
+            }
             continue;
         }
         match cfg.mcp_connectors.get(name) {
@@ -66,6 +77,13 @@ pub fn credential_lines(role: &Role, cfg: &Config) -> Result<Vec<String>, Vec<St
     } else {
         Err(missing)
     }
+}
+
+/// The credentials entry holding the bearer of a role's direct connector (`run.mcp.<name>:
+/// {url, header}`): `ROLE_<ROLE>_<CONNECTOR>_TOKEN`, upper case, `-` as `_` (seed 000).
+pub fn direct_credential(role: &str, connector: &str) -> String {
+    let up = |s: &str| s.to_ascii_uppercase().replace('-', "_");
+    format!("ROLE_{}_{}_TOKEN", up(role), up(connector))
 }
 
 fn repos(role: &Role) -> String {
@@ -163,5 +181,38 @@ github: {app_id: 42, private_key: gh}\n",
             "{text}"
         );
         assert!(text.contains("pull_requests: write"), "{text}");
+    }
+
+    #[test]
+    fn a_direct_connector_needs_and_lists_its_role_token() {
+        assert_eq!(
+            direct_credential("code-review", "linear-app"),
+            "ROLE_CODE_REVIEW_LINEAR_APP_TOKEN"
+        );
+        let mut role = shipped("code");
+        let run = role.run.as_mut().unwrap();
+        run.mcp.clear();
+        run.mcp.insert(
+            "tracker".into(),
+            McpConnector::Direct {
+                url: "https://mcp.example/mcp".into(),
+                header: None,
+            },
+        );
+        role.identity = None;
+        let base = "providers:\n  claude: {url: https://api.anthropic.com}\n";
+        let missing = credential_lines(&role, &config(base)).unwrap_err();
+        assert_eq!(
+            missing,
+            vec!["credentials.ROLE_CODE_TRACKER_TOKEN: the bearer of the role's direct connector run.mcp.tracker".to_string()]
+        );
+        let cfg = config(&format!(
+            "credentials:\n  ROLE_CODE_TRACKER_TOKEN: /etc/airlock/credentials/t\n{base}"
+        ));
+        let text = credential_lines(&role, &cfg).unwrap().join("\n");
+        assert!(
+            text.contains("connector tracker: credentials.ROLE_CODE_TRACKER_TOKEN, sent by the run's gateway only to https://mcp.example/mcp in Authorization"),
+            "{text}"
+        );
     }
 }

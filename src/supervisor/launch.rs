@@ -176,10 +176,19 @@ fn read_credential(
 fn upstream_plans<'a>(
     cfg: &Config,
     run: &RunSpec,
+    role: &crate::role::Role,
     connectors: impl Iterator<Item = &'a String>,
 ) -> Result<std::collections::BTreeMap<String, UpstreamPlan>, LaunchError> {
     let mut out = std::collections::BTreeMap::new();
     for name in connectors {
+        let direct = role.run.as_ref().and_then(|r| match r.mcp.get(name) {
+            Some(crate::role::McpConnector::Direct { url, header }) => Some((url, header)),
+            _ => None,
+        });
+        if let Some((url, header)) = direct {
+            out.insert(name.clone(), direct_plan(cfg, role, name, url, header)?);
+            continue;
+        }
         let Some(c) = cfg.mcp_connectors.get(name) else {
             continue;
         };
@@ -225,6 +234,54 @@ fn upstream_plans<'a>(
         out.insert(name.clone(), plan);
     }
     Ok(out)
+}
+
+/// The upstream of a role's direct connector (`run.mcp.<name>: {url, header}`): the role's
+/// URL (https, with the system's CA store, or plain http to this host), its bearer the
+/// credentials entry `ROLE_<ROLE>_<CONNECTOR>_TOKEN`, which the launch needs.
+fn direct_plan(
+    cfg: &Config,
+    role: &crate::role::Role,
+    name: &str,
+    url: &str,
+    header: &Option<String>,
+) -> Result<UpstreamPlan, LaunchError> {
+    let at = format!("run.mcp.{name}");
+    let parsed = crate::gateway::upstream::parse_http_url(url)
+        .filter(|u| u.https || u.is_loopback())
+        .ok_or_else(|| {
+            refused(format!(
+                "{at}.url: must be https://HOST[:PORT]/PATH (or http:// to this host), without user, query or fragment"
+            ))
+        })?;
+    let cred = crate::policy::hire::direct_credential(&role.role, name);
+    let src = cfg.credentials.get(&cred).ok_or_else(|| {
+        refused(format!(
+            "{}: credentials.{cred}: no such entry; the role's direct connector {at} takes its bearer from it",
+            cfg.file.display()
+        ))
+    })?;
+    let secret = crate::credentials::read(&cred, src)
+        .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
+    let header = header.clone().unwrap_or_else(|| "Authorization".into());
+    if hyper::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+        return Err(refused(format!(
+            "{at}.header: must be an HTTP header name (letters, digits and -)"
+        )));
+    }
+    let tls = if parsed.https {
+        Some(
+            crate::gateway::provider::tls_config(None)
+                .map_err(|e| refused(format!("{at}.url: {e}")))?,
+        )
+    } else {
+        None
+    };
+    Ok(UpstreamPlan::Http {
+        url: parsed,
+        auth: Some((header, secret)),
+        tls,
+    })
 }
 
 /// The agent program of the role's provider, as airlockd's config names it (`agents`),
@@ -602,7 +659,7 @@ pub fn prepare_in(
             stdio: false,
             disks: disks.mounts.clone(),
         };
-        let upstreams = upstream_plans(cfg, &spec, endpoints.mcp.keys())?;
+        let upstreams = upstream_plans(cfg, &spec, &loaded.role, endpoints.mcp.keys())?;
         // The run's leases, and the provider's run token in the agent's key variable.
         let now = crate::supervisor::ledger::now_ms();
         let expires =
