@@ -30,8 +30,11 @@ fi
 # pinned version is left alone.
 TEST_NPM=/usr/local/lib/airlock-test
 # The TypeScript SDK (the scripted agents and the stand-in server), a published reference
-# server, the official conformance suite, and the Node 22 it needs (run inside the jail).
+# server, the official conformance suite, and the Node 22 it needs (run inside the jail);
+# oidc-provider, a certified OAuth 2.1 / OpenID authorization server, for the https
+# connector tests' OAuth grants.
 npm_pins=(
+  "oidc-provider@9.13.3"
   "@modelcontextprotocol/sdk@1.32.2"
   "@modelcontextprotocol/server-everything@2026.8.31"
   "@modelcontextprotocol/conformance@0.1.16"

@@ -223,6 +223,18 @@ pub struct ConnectorConf {
     pub upstream: UpstreamConf,
     /// A `credentials` name sent only upstream.
     pub credential: Option<String>,
+    /// OAuth 2.1 instead of a static credential (a URL upstream only).
+    pub oauth: Option<OAuthConf>,
+}
+
+/// `mcp_connectors.<name>.oauth`: the client airlockd is at the connector's authorization
+/// server. Only `grant: client_credentials` is served so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthConf {
+    pub client_id: String,
+    /// A `credentials` name: a confidential client's secret.
+    pub client_secret: Option<String>,
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -319,6 +331,7 @@ const PROVIDER_KEYS: &[&str] = &["url", "credential", "ca_file"];
 const CONNECTOR_KEYS: &[&str] = &[
     "url",
     "ca_file",
+    "oauth",
     "command",
     "credential",
     "header",
@@ -814,17 +827,36 @@ impl Parser<'_> {
                 continue;
             };
             if let Some(cmd) = get("command") {
+                if get("oauth").is_some() {
+                    self.problem(&key(&at, "oauth"), "only for a url connector");
+                    continue;
+                }
                 if let Some(upstream) = self.command_upstream(&at, c, cmd, credential.is_some()) {
                     out.insert(
                         name.to_string(),
                         ConnectorConf {
                             upstream,
                             credential,
+                            oauth: None,
                         },
                     );
                 }
                 continue;
             }
+            let oauth = match get("oauth") {
+                None => None,
+                Some(_) if credential.is_some() => {
+                    self.problem(
+                        &key(&at, "oauth"),
+                        "a connector has either a static credential or oauth",
+                    );
+                    continue;
+                }
+                Some(v) => match self.oauth(&key(&at, "oauth"), v, credentials) {
+                    Some(o) => Some(o),
+                    None => continue,
+                },
+            };
             let Some(url) = self.upstream_url(&at, get("url")) else {
                 continue;
             };
@@ -859,10 +891,100 @@ impl Parser<'_> {
                         ca_file,
                     },
                     credential,
+                    oauth,
                 },
             );
         }
         out
+    }
+
+    /// `oauth: {client_id, client_secret?, grant?, scopes?}` at `at`.
+    fn oauth(
+        &mut self,
+        at: &str,
+        v: &Value,
+        credentials: &BTreeMap<String, CredentialSource>,
+    ) -> Option<OAuthConf> {
+        let m = self.mapping(v, at, &["client_id", "client_secret", "grant", "scopes"])?;
+        let get = |k: &str| m.get(Value::from(k));
+        match get("grant").map(|g| g.as_str()) {
+            Some(Some("client_credentials")) => {}
+            None | Some(Some("authorization_code")) => {
+                self.problem(
+                    &key(at, "grant"),
+                    "authorization_code (the default: airlockctl connector login) is not served yet; set grant: client_credentials",
+                );
+                return None;
+            }
+            Some(_) => {
+                self.problem(
+                    &key(at, "grant"),
+                    "must be client_credentials (authorization_code is not served yet)",
+                );
+                return None;
+            }
+        }
+        let client_id = match get("client_id").and_then(Value::as_str) {
+            Some(id)
+                if !id.is_empty()
+                    && id.len() <= 256
+                    && id.bytes().all(|b| b.is_ascii_graphic()) =>
+            {
+                id.to_string()
+            }
+            _ => {
+                self.problem(
+                    &key(at, "client_id"),
+                    "required: the client's id at the authorization server, printable ASCII (dynamic client registration is not served yet)",
+                );
+                return None;
+            }
+        };
+        let client_secret = match get("client_secret") {
+            None => None,
+            Some(Value::String(n)) if credentials.contains_key(n) => Some(n.clone()),
+            Some(_) => {
+                self.problem(
+                    &key(at, "client_secret"),
+                    "must name an entry in credentials",
+                );
+                return None;
+            }
+        };
+        let scopes = match get("scopes") {
+            None => Vec::new(),
+            Some(v) => {
+                let list: Option<Vec<String>> = v.as_sequence().and_then(|s| {
+                    s.iter()
+                        .map(|x| {
+                            x.as_str()
+                                .filter(|t| {
+                                    !t.is_empty()
+                                        && t.bytes().all(|b| {
+                                            b.is_ascii_graphic() && b != b'"' && b != b'\\'
+                                        })
+                                })
+                                .map(str::to_string)
+                        })
+                        .collect()
+                });
+                match list {
+                    Some(l) => l,
+                    None => {
+                        self.problem(
+                            &key(at, "scopes"),
+                            "must be a list of scope names (printable ASCII, no spaces)",
+                        );
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(OAuthConf {
+            client_id,
+            client_secret,
+            scopes,
+        })
     }
 
     /// A connector's `url`: https, or plain http to this host. A URL with a user or
@@ -1239,6 +1361,11 @@ mod tests {
             ("mcp_connectors:\n  web: {url: \"http://10.0.0.1/mcp\"}\n", "mcp_connectors.web.url"),
             (&format!("mcp_connectors:\n  web: {{url: \"https://x:{secret}@mcp.example/mcp\"}}\n")[..], "mcp_connectors.web.url"),
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/mcp?a=1\"}\n", "mcp_connectors.web.url"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a}}\n", "mcp_connectors.web.oauth.grant"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {grant: client_credentials}}\n", "mcp_connectors.web.oauth.client_id"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: client_credentials, client_secret: nope}}\n", "mcp_connectors.web.oauth.client_secret"),
+            ("credentials:\n  tok: /etc/t\nmcp_connectors:\n  web: {url: \"https://mcp.example/\", credential: tok, oauth: {client_id: a, grant: client_credentials}}\n", "mcp_connectors.web.oauth"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: client_credentials, scopes: [\"a b\"]}}\n", "mcp_connectors.web.oauth.scopes"),
             ("mcp_connectors:\n  web: {url: \"http://127.0.0.1/\", ca_file: /etc/ssl/certs/ca-certificates.crt}\n", "mcp_connectors.web.ca_file"),
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", ca_file: rel.pem}\n", "mcp_connectors.web.ca_file"),
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", ca_file: /nonexistent/ca.pem}\n", "mcp_connectors.web.ca_file"),

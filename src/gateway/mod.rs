@@ -29,6 +29,8 @@ pub mod http;
 pub mod jsonrpc;
 pub mod mcp_proxy;
 pub mod mcp_server;
+pub mod oauth;
+pub mod oauth_meta;
 pub mod provider;
 pub mod provider_check;
 pub mod run_tls;
@@ -93,6 +95,8 @@ pub enum UpstreamPlan {
         /// How an `https` upstream's certificate is verified (the system store or the
         /// connector's `ca_file`); `None` for plain http.
         tls: Option<Arc<rustls::ClientConfig>>,
+        /// An OAuth connector's access token, shared by its runs (then `auth` is `None`).
+        oauth: Option<Arc<oauth::TokenSource>>,
     },
     /// A stdio server in a jail of its own, started with the gateway; its credential, if
     /// it has one, goes in its environment as the named variable (added to the spec only
@@ -257,6 +261,7 @@ impl Gateway {
                         url: url.clone(),
                         auth: Some(t.clone()),
                         tls: tls.clone(),
+                        oauth: None,
                     }
                 }
                 _ => up,
@@ -267,7 +272,12 @@ impl Gateway {
             }
             .map(|(_, s)| s.expose());
             let upstream = match up {
-                UpstreamPlan::Http { url, auth, tls } => {
+                UpstreamPlan::Http {
+                    url,
+                    auth,
+                    tls,
+                    oauth,
+                } => {
                     let auth = match auth {
                         Some((h, secret)) => Some(auth_header(h, secret)?),
                         None => None,
@@ -276,6 +286,7 @@ impl Gateway {
                         url.clone(),
                         auth,
                         tls.clone(),
+                        oauth.clone(),
                     )?)
                 }
                 UpstreamPlan::Stdio { .. } => {

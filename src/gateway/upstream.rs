@@ -137,6 +137,9 @@ pub enum UpstreamError {
     /// A redirect could carry the credential elsewhere: never followed.
     #[error("the connector's upstream answered a redirect (HTTP {0}); the gateway follows none")]
     Redirected(u16),
+    /// The connector's OAuth client could not get a token, or a fresh one was refused.
+    #[error("{0}")]
+    Authorization(String),
     #[error("the connector's upstream's TLS certificate was refused (not valid for its host name, or not from a CA this host trusts: the system store or the connector's ca_file)")]
     Untrusted,
     #[error("the connector's upstream sent an answer that is not valid MCP")]
@@ -224,6 +227,8 @@ pub struct HttpUpstream {
     conn: Conn,
     url: HttpUrl,
     auth: Option<(HeaderName, HeaderValue)>,
+    /// An OAuth connector's shared access token (then `auth` is `None`).
+    oauth: Option<std::sync::Arc<super::oauth::TokenSource>>,
 }
 
 impl HttpUpstream {
@@ -234,6 +239,7 @@ impl HttpUpstream {
         url: HttpUrl,
         auth: Option<(HeaderName, HeaderValue)>,
         tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+        oauth: Option<std::sync::Arc<super::oauth::TokenSource>>,
     ) -> std::io::Result<HttpUpstream> {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
@@ -252,7 +258,20 @@ impl HttpUpstream {
         } else {
             Conn::Plain(Client::builder(TokioExecutor::new()).build(http))
         };
-        Ok(HttpUpstream { conn, url, auth })
+        Ok(HttpUpstream {
+            conn,
+            url,
+            auth,
+            oauth,
+        })
+    }
+
+    /// The OAuth tokens this upstream was sent lately (none for a static credential).
+    pub fn live_tokens(&self) -> Vec<String> {
+        self.oauth
+            .as_ref()
+            .map(|s| s.recent_tokens())
+            .unwrap_or_default()
     }
 
     /// POST one message; the response's head, its body unread.
@@ -263,10 +282,44 @@ impl HttpUpstream {
         version: Option<&str>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, UpstreamError> {
         let body = serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?;
+        let Some(src) = &self.oauth else {
+            let req = self
+                .request(Method::POST, body, session, version, None)
+                .ok_or(UpstreamError::Malformed)?;
+            return self.conn.request(req).await;
+        };
+        let fail = |e: String| UpstreamError::Authorization(src.failed(&e));
+        let token = src.current().await.map_err(fail)?;
         let req = self
-            .request(Method::POST, body, session, version)
+            .request(Method::POST, body.clone(), session, version, token.as_ref())
             .ok_or(UpstreamError::Malformed)?;
-        self.conn.request(req).await
+        let resp = self.conn.request(req).await?;
+        if resp.status() != hyper::StatusCode::UNAUTHORIZED {
+            return Ok(resp);
+        }
+        // Refused: discover (first contact) or replace the token, and try once more.
+        let challenge = resp
+            .headers()
+            .get(hyper::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let _ = http_body_util::Limited::new(resp.into_body(), 64 << 10)
+            .collect()
+            .await;
+        let fresh = src
+            .after_refusal(challenge.as_deref(), token.as_ref())
+            .await
+            .map_err(fail)?;
+        let req = self
+            .request(Method::POST, body, session, version, Some(&fresh))
+            .ok_or(UpstreamError::Malformed)?;
+        let resp = self.conn.request(req).await?;
+        if resp.status() == hyper::StatusCode::UNAUTHORIZED {
+            return Err(fail(
+                "the upstream refused a fresh access token (the grant may be revoked: check the client at its authorization server)".into(),
+            ));
+        }
+        Ok(resp)
     }
 
     /// A request to the endpoint: the session and revision headers when given, the
@@ -277,6 +330,7 @@ impl HttpUpstream {
         body: Vec<u8>,
         session: Option<&str>,
         version: Option<&str>,
+        token: Option<&HeaderValue>,
     ) -> Option<Request<Full<Bytes>>> {
         let uri = format!("{}{}", self.url.origin(), self.url.path);
         let mut b = Request::builder()
@@ -293,6 +347,9 @@ impl HttpUpstream {
         }
         if let Some((k, v)) = &self.auth {
             b = b.header(k, v);
+        }
+        if let Some(t) = token {
+            b = b.header(hyper::header::AUTHORIZATION, t);
         }
         b.body(Full::new(Bytes::from(body))).ok()
     }
@@ -407,7 +464,17 @@ impl HttpUpstream {
 
     /// End an upstream session (HTTP DELETE); its answer is only a status.
     pub async fn delete(&self, session: &str) {
-        if let Some(req) = self.request(Method::DELETE, Vec::new(), Some(session), None) {
+        let token = match &self.oauth {
+            Some(s) => s.current().await.ok().flatten(),
+            None => None,
+        };
+        if let Some(req) = self.request(
+            Method::DELETE,
+            Vec::new(),
+            Some(session),
+            None,
+            token.as_ref(),
+        ) {
             let _ = tokio::time::timeout(Duration::from_secs(2), self.conn.request(req)).await;
         }
     }

@@ -210,8 +210,17 @@ fn upstream_plans<'a>(
                 } else {
                     None
                 };
+                let oauth = match &c.oauth {
+                    Some(o) => Some(oauth_source(cfg, name, &url, o, ca_file.as_deref())?),
+                    None => None,
+                };
                 let auth = secret.map(|s| (header.clone(), s));
-                UpstreamPlan::Http { url, auth, tls }
+                UpstreamPlan::Http {
+                    url,
+                    auth,
+                    tls,
+                    oauth,
+                }
             }
             UpstreamConf::Command {
                 argv,
@@ -281,7 +290,40 @@ fn direct_plan(
         url: parsed,
         auth: Some((header, secret)),
         tls,
+        oauth: None,
     })
+}
+
+/// The shared access token source of an OAuth connector, its client secret read now.
+fn oauth_source(
+    cfg: &Config,
+    name: &str,
+    url: &crate::gateway::upstream::HttpUrl,
+    o: &crate::config::OAuthConf,
+    ca_file: Option<&Path>,
+) -> Result<std::sync::Arc<crate::gateway::oauth::TokenSource>, LaunchError> {
+    let at = format!("{}: mcp_connectors.{name}.oauth", cfg.file.display());
+    let client_secret = match &o.client_secret {
+        Some(n) => {
+            let src = cfg.credentials.get(n).ok_or_else(|| {
+                refused(format!("{at}.client_secret: no such entry in credentials"))
+            })?;
+            Some(
+                crate::credentials::read(n, src)
+                    .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?,
+            )
+        }
+        None => None,
+    };
+    let tls =
+        crate::gateway::provider::tls_config(ca_file).map_err(|e| refused(format!("{at}: {e}")))?;
+    let plan = crate::gateway::oauth::OAuthPlan {
+        client_id: o.client_id.clone(),
+        client_secret,
+        scopes: o.scopes.clone(),
+        tls,
+    };
+    Ok(crate::gateway::oauth::shared(name, url, plan))
 }
 
 /// The agent program of the role's provider, as airlockd's config names it (`agents`),
@@ -380,7 +422,7 @@ fn lease_wants(
     }
     for (name, up) in upstreams {
         let has = match up {
-            UpstreamPlan::Http { auth, .. } => auth.is_some(),
+            UpstreamPlan::Http { auth, oauth, .. } => auth.is_some() || oauth.is_some(),
             UpstreamPlan::Stdio { env, .. } => env.is_some(),
         };
         if has {

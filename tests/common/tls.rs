@@ -84,11 +84,16 @@ impl TestCa {
 /// A real stunnel4 on 127.0.0.1:<returned port>, TLS with `leaf` in front of the plain
 /// server on 127.0.0.1:`to`.
 pub fn stunnel(ca: &TestCa, leaf: &(PathBuf, PathBuf), to: u16) -> (Proc, u16) {
+    let port = free_port();
+    (stunnel_at(ca, leaf, to, port), port)
+}
+
+/// [`stunnel`] on a port chosen beforehand.
+pub fn stunnel_at(ca: &TestCa, leaf: &(PathBuf, PathBuf), to: u16, port: u16) -> Proc {
     assert!(
         Path::new("/usr/bin/stunnel4").exists(),
         "stunnel4 is not installed: run scripts/install-deps.sh as root"
     );
-    let port = free_port();
     let conf = ca.dir.join(format!("stunnel-{port}.conf"));
     std::fs::write(
         &conf,
@@ -108,5 +113,5 @@ pub fn stunnel(ca: &TestCa, leaf: &(PathBuf, PathBuf), to: u16) -> (Proc, u16) {
         .unwrap();
     let p = Proc(child);
     wait_listening(port);
-    (p, port)
+    p
 }
