@@ -47,6 +47,14 @@ pub fn credential_lines(role: &Role, cfg: &Config) -> Result<Vec<String>, Vec<St
             continue;
         }
         match cfg.mcp_connectors.get(name) {
+            Some(conf) if conf.oauth.is_some() => {
+                let o = conf.oauth.as_ref().map(|o| (o.client_id.as_str(), o.client_secret.as_deref()));
+                let (id, secret) = o.unwrap_or_default();
+                lines.push(format!(
+                    "connector {name}: OAuth 2.1 client {id} (client_credentials{}), its access tokens used by the run's gateway only, for the tools tools.{name} grants",
+                    secret.map(|s| format!(", secret credentials.{s}")).unwrap_or_default()
+                ));
+            }
             Some(conf) => lines.push(match &conf.credential {
                 Some(cred) => format!(
                     "connector {name}: credentials.{cred}, used by the run's gateway only, for the tools tools.{name} grants"
@@ -168,14 +176,17 @@ mod tests {
         let cfg = config(
             "credentials:\n  anthropic: /etc/airlock/credentials/anthropic.key\n  gh: /etc/airlock/credentials/gh.pem\n  b: /etc/airlock/credentials/b\n\
 providers:\n  claude: {url: https://api.anthropic.com, credential: anthropic}\n\
-mcp_connectors:\n  board: {url: http://127.0.0.1:7/mcp, credential: b}\n  github: {url: http://127.0.0.1:8/mcp}\n\
+mcp_connectors:\n  board: {url: http://127.0.0.1:7/mcp, credential: b}\n  github: {url: https://mcp.example/mcp, oauth: {client_id: host-7, client_secret: b, grant: client_credentials}}\n\
 github: {app_id: 42, private_key: gh}\n",
         );
         let lines = credential_lines(&role, &cfg).unwrap();
         let text = lines.join("\n");
         assert!(text.contains("provider claude: key credentials.anthropic, sent only to https://api.anthropic.com"), "{text}");
         assert!(text.contains("connector board: credentials.b"), "{text}");
-        assert!(text.contains("connector github: no credential"), "{text}");
+        assert!(
+            text.contains("connector github: OAuth 2.1 client host-7 (client_credentials, secret credentials.b)"),
+            "{text}"
+        );
         assert!(
             text.contains("github: an installation token per run from App 42 (key credentials.gh)"),
             "{text}"
