@@ -11,8 +11,9 @@
 //! records they go to `<state_dir>/journal/<run>.journal`).
 //!
 //! The gateway's keys: `credentials` (name -> a root-only file, or a systemd credential's
-//! name) and `mcp_connectors` (name -> `{url, credential?, header?}` for a streamable-HTTP
-//! upstream on this host, or `{command, uid, credential?, credential_env?}` for a stdio one
+//! name) and `mcp_connectors` (name -> `{url, credential? | oauth?, header?, ca_file?}` for
+//! a streamable-HTTP upstream over https, or plain http on this host, or
+//! `{command, uid, credential?, credential_env?}` for a stdio one
 //! run in a jail of its own), `egress` (`{nameservers, ports, http_ports}`, see
 //! [`crate::config_egress`]).
 //!
