@@ -117,16 +117,27 @@ impl Connector {
     /// `v` with every copy of the credential withheld; None when withholding it left no
     /// valid answer (then the agent gets an error, never a silently emptied result).
     fn scrub(&self, v: Value) -> Option<Value> {
-        if self.secrets.is_empty() {
+        // An OAuth connector's tokens change while the run goes on.
+        let live = match &self.upstream {
+            Upstream::Http(h) => h.live_tokens(),
+            Upstream::Stdio(_) => Vec::new(),
+        };
+        let all: Vec<&str> = self
+            .secrets
+            .iter()
+            .map(String::as_str)
+            .chain(live.iter().map(String::as_str).filter(|s| s.len() >= 4))
+            .collect();
+        if all.is_empty() {
             return Some(v);
         }
         let text = v.to_string();
-        if !self.secrets.iter().any(|s| text.contains(s.as_str())) {
+        if !all.iter().any(|s| text.contains(s)) {
             return Some(v);
         }
         let mut t = text;
-        for s in &self.secrets {
-            t = t.replace(s.as_str(), "[withheld by Airlock]");
+        for s in all {
+            t = t.replace(s, "[withheld by Airlock]");
         }
         serde_json::from_str(&t).ok()
     }
