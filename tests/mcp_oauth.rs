@@ -140,8 +140,9 @@ fn client_credentials_tokens_are_discovered_shared_renewed_and_replaced_once_ref
     require_journald();
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new(dir.path());
-    // Tokens live 10 s: renewed at 8 s.
-    let o = oauth(&ca, 10, "ok");
+    // Tokens live 30 s: renewed at 24 s. Long enough that the token run 3 presents is not
+    // yet due for renewal, on a loaded host too (run 3 must meet the revocation).
+    let o = oauth(&ca, 30, "ok");
     let h = host(&ca, &o);
     let _d = Airlockd::start(&h);
 
@@ -151,7 +152,7 @@ fn client_credentials_tokens_are_discovered_shared_renewed_and_replaced_once_ref
         json!([
             {"call": "echo", "args": {"message": "first"}},
             {"call": "echo_auth"},
-            {"sleep_ms": 8500},
+            {"sleep_ms": 25000},
             {"call": "echo", "args": {"message": "renewed"}},
         ]),
     );
