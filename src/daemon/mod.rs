@@ -18,6 +18,7 @@ pub mod runs;
 pub mod scrape;
 pub mod server;
 pub mod standby;
+mod trim;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
