@@ -160,6 +160,8 @@ pub struct Config {
     pub egress: crate::config_egress::EgressConf,
     /// The agent program of each provider (`agents.claude`, `agents.codex`).
     pub agents: BTreeMap<String, PathBuf>,
+    /// The fleet's shared store (`store:`); `None`: this host's files alone.
+    pub store: Option<crate::store::StoreConf>,
 }
 
 /// Where scripts/install-agents.sh puts the pinned agent CLIs.
@@ -301,6 +303,7 @@ const TOP_KEYS: &[&str] = &[
     "providers",
     "github",
     "egress",
+    "store",
 ];
 const GITHUB_KEYS: &[&str] = &[
     "api_url",
@@ -508,7 +511,15 @@ impl Parser<'_> {
                 &mut self.problems,
             ),
         };
+        let store = get("store").and_then(|v| {
+            let problems = &mut self.problems;
+            let file = self.file;
+            crate::store::conf::parse(v, &|c: &str| credentials.contains_key(c), &mut |p, m| {
+                problems.push(Problem::new(file, p, m))
+            })
+        });
         Some(Config {
+            store,
             egress,
             credentials,
             mcp_connectors,

@@ -11,6 +11,7 @@
 pub mod budget;
 pub mod cgroup;
 pub mod events;
+pub mod fleet;
 pub mod peer;
 pub mod recovery;
 pub mod reload;
@@ -61,6 +62,9 @@ pub struct Daemon {
     /// Empty workspace images made ahead of launches (`None`: its directory could not be
     /// made; every launch makes its own).
     pub images: Option<crate::supervisor::image_pool::ImagePool>,
+    /// The fleet's shared store (`store:` in the config, read at start only); `None`: this
+    /// host's files alone.
+    pub fleet: Option<Arc<crate::store::Fleet>>,
 }
 
 /// A launch being decided; see [`Daemon::launch_in_flight`].
@@ -305,6 +309,24 @@ pub fn main(config_path: &Path) -> i32 {
             None
         }
     };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("airlockd")
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&[format!("cannot start the runtime: {e}")]),
+    };
+    // The fleet store before the daemon serves anything: a database it cannot use, a schema
+    // from the future or a host_id another live host holds stop the start here.
+    let fleet = match &set.config.store {
+        None => None,
+        Some(conf) => match open_fleet(&runtime, &set.config, conf) {
+            Ok(f) => Some(Arc::new(f)),
+            Err(e) => return fail(&[e, "refusing to start".into()]),
+        },
+    };
     let daemon = Arc::new(Daemon {
         config_path: config_path.to_path_buf(),
         set: RwLock::new(Arc::new(set)),
@@ -320,16 +342,8 @@ pub fn main(config_path: &Path) -> i32 {
         cgroup_parent,
         standby: standby::Standby::default(),
         images,
+        fleet,
     });
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("airlockd")
-        .max_blocking_threads(BLOCKING_THREADS)
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return fail(&[format!("cannot start the runtime: {e}")]),
-    };
     let code = runtime.block_on(main_loop(
         daemon.clone(),
         std_listener,
@@ -339,6 +353,25 @@ pub fn main(config_path: &Path) -> i32 {
     // Connections still streaming to clients are cut; every run is closed by now.
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// Connect to the fleet store, migrate it and take this host's lease.
+fn open_fleet(
+    runtime: &tokio::runtime::Runtime,
+    cfg: &crate::config::Config,
+    conf: &crate::store::StoreConf,
+) -> Result<crate::store::Fleet, String> {
+    let password = match &conf.password_credential {
+        None => None,
+        Some(n) => {
+            let src = cfg
+                .credentials
+                .get(n)
+                .ok_or_else(|| format!("store.password_credential: no credentials.{n}"))?;
+            Some(crate::credentials::read(n, src)?)
+        }
+    };
+    runtime.block_on(crate::store::Fleet::open(conf, password.as_ref()))
 }
 
 async fn main_loop(
