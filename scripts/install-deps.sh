@@ -12,8 +12,10 @@ need=()
 # tests' own small filesystems; git (git http-backend) and gh: the GitHub tests' stand-in
 # server and clients; unicode-data (CaseFolding.txt): the test that checks the MCP proxy's
 # case-folding table against Unicode's own data; gnupg: signed commits for the bash tool's
-# git tests (and git's signature display in the jail).
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg; do
+# git tests (and git's signature display in the jail); postgresql (initdb, pg_ctl, psql): the
+# fleet tests' throwaway PostgreSQL cluster (tests/common/pg.rs; the package's own cluster
+# is not used).
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg postgresql; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 

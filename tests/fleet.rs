@@ -1,0 +1,411 @@
+//! A fleet on one machine: two airlockd, each with its own state dir, socket and host_id,
+//! sharing one real PostgreSQL (a throwaway cluster, tests/common/pg.rs). Fleet-wide
+//! admission, the shared instance registry, fail-closed behaviour when the database is
+//! away, and the refusals at start. Runs as root (jails, and the cluster's `postgres` user).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::pg::Postgres;
+use serde_json::{json, Value};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn try_request(sock: &Path, v: &Value) -> std::io::Result<Vec<Value>> {
+    let mut s = UnixStream::connect(sock)?;
+    s.set_read_timeout(Some(Duration::from_secs(120)))?;
+    s.write_all(format!("{v}\n").as_bytes())?;
+    let mut out = Vec::new();
+    for line in BufReader::new(s).lines() {
+        out.push(serde_json::from_str(&line?).map_err(std::io::Error::other)?);
+    }
+    Ok(out)
+}
+
+/// The uids of one test's fleet: `tess` has `base`, the shared uid_range is above it.
+fn uid_base() -> u32 {
+    // 1880070000..1880077999: apart from every other suite's uids.
+    1_880_070_000
+        + (std::process::id() % 40) * 200
+        + (NEXT.fetch_add(1, Ordering::SeqCst) % 10) * 20
+}
+
+/// One host of the fleet.
+struct Node {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    cfg: PathBuf,
+    sock: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    /// A host named `host_id` on `pg`; `tess` (role code) is declared with uid `base`,
+    /// `role_edit` may change the shipped code role (a copy), `extra` is more config.
+    fn new(pg: &Postgres, host_id: &str, base: u32, store: Option<&str>, extra: &str) -> Node {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "the fleet tests run as root"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let roles = root.join("roles");
+        copy_dir(&repo.join("roles"), &roles);
+        let role = roles.join("code/role.yaml");
+        let text = std::fs::read_to_string(&role).unwrap();
+        assert!(text.contains("runs_per_week: 20"));
+        std::fs::write(&role, text.replace("runs_per_week: 20", "runs_per_week: 5")).unwrap();
+        let store = match store {
+            Some(s) => s.to_string(),
+            None => format!(
+                "store: {{postgres: \"{}\", host_id: {host_id}}}\n",
+                pg.conninfo()
+            ),
+        };
+        let cfg = root.join("airlock.yaml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "roles: [{roles}]\npolicies: {policies}\nstate_dir: state\nsocket: {root}/airlockd.sock\nuid_range: {a}-{b}\ngrace_seconds: 2\nlimits: {{max_procs: 64}}\njournal_socket: {root}/no-journald.socket\n{store}{extra}instances:\n  tess: {{role: code, uid: {base}}}\n",
+                roles = roles.display(),
+                policies = repo.join("policies").display(),
+                root = root.display(),
+                a = base + 2,
+                b = base + 19,
+            ),
+        )
+        .unwrap();
+        Node {
+            sock: root.join("airlockd.sock"),
+            _dir: dir,
+            root,
+            cfg,
+            child: None,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.root.join("airlockd.err")).unwrap_or_default()
+    }
+
+    fn spawn(&self) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_airlockd"))
+            .arg("--config")
+            .arg(&self.cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.root.join("airlockd.err"))
+                    .unwrap(),
+            )
+            .spawn()
+            .unwrap()
+    }
+
+    fn start(&mut self) {
+        let mut child = self.spawn();
+        let ready = poll(30, || {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("airlockd exited early ({st}):\n{}", self.stderr());
+            }
+            let r = try_request(&self.sock, &json!({"v":1,"op":"status"})).ok()?;
+            (r.first()?["ok"] == true).then_some(())
+        });
+        assert!(
+            ready.is_some(),
+            "airlockd never became ready:\n{}",
+            self.stderr()
+        );
+        self.child = Some(child);
+    }
+
+    /// Start airlockd expecting it to refuse: its exit code and stderr.
+    fn start_refused(&self) -> (i32, String) {
+        let mut child = self.spawn();
+        let st = poll(30, || child.try_wait().ok().flatten());
+        let Some(st) = st else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "airlockd started, it should have refused:\n{}",
+                self.stderr()
+            );
+        };
+        (st.code().unwrap_or(-1), self.stderr())
+    }
+
+    fn req(&self, v: Value) -> Vec<Value> {
+        try_request(&self.sock, &v).unwrap()
+    }
+
+    fn one(&self, v: Value) -> Value {
+        let mut r = self.req(v);
+        assert_eq!(r.len(), 1, "{r:?}");
+        r.remove(0)
+    }
+
+    fn launch(&self, instance: &str, argv: &[&str]) -> Vec<Value> {
+        self.req(json!({"v":1,"op":"launch","role":"code","instance":instance,"command":argv,"wait":true}))
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            if poll(30, || c.try_wait().ok().flatten()).is_none() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// The exit frame of a `--wait` launch answer, or the refusal.
+fn outcome(r: &[Value]) -> Result<i64, String> {
+    if let Some(e) = r.first().filter(|l| l["ok"] == false) {
+        return Err(e["error"]["message"].as_str().unwrap_or("").to_string());
+    }
+    let last = r.last().expect("an answer");
+    last["data"]["exit_code"]
+        .as_i64()
+        .ok_or_else(|| format!("no exit frame: {r:?}"))
+}
+
+#[test]
+fn twenty_launches_across_two_hosts_admit_exactly_the_weekly_budget() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    a.start();
+    b.start();
+    let results: Vec<Result<i64, String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..20)
+            .map(|i| {
+                let n = if i % 2 == 0 { &a } else { &b };
+                s.spawn(move || outcome(&n.launch("tess", &["/bin/true"])))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let admitted = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(admitted, 5, "{results:?}");
+    for r in &results {
+        match r {
+            Ok(code) => assert_eq!(*code, 0, "{results:?}"),
+            Err(m) => assert!(m.contains("runs_per_week"), "{m}"),
+        }
+    }
+    // Both hosts took part, and the database holds the five runs.
+    assert!(
+        results.iter().step_by(2).any(|r| r.is_err())
+            && results.iter().skip(1).step_by(2).any(|r| r.is_err())
+    );
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM airlock_runs WHERE instance = 'tess'"),
+        "5"
+    );
+    assert_eq!(
+        pg.psql("SELECT cardinality(admitted_ms) FROM airlock_admissions WHERE instance = 'tess'"),
+        "5"
+    );
+    // The sixth is refused on either host, naming the fleet.
+    let m = outcome(&b.launch("tess", &["/bin/true"])).unwrap_err();
+    assert!(m.contains("runs_per_week") && m.contains("fleet"), "{m}");
+}
+
+/// Credentials the code role's hire checks for (nothing is read before a run needs it).
+const HIRE_EXTRA: &str = "credentials:\n  gh: /etc/airlock/credentials/gh.pem\nproviders:\n  claude: {url: \"http://127.0.0.1:9\"}\nmcp_connectors:\n  board: {url: \"http://127.0.0.1:9/mcp\"}\n  github: {url: \"http://127.0.0.1:9/mcp\"}\n";
+
+#[test]
+fn a_hire_on_one_host_is_seen_on_the_other_with_the_same_uid() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let extra = format!("{HIRE_EXTRA}github: {{app_id: 7, private_key: gh}}\n");
+    let mut a = Node::new(&pg, "node-a", base, None, &extra);
+    let mut b = Node::new(&pg, "node-b", base, None, HIRE_EXTRA);
+    a.start();
+    b.start();
+    let r = a.one(json!({"v":1,"op":"hire","instance":"nova","role":"implementer"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let uid = r["data"]["uid"].as_u64().unwrap();
+    assert!((u64::from(base) + 2..=u64::from(base) + 19).contains(&uid));
+    assert_eq!(
+        pg.psql("SELECT uid || ' ' || hired_on FROM airlock_instances WHERE name = 'nova'"),
+        format!("{uid} node-a")
+    );
+    // B lists it, with A's uid.
+    let r = b.one(json!({"v":1,"op":"instances"}));
+    let nova = r["data"]["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["instance"] == "nova")
+        .cloned()
+        .unwrap_or_else(|| panic!("nova not listed on B: {r}"));
+    assert_eq!(nova["uid"].as_u64(), Some(uid), "{nova}");
+    // The name is the fleet's: B cannot hire it again; a hire on B takes another uid.
+    let r = b.one(json!({"v":1,"op":"hire","instance":"nova","role":"implementer"}));
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("taken"),
+        "{r}"
+    );
+    let r = b.one(json!({"v":1,"op":"hire","instance":"orla","role":"implementer"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_ne!(r["data"]["uid"].as_u64(), Some(uid), "{r}");
+    // A run of it on B runs as that uid.
+    let r = b.launch(
+        "nova",
+        &["/usr/bin/python3", "-c", "import os; print(os.getuid())"],
+    );
+    let out: String = r
+        .iter()
+        .filter(|l| l["data"]["frame"] == "output" && l["data"]["stream"] == "stdout")
+        .filter_map(|l| l["data"]["data"].as_str())
+        .collect();
+    assert_eq!(outcome(&r), Ok(0), "{r:?}");
+    assert_eq!(out.trim(), uid.to_string(), "{r:?}");
+    // A fire on A is the fleet's: B refuses to launch it.
+    let r = a.one(json!({"v":1,"op":"fire","instance":"nova"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let m = outcome(&b.launch("nova", &["/bin/true"])).unwrap_err();
+    assert!(m.contains("fired"), "{m}");
+}
+
+#[test]
+fn with_the_database_away_launches_and_hires_are_refused_and_running_runs_go_on() {
+    let mut pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, HIRE_EXTRA);
+    a.start();
+    let sock = a.sock.clone();
+    let running = std::thread::spawn(move || {
+        outcome(&try_request(&sock, &json!({"v":1,"op":"launch","role":"code","instance":"tess","command":["/bin/sh","-c","sleep 3; echo done"],"wait":true})).unwrap())
+    });
+    // The run is under way before the database goes.
+    assert!(poll(20, || {
+        let r = a.one(json!({"v":1,"op":"ps"}));
+        (r["data"]["runs"].as_array().map_or(0, |v| v.len()) == 1).then_some(())
+    })
+    .is_some());
+    pg.stop();
+    let m = outcome(&a.launch("tess", &["/bin/true"])).unwrap_err();
+    assert!(
+        m.contains("fleet store") && m.contains("unavailable"),
+        "{m}"
+    );
+    let r = a.one(json!({"v":1,"op":"hire","instance":"nova","role":"implementer"}));
+    assert_eq!(r["ok"], false, "{r}");
+    let m = r["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("fleet store") && m.contains("unavailable"),
+        "{m}"
+    );
+    assert_eq!(running.join().unwrap(), Ok(0));
+    // Back: the host takes its lease again and launches resume.
+    pg.restart();
+    let r = poll(30, || outcome(&a.launch("tess", &["/bin/true"])).ok());
+    assert_eq!(r, Some(0), "{}", a.stderr());
+}
+
+#[test]
+fn bad_stores_refuse_the_start_naming_the_key() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    // A conninfo key libpq does not have.
+    let bad = format!(
+        "store: {{postgres: \"{} dbnmae=airlock\", host_id: node-a}}\n",
+        pg.conninfo()
+    );
+    let n = Node::new(&pg, "node-a", base, Some(&bad), "");
+    let (code, err) = n.start_refused();
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("store.postgres") && err.contains("`dbnmae`"),
+        "{err}"
+    );
+    // An inline password.
+    let bad = format!(
+        "store: {{postgres: \"{} password=hunter2\", host_id: node-a}}\n",
+        pg.conninfo()
+    );
+    let (code, err) = Node::new(&pg, "node-a", base, Some(&bad), "").start_refused();
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("password_credential") && !err.contains("hunter2"),
+        "{err}"
+    );
+    // A second live airlockd with the same host_id.
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    a.start();
+    let (code, err) = Node::new(&pg, "node-a", base, None, "").start_refused();
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("store.host_id") && err.contains("node-a"),
+        "{err}"
+    );
+    // Another host_id starts.
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    b.start();
+    drop(b);
+    drop(a);
+    // A schema from a newer airlockd.
+    pg.psql("INSERT INTO airlock_schema (version) VALUES (999)");
+    let (code, err) = Node::new(&pg, "node-c", base, None, "").start_refused();
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("fleet store") && err.contains("newer"),
+        "{err}"
+    );
+    // An unreachable database.
+    let bad =
+        "store: {postgres: \"host=/nonexistent dbname=airlock user=postgres\", host_id: node-d}\n";
+    let (code, err) = Node::new(&pg, "node-d", base, Some(bad), "").start_refused();
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("fleet store") && err.contains("cannot connect"),
+        "{err}"
+    );
+}
