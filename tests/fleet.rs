@@ -168,8 +168,33 @@ impl Node {
         r.remove(0)
     }
 
+    /// A run mints its GitHub tokens at launch, and the App of [`HIRE_EXTRA`] is not a
+    /// real one: the runs after the hires go without it.
+    fn without_github(&self) {
+        self.github(false);
+    }
+
+    fn github(&self, on: bool) {
+        const APP: &str = "github: {app_id: 7, private_key: gh}\n";
+        let text = std::fs::read_to_string(&self.cfg).unwrap();
+        let new = if on {
+            format!("{text}{APP}")
+        } else {
+            text.replace(APP, "")
+        };
+        assert_ne!(new, text);
+        std::fs::write(&self.cfg, new).unwrap();
+        assert_eq!(self.one(json!({"v":1,"op":"reload"}))["ok"], true);
+    }
+
     fn launch(&self, instance: &str, argv: &[&str]) -> Vec<Value> {
-        self.req(json!({"v":1,"op":"launch","role":"code","instance":instance,"command":argv,"wait":true}))
+        self.launch_as("code", instance, argv)
+    }
+
+    fn launch_as(&self, role: &str, instance: &str, argv: &[&str]) -> Vec<Value> {
+        self.req(
+            json!({"v":1,"op":"launch","role":role,"instance":instance,"command":argv,"wait":true}),
+        )
     }
 }
 
@@ -255,19 +280,20 @@ fn twenty_launches_across_two_hosts_admit_exactly_the_weekly_budget() {
     assert!(m.contains("runs_per_week") && m.contains("fleet"), "{m}");
 }
 
-/// Credentials the code role's hire checks for (nothing is read before a run needs it).
-const HIRE_EXTRA: &str = "credentials:\n  gh: /etc/airlock/credentials/gh.pem\nproviders:\n  claude: {url: \"http://127.0.0.1:9\"}\nmcp_connectors:\n  board: {url: \"http://127.0.0.1:9/mcp\"}\n  github: {url: \"http://127.0.0.1:9/mcp\"}\n";
+/// What the web-researcher role's hire checks for (nothing is read before a run needs it):
+/// its provider (no key: a local model server), its board connector and the GitHub App.
+const HIRE_EXTRA: &str = "credentials:\n  gh: /etc/airlock/credentials/gh.pem\nproviders:\n  claude: {url: \"http://127.0.0.1:9\"}\nmcp_connectors:\n  board: {url: \"http://127.0.0.1:9/mcp\"}\ngithub: {app_id: 7, private_key: gh}\n";
+const HIRED_ROLE: &str = "web-researcher";
 
 #[test]
 fn a_hire_on_one_host_is_seen_on_the_other_with_the_same_uid() {
     let pg = Postgres::start();
     let base = uid_base();
-    let extra = format!("{HIRE_EXTRA}github: {{app_id: 7, private_key: gh}}\n");
-    let mut a = Node::new(&pg, "node-a", base, None, &extra);
+    let mut a = Node::new(&pg, "node-a", base, None, HIRE_EXTRA);
     let mut b = Node::new(&pg, "node-b", base, None, HIRE_EXTRA);
     a.start();
     b.start();
-    let r = a.one(json!({"v":1,"op":"hire","instance":"nova","role":"implementer"}));
+    let r = a.one(json!({"v":1,"op":"hire","instance":"nova","role":HIRED_ROLE}));
     assert_eq!(r["ok"], true, "{r}");
     let uid = r["data"]["uid"].as_u64().unwrap();
     assert!((u64::from(base) + 2..=u64::from(base) + 19).contains(&uid));
@@ -286,17 +312,19 @@ fn a_hire_on_one_host_is_seen_on_the_other_with_the_same_uid() {
         .unwrap_or_else(|| panic!("nova not listed on B: {r}"));
     assert_eq!(nova["uid"].as_u64(), Some(uid), "{nova}");
     // The name is the fleet's: B cannot hire it again; a hire on B takes another uid.
-    let r = b.one(json!({"v":1,"op":"hire","instance":"nova","role":"implementer"}));
+    let r = b.one(json!({"v":1,"op":"hire","instance":"nova","role":HIRED_ROLE}));
     assert_eq!(r["ok"], false, "{r}");
     assert!(
         r["error"]["message"].as_str().unwrap().contains("taken"),
         "{r}"
     );
-    let r = b.one(json!({"v":1,"op":"hire","instance":"orla","role":"implementer"}));
+    let r = b.one(json!({"v":1,"op":"hire","instance":"orla","role":HIRED_ROLE}));
     assert_eq!(r["ok"], true, "{r}");
     assert_ne!(r["data"]["uid"].as_u64(), Some(uid), "{r}");
     // A run of it on B runs as that uid.
-    let r = b.launch(
+    b.without_github();
+    let r = b.launch_as(
+        HIRED_ROLE,
         "nova",
         &["/usr/bin/python3", "-c", "import os; print(os.getuid())"],
     );
@@ -310,7 +338,7 @@ fn a_hire_on_one_host_is_seen_on_the_other_with_the_same_uid() {
     // A fire on A is the fleet's: B refuses to launch it.
     let r = a.one(json!({"v":1,"op":"fire","instance":"nova"}));
     assert_eq!(r["ok"], true, "{r}");
-    let m = outcome(&b.launch("nova", &["/bin/true"])).unwrap_err();
+    let m = outcome(&b.launch_as(HIRED_ROLE, "nova", &["/bin/true"])).unwrap_err();
     assert!(m.contains("fired"), "{m}");
 }
 
@@ -320,6 +348,7 @@ fn with_the_database_away_launches_and_hires_are_refused_and_running_runs_go_on(
     let base = uid_base();
     let mut a = Node::new(&pg, "node-a", base, None, HIRE_EXTRA);
     a.start();
+    a.without_github();
     let sock = a.sock.clone();
     let running = std::thread::spawn(move || {
         outcome(&try_request(&sock, &json!({"v":1,"op":"launch","role":"code","instance":"tess","command":["/bin/sh","-c","sleep 3; echo done"],"wait":true})).unwrap())
@@ -336,7 +365,8 @@ fn with_the_database_away_launches_and_hires_are_refused_and_running_runs_go_on(
         m.contains("fleet store") && m.contains("unavailable"),
         "{m}"
     );
-    let r = a.one(json!({"v":1,"op":"hire","instance":"nova","role":"implementer"}));
+    a.github(true);
+    let r = a.one(json!({"v":1,"op":"hire","instance":"nova","role":HIRED_ROLE}));
     assert_eq!(r["ok"], false, "{r}");
     let m = r["error"]["message"].as_str().unwrap();
     assert!(
@@ -345,6 +375,7 @@ fn with_the_database_away_launches_and_hires_are_refused_and_running_runs_go_on(
     );
     assert_eq!(running.join().unwrap(), Ok(0));
     // Back: the host takes its lease again and launches resume.
+    a.without_github();
     pg.restart();
     let r = poll(30, || outcome(&a.launch("tess", &["/bin/true"])).ok());
     assert_eq!(r, Some(0), "{}", a.stderr());
