@@ -440,3 +440,62 @@ fn bad_stores_refuse_the_start_naming_the_key() {
         "{err}"
     );
 }
+
+/// The admission statement itself under more concurrency than two daemons make: four
+/// hosts' stores, 64 admissions of one instance at once (16 connections), 7 allowed.
+#[test]
+fn the_admission_statement_never_over_admits() {
+    use airlock::store::{Fleet, StoreConf, StoreError};
+    let pg = Postgres::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let results: Vec<Result<(), StoreError>> = rt.block_on(async {
+        let mut fleets = Vec::new();
+        for h in ["h1", "h2", "h3", "h4"] {
+            let conf = StoreConf {
+                conninfo: airlock::store::conf::parse_conninfo(&pg.conninfo()).unwrap(),
+                host_id: h.into(),
+                password_credential: None,
+            };
+            fleets.push(std::sync::Arc::new(Fleet::open(&conf, None).await.unwrap()));
+        }
+        let now = 1_900_000_000_000u64;
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let f = fleets[i % 4].clone();
+                tokio::spawn(async move { f.admit("tess", &format!("run{i}"), Some(7), now).await })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    });
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 7, "{results:?}");
+    assert!(results.iter().all(|r| match r {
+        Ok(()) => true,
+        Err(StoreError::Refused(m)) => m.contains("runs_per_week"),
+        Err(_) => false,
+    }));
+    assert_eq!(pg.psql("SELECT count(*) FROM airlock_runs"), "7");
+    // A week later the window has moved on: admitted again.
+    let later = 1_900_000_000_000u64 + airlock::daemon::budget::WEEK_MS + 1;
+    let again = rt.block_on(async {
+        let conf = StoreConf {
+            conninfo: airlock::store::conf::parse_conninfo(&pg.conninfo()).unwrap(),
+            host_id: "h5".into(),
+            password_credential: None,
+        };
+        Fleet::open(&conf, None)
+            .await
+            .unwrap()
+            .admit("tess", "late", Some(7), later)
+            .await
+    });
+    assert_eq!(again, Ok(()));
+    assert_eq!(
+        pg.psql("SELECT cardinality(admitted_ms) FROM airlock_admissions WHERE instance = 'tess'"),
+        "1"
+    );
+}

@@ -440,13 +440,10 @@ async fn keep_lease(
             client = None;
             eprintln!("airlockd: {name}: lost the host lease connection; refusing new launches and hires until it is back");
         }
-        match take_lease(&cfg, &host_id).await {
-            Ok(c) => {
-                client = Some(c);
-                held.store(true, Ordering::SeqCst);
-                eprintln!("airlockd: {name}: host lease taken again; launches and hires resume");
-            }
-            Err(_) => {}
+        if let Ok(c) = take_lease(&cfg, &host_id).await {
+            client = Some(c);
+            held.store(true, Ordering::SeqCst);
+            eprintln!("airlockd: {name}: host lease taken again; launches and hires resume");
         }
     }
 }
