@@ -87,12 +87,13 @@ impl Node {
         std::fs::write(
             &cfg,
             format!(
-                "roles: [{roles}]\npolicies: {policies}\nstate_dir: state\nsocket: {root}/airlockd.sock\nuid_range: {a}-{b}\ngrace_seconds: 2\nlimits: {{max_procs: 64}}\njournal_socket: {root}/no-journald.socket\n{store}{extra}instances:\n  tess: {{role: code, uid: {base}}}\n",
+                "roles: [{roles}]\npolicies: {policies}\nstate_dir: state\nsocket: {root}/airlockd.sock\nuid_range: {a}-{b}\ngrace_seconds: 2\nlimits: {{max_procs: 64}}\njournal_socket: {root}/no-journald.socket\n{store}{extra}instances:\n  tess: {{role: code, uid: {base}}}\n  max: {{role: code, uid: {max}}}\n",
                 roles = roles.display(),
                 policies = repo.join("policies").display(),
                 root = root.display(),
                 a = base + 2,
                 b = base + 19,
+                max = base + 1,
             ),
         )
         .unwrap();
@@ -456,7 +457,11 @@ fn the_admission_statement_never_over_admits() {
                 host_id: h.into(),
                 password_credential: None,
             };
-            fleets.push(std::sync::Arc::new(Fleet::open(&conf, None).await.unwrap()));
+            fleets.push(std::sync::Arc::new(
+                Fleet::open(&conf, None, tokio::sync::mpsc::unbounded_channel().0)
+                    .await
+                    .unwrap(),
+            ));
         }
         let now = 1_900_000_000_000u64;
         let tasks: Vec<_> = (0..64)
@@ -487,7 +492,7 @@ fn the_admission_statement_never_over_admits() {
             host_id: "h5".into(),
             password_credential: None,
         };
-        Fleet::open(&conf, None)
+        Fleet::open(&conf, None, tokio::sync::mpsc::unbounded_channel().0)
             .await
             .unwrap()
             .admit("tess", "late", Some(7), later)
@@ -498,4 +503,72 @@ fn the_admission_statement_never_over_admits() {
         pg.psql("SELECT cardinality(admitted_ms) FROM airlock_admissions WHERE instance = 'tess'"),
         "1"
     );
+}
+
+/// Start a long run of `instance` on `n` in a thread; wait until `ps` lists it.
+fn long_run(n: &Node, instance: &str) -> std::thread::JoinHandle<(Result<i64, String>, Instant)> {
+    let sock = n.sock.clone();
+    let inst = instance.to_string();
+    let h = std::thread::spawn(move || {
+        let r = try_request(&sock, &json!({"v":1,"op":"launch","role":"code","instance":inst,"command":["/bin/sleep","60"],"wait":true})).unwrap();
+        (outcome(&r), Instant::now())
+    });
+    assert!(poll(20, || {
+        let r = n.one(json!({"v":1,"op":"ps"}));
+        r["data"]["runs"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|x| x["instance"] == instance))
+            .then_some(())
+    })
+    .is_some());
+    h
+}
+
+#[test]
+fn a_fire_on_one_host_stops_the_run_on_the_other() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    a.start();
+    b.start();
+    let run = long_run(&b, "tess");
+    let fired_at = Instant::now();
+    let r = a.one(json!({"v":1,"op":"fire","instance":"tess"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let replied = fired_at.elapsed();
+    // B logs the fire once its runs of the instance are told to stop and their leases
+    // are revoked: that is within a second (notified, not polled).
+    let log = b.root.join("state/journal/airlockd.journal");
+    let stopped = poll(5, || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("was fired on another host of the fleet; 1 active run(s) stopped")
+            .then(|| fired_at.elapsed())
+    })
+    .unwrap_or_else(|| panic!("B never stopped its run:\n{}", b.stderr()));
+    let (out, ended) = run.join().unwrap();
+    let took = ended.duration_since(fired_at);
+    eprintln!("fire on A: answered after {replied:?}, B's run stopped and its leases revoked after {stopped:?}, B's run closed after {took:?}");
+    assert!(out.is_ok(), "{out:?}");
+    assert!(stopped < Duration::from_millis(1000), "{stopped:?}");
+    let m = outcome(&b.launch("tess", &["/bin/true"])).unwrap_err();
+    assert!(m.contains("fired"), "{m}");
+    // A fire whose notification no host got (recorded straight in the table): found on
+    // B's next heartbeat, within 5 s.
+    let run = long_run(&b, "max");
+    let fired_at = Instant::now();
+    pg.psql("INSERT INTO airlock_fires (instance, fired_on, fired_by_uid, fired_at_ms) VALUES ('max', 'node-x', 0, 0)");
+    let (_, ended) = run.join().unwrap();
+    let took = ended.duration_since(fired_at);
+    eprintln!("fire without a notification to the end of B's run: {took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let r = b.one(json!({"v":1,"op":"instances"}));
+    let max = r["data"]["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["instance"] == "max")
+        .cloned()
+        .unwrap();
+    assert_eq!(max["fired"], true, "{max}");
 }

@@ -85,3 +85,38 @@ pub fn fire(d: &Daemon, name: &str, by_uid: u32, now_ms: u64) -> Result<(), Stri
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
+
+/// A fire recorded by another host (its notification, or found on a heartbeat): recorded
+/// here too, this host's runs of the instance stopped and their leases revoked, as a fire
+/// here does. Idempotent: a name may come more than once (this host's own fires too).
+pub fn fired_elsewhere(d: &Daemon, name: &str) {
+    use crate::credentials::leases::LeaseStore;
+    use crate::journal::EventKind;
+    use crate::supervisor::{lease_records, ledger};
+    if !crate::sandbox::spec::valid_name(name) {
+        return;
+    }
+    let set = d.set();
+    let cfg = &set.config;
+    // Under the ledger lock, as a fire here: no launch slips between the record and the stop.
+    let mut ledger = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
+    let recorded = instances::fire(cfg, name, ledger::now_ms()).is_ok();
+    super::runs::revoke_live_instance(d, name);
+    let why = format!("instance `{name}` was fired on another host of the fleet");
+    let n = super::runs::stop_instance(d, name, &why);
+    let store = LeaseStore::new(&cfg.state_dir);
+    let mut append = |e| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+    let revoked = lease_records::revoke_instance(&store, &mut append, name, &why);
+    drop(ledger);
+    let revoked = match revoked {
+        Ok(r) => r.revoked.len().to_string(),
+        Err(e) => format!("not all ({e}; the rest at airlockd's next start)"),
+    };
+    if recorded || n > 0 {
+        d.events.log(
+            EventKind::InstanceFired,
+            &format!("{why}; {n} active run(s) stopped here; {revoked} lease(s) revoked"),
+            &[("AIRLOCK_SUBJECT_INSTANCE", name)],
+        );
+    }
+}

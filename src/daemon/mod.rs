@@ -320,9 +320,10 @@ pub fn main(config_path: &Path) -> i32 {
     };
     // The fleet store before the daemon serves anything: a database it cannot use, a schema
     // from the future or a host_id another live host holds stop the start here.
+    let (fires_tx, fires_rx) = mpsc::unbounded_channel();
     let fleet = match &set.config.store {
         None => None,
-        Some(conf) => match open_fleet(&runtime, &set.config, conf) {
+        Some(conf) => match open_fleet(&runtime, &set.config, conf, fires_tx) {
             Ok(f) => Some(Arc::new(f)),
             Err(e) => return fail(&[e, "refusing to start".into()]),
         },
@@ -348,6 +349,7 @@ pub fn main(config_path: &Path) -> i32 {
         daemon.clone(),
         std_listener,
         signals,
+        fires_rx,
         format!("{origin} {}", socket_path.display()),
     ));
     // Connections still streaming to clients are cut; every run is closed by now.
@@ -360,6 +362,7 @@ fn open_fleet(
     runtime: &tokio::runtime::Runtime,
     cfg: &crate::config::Config,
     conf: &crate::store::StoreConf,
+    fires: crate::store::pg::Fires,
 ) -> Result<crate::store::Fleet, String> {
     let password = match &conf.password_credential {
         None => None,
@@ -371,13 +374,14 @@ fn open_fleet(
             Some(crate::credentials::read(n, src)?)
         }
     };
-    runtime.block_on(crate::store::Fleet::open(conf, password.as_ref()))
+    runtime.block_on(crate::store::Fleet::open(conf, password.as_ref(), fires))
 }
 
 async fn main_loop(
     d: Arc<Daemon>,
     std_listener: std::os::unix::net::UnixListener,
     mut signals: signal_hook::iterator::Signals,
+    mut fires: mpsc::UnboundedReceiver<String>,
     where_: String,
 ) -> i32 {
     let listener = match tokio::net::UnixListener::from_std(std_listener) {
@@ -455,6 +459,11 @@ async fn main_loop(
                 tokio::task::spawn_blocking(move || runs::retry_pending(&d2));
             }
             _ = d.changed.notified() => notify::status(&d.status_line()),
+            // Fires on other hosts of the fleet (never without a store: no sender then).
+            Some(name) = fires.recv() => {
+                let d2 = d.clone();
+                tokio::task::spawn_blocking(move || fleet::fired_elsewhere(&d2, &name));
+            }
         }
     }
     handle.close();

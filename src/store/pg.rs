@@ -20,6 +20,8 @@ pub const TIMEOUT: Duration = Duration::from_secs(5);
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// Connections per host: admissions and hires are short statements.
 const POOL_SIZE: usize = 4;
+/// The LISTEN/NOTIFY channel of fires; the payload is the instance's name.
+pub const FIRE_CHANNEL: &str = "airlock_fire";
 /// Advisory lock keys (an arbitrary airlock-specific prefix): migrations, hires.
 const K_SCHEMA: i64 = 0x4149_524c_4f43_4b01;
 const K_INSTANCES: i64 = 0x4149_524c_4f43_4b02;
@@ -82,7 +84,7 @@ WITH a AS (
        SET admitted_ms = array(SELECT t FROM unnest(admitted_ms) AS t WHERE t > $2) || $3::bigint
      WHERE instance = $1
        AND (SELECT count(*) FROM unnest(admitted_ms) AS t WHERE t > $2) < $4
-       AND NOT EXISTS (SELECT 1 FROM airlock_instances i WHERE i.name = $1 AND i.fired)
+       AND NOT EXISTS (SELECT 1 FROM airlock_fires f WHERE f.instance = $1)
     RETURNING instance
 )
 INSERT INTO airlock_runs (run, host_id, instance, admitted_ms)
@@ -92,7 +94,11 @@ RETURNING run";
 impl Fleet {
     /// Connect, migrate and take the host lease. `Err` names the store and says why
     /// airlockd must not start.
-    pub async fn open(conf: &StoreConf, password: Option<&Secret>) -> Result<Fleet, String> {
+    pub async fn open(
+        conf: &StoreConf,
+        password: Option<&Secret>,
+        fires: Fires,
+    ) -> Result<Fleet, String> {
         let name = conf.describe();
         let cfg = pg_config(conf, password)?;
         let mgr = Manager::from_config(
@@ -112,10 +118,19 @@ impl Fleet {
             .map_err(|e| format!("{name}: {e}"))?;
         migrate(&pool).await.map_err(|e| format!("{name}: {e}"))?;
         let lease = Arc::new(AtomicBool::new(false));
-        let client = match take_lease(&cfg, &conf.host_id).await {
+        let client = match take_lease(&cfg, &conf.host_id, &fires).await {
             Ok(c) => c,
             Err(e) => return Err(format!("{name}: {e}")),
         };
+        // Fires before this start are in the registry already (admission refuses them).
+        let last_fire: i64 = client
+            .query_one(
+                "SELECT coalesce(max(seq), 0)::bigint FROM airlock_fires",
+                &[],
+            )
+            .await
+            .map_err(|e| format!("{name}: {e}"))?
+            .get(0);
         lease.store(true, Ordering::SeqCst);
         tokio::spawn(keep_lease(
             cfg,
@@ -123,6 +138,8 @@ impl Fleet {
             name.clone(),
             client,
             lease.clone(),
+            fires,
+            last_fire,
         ));
         Ok(Fleet {
             pool,
@@ -193,10 +210,10 @@ impl Fleet {
                 return Ok(());
             }
             let fired = c
-                .query_opt("SELECT fired FROM airlock_instances WHERE name = $1", &[&instance])
+                .query_opt("SELECT 1 FROM airlock_fires WHERE instance = $1", &[&instance])
                 .await
                 .map_err(|e| self.down(e))?
-                .is_some_and(|r| r.get::<_, bool>(0));
+                .is_some();
             Err(StoreError::Refused(if fired {
                 format!("instance `{instance}` was fired (recorded in {}); it can never run again", self.name)
             } else {
@@ -274,18 +291,32 @@ impl Fleet {
         .await
     }
 
-    /// Record a fire fleet-wide (before anything else happens to the instance's runs).
-    /// `Ok(false)`: the fleet had no record of the instance (a config one never hired).
+    /// Record a fire fleet-wide, then tell every host ([`FIRE_CHANNEL`], delivered at
+    /// commit): each stops its runs of the instance. `Ok(false)`: the fleet had it fired.
     pub async fn fire(&self, name: &str, by_uid: u32, now_ms: u64) -> Result<bool, StoreError> {
         self.bounded(async {
-            let c = self.client().await?;
-            let n = c
+            let mut c = self.client().await?;
+            let tx = c.transaction().await.map_err(|e| self.down(e))?;
+            let at = i64::try_from(now_ms).unwrap_or(i64::MAX);
+            let n = tx
                 .execute(
-                    "UPDATE airlock_instances SET fired = true, fired_on = $2, fired_by_uid = $3, fired_at_ms = $4 WHERE name = $1 AND NOT fired",
-                    &[&name, &self.host_id, &i64::from(by_uid), &i64::try_from(now_ms).unwrap_or(i64::MAX)],
+                    "INSERT INTO airlock_fires (instance, fired_on, fired_by_uid, fired_at_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (instance) DO NOTHING",
+                    &[&name, &self.host_id, &i64::from(by_uid), &at],
                 )
                 .await
                 .map_err(|e| self.down(e))?;
+            tx.execute(
+                "UPDATE airlock_instances SET fired = true, fired_on = $2, fired_by_uid = $3, fired_at_ms = $4 WHERE name = $1 AND NOT fired",
+                &[&name, &self.host_id, &i64::from(by_uid), &at],
+            )
+            .await
+            .map_err(|e| self.down(e))?;
+            if n > 0 {
+                tx.execute("SELECT pg_notify($1, $2)", &[&FIRE_CHANNEL, &name])
+                    .await
+                    .map_err(|e| self.down(e))?;
+            }
+            tx.commit().await.map_err(|e| self.down(e))?;
             Ok(n > 0)
         })
         .await
@@ -370,17 +401,28 @@ async fn migrate(pool: &Pool) -> Result<(), String> {
 
 /// A connection of its own that holds the host lease (a session advisory lock, released
 /// by the server when this process dies, so a restart after a crash is not locked out).
+/// The same connection listens on [`FIRE_CHANNEL`] and hands each fired name to `fires`.
 async fn take_lease(
     cfg: &tokio_postgres::Config,
     host_id: &str,
+    fires: &Fires,
 ) -> Result<tokio_postgres::Client, String> {
     let work = async {
-        let (client, conn) = cfg
+        let (client, mut conn) = cfg
             .connect(NoTls)
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
+        let to = fires.clone();
         tokio::spawn(async move {
-            let _ = conn.await;
+            while let Some(m) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+                match m {
+                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        let _ = to.send(n.payload().to_string());
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
         });
         let got: bool = client
             .query_one(LEASE_SQL, &[&host_id])
@@ -404,6 +446,10 @@ async fn take_lease(
             )
             .await
             .map_err(|e| e.to_string())?;
+        client
+            .batch_execute(&format!("LISTEN {FIRE_CHANNEL}"))
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(client)
     };
     tokio::time::timeout(TIMEOUT, work)
@@ -411,28 +457,46 @@ async fn take_lease(
         .unwrap_or_else(|_| Err("no answer while taking the host lease".into()))
 }
 
-/// Renew `seen_at` every [`HEARTBEAT`]; when the lease connection is lost, say so, refuse
-/// (through `held`) until it is taken again, and try again each beat.
+/// Where fired instances' names go (from a notification or a heartbeat's catch-up); the
+/// daemon stops its runs of each. A name may come more than once.
+pub type Fires = tokio::sync::mpsc::UnboundedSender<String>;
+
+/// Every [`HEARTBEAT`]: renew `seen_at` and pass on fires recorded since the last one seen
+/// (one whose notification was missed is found here). When the lease connection is lost,
+/// say so, refuse (through `held`) until it is taken again, and try again each beat.
 async fn keep_lease(
     cfg: tokio_postgres::Config,
     host_id: String,
     name: String,
     client: tokio_postgres::Client,
     held: Arc<AtomicBool>,
+    fires: Fires,
+    mut last_fire: i64,
 ) {
     let mut client = Some(client);
     let mut tick = tokio::time::interval(HEARTBEAT);
     loop {
         tick.tick().await;
         if let Some(c) = &client {
-            let beat = tokio::time::timeout(
-                TIMEOUT,
+            let beat = tokio::time::timeout(TIMEOUT, async {
                 c.execute(
                     "UPDATE airlock_hosts SET seen_at = now() WHERE host_id = $1",
                     &[&host_id],
-                ),
-            )
+                )
+                .await?;
+                c.query(
+                    "SELECT seq, instance FROM airlock_fires WHERE seq > $1 ORDER BY seq",
+                    &[&last_fire],
+                )
+                .await
+            })
             .await;
+            if let Ok(Ok(rows)) = &beat {
+                for r in rows {
+                    last_fire = last_fire.max(r.get::<_, i64>(0));
+                    let _ = fires.send(r.get::<_, String>(1));
+                }
+            }
             if matches!(beat, Ok(Ok(_))) && !c.is_closed() {
                 continue;
             }
@@ -440,7 +504,7 @@ async fn keep_lease(
             client = None;
             eprintln!("airlockd: {name}: lost the host lease connection; refusing new launches and hires until it is back");
         }
-        if let Ok(c) = take_lease(&cfg, &host_id).await {
+        if let Ok(c) = take_lease(&cfg, &host_id, &fires).await {
             client = Some(c);
             held.store(true, Ordering::SeqCst);
             eprintln!("airlockd: {name}: host lease taken again; launches and hires resume");

@@ -5,7 +5,7 @@
 
 /// Migration `i + 1` is `MIGRATIONS[i]`. Append only: a released migration never changes.
 pub const MIGRATIONS: &[&str] = &[
-    // 1: hosts, the instance registry, admissions against runs_per_week, runs.
+    // 1: hosts, the instance registry, fires, admissions against runs_per_week, runs.
     "
     CREATE TABLE airlock_hosts (
         host_id    text PRIMARY KEY,
@@ -31,6 +31,15 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE TABLE airlock_admissions (
         instance    text PRIMARY KEY,
         admitted_ms bigint[] NOT NULL DEFAULT '{}'
+    );
+    -- Every fire, of a hired or a config-declared instance, in order: what a host that
+    -- missed the notification finds on its next heartbeat.
+    CREATE TABLE airlock_fires (
+        seq          bigserial PRIMARY KEY,
+        instance     text NOT NULL UNIQUE,
+        fired_on     text NOT NULL,
+        fired_by_uid bigint NOT NULL,
+        fired_at_ms  bigint NOT NULL
     );
     CREATE TABLE airlock_runs (
         run         text PRIMARY KEY,
