@@ -380,6 +380,12 @@ fn with_the_database_away_launches_and_hires_are_refused_and_running_runs_go_on(
     pg.restart();
     let r = poll(30, || outcome(&a.launch("tess", &["/bin/true"])).ok());
     assert_eq!(r, Some(0), "{}", a.stderr());
+    // The run that closed while the database was away reached its table since.
+    let caught_up = poll(10, || {
+        let (local, rows) = mirrored(&pg, &a, "node-a");
+        (local == rows).then_some(())
+    });
+    assert!(caught_up.is_some(), "{:?}", mirrored(&pg, &a, "node-a"));
 }
 
 #[test]
@@ -571,4 +577,76 @@ fn a_fire_on_one_host_stops_the_run_on_the_other() {
         .cloned()
         .unwrap();
     assert_eq!(max["fired"], true, "{max}");
+}
+
+/// The records of `n`'s ledger file, and how many the fleet store mirrors of them.
+fn mirrored(pg: &Postgres, n: &Node, host: &str) -> (usize, usize) {
+    let local = airlock::supervisor::ledger::records(&n.root.join("state/ledger.jsonl"))
+        .unwrap()
+        .len();
+    let rows: usize = pg
+        .psql(&format!(
+            "SELECT count(*) FROM airlock_ledger WHERE host_id = '{host}'"
+        ))
+        .parse()
+        .unwrap();
+    (local, rows)
+}
+
+fn verify_fleet(n: &Node) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&n.cfg)
+        .args(["verify-ledger", "--fleet"])
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+#[test]
+fn every_hosts_ledger_is_mirrored_and_verify_ledger_fleet_checks_them() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    a.start();
+    b.start();
+    assert_eq!(outcome(&a.launch("tess", &["/bin/true"])), Ok(0));
+    assert_eq!(outcome(&b.launch("tess", &["/bin/true"])), Ok(0));
+    assert_eq!(outcome(&b.launch("max", &["/bin/true"])), Ok(0));
+    for (n, h) in [(&a, "node-a"), (&b, "node-b")] {
+        let caught_up = poll(10, || {
+            let (local, rows) = mirrored(&pg, n, h);
+            (local > 0 && local == rows).then_some(())
+        });
+        assert!(caught_up.is_some(), "{h}: {:?}", mirrored(&pg, n, h));
+    }
+    let (code, out) = verify_fleet(&b);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("host node-a: ") && out.contains("host node-b: ") && out.contains("intact"),
+        "{out}"
+    );
+    // One row edited by hand: named, host and record.
+    let seq = pg.psql(
+        "SELECT min(seq) FROM airlock_ledger WHERE host_id = 'node-b' AND line LIKE '%\"max\"%'",
+    );
+    pg.psql(&format!("UPDATE airlock_ledger SET line = replace(line, '\"max\"', '\"mux\"') WHERE host_id = 'node-b' AND seq = {seq}"));
+    let (code, out) = verify_fleet(&a);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("host node-b: BROKEN at record {seq}")),
+        "{out}"
+    );
+    assert!(
+        out.contains("host node-a: ") && out.contains("intact"),
+        "{out}"
+    );
 }

@@ -116,6 +116,9 @@ enum Cmd {
         /// The ledger file (default: <state_dir>/ledger.jsonl).
         #[arg(long, value_name = "PATH")]
         ledger: Option<PathBuf>,
+        /// Check every host's ledger as the fleet store (`store:`) mirrors it instead.
+        #[arg(long, conflicts_with = "ledger")]
+        fleet: bool,
     },
     /// Write systemd timers for hired instances whose role has run.schedule.
     Timers {
@@ -220,7 +223,8 @@ fn main() {
         Cmd::Instances => instances::list(&ctx),
         Cmd::Status => status::status(&ctx),
         Cmd::Reload => status::reload(&ctx),
-        Cmd::VerifyLedger { ledger } => verify_ledger::run(&ctx, ledger.as_deref()),
+        Cmd::VerifyLedger { fleet: true, .. } => verify_ledger::run_fleet(&ctx),
+        Cmd::VerifyLedger { ledger, .. } => verify_ledger::run(&ctx, ledger.as_deref()),
         Cmd::Timers { output } => timers::run(&ctx, &sources.args(), Some(output)),
     };
     std::process::exit(code);

@@ -120,3 +120,71 @@ pub fn fired_elsewhere(d: &Daemon, name: &str) {
         );
     }
 }
+
+/// How often the ledger's mirror in the fleet store catches up with the file.
+pub const MIRROR_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// Records per mirroring transaction.
+const MIRROR_BATCH: usize = 500;
+
+/// Mirror this host's ledger into the fleet store, for as long as airlockd runs: the file
+/// stays the record (fsync'd before a run starts or is answered); the table follows it,
+/// catching up from its last row after the database was away or airlockd was down.
+pub async fn mirror_ledger(d: std::sync::Arc<Daemon>) {
+    use crate::supervisor::ledger;
+    let Some(f) = d.fleet.clone() else { return };
+    // What the table holds, as last known (`None`: ask it).
+    let mut upto: Option<u64> = None;
+    let mut tick = tokio::time::interval(MIRROR_EVERY);
+    loop {
+        tick.tick().await;
+        let have = d.ledger_len();
+        if upto.is_some_and(|u| u >= have) {
+            continue;
+        }
+        let from = match upto {
+            Some(u) => u,
+            None => match f.mirrored_upto().await {
+                Ok(u) => u,
+                Err(_) => continue,
+            },
+        };
+        upto = Some(from);
+        if from >= have {
+            continue;
+        }
+        let path = d.ledger_path.clone();
+        let rows = tokio::task::spawn_blocking(move || {
+            let records = ledger::records(&path).map_err(|e| e.to_string())?;
+            records
+                .into_iter()
+                .filter(|r| r.seq > from)
+                .map(|r| {
+                    Ok((
+                        r.seq,
+                        r.hash.clone(),
+                        ledger::line_of(&r).map_err(|e| e.to_string())?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, String>>()
+        })
+        .await;
+        let rows = match rows {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                eprintln!("airlockd: the ledger's mirror cannot read the ledger: {e}");
+                continue;
+            }
+            Err(_) => continue,
+        };
+        for chunk in rows.chunks(MIRROR_BATCH) {
+            match f.mirror(chunk).await {
+                Ok(()) => upto = chunk.last().map(|r| r.0),
+                Err(_) => {
+                    // Away: asked again (and caught up) once it answers.
+                    upto = None;
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -410,6 +410,9 @@ async fn main_loop(
     // Connections being served at once, decided per peer (see control::slots).
     let slots = crate::control::slots::Slots::new(crate::control::slots::LIMITS);
 
+    if d.fleet.is_some() {
+        tokio::spawn(fleet::mirror_ledger(d.clone()));
+    }
     let d2 = d.clone();
     let _ = tokio::task::spawn_blocking(move || standby::Standby::refill(&d2)).await;
     d.refill_images();

@@ -322,6 +322,44 @@ impl Fleet {
         .await
     }
 
+    /// The last record of this host's ledger the mirror holds (0: none).
+    pub async fn mirrored_upto(&self) -> Result<u64, StoreError> {
+        self.bounded(async {
+            let c = self.client().await?;
+            let n: i64 = c
+                .query_one(
+                    "SELECT coalesce(max(seq), 0)::bigint FROM airlock_ledger WHERE host_id = $1",
+                    &[&self.host_id],
+                )
+                .await
+                .map_err(|e| self.down(e))?
+                .get(0);
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+        .await
+    }
+
+    /// Append records of this host's ledger to the mirror, in one transaction: `(seq,
+    /// hash, line)`. A record already there is left as it is (never overwritten).
+    pub async fn mirror(&self, rows: &[(u64, String, String)]) -> Result<(), StoreError> {
+        self.bounded(async {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await.map_err(|e| self.down(e))?;
+            let st = tx
+                .prepare("INSERT INTO airlock_ledger (host_id, seq, hash, line) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+                .await
+                .map_err(|e| self.down(e))?;
+            for (seq, hash, line) in rows {
+                let seq = i64::try_from(*seq).unwrap_or(i64::MAX);
+                tx.execute(&st, &[&self.host_id, &seq, hash, line])
+                    .await
+                    .map_err(|e| self.down(e))?;
+            }
+            tx.commit().await.map_err(|e| self.down(e))
+        })
+        .await
+    }
+
     /// One instance of the fleet's registry.
     pub async fn instance(&self, name: &str) -> Result<Option<FleetInstance>, StoreError> {
         Ok(self.query_instances(Some(name)).await?.into_iter().next())
@@ -510,4 +548,42 @@ async fn keep_lease(
             eprintln!("airlockd: {name}: host lease taken again; launches and hires resume");
         }
     }
+}
+
+/// Every host's mirrored ledger, read without taking any lease (`airlockctl`): by host,
+/// rows `(seq, hash, line)` in order of `seq`.
+pub async fn read_ledgers(
+    conf: &StoreConf,
+    password: Option<&Secret>,
+) -> Result<std::collections::BTreeMap<String, Vec<(i64, String, String)>>, String> {
+    let name = conf.describe();
+    let cfg = pg_config(conf, password)?;
+    let work = async {
+        let (client, conn) = cfg
+            .connect(NoTls)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let rows = client
+            .query(
+                "SELECT host_id, seq, hash, line FROM airlock_ledger ORDER BY host_id, seq",
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out: std::collections::BTreeMap<String, Vec<(i64, String, String)>> =
+            Default::default();
+        for r in rows {
+            out.entry(r.get(0))
+                .or_default()
+                .push((r.get(1), r.get(2), r.get(3)));
+        }
+        Ok(out)
+    };
+    tokio::time::timeout(TIMEOUT * 6, work)
+        .await
+        .unwrap_or_else(|_| Err("no answer".into()))
+        .map_err(|e: String| format!("{name}: {e}"))
 }

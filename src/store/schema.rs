@@ -5,7 +5,8 @@
 
 /// Migration `i + 1` is `MIGRATIONS[i]`. Append only: a released migration never changes.
 pub const MIGRATIONS: &[&str] = &[
-    // 1: hosts, the instance registry, fires, admissions against runs_per_week, runs.
+    // 1: hosts, the instance registry, fires, admissions against runs_per_week, runs, the
+    // ledgers' mirror.
     "
     CREATE TABLE airlock_hosts (
         host_id    text PRIMARY KEY,
@@ -48,6 +49,15 @@ pub const MIGRATIONS: &[&str] = &[
         admitted_ms bigint NOT NULL
     );
     CREATE INDEX airlock_runs_instance ON airlock_runs (instance);
+    -- Each host's ledger, mirrored: the file's lines exactly, so a reader checks every
+    -- host's hash chain as verify-ledger checks the file.
+    CREATE TABLE airlock_ledger (
+        host_id text NOT NULL,
+        seq     bigint NOT NULL,
+        hash    text NOT NULL,
+        line    text NOT NULL,
+        PRIMARY KEY (host_id, seq)
+    );
     ",
 ];
 

@@ -752,6 +752,25 @@ impl Ledger {
     }
 }
 
+/// Check a chain given as its lines (a host's ledger as the fleet store mirrors it):
+/// the same checks as [`verify`], `origin` naming where the lines came from in errors.
+pub fn verify_lines<'a>(
+    origin: &Path,
+    lines: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<Record>, LedgerError> {
+    let mut chain = Chain::new();
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| chain.check(origin, i as u64 + 1, l))
+        .collect()
+}
+
+/// A record's line as the ledger file holds it (canonical form, without the newline).
+pub fn line_of(r: &Record) -> Result<String, LedgerError> {
+    serialize(r)
+}
+
 /// Every record, after verifying the chain. A missing ledger has no records.
 pub fn records(path: &Path) -> Result<Vec<Record>, LedgerError> {
     let data = read_all(path)?;
