@@ -650,3 +650,66 @@ fn every_hosts_ledger_is_mirrored_and_verify_ledger_fleet_checks_them() {
         "{out}"
     );
 }
+
+fn fleet_runs(n: &Node) -> Vec<Value> {
+    let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&n.cfg)
+        .args(["--json", "runs", "--fleet"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["runs"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn a_crashed_hosts_runs_are_reclaimed_as_unsupervised_by_another() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    a.start();
+    b.start();
+    let _run = long_run(&a, "tess");
+    let ps = a.one(json!({"v":1,"op":"ps"}));
+    let run = ps["data"]["runs"][0]["run"].as_str().unwrap().to_string();
+    let state = |n: &Node| {
+        fleet_runs(n)
+            .iter()
+            .find(|r| r["run"] == run.as_str())
+            .map(|r| {
+                (
+                    r["host_id"].as_str().unwrap().to_string(),
+                    r["state"].as_str().unwrap().to_string(),
+                )
+            })
+    };
+    assert_eq!(state(&b), Some(("node-a".into(), "active".into())));
+    // Renewed while A lives.
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(state(&b), Some(("node-a".into(), "active".into())));
+    let mut child = a.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let reclaimed = poll(20, || {
+        (state(&b)? == ("node-a".into(), "unsupervised".into())).then_some(())
+    });
+    assert!(reclaimed.is_some(), "{:?}", state(&b));
+    let log = std::fs::read_to_string(b.root.join("state/journal/airlockd.journal")).unwrap();
+    assert!(
+        log.contains(&format!("run {run} of host node-a is unsupervised")),
+        "{log}"
+    );
+    // A comes back under the same host_id (its host lease died with it), aborts the
+    // orphan, and its closing record ends the run's lease in the table.
+    a.start();
+    let closed = poll(20, || (state(&b)?.1 == "closed").then_some(()));
+    assert!(
+        closed.is_some(),
+        "{:?}\n{}\n{}",
+        state(&b),
+        pg.psql("SELECT run, host_id, state, expires_ms, closed_ms FROM airlock_runs"),
+        pg.psql("SELECT host_id, seq, substr(line, 1, 120) FROM airlock_ledger")
+    );
+}

@@ -80,6 +80,10 @@ enum Cmd {
         /// How many (default 100, at most 10000).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
         last: Option<u32>,
+        /// Every host's runs, from the fleet store (`store:`): host, state (active, closed,
+        /// unsupervised).
+        #[arg(long)]
+        fleet: bool,
     },
     /// One run in detail (from the ledger itself when airlockd is not running).
     Show { run: String },
@@ -214,7 +218,8 @@ fn main() {
         }
         Cmd::Launch(args) => airlock::cli::launch::run(&ctx, args),
         Cmd::Ps => runs::ps(&ctx),
-        Cmd::Runs { last } => runs::runs(&ctx, *last),
+        Cmd::Runs { last, fleet: true } => verify_ledger::runs_fleet(&ctx, *last),
+        Cmd::Runs { last, .. } => runs::runs(&ctx, *last),
         Cmd::Show { run } => runs::show(&ctx, run),
         Cmd::Logs { run, follow, raw } => logs::logs(&ctx, run, *follow, *raw),
         Cmd::Stop { run } => runs::stop(&ctx, run),

@@ -62,43 +62,15 @@ pub fn run(ctx: &Ctx, ledger_path: Option<&Path>) -> i32 {
 /// as the file is (contiguous from record 1, canonical lines, hashes chained), and each
 /// row's own `seq` and `hash` columns against its line. Exit 0 all intact, 1 one broken.
 pub fn run_fleet(ctx: &Ctx) -> i32 {
-    let cfg = match ctx.load_config() {
-        Ok(c) => c,
+    let hosts = match with_store(ctx, "verify-ledger --fleet", |store, pw| {
+        Box::pin(crate::store::pg::read_ledgers(store, pw))
+    }) {
+        Ok(h) => h,
         Err(code) => return code,
     };
-    let Some(store) = &cfg.store else {
-        eprintln!(
-            "airlockctl verify-ledger --fleet: {}: no `store:` (a fleet store); without one, verify-ledger checks this host's file",
-            cfg.file.display()
-        );
-        return output::ERROR;
-    };
-    let password = match &store.password_credential {
-        None => None,
-        Some(n) => match cfg
-            .credentials
-            .get(n)
-            .ok_or_else(|| format!("store.password_credential: no credentials.{n}"))
-            .and_then(|src| crate::credentials::read(n, src))
-        {
-            Ok(s) => Some(s),
-            Err(e) => {
-                eprintln!("airlockctl verify-ledger --fleet: {e}");
-                return output::ERROR;
-            }
-        },
-    };
-    let read = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
-        .and_then(|rt| rt.block_on(crate::store::pg::read_ledgers(store, password.as_ref())));
-    let hosts = match read {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("airlockctl verify-ledger --fleet: {e}");
-            return output::ERROR;
-        }
+    let store_name = match ctx.load_config() {
+        Ok(c) => c.store.map(|s| s.describe()).unwrap_or_default(),
+        Err(code) => return code,
     };
     let mut report = Vec::new();
     let mut broken = false;
@@ -120,10 +92,7 @@ pub fn run_fleet(ctx: &Ctx) -> i32 {
         output::json(&json!({"fleet": true, "ok": !broken, "hosts": hosts}));
     } else {
         if report.is_empty() {
-            outln!(
-                "{}: no host has mirrored a ledger record yet",
-                store.describe()
-            );
+            outln!("{store_name}: no host has mirrored a ledger record yet");
         }
         for (h, n, v) in &report {
             match v {
@@ -156,4 +125,81 @@ fn check_host(host: &str, rows: &[(i64, String, String)]) -> Result<(), (i64, St
         }
     }
     Ok(())
+}
+
+type StoreFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, String>> + 'a>>;
+
+/// Read something from the config's fleet store (`what` names the command in errors).
+fn with_store<T>(
+    ctx: &Ctx,
+    what: &str,
+    read: impl for<'a> FnOnce(
+        &'a crate::store::StoreConf,
+        Option<&'a crate::credentials::Secret>,
+    ) -> StoreFuture<'a, T>,
+) -> Result<T, i32> {
+    let cfg = ctx.load_config()?;
+    let Some(store) = &cfg.store else {
+        eprintln!(
+            "airlockctl {what}: {}: no `store:` (a fleet store); without one, only this host's files are read",
+            cfg.file.display()
+        );
+        return Err(output::ERROR);
+    };
+    let password = match &store.password_credential {
+        None => None,
+        Some(n) => match cfg
+            .credentials
+            .get(n)
+            .ok_or_else(|| format!("store.password_credential: no credentials.{n}"))
+            .and_then(|src| crate::credentials::read(n, src))
+        {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("airlockctl {what}: {e}");
+                return Err(output::ERROR);
+            }
+        },
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(read(store, password.as_ref())))
+        .map_err(|e| {
+            eprintln!("airlockctl {what}: {e}");
+            output::ERROR
+        })
+}
+
+/// `runs --fleet`: the newest runs of every host, from the fleet store.
+pub fn runs_fleet(ctx: &Ctx, last: Option<u32>) -> i32 {
+    let limit = i64::from(last.unwrap_or(100));
+    let runs = match with_store(ctx, "runs --fleet", |store, pw| {
+        Box::pin(crate::store::pg::read_runs(store, pw, limit))
+    }) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    if ctx.json {
+        return output::json(&json!({ "runs": runs }));
+    }
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.run.clone(),
+                r.host_id.clone(),
+                r.instance.clone(),
+                crate::cli::table::utc(u64::try_from(r.admitted_ms).unwrap_or(0)),
+                r.state.clone(),
+            ]
+        })
+        .collect();
+    outln!(
+        "{}",
+        crate::cli::table::render(&["RUN", "HOST", "INSTANCE", "ADMITTED", "STATE"], &rows)
+    );
+    output::OK
 }

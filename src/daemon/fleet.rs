@@ -188,3 +188,40 @@ pub async fn mirror_ledger(d: std::sync::Arc<Daemon>) {
         }
     }
 }
+
+/// Renew this host's run leases every heartbeat, and mark runs of hosts that stopped
+/// renewing theirs (crashed, cut off) `unsupervised`, saying so in this host's journal.
+pub async fn beat_runs(d: std::sync::Arc<Daemon>) {
+    use crate::journal::EventKind;
+    let Some(f) = d.fleet.clone() else { return };
+    let mut tick = tokio::time::interval(crate::store::pg::HEARTBEAT);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        let active: Vec<String> = super::runs::active(&d).into_iter().map(|r| r.run).collect();
+        let reclaimed = match f
+            .beat_runs(&active, crate::supervisor::ledger::now_ms())
+            .await
+        {
+            Ok(r) => {
+                failing = false;
+                r
+            }
+            Err(e) => {
+                // Said once per outage, not every beat.
+                if !failing {
+                    eprintln!("airlockd: run leases not renewed: {e}");
+                }
+                failing = true;
+                continue;
+            }
+        };
+        for (run, host) in reclaimed {
+            d.events.log(
+                EventKind::RunAborted,
+                &format!("fleet: run {run} of host {host} is unsupervised: its host stopped renewing its lease (crashed or cut off); its ledger record on that host says how it ended once it is back"),
+                &[("AIRLOCK_SUBJECT_RUN", &run)],
+            );
+        }
+    }
+}

@@ -412,6 +412,7 @@ async fn main_loop(
 
     if d.fleet.is_some() {
         tokio::spawn(fleet::mirror_ledger(d.clone()));
+        tokio::spawn(fleet::beat_runs(d.clone()));
     }
     let d2 = d.clone();
     let _ = tokio::task::spawn_blocking(move || standby::Standby::refill(&d2)).await;

@@ -20,6 +20,8 @@ pub const TIMEOUT: Duration = Duration::from_secs(5);
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// Connections per host: admissions and hires are short statements.
 const POOL_SIZE: usize = 4;
+/// How long a run's lease lasts unless its host renews it (every [`HEARTBEAT`]).
+pub const RUN_LEASE_MS: i64 = 6_000;
 /// The LISTEN/NOTIFY channel of fires; the payload is the instance's name.
 pub const FIRE_CHANNEL: &str = "airlock_fire";
 /// Advisory lock keys (an arbitrary airlock-specific prefix): migrations, hires.
@@ -87,8 +89,8 @@ WITH a AS (
        AND NOT EXISTS (SELECT 1 FROM airlock_fires f WHERE f.instance = $1)
     RETURNING instance
 )
-INSERT INTO airlock_runs (run, host_id, instance, admitted_ms)
-SELECT $5, $6, instance, $3 FROM a
+INSERT INTO airlock_runs (run, host_id, instance, admitted_ms, expires_ms)
+SELECT $5, $6, instance, $3, $3 + $7 FROM a
 RETURNING run";
 
 impl Fleet {
@@ -203,7 +205,10 @@ impl Fleet {
             let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
             let limit_i = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
             let rows = c
-                .query(ADMIT_SQL, &[&instance, &window, &now, &limit_i, &run, &self.host_id])
+.query(
+                    ADMIT_SQL,
+                    &[&instance, &window, &now, &limit_i, &run, &self.host_id, &RUN_LEASE_MS],
+                )
                 .await
                 .map_err(|e| self.down(e))?;
             if !rows.is_empty() {
@@ -355,7 +360,45 @@ impl Fleet {
                     .await
                     .map_err(|e| self.down(e))?;
             }
+            // A closing record ends the run's lease (an `unsupervised` one too: its host
+            // came back and closed it).
+            for (run, at) in closings(rows) {
+                tx.execute(
+                    "UPDATE airlock_runs SET state = 'closed', closed_ms = $2 WHERE run = $1 AND host_id = $3",
+                    &[&run, &at, &self.host_id],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
+            }
             tx.commit().await.map_err(|e| self.down(e))
+        })
+        .await
+    }
+
+    /// Renew the leases of this host's `active` runs, and mark every run of the fleet
+    /// whose lease expired `unsupervised`: those marked now, `(run, host_id)`.
+    pub async fn beat_runs(
+        &self,
+        active: &[String],
+        now_ms: u64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.bounded(async {
+            let c = self.client().await?;
+            let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+            c.execute(
+                "UPDATE airlock_runs SET expires_ms = $3::bigint + $4::bigint WHERE host_id = $1 AND run = ANY($2) AND state = 'active'",
+                &[&self.host_id, &active, &now, &RUN_LEASE_MS],
+            )
+            .await
+            .map_err(|e| self.down(e))?;
+            let rows = c
+                .query(
+                    "UPDATE airlock_runs SET state = 'unsupervised' WHERE state = 'active' AND expires_ms < $1 RETURNING run, host_id",
+                    &[&now],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
         })
         .await
     }
@@ -583,6 +626,73 @@ pub async fn read_ledgers(
         Ok(out)
     };
     tokio::time::timeout(TIMEOUT * 6, work)
+        .await
+        .unwrap_or_else(|_| Err("no answer".into()))
+        .map_err(|e: String| format!("{name}: {e}"))
+}
+
+/// The runs closed by mirrored ledger lines, with their end times.
+fn closings(rows: &[(u64, String, String)]) -> Vec<(String, i64)> {
+    use crate::supervisor::ledger::{LedgerEvent, Record};
+    rows.iter()
+        .filter_map(
+            |(_, _, line)| match serde_json::from_str::<Record>(line).ok()?.event {
+                LedgerEvent::RunClosed(c) => {
+                    Some((c.run, i64::try_from(c.ended_at).unwrap_or(i64::MAX)))
+                }
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+/// A run as the fleet store lists it (`airlockctl runs --fleet`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FleetRun {
+    pub run: String,
+    pub host_id: String,
+    pub instance: String,
+    pub admitted_ms: i64,
+    pub state: String,
+    pub closed_ms: Option<i64>,
+}
+
+/// The newest `limit` runs of the fleet, newest last, read without a lease (`airlockctl`).
+pub async fn read_runs(
+    conf: &StoreConf,
+    password: Option<&Secret>,
+    limit: i64,
+) -> Result<Vec<FleetRun>, String> {
+    let name = conf.describe();
+    let cfg = pg_config(conf, password)?;
+    let work = async {
+        let (client, conn) = cfg
+            .connect(NoTls)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let rows = client
+            .query(
+                "SELECT run, host_id, instance, admitted_ms, state, closed_ms FROM (SELECT * FROM airlock_runs ORDER BY admitted_ms DESC, run LIMIT $1) r ORDER BY admitted_ms, run",
+                &[&limit],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(rows
+            .iter()
+            .map(|r| FleetRun {
+                run: r.get(0),
+                host_id: r.get(1),
+                instance: r.get(2),
+                admitted_ms: r.get(3),
+                state: r.get(4),
+                closed_ms: r.get(5),
+            })
+            .collect())
+    };
+    tokio::time::timeout(TIMEOUT * 2, work)
         .await
         .unwrap_or_else(|_| Err("no answer".into()))
         .map_err(|e: String| format!("{name}: {e}"))

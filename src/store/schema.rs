@@ -42,11 +42,17 @@ pub const MIGRATIONS: &[&str] = &[
         fired_by_uid bigint NOT NULL,
         fired_at_ms  bigint NOT NULL
     );
+    -- Every admitted run as a lease its host renews: `active` until its closing record
+    -- is mirrored (`closed`), or, once its host stopped renewing it, `unsupervised`
+    -- (marked by whichever host sees it expired first).
     CREATE TABLE airlock_runs (
         run         text PRIMARY KEY,
         host_id     text NOT NULL,
         instance    text NOT NULL,
-        admitted_ms bigint NOT NULL
+        admitted_ms bigint NOT NULL,
+        expires_ms  bigint NOT NULL,
+        state       text NOT NULL DEFAULT 'active',
+        closed_ms   bigint
     );
     CREATE INDEX airlock_runs_instance ON airlock_runs (instance);
     -- Each host's ledger, mirrored: the file's lines exactly, so a reader checks every
