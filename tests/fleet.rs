@@ -713,3 +713,152 @@ fn a_crashed_hosts_runs_are_reclaimed_as_unsupervised_by_another() {
         pg.psql("SELECT host_id, seq, substr(line, 1, 120) FROM airlock_ledger")
     );
 }
+
+fn summary(mut ms: Vec<f64>) -> String {
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
+    format!(
+        "n={} mean={:.2}ms p50={:.2}ms p99={:.2}ms",
+        ms.len(),
+        ms.iter().sum::<f64>() / ms.len() as f64,
+        at(0.5),
+        at(0.99)
+    )
+}
+
+/// `cargo test --test fleet bench_admission -- --ignored --nocapture`: admission through
+/// PostgreSQL (the statement alone, one host and two at once) and whole launches through
+/// airlockd with the file store and with PostgreSQL, one host and two.
+#[test]
+#[ignore]
+fn bench_admission() {
+    use airlock::store::{Fleet, StoreConf};
+    let pg = Postgres::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let open = |h: &str| {
+        let conf = StoreConf {
+            conninfo: airlock::store::conf::parse_conninfo(&pg.conninfo()).unwrap(),
+            host_id: h.into(),
+            password_credential: None,
+        };
+        std::sync::Arc::new(
+            rt.block_on(Fleet::open(
+                &conf,
+                None,
+                tokio::sync::mpsc::unbounded_channel().0,
+            ))
+            .unwrap(),
+        )
+    };
+    let (f1, f2) = (open("b1"), open("b2"));
+    let n = 1000;
+    let one = |f: std::sync::Arc<Fleet>, tag: &'static str| async move {
+        let mut lat = Vec::new();
+        for i in 0..n {
+            let t = Instant::now();
+            f.admit("bench", &format!("{tag}{i}"), None, 1_900_000_000_000 + i)
+                .await
+                .unwrap();
+            lat.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        lat
+    };
+    let t = Instant::now();
+    let lat = rt.block_on(one(f1.clone(), "a"));
+    eprintln!(
+        "BENCH admission statement, 1 host: {} ({:.0}/s)",
+        summary(lat),
+        n as f64 / t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let (l1, l2) = rt.block_on(async { tokio::join!(one(f1.clone(), "b"), one(f2.clone(), "c")) });
+    eprintln!(
+        "BENCH admission statement, 2 hosts at once: {} ({:.0}/s together)",
+        summary([l1, l2].concat()),
+        (2 * n) as f64 / t.elapsed().as_secs_f64()
+    );
+    // Whole launches (`--wait` of /bin/true): the file store, then PostgreSQL.
+    let launches = 20;
+    let base = uid_base();
+    let timed = |nodes: &[&Node], inst: &str| {
+        let t = Instant::now();
+        let lat: Vec<f64> = std::thread::scope(|s| {
+            let hs: Vec<_> = nodes
+                .iter()
+                .map(|n| {
+                    s.spawn(move || {
+                        (0..launches)
+                            .map(|_| {
+                                let t = Instant::now();
+                                assert_eq!(outcome(&n.launch(inst, &["/bin/true"])), Ok(0));
+                                t.elapsed().as_secs_f64() * 1000.0
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let rate = lat.len() as f64 / t.elapsed().as_secs_f64();
+        format!("{} ({rate:.1} launches/s)", summary(lat))
+    };
+    // The nodes' code role has runs_per_week 5: raised for the benchmark. Some(""): no
+    // `store:`, the file store.
+    let mut fa = Node::new(&pg, "f-a", base, Some(""), "");
+    std::fs::write(
+        fa.root.join("roles/code/role.yaml"),
+        std::fs::read_to_string(fa.root.join("roles/code/role.yaml"))
+            .unwrap()
+            .replace("runs_per_week: 5", "runs_per_week: 10000"),
+    )
+    .unwrap();
+    fa.start();
+    eprintln!(
+        "BENCH launch, file store, 1 host: {}",
+        timed(&[&fa], "tess")
+    );
+    drop(fa);
+    let base2 = uid_base();
+    let mut pa = Node::new(&pg, "p-a", base2, None, "");
+    let mut pb = Node::new(&pg, "p-b", base2, None, "");
+    for n in [&pa, &pb] {
+        let p = n.root.join("roles/code/role.yaml");
+        std::fs::write(
+            &p,
+            std::fs::read_to_string(&p)
+                .unwrap()
+                .replace("runs_per_week: 5", "runs_per_week: 10000"),
+        )
+        .unwrap();
+    }
+    pa.start();
+    pb.start();
+    eprintln!(
+        "BENCH launch, PostgreSQL, 1 host: {}",
+        timed(&[&pa], "tess")
+    );
+    eprintln!(
+        "BENCH launch, PostgreSQL, 2 hosts at once: {}",
+        timed(&[&pa, &pb], "max")
+    );
+    drop(pb);
+    let base3 = uid_base();
+    let mut fb = Node::new(&pg, "f-b", base3, Some(""), "");
+    let mut fc = Node::new(&pg, "f-c", base3 + 100, Some(""), "");
+    for n in [&fb, &fc] {
+        let p = n.root.join("roles/code/role.yaml");
+        std::fs::write(
+            &p,
+            std::fs::read_to_string(&p)
+                .unwrap()
+                .replace("runs_per_week: 5", "runs_per_week: 10000"),
+        )
+        .unwrap();
+    }
+    fb.start();
+    fc.start();
+    eprintln!(
+        "BENCH launch, file store, 2 hosts at once: {}",
+        timed(&[&fb, &fc], "tess")
+    );
+}
