@@ -16,6 +16,9 @@
 //! run in a jail of its own), `egress` (`{nameservers, ports, http_ports}`, see
 //! [`crate::config_egress`]).
 //!
+//! `store` (absent: this host's files alone): a fleet's shared PostgreSQL, see
+//! [`crate::store::conf`].
+//!
 //! Default `uid_range` 1880000000-1880099999, chosen to collide with nothing common:
 //! above systemd's container range (524288-1879048191) and therefore above every
 //! /etc/subuid range useradd hands out by default (100000 up to 600100000), above
