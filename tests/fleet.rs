@@ -348,7 +348,9 @@ fn with_the_database_away_launches_and_hires_are_refused_and_running_runs_go_on(
     let mut pg = Postgres::start();
     let base = uid_base();
     let mut a = Node::new(&pg, "node-a", base, None, HIRE_EXTRA);
+    let mut b = Node::new(&pg, "node-b", base, None, "");
     a.start();
+    b.start();
     a.without_github();
     let sock = a.sock.clone();
     let running = std::thread::spawn(move || {
@@ -361,11 +363,13 @@ fn with_the_database_away_launches_and_hires_are_refused_and_running_runs_go_on(
     })
     .is_some());
     pg.stop();
-    let m = outcome(&a.launch("tess", &["/bin/true"])).unwrap_err();
-    assert!(
-        m.contains("fleet store") && m.contains("unavailable"),
-        "{m}"
-    );
+    for n in [&a, &b] {
+        let m = outcome(&n.launch("tess", &["/bin/true"])).unwrap_err();
+        assert!(
+            m.contains("fleet store") && m.contains("unavailable"),
+            "{m}"
+        );
+    }
     a.github(true);
     let r = a.one(json!({"v":1,"op":"hire","instance":"nova","role":HIRED_ROLE}));
     assert_eq!(r["ok"], false, "{r}");
@@ -378,8 +382,10 @@ fn with_the_database_away_launches_and_hires_are_refused_and_running_runs_go_on(
     // Back: the host takes its lease again and launches resume.
     a.without_github();
     pg.restart();
-    let r = poll(30, || outcome(&a.launch("tess", &["/bin/true"])).ok());
-    assert_eq!(r, Some(0), "{}", a.stderr());
+    for n in [&a, &b] {
+        let r = poll(30, || outcome(&n.launch("tess", &["/bin/true"])).ok());
+        assert_eq!(r, Some(0), "{}", n.stderr());
+    }
     // The run that closed while the database was away reached its table since.
     let caught_up = poll(10, || {
         let (local, rows) = mirrored(&pg, &a, "node-a");
