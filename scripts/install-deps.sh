@@ -12,10 +12,11 @@ need=()
 # tests' own small filesystems; git (git http-backend) and gh: the GitHub tests' stand-in
 # server and clients; unicode-data (CaseFolding.txt): the test that checks the MCP proxy's
 # case-folding table against Unicode's own data; gnupg: signed commits for the bash tool's
-# git tests (and git's signature display in the jail); postgresql (initdb, pg_ctl, psql): the
+# git tests (and git's signature display in the jail); stunnel4: the TLS terminator in front
+# of the https MCP connector tests' real servers; postgresql (initdb, pg_ctl, psql): the
 # fleet tests' throwaway PostgreSQL cluster (tests/common/pg.rs; the package's own cluster
 # is not used).
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg postgresql; do
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 postgresql; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 
@@ -31,8 +32,11 @@ fi
 # pinned version is left alone.
 TEST_NPM=/usr/local/lib/airlock-test
 # The TypeScript SDK (the scripted agents and the stand-in server), a published reference
-# server, the official conformance suite, and the Node 22 it needs (run inside the jail).
+# server, the official conformance suite, and the Node 22 it needs (run inside the jail);
+# oidc-provider, a certified OAuth 2.1 / OpenID authorization server, for the https
+# connector tests' OAuth grants.
 npm_pins=(
+  "oidc-provider@9.13.3"
   "@modelcontextprotocol/sdk@1.32.2"
   "@modelcontextprotocol/server-everything@2026.8.31"
   "@modelcontextprotocol/conformance@0.1.16"

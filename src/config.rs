@@ -11,8 +11,9 @@
 //! records they go to `<state_dir>/journal/<run>.journal`).
 //!
 //! The gateway's keys: `credentials` (name -> a root-only file, or a systemd credential's
-//! name) and `mcp_connectors` (name -> `{url, credential?, header?}` for a streamable-HTTP
-//! upstream on this host, or `{command, uid, credential?, credential_env?}` for a stdio one
+//! name) and `mcp_connectors` (name -> `{url, credential? | oauth?, header?, ca_file?}` for
+//! a streamable-HTTP upstream over https, or plain http on this host, or
+//! `{command, uid, credential?, credential_env?}` for a stdio one
 //! run in a jail of its own), `egress` (`{nameservers, ports, http_ports}`, see
 //! [`crate::config_egress`]).
 //!
@@ -228,13 +229,31 @@ pub struct ConnectorConf {
     pub upstream: UpstreamConf,
     /// A `credentials` name sent only upstream.
     pub credential: Option<String>,
+    /// OAuth 2.1 instead of a static credential (a URL upstream only).
+    pub oauth: Option<OAuthConf>,
+}
+
+/// `mcp_connectors.<name>.oauth`: the client airlockd is at the connector's authorization
+/// server. Only `grant: client_credentials` is served so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthConf {
+    pub client_id: String,
+    /// A `credentials` name: a confidential client's secret.
+    pub client_secret: Option<String>,
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamConf {
-    /// A streamable-HTTP MCP endpoint (`http://host:port/path`); the credential goes in
-    /// `header`: `Authorization` (as `Bearer <secret>`, the default) or another name (as is).
-    Url { url: String, header: String },
+    /// A streamable-HTTP MCP endpoint (`https://host[:port]/path`, or `http://` to this
+    /// host only); the credential goes in `header`: `Authorization` (as `Bearer <secret>`,
+    /// the default) or another name (as is). `ca_file`: PEM CAs trusted for an https
+    /// upstream instead of the system's.
+    Url {
+        url: String,
+        header: String,
+        ca_file: Option<PathBuf>,
+    },
     /// A stdio MCP server, started for each run in a jail of its own as `uid` (never root,
     /// never the instance's); the credential, if any, in its environment as `credential_env`.
     Command {
@@ -318,6 +337,8 @@ const GITHUB_KEYS: &[&str] = &[
 const PROVIDER_KEYS: &[&str] = &["url", "credential", "ca_file"];
 const CONNECTOR_KEYS: &[&str] = &[
     "url",
+    "ca_file",
+    "oauth",
     "command",
     "credential",
     "header",
@@ -821,45 +842,49 @@ impl Parser<'_> {
                 continue;
             };
             if let Some(cmd) = get("command") {
+                if get("oauth").is_some() {
+                    self.problem(&key(&at, "oauth"), "only for a url connector");
+                    continue;
+                }
                 if let Some(upstream) = self.command_upstream(&at, c, cmd, credential.is_some()) {
                     out.insert(
                         name.to_string(),
                         ConnectorConf {
                             upstream,
                             credential,
+                            oauth: None,
                         },
                     );
                 }
                 continue;
             }
-            let url = match get("url").and_then(Value::as_str) {
-                Some(u)
-                    if crate::gateway::upstream::parse_http_url(u)
-                        .is_some_and(|p| p.is_loopback()) =>
-                {
-                    u.to_string()
-                }
-                Some(u) if crate::gateway::upstream::parse_http_url(u).is_some() => {
+            let oauth = match get("oauth") {
+                None => None,
+                Some(_) if credential.is_some() => {
                     self.problem(
-                        &key(&at, "url"),
-                        "plain http goes only to this host (127.0.0.1, ::1, localhost): a credential must not cross a network in clear; https upstreams are not served yet",
+                        &key(&at, "oauth"),
+                        "a connector has either a static credential or oauth",
                     );
                     continue;
                 }
-                Some(u) if u.starts_with("https://") => {
-                    self.problem(
-                        &key(&at, "url"),
-                        "https upstreams are not served yet; an http:// url (e.g. a local server or a TLS-terminating proxy on this host)",
-                    );
+                Some(v) => match self.oauth(&key(&at, "oauth"), v, credentials) {
+                    Some(o) => Some(o),
+                    None => continue,
+                },
+            };
+            let Some(url) = self.upstream_url(&at, get("url")) else {
+                continue;
+            };
+            let ca_file = match get("ca_file") {
+                None => None,
+                Some(_) if !url.starts_with("https://") => {
+                    self.problem(&key(&at, "ca_file"), "only for an https:// url");
                     continue;
                 }
-                _ => {
-                    self.problem(
-                        &key(&at, "url"),
-                        "required: the upstream's streamable-HTTP endpoint, http://HOST[:PORT]/PATH",
-                    );
-                    continue;
-                }
+                Some(v) => match self.ca_file(&at, v) {
+                    Some(p) => Some(p),
+                    None => continue,
+                },
             };
             let header = match get("header") {
                 None => "Authorization".to_string(),
@@ -875,12 +900,185 @@ impl Parser<'_> {
             out.insert(
                 name.to_string(),
                 ConnectorConf {
-                    upstream: UpstreamConf::Url { url, header },
+                    upstream: UpstreamConf::Url {
+                        url,
+                        header,
+                        ca_file,
+                    },
                     credential,
+                    oauth,
                 },
             );
         }
         out
+    }
+
+    /// `oauth: {client_id, client_secret?, grant?, scopes?}` at `at`.
+    fn oauth(
+        &mut self,
+        at: &str,
+        v: &Value,
+        credentials: &BTreeMap<String, CredentialSource>,
+    ) -> Option<OAuthConf> {
+        let m = self.mapping(v, at, &["client_id", "client_secret", "grant", "scopes"])?;
+        let get = |k: &str| m.get(Value::from(k));
+        match get("grant").map(|g| g.as_str()) {
+            Some(Some("client_credentials")) => {}
+            None | Some(Some("authorization_code")) => {
+                self.problem(
+                    &key(at, "grant"),
+                    "authorization_code (the default: airlockctl connector login) is not served yet; set grant: client_credentials",
+                );
+                return None;
+            }
+            Some(_) => {
+                self.problem(
+                    &key(at, "grant"),
+                    "must be client_credentials (authorization_code is not served yet)",
+                );
+                return None;
+            }
+        }
+        let client_id = match get("client_id").and_then(Value::as_str) {
+            Some(id)
+                if !id.is_empty()
+                    && id.len() <= 256
+                    && id.bytes().all(|b| b.is_ascii_graphic()) =>
+            {
+                id.to_string()
+            }
+            _ => {
+                self.problem(
+                    &key(at, "client_id"),
+                    "required: the client's id at the authorization server, printable ASCII (dynamic client registration is not served yet)",
+                );
+                return None;
+            }
+        };
+        let client_secret = match get("client_secret") {
+            None => None,
+            Some(Value::String(n)) if credentials.contains_key(n) => Some(n.clone()),
+            Some(_) => {
+                self.problem(
+                    &key(at, "client_secret"),
+                    "must name an entry in credentials",
+                );
+                return None;
+            }
+        };
+        let scopes = match get("scopes") {
+            None => Vec::new(),
+            Some(v) => {
+                let list: Option<Vec<String>> = v.as_sequence().and_then(|s| {
+                    s.iter()
+                        .map(|x| {
+                            x.as_str()
+                                .filter(|t| {
+                                    !t.is_empty()
+                                        && t.bytes().all(|b| {
+                                            b.is_ascii_graphic() && b != b'"' && b != b'\\'
+                                        })
+                                })
+                                .map(str::to_string)
+                        })
+                        .collect()
+                });
+                match list {
+                    Some(l) => l,
+                    None => {
+                        self.problem(
+                            &key(at, "scopes"),
+                            "must be a list of scope names (printable ASCII, no spaces)",
+                        );
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(OAuthConf {
+            client_id,
+            client_secret,
+            scopes,
+        })
+    }
+
+    /// A connector's `url`: https, or plain http to this host. A URL with a user or
+    /// password in it is refused without being repeated (it is likely a secret).
+    fn upstream_url(&mut self, at: &str, v: Option<&Value>) -> Option<String> {
+        use crate::gateway::upstream::{has_userinfo, parse_http_url};
+        let at = key(at, "url");
+        let u = match v.and_then(Value::as_str) {
+            Some(u) => u,
+            None => {
+                self.problem(
+                    &at,
+                    "required: the upstream's streamable-HTTP endpoint, https://HOST[:PORT]/PATH (or http:// to this host)",
+                );
+                return None;
+            }
+        };
+        if has_userinfo(u) {
+            self.problem(
+                &at,
+                "must not carry a user or password (not repeated here): put the token in credentials and name it in credential",
+            );
+            return None;
+        }
+        match parse_http_url(u) {
+            Some(p) if p.https || p.is_loopback() => Some(u.to_string()),
+            Some(_) => {
+                self.problem(
+                    &at,
+                    "plain http goes only to this host (127.0.0.1, ::1, localhost): a credential must not cross a network in clear; use https://",
+                );
+                None
+            }
+            None => {
+                self.problem(
+                    &at,
+                    "must be https://HOST[:PORT]/PATH (or http:// to this host), without query or fragment",
+                );
+                None
+            }
+        }
+    }
+
+    /// A `ca_file` at `at`: an absolute path to a regular file that only root (or airlockd's
+    /// own user) can write, since whoever writes it decides which servers are trusted.
+    fn ca_file(&mut self, at: &str, v: &Value) -> Option<PathBuf> {
+        use std::os::unix::fs::MetadataExt;
+        let at = key(at, "ca_file");
+        let p = match v {
+            Value::String(p) if p.starts_with('/') && !p.contains('\0') => PathBuf::from(p),
+            _ => {
+                self.problem(
+                    &at,
+                    "must be an absolute path to a PEM file of CA certificates",
+                );
+                return None;
+            }
+        };
+        let meta = match std::fs::metadata(&p) {
+            Ok(m) => m,
+            Err(e) => {
+                self.problem(&at, &format!("{}: {}", p.display(), e.kind()));
+                return None;
+            }
+        };
+        let owner_ok = meta.uid() == 0 || meta.uid() == nix::unistd::geteuid().as_raw();
+        if !meta.is_file() || !owner_ok || meta.mode() & 0o022 != 0 {
+            self.problem(
+                &at,
+                &format!(
+                    "{}: others may write it (owner uid {}, mode {:o}), and so choose which servers are trusted; chown root and chmod 0644 it",
+                    p.display(),
+                    meta.uid(),
+                    meta.mode() & 0o7777
+                ),
+            );
+            return None;
+        }
+        Some(p)
     }
 
     /// `command`, `uid` and `credential_env` of a stdio connector at `at`.
@@ -892,7 +1090,7 @@ impl Parser<'_> {
         has_credential: bool,
     ) -> Option<UpstreamConf> {
         let get = |k: &str| c.get(Value::from(k));
-        for k in ["url", "header"] {
+        for k in ["url", "header", "ca_file"] {
             if get(k).is_some() {
                 self.problem(&key(at, k), "a connector has either url or command");
                 return None;
@@ -1176,7 +1374,16 @@ mod tests {
         let secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
         for (text, at) in [
             ("mcp_connectors:\n  web: {url: \"http://10.0.0.1/mcp\"}\n", "mcp_connectors.web.url"),
-            ("mcp_connectors:\n  web: {url: \"https://mcp.example/mcp\"}\n", "mcp_connectors.web.url"),
+            (&format!("mcp_connectors:\n  web: {{url: \"https://x:{secret}@mcp.example/mcp\"}}\n")[..], "mcp_connectors.web.url"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/mcp?a=1\"}\n", "mcp_connectors.web.url"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a}}\n", "mcp_connectors.web.oauth.grant"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {grant: client_credentials}}\n", "mcp_connectors.web.oauth.client_id"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: client_credentials, client_secret: nope}}\n", "mcp_connectors.web.oauth.client_secret"),
+            ("credentials:\n  tok: /etc/t\nmcp_connectors:\n  web: {url: \"https://mcp.example/\", credential: tok, oauth: {client_id: a, grant: client_credentials}}\n", "mcp_connectors.web.oauth"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: client_credentials, scopes: [\"a b\"]}}\n", "mcp_connectors.web.oauth.scopes"),
+            ("mcp_connectors:\n  web: {url: \"http://127.0.0.1/\", ca_file: /etc/ssl/certs/ca-certificates.crt}\n", "mcp_connectors.web.ca_file"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", ca_file: rel.pem}\n", "mcp_connectors.web.ca_file"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", ca_file: /nonexistent/ca.pem}\n", "mcp_connectors.web.ca_file"),
             ("mcp_connectors:\n  web: {url: \"http://127.0.0.1/\", credential: nope}\n", "mcp_connectors.web.credential"),
             ("mcp_connectors:\n  git: {command: [python3]}\n", "mcp_connectors.git.command"),
             ("mcp_connectors:\n  git: {command: [/usr/bin/x]}\n", "mcp_connectors.git.uid"),
@@ -1189,6 +1396,37 @@ mod tests {
             let all: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
             assert!(all.iter().any(|m| m.contains(at)), "{text}: {all:?}");
             assert!(all.iter().all(|m| !m.contains(secret)), "{all:?}");
+        }
+    }
+
+    #[test]
+    fn an_https_connector_takes_a_ca_file_only_others_cannot_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "not read at load\n").unwrap();
+        let text = format!(
+            "mcp_connectors:\n  web: {{url: \"https://mcp.example/mcp\", ca_file: {}}}\n",
+            ca.display()
+        );
+        for (mode, ok) in [(0o644, true), (0o600, true), (0o664, false), (0o646, false)] {
+            std::fs::set_permissions(&ca, std::fs::Permissions::from_mode(mode)).unwrap();
+            let r = parse(Path::new("c.yaml"), &text);
+            match (r, ok) {
+                (Ok(c), true) => assert!(matches!(
+                    &c.mcp_connectors["web"].upstream,
+                    UpstreamConf::Url { ca_file: Some(p), .. } if p == &ca
+                )),
+                (Err(e), false) => {
+                    let all: Vec<String> = e.iter().map(|p| p.to_string()).collect();
+                    assert!(
+                        all.iter().any(|m| m.contains("mcp_connectors.web.ca_file")
+                            && m.contains("others may write it")),
+                        "{all:?}"
+                    );
+                }
+                (r, _) => panic!("mode {mode:o}: {:?}", r.map(|_| ())),
+            }
         }
     }
 

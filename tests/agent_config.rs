@@ -224,18 +224,30 @@ fn allowed_servers_and_mcp_config_point_at_the_gateway() {
 }
 
 #[test]
-fn direct_connectors_are_left_out() {
+fn direct_connectors_are_served_through_the_gateway_never_at_their_own_url() {
     let yaml = BASE.replace(
         "    github: {via: airlock}\n",
-        "    github: {via: airlock}\n    elsewhere: {url: \"https://mcp.example.invalid\"}\n",
+        "    github: {via: airlock}\n    elsewhere: {url: \"https://mcp.example.invalid/mcp\"}\n",
     );
     let yaml = yaml.replace("tools:\n", "tools:\n  elsewhere: [anything]\n");
     let r = role(&yaml);
-    let s = claude_settings(&r, &gateway()).unwrap();
-    assert!(!allow(&s).iter().any(|a| a.contains("elsewhere")));
-    let m = claude_mcp_config(&r, &gateway()).unwrap();
-    assert!(m["mcpServers"].get("elsewhere").is_none());
-    assert!(!codex_config(&r, &gateway()).unwrap().contains("elsewhere"));
+    let gw = GatewayEndpoints::at("http://10.0.0.1:9000", &r);
+    assert_eq!(gw.mcp["elsewhere"], "http://10.0.0.1:9000/mcp/elsewhere");
+    let m = claude_mcp_config(&r, &gw).unwrap();
+    assert_eq!(
+        m["mcpServers"]["elsewhere"]["url"],
+        "http://10.0.0.1:9000/mcp/elsewhere"
+    );
+    let s = claude_settings(&r, &gw).unwrap();
+    assert!(allow(&s).iter().any(|a| a.contains("elsewhere")));
+    let codex = codex_config(&r, &gw).unwrap();
+    assert!(
+        codex.contains("http://10.0.0.1:9000/mcp/elsewhere"),
+        "{codex}"
+    );
+    for text in [m.to_string(), s.to_string(), codex] {
+        assert!(!text.contains("mcp.example.invalid"), "{text}");
+    }
 }
 
 #[test]

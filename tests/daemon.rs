@@ -10,11 +10,12 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use airlock::supervisor::ledger;
 
 mod common;
+use common::poll;
 use serde_json::{json, Value};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -26,20 +27,6 @@ fn require_root() {
         nix::unistd::geteuid().is_root(),
         "the daemon tests must run as root (airlockd builds real jails)"
     );
-}
-
-/// Poll `f` until it returns Some, for at most `secs`.
-fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -12,29 +12,16 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use airlock::supervisor::ledger;
 use airlock::supervisor::loopdev;
-use common::{require_journald, require_root, stderr, stdout, write_probe_role};
+use common::{poll, require_journald, require_root, stderr, stdout, write_probe_role};
 use serde_json::{json, Value};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 const MIB: u64 = 1 << 20;
-
-fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let until = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > until {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn sh(args: &[&str]) {
     let o = Command::new(args[0]).args(&args[1..]).output().unwrap();

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::github::StandInGithub;
 use common::*;
@@ -407,19 +407,6 @@ fn control(sock: &Path, v: &Value) -> Vec<Value> {
         .map_while(Result::ok)
         .filter_map(|l| serde_json::from_str(&l).ok())
         .collect()
-}
-
-fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Keeps calling GitHub through the grace period of a stop (SIGTERM ignored).

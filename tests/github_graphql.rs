@@ -262,7 +262,9 @@ fn gh_commands_write_through_graphql_each_checked_counted_and_journaled() {
     assert_eq!(over["AIRLOCK_WRITES"], "10");
     let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
     assert!(
-        ledger.contains(r#""github":{"writes":10,"budget":10}"#),
+        ledger.contains(
+            r#""github":{"writes":10,"budget":10,"created":["example-org/example-repo:airlock/gh"]}"#
+        ),
         "{ledger}"
     );
 }
@@ -330,7 +332,14 @@ fn a_pull_request_the_run_did_not_open_is_not_edited() {
 /// example-org/example-repo at `level` (its autonomy policy's default), with pull request
 /// #2 (branch `feature`) opened by the human `octo-author` before the run.
 fn gate_host(gh: &StandInGithub, level: &str) -> Host {
-    let h = Host::new(&[("mona", "merge-gate")], &gh.config());
+    gate_host_hiring(gh, level, &[])
+}
+
+/// As [`gate_host`], with more instances hired.
+fn gate_host_hiring(gh: &StandInGithub, level: &str, more: &[(&str, &str)]) -> Host {
+    let mut hires = vec![("mona", "merge-gate")];
+    hires.extend_from_slice(more);
+    let h = Host::new(&hires, &gh.config());
     let pol = h.root.join("policies");
     let cp = std::process::Command::new("cp")
         .arg("-r")
@@ -403,20 +412,27 @@ budget:
     h
 }
 
+/// Merge pull request `$N` with `gh` and then by REST.
 const MERGE: &str = r#"
 export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HOME/.gh
-if out=$(gh pr merge 2 -R example-org/example-repo --merge 2>&1); then echo "R merge ok $out"; else echo "R merge fail $(echo "$out" | tr '\n' ' ')"; fi
-echo "R rest $(curl -s -X PUT -H "Authorization: token $GH_TOKEN" -d '{}' https://api.github.com/repos/example-org/example-repo/pulls/2/merge | tr '\n' ' ')"
+N=${N:-2}
+if out=$(gh pr merge $N -R example-org/example-repo --merge 2>&1); then echo "R merge ok $out"; else echo "R merge fail $(echo "$out" | tr '\n' ' ')"; fi
+echo "R rest $(curl -s -X PUT -H "Authorization: token $GH_TOKEN" -d '{}' https://api.github.com/repos/example-org/example-repo/pulls/$N/merge | tr '\n' ' ')"
 "#;
 
 fn merge_once(gh: &StandInGithub, h: &Host, reviews: Value) -> (String, String, String) {
+    merge_pull(gh, h, 2, reviews)
+}
+
+fn merge_pull(gh: &StandInGithub, h: &Host, n: u64, reviews: Value) -> (String, String, String) {
     std::fs::write(
         gh.dir.path().join("reviews.json"),
-        serde_json::json!({"example-org/example-repo#2": reviews}).to_string(),
+        serde_json::json!({format!("example-org/example-repo#{n}"): reviews}).to_string(),
     )
     .unwrap();
+    let script = format!("N={n}\n{MERGE}");
     let o = h
-        .launch("merge-gate", "mona", &[], &["/bin/sh", "-c", MERGE])
+        .launch("merge-gate", "mona", &[], &["/bin/sh", "-c", &script])
         .output()
         .unwrap();
     let out = stdout(&o);
@@ -439,10 +455,29 @@ fn head_of(gh: &StandInGithub, branch: &str) -> String {
 }
 
 fn merged(gh: &StandInGithub) -> bool {
+    merged_pull(gh, 2)
+}
+
+fn merged_pull(gh: &StandInGithub, n: u64) -> bool {
     let state: Value =
         serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
             .unwrap();
-    state["repos"]["example-org/example-repo"]["items"][1]["state"] == "MERGED"
+    state["repos"]["example-org/example-repo"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["number"] == n && i["state"] == "MERGED")
+}
+
+/// The run's journaled `mergePullRequest`, allowed: its reason.
+fn merge_allowed(run: &str) -> String {
+    let ev = events(run, "github_write", 1);
+    let m = ev
+        .iter()
+        .find(|e| e["AIRLOCK_ENDPOINT"] == "graphql mergePullRequest")
+        .unwrap_or_else(|| panic!("{ev:?}"));
+    assert_eq!(m["AIRLOCK_DECISION"], "allow");
+    m["AIRLOCK_REASON"].as_str().unwrap_or("").to_string()
 }
 
 #[test]
@@ -483,13 +518,7 @@ fn at_l3_a_merge_lands_only_after_a_humans_approval_of_the_head() {
     );
     assert!(g.starts_with("ok"), "{g}");
     assert!(merged(&gh));
-    let ev = events(&run, "github_write", 1);
-    let m = ev
-        .iter()
-        .find(|e| e["AIRLOCK_ENDPOINT"] == "graphql mergePullRequest")
-        .unwrap_or_else(|| panic!("{ev:?}"));
-    assert_eq!(m["AIRLOCK_DECISION"], "allow");
-    let reason = m["AIRLOCK_REASON"].as_str().unwrap_or("");
+    let reason = merge_allowed(&run);
     assert!(
         reason.contains(&format!("approved by octo-human on {head}")),
         "{reason}"
@@ -502,7 +531,104 @@ fn at_l4_a_merge_without_a_human_needs_the_judge_which_is_refused_as_missing() {
     let gh = StandInGithub::start();
     let h = gate_host(&gh, "L4");
     let (g, rest, _) = merge_once(&gh, &h, serde_json::json!([]));
-    assert!(g.contains("judge-missing"), "{g}");
-    assert!(rest.contains("judge-missing"), "{rest}");
+    // Opened by a person from a branch no run created: no role's judge speaks for it.
+    for said in [&g, &rest] {
+        assert!(said.contains("judge-missing"), "{said}");
+        assert!(
+            said.contains("no run in this host's ledger created"),
+            "{said}"
+        );
+    }
     assert!(!merged(&gh));
+}
+
+/// The ghprobe role with a CI judge: `ci.yml` on main within 3 days.
+const JUDGED: &str = "judge:
+  metric: tests that pass
+  source: ci.yml on main
+  pass: green
+  check:
+    repo: example-org/example-repo
+    workflow: ci.yml
+    branch: main
+    max_age_days: 3
+";
+
+/// A run of the ghprobe role pushes a branch of its own and opens a pull request from it.
+const OPEN: &str = r#"
+export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HOME/.gh
+git config --global user.name agent && git config --global user.email agent@example.com
+git clone -q https://github.com/example-org/example-repo.git repo && cd repo || exit 1
+git checkout -q -b airlock/judged && echo judged >> README.md && git commit -qam judged
+git push -q origin HEAD:refs/heads/airlock/judged || exit 1
+gh pr create -R example-org/example-repo --head airlock/judged --base main --title J --body B
+"#;
+
+fn actions(gh: &StandInGithub, runs: Value) {
+    std::fs::write(
+        gh.dir.path().join("actions.json"),
+        serde_json::json!({"example-org/example-repo/ci.yml": runs}).to_string(),
+    )
+    .unwrap();
+}
+
+fn days_ago(d: u64) -> String {
+    let s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - d * 86_400;
+    let o = std::process::Command::new("date")
+        .args(["-u", "-d", &format!("@{s}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    stdout(&o).trim().to_string()
+}
+
+#[test]
+fn at_l4_a_merge_without_a_human_lands_when_the_openers_judge_ran_recently() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host_hiring(&gh, "L4", &[("gina", "ghprobe")]);
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), format!("{}{JUDGED}", role(5))).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", OPEN])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(out.contains("/pull/3"), "{out}");
+    let run = |id: u64, conclusion: &str, d: u64| serde_json::json!({"id": id, "status": "completed", "conclusion": conclusion, "head_branch": "main", "updated_at": days_ago(d)});
+    // Its judge's last finished run is older than max_age_days (a cancelled one is newer).
+    actions(
+        &gh,
+        serde_json::json!([run(70, "cancelled", 0), run(71, "success", 5)]),
+    );
+    let (g, rest, _) = merge_pull(&gh, &h, 3, serde_json::json!([]));
+    for said in [&g, &rest] {
+        assert!(said.contains("judge-missing"), "{said}");
+        assert!(
+            said.contains("the judge of role ghprobe has not run") && said.contains("run 71"),
+            "{said}"
+        );
+    }
+    assert!(!merged_pull(&gh, 3), "a refused merge reached GitHub");
+    // It ran yesterday (a failure counts: the judge ran).
+    actions(
+        &gh,
+        serde_json::json!([run(72, "failure", 1), run(71, "success", 5)]),
+    );
+    let (g, _, merge_run) = merge_pull(&gh, &h, 3, serde_json::json!([]));
+    assert!(g.starts_with("ok"), "{g}");
+    assert!(merged_pull(&gh, 3));
+    let reason = merge_allowed(&merge_run);
+    assert!(
+        reason.contains("by-ratchet")
+            && reason.contains("ci.yml run 72")
+            && reason.contains("role ghprobe"),
+        "{reason}"
+    );
 }

@@ -490,19 +490,26 @@ fn the_conformance_suite_passes_through_the_proxy_and_on_airlocks_own_server() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-#[test]
-fn server_everything_over_stdio_runs_in_a_jail_of_its_own_and_dies_with_the_run() {
-    require_journald();
-    let up = reference_server();
+/// A host whose `everything` connector is server-everything over stdio, run as its own uid
+/// (`base` and up, one of nine per test process): the host and that uid.
+fn stdio_everything_host(up: &Upstream, base: u32) -> (Host, u32) {
     let pkg = require_npm("@modelcontextprotocol/server-everything");
-    let conn_uid = 1_880_094_990 + std::process::id() % 9;
+    let conn_uid = base + std::process::id() % 9;
     let h = host_with(
-        &up,
+        up,
         Some(&format!(
             "{{command: [/usr/bin/node, {}, stdio], uid: {conn_uid}}}",
             pkg.join("dist/index.js").display()
         )),
     );
+    (h, conn_uid)
+}
+
+#[test]
+fn server_everything_over_stdio_runs_in_a_jail_of_its_own_and_dies_with_the_run() {
+    require_journald();
+    let up = reference_server();
+    let (h, conn_uid) = stdio_everything_host(&up, 1_880_094_990);
     let instance_uid = h.uids[0];
     let argv = mcp_agent(&json!({"server": "everything", "steps": [
         {"list": "tools"},
@@ -1317,4 +1324,117 @@ fn hostile_upstreams_cannot_make_the_gateway_keep_memory() {
             GATEWAY_PEAK_BOUND_KIB >> 10
         );
     }
+}
+
+/// An upstream that dies in the middle of a run: the agent's next call gets a clear MCP
+/// error naming the connector, and the agent (and the run) go on.
+#[test]
+fn an_upstream_that_dies_mid_run_is_an_error_naming_the_connector_and_the_agent_goes_on() {
+    require_journald();
+    let mut up = reference_server();
+    let h = host(&up, None);
+    let argv = mcp_agent(&json!({"server": "reference", "steps": [
+        {"call": "echo", "args": {"message": "before"}},
+        {"sleep_ms": 3000},
+        {"call": "echo", "args": {"message": "after"}},
+        {"call": "test_simple_text"},
+    ]}));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut child = h
+        .launch("code", "tess", &[], &argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(&line.unwrap()) else {
+            continue;
+        };
+        if v["step"] == 0 {
+            // The upstream dies while the agent sleeps.
+            let _ = up.child.kill();
+            let _ = up.child.wait();
+        }
+        lines.push(v);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{lines:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(step(&lines, 0)["text"], "echo: before", "{lines:?}");
+    for i in [2, 3] {
+        let s = step(&lines, i);
+        let said = format!(
+            "{}{}",
+            s["text"].as_str().unwrap_or(""),
+            s["thrown"].as_str().unwrap_or("")
+        );
+        assert!(
+            said.contains("reference") && (s["isError"] == true || s["thrown"].is_string()),
+            "step {i} should be an error naming the connector: {s}"
+        );
+        assert!(!said.contains(SECRET), "{said}");
+    }
+    // The agent went on to its end.
+    assert!(lines.iter().any(|l| l["step"] == "asked"), "{lines:?}");
+}
+
+/// A stdio connector whose server dies in the middle of a run (killed in its own jail):
+/// the agent's next call is an MCP error naming the connector, and the agent goes on.
+#[test]
+fn a_stdio_connector_that_dies_mid_run_is_an_error_naming_it_and_the_agent_goes_on() {
+    require_journald();
+    let up = reference_server();
+    let (h, conn_uid) = stdio_everything_host(&up, 1_880_094_980);
+    let argv = mcp_agent(&json!({"server": "everything", "steps": [
+        {"call": "echo", "args": {"message": "before"}},
+        {"sleep_ms": 3000},
+        {"call": "echo", "args": {"message": "after"}},
+    ]}));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut child = h
+        .launch("code", "tess", &[], &argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    let mut killed = 0;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(&line.unwrap()) else {
+            continue;
+        };
+        if v["step"] == 0 {
+            for p in airlock::supervisor::launch::pids_of_uid(conn_uid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                killed += 1;
+            }
+        }
+        lines.push(v);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{lines:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(killed > 0, "no connector process to kill");
+    assert_eq!(step(&lines, 0)["text"], "Echo: before", "{lines:?}");
+    let s = step(&lines, 2);
+    let said = format!(
+        "{}{}",
+        s["text"].as_str().unwrap_or(""),
+        s["thrown"].as_str().unwrap_or("")
+    );
+    assert!(
+        said.contains("everything") && (s["isError"] == true || s["thrown"].is_string()),
+        "the call after the connector died should be an error naming it: {s}"
+    );
+    assert!(lines.iter().any(|l| l["step"] == "asked"), "{lines:?}");
 }

@@ -931,6 +931,30 @@ fn cases() -> Vec<Case> {
             S,
         ),
         case(
+            "mcp url with a password",
+            &[(
+                "run.mcp.github.url",
+                &q(&format!("https://bot:{s}@mcp.example/mcp")),
+            )],
+            "run.mcp.github.url",
+            "must not carry a user or password",
+            S,
+        ),
+        case(
+            "mcp url plain http elsewhere",
+            &[("run.mcp.github.url", &q(&format!("http://mcp.example/{s}")))],
+            "run.mcp.github.url",
+            "plain http goes only to this host",
+            S,
+        ),
+        case(
+            "mcp header not a header name",
+            &[("run.mcp.github.header", &q(&format!("{s} x")))],
+            "run.mcp.github.header",
+            "an HTTP header name",
+            S,
+        ),
+        case(
             "mcp url not string",
             &[("run.mcp.github.url", "424242")],
             "run.mcp.github.url",

@@ -36,13 +36,16 @@ if (mode === "serve") {
   }).listen(Number(rest[0]), "127.0.0.1", () => process.stdout.write("listening\n"));
 } else {
   const url = new URL(rest[0]);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  // An https URL (benches/mcp_https.sh, straight to the TLS upstream): its CA comes from
+  // NODE_EXTRA_CA_CERTS.
+  const client = url.protocol === "https:" ? require("https") : http;
+  const agent = new client.Agent({ keepAlive: true, maxSockets: 64 });
   let session = null;
   const post = (msg) => new Promise((resolve, reject) => {
     const body = JSON.stringify(msg);
     const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", "content-length": Buffer.byteLength(body) };
     if (session) headers["mcp-session-id"] = session;
-    const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers, agent }, (res) => {
+    const req = client.request({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers, agent }, (res) => {
       let data = "";
       res.on("data", (c) => (data += c));
       res.on("end", () => { if (res.headers["mcp-session-id"]) session = res.headers["mcp-session-id"]; resolve(data); });

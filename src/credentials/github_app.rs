@@ -3,12 +3,15 @@
 //! the run's repositories and the permissions its role implies, and their revocation
 //! (`DELETE /installation/token`) when the run's lease ends.
 //!
-//! Minted tokens live in this process's memory only ([`Held`]), by lease id, until their
-//! revocation is confirmed: never in a file, the journal, the ledger or an error. A token
-//! left after a crash dies at GitHub's own expiry (an hour), which the lease records so the
-//! start-up sweep can say when it is really over.
+//! Minted tokens live in this process's memory ([`Held`]), by lease id, until their
+//! revocation is confirmed, and in one root-only file per lease under the state directory
+//! (`leases/held/`, 0600 in a 0700 directory, as the App's own key is kept) so that the
+//! next start can revoke at GitHub what a crash left alive; never in the journal, the
+//! ledger or an error. A token whose file is lost too dies at GitHub's own expiry (an
+//! hour), which the lease records so the start-up sweep can say when it is really over.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -366,7 +369,7 @@ async fn mint_one(
             expires_at: v
                 .get("expires_at")
                 .and_then(Value::as_str)
-                .and_then(parse_rfc3339_ms)
+                .and_then(crate::calendar::parse_utc_ms)
                 // Unknown: GitHub's documented lifetime.
                 .unwrap_or_else(|| crate::supervisor::ledger::now_ms() + 3_600_000),
             client: client.clone(),
@@ -398,10 +401,36 @@ async fn delete(m: &Minted) -> Result<(), String> {
     }
 }
 
-/// Tokens minted and not yet confirmed revoked, by lease id (this process's memory only),
-/// with when their DELETE was last tried.
+/// Tokens minted and not yet confirmed revoked, by lease id, with when their DELETE was
+/// last tried and the file that keeps them for a restart.
 static HELD: Mutex<BTreeMap<String, HeldTokens>> = Mutex::new(BTreeMap::new());
-type HeldTokens = (Vec<Minted>, Option<std::time::Instant>);
+type HeldTokens = (Vec<Minted>, Option<std::time::Instant>, Option<PathBuf>);
+
+/// Where tokens are kept for their revocation after a crash.
+pub fn held_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("leases").join("held")
+}
+
+/// The file of `lease` (`run/R/github/1`) in `dir`.
+fn held_file(dir: &Path, lease: &str) -> PathBuf {
+    dir.join(format!("{}.json", lease.replace('/', "+")))
+}
+
+/// What a held file keeps of each token: enough to DELETE it.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeptToken {
+    owner: String,
+    token: String,
+    expires_at: u64,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Kept {
+    lease: String,
+    tokens: Vec<KeptToken>,
+}
 /// Leases whose tokens GitHub confirmed revoked, until their lease record says so.
 static CONFIRMED: Mutex<std::collections::BTreeSet<String>> =
     Mutex::new(std::collections::BTreeSet::new());
@@ -414,10 +443,97 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 pub struct Held;
 
 impl Held {
-    pub fn put(lease: &str, minted: Vec<Minted>) {
+    /// Hold `lease`'s tokens, kept first in their file under `dir` ([`held_dir`]) so a
+    /// crash cannot leave them alive unknown to the next start. Refused (the tokens are
+    /// then the caller's to revoke) when the file cannot be written.
+    pub fn put(lease: &str, minted: Vec<Minted>, dir: &Path) -> Result<(), String> {
+        let kept = Kept {
+            lease: lease.to_string(),
+            tokens: minted
+                .iter()
+                .map(|m| KeptToken {
+                    owner: m.owner.clone(),
+                    token: m.token.expose().to_string(),
+                    expires_at: m.expires_at,
+                })
+                .collect(),
+        };
+        let file = held_file(dir, lease);
+        let keep = || -> std::io::Result<()> {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+            let text = serde_json::to_vec(&kept).map_err(std::io::Error::other)?;
+            super::leases::write_atomic(&file, &text)
+        };
+        let stored = keep().map_err(|e| {
+            format!(
+                "{}: the run's GitHub tokens could not be kept for their revocation: {e}",
+                file.display()
+            )
+        });
         if let Ok(mut h) = HELD.lock() {
-            h.insert(lease.to_string(), (minted, None));
+            // Held either way: a token that was minted is revoked by this process.
+            h.insert(
+                lease.to_string(),
+                (minted, None, stored.is_ok().then_some(file)),
+            );
         }
+        stored
+    }
+
+    /// Take back the tokens a crashed process kept in `dir` (each lease this process does
+    /// not hold, and whose run `skip` does not name as still supervised elsewhere), so the
+    /// start-up sweep revokes them at GitHub. Files that cannot be read are left alone
+    /// (named in the answer); tokens past GitHub's expiry are forgotten with their file.
+    pub fn reload(
+        dir: &Path,
+        client: &AppClient,
+        now_ms: u64,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let mut unread = Vec::new();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return unread;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().and_then(|x| x.to_str()) != Some("json") {
+                continue;
+            }
+            let Some(kept) = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Kept>(&b).ok())
+            else {
+                unread.push(path.display().to_string());
+                continue;
+            };
+            let run = kept.lease.split('/').nth(1).unwrap_or("");
+            if skip(run) || Held::holds(&kept.lease) {
+                continue;
+            }
+            let minted: Vec<Minted> = kept
+                .tokens
+                .into_iter()
+                .filter(|t| t.expires_at > now_ms)
+                .map(|t| Minted {
+                    owner: t.owner,
+                    token: Secret(t.token),
+                    expires_at: t.expires_at,
+                    client: client.clone(),
+                })
+                .collect();
+            if minted.is_empty() {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if let Ok(mut h) = HELD.lock() {
+                h.insert(kept.lease, (minted, None, Some(path)));
+            }
+        }
+        unread
     }
 
     /// Whether this process still holds tokens for `lease`.
@@ -435,15 +551,15 @@ impl Held {
         let taken = HELD.lock().ok().and_then(|mut h| {
             let recent = h
                 .get(lease)
-                .and_then(|(_, t)| *t)
+                .and_then(|(_, t, _)| *t)
                 .is_some_and(|t| t.elapsed() < RETRY_AFTER);
             if recent {
                 None
             } else {
-                h.remove(lease).map(|(m, _)| m)
+                h.remove(lease).map(|(m, _, f)| (m, f))
             }
         });
-        let Some(all) = taken else {
+        let Some((all, file)) = taken else {
             return false;
         };
         let left = blocking(async move {
@@ -470,11 +586,20 @@ impl Held {
                 if let Ok(mut c) = CONFIRMED.lock() {
                     c.insert(lease.to_string());
                 }
+                if let Some(f) = file {
+                    let _ = std::fs::remove_file(&f);
+                    if let Some(d) = f.parent() {
+                        super::leases::sync_dir(d);
+                    }
+                }
                 true
             }
             Ok(left) => {
                 if let Ok(mut h) = HELD.lock() {
-                    h.insert(lease.to_string(), (left, Some(std::time::Instant::now())));
+                    h.insert(
+                        lease.to_string(),
+                        (left, Some(std::time::Instant::now()), file),
+                    );
                 }
                 false
             }
@@ -506,29 +631,6 @@ impl Held {
             c.remove(lease);
         }
     }
-}
-
-/// `2026-12-01T12:00:00Z` -> Unix milliseconds.
-fn parse_rfc3339_ms(s: &str) -> Option<u64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let days = days_from_civil(n(0..4)?, n(5..7)?, n(8..10)?);
-    let secs = days * 86_400 + n(11..13)? * 3600 + n(14..16)? * 60 + n(17..19)?;
-    u64::try_from(secs).ok().map(|s| s * 1000)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
@@ -564,11 +666,5 @@ mod tests {
             let e = AppKey::from_pem(bad).unwrap_err();
             assert!(!e.contains("AAAA") && !e.contains("secret"), "{e}");
         }
-    }
-
-    #[test]
-    fn timestamps_parse() {
-        assert_eq!(parse_rfc3339_ms("1970-01-02T00:00:01Z"), Some(86_401_000));
-        assert_eq!(parse_rfc3339_ms("nope"), None);
     }
 }

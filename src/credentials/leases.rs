@@ -426,7 +426,8 @@ impl LeaseStore {
 }
 
 /// tmp file (0600) + fsync + rename + fsync of the folder: a record is whole or absent.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// tmp file (0600) + fsync + rename + fsync of the directory.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let result = (|| {
@@ -448,7 +449,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn sync_dir(dir: &Path) {
+pub(crate) fn sync_dir(dir: &Path) {
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }

@@ -18,6 +18,7 @@ pub mod reload;
 pub mod runs;
 pub mod server;
 pub mod standby;
+mod trim;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -628,8 +628,15 @@ fn close(
             &[],
         );
     }
-    lock(&d.active).remove(&info.run);
+    let idle = {
+        let mut active = lock(&d.active);
+        active.remove(&info.run);
+        active.is_empty()
+    };
     d.changed.notify_one();
+    if idle {
+        super::trim::when_idle();
+    }
     ok
 }
 

@@ -64,6 +64,12 @@ pub struct ProxySession {
 const MAX_CURSORS: usize = 1024;
 
 impl Connector {
+    /// What the agent is told of a failure of the upstream: which connector it was, so the
+    /// agent (and whoever reads its log) knows which server is gone.
+    fn failed(&self, e: impl std::fmt::Display) -> String {
+        format!("connector `{}`: {e}", self.name)
+    }
+
     /// `secret`: the connector's credential, if it has one (never relayed to the agent).
     pub fn new(name: String, upstream: Upstream, secret: Option<&str>) -> Connector {
         let mut secrets = Vec::new();
@@ -111,16 +117,27 @@ impl Connector {
     /// `v` with every copy of the credential withheld; None when withholding it left no
     /// valid answer (then the agent gets an error, never a silently emptied result).
     fn scrub(&self, v: Value) -> Option<Value> {
-        if self.secrets.is_empty() {
+        // An OAuth connector's tokens change while the run goes on.
+        let live = match &self.upstream {
+            Upstream::Http(h) => h.live_tokens(),
+            Upstream::Stdio(_) => Vec::new(),
+        };
+        let all: Vec<&str> = self
+            .secrets
+            .iter()
+            .map(String::as_str)
+            .chain(live.iter().map(String::as_str).filter(|s| s.len() >= 4))
+            .collect();
+        if all.is_empty() {
             return Some(v);
         }
         let text = v.to_string();
-        if !self.secrets.iter().any(|s| text.contains(s.as_str())) {
+        if !all.iter().any(|s| text.contains(s)) {
             return Some(v);
         }
         let mut t = text;
-        for s in &self.secrets {
-            t = t.replace(s.as_str(), "[withheld by Airlock]");
+        for s in all {
+            t = t.replace(s, "[withheld by Airlock]");
         }
         serde_json::from_str(&t).ok()
     }
@@ -306,7 +323,7 @@ async fn initialize(c: &Connector, id: &Value, params: &Value) -> Reply {
     };
     let ex = match c.upstream.post(&init, Some(&json!(0)), None, None).await {
         Ok(ex) => ex,
-        Err(e) => return Reply::refused(502, INTERNAL_ERROR, &e.to_string()),
+        Err(e) => return Reply::refused(502, INTERNAL_ERROR, &c.failed(e)),
     };
     let Some(result) = ex.response.as_ref().and_then(|r| r.get("result")) else {
         return Reply::refused(
@@ -332,7 +349,7 @@ async fn initialize(c: &Connector, id: &Value, params: &Value) -> Reply {
         .post(&initialized, None, ex.session.as_deref(), Some(up_version))
         .await
     {
-        return Reply::refused(502, INTERNAL_ERROR, &e.to_string());
+        return Reply::refused(502, INTERNAL_ERROR, &c.failed(e));
     }
     let caps = capabilities(result.get("capabilities").unwrap_or(&Value::Null));
     let text = |k: &str| result.get(k).and_then(Value::as_str).map(str::to_string);
@@ -403,9 +420,9 @@ async fn forward(
         .map_err(|e| match e {
             UpstreamError::Status(404) => (
                 INTERNAL_ERROR,
-                "the connector's upstream ended its session; initialize again".to_string(),
+                c.failed("the connector's upstream ended its session; initialize again"),
             ),
-            e => (INTERNAL_ERROR, e.to_string()),
+            e => (INTERNAL_ERROR, c.failed(e)),
         })?;
     let resp = c
         .scrub(ex.response.clone().unwrap_or(Value::Null))

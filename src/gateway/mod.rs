@@ -29,6 +29,8 @@ pub mod http;
 pub mod jsonrpc;
 pub mod mcp_proxy;
 pub mod mcp_server;
+pub mod oauth;
+pub mod oauth_meta;
 pub mod provider;
 pub mod provider_check;
 pub mod run_tls;
@@ -90,6 +92,11 @@ pub enum UpstreamPlan {
     Http {
         url: upstream::HttpUrl,
         auth: Option<(String, crate::credentials::Secret)>,
+        /// How an `https` upstream's certificate is verified (the system store or the
+        /// connector's `ca_file`); `None` for plain http.
+        tls: Option<Arc<rustls::ClientConfig>>,
+        /// An OAuth connector's access token, shared by its runs (then `auth` is `None`).
+        oauth: Option<Arc<oauth::TokenSource>>,
     },
     /// A stdio server in a jail of its own, started with the gateway; its credential, if
     /// it has one, goes in its environment as the named variable (added to the spec only
@@ -247,10 +254,14 @@ impl Gateway {
             .map(|(_, t)| ("Authorization".to_string(), t.clone()));
         for (name, up) in &plan.upstreams {
             let up = match (up, &gh_token) {
-                (UpstreamPlan::Http { url, .. }, Some(t)) if name == github::mcp::CONNECTOR => {
+                (UpstreamPlan::Http { url, tls, .. }, Some(t))
+                    if name == github::mcp::CONNECTOR =>
+                {
                     &UpstreamPlan::Http {
                         url: url.clone(),
                         auth: Some(t.clone()),
+                        tls: tls.clone(),
+                        oauth: None,
                     }
                 }
                 _ => up,
@@ -261,12 +272,22 @@ impl Gateway {
             }
             .map(|(_, s)| s.expose());
             let upstream = match up {
-                UpstreamPlan::Http { url, auth } => {
+                UpstreamPlan::Http {
+                    url,
+                    auth,
+                    tls,
+                    oauth,
+                } => {
                     let auth = match auth {
                         Some((h, secret)) => Some(auth_header(h, secret)?),
                         None => None,
                     };
-                    upstream::Upstream::Http(upstream::HttpUpstream::new(url.clone(), auth))
+                    upstream::Upstream::Http(upstream::HttpUpstream::new(
+                        url.clone(),
+                        auth,
+                        tls.clone(),
+                        oauth.clone(),
+                    )?)
                 }
                 UpstreamPlan::Stdio { .. } => {
                     let sock = stdio.remove(name).ok_or_else(|| {

@@ -1,4 +1,5 @@
-//! The gateway's client of an MCP connector's upstream (streamable HTTP): one POST per
+//! The gateway's client of an MCP connector's upstream (streamable HTTP, over TLS or, to
+//! this host only, plain): one POST per
 //! message, the answer as JSON or as an SSE stream read until the response to that message
 //! comes. Requests the upstream makes of its client in that stream (sampling, elicitation,
 //! roots) are answered here, refused or empty: they never reach the agent or its model.
@@ -15,6 +16,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, HOST};
 use hyper::{Method, Request};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -41,17 +43,33 @@ pub fn shown_method(m: Option<&str>) -> String {
     }
 }
 
-/// An `http://host[:port]/path` URL, checked.
+/// An `http://` or `https://host[:port]/path` URL, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpUrl {
+    /// TLS (`https://`), else plain http (to this host only, see [`HttpUrl::is_loopback`]).
+    pub https: bool,
     pub authority: String,
     pub path: String,
 }
 
-/// Parse a plain http URL: a host name or IPv4 address (or `[v6]`), an optional port, a
-/// path; no user info, query or fragment.
+/// Whether `u` carries a user or password (`scheme://user[:pw]@host`): a config error, named
+/// without the value (it is likely a secret).
+pub fn has_userinfo(u: &str) -> bool {
+    let rest = u
+        .strip_prefix("https://")
+        .or_else(|| u.strip_prefix("http://"))
+        .unwrap_or(u);
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    authority.contains('@')
+}
+
+/// Parse an http or https URL: a host name or IPv4 address (or `[v6]`), an optional port,
+/// a path; no user info, query or fragment.
 pub fn parse_http_url(u: &str) -> Option<HttpUrl> {
-    let rest = u.strip_prefix("http://")?;
+    let (https, rest) = match u.strip_prefix("https://") {
+        Some(r) => (true, r),
+        None => (false, u.strip_prefix("http://")?),
+    };
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -75,20 +93,32 @@ pub fn parse_http_url(u: &str) -> Option<HttpUrl> {
         .bytes()
         .all(|b| b.is_ascii_graphic() && !matches!(b, b'?' | b'#' | b'\\'));
     (ok_authority && path_ok).then(|| HttpUrl {
+        https,
         authority: authority.to_string(),
         path: path.to_string(),
     })
 }
 
 impl HttpUrl {
-    /// Whether the host is this machine's loopback (127.0.0.0/8, ::1, localhost): plain
-    /// http carries a connector's credential in clear, so it goes nowhere else.
-    pub fn is_loopback(&self) -> bool {
+    /// The host, without port or IPv6 brackets.
+    pub fn host(&self) -> &str {
         let host = match self.authority.rsplit_once(':') {
             Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':') => h,
             _ => self.authority.as_str(),
         };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        host.trim_start_matches('[').trim_end_matches(']')
+    }
+
+    /// `https://authority` or `http://authority`.
+    pub fn origin(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.authority)
+    }
+
+    /// Whether the host is this machine's loopback (127.0.0.0/8, ::1, localhost): plain
+    /// http carries a connector's credential in clear, so it goes nowhere else.
+    pub fn is_loopback(&self) -> bool {
+        let host = self.host();
         host == "localhost"
             || host
                 .parse::<std::net::IpAddr>()
@@ -104,6 +134,14 @@ pub enum UpstreamError {
     Timeout,
     #[error("the connector's upstream answered HTTP {0}")]
     Status(u16),
+    /// A redirect could carry the credential elsewhere: never followed.
+    #[error("the connector's upstream answered a redirect (HTTP {0}); the gateway follows none")]
+    Redirected(u16),
+    /// The connector's OAuth client could not get a token, or a fresh one was refused.
+    #[error("{0}")]
+    Authorization(String),
+    #[error("the connector's upstream's TLS certificate was refused (not valid for its host name, or not from a CA this host trusts: the system store or the connector's ca_file)")]
+    Untrusted,
     #[error("the connector's upstream sent an answer that is not valid MCP")]
     Malformed,
     #[error("the connector's upstream sent more than 16 MiB")]
@@ -140,23 +178,100 @@ pub struct Exchange {
     pub asked: Vec<String>,
 }
 
+/// The connection pool to one upstream: plain (loopback) or TLS only, so an https URL is
+/// never reached in clear.
+enum Conn {
+    Plain(Client<HttpConnector, Full<Bytes>>),
+    Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+}
+
+impl Conn {
+    async fn request(
+        &self,
+        req: Request<Full<Bytes>>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, UpstreamError> {
+        let r = match self {
+            Conn::Plain(c) => c.request(req).await,
+            Conn::Tls(c) => c.request(req).await,
+        };
+        r.map_err(|e| {
+            if tls_refused(&e) {
+                UpstreamError::Untrusted
+            } else {
+                UpstreamError::Unreachable
+            }
+        })
+    }
+}
+
+/// Whether a failed request failed on the upstream's certificate (rustls said so).
+fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(rustls::Error::InvalidCertificate(_)) = err.downcast_ref::<rustls::Error>() {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if let Some(inner) = io.get_ref() {
+                if tls_refused(inner) {
+                    return true;
+                }
+            }
+        }
+        cur = err.source();
+    }
+    false
+}
+
 pub struct HttpUpstream {
-    client: Client<HttpConnector, Full<Bytes>>,
+    conn: Conn,
     url: HttpUrl,
     auth: Option<(HeaderName, HeaderValue)>,
+    /// An OAuth connector's shared access token (then `auth` is `None`).
+    oauth: Option<std::sync::Arc<super::oauth::TokenSource>>,
 }
 
 impl HttpUpstream {
-    /// `auth`: the header carrying the connector's credential, if it has one.
-    pub fn new(url: HttpUrl, auth: Option<(HeaderName, HeaderValue)>) -> HttpUpstream {
+    /// `auth`: the header carrying the connector's credential, if it has one. `tls`: how an
+    /// `https` upstream is verified (required for one; its connections keep alive in the
+    /// pool, so a run's calls share them).
+    pub fn new(
+        url: HttpUrl,
+        auth: Option<(HeaderName, HeaderValue)>,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+        oauth: Option<std::sync::Arc<super::oauth::TokenSource>>,
+    ) -> std::io::Result<HttpUpstream> {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.set_connect_timeout(Some(Duration::from_secs(10)));
-        HttpUpstream {
-            client: Client::builder(TokioExecutor::new()).build(http),
+        let conn = if url.https {
+            let tls = tls.ok_or_else(|| {
+                std::io::Error::other("an https upstream needs its TLS configuration")
+            })?;
+            http.enforce_http(false);
+            let https = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config((*tls).clone())
+                .https_only()
+                .enable_http1()
+                .wrap_connector(http);
+            Conn::Tls(Client::builder(TokioExecutor::new()).build(https))
+        } else {
+            Conn::Plain(Client::builder(TokioExecutor::new()).build(http))
+        };
+        Ok(HttpUpstream {
+            conn,
             url,
             auth,
-        }
+            oauth,
+        })
+    }
+
+    /// The OAuth tokens this upstream was sent lately (none for a static credential).
+    pub fn live_tokens(&self) -> Vec<String> {
+        self.oauth
+            .as_ref()
+            .map(|s| s.recent_tokens())
+            .unwrap_or_default()
     }
 
     /// POST one message; the response's head, its body unread.
@@ -167,13 +282,44 @@ impl HttpUpstream {
         version: Option<&str>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, UpstreamError> {
         let body = serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?;
+        let Some(src) = &self.oauth else {
+            let req = self
+                .request(Method::POST, body, session, version, None)
+                .ok_or(UpstreamError::Malformed)?;
+            return self.conn.request(req).await;
+        };
+        let fail = |e: String| UpstreamError::Authorization(src.failed(&e));
+        let token = src.current().await.map_err(fail)?;
         let req = self
-            .request(Method::POST, body, session, version)
+            .request(Method::POST, body.clone(), session, version, token.as_ref())
             .ok_or(UpstreamError::Malformed)?;
-        self.client
-            .request(req)
+        let resp = self.conn.request(req).await?;
+        if resp.status() != hyper::StatusCode::UNAUTHORIZED {
+            return Ok(resp);
+        }
+        // Refused: discover (first contact) or replace the token, and try once more.
+        let challenge = resp
+            .headers()
+            .get(hyper::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let _ = http_body_util::Limited::new(resp.into_body(), 64 << 10)
+            .collect()
+            .await;
+        let fresh = src
+            .after_refusal(challenge.as_deref(), token.as_ref())
             .await
-            .map_err(|_| UpstreamError::Unreachable)
+            .map_err(fail)?;
+        let req = self
+            .request(Method::POST, body, session, version, Some(&fresh))
+            .ok_or(UpstreamError::Malformed)?;
+        let resp = self.conn.request(req).await?;
+        if resp.status() == hyper::StatusCode::UNAUTHORIZED {
+            return Err(fail(
+                "the upstream refused a fresh access token (the grant may be revoked: check the client at its authorization server)".into(),
+            ));
+        }
+        Ok(resp)
     }
 
     /// A request to the endpoint: the session and revision headers when given, the
@@ -184,8 +330,9 @@ impl HttpUpstream {
         body: Vec<u8>,
         session: Option<&str>,
         version: Option<&str>,
+        token: Option<&HeaderValue>,
     ) -> Option<Request<Full<Bytes>>> {
-        let uri = format!("http://{}{}", self.url.authority, self.url.path);
+        let uri = format!("{}{}", self.url.origin(), self.url.path);
         let mut b = Request::builder()
             .method(method)
             .uri(uri)
@@ -200,6 +347,9 @@ impl HttpUpstream {
         }
         if let Some((k, v)) = &self.auth {
             b = b.header(k, v);
+        }
+        if let Some(t) = token {
+            b = b.header(hyper::header::AUTHORIZATION, t);
         }
         b.body(Full::new(Bytes::from(body))).ok()
     }
@@ -241,6 +391,9 @@ impl HttpUpstream {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|c| c.starts_with("text/event-stream"));
+        if (300..400).contains(&status) {
+            return Err(UpstreamError::Redirected(status));
+        }
         if !(200..300).contains(&status) {
             return Err(UpstreamError::Status(status));
         }
@@ -311,8 +464,18 @@ impl HttpUpstream {
 
     /// End an upstream session (HTTP DELETE); its answer is only a status.
     pub async fn delete(&self, session: &str) {
-        if let Some(req) = self.request(Method::DELETE, Vec::new(), Some(session), None) {
-            let _ = tokio::time::timeout(Duration::from_secs(2), self.client.request(req)).await;
+        let token = match &self.oauth {
+            Some(s) => s.current().await.ok().flatten(),
+            None => None,
+        };
+        if let Some(req) = self.request(
+            Method::DELETE,
+            Vec::new(),
+            Some(session),
+            None,
+            token.as_ref(),
+        ) {
+            let _ = tokio::time::timeout(Duration::from_secs(2), self.conn.request(req)).await;
         }
     }
 
@@ -418,8 +581,16 @@ mod tests {
         );
         assert_eq!(parse_http_url("http://mcp.example").unwrap().path, "/");
         assert!(parse_http_url("http://[::1]:80/x").is_some());
+        let t = parse_http_url("https://mcp.example/mcp").unwrap();
+        assert!(t.https && !parse_http_url("http://a/").unwrap().https);
+        assert_eq!(
+            (t.host(), t.origin().as_str()),
+            ("mcp.example", "https://mcp.example")
+        );
+        assert!(has_userinfo("https://u:tok@mcp.example/mcp"));
+        assert!(!has_userinfo("https://mcp.example/a@b"));
         for bad in [
-            "https://a/b",
+            "https://user:pw@host/",
             "http://user:pw@host/",
             "http://host:0/",
             "http://host/a?b",

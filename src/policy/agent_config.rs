@@ -38,7 +38,8 @@ pub const CLAUDE_MANAGED_SETTINGS_PATH: &str = "/etc/claude-code/managed-setting
 pub const CLAUDE_MANAGED_MCP_PATH: &str = "/etc/claude-code/managed-mcp.json";
 
 /// The run's gateway endpoints the agent may reach: the bash tool, and one MCP endpoint per
-/// `run.mcp` connector that goes through Airlock (`{via: airlock}`).
+/// `run.mcp` connector, through Airlock (`{via: airlock}`) or direct (`{url, header}`: the
+/// jail has no other route, and the bearer stays with the gateway).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GatewayEndpoints {
     pub bash_url: String,
@@ -58,10 +59,8 @@ impl GatewayEndpoints {
         let url = |server: &str| format!("{base}/mcp/{server}");
         let mut mcp = BTreeMap::new();
         if let Some(run) = &role.run {
-            for (name, c) in &run.mcp {
-                if matches!(c, McpConnector::Gateway { .. }) {
-                    mcp.insert(name.clone(), url(name));
-                }
+            for name in run.mcp.keys() {
+                mcp.insert(name.clone(), url(name));
             }
         }
         GatewayEndpoints {
@@ -186,21 +185,16 @@ impl<'a> Grants<'a> {
             if name == BASH_SERVER {
                 return Err(AgentConfigError::ReservedConnector(name.clone()));
             }
-            match connector {
-                McpConnector::Gateway { via } if via == "airlock" => {
-                    let url = gateway
-                        .mcp
-                        .get(name)
-                        .ok_or_else(|| AgentConfigError::MissingEndpoint(name.clone()))?;
-                    servers.insert(name.as_str(), url.as_str());
-                }
-                McpConnector::Gateway { .. } => {
-                    return Err(AgentConfigError::UnknownVia(name.clone()))
-                }
-                // A direct connector takes a bearer the jail never holds, and the jail has no
-                // route to it: it is left out, so the agent is granted nothing there.
-                McpConnector::Direct { .. } => {}
+            if matches!(connector, McpConnector::Gateway { via } if via != "airlock") {
+                return Err(AgentConfigError::UnknownVia(name.clone()));
             }
+            // Both kinds are served by the run's gateway: a direct connector (`{url,
+            // header}`) in front of the role's URL, with the bearer the host holds for it.
+            let url = gateway
+                .mcp
+                .get(name)
+                .ok_or_else(|| AgentConfigError::MissingEndpoint(name.clone()))?;
+            servers.insert(name.as_str(), url.as_str());
         }
         for (connector, patterns) in &role.tools {
             for (i, pattern) in patterns.iter().enumerate() {

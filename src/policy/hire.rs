@@ -32,10 +32,29 @@ pub fn credential_lines(role: &Role, cfg: &Config) -> Result<Vec<String>, Vec<St
         }
     }
     for (name, c) in run.map(|r| &r.mcp).into_iter().flatten() {
-        if !matches!(c, McpConnector::Gateway { .. }) {
+        if let McpConnector::Direct { url, header } = c {
+            let cred = direct_credential(&role.role, name);
+            if cfg.credentials.contains_key(&cred) {
+                lines.push(format!(
+                    "connector {name}: credentials.{cred}, sent by the run's gateway only to {url} in {}, for the tools tools.{name} grants",
+                    header.as_deref().unwrap_or("Authorization")
+                ));
+            } else {
+                missing.push(format!(
+                    "credentials.{cred}: the bearer of the role's direct connector run.mcp.{name}"
+                ));
+            }
             continue;
         }
         match cfg.mcp_connectors.get(name) {
+            Some(conf) if conf.oauth.is_some() => {
+                let o = conf.oauth.as_ref().map(|o| (o.client_id.as_str(), o.client_secret.as_deref()));
+                let (id, secret) = o.unwrap_or_default();
+                lines.push(format!(
+                    "connector {name}: OAuth 2.1 client {id} (client_credentials{}), its access tokens used by the run's gateway only, for the tools tools.{name} grants",
+                    secret.map(|s| format!(", secret credentials.{s}")).unwrap_or_default()
+                ));
+            }
             Some(conf) => lines.push(match &conf.credential {
                 Some(cred) => format!(
                     "connector {name}: credentials.{cred}, used by the run's gateway only, for the tools tools.{name} grants"
@@ -68,6 +87,13 @@ pub fn credential_lines(role: &Role, cfg: &Config) -> Result<Vec<String>, Vec<St
     }
 }
 
+/// The credentials entry holding the bearer of a role's direct connector (`run.mcp.<name>:
+/// {url, header}`): `ROLE_<ROLE>_<CONNECTOR>_TOKEN`, upper case, `-` as `_` (seed 000).
+pub fn direct_credential(role: &str, connector: &str) -> String {
+    let up = |s: &str| s.to_ascii_uppercase().replace('-', "_");
+    format!("ROLE_{}_{}_TOKEN", up(role), up(connector))
+}
+
 fn repos(role: &Role) -> String {
     let mut all: Vec<&str> = role.writes.repos.iter().map(String::as_str).collect();
     for r in role.run.iter().flat_map(|r| r.clone.iter().flatten()) {
@@ -91,8 +117,13 @@ pub fn github_permissions(role: &Role) -> Vec<String> {
         "contents: write".to_string()
     }];
     p.push("metadata: read".into());
+    // A merge may land by the ratchet, which reads when the opener's judge last ran: a
+    // workflow's runs, or the comments on a report issue.
+    let merges = w.pull_requests.iter().any(|a| a == "merge");
     if !w.issues.is_empty() {
         p.push("issues: write".into());
+    } else if merges {
+        p.push("issues: read".into());
     }
     if !w.pull_requests.is_empty() {
         p.push("pull_requests: write".into());
@@ -102,7 +133,7 @@ pub fn github_permissions(role: &Role) -> Vec<String> {
     }
     if w.dispatch {
         p.push("actions: write".into());
-    } else if w.reads.iter().any(|r| r == "actions") {
+    } else if merges || w.reads.iter().any(|r| r == "actions") {
         p.push("actions: read".into());
     }
     p
@@ -150,18 +181,54 @@ mod tests {
         let cfg = config(
             "credentials:\n  anthropic: /etc/airlock/credentials/anthropic.key\n  gh: /etc/airlock/credentials/gh.pem\n  b: /etc/airlock/credentials/b\n\
 providers:\n  claude: {url: https://api.anthropic.com, credential: anthropic}\n\
-mcp_connectors:\n  board: {url: http://127.0.0.1:7/mcp, credential: b}\n  github: {url: http://127.0.0.1:8/mcp}\n\
+mcp_connectors:\n  board: {url: http://127.0.0.1:7/mcp, credential: b}\n  github: {url: https://mcp.example/mcp, oauth: {client_id: host-7, client_secret: b, grant: client_credentials}}\n\
 github: {app_id: 42, private_key: gh}\n",
         );
         let lines = credential_lines(&role, &cfg).unwrap();
         let text = lines.join("\n");
         assert!(text.contains("provider claude: key credentials.anthropic, sent only to https://api.anthropic.com"), "{text}");
         assert!(text.contains("connector board: credentials.b"), "{text}");
-        assert!(text.contains("connector github: no credential"), "{text}");
+        assert!(
+            text.contains("connector github: OAuth 2.1 client host-7 (client_credentials, secret credentials.b)"),
+            "{text}"
+        );
         assert!(
             text.contains("github: an installation token per run from App 42 (key credentials.gh)"),
             "{text}"
         );
         assert!(text.contains("pull_requests: write"), "{text}");
+    }
+
+    #[test]
+    fn a_direct_connector_needs_and_lists_its_role_token() {
+        assert_eq!(
+            direct_credential("code-review", "linear-app"),
+            "ROLE_CODE_REVIEW_LINEAR_APP_TOKEN"
+        );
+        let mut role = shipped("code");
+        let run = role.run.as_mut().unwrap();
+        run.mcp.clear();
+        run.mcp.insert(
+            "tracker".into(),
+            McpConnector::Direct {
+                url: "https://mcp.example/mcp".into(),
+                header: None,
+            },
+        );
+        role.identity = None;
+        let base = "providers:\n  claude: {url: https://api.anthropic.com}\n";
+        let missing = credential_lines(&role, &config(base)).unwrap_err();
+        assert_eq!(
+            missing,
+            vec!["credentials.ROLE_CODE_TRACKER_TOKEN: the bearer of the role's direct connector run.mcp.tracker".to_string()]
+        );
+        let cfg = config(&format!(
+            "credentials:\n  ROLE_CODE_TRACKER_TOKEN: /etc/airlock/credentials/t\n{base}"
+        ));
+        let text = credential_lines(&role, &cfg).unwrap().join("\n");
+        assert!(
+            text.contains("connector tracker: credentials.ROLE_CODE_TRACKER_TOKEN, sent by the run's gateway only to https://mcp.example/mcp in Authorization"),
+            "{text}"
+        );
     }
 }

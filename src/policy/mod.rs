@@ -18,6 +18,7 @@ pub mod pattern;
 pub mod prices;
 pub mod provider_tools;
 pub mod rails;
+pub mod ratchet;
 pub mod resource;
 pub mod secrets;
 pub mod store;

@@ -440,6 +440,26 @@ fn run(c: &mut Ctx, v: &Value) {
     }
 }
 
+/// What is wrong with a direct connector's `url` or `header`, if anything; never repeating
+/// the value (a URL with a password in it holds a secret).
+fn direct_field_problem(field: &str, text: &str) -> Option<&'static str> {
+    use crate::gateway::upstream::{has_userinfo, parse_http_url};
+    match field {
+        "url" if has_userinfo(text) => Some(
+            "must not carry a user or password (not repeated here): the bearer comes from the host's credentials ROLE_<ROLE>_<CONNECTOR>_TOKEN",
+        ),
+        "url" => match parse_http_url(text) {
+            Some(u) if u.https || u.is_loopback() => None,
+            Some(_) => Some("plain http goes only to this host: a bearer must not cross a network in clear; use https://"),
+            None => Some("must be https://HOST[:PORT]/PATH (or http:// to this host), without query or fragment"),
+        },
+        "header" if hyper::header::HeaderName::from_bytes(text.as_bytes()).is_err() => {
+            Some("must be an HTTP header name (letters, digits and -)")
+        }
+        _ => None,
+    }
+}
+
 /// `run.mcp`: connector -> `{via: airlock}` or `{url, header?}`, nothing else.
 fn mcp(c: &mut Ctx, v: &Value, path: &str) {
     let Some(entries) = c.mapping(v, path) else {
@@ -471,7 +491,13 @@ fn mcp(c: &mut Ctx, v: &Value, path: &str) {
         } else if m.contains_key("url") {
             if let Some(fields) = c.object(val, &p, &["url", "header"], &["url"]) {
                 for (f, x) in fields {
-                    c.string(x, &diag::key(&p, f));
+                    let at = diag::key(&p, f);
+                    let Some(text) = c.string(x, &at) else {
+                        continue;
+                    };
+                    if let Some(why) = direct_field_problem(f, text) {
+                        c.add(&at, why);
+                    }
                 }
             }
         } else {

@@ -113,6 +113,12 @@ pub fn mint(
             tokens,
             server_tls: run_tls.server,
             writes: Arc::default(),
+            created: Arc::default(),
+            openers: Some(Arc::new(super::openers::LedgerOpeners {
+                ledger: cfg.state_dir.join(super::ledger::FILE_NAME),
+                roles: cfg.roles.clone(),
+                policies: policies.clone(),
+            })),
             scratch,
         },
         minted,

@@ -176,21 +176,51 @@ fn read_credential(
 fn upstream_plans<'a>(
     cfg: &Config,
     run: &RunSpec,
+    role: &crate::role::Role,
     connectors: impl Iterator<Item = &'a String>,
 ) -> Result<std::collections::BTreeMap<String, UpstreamPlan>, LaunchError> {
     let mut out = std::collections::BTreeMap::new();
     for name in connectors {
+        let direct = role.run.as_ref().and_then(|r| match r.mcp.get(name) {
+            Some(crate::role::McpConnector::Direct { url, header }) => Some((url, header)),
+            _ => None,
+        });
+        if let Some((url, header)) = direct {
+            out.insert(name.clone(), direct_plan(cfg, role, name, url, header)?);
+            continue;
+        }
         let Some(c) = cfg.mcp_connectors.get(name) else {
             continue;
         };
         let where_ = || format!("{}: mcp_connectors.{name}", cfg.file.display());
         let secret = read_credential(cfg, c.credential.as_deref(), &where_())?;
         let plan = match &c.upstream {
-            UpstreamConf::Url { url, header } => {
+            UpstreamConf::Url {
+                url,
+                header,
+                ca_file,
+            } => {
                 let url = crate::gateway::upstream::parse_http_url(url)
-                    .ok_or_else(|| refused(format!("{}.url: not a plain http URL", where_())))?;
+                    .ok_or_else(|| refused(format!("{}.url: not an http(s) URL", where_())))?;
+                let tls = if url.https {
+                    Some(
+                        crate::gateway::provider::tls_config(ca_file.as_deref())
+                            .map_err(|e| refused(format!("{}.ca_file: {e}", where_())))?,
+                    )
+                } else {
+                    None
+                };
+                let oauth = match &c.oauth {
+                    Some(o) => Some(oauth_source(cfg, name, &url, o, ca_file.as_deref())?),
+                    None => None,
+                };
                 let auth = secret.map(|s| (header.clone(), s));
-                UpstreamPlan::Http { url, auth }
+                UpstreamPlan::Http {
+                    url,
+                    auth,
+                    tls,
+                    oauth,
+                }
             }
             UpstreamConf::Command {
                 argv,
@@ -213,6 +243,87 @@ fn upstream_plans<'a>(
         out.insert(name.clone(), plan);
     }
     Ok(out)
+}
+
+/// The upstream of a role's direct connector (`run.mcp.<name>: {url, header}`): the role's
+/// URL (https, with the system's CA store, or plain http to this host), its bearer the
+/// credentials entry `ROLE_<ROLE>_<CONNECTOR>_TOKEN`, which the launch needs.
+fn direct_plan(
+    cfg: &Config,
+    role: &crate::role::Role,
+    name: &str,
+    url: &str,
+    header: &Option<String>,
+) -> Result<UpstreamPlan, LaunchError> {
+    let at = format!("run.mcp.{name}");
+    let parsed = crate::gateway::upstream::parse_http_url(url)
+        .filter(|u| u.https || u.is_loopback())
+        .ok_or_else(|| {
+            refused(format!(
+                "{at}.url: must be https://HOST[:PORT]/PATH (or http:// to this host), without user, query or fragment"
+            ))
+        })?;
+    let cred = crate::policy::hire::direct_credential(&role.role, name);
+    let src = cfg.credentials.get(&cred).ok_or_else(|| {
+        refused(format!(
+            "{}: credentials.{cred}: no such entry; the role's direct connector {at} takes its bearer from it",
+            cfg.file.display()
+        ))
+    })?;
+    let secret = crate::credentials::read(&cred, src)
+        .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
+    let header = header.clone().unwrap_or_else(|| "Authorization".into());
+    if hyper::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+        return Err(refused(format!(
+            "{at}.header: must be an HTTP header name (letters, digits and -)"
+        )));
+    }
+    let tls = if parsed.https {
+        Some(
+            crate::gateway::provider::tls_config(None)
+                .map_err(|e| refused(format!("{at}.url: {e}")))?,
+        )
+    } else {
+        None
+    };
+    Ok(UpstreamPlan::Http {
+        url: parsed,
+        auth: Some((header, secret)),
+        tls,
+        oauth: None,
+    })
+}
+
+/// The shared access token source of an OAuth connector, its client secret read now.
+fn oauth_source(
+    cfg: &Config,
+    name: &str,
+    url: &crate::gateway::upstream::HttpUrl,
+    o: &crate::config::OAuthConf,
+    ca_file: Option<&Path>,
+) -> Result<std::sync::Arc<crate::gateway::oauth::TokenSource>, LaunchError> {
+    let at = format!("{}: mcp_connectors.{name}.oauth", cfg.file.display());
+    let client_secret = match &o.client_secret {
+        Some(n) => {
+            let src = cfg.credentials.get(n).ok_or_else(|| {
+                refused(format!("{at}.client_secret: no such entry in credentials"))
+            })?;
+            Some(
+                crate::credentials::read(n, src)
+                    .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?,
+            )
+        }
+        None => None,
+    };
+    let tls =
+        crate::gateway::provider::tls_config(ca_file).map_err(|e| refused(format!("{at}: {e}")))?;
+    let plan = crate::gateway::oauth::OAuthPlan {
+        client_id: o.client_id.clone(),
+        client_secret,
+        scopes: o.scopes.clone(),
+        tls,
+    };
+    Ok(crate::gateway::oauth::shared(name, url, plan))
 }
 
 /// The agent program of the role's provider, as airlockd's config names it (`agents`),
@@ -311,7 +422,7 @@ fn lease_wants(
     }
     for (name, up) in upstreams {
         let has = match up {
-            UpstreamPlan::Http { auth, .. } => auth.is_some(),
+            UpstreamPlan::Http { auth, oauth, .. } => auth.is_some() || oauth.is_some(),
             UpstreamPlan::Stdio { env, .. } => env.is_some(),
         };
         if has {
@@ -482,7 +593,12 @@ pub fn prepare_in(
                 run_dir.join("github-scratch"),
             )
             .map_err(refused)?;
-            github_app::Held::put(&github_lease, m.minted.clone());
+            github_app::Held::put(
+                &github_lease,
+                m.minted.clone(),
+                &github_app::held_dir(&cfg.state_dir),
+            )
+            .map_err(refused)?;
             Some(m)
         } else {
             None
@@ -590,7 +706,7 @@ pub fn prepare_in(
             stdio: false,
             disks: disks.mounts.clone(),
         };
-        let upstreams = upstream_plans(cfg, &spec, endpoints.mcp.keys())?;
+        let upstreams = upstream_plans(cfg, &spec, &loaded.role, endpoints.mcp.keys())?;
         // The run's leases, and the provider's run token in the agent's key variable.
         let now = crate::supervisor::ledger::now_ms();
         let expires =

@@ -159,6 +159,7 @@ pub fn sweep_left(
 ) -> Result<Revoked, String> {
     use crate::supervisor::alive::{self, Liveness};
     let held = |run: &str| matches!(alive::probe(&cfg.state_dir, run), Ok(Liveness::Held { .. }));
+    reload_tokens(cfg, &held);
     let reason = |i: &str| {
         if crate::supervisor::instances::lookup(cfg, i).is_ok_and(|c| c.fired) {
             format!("instance `{i}` was fired; revocation completed at {at}")
@@ -169,6 +170,32 @@ pub fn sweep_left(
         }
     };
     sweep(&LeaseStore::new(&cfg.state_dir), append, &held, &reason)
+}
+
+/// The GitHub tokens a crashed supervisor kept for revocation, taken back so the sweep
+/// revokes them at GitHub (with this host's App client: the tokens are its App's).
+fn reload_tokens(cfg: &crate::config::Config, supervised: &dyn Fn(&str) -> bool) {
+    use crate::credentials::github_app::{self, AppClient, Held};
+    let dir = github_app::held_dir(&cfg.state_dir);
+    if !dir.exists() {
+        return;
+    }
+    let client = cfg.github.as_ref().and_then(|g| {
+        Some(AppClient {
+            api: crate::gateway::provider::ProviderUrl::parse(&g.api_url).ok()?,
+            tls: crate::gateway::provider::tls_config(None).ok()?,
+        })
+    });
+    let Some(client) = client else {
+        tracing::warn!(
+            dir = %dir.display(),
+            "GitHub tokens kept for revocation, and no usable github: in the config to revoke them with; they die at GitHub's expiry"
+        );
+        return;
+    };
+    for f in Held::reload(&dir, &client, ledger::now_ms(), supervised) {
+        tracing::warn!(file = %f, "a kept GitHub token file could not be read; left for an operator");
+    }
 }
 
 /// Revoke every lease of `instance` not yet revoked, whatever its run (a fire).

@@ -103,7 +103,7 @@ pub struct RunClosed {
 
 /// What a run's gateway counted, for its closing record (each part only when the run had
 /// that route).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tally {
     pub calls: Option<CallCounts>,
     pub spend: Option<SpendCounts>,
@@ -148,13 +148,18 @@ pub struct EgressCounts {
 }
 
 /// A run's GitHub writes, forwarded through its GitHub route, and its budget.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GithubWrites {
     /// Writes forwarded (a push counts one).
     pub writes: u64,
     /// `budget.github_writes_per_run`.
     pub budget: u64,
+    /// The branches the run created, `owner/repo:branch`: the ratchet finds the role that
+    /// opened a pull request from its head branch here. Absent when it created none (and
+    /// in older records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created: Vec<String>,
 }
 
 /// A run's model requests (forwarded and refused) and what they cost, in micro-USD.
@@ -742,10 +747,9 @@ impl Ledger {
         self.last_hash = check.last_hash;
         for r in &sealed {
             if let LedgerEvent::RunOpened(o) = &r.event {
-                self.starts
-                    .entry(o.instance.clone())
-                    .or_default()
-                    .push(o.started_at);
+                let v = self.starts.entry(o.instance.clone()).or_default();
+                v.push(o.started_at);
+                forget_old_starts(v, o.started_at);
             }
         }
         Ok(sealed)
@@ -769,6 +773,20 @@ pub fn verify_lines<'a>(
 /// A record's line as the ledger file holds it (canonical form, without the newline).
 pub fn line_of(r: &Record) -> Result<String, LedgerError> {
     serialize(r)
+}
+
+/// How far back the index of run starts reaches: the weekly window and the slack for a
+/// clock set back. Older starts can count for no budget, and a daemon up for months must
+/// not keep one per run it ever launched.
+const STARTS_KEPT_MS: u64 = 7 * 24 * 3600 * 1000 + CLOCK_SLACK_MS;
+
+/// Drop the starts older than [`STARTS_KEPT_MS`] before `newest` (only when the oldest is
+/// due, so an append costs no scan).
+fn forget_old_starts(v: &mut Vec<u64>, newest: u64) {
+    let floor = newest.saturating_sub(STARTS_KEPT_MS);
+    if v.first().is_some_and(|&t| t < floor) {
+        v.retain(|&t| t >= floor);
+    }
 }
 
 /// Every record, after verifying the chain. A missing ledger has no records.
@@ -835,6 +853,24 @@ fn scan_runs(path: &Path, mut visit: impl FnMut(RunRecords) -> bool) -> Result<(
     Ok(())
 }
 
+/// The newest run that created `branch` in `repo` (by its closing record), read from the
+/// end of the ledger: the run and its role.
+pub fn creator_of(path: &Path, repo: &str, branch: &str) -> Result<Option<RunOpened>, LedgerError> {
+    let want = format!("{repo}:{branch}");
+    let mut found = None;
+    scan_runs(path, |(opened, closed)| {
+        let made = closed
+            .as_ref()
+            .and_then(|c| c.github.as_ref())
+            .is_some_and(|g| g.created.iter().any(|c| c.eq_ignore_ascii_case(&want)));
+        if made {
+            found = Some(opened);
+        }
+        !made
+    })?;
+    Ok(found)
+}
+
 /// Verify the chain; returns the number of records, or the first broken one.
 pub fn verify(path: &Path) -> Result<u64, LedgerError> {
     Ok(records(path)?.len() as u64)
@@ -871,4 +907,21 @@ pub fn runs_since(path: &Path, instance: &str, since_ms: u64) -> Result<usize, L
                 if o.instance == instance && o.started_at >= since_ms)
         })
         .count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_index_keeps_only_what_a_budget_can_count() {
+        let day = 24 * 3600 * 1000;
+        let now = 100 * day;
+        let mut v = vec![now - 20 * day, now - 13 * day, now - day];
+        forget_old_starts(&mut v, now);
+        assert_eq!(v, vec![now - 13 * day, now - day]);
+        // Within the window plus the slack: kept as it is.
+        forget_old_starts(&mut v, now);
+        assert_eq!(v.len(), 2);
+    }
 }

@@ -16,6 +16,7 @@ pub mod lease_records;
 pub mod ledger;
 pub mod loopdev;
 pub mod notify;
+pub mod openers;
 pub mod outcome;
 pub mod process;
 pub mod reap;

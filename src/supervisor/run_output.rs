@@ -266,6 +266,11 @@ impl JournaledRun {
             closing.tally.github = Some(crate::supervisor::ledger::GithubWrites {
                 writes: g.writes.load(Ordering::SeqCst),
                 budget: g.policy.budget,
+                created: g
+                    .created
+                    .lock()
+                    .map(|c| c.iter().map(|(r, b)| format!("{r}:{b}")).collect())
+                    .unwrap_or_default(),
             });
         }
         closing

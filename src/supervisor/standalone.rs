@@ -405,7 +405,7 @@ fn close(cfg: &Config, run: &str, c: &Closing) -> Result<lease_records::Revoked,
             c.exit_code(),
             c.signal,
             &c.reason,
-            c.tally,
+            c.tally.clone(),
         )))
         .map(|_| revoked)
         .map_err(|e| e.to_string())

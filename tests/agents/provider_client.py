@@ -5,11 +5,13 @@ one JSON line per step.
 argv[1]: a JSON list of steps:
   {"op": "call", "api": "anthropic"|"openai", "model": M, "stream": bool,
    "token": "own"|"wrong"|"none", "hold": bool, "extra": {...}, "drop": [KEY, ...],
-   "mode": MODE, "raw": TEXT, "method": M, "path": REST, "headers": {...}, "gzip": bool}
+   "mode": MODE, "raw": TEXT, "method": M, "path": REST, "headers": {...}, "gzip": bool,
+   "keep_held": bool}
       extra: body members; drop: members left out; mode: the stand-in's behaviour
       (tests/agents/standin_provider.py); raw: the body as sent, instead of one built;
       path: the route's rest (with a query), instead of the API's model endpoint;
-      gzip: the body compressed, with Content-Encoding: gzip
+      gzip: the body compressed, with Content-Encoding: gzip; keep_held: a held stream is
+      left held (not released by the agent once its first words came)
   {"op": "abandon", "api": A, "model": M, "extra": {...}}   a request the stand-in does not
       answer: once the stand-in says it waits, the agent closes its connection
   {"op": "scan", "out": PATH}   everything the agent can read that could hold a key, to PATH
@@ -146,7 +148,7 @@ def call(i, s):
             text += delta["text"]
         elif isinstance(delta, str):
             text += delta
-        if s.get("hold") and released is None and text:
+        if s.get("hold") and released is None and text and not s.get("keep_held"):
             # The first words are here while the stand-in holds the rest back.
             doc["first_text_s"] = round(time.monotonic() - t0, 3)
             released = release(api, token)

@@ -12,6 +12,7 @@ DIR/fail_delete makes DELETE /installation/token answer 500 (a revocation that f
 The REST endpoints used: GET /repos/O/R/installation and POST
 /app/installations/ID/access_tokens (App JWT), DELETE /installation/token, GET /repos/O/R
 (default_branch), POST and GET /repos/O/R/pulls (pull requests, kept in DIR/pulls.json),
+GET /repos/O/R/actions/workflows/FILE/runs (a workflow's runs, from DIR/actions.json),
 GET /repos/O/R/airlock-echo (a hostile answer: the Authorization it was sent, in a header
 and in its body), and any other /repos/... request, answered 200/201 with what it was (a
 write's body logged as it arrived, with its Content-Encoding).
@@ -308,6 +309,18 @@ class H(BaseHTTPRequestHandler):
             if parts[3:] == ["pulls"] and self.command == "GET":
                 self.log(200, "token")
                 return self.reply(200, pulls_of(repo))
+        if parts[0] == "repos" and len(parts) == 7 and parts[3:5] == ["actions", "workflows"] \
+                and parts[6] == "runs" and self.command == "GET":
+            # A workflow's runs, newest first, from DIR/actions.json ({"O/R/FILE": [runs]}):
+            # what GitHub's Actions did meanwhile; a workflow it does not name is a 404.
+            extra = os.path.join(DIR, "actions.json")
+            runs = json.load(open(extra)) if os.path.exists(extra) else {}
+            key = "%s/%s/%s" % (parts[1], parts[2], parts[5])
+            if key not in runs:
+                self.log(404, "token")
+                return self.reply(404, {"message": "Not Found"})
+            self.log(200, "token")
+            return self.reply(200, {"total_count": len(runs[key]), "workflow_runs": runs[key]})
         if parts[0] == "repos" and len(parts) in (5, 6) and parts[3] == "pulls" \
                 and self.command == "GET" and parts[4].isdigit():
             return self.pull_or_reviews(parts[1] + "/" + parts[2], int(parts[4]), len(parts) == 6)
@@ -408,7 +421,16 @@ class H(BaseHTTPRequestHandler):
         return self.reply(200, ok({"content": [{"type": "text", "text": text}], "isError": err}))
 
     def git(self, path, body):
-        """git smart HTTP through the real git http-backend (CGI)."""
+        """git smart HTTP through the real git http-backend (CGI). While DIR/hold_push
+        exists, a push (receive-pack POST) is held after it arrived (DIR/push_arrived says
+        so), at most 30 s: a push in flight, for the chaos tests."""
+        if path.endswith("/git-receive-pack") and self.command == "POST":
+            held = os.path.join(DIR, "hold_push")
+            if os.path.exists(held):
+                open(os.path.join(DIR, "push_arrived"), "w").close()
+                end = time.time() + 30
+                while os.path.exists(held) and time.time() < end:
+                    time.sleep(0.05)
         query = self.path.split("?", 1)[1] if "?" in self.path else ""
         env = {
             "PATH": "/usr/bin:/bin",

@@ -158,6 +158,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def hold(self, entry):
+        # LOG_FILE.holding says a held stream is in flight (its first events sent).
+        open(LOG + ".holding", "w").close()
         released = RELEASE.wait(20)
         RELEASE.clear()
         entry["released"] = "by_agent" if released else "by_timeout"

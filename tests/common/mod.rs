@@ -13,10 +13,25 @@ use serde_json::Value;
 pub mod github;
 pub mod netns;
 pub mod pg;
+pub mod tls;
 
 static NEXT_UID: AtomicU32 = AtomicU32::new(0);
 
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Poll `f` every 50 ms until it returns Some, for at most `secs`.
+pub fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 /// Where scripts/install-deps.sh puts the npm packages the tests use (root-owned, so a
 /// jail may read them).
@@ -294,7 +309,7 @@ pub struct StandIn {
     script_dir: Option<tempfile::TempDir>,
     _dir: tempfile::TempDir,
     pub port: u16,
-    log: PathBuf,
+    pub log: PathBuf,
     /// The real provider key airlockd is configured with (a root-only file).
     pub key: String,
     pub key_file: PathBuf,
@@ -442,6 +457,14 @@ impl Airlockd {
             .stdin(Stdio::null())
             .output()
             .unwrap()
+    }
+}
+
+impl Airlockd {
+    /// SIGKILL it (a crash) and reap it.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

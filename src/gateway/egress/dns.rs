@@ -15,8 +15,9 @@ pub const MAX_ADDRESSES: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// The addresses of the asked type (maybe none: the name has no such record).
-    Addresses(Vec<IpAddr>),
+    /// The addresses of the asked type (maybe none: the name has no such record), and the
+    /// least TTL of their records, in seconds (0 when there are none).
+    Addresses(Vec<IpAddr>, u32),
     /// NXDOMAIN.
     NoSuchName,
     /// The answer did not fit a datagram: ask again over TCP.
@@ -101,10 +102,13 @@ pub fn answer(buf: &[u8], id: u16, name: &str, qtype: u16) -> Result<Answer, Wir
         c => return Err(WireError::Server(c)),
     }
     let mut addrs = Vec::new();
+    let mut ttl = u32::MAX;
     for _ in 0..an {
         r.skip_name()?;
         let (t, class) = (r.u16()?, r.u16()?);
-        r.take(4)?; // ttl
+        let (hi, lo) = (r.u16()?, r.u16()?);
+        // RFC 2181: a TTL with the top bit set is read as 0.
+        let rec_ttl = (u32::from(hi) << 16 | u32::from(lo)) & 0x7fff_ffff;
         let len = usize::from(r.u16()?);
         let data = r.take(len)?;
         if class != CLASS_IN || t != qtype || addrs.len() >= MAX_ADDRESSES {
@@ -120,8 +124,10 @@ pub fn answer(buf: &[u8], id: u16, name: &str, qtype: u16) -> Result<Answer, Wir
             _ => return Err(WireError::Malformed),
         };
         addrs.push(ip);
+        ttl = ttl.min(rec_ttl);
     }
-    Ok(Answer::Addresses(addrs))
+    let ttl = if addrs.is_empty() { 0 } else { ttl };
+    Ok(Answer::Addresses(addrs, ttl))
 }
 
 struct Reader<'a> {
@@ -250,10 +256,10 @@ pub(crate) mod tests {
         );
         assert_eq!(
             answer(&ok, 7, "x.test", TYPE_A),
-            Ok(Answer::Addresses(vec![
-                "10.0.0.1".parse().unwrap(),
-                "11.0.0.1".parse().unwrap()
-            ]))
+            Ok(Answer::Addresses(
+                vec!["10.0.0.1".parse().unwrap(), "11.0.0.1".parse().unwrap()],
+                60
+            ))
         );
         // Case-insensitive question match (0x20-mixing resolvers).
         assert!(answer(&ok, 7, "X.TEST", TYPE_A).is_ok());
@@ -283,7 +289,7 @@ pub(crate) mod tests {
         let ok6 = response(&q6, 0, false, &[(TYPE_AAAA, v6)]);
         assert_eq!(
             answer(&ok6, 9, "x.test", TYPE_AAAA),
-            Ok(Answer::Addresses(vec!["2000::1".parse().unwrap()]))
+            Ok(Answer::Addresses(vec!["2000::1".parse().unwrap()], 60))
         );
     }
 

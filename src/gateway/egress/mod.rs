@@ -104,6 +104,8 @@ impl Default for EgressPlan {
 pub struct Egress {
     pub plan: EgressPlan,
     slots: Arc<Semaphore>,
+    /// The run's DNS answers, for their TTL.
+    dns: resolve::Cache,
     /// The run's tasks: tunnels and forwarded connections end with the run.
     scope: super::scope::Scope,
 }
@@ -113,6 +115,7 @@ impl Egress {
         Egress {
             plan,
             slots: Arc::new(Semaphore::new(MAX_TUNNELS)),
+            dns: resolve::Cache::default(),
             scope,
         }
     }
@@ -288,7 +291,7 @@ pub(crate) async fn dial(
 ) -> Result<TcpStream, Response<Body>> {
     let addrs = match &t.host {
         Host::Ip(ip) => vec![*ip],
-        Host::Name(n) => match resolve::resolve(&eg.plan.nameservers, n).await {
+        Host::Name(n) => match eg.dns.resolve(&eg.plan.nameservers, n).await {
             Ok(a) => a,
             Err(e) => {
                 return Err(j.refuse(

@@ -1,11 +1,14 @@
 //! Airlock resolves every egress destination itself, with the nameservers airlockd's
 //! config names (`egress.nameservers`, else those of the host's /etc/resolv.conf): A and
-//! AAAA at once over UDP, TCP when the answer is truncated, each server in turn. No cache
-//! and no search list: a name means exactly itself, and the addresses returned are the
-//! ones checked and dialled.
+//! AAAA at once over UDP, TCP when the answer is truncated, each server in turn. No search
+//! list: a name means exactly itself, and the addresses returned are the ones checked and
+//! dialled. Each run's egress keeps the answers it got for their TTL ([`Cache`]), so a
+//! name dialled again costs no query.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -41,8 +44,71 @@ pub fn resolv_conf_servers(text: &str) -> Vec<SocketAddr> {
         .collect()
 }
 
+/// Longest an answer is kept, whatever its TTL: a run does not dial for long an address
+/// its name has left.
+pub const MAX_TTL: Duration = Duration::from_secs(300);
+/// Most names a run's cache keeps.
+pub const CACHE_NAMES: usize = 256;
+
+/// A run's answers, by name, until their TTL (at most [`MAX_TTL`]) runs out. Failures are
+/// not kept: the next dial asks again.
+#[derive(Default)]
+pub struct Cache {
+    names: Mutex<HashMap<String, (Vec<IpAddr>, Instant)>>,
+}
+
+impl Cache {
+    /// Every A and AAAA address of `name`, from the cache while its answer lives.
+    pub async fn resolve(
+        &self,
+        servers: &[SocketAddr],
+        name: &str,
+    ) -> Result<Vec<IpAddr>, ResolveError> {
+        let key = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+        let now = Instant::now();
+        if let Some((addrs, _)) = self
+            .names
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).filter(|(_, until)| *until > now).cloned())
+        {
+            return Ok(addrs);
+        }
+        let (addrs, ttl) = resolve_with_ttl(servers, name).await?;
+        if ttl > 0 {
+            let until = now + MAX_TTL.min(Duration::from_secs(u64::from(ttl)));
+            if let Ok(mut m) = self.names.lock() {
+                if m.len() >= CACHE_NAMES && !m.contains_key(&key) {
+                    m.retain(|_, (_, u)| *u > now);
+                    // Still full: the answer that would go first makes room.
+                    if m.len() >= CACHE_NAMES {
+                        if let Some(k) = m
+                            .iter()
+                            .min_by_key(|(_, (_, u))| *u)
+                            .map(|(k, _)| k.clone())
+                        {
+                            m.remove(&k);
+                        }
+                    }
+                }
+                m.insert(key, (addrs.clone(), until));
+            }
+        }
+        Ok(addrs)
+    }
+}
+
 /// Every A and AAAA address of `name`.
 pub async fn resolve(servers: &[SocketAddr], name: &str) -> Result<Vec<IpAddr>, ResolveError> {
+    resolve_with_ttl(servers, name).await.map(|(a, _)| a)
+}
+
+/// Every A and AAAA address of `name`, and how long the answers may be kept (the least TTL
+/// of the two families' that have addresses).
+async fn resolve_with_ttl(
+    servers: &[SocketAddr],
+    name: &str,
+) -> Result<(Vec<IpAddr>, u32), ResolveError> {
     if servers.is_empty() {
         return Err(ResolveError::NoServer);
     }
@@ -58,15 +124,19 @@ pub async fn resolve(servers: &[SocketAddr], name: &str) -> Result<Vec<IpAddr>, 
             }
             (Ok(a), Ok(b)) => {
                 let mut all = Vec::new();
+                let mut ttl = u32::MAX;
                 for ans in [a, b] {
-                    if let Answer::Addresses(v) = ans {
+                    if let Answer::Addresses(v, t) = ans {
+                        if !v.is_empty() {
+                            ttl = ttl.min(t);
+                        }
                         all.extend(v);
                     }
                 }
                 return if all.is_empty() {
                     Err(ResolveError::NoAddress)
                 } else {
-                    Ok(all)
+                    Ok((all, ttl))
                 };
             }
             // One of the two failed here: the next server may answer both; an address we
@@ -212,6 +282,41 @@ mod tests {
         .await;
         let got = resolve(&[addr], "a.test").await;
         assert_eq!(got, Ok(vec!["11.0.0.1".parse().unwrap()]));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_cache_answers_within_the_ttl_and_keeps_no_failure() {
+        use crate::gateway::egress::dns::tests::response;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let asked = Arc::new(AtomicUsize::new(0));
+        let n = asked.clone();
+        let addr = server(move |q| {
+            n.fetch_add(1, Ordering::SeqCst);
+            match (qtype_of(q), q[13]) {
+                // "nx.test": NXDOMAIN.
+                (_, b'n') => vec![response(q, 3, false, &[])],
+                (dns::TYPE_A, _) => {
+                    vec![response(q, 0, false, &[(dns::TYPE_A, vec![11, 0, 0, 1])])]
+                }
+                _ => vec![response(q, 0, false, &[])],
+            }
+        })
+        .await;
+        let cache = Cache::default();
+        let one = cache.resolve(&[addr], "a.test").await;
+        assert_eq!(one, Ok(vec!["11.0.0.1".parse().unwrap()]));
+        assert_eq!(asked.load(Ordering::SeqCst), 2, "A and AAAA");
+        // Again, in another spelling: from the cache (the stand-in's TTL is 60 s).
+        assert_eq!(cache.resolve(&[addr], "A.Test.").await, one);
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        for _ in 0..2 {
+            assert_eq!(
+                cache.resolve(&[addr], "nx.test").await,
+                Err(ResolveError::NoSuchName)
+            );
+        }
+        assert_eq!(asked.load(Ordering::SeqCst), 6, "a failure is asked again");
     }
 
     #[tokio::test(flavor = "current_thread")]

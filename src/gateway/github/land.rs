@@ -2,14 +2,45 @@
 //! asks GitHub for the pull request (its head commit and author) and its reviews before
 //! forwarding, and forwards only with a human's approval on the head commit
 //! ([`crate::policy::github::human_approval`]); at `by-ratchet` a human's approval lands it
-//! too, and without one the judge's recency would have to, which this gateway does not
-//! check yet: refused as `judge-missing`.
+//! too, and without one the judge of the role that opened the pull request must have run
+//! within its `max_age_days` ([`crate::policy::ratchet`]): that role is the one of the run
+//! that created the head branch, as the host's ledger says ([`Openers`]). Otherwise the
+//! merge is refused as `judge-missing`.
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::{get_json, Github};
 use crate::policy::github::{human_approval, Review};
 use crate::policy::levels::Landing;
+use crate::policy::ratchet;
+use crate::role::model::{JudgeCheck, JudgeChecks};
+
+/// The run that created a branch, by the host's ledger.
+#[derive(Debug, Clone)]
+pub struct Opener {
+    pub run: String,
+    pub role: String,
+    /// That role's `judge.check` as the host has it now (empty: none).
+    pub checks: Vec<JudgeCheck>,
+}
+
+/// Who created a pull request's head branch. Blocking (it reads the ledger).
+pub trait Openers: Send + Sync {
+    /// The newest run that created `branch` of `repo`, or none; an error when the ledger
+    /// or the role cannot be read.
+    fn opener(&self, repo: &str, branch: &str) -> Result<Option<Opener>, String>;
+}
+
+/// A role's judge checks, one or many.
+pub fn checks_of(c: Option<&JudgeChecks>) -> Vec<JudgeCheck> {
+    match c {
+        Some(JudgeChecks::One(c)) => vec![c.clone()],
+        Some(JudgeChecks::Many(v)) => v.clone(),
+        None => Vec::new(),
+    }
+}
 
 /// The reviews GitHub lists for a pull request.
 fn reviews(v: &Value) -> Vec<Review> {
@@ -73,10 +104,129 @@ pub async fn gate(
     .ok_or_else(unread)?;
     match human_approval(&reviews(&list), &head, &author) {
         Ok(approver) => Ok(format!("approved by {approver} on {head}")),
-        Err(why) if landing == Landing::ByRatchet => Err((
-            "judge-missing",
-            format!("{why}, and the judge's recency (by-ratchet) is not checked by this gateway yet; head {head}"),
-        )),
+        Err(why) if landing == Landing::ByRatchet => match judged(gh, repo, &pull).await {
+            Ok(ran) => Ok(format!("by-ratchet: {ran}; head {head}")),
+            Err(e) => Err(("judge-missing", format!("{why}, and {e}; head {head}"))),
+        },
         Err(why) => Err((rule, format!("{why}; head {head}"))),
     }
+}
+
+/// Whether the judge of the role that opened `pull` (of `repo`) ran within its
+/// `max_age_days`, every check of it: what ran, or why it did not.
+async fn judged(gh: &Github, repo: &str, pull: &Value) -> Result<String, String> {
+    let head = pull.get("head");
+    let branch = head
+        .and_then(|h| h.get("ref"))
+        .and_then(Value::as_str)
+        .ok_or("the pull request's head branch is not known")?
+        .to_string();
+    let from = head
+        .and_then(|h| h.get("repo"))
+        .and_then(|r| r.get("full_name"))
+        .and_then(Value::as_str);
+    if from.is_some_and(|f| !f.eq_ignore_ascii_case(repo)) {
+        return Err("its head branch is in another repository, which no run here created".into());
+    }
+    let openers: Arc<dyn Openers> = gh
+        .plan
+        .openers
+        .clone()
+        .ok_or("this gateway has no ledger to find who opened it")?;
+    let (r, b) = (repo.to_string(), branch.clone());
+    let found = tokio::task::spawn_blocking(move || openers.opener(&r, &b))
+        .await
+        .map_err(|_| "the ledger could not be read".to_string())??;
+    let o = found.ok_or_else(|| {
+        format!("no run in this host's ledger created its head branch {branch}, so no role's judge speaks for it")
+    })?;
+    if o.checks.is_empty() {
+        return Err(format!(
+            "role {} (run {}, which created {branch}) has no judge.check",
+            o.role, o.run
+        ));
+    }
+    let mut ran = Vec::new();
+    for c in &o.checks {
+        let got = check(gh, c)
+            .await
+            .map_err(|e| format!("the judge of role {} has not run: {e}", o.role))?;
+        ran.push(got);
+    }
+    Ok(format!(
+        "the judge of role {} (run {} created {branch}) ran: {}",
+        o.role,
+        o.run,
+        ran.join("; ")
+    ))
+}
+
+/// One judge check, read from GitHub with the token of its repository's owner.
+async fn check(gh: &Github, c: &JudgeCheck) -> Result<String, String> {
+    let now = crate::clock::now_ms();
+    let token = gh
+        .token_for(Some(&c.repo))
+        .cloned()
+        .ok_or_else(|| format!("{} is not a repository this run's tokens can read", c.repo))?;
+    let unread = |what: &str| format!("{what} of {} could not be read from GitHub", c.repo);
+    match (&c.workflow, &c.branch, &c.issue_label) {
+        (Some(wf), Some(branch), _) => {
+            let path = format!(
+                "/repos/{}/actions/workflows/{}/runs?branch={}&status=completed&per_page=100",
+                c.repo,
+                query(wf),
+                query(branch)
+            );
+            // A workflow file that does not exist has never run (GitHub answers 404).
+            let runs = get_json(gh, &path, Some(token)).await.ok_or_else(|| {
+                unread(&format!(
+                    "the runs of {wf} (a workflow that does not exist has never run)"
+                ))
+            })?;
+            ratchet::ci_ran(&runs, wf, branch, now, c.max_age_days)
+        }
+        (_, _, Some(label)) => {
+            let path = format!(
+                "/repos/{}/issues?labels={}&state=open&per_page=100",
+                c.repo,
+                query(label)
+            );
+            let list = get_json(gh, &path, Some(token.clone()))
+                .await
+                .ok_or_else(|| unread("the open issues"))?;
+            let issues = ratchet::open_issues(&list);
+            if issues.is_empty() {
+                return Err(format!("{} has no open issue labelled {label}", c.repo));
+            }
+            let mut why = String::new();
+            for (n, opener) in issues {
+                let path = format!(
+                    "/repos/{}/issues/{n}/comments?since={}&per_page=100",
+                    c.repo,
+                    ratchet::since(now, c.max_age_days)
+                );
+                let comments = get_json(gh, &path, Some(token.clone()))
+                    .await
+                    .ok_or_else(|| unread(&format!("the comments on #{n}")))?;
+                match ratchet::report_ran(&comments, n, &opener, label, now, c.max_age_days) {
+                    Ok(ran) => return Ok(ran),
+                    Err(e) => why = e,
+                }
+            }
+            Err(why)
+        }
+        _ => Err("the check names neither a workflow and branch nor an issue label".into()),
+    }
+}
+
+/// A query-string value, percent-encoded (RFC 3986 unreserved characters kept).
+fn query(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

@@ -69,6 +69,11 @@ pub struct GithubPlan {
     pub server_tls: Arc<rustls::ServerConfig>,
     /// Writes made so far (for the closing ledger record).
     pub writes: Arc<AtomicU64>,
+    /// Branches this run created (repo, branch), by a push or a tool that makes one: it
+    /// may update those, fast-forward only; the closing ledger record keeps them.
+    pub created: Arc<Mutex<Vec<(String, String)>>>,
+    /// Who created a pull request's head branch, for the ratchet (`land: by-ratchet`).
+    pub openers: Option<Arc<dyn land::Openers>>,
     /// The run's scratch repository for checking pushes (under its run directory).
     pub scratch: std::path::PathBuf,
 }
@@ -119,9 +124,6 @@ pub struct Github {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     leases: Arc<LiveLeases>,
     log: Arc<dyn CallLog>,
-    /// Branches this run created, by a push or a tool that makes one (it may update
-    /// those, fast-forward only).
-    created: Mutex<Vec<(String, String)>>,
     scratch: scratch::Scratch,
     conns: Arc<tokio::sync::Semaphore>,
     /// One push body read at a time.
@@ -157,7 +159,6 @@ impl Github {
             plan,
             leases,
             log,
-            created: Mutex::new(Vec::new()),
             conns: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
             push_slot: tokio::sync::Mutex::new(()),
             secrets,
@@ -168,7 +169,7 @@ impl Github {
 
     /// Whether this run created `branch` in `repo`.
     fn created_by_run(&self, repo: &str, branch: &str) -> bool {
-        self.created.lock().is_ok_and(|c| {
+        self.plan.created.lock().is_ok_and(|c| {
             c.iter()
                 .any(|(r, b)| r.eq_ignore_ascii_case(repo) && b == branch)
         })
@@ -176,7 +177,7 @@ impl Github {
 
     /// Remember a branch this run created.
     fn record_created(&self, repo: &str, branch: &str) {
-        if let Ok(mut c) = self.created.lock() {
+        if let Ok(mut c) = self.plan.created.lock() {
             c.push((repo.to_string(), branch.to_string()));
         }
     }
