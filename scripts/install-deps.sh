@@ -14,8 +14,10 @@ need=()
 # case-folding table against Unicode's own data; gnupg: signed commits for the bash tool's
 # git tests (and git's signature display in the jail); stunnel4: the TLS terminator in front
 # of the https MCP connector tests' real servers; prometheus: the metrics test scrapes
-# airlockd with the real server (started by the test itself, never as a service).
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus; do
+# airlockd with the real server (started by the test itself, never as a service);
+# postgresql (initdb, pg_ctl, psql): the fleet tests' throwaway PostgreSQL cluster
+# (tests/common/pg.rs; the package's own cluster is not used).
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus postgresql; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 

@@ -17,6 +17,9 @@
 //! run in a jail of its own), `egress` (`{nameservers, ports, http_ports}`, see
 //! [`crate::config_egress`]).
 //!
+//! `store` (absent: this host's files alone): a fleet's shared PostgreSQL, see
+//! [`crate::store::conf`].
+//!
 //! Default `uid_range` 1880000000-1880099999, chosen to collide with nothing common:
 //! above systemd's container range (524288-1879048191) and therefore above every
 //! /etc/subuid range useradd hands out by default (100000 up to 600100000), above
@@ -165,6 +168,8 @@ pub struct Config {
     pub tracing: Option<crate::config_metrics::TracingConf>,
     /// The agent program of each provider (`agents.claude`, `agents.codex`).
     pub agents: BTreeMap<String, PathBuf>,
+    /// The fleet's shared store (`store:`); `None`: this host's files alone.
+    pub store: Option<crate::store::StoreConf>,
 }
 
 /// Where scripts/install-agents.sh puts the pinned agent CLIs.
@@ -326,6 +331,7 @@ const TOP_KEYS: &[&str] = &[
     "egress",
     "metrics",
     "tracing",
+    "store",
 ];
 const GITHUB_KEYS: &[&str] = &[
     "api_url",
@@ -564,9 +570,17 @@ impl Parser<'_> {
             .and_then(|v| crate::config_metrics::parse(self.file, v, &mut self.problems));
         let tracing = get("tracing")
             .and_then(|v| crate::config_metrics::parse_tracing(self.file, v, &mut self.problems));
+        let store = get("store").and_then(|v| {
+            let problems = &mut self.problems;
+            let file = self.file;
+            crate::store::conf::parse(v, &|c: &str| credentials.contains_key(c), &mut |p, m| {
+                problems.push(Problem::new(file, p, m))
+            })
+        });
         Some(Config {
             metrics,
             tracing,
+            store,
             egress,
             credentials,
             mcp_connectors,

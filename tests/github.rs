@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::github::StandInGithub;
 use common::*;
@@ -422,10 +422,15 @@ struct Daemon(std::process::Child);
 
 /// airlockd on a host with the stand-in GitHub and the probe role: the host, its socket.
 fn daemon(gh: &StandInGithub) -> (Host, PathBuf, tempfile::TempDir, Daemon) {
+    daemon_with(gh, "")
+}
+
+/// [`daemon`], with `extra` config lines (a fleet store).
+fn daemon_with(gh: &StandInGithub, extra: &str) -> (Host, PathBuf, tempfile::TempDir, Daemon) {
     let sockdir = tempfile::tempdir().unwrap();
     let h = Host::new(
         &[("gina", "ghprobe")],
-        &format!("{}grace_seconds: 3\n", gh.config()),
+        &format!("{}grace_seconds: 3\n{extra}", gh.config()),
     );
     // The host's own socket (its config names it).
     let sock = h.root.join("airlockd.sock");
@@ -525,6 +530,65 @@ fn a_fire_revokes_the_token_at_github_and_the_run_token_is_refused_at_once() {
     .expect("the lease is done");
     assert!(
         leases.contains("\"revoked\"") && leases.contains("fired"),
+        "{leases}"
+    );
+}
+
+/// Two hosts of a fleet (one PostgreSQL, tests/common/pg.rs): a fire on A reaches B's run
+/// of the instance, and B revokes its GitHub token at GitHub within a second.
+#[test]
+fn a_fire_on_another_host_of_the_fleet_revokes_the_token_at_github_within_a_second() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let pg = common::pg::Postgres::start();
+    let store = |id: &str| {
+        format!(
+            "store: {{postgres: \"{}\", host_id: {id}}}\n",
+            pg.conninfo()
+        )
+    };
+    let (_ha, sock_a, _sa, _da) = daemon_with(&gh, &store("gh-a"));
+    let (hb, sock_b, _sb, _db) = daemon_with(&gh, &store("gh-b"));
+    let launched = control(
+        &sock_b,
+        &serde_json::json!({"v": 1, "op": "launch", "role": "ghprobe", "instance": "gina",
+            "command": ["/bin/sh", "-c", LOOP_SCRIPT]}),
+    );
+    let run = launched[0]["data"]["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{launched:?}"))
+        .to_string();
+    assert!(
+        poll(20, || gh
+            .requests()
+            .iter()
+            .any(|q| q["method"] == "GET" && q["cred"] == "token")
+            .then_some(()))
+        .is_some(),
+        "the run never reached GitHub"
+    );
+    let token = gh.tokens()[0].clone();
+    let t = Instant::now();
+    let fired = control(
+        &sock_a,
+        &serde_json::json!({"v": 1, "op": "fire", "instance": "gina"}),
+    );
+    assert_eq!(fired[0]["ok"], true, "{fired:?}");
+    let deleted = poll(5, || {
+        gh.requests()
+            .iter()
+            .any(|q| q["deleted"] == true && q["auth"] == format!("token {token}"))
+            .then(|| t.elapsed())
+    })
+    .unwrap_or_else(|| panic!("B never revoked its token: {:?}", gh.requests()));
+    eprintln!("fire on A to the DELETE of B's token at GitHub: {deleted:?}");
+    assert!(deleted < Duration::from_secs(1), "{deleted:?}");
+    let leases = poll(20, || {
+        std::fs::read_to_string(hb.state.join(format!("leases/done/{run}.json"))).ok()
+    })
+    .expect("the lease is done");
+    assert!(
+        leases.contains("\"revoked\"") && leases.contains("fired on another host"),
         "{leases}"
     );
 }

@@ -87,6 +87,10 @@ enum Cmd {
         /// How many (default 100, at most 10000).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
         last: Option<u32>,
+        /// Every host's runs, from the fleet store (`store:`): host, state (active, closed,
+        /// unsupervised).
+        #[arg(long)]
+        fleet: bool,
     },
     /// One run in detail (from the ledger itself when airlockd is not running).
     Show { run: String },
@@ -123,6 +127,9 @@ enum Cmd {
         /// The ledger file (default: <state_dir>/ledger.jsonl).
         #[arg(long, value_name = "PATH")]
         ledger: Option<PathBuf>,
+        /// Check every host's ledger as the fleet store (`store:`) mirrors it instead.
+        #[arg(long, conflicts_with = "ledger")]
+        fleet: bool,
     },
     /// Write systemd timers for hired instances whose role has run.schedule.
     Timers {
@@ -219,7 +226,8 @@ fn main() {
         Cmd::Launch(args) => airlock::cli::launch::run(&ctx, args),
         Cmd::Ps => runs::ps(&ctx),
         Cmd::Top { once } => airlock::cli::top::top(&ctx, *once),
-        Cmd::Runs { last } => runs::runs(&ctx, *last),
+        Cmd::Runs { last, fleet: true } => verify_ledger::runs_fleet(&ctx, *last),
+        Cmd::Runs { last, .. } => runs::runs(&ctx, *last),
         Cmd::Show { run } => runs::show(&ctx, run),
         Cmd::Logs { run, follow, raw } => logs::logs(&ctx, run, *follow, *raw),
         Cmd::Stop { run } => runs::stop(&ctx, run),
@@ -228,7 +236,8 @@ fn main() {
         Cmd::Instances => instances::list(&ctx),
         Cmd::Status => status::status(&ctx),
         Cmd::Reload => status::reload(&ctx),
-        Cmd::VerifyLedger { ledger } => verify_ledger::run(&ctx, ledger.as_deref()),
+        Cmd::VerifyLedger { fleet: true, .. } => verify_ledger::run_fleet(&ctx),
+        Cmd::VerifyLedger { ledger, .. } => verify_ledger::run(&ctx, ledger.as_deref()),
         Cmd::Timers { output } => timers::run(&ctx, &sources.args(), Some(output)),
     };
     std::process::exit(code);

@@ -11,6 +11,7 @@
 pub mod budget;
 pub mod cgroup;
 pub mod events;
+pub mod fleet;
 pub mod peer;
 pub mod recovery;
 pub mod reload;
@@ -67,6 +68,9 @@ pub struct Daemon {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The OpenTelemetry exporter, when `tracing:` asks for one.
     pub traces: Option<crate::metrics::traces::Traces>,
+    /// The fleet's shared store (`store:` in the config, read at start only); `None`: this
+    /// host's files alone.
+    pub fleet: Option<Arc<crate::store::Fleet>>,
 }
 
 /// A task ended when its holder goes.
@@ -341,6 +345,16 @@ pub fn main(config_path: &Path) -> i32 {
             Err(e) => return fail(&[e]),
         },
     };
+    // The fleet store before the daemon serves anything: a database it cannot use, a schema
+    // from the future or a host_id another live host holds stop the start here.
+    let (fires_tx, fires_rx) = mpsc::unbounded_channel();
+    let fleet = match &set.config.store {
+        None => None,
+        Some(conf) => match open_fleet(&runtime, &set.config, conf, fires_tx) {
+            Ok(f) => Some(Arc::new(f)),
+            Err(e) => return fail(&[e, "refusing to start".into()]),
+        },
+    };
     let daemon = Arc::new(Daemon {
         config_path: config_path.to_path_buf(),
         set: RwLock::new(Arc::new(set)),
@@ -358,11 +372,13 @@ pub fn main(config_path: &Path) -> i32 {
         images,
         metrics,
         traces,
+        fleet,
     });
     let code = runtime.block_on(main_loop(
         daemon.clone(),
         std_listener,
         signals,
+        fires_rx,
         format!("{origin} {}", socket_path.display()),
     ));
     // Every run is closed by now: what its spans left queued goes out (bounded wait).
@@ -374,10 +390,31 @@ pub fn main(config_path: &Path) -> i32 {
     code
 }
 
+/// Connect to the fleet store, migrate it and take this host's lease.
+fn open_fleet(
+    runtime: &tokio::runtime::Runtime,
+    cfg: &crate::config::Config,
+    conf: &crate::store::StoreConf,
+    fires: crate::store::pg::Fires,
+) -> Result<crate::store::Fleet, String> {
+    let password = match &conf.password_credential {
+        None => None,
+        Some(n) => {
+            let src = cfg
+                .credentials
+                .get(n)
+                .ok_or_else(|| format!("store.password_credential: no credentials.{n}"))?;
+            Some(crate::credentials::read(n, src)?)
+        }
+    };
+    runtime.block_on(crate::store::Fleet::open(conf, password.as_ref(), fires))
+}
+
 async fn main_loop(
     d: Arc<Daemon>,
     std_listener: std::os::unix::net::UnixListener,
     mut signals: signal_hook::iterator::Signals,
+    mut fires: mpsc::UnboundedReceiver<String>,
     where_: String,
 ) -> i32 {
     let listener = match tokio::net::UnixListener::from_std(std_listener) {
@@ -411,6 +448,10 @@ async fn main_loop(
         Ok(task) => task.map(AbortOnDrop),
         Err(e) => return fail(&[e]),
     };
+    if d.fleet.is_some() {
+        tokio::spawn(fleet::mirror_ledger(d.clone()));
+        tokio::spawn(fleet::beat_runs(d.clone()));
+    }
     let d2 = d.clone();
     let _ = tokio::task::spawn_blocking(move || standby::Standby::refill(&d2)).await;
     d.refill_images();
@@ -460,6 +501,11 @@ async fn main_loop(
                 tokio::task::spawn_blocking(move || runs::retry_pending(&d2));
             }
             _ = d.changed.notified() => notify::status(&d.status_line()),
+            // Fires on other hosts of the fleet (never without a store: no sender then).
+            Some(name) = fires.recv() => {
+                let d2 = d.clone();
+                tokio::task::spawn_blocking(move || fleet::fired_elsewhere(&d2, &name));
+            }
         }
     }
     handle.close();

@@ -109,6 +109,13 @@ pub fn check_swap(old: &Config, new: &Config) -> Result<(), Vec<String>> {
     };
     fixed("state_dir", &old.state_dir, &new.state_dir);
     fixed("socket", &old.socket, &new.socket);
+    // The fleet store is opened once, at start (its pool and host lease).
+    if old.store != new.store {
+        problems.push(format!(
+            "{}: store: cannot change while airlockd runs; restart airlockd to use another store",
+            new.file.display()
+        ));
+    }
     if problems.is_empty() {
         Ok(())
     } else {

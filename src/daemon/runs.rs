@@ -139,6 +139,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             "instance names match [a-z][a-z0-9_-]{0,31}",
         ));
     }
+    // An instance hired (or fired) on another host of the fleet is known here first.
+    super::fleet::sync_instance(d, cfg, &a.instance)?;
     // Refused early, before anything is prepared for a launch that cannot run; checked again
     // below, under the same hold of the ledger lock as the opening record.
     admit(d, cfg, &lock(&d.ledger), &a.instance, role)?;
@@ -203,6 +205,12 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     }
     let now = ledger::now_ms();
     let run = prepared.spec.run_id.clone();
+    // The fleet's budget last, still under the ledger lock: admitted there, the run is
+    // recorded here next (a run counts when admitted; a failure below still counts).
+    if let Err(r) = super::fleet::admit(d, &a.instance, &run, role.budget.runs_per_week, now) {
+        drop(ledger);
+        return Err(refuse(runner, r));
+    }
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
     let opened = RunOpened {
         run: run.clone(),

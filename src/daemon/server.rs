@@ -299,6 +299,13 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
         }
         Op::Instances => {
             let set = d.set();
+            if let Some(why) = super::fleet::sync_all(d, &set.config) {
+                d.events.log(
+                    EventKind::DaemonStarted,
+                    &format!("instances: the fleet's registry was not fully read here: {why}"),
+                    &[],
+                );
+            }
             match instances::list(&set.config) {
                 Ok(list) => {
                     let active = runs::active(d);
@@ -346,7 +353,14 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                     )
                 }
             };
-            match instances::hire(&set.config, &instance, &entry.class, ledger::now_ms()) {
+            match super::fleet::hire(
+                d,
+                &set.config,
+                &instance,
+                &entry.class,
+                peer_uid,
+                ledger::now_ms(),
+            ) {
                 Ok(i) => {
                     d.events.log(
                         EventKind::InstanceHired,
@@ -382,6 +396,15 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
             let fired = {
                 let mut ledger = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
                 instances::fire(&set.config, &instance, ledger::now_ms()).map(|_| {
+                    // The fleet learns of it next; a store away now is said in the log,
+                    // and the local record already refuses every launch here.
+                    if let Err(e) = super::fleet::fire(d, &instance, peer_uid, ledger::now_ms()) {
+                        d.events.log(
+                            EventKind::InstanceFired,
+                            &format!("instance `{instance}`: the fire is not in the fleet store yet: {e}"),
+                            &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
+                        );
+                    }
                     // Tokens stop working at once, before the runs have even stopped.
                     runs::revoke_live_instance(d, &instance);
                     let n = runs::stop_instance(d, &instance, "the instance was fired");

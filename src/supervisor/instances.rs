@@ -541,6 +541,22 @@ pub fn list(cfg: &Config) -> Result<Vec<Entry>, InstanceError> {
 /// Hire `name` for `role` (a canonical role name the caller checked against the catalog):
 /// allocate a fresh uid from `uid_range`, record it, create the home.
 pub fn hire(cfg: &Config, name: &str, role: &str, now_ms: u64) -> Result<Instance, InstanceError> {
+    hire_with(cfg, name, role, now_ms, None)
+}
+
+/// How a fleet allocates a hire's uid: given whether a uid is usable on this host (free
+/// here, no account's, not reserved), the uid the fleet's registry recorded for the name.
+pub type FleetAlloc<'a> = &'a dyn Fn(&dyn Fn(u32) -> bool) -> Result<u32, InstanceError>;
+
+/// [`hire`], with the uid allocated by `fleet` when there is one (under this host's
+/// registry lock, so the local record follows the fleet's at once).
+pub fn hire_with(
+    cfg: &Config,
+    name: &str,
+    role: &str,
+    now_ms: u64,
+    fleet: Option<FleetAlloc<'_>>,
+) -> Result<Instance, InstanceError> {
     if !crate::sandbox::spec::valid_name(name) {
         return Err(InstanceError::BadName);
     }
@@ -557,7 +573,13 @@ pub fn hire(cfg: &Config, name: &str, role: &str, now_ms: u64) -> Result<Instanc
         return Err(InstanceError::NameTaken(name.to_string()));
     }
     let held = uids_held(cfg, &reg, None);
-    let uid = free_uid(cfg, &held).ok_or_else(|| InstanceError::RangeFull(name.to_string()))?;
+    let uid = match fleet {
+        None => free_uid(cfg, &held).ok_or_else(|| InstanceError::RangeFull(name.to_string()))?,
+        Some(alloc) => {
+            let sub = sub_ranges_text();
+            alloc(&|u| !held.contains(&u) && reserved_in(u, &sub).is_none() && !id_in_use(u))?
+        }
+    };
     let home = state.join("homes").join(name);
     // A leftover home of the same name belongs to nobody we know: refuse, never adopt it.
     if fs::symlink_metadata(&home).is_ok() {
@@ -587,6 +609,70 @@ pub fn hire(cfg: &Config, name: &str, role: &str, now_ms: u64) -> Result<Instanc
         gid: uid,
         home,
     })
+}
+
+/// Record here an instance the fleet's registry holds (hired on another host): same name,
+/// role and uid. Nothing changes for a name this host already has with that uid; a name
+/// or uid this host has otherwise is refused (the fleet and this host disagree: never guess).
+pub fn adopt(
+    cfg: &Config,
+    name: &str,
+    role: &str,
+    uid: u32,
+    fired: bool,
+    hired_at: u64,
+) -> Result<(), InstanceError> {
+    if !crate::sandbox::spec::valid_name(name) {
+        return Err(InstanceError::BadName);
+    }
+    let state = &cfg.state_dir;
+    ensure_state_dir(state)?;
+    let _guard = lock(state)?;
+    let reg_path = state.join(REGISTRY);
+    let mut reg = load_registry(&reg_path)?;
+    if let Some(e) = entry_of(cfg, &reg, name) {
+        if e.uid == Some(uid) {
+            // A fire the fleet recorded is recorded here too.
+            if fired && !e.fired {
+                match e.source {
+                    Source::Config => {
+                        reg.fired.insert(name.to_string());
+                    }
+                    Source::Hired => {
+                        if let Some(h) = reg.hired.get_mut(name) {
+                            h.fired = true;
+                        }
+                    }
+                }
+                save_registry(&reg_path, &reg)?;
+            }
+            return Ok(());
+        }
+        return Err(InstanceError::State(format!(
+            "instance `{name}`: the fleet store records another uid for it than this host does; fix the registries before it runs"
+        )));
+    }
+    if uids_held(cfg, &reg, None).contains(&uid) {
+        return Err(InstanceError::UidShared(name.to_string()));
+    }
+    if let Some(range) = reserved_range(uid) {
+        return Err(InstanceError::UidReserved(name.to_string(), range));
+    }
+    if id_in_use(uid) {
+        return Err(InstanceError::UidTaken(name.to_string()));
+    }
+    reg.issue(uid, name);
+    reg.hired.insert(
+        name.to_string(),
+        Hired {
+            role: role.to_string(),
+            uid,
+            fired,
+            hired_at,
+            fired_at: None,
+        },
+    );
+    save_registry(&reg_path, &reg)
 }
 
 /// Fire `name`: recorded before anything else, so no new run can start from here on.

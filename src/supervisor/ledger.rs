@@ -756,6 +756,25 @@ impl Ledger {
     }
 }
 
+/// Check a chain given as its lines (a host's ledger as the fleet store mirrors it):
+/// the same checks as [`verify`], `origin` naming where the lines came from in errors.
+pub fn verify_lines<'a>(
+    origin: &Path,
+    lines: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<Record>, LedgerError> {
+    let mut chain = Chain::new();
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| chain.check(origin, i as u64 + 1, l))
+        .collect()
+}
+
+/// A record's line as the ledger file holds it (canonical form, without the newline).
+pub fn line_of(r: &Record) -> Result<String, LedgerError> {
+    serialize(r)
+}
+
 /// How far back the index of run starts reaches: the weekly window and the slack for a
 /// clock set back. Older starts can count for no budget, and a daemon up for months must
 /// not keep one per run it ever launched.

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 pub mod github;
 pub mod netns;
+pub mod pg;
 pub mod tls;
 
 static NEXT_UID: AtomicU32 = AtomicU32::new(0);

@@ -1,0 +1,227 @@
+//! airlockd's use of the fleet store (`store:`): what a launch, a hire and a fire do in
+//! the shared database besides this host's files. Called from blocking tasks.
+
+use super::Daemon;
+use crate::control::protocol::{ErrorCode, Response};
+use crate::store::StoreError;
+use crate::supervisor::instances::{self, InstanceError};
+
+fn refusal(e: StoreError) -> Response {
+    match e {
+        StoreError::Unavailable(..) => Response::err(ErrorCode::Busy, e.to_string()),
+        StoreError::Refused(m) => Response::err(ErrorCode::Refused, m),
+    }
+}
+
+/// Before a launch: the instance as the fleet records it, recorded here too (a hire on
+/// another host, or a fire there). Refused while the store is unavailable.
+pub fn sync_instance(d: &Daemon, cfg: &crate::config::Config, name: &str) -> Result<(), Response> {
+    let Some(f) = &d.fleet else { return Ok(()) };
+    let Some(i) = f.block(f.instance(name)).map_err(refusal)? else {
+        return Ok(());
+    };
+    instances::adopt(cfg, &i.name, &i.role, i.uid, i.fired, i.hired_at_ms)
+        .map_err(|e| Response::err(ErrorCode::Refused, e.to_string()))
+}
+
+/// For listings: every instance the fleet records, recorded here. Best effort (a listing
+/// is not a decision); what could not be done is said in the returned text.
+pub fn sync_all(d: &Daemon, cfg: &crate::config::Config) -> Option<String> {
+    let f = d.fleet.as_ref()?;
+    match f.block(f.instances()) {
+        Ok(list) => {
+            let bad: Vec<String> = list
+                .iter()
+                .filter_map(|i| {
+                    instances::adopt(cfg, &i.name, &i.role, i.uid, i.fired, i.hired_at_ms)
+                        .err()
+                        .map(|e| e.to_string())
+                })
+                .collect();
+            (!bad.is_empty()).then(|| bad.join("; "))
+        }
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// The fleet-wide admission of one run; nothing to do without a store.
+pub fn admit(
+    d: &Daemon,
+    instance: &str,
+    run: &str,
+    runs_per_week: Option<u64>,
+    now_ms: u64,
+) -> Result<(), Response> {
+    let Some(f) = &d.fleet else { return Ok(()) };
+    f.block(f.admit(instance, run, runs_per_week, now_ms))
+        .map_err(refusal)
+}
+
+/// Hire through the fleet's registry when there is one, else this host's alone.
+pub fn hire(
+    d: &Daemon,
+    cfg: &crate::config::Config,
+    name: &str,
+    role: &str,
+    by_uid: u32,
+    now_ms: u64,
+) -> Result<instances::Instance, InstanceError> {
+    let Some(f) = &d.fleet else {
+        return instances::hire(cfg, name, role, now_ms);
+    };
+    let range = (cfg.uid_range.first, cfg.uid_range.last);
+    let alloc = |usable: &dyn Fn(u32) -> bool| {
+        f.block(f.hire(name, role, by_uid, now_ms, range, &|u| usable(u)))
+            .map_err(|e| InstanceError::State(e.to_string()))
+    };
+    instances::hire_with(cfg, name, role, now_ms, Some(&alloc))
+}
+
+/// Record a fire in the fleet's registry (the local record is made first, by the caller).
+/// `Err` says why the fleet does not know of it yet.
+pub fn fire(d: &Daemon, name: &str, by_uid: u32, now_ms: u64) -> Result<(), String> {
+    let Some(f) = &d.fleet else { return Ok(()) };
+    f.block(f.fire(name, by_uid, now_ms))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// A fire recorded by another host (its notification, or found on a heartbeat): recorded
+/// here too, this host's runs of the instance stopped and their leases revoked, as a fire
+/// here does. Idempotent: a name may come more than once (this host's own fires too).
+pub fn fired_elsewhere(d: &Daemon, name: &str) {
+    use crate::credentials::leases::LeaseStore;
+    use crate::journal::EventKind;
+    use crate::supervisor::{lease_records, ledger};
+    if !crate::sandbox::spec::valid_name(name) {
+        return;
+    }
+    let set = d.set();
+    let cfg = &set.config;
+    // Under the ledger lock, as a fire here: no launch slips between the record and the stop.
+    let mut ledger = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
+    let recorded = instances::fire(cfg, name, ledger::now_ms()).is_ok();
+    super::runs::revoke_live_instance(d, name);
+    let why = format!("instance `{name}` was fired on another host of the fleet");
+    let n = super::runs::stop_instance(d, name, &why);
+    let store = LeaseStore::new(&cfg.state_dir);
+    let mut append = |e| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+    let revoked = lease_records::revoke_instance(&store, &mut append, name, &why);
+    drop(ledger);
+    let revoked = match revoked {
+        Ok(r) => r.revoked.len().to_string(),
+        Err(e) => format!("not all ({e}; the rest at airlockd's next start)"),
+    };
+    if recorded || n > 0 {
+        d.events.log(
+            EventKind::InstanceFired,
+            &format!("{why}; {n} active run(s) stopped here; {revoked} lease(s) revoked"),
+            &[("AIRLOCK_SUBJECT_INSTANCE", name)],
+        );
+    }
+}
+
+/// How often the ledger's mirror in the fleet store catches up with the file.
+pub const MIRROR_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// Records per mirroring transaction.
+const MIRROR_BATCH: usize = 500;
+
+/// Mirror this host's ledger into the fleet store, for as long as airlockd runs: the file
+/// stays the record (fsync'd before a run starts or is answered); the table follows it,
+/// catching up from its last row after the database was away or airlockd was down.
+pub async fn mirror_ledger(d: std::sync::Arc<Daemon>) {
+    use crate::supervisor::ledger;
+    let Some(f) = d.fleet.clone() else { return };
+    // What the table holds, as last known (`None`: ask it).
+    let mut upto: Option<u64> = None;
+    let mut tick = tokio::time::interval(MIRROR_EVERY);
+    loop {
+        tick.tick().await;
+        let have = d.ledger_len();
+        if upto.is_some_and(|u| u >= have) {
+            continue;
+        }
+        let from = match upto {
+            Some(u) => u,
+            None => match f.mirrored_upto().await {
+                Ok(u) => u,
+                Err(_) => continue,
+            },
+        };
+        upto = Some(from);
+        if from >= have {
+            continue;
+        }
+        let path = d.ledger_path.clone();
+        let rows = tokio::task::spawn_blocking(move || {
+            let records = ledger::records(&path).map_err(|e| e.to_string())?;
+            records
+                .into_iter()
+                .filter(|r| r.seq > from)
+                .map(|r| {
+                    Ok((
+                        r.seq,
+                        r.hash.clone(),
+                        ledger::line_of(&r).map_err(|e| e.to_string())?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, String>>()
+        })
+        .await;
+        let rows = match rows {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                eprintln!("airlockd: the ledger's mirror cannot read the ledger: {e}");
+                continue;
+            }
+            Err(_) => continue,
+        };
+        for chunk in rows.chunks(MIRROR_BATCH) {
+            match f.mirror(chunk).await {
+                Ok(()) => upto = chunk.last().map(|r| r.0),
+                Err(_) => {
+                    // Away: asked again (and caught up) once it answers.
+                    upto = None;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Renew this host's run leases every heartbeat, and mark runs of hosts that stopped
+/// renewing theirs (crashed, cut off) `unsupervised`, saying so in this host's journal.
+pub async fn beat_runs(d: std::sync::Arc<Daemon>) {
+    use crate::journal::EventKind;
+    let Some(f) = d.fleet.clone() else { return };
+    let mut tick = tokio::time::interval(crate::store::pg::HEARTBEAT);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        let active: Vec<String> = super::runs::active(&d).into_iter().map(|r| r.run).collect();
+        let reclaimed = match f
+            .beat_runs(&active, crate::supervisor::ledger::now_ms())
+            .await
+        {
+            Ok(r) => {
+                failing = false;
+                r
+            }
+            Err(e) => {
+                // Said once per outage, not every beat.
+                if !failing {
+                    eprintln!("airlockd: run leases not renewed: {e}");
+                }
+                failing = true;
+                continue;
+            }
+        };
+        for (run, host) in reclaimed {
+            d.events.log(
+                EventKind::RunAborted,
+                &format!("fleet: run {run} of host {host} is unsupervised: its host stopped renewing its lease (crashed or cut off); its ledger record on that host says how it ended once it is back"),
+                &[("AIRLOCK_SUBJECT_RUN", &run)],
+            );
+        }
+    }
+}

@@ -1,0 +1,699 @@
+//! The PostgreSQL side of the fleet store: a small pool, the migrations, the host lease and
+//! the shared operations. Every call is bounded by [`TIMEOUT`]; an unreachable database is
+//! [`StoreError::Unavailable`], and the daemon refuses what needs it (fail closed).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use super::conf::StoreConf;
+use super::schema;
+use crate::credentials::Secret;
+
+/// Longest wait for the database in any one call.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the host lease is checked and `airlock_hosts.seen_at` renewed.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// Connections per host: admissions and hires are short statements.
+const POOL_SIZE: usize = 4;
+/// How long a run's lease lasts unless its host renews it (every [`HEARTBEAT`]).
+pub const RUN_LEASE_MS: i64 = 6_000;
+/// The LISTEN/NOTIFY channel of fires; the payload is the instance's name.
+pub const FIRE_CHANNEL: &str = "airlock_fire";
+/// Advisory lock keys (an arbitrary airlock-specific prefix): migrations, hires.
+const K_SCHEMA: i64 = 0x4149_524c_4f43_4b01;
+const K_INSTANCES: i64 = 0x4149_524c_4f43_4b02;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StoreError {
+    #[error("{0} is unavailable ({1}); new launches and hires are refused until it is back (running runs go on)")]
+    Unavailable(String, String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// An instance as the fleet knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetInstance {
+    pub name: String,
+    pub role: String,
+    pub uid: u32,
+    pub fired: bool,
+    pub hired_at_ms: u64,
+}
+
+/// This host's handle on the fleet store.
+pub struct Fleet {
+    pool: Pool,
+    host_id: String,
+    name: String,
+    /// Whether this process holds the host lease right now (lost while the database is away).
+    lease: Arc<AtomicBool>,
+    rt: tokio::runtime::Handle,
+}
+
+fn pg_config(
+    conf: &StoreConf,
+    password: Option<&Secret>,
+) -> Result<tokio_postgres::Config, String> {
+    let mut c: tokio_postgres::Config = conf
+        .conninfo_string()
+        .parse()
+        .map_err(|e| format!("store.postgres: {e}"))?;
+    if let Some(p) = password {
+        c.password(p.expose());
+    }
+    if c.get_connect_timeout().is_none() {
+        c.connect_timeout(TIMEOUT);
+    }
+    if c.get_application_name().is_none() {
+        c.application_name(format!("airlockd {}", conf.host_id));
+    }
+    Ok(c)
+}
+
+/// The advisory lock that is the host lease of `host_id` (64-bit: collisions are not a
+/// practical concern).
+const LEASE_SQL: &str = "SELECT pg_try_advisory_lock(hashtextextended('airlock host ' || $1, 0))";
+
+const ADMIT_SQL: &str = "
+WITH a AS (
+    UPDATE airlock_admissions
+       SET admitted_ms = array(SELECT t FROM unnest(admitted_ms) AS t WHERE t > $2) || $3::bigint
+     WHERE instance = $1
+       AND (SELECT count(*) FROM unnest(admitted_ms) AS t WHERE t > $2) < $4
+       AND NOT EXISTS (SELECT 1 FROM airlock_fires f WHERE f.instance = $1)
+    RETURNING instance
+)
+INSERT INTO airlock_runs (run, host_id, instance, admitted_ms, expires_ms)
+SELECT $5, $6, instance, $3, $3 + $7 FROM a
+RETURNING run";
+
+impl Fleet {
+    /// Connect, migrate and take the host lease. `Err` names the store and says why
+    /// airlockd must not start.
+    pub async fn open(
+        conf: &StoreConf,
+        password: Option<&Secret>,
+        fires: Fires,
+    ) -> Result<Fleet, String> {
+        let name = conf.describe();
+        let cfg = pg_config(conf, password)?;
+        let mgr = Manager::from_config(
+            cfg.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(mgr)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(TIMEOUT))
+            .create_timeout(Some(TIMEOUT))
+            .recycle_timeout(Some(TIMEOUT))
+            .build()
+            .map_err(|e| format!("{name}: {e}"))?;
+        migrate(&pool).await.map_err(|e| format!("{name}: {e}"))?;
+        let lease = Arc::new(AtomicBool::new(false));
+        let client = match take_lease(&cfg, &conf.host_id, &fires).await {
+            Ok(c) => c,
+            Err(e) => return Err(format!("{name}: {e}")),
+        };
+        // Fires before this start are in the registry already (admission refuses them).
+        let last_fire: i64 = client
+            .query_one(
+                "SELECT coalesce(max(seq), 0)::bigint FROM airlock_fires",
+                &[],
+            )
+            .await
+            .map_err(|e| format!("{name}: {e}"))?
+            .get(0);
+        lease.store(true, Ordering::SeqCst);
+        tokio::spawn(keep_lease(
+            cfg,
+            conf.host_id.clone(),
+            name.clone(),
+            client,
+            lease.clone(),
+            fires,
+            last_fire,
+        ));
+        Ok(Fleet {
+            pool,
+            host_id: conf.host_id.clone(),
+            name,
+            lease,
+            rt: tokio::runtime::Handle::current(),
+        })
+    }
+
+    pub fn host_id(&self) -> &str {
+        &self.host_id
+    }
+
+    /// Run a store call from a blocking thread (the launch path, hires).
+    pub fn block<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    fn down(&self, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Unavailable(self.name.clone(), e.to_string())
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
+        if !self.lease.load(Ordering::SeqCst) {
+            return Err(self.down("this host does not hold its host lease right now"));
+        }
+        self.pool.get().await.map_err(|e| self.down(e))
+    }
+
+    async fn bounded<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(TIMEOUT, f)
+            .await
+            .unwrap_or_else(|_| Err(self.down(format!("no answer within {}s", TIMEOUT.as_secs()))))
+    }
+
+    /// Admit one run of `instance` fleet-wide: one conditional statement that counts the
+    /// instance's admissions of the last seven days and adds this one only while fewer
+    /// than `limit` (Read Committed re-checks the condition on the row a concurrent
+    /// admission just updated, so two hosts never both take the last run). Refused too
+    /// when the fleet has the instance fired. Never released: a run counts when admitted.
+    pub async fn admit(
+        &self,
+        instance: &str,
+        run: &str,
+        limit: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.bounded(async {
+            let c = self.client().await?;
+            c.execute(
+                "INSERT INTO airlock_admissions (instance) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&instance],
+            )
+            .await
+            .map_err(|e| self.down(e))?;
+            let window = i64::try_from(crate::daemon::budget::window_start(now_ms)).unwrap_or(i64::MAX);
+            let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+            let limit_i = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+            let rows = c
+.query(
+                    ADMIT_SQL,
+                    &[&instance, &window, &now, &limit_i, &run, &self.host_id, &RUN_LEASE_MS],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
+            if !rows.is_empty() {
+                return Ok(());
+            }
+            let fired = c
+                .query_opt("SELECT 1 FROM airlock_fires WHERE instance = $1", &[&instance])
+                .await
+                .map_err(|e| self.down(e))?
+                .is_some();
+            Err(StoreError::Refused(if fired {
+                format!("instance `{instance}` was fired (recorded in {}); it can never run again", self.name)
+            } else {
+                format!(
+                    "budget.runs_per_week: instance `{instance}` has used its {} runs in the last 7 days across the fleet (rolling window, counted in {}); a run becomes available when the oldest one is 7 days old, or raise budget.runs_per_week in the role",
+                    limit.unwrap_or(0),
+                    self.name
+                )
+            }))
+        })
+        .await
+    }
+
+    /// Hire `name` fleet-wide: under one lock of the fleet's registry, refuse a name the
+    /// fleet knows, and take the lowest uid of `first..=last` no instance of the fleet
+    /// holds and `usable` accepts (this host's own checks: accounts, reserved ranges).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn hire(
+        &self,
+        name: &str,
+        role: &str,
+        by_uid: u32,
+        now_ms: u64,
+        (first, last): (u32, u32),
+        usable: &dyn Fn(u32) -> bool,
+    ) -> Result<u32, StoreError> {
+        self.bounded(async {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await.map_err(|e| self.down(e))?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&K_INSTANCES])
+                .await
+                .map_err(|e| self.down(e))?;
+            let taken = tx
+                .query_opt("SELECT 1 FROM airlock_instances WHERE name = $1", &[&name])
+                .await
+                .map_err(|e| self.down(e))?;
+            if taken.is_some() {
+                return Err(StoreError::Refused(format!(
+                    "instance name `{name}` is taken in the fleet (hired or fired before on some host); names are never reused, pick another"
+                )));
+            }
+            let held: BTreeSet<u32> = tx
+                .query(
+                    "SELECT uid FROM airlock_instances WHERE uid BETWEEN $1 AND $2",
+                    &[&i64::from(first), &i64::from(last)],
+                )
+                .await
+                .map_err(|e| self.down(e))?
+                .iter()
+                .filter_map(|r| u32::try_from(r.get::<_, i64>(0)).ok())
+                .collect();
+            let uid = (first..=last)
+                .find(|u| !held.contains(u) && usable(*u))
+                .ok_or_else(|| {
+                    StoreError::Refused(format!(
+                        "instances.{name}: no free uid left in uid_range across the fleet"
+                    ))
+                })?;
+            tx.execute(
+                "INSERT INTO airlock_instances (name, role, uid, hired_on, hired_by_uid, hired_at_ms) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &name,
+                    &role,
+                    &i64::from(uid),
+                    &self.host_id,
+                    &i64::from(by_uid),
+                    &i64::try_from(now_ms).unwrap_or(i64::MAX),
+                ],
+            )
+            .await
+            .map_err(|e| self.down(e))?;
+            tx.commit().await.map_err(|e| self.down(e))?;
+            Ok(uid)
+        })
+        .await
+    }
+
+    /// Record a fire fleet-wide, then tell every host ([`FIRE_CHANNEL`], delivered at
+    /// commit): each stops its runs of the instance. `Ok(false)`: the fleet had it fired.
+    pub async fn fire(&self, name: &str, by_uid: u32, now_ms: u64) -> Result<bool, StoreError> {
+        self.bounded(async {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await.map_err(|e| self.down(e))?;
+            let at = i64::try_from(now_ms).unwrap_or(i64::MAX);
+            let n = tx
+                .execute(
+                    "INSERT INTO airlock_fires (instance, fired_on, fired_by_uid, fired_at_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (instance) DO NOTHING",
+                    &[&name, &self.host_id, &i64::from(by_uid), &at],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
+            tx.execute(
+                "UPDATE airlock_instances SET fired = true, fired_on = $2, fired_by_uid = $3, fired_at_ms = $4 WHERE name = $1 AND NOT fired",
+                &[&name, &self.host_id, &i64::from(by_uid), &at],
+            )
+            .await
+            .map_err(|e| self.down(e))?;
+            if n > 0 {
+                tx.execute("SELECT pg_notify($1, $2)", &[&FIRE_CHANNEL, &name])
+                    .await
+                    .map_err(|e| self.down(e))?;
+            }
+            tx.commit().await.map_err(|e| self.down(e))?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    /// The last record of this host's ledger the mirror holds (0: none).
+    pub async fn mirrored_upto(&self) -> Result<u64, StoreError> {
+        self.bounded(async {
+            let c = self.client().await?;
+            let n: i64 = c
+                .query_one(
+                    "SELECT coalesce(max(seq), 0)::bigint FROM airlock_ledger WHERE host_id = $1",
+                    &[&self.host_id],
+                )
+                .await
+                .map_err(|e| self.down(e))?
+                .get(0);
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+        .await
+    }
+
+    /// Append records of this host's ledger to the mirror, in one transaction: `(seq,
+    /// hash, line)`. A record already there is left as it is (never overwritten).
+    pub async fn mirror(&self, rows: &[(u64, String, String)]) -> Result<(), StoreError> {
+        self.bounded(async {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await.map_err(|e| self.down(e))?;
+            let st = tx
+                .prepare("INSERT INTO airlock_ledger (host_id, seq, hash, line) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+                .await
+                .map_err(|e| self.down(e))?;
+            for (seq, hash, line) in rows {
+                let seq = i64::try_from(*seq).unwrap_or(i64::MAX);
+                tx.execute(&st, &[&self.host_id, &seq, hash, line])
+                    .await
+                    .map_err(|e| self.down(e))?;
+            }
+            // A closing record ends the run's lease (an `unsupervised` one too: its host
+            // came back and closed it).
+            for (run, at) in closings(rows) {
+                tx.execute(
+                    "UPDATE airlock_runs SET state = 'closed', closed_ms = $2 WHERE run = $1 AND host_id = $3",
+                    &[&run, &at, &self.host_id],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
+            }
+            tx.commit().await.map_err(|e| self.down(e))
+        })
+        .await
+    }
+
+    /// Renew the leases of this host's `active` runs, and mark every run of the fleet
+    /// whose lease expired `unsupervised`: those marked now, `(run, host_id)`.
+    pub async fn beat_runs(
+        &self,
+        active: &[String],
+        now_ms: u64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.bounded(async {
+            let c = self.client().await?;
+            let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+            c.execute(
+                "UPDATE airlock_runs SET expires_ms = $3::bigint + $4::bigint WHERE host_id = $1 AND run = ANY($2) AND state = 'active'",
+                &[&self.host_id, &active, &now, &RUN_LEASE_MS],
+            )
+            .await
+            .map_err(|e| self.down(e))?;
+            let rows = c
+                .query(
+                    "UPDATE airlock_runs SET state = 'unsupervised' WHERE state = 'active' AND expires_ms < $1 RETURNING run, host_id",
+                    &[&now],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+        .await
+    }
+
+    /// One instance of the fleet's registry.
+    pub async fn instance(&self, name: &str) -> Result<Option<FleetInstance>, StoreError> {
+        Ok(self.query_instances(Some(name)).await?.into_iter().next())
+    }
+
+    /// Every instance of the fleet's registry, by name.
+    pub async fn instances(&self) -> Result<Vec<FleetInstance>, StoreError> {
+        self.query_instances(None).await
+    }
+
+    async fn query_instances(&self, name: Option<&str>) -> Result<Vec<FleetInstance>, StoreError> {
+        self.bounded(async {
+            let c = self.client().await?;
+            let rows = c
+                .query(
+                    "SELECT name, role, uid, fired, hired_at_ms FROM airlock_instances WHERE $1::text IS NULL OR name = $1 ORDER BY name",
+                    &[&name],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
+            Ok(rows
+                .iter()
+                .filter_map(|r| {
+                    Some(FleetInstance {
+                        name: r.get(0),
+                        role: r.get(1),
+                        uid: u32::try_from(r.get::<_, i64>(2)).ok()?,
+                        fired: r.get(3),
+                        hired_at_ms: u64::try_from(r.get::<_, i64>(4)).unwrap_or(0),
+                    })
+                })
+                .collect())
+        })
+        .await
+    }
+}
+
+/// Apply the migrations this database lacks, in one transaction, under a lock that makes
+/// two hosts starting at once take turns.
+async fn migrate(pool: &Pool) -> Result<(), String> {
+    let work = async {
+        let mut c = pool
+            .get()
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let tx = c.transaction().await.map_err(|e| e.to_string())?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&K_SCHEMA])
+            .await
+            .map_err(|e| e.to_string())?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS airlock_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await
+        .map_err(|e| format!("cannot create the schema table: {e}"))?;
+        let found: i32 = tx
+            .query_one("SELECT coalesce(max(version), 0) FROM airlock_schema", &[])
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        for v in schema::plan(found)? {
+            let sql = schema::MIGRATIONS[(v - 1) as usize];
+            tx.batch_execute(sql)
+                .await
+                .map_err(|e| format!("migration {v} failed (nothing of it applied): {e}"))?;
+            tx.execute("INSERT INTO airlock_schema (version) VALUES ($1)", &[&v])
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        tx.commit()
+            .await
+            .map_err(|e| format!("migrations not committed: {e}"))
+    };
+    tokio::time::timeout(TIMEOUT * 2, work)
+        .await
+        .unwrap_or_else(|_| Err("no answer while migrating".into()))
+}
+
+/// A connection of its own that holds the host lease (a session advisory lock, released
+/// by the server when this process dies, so a restart after a crash is not locked out).
+/// The same connection listens on [`FIRE_CHANNEL`] and hands each fired name to `fires`.
+async fn take_lease(
+    cfg: &tokio_postgres::Config,
+    host_id: &str,
+    fires: &Fires,
+) -> Result<tokio_postgres::Client, String> {
+    let work = async {
+        let (client, mut conn) = cfg
+            .connect(NoTls)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let to = fires.clone();
+        tokio::spawn(async move {
+            while let Some(m) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+                match m {
+                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        let _ = to.send(n.payload().to_string());
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        let got: bool = client
+            .query_one(LEASE_SQL, &[&host_id])
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        if !got {
+            return Err(format!(
+                "store.host_id: `{host_id}` is held by another live airlockd (its host lease); every host of a fleet needs a host_id of its own"
+            ));
+        }
+        let hostname = nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_default();
+        client
+            .execute(
+                "INSERT INTO airlock_hosts (host_id, hostname, pid, started_at, seen_at) VALUES ($1, $2, $3, now(), now())
+                 ON CONFLICT (host_id) DO UPDATE SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, started_at = now(), seen_at = now()",
+                &[&host_id, &hostname, &i64::from(std::process::id())],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        client
+            .batch_execute(&format!("LISTEN {FIRE_CHANNEL}"))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(client)
+    };
+    tokio::time::timeout(TIMEOUT, work)
+        .await
+        .unwrap_or_else(|_| Err("no answer while taking the host lease".into()))
+}
+
+/// Where fired instances' names go (from a notification or a heartbeat's catch-up); the
+/// daemon stops its runs of each. A name may come more than once.
+pub type Fires = tokio::sync::mpsc::UnboundedSender<String>;
+
+/// Every [`HEARTBEAT`]: renew `seen_at` and pass on fires recorded since the last one seen
+/// (one whose notification was missed is found here). When the lease connection is lost,
+/// say so, refuse (through `held`) until it is taken again, and try again each beat.
+async fn keep_lease(
+    cfg: tokio_postgres::Config,
+    host_id: String,
+    name: String,
+    client: tokio_postgres::Client,
+    held: Arc<AtomicBool>,
+    fires: Fires,
+    mut last_fire: i64,
+) {
+    let mut client = Some(client);
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    loop {
+        tick.tick().await;
+        if let Some(c) = &client {
+            let beat = tokio::time::timeout(TIMEOUT, async {
+                c.execute(
+                    "UPDATE airlock_hosts SET seen_at = now() WHERE host_id = $1",
+                    &[&host_id],
+                )
+                .await?;
+                c.query(
+                    "SELECT seq, instance FROM airlock_fires WHERE seq > $1 ORDER BY seq",
+                    &[&last_fire],
+                )
+                .await
+            })
+            .await;
+            if let Ok(Ok(rows)) = &beat {
+                for r in rows {
+                    last_fire = last_fire.max(r.get::<_, i64>(0));
+                    let _ = fires.send(r.get::<_, String>(1));
+                }
+            }
+            if matches!(beat, Ok(Ok(_))) && !c.is_closed() {
+                continue;
+            }
+            held.store(false, Ordering::SeqCst);
+            client = None;
+            eprintln!("airlockd: {name}: lost the host lease connection; refusing new launches and hires until it is back");
+        }
+        if let Ok(c) = take_lease(&cfg, &host_id, &fires).await {
+            client = Some(c);
+            held.store(true, Ordering::SeqCst);
+            eprintln!("airlockd: {name}: host lease taken again; launches and hires resume");
+        }
+    }
+}
+
+/// Every host's mirrored ledger, read without taking any lease (`airlockctl`): by host,
+/// rows `(seq, hash, line)` in order of `seq`.
+pub async fn read_ledgers(
+    conf: &StoreConf,
+    password: Option<&Secret>,
+) -> Result<std::collections::BTreeMap<String, Vec<(i64, String, String)>>, String> {
+    let name = conf.describe();
+    let cfg = pg_config(conf, password)?;
+    let work = async {
+        let (client, conn) = cfg
+            .connect(NoTls)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let rows = client
+            .query(
+                "SELECT host_id, seq, hash, line FROM airlock_ledger ORDER BY host_id, seq",
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out: std::collections::BTreeMap<String, Vec<(i64, String, String)>> =
+            Default::default();
+        for r in rows {
+            out.entry(r.get(0))
+                .or_default()
+                .push((r.get(1), r.get(2), r.get(3)));
+        }
+        Ok(out)
+    };
+    tokio::time::timeout(TIMEOUT * 6, work)
+        .await
+        .unwrap_or_else(|_| Err("no answer".into()))
+        .map_err(|e: String| format!("{name}: {e}"))
+}
+
+/// The runs closed by mirrored ledger lines, with their end times.
+fn closings(rows: &[(u64, String, String)]) -> Vec<(String, i64)> {
+    use crate::supervisor::ledger::{LedgerEvent, Record};
+    rows.iter()
+        .filter_map(
+            |(_, _, line)| match serde_json::from_str::<Record>(line).ok()?.event {
+                LedgerEvent::RunClosed(c) => {
+                    Some((c.run, i64::try_from(c.ended_at).unwrap_or(i64::MAX)))
+                }
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+/// A run as the fleet store lists it (`airlockctl runs --fleet`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FleetRun {
+    pub run: String,
+    pub host_id: String,
+    pub instance: String,
+    pub admitted_ms: i64,
+    pub state: String,
+    pub closed_ms: Option<i64>,
+}
+
+/// The newest `limit` runs of the fleet, newest last, read without a lease (`airlockctl`).
+pub async fn read_runs(
+    conf: &StoreConf,
+    password: Option<&Secret>,
+    limit: i64,
+) -> Result<Vec<FleetRun>, String> {
+    let name = conf.describe();
+    let cfg = pg_config(conf, password)?;
+    let work = async {
+        let (client, conn) = cfg
+            .connect(NoTls)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let rows = client
+            .query(
+                "SELECT run, host_id, instance, admitted_ms, state, closed_ms FROM (SELECT * FROM airlock_runs ORDER BY admitted_ms DESC, run LIMIT $1) r ORDER BY admitted_ms, run",
+                &[&limit],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(rows
+            .iter()
+            .map(|r| FleetRun {
+                run: r.get(0),
+                host_id: r.get(1),
+                instance: r.get(2),
+                admitted_ms: r.get(3),
+                state: r.get(4),
+                closed_ms: r.get(5),
+            })
+            .collect())
+    };
+    tokio::time::timeout(TIMEOUT * 2, work)
+        .await
+        .unwrap_or_else(|_| Err("no answer".into()))
+        .map_err(|e: String| format!("{name}: {e}"))
+}

@@ -1,0 +1,98 @@
+//! The fleet store's schema, as numbered migrations. airlockd applies the ones a database
+//! lacks at start, all in one transaction; a database at a version above the last one here
+//! was migrated by a newer airlockd, and this one refuses to start against it rather than
+//! write rows the newer schema does not expect.
+
+/// Migration `i + 1` is `MIGRATIONS[i]`. Append only: a released migration never changes.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: hosts, the instance registry, fires, admissions against runs_per_week, runs, the
+    // ledgers' mirror.
+    "
+    CREATE TABLE airlock_hosts (
+        host_id    text PRIMARY KEY,
+        hostname   text NOT NULL,
+        pid        bigint NOT NULL,
+        started_at timestamptz NOT NULL,
+        seen_at    timestamptz NOT NULL
+    );
+    CREATE TABLE airlock_instances (
+        name         text PRIMARY KEY,
+        role         text NOT NULL,
+        uid          bigint NOT NULL UNIQUE,
+        hired_on     text NOT NULL,
+        hired_by_uid bigint NOT NULL,
+        hired_at_ms  bigint NOT NULL,
+        fired        boolean NOT NULL DEFAULT false,
+        fired_on     text,
+        fired_by_uid bigint,
+        fired_at_ms  bigint
+    );
+    -- One row per instance: the admission times of its runs in the last seven days,
+    -- updated by one conditional statement (see admit in store::pg).
+    CREATE TABLE airlock_admissions (
+        instance    text PRIMARY KEY,
+        admitted_ms bigint[] NOT NULL DEFAULT '{}'
+    );
+    -- Every fire, of a hired or a config-declared instance, in order: what a host that
+    -- missed the notification finds on its next heartbeat.
+    CREATE TABLE airlock_fires (
+        seq          bigserial PRIMARY KEY,
+        instance     text NOT NULL UNIQUE,
+        fired_on     text NOT NULL,
+        fired_by_uid bigint NOT NULL,
+        fired_at_ms  bigint NOT NULL
+    );
+    -- Every admitted run as a lease its host renews: `active` until its closing record
+    -- is mirrored (`closed`), or, once its host stopped renewing it, `unsupervised`
+    -- (marked by whichever host sees it expired first).
+    CREATE TABLE airlock_runs (
+        run         text PRIMARY KEY,
+        host_id     text NOT NULL,
+        instance    text NOT NULL,
+        admitted_ms bigint NOT NULL,
+        expires_ms  bigint NOT NULL,
+        state       text NOT NULL DEFAULT 'active',
+        closed_ms   bigint
+    );
+    CREATE INDEX airlock_runs_instance ON airlock_runs (instance);
+    -- Each host's ledger, mirrored: the file's lines exactly, so a reader checks every
+    -- host's hash chain as verify-ledger checks the file.
+    CREATE TABLE airlock_ledger (
+        host_id text NOT NULL,
+        seq     bigint NOT NULL,
+        hash    text NOT NULL,
+        line    text NOT NULL,
+        PRIMARY KEY (host_id, seq)
+    );
+    ",
+];
+
+/// The schema version this build writes.
+pub fn current() -> i32 {
+    MIGRATIONS.len() as i32
+}
+
+/// What to do with a database at version `found`: the migrations to apply (their
+/// versions), or `Err` when the database is newer than this build.
+pub fn plan(found: i32) -> Result<std::ops::RangeInclusive<i32>, String> {
+    let cur = current();
+    if found > cur {
+        return Err(format!(
+            "its schema is at version {found}, newer than this airlockd's {cur}: a newer airlockd migrated it; upgrade this host's airlock package (airlockd never writes to a schema it does not know)"
+        ));
+    }
+    Ok(found + 1..=cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans() {
+        assert_eq!(plan(0).unwrap(), 1..=current());
+        assert!(plan(current()).unwrap().is_empty());
+        let e = plan(current() + 1).unwrap_err();
+        assert!(e.contains("newer"), "{e}");
+    }
+}
