@@ -219,6 +219,18 @@ fn client_credentials_tokens_are_discovered_shared_renewed_and_replaced_once_ref
         .map(|t| t.as_str().unwrap().to_string())
         .collect();
     assert_eq!(tokens.len(), 3);
+    // Nor in the ledger.
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    assert!(
+        ledger.contains(&run_id_of(&r3)),
+        "the runs are in the ledger"
+    );
+    for t in tokens.iter().map(String::as_str).chain([CLIENT_SECRET]) {
+        assert!(
+            !ledger.contains(t),
+            "a token or the secret is in the ledger"
+        );
+    }
     for r in [&r1, &r2, &r3] {
         let text = format!("{}{}{}", stdout(r), stderr(r), journal_text(&run_id_of(r)));
         for t in tokens.iter().map(String::as_str).chain([CLIENT_SECRET]) {
