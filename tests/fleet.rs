@@ -354,14 +354,17 @@ fn with_the_database_away_launches_and_hires_are_refused_and_running_runs_go_on(
     a.without_github();
     let sock = a.sock.clone();
     let running = std::thread::spawn(move || {
-        outcome(&try_request(&sock, &json!({"v":1,"op":"launch","role":"code","instance":"tess","command":["/bin/sh","-c","sleep 3; echo done"],"wait":true})).unwrap())
+        outcome(&try_request(&sock, &json!({"v":1,"op":"launch","role":"code","instance":"tess","command":["/usr/bin/python3","-c","import time; time.sleep(3); print('done')"],"wait":true})).unwrap())
     });
     // The run is under way before the database goes.
-    assert!(poll(20, || {
-        let r = a.one(json!({"v":1,"op":"ps"}));
-        (r["data"]["runs"].as_array().map_or(0, |v| v.len()) == 1).then_some(())
-    })
-    .is_some());
+    let mut last = Value::Null;
+    let started = poll(60, || {
+        last = a.one(json!({"v":1,"op":"ps"}));
+        (last["data"]["runs"].as_array().map_or(0, |v| v.len()) == 1).then_some(())
+    });
+    if started.is_none() {
+        panic!("the run never showed in ps ({last}): {:?}", running.join());
+    }
     pg.stop();
     for n in [&a, &b] {
         let m = outcome(&n.launch("tess", &["/bin/true"])).unwrap_err();
