@@ -329,6 +329,7 @@ const TOP_KEYS: &[&str] = &[
     "providers",
     "github",
     "egress",
+    "agents",
     "metrics",
     "tracing",
     "store",
@@ -1548,6 +1549,21 @@ mod tests {
             let shown: String = problems.iter().map(|p| format!("{p}\n")).collect();
             assert!(!shown.contains(secret), "{shown}");
         }
+    }
+
+    #[test]
+    fn agents_name_each_providers_program() {
+        let c = parse(
+            Path::new("/c.yaml"),
+            "agents: {claude: /opt/claude/bin/claude}\n",
+        )
+        .unwrap();
+        assert_eq!(c.agents["claude"], PathBuf::from("/opt/claude/bin/claude"));
+        assert_eq!(c.agents["codex"], default_agents()["codex"]);
+        let problems = parse(Path::new("/c.yaml"), "agents: {claude: bin/claude}\n").unwrap_err();
+        assert!(problems
+            .iter()
+            .any(|p| p.to_string().contains("agents.claude")));
     }
 
     #[test]
