@@ -6,33 +6,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
-use common::tls::{free_port, stunnel, wait_listening, Proc, TestCa};
+use common::tls::{free_port, reference_server, stunnel, wait_listening, Proc, TestCa};
 use common::*;
 use serde_json::{json, Value};
 
 const SECRET: &str = "https-connector-secret-5c2e8b17d4";
-
-fn reference_server() -> (Proc, u16) {
-    require_npm("@modelcontextprotocol/sdk");
-    let port = free_port();
-    let mut child = Command::new("node")
-        .arg(Path::new(REPO).join("tests/agents/reference_server.js"))
-        .arg(port.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("listening"), "{line}");
-    (Proc(child), port)
-}
 
 fn server_everything() -> (Proc, u16) {
     let pkg = require_npm("@modelcontextprotocol/server-everything");

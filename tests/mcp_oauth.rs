@@ -13,29 +13,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::tls::{free_port, stunnel_at, Proc, TestCa};
+use common::tls::{free_port, reference_server, stunnel_at, Proc, TestCa};
 use common::*;
 use serde_json::{json, Value};
 
 const CLIENT_SECRET: &str = "oauth-client-secret-93a1f4c2";
-
-fn reference_server() -> (Proc, u16) {
-    require_npm("@modelcontextprotocol/sdk");
-    let port = free_port();
-    let mut child = Command::new("node")
-        .arg(Path::new(REPO).join("tests/agents/reference_server.js"))
-        .arg(port.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("listening"), "{line}");
-    (Proc(child), port)
-}
 
 /// The authorization and resource servers, TLS in front of the resource server.
 struct OAuth {

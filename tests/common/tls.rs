@@ -1,5 +1,6 @@
 //! TLS partners for the https connector tests: a CA made in the test (rcgen), leaves it
-//! signs, and a real stunnel4 terminating TLS in front of a plain server on the loopback.
+//! signs, and a real stunnel4 terminating TLS in front of a plain server on the loopback
+//! (the SDK reference server, say).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -114,4 +115,24 @@ pub fn stunnel_at(ca: &TestCa, leaf: &(PathBuf, PathBuf), to: u16, port: u16) ->
     let p = Proc(child);
     wait_listening(port);
     p
+}
+
+/// The SDK reference server (tests/agents/reference_server.js) on a free loopback port.
+pub fn reference_server() -> (Proc, u16) {
+    use std::io::{BufRead, BufReader};
+    super::require_npm("@modelcontextprotocol/sdk");
+    let port = free_port();
+    let mut child = Command::new("node")
+        .arg(Path::new(super::REPO).join("tests/agents/reference_server.js"))
+        .arg(port.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening"), "{line}");
+    (Proc(child), port)
 }
