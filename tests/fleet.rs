@@ -629,7 +629,9 @@ fn every_hosts_ledger_is_mirrored_and_verify_ledger_fleet_checks_them() {
     b.start();
     assert_eq!(outcome(&a.launch("tess", &["/bin/true"])), Ok(0));
     assert_eq!(outcome(&b.launch("tess", &["/bin/true"])), Ok(0));
-    assert_eq!(outcome(&b.launch("max", &["/bin/true"])), Ok(0));
+    let max = b.launch("max", &["/bin/true"]);
+    assert_eq!(outcome(&max), Ok(0));
+    let max_run = run_of(&max);
     for (n, h) in [(&a, "node-a"), (&b, "node-b")] {
         let caught_up = poll(10, || {
             let (local, rows) = mirrored(&pg, n, h);
@@ -643,6 +645,18 @@ fn every_hosts_ledger_is_mirrored_and_verify_ledger_fleet_checks_them() {
         out.contains("host node-a: ") && out.contains("host node-b: ") && out.contains("intact"),
         "{out}"
     );
+    // Host A shows B's run from the store, with its host.
+    let (code, out) = show(&a, &max_run, false);
+    assert_eq!(code, 0, "{out}");
+    for want in ["node-b", "max", "exited"] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+    let (code, out) = show(&a, &max_run, true);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}"));
+    assert_eq!((code, v["host_id"].as_str()), (0, Some("node-b")), "{out}");
+    assert_eq!(v["run"]["instance"], "max", "{out}");
+    let (code, out) = show(&a, "r-20260101-00000000", false);
+    assert!(code == 1 && out.contains("no run"), "{code}: {out}");
     // One row edited by hand: named, host and record.
     let seq = pg.psql(
         "SELECT min(seq) FROM airlock_ledger WHERE host_id = 'node-b' AND line LIKE '%\"max\"%'",
@@ -658,6 +672,38 @@ fn every_hosts_ledger_is_mirrored_and_verify_ledger_fleet_checks_them() {
         out.contains("host node-a: ") && out.contains("intact"),
         "{out}"
     );
+    // `show` checks the records it reads too: the edited one is named, not shown.
+    let (code, out) = show(&a, &max_run, false);
+    assert!(
+        code == 1 && out.contains("host node-b") && out.contains("fails its check"),
+        "{code}: {out}"
+    );
+}
+
+/// The run id of a launch answer.
+fn run_of(r: &[Value]) -> String {
+    r.iter()
+        .find_map(|f| f["data"]["run"].as_str())
+        .unwrap_or_else(|| panic!("no run id: {r:?}"))
+        .to_string()
+}
+
+/// `airlockctl show RUN` with `n`'s config: exit code, stdout and stderr.
+fn show(n: &Node, run: &str, json: bool) -> (i32, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_airlockctl"));
+    c.arg("--config").arg(&n.cfg);
+    if json {
+        c.arg("--json");
+    }
+    let o = c.args(["show", run]).output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
 }
 
 fn fleet_runs(n: &Node) -> Vec<Value> {
@@ -705,6 +751,11 @@ fn a_crashed_hosts_runs_are_reclaimed_as_unsupervised_by_another() {
         (state(&b)? == ("node-a".into(), "unsupervised".into())).then_some(())
     });
     assert!(reclaimed.is_some(), "{:?}", state(&b));
+    let (code, out) = show(&b, &run, false);
+    assert!(
+        code == 0 && out.contains("node-a") && out.contains("unsupervised"),
+        "{code}: {out}"
+    );
     let log = std::fs::read_to_string(b.root.join("state/journal/airlockd.journal")).unwrap();
     assert!(
         log.contains(&format!("run {run} of host node-a is unsupervised")),

@@ -6,7 +6,7 @@ use airlock::cli::check::Query;
 use airlock::cli::remote::Ctx;
 use airlock::cli::sources::SourceArgs;
 use airlock::cli::{
-    check, explain, instances, logs, runs, status, timers, validate, verify_ledger,
+    check, explain, fleet, instances, logs, runs, status, timers, validate, verify_ledger,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -226,7 +226,7 @@ fn main() {
         Cmd::Launch(args) => airlock::cli::launch::run(&ctx, args),
         Cmd::Ps => runs::ps(&ctx),
         Cmd::Top { once } => airlock::cli::top::top(&ctx, *once),
-        Cmd::Runs { last, fleet: true } => verify_ledger::runs_fleet(&ctx, *last),
+        Cmd::Runs { last, fleet: true } => fleet::runs(&ctx, *last),
         Cmd::Runs { last, .. } => runs::runs(&ctx, *last),
         Cmd::Show { run } => runs::show(&ctx, run),
         Cmd::Logs { run, follow, raw } => logs::logs(&ctx, run, *follow, *raw),
@@ -236,7 +236,7 @@ fn main() {
         Cmd::Instances => instances::list(&ctx),
         Cmd::Status => status::status(&ctx),
         Cmd::Reload => status::reload(&ctx),
-        Cmd::VerifyLedger { fleet: true, .. } => verify_ledger::run_fleet(&ctx),
+        Cmd::VerifyLedger { fleet: true, .. } => fleet::verify(&ctx),
         Cmd::VerifyLedger { ledger, .. } => verify_ledger::run(&ctx, ledger.as_deref()),
         Cmd::Timers { output } => timers::run(&ctx, &sources.args(), Some(output)),
     };

@@ -4,6 +4,7 @@ pub mod agent_events;
 pub mod check;
 pub mod detach;
 pub mod explain;
+pub mod fleet;
 pub mod instances;
 pub mod interrupt;
 pub mod launch;

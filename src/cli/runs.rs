@@ -10,6 +10,7 @@ use super::{offline, output};
 use crate::control::client::ClientError;
 use crate::control::protocol::{ErrorCode, Op, RunInfo};
 use crate::supervisor::ledger::now_ms;
+use serde_json::Value;
 
 /// Active runs.
 pub fn ps(ctx: &Ctx) -> i32 {
@@ -94,9 +95,18 @@ fn exit(r: &RunInfo) -> String {
 
 /// One run in detail.
 pub fn show(ctx: &Ctx, run: &str) -> i32 {
-    let data = match ctx.call(Op::Show { run: run.into() }) {
+    let op = Op::Show { run: run.into() };
+    let data = match ctx.request(&op) {
         Ok(d) => d,
-        Err(code) => return code,
+        // Another host's run: the fleet store has it, when there is one.
+        Err(Failed::Refused(Some(e))) if e.code == ErrorCode::NotFound => {
+            match super::fleet::show(ctx, run) {
+                Ok(Some(d)) => d,
+                Ok(None) => return remote::report(&op, &Failed::Refused(Some(e))),
+                Err(code) => return code,
+            }
+        }
+        Err(f) => return remote::report(&op, &f),
     };
     let info: RunInfo = match remote::field(&data, "run") {
         Ok(r) => r,
@@ -106,15 +116,18 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
         return output::json(&data);
     }
     let now = now_ms();
-    let mut pairs = vec![
-        ("run", clean(&info.run)),
+    let mut pairs = vec![("run", clean(&info.run))];
+    if let Some(host) = data.get("host_id").and_then(Value::as_str) {
+        pairs.push(("host", clean(host)));
+    }
+    pairs.extend([
         ("role", clean(&info.role)),
         ("instance", clean(&info.instance)),
         ("uid", info.uid.to_string()),
         ("launched by uid", info.launched_by_uid.to_string()),
         ("state", clean(&info.state)),
         ("started", format!("{} UTC", table::utc(info.started_at))),
-    ];
+    ]);
     if let Some(end) = info.ended_at {
         pairs.push(("ended", format!("{} UTC", table::utc(end))));
     }

@@ -631,6 +631,61 @@ pub async fn read_ledgers(
         .map_err(|e: String| format!("{name}: {e}"))
 }
 
+/// One run as the fleet store has it (`airlockctl show RUN` of any host's run): its host
+/// and lease state from `airlock_runs`, and its mirrored ledger lines, in order.
+#[derive(Debug, Clone, Default)]
+pub struct FleetRunRecords {
+    pub host_id: Option<String>,
+    pub state: Option<String>,
+    /// `(host_id, line)`.
+    pub lines: Vec<(String, String)>,
+}
+
+/// Read one run from the fleet store, without a lease (`airlockctl`).
+pub async fn read_run(
+    conf: &StoreConf,
+    password: Option<&Secret>,
+    run: &str,
+) -> Result<FleetRunRecords, String> {
+    let name = conf.describe();
+    let cfg = pg_config(conf, password)?;
+    let work = async {
+        let (client, conn) = cfg
+            .connect(NoTls)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut found = FleetRunRecords::default();
+        if let Some(r) = client
+            .query_opt(
+                "SELECT host_id, state FROM airlock_runs WHERE run = $1",
+                &[&run],
+            )
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            found.host_id = Some(r.get(0));
+            found.state = Some(r.get(1));
+        }
+        // The expression is the index's (migration 2), so this reads only the run's rows.
+        let rows = client
+            .query(
+                r#"SELECT host_id, line FROM airlock_ledger WHERE substring(line from '"run":"([^"]*)"') = $1 ORDER BY host_id, seq"#,
+                &[&run],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        found.lines = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        Ok(found)
+    };
+    tokio::time::timeout(TIMEOUT * 2, work)
+        .await
+        .unwrap_or_else(|_| Err("no answer".into()))
+        .map_err(|e: String| format!("{name}: {e}"))
+}
+
 /// The runs closed by mirrored ledger lines, with their end times.
 fn closings(rows: &[(u64, String, String)]) -> Vec<(String, i64)> {
     use crate::supervisor::ledger::{LedgerEvent, Record};

@@ -65,6 +65,11 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (host_id, seq)
     );
     ",
+    // 2: `show RUN` finds a run's records on any host by its id: the first `"run":"..."` of
+    // a ledger line is its event's run (a regular expression, so no row can fail it).
+    r#"
+    CREATE INDEX airlock_ledger_run ON airlock_ledger ((substring(line from '"run":"([^"]*)"')));
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -354,7 +354,7 @@ impl Chain {
 /// A canonical line is its unsigned form with `,"hash":"<hash>"` before the closing brace,
 /// so the hash is checked over the line's own bytes (one serialization per record, not
 /// two: this runs for every record airlockd and `verify-ledger` read).
-fn check_record(line: &[u8]) -> Result<Record, &'static str> {
+pub fn check_record(line: &[u8]) -> Result<Record, &'static str> {
     let record: Record = serde_json::from_slice(line).map_err(|_| "not a ledger record")?;
     let canonical = serialize(&record).map_err(|_| "not a ledger record")?;
     if canonical.as_bytes() != line {

@@ -1,0 +1,318 @@
+//! The read commands of the fleet store (`store:`), for every host's runs and ledgers:
+//! `runs --fleet`, `verify-ledger --fleet`, and `show RUN` of a run this host does not
+//! have. They read PostgreSQL directly, without a host lease, and never write.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use super::output::{self, outln};
+use super::remote::Ctx;
+use crate::credentials::leases::{Lease, LeaseKind, LeaseState};
+use crate::daemon::runs::run_info;
+use crate::supervisor::ledger::{self, LedgerError, LedgerEvent, Record, RunRecords};
+
+/// `verify-ledger --fleet`: every host's chain as the fleet store mirrors it, each checked
+/// as the file is (contiguous from record 1, canonical lines, hashes chained), and each
+/// row's own `seq` and `hash` columns against its line. Exit 0 all intact, 1 one broken.
+pub fn verify(ctx: &Ctx) -> i32 {
+    let hosts = match with_store(ctx, "verify-ledger --fleet", |store, pw| {
+        Box::pin(crate::store::pg::read_ledgers(store, pw))
+    }) {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    let store_name = match ctx.load_config() {
+        Ok(c) => c.store.map(|s| s.describe()).unwrap_or_default(),
+        Err(code) => return code,
+    };
+    let mut report = Vec::new();
+    let mut broken = false;
+    for (host, rows) in &hosts {
+        let verdict = check_host(host, rows);
+        broken |= verdict.is_err();
+        report.push((host.clone(), rows.len(), verdict));
+    }
+    if ctx.json {
+        let hosts: Vec<_> = report
+            .iter()
+            .map(|(h, n, v)| match v {
+                Ok(()) => json!({"host_id": h, "ok": true, "records": n}),
+                Err((seq, why)) => {
+                    json!({"host_id": h, "ok": false, "broken": {"seq": seq, "why": why}})
+                }
+            })
+            .collect();
+        output::json(&json!({"fleet": true, "ok": !broken, "hosts": hosts}));
+    } else {
+        if report.is_empty() {
+            outln!("{store_name}: no host has mirrored a ledger record yet");
+        }
+        for (h, n, v) in &report {
+            match v {
+                Ok(()) => outln!("host {h}: {n} records, hash chain intact"),
+                Err((seq, why)) => outln!("host {h}: BROKEN at record {seq}: {why}"),
+            }
+        }
+    }
+    if broken {
+        output::NO
+    } else {
+        output::OK
+    }
+}
+
+/// One host's mirrored chain; `Err((seq, why))` at its first broken record.
+fn check_host(host: &str, rows: &[(i64, String, String)]) -> Result<(), (i64, String)> {
+    let origin = PathBuf::from(format!("(fleet store, host {host})"));
+    let checked = ledger::verify_lines(&origin, rows.iter().map(|(_, _, l)| l.as_bytes()));
+    let records = checked.map_err(|e| match e {
+        LedgerError::Broken { seq, why, .. } => (i64::try_from(seq).unwrap_or(i64::MAX), why),
+        e => (0, e.to_string()),
+    })?;
+    for ((seq, hash, _), r) in rows.iter().zip(&records) {
+        if u64::try_from(*seq).ok() != Some(r.seq) || *hash != r.hash {
+            return Err((
+                *seq,
+                "the row's seq or hash column does not match its record".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+type StoreFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, String>> + 'a>>;
+
+/// Read something from the config's fleet store (`what` names the command in errors).
+fn with_store<T>(
+    ctx: &Ctx,
+    what: &str,
+    read: impl for<'a> FnOnce(
+        &'a crate::store::StoreConf,
+        Option<&'a crate::credentials::Secret>,
+    ) -> StoreFuture<'a, T>,
+) -> Result<T, i32> {
+    let cfg = ctx.load_config()?;
+    let Some(store) = &cfg.store else {
+        eprintln!(
+            "airlockctl {what}: {}: no `store:` (a fleet store); without one, only this host's files are read",
+            cfg.file.display()
+        );
+        return Err(output::ERROR);
+    };
+    let password = match &store.password_credential {
+        None => None,
+        Some(n) => match cfg
+            .credentials
+            .get(n)
+            .ok_or_else(|| format!("store.password_credential: no credentials.{n}"))
+            .and_then(|src| crate::credentials::read(n, src))
+        {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("airlockctl {what}: {e}");
+                return Err(output::ERROR);
+            }
+        },
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(read(store, password.as_ref())))
+        .map_err(|e| {
+            eprintln!("airlockctl {what}: {e}");
+            output::ERROR
+        })
+}
+
+/// `runs --fleet`: the newest runs of every host, from the fleet store.
+pub fn runs(ctx: &Ctx, last: Option<u32>) -> i32 {
+    let limit = i64::from(last.unwrap_or(100));
+    let runs = match with_store(ctx, "runs --fleet", |store, pw| {
+        Box::pin(crate::store::pg::read_runs(store, pw, limit))
+    }) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    if ctx.json {
+        return output::json(&json!({ "runs": runs }));
+    }
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.run.clone(),
+                r.host_id.clone(),
+                r.instance.clone(),
+                crate::cli::table::utc(u64::try_from(r.admitted_ms).unwrap_or(0)),
+                r.state.clone(),
+            ]
+        })
+        .collect();
+    outln!(
+        "{}",
+        crate::cli::table::render(&["RUN", "HOST", "INSTANCE", "ADMITTED", "STATE"], &rows)
+    );
+    output::OK
+}
+
+/// `show RUN` of a run this host's ledger does not have: its records as the fleet store
+/// mirrors them, each checked against its own hash, with its host. `Ok(None)` without a
+/// store, or when no host has the run.
+pub fn show(ctx: &Ctx, run: &str) -> Result<Option<Value>, i32> {
+    if ctx.load_config()?.store.is_none() {
+        return Ok(None);
+    }
+    let id = run.to_string();
+    let found = with_store(ctx, "show", |store, pw| {
+        Box::pin(async move { crate::store::pg::read_run(store, pw, &id).await })
+    })?;
+    let records = match assemble(&found.lines) {
+        Ok(r) => r,
+        Err(why) => {
+            eprintln!("airlockctl show: {why}; `airlockctl verify-ledger --fleet` checks every host's chain");
+            return Err(output::NO);
+        }
+    };
+    let Some((host, records, leases)) = records else {
+        return match found.host_id {
+            None => Ok(None),
+            Some(h) => {
+                eprintln!(
+                    "airlockctl show: run {} was admitted on host {} but its ledger records have not reached the fleet store yet (that host mirrors them as it can)",
+                    super::table::clean(run),
+                    super::table::clean(&h)
+                );
+                Err(output::NO)
+            }
+        };
+    };
+    let mut info = run_info(records);
+    info.leases = leases;
+    if info.ended_at.is_none() && found.state.as_deref() == Some(super::offline::UNSUPERVISED) {
+        info.state = super::offline::UNSUPERVISED.into();
+        info.reason = Some(format!(
+            "its host {host} stopped renewing the run's lease; that host's next airlockd start closes the record as aborted"
+        ));
+    }
+    Ok(Some(json!({ "run": info, "host_id": host })))
+}
+
+/// One run from its mirrored lines `(host_id, line)`: its host, its opening and last
+/// closing record, and its leases as the lease records tell them. `Err` names the first
+/// line that fails its own check; `Ok(None)` when no line opens the run.
+fn assemble(
+    lines: &[(String, String)],
+) -> Result<Option<(String, RunRecords, Vec<Lease>)>, String> {
+    let mut opened = None;
+    let mut closed = None;
+    let mut leases: Vec<Lease> = Vec::new();
+    for (host, line) in lines {
+        let r: Record = ledger::check_record(line.as_bytes()).map_err(|why| {
+            format!("host {host}: a mirrored record of this run fails its check: {why}")
+        })?;
+        match r.event {
+            LedgerEvent::RunOpened(o) => opened = Some((host.clone(), o)),
+            LedgerEvent::RunClosed(c) => closed = Some(c),
+            LedgerEvent::LeaseIssued(l) => leases.push(Lease {
+                kind: match l.lease_kind.as_str() {
+                    "provider" => LeaseKind::Provider,
+                    "connector" => LeaseKind::Connector,
+                    _ => LeaseKind::Github,
+                },
+                id: l.lease,
+                run: l.run,
+                instance: l.instance,
+                grants: l.grants,
+                issued_at: l.issued_at,
+                expires_at: l.expires_at,
+                state: LeaseState::Active,
+                revoked_at: None,
+                revoke_reason: None,
+                upstream_expires_at: None,
+            }),
+            LedgerEvent::LeaseRevoked(v) => {
+                if let Some(l) = leases.iter_mut().find(|l| l.id == v.lease) {
+                    l.state = if v.state == "revoked" {
+                        LeaseState::Revoked
+                    } else {
+                        LeaseState::RevokePending
+                    };
+                    l.revoked_at = Some(v.revoked_at);
+                    l.revoke_reason = Some(v.reason);
+                }
+            }
+        }
+    }
+    Ok(opened.map(|(host, o)| (host, (o, closed), leases)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(v: Value) -> LedgerEvent {
+        serde_json::from_value(v).expect("an event")
+    }
+
+    /// Lines as a host's ledger writes them (and the mirror copies them).
+    fn lines() -> Vec<(String, String)> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ledger.jsonl");
+        let mut l = ledger::Ledger::open(&path).expect("ledger");
+        l.append(event(
+            json!({"kind": "run_opened", "run": "r-1", "launched_by_uid": 0,
+            "role": "code", "instance": "tess", "uid": 61000, "level": "L2", "budgets": {},
+            "started_at": 1000, "deadline_s": 60}),
+        ))
+        .expect("append");
+        l.append(event(
+            json!({"kind": "lease_issued", "lease": "run/r-1/provider/0",
+            "run": "r-1", "instance": "tess", "lease_kind": "provider", "grants": "claude",
+            "issued_at": 1001, "expires_at": null}),
+        ))
+        .expect("append");
+        l.append(event(
+            json!({"kind": "lease_revoked", "lease": "run/r-1/provider/0",
+            "run": "r-1", "instance": "tess", "revoked_at": 2000, "state": "revoked",
+            "reason": "the run ended"}),
+        ))
+        .expect("append");
+        l.append(event(
+            json!({"kind": "run_closed", "run": "r-1", "ended_at": 2000,
+            "outcome": "exited", "exit_code": 0, "signal": null, "reason": "exited 0"}),
+        ))
+        .expect("append");
+        std::fs::read_to_string(&path)
+            .expect("read")
+            .lines()
+            .map(|l| ("node-b".to_string(), l.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_run_is_assembled_from_its_mirrored_records_with_its_host_and_leases() {
+        let (host, (opened, closed), leases) = assemble(&lines()).expect("checked").expect("found");
+        assert_eq!(host, "node-b");
+        assert_eq!(
+            (opened.run.as_str(), opened.instance.as_str()),
+            ("r-1", "tess")
+        );
+        assert_eq!(closed.map(|c| c.ended_at), Some(2000));
+        assert_eq!(leases.len(), 1);
+        assert_eq!(leases[0].state, LeaseState::Revoked);
+        assert_eq!(leases[0].revoke_reason.as_deref(), Some("the run ended"));
+        // Only a lease record: no run to show.
+        assert!(assemble(&lines()[1..2]).expect("checked").is_none());
+    }
+
+    #[test]
+    fn an_edited_mirrored_record_is_named_not_shown() {
+        let mut l = lines();
+        l[0].1 = l[0].1.replace("\"tess\"", "\"tass\"");
+        let e = assemble(&l).expect_err("edited");
+        assert!(e.contains("host node-b") && e.contains("hash"), "{e}");
+    }
+}
