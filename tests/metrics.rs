@@ -254,6 +254,72 @@ fn prometheus_scrapes_exactly_what_a_run_did() {
     assert!(get(port, "/other", None).0.contains(" 404 "));
 }
 
+/// `GET /metrics` over the unix socket at `sock`, connecting as `uid`:`gid` and no other
+/// group (a child python3 under setpriv, so the kernel checks the socket's mode): the answer, or the
+/// child's error.
+fn get_unix_as(sock: &Path, uid: u32, gid: u32) -> Result<String, String> {
+    let o = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .args(["--clear-groups", "/usr/bin/python3"])
+        .args([
+            "-c",
+            "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(b'GET /metrics HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n')\nb=b''\nwhile True:\n  c=s.recv(65536)\n  if not c: break\n  b+=c\nsys.stdout.write(b.decode())",
+        ])
+        .arg(sock)
+        .output()
+        .unwrap();
+    if o.status.success() {
+        Ok(stdout(&o))
+    } else {
+        Err(stderr(&o))
+    }
+}
+
+#[test]
+fn a_unix_socket_listener_has_its_mode_and_group_and_serves_only_them() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    require_journald();
+    let adm = nix::unistd::Group::from_name("adm")
+        .unwrap()
+        .expect("Debian's adm group")
+        .gid
+        .as_raw();
+    let dir = tempfile::tempdir().unwrap();
+    // Others may pass through the directory: the socket's own mode is what decides.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let sock = dir.path().join("metrics.sock");
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "metrics: {{listen: {}, mode: \"0660\", group: adm}}\n",
+            sock.display()
+        ),
+    );
+    let _d = Airlockd::start(&h);
+    let o = Airlockd::launch(&h, "code", "tess", &["--", "/bin/true"]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let md = std::fs::metadata(&sock).unwrap();
+    assert_eq!(
+        (md.mode() & 0o7777, md.uid(), md.gid()),
+        (0o660, 0, adm),
+        "the socket's mode and owner"
+    );
+    // The group reads the same counts as a TCP scrape would.
+    let body = get_unix_as(&sock, 65534, adm).unwrap();
+    assert!(
+        body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"),
+        "{body}"
+    );
+    assert!(
+        body.contains("airlock_runs_total{role=\"code\",outcome=\"exited\"} 1"),
+        "{body}"
+    );
+    // Others may not connect at all.
+    let refused = get_unix_as(&sock, 65534, 65534).unwrap_err();
+    assert!(refused.contains("PermissionError"), "{refused}");
+}
+
 #[test]
 fn top_and_ps_show_what_a_running_run_has_done() {
     require_journald();
