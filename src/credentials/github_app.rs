@@ -431,9 +431,11 @@ struct Kept {
     lease: String,
     tokens: Vec<KeptToken>,
 }
-/// Leases whose tokens GitHub confirmed revoked, until their lease record says so.
-static CONFIRMED: Mutex<std::collections::BTreeSet<String>> =
-    Mutex::new(std::collections::BTreeSet::new());
+/// Leases whose tokens GitHub confirmed revoked, until their lease record says so, with
+/// the file that keeps their tokens: it goes only once the record is written, so a crash in
+/// between leaves the tokens to be DELETEd again at the next start (a dead token's DELETE
+/// is answered 401, which confirms it), not a lease pending for the tokens' hour.
+static CONFIRMED: Mutex<BTreeMap<String, Option<PathBuf>>> = Mutex::new(BTreeMap::new());
 
 /// A DELETE that just failed is not tried again sooner than this (so a caller holding the
 /// ledger lock after a failed attempt outside it does not wait on GitHub again).
@@ -545,7 +547,7 @@ impl Held {
     /// alive (GitHub confirmed, now or before). Tokens whose DELETE failed stay held for
     /// the next try, which waits [`RETRY_AFTER`].
     pub fn revoke(lease: &str) -> bool {
-        if CONFIRMED.lock().is_ok_and(|c| c.contains(lease)) {
+        if CONFIRMED.lock().is_ok_and(|c| c.contains_key(lease)) {
             return true;
         }
         let taken = HELD.lock().ok().and_then(|mut h| {
@@ -584,13 +586,7 @@ impl Held {
         match left {
             Ok(left) if left.is_empty() => {
                 if let Ok(mut c) = CONFIRMED.lock() {
-                    c.insert(lease.to_string());
-                }
-                if let Some(f) = file {
-                    let _ = std::fs::remove_file(&f);
-                    if let Some(d) = f.parent() {
-                        super::leases::sync_dir(d);
-                    }
+                    c.insert(lease.to_string(), file);
                 }
                 true
             }
@@ -625,10 +621,15 @@ impl Held {
         }
     }
 
-    /// The lease's revocation is recorded: forget it.
+    /// The lease's revocation is recorded (or, for a run that never started, there is
+    /// nothing to record): forget it, and its file.
     pub fn recorded(lease: &str) {
-        if let Ok(mut c) = CONFIRMED.lock() {
-            c.remove(lease);
+        let file = CONFIRMED.lock().ok().and_then(|mut c| c.remove(lease)).flatten();
+        if let Some(f) = file {
+            let _ = std::fs::remove_file(&f);
+            if let Some(d) = f.parent() {
+                super::leases::sync_dir(d);
+            }
         }
     }
 }

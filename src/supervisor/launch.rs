@@ -772,7 +772,9 @@ pub fn prepare_in(
         }),
         Err(e) => {
             // Tokens minted for a run that does not start are revoked at once.
-            let _ = github_app::Held::revoke(&github_lease);
+            if github_app::Held::revoke(&github_lease) {
+                github_app::Held::recorded(&github_lease);
+            }
             drop(disks);
             let _ = fs::remove_dir_all(&run_dir);
             // And those of the stdio connectors prepared before the refusal.

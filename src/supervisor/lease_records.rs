@@ -103,9 +103,6 @@ pub fn revoke_run(
                 && l.upstream_expires_at.is_some_and(|t| now >= t))
     };
     let changed = leases::revoke(&mut all, now, reason, &mut upstream);
-    for l in changed.iter().filter(|l| l.state == LeaseState::Revoked) {
-        crate::credentials::github_app::Held::recorded(&l.id);
-    }
     let mut out = Revoked::default();
     for l in &changed {
         append(LedgerEvent::LeaseRevoked(LeaseRevoked {
@@ -125,6 +122,10 @@ pub fn revoke_run(
         store
             .save(run, &all)
             .map_err(|e| format!("run {run}: its revoked leases could not be stored: {e}"))?;
+    }
+    // Recorded: only now may the tokens' file go (see `Held::recorded`).
+    for l in changed.iter().filter(|l| l.state == LeaseState::Revoked) {
+        crate::credentials::github_app::Held::recorded(&l.id);
     }
     Ok(out)
 }
