@@ -487,7 +487,7 @@ fn the_jail_helper_killed_mid_run_ends_the_run_and_leaves_nothing() {
     let uid = h.uids[0];
     let d = Airlockd::start(&h);
     let argv = mcp_agent(&json!([{"call": "bash", "args": {"command": "sleep 60"}}]));
-    let mut ctl = launch_piped(&h, "code", "tess", &argv);
+    let ctl = launch_piped(&h, "code", "tess", &argv);
     let sleep = poll(30, || process_of(uid, b"sleep\x0060")).expect("the bash command never ran");
     let run = run_of(&h, "tess").expect("the run is in the ledger");
     // Up from the command: the ancestor whose parent is airlockd is the jail helper.
@@ -764,7 +764,7 @@ fn journald_killed_mid_run_keeps_the_runs_records_in_the_fallback_file() {
     // Time enough to see the first line in journald and kill it before the second.
     let script = "echo before-the-kill; sleep 4; echo after-the-kill; sleep 0.5; echo at-the-end";
     let argv: Vec<String> = ["/bin/sh", "-c", script].map(String::from).to_vec();
-    let mut ctl = launch_piped(&h, "code", "tess", &argv);
+    let ctl = launch_piped(&h, "code", "tess", &argv);
     let run = poll(30, || run_of(&h, "tess")).expect("the run is in the ledger");
     assert!(
         poll(30, || jd
