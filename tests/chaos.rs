@@ -407,8 +407,9 @@ fn tear_next_ledger_append(pid: u32, ledger: &std::path::Path) -> u64 {
         .find(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == ledger))
         .and_then(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
         .expect("airlockd holds the ledger open");
-    let o = Command::new("gdb")
-        .args(["-p", &pid.to_string(), "-batch", "-nx"])
+    // Bounded: a write gdb never catches fails the test below instead of hanging it.
+    let o = Command::new("timeout")
+        .args(["120", "gdb", "-p", &pid.to_string(), "-batch", "-nx"])
         .args(["-ex", "set pagination off", "-ex", "set confirm off"])
         .args(["-ex", "handle all nostop noprint pass"])
         .args(["-ex", &format!("break __write if $rdi == {fd}")])
@@ -453,7 +454,11 @@ fn airlockd_killed_in_the_middle_of_a_ledger_append_keeps_the_chain_and_closes_t
     let uid = h.uids[0];
     let d = Airlockd::start(&h);
     let path = h.state.join(ledger::FILE_NAME);
-    let argv: Vec<String> = ["/bin/sh", "-c", "sleep 10"].map(String::from).to_vec();
+    // The agent sleeps itself (the agent side may not start `sleep`), so gdb is attached
+    // well before its exit makes the run's closing append.
+    let argv: Vec<String> = ["python3", "-c", "import time; time.sleep(10)"]
+        .map(String::from)
+        .to_vec();
     let mut ctl = launch(&h, "code", "tess", &argv);
     let run = poll(30, || run_of(&h, "tess")).expect("the run is in the ledger");
     let before = ledger::records(&path).unwrap().len();
@@ -583,15 +588,16 @@ fn the_upstream_killed_mid_tools_call_is_an_mcp_error_naming_the_connector() {
     let gh = StandInGithub::start();
     // tests/agents/reference_server.js: its `hold` tool never answers.
     let (mut up, port) = common::tls::reference_server();
-    let h = code_host(
-        &gh,
-        &format!(
-            "credentials:\nmcp_connectors:\n  reference: {{url: \"http://127.0.0.1:{}/mcp\"}}\n",
-            port
-        ),
+    // The stand-in's config has the `mcp_connectors:` key: the reference server joins it.
+    let cfg = gh.config_beside("credentials:\n").replacen(
+        "mcp_connectors:\n",
+        &format!("mcp_connectors:\n  reference: {{url: \"http://127.0.0.1:{port}/mcp\"}}\n"),
+        1,
     );
+    let h = Host::new(&[("tess", "code")], &cfg);
     h.local_role("code", |t| {
-        t.replacen("tools:\n", "tools:\n  reference: [hold, echo]\n", 1)
+        t.replace("    - cat\n", "    - cat\n    - sleep\n")
+            .replacen("tools:\n", "tools:\n  reference: [hold, echo]\n", 1)
             .replacen(
                 "  mcp:\n",
                 "  mcp:\n    reference:\n      via: airlock\n",
@@ -762,8 +768,9 @@ fn journald_killed_mid_run_keeps_the_runs_records_in_the_fallback_file() {
     let uid = h.uids[0];
     let _d = Airlockd::start(&h);
     // Time enough to see the first line in journald and kill it before the second.
-    let script = "echo before-the-kill; sleep 4; echo after-the-kill; sleep 0.5; echo at-the-end";
-    let argv: Vec<String> = ["/bin/sh", "-c", script].map(String::from).to_vec();
+    // The agent sleeps itself: the agent side may not start `sleep`.
+    let script = "import time\nprint('before-the-kill', flush=True)\ntime.sleep(4)\nprint('after-the-kill', flush=True)\ntime.sleep(0.5)\nprint('at-the-end', flush=True)";
+    let argv: Vec<String> = ["python3", "-c", script].map(String::from).to_vec();
     let ctl = launch_piped(&h, "code", "tess", &argv);
     let run = poll(30, || run_of(&h, "tess")).expect("the run is in the ledger");
     assert!(
