@@ -7,9 +7,14 @@
 # bench_mcp.js as the connector's upstream) through its run's gateway.
 #
 # Every SAMPLE runs (default 500) it prints airlockd's RSS, threads and open descriptors,
-# the host's mounts, loop devices, the cgroups named for airlock and the state
-# directory's entries (but each run's kept lease history). At the end every count must be back where it was at the first
-# sample (RSS within 10%), every run must be in the ledger opened and closed, every
+# and what is left of this soak's runs on the host: processes of its instance uids, mounts
+# and loop devices of its state directory or runs, cgroups named for its runs (the run
+# cgroups of every airlockd on the host share one `airlock/` parent per hierarchy, so
+# they are told apart by run id, which also keeps other suites running on the host out
+# of the counts), the state directory's entries (but each run's kept lease history), and
+# the runs failed so far. Once idle at the end: no process, mount, loop device or cgroup
+# of a run may be left, airlockd's other counts must be back where they were at the
+# first sample (RSS within 10%), every run must be in the ledger opened and closed, every
 # scripted run's three calls must have been answered, and the chain must verify; else it
 # exits non-zero.
 #   N=10000 bash benches/soak.sh
@@ -47,13 +52,20 @@ ctl reload >/dev/null
 fail() { echo "soak: FAILED: $*" >&2; exit 1; }
 threads() { awk '/^Threads:/ {print $2}' "/proc/$DPID/status"; }
 fds() { ls "/proc/$DPID/fd" | wc -l; }
-mounts() { wc -l </proc/self/mountinfo; }
-loops() { losetup -a 2>/dev/null | wc -l; }
-cgroups() { find /sys/fs/cgroup -type d -name '*airlock*' 2>/dev/null | wc -l; }
+# This soak's run ids, from its ledger (one per line; a pattern that matches nothing when
+# there is none yet).
+run_ids() { grep -o '"run":"r-[^"]*"' "$STATE/ledger.jsonl" 2>/dev/null | cut -d'"' -f4 | sort -u >"$W/runs.ids"
+  [ -s "$W/runs.ids" ] || echo "no-run-yet-$$" >"$W/runs.ids"; }
+procs() { ps -e -o uid= | awk -v a="$UID0" -v b="$((UID0 + INSTANCES - 1))" '$1 >= a && $1 <= b' | wc -l; }
+mounts() { grep -F -e "$W" -f "$W/runs.ids" /proc/self/mountinfo | wc -l; }
+loops() { losetup -a 2>/dev/null | grep -F -e "$W" -f "$W/runs.ids" | wc -l; }
+cgroups() { find /sys/fs/cgroup -type d -path '*/airlock/*' 2>/dev/null | grep -F -f "$W/runs.ids" | wc -l; }
 # The state directory's entries but each run's kept history (leases/done/RUN.json, like
 # the ledger's records, one per run by design).
 entries() { find "$STATE" -mindepth 1 -not -path "$STATE/leases/done/*" | wc -l; }
-sample() { echo "$1 $(vmrss_kb "$DPID") $(threads) $(fds) $(mounts) $(loops) $(cgroups) $(entries)"; }
+failures() { [ -f "$W/out/failed" ] && sort -u "$W/out/failed" | wc -l || echo 0; }
+sample() { run_ids; echo "$1 $(vmrss_kb "$DPID") $(threads) $(fds) $(procs) $(mounts) $(loops) $(cgroups) $(entries) $(failures)"; }
+show() { awk -v t="${2:-}" '{printf "%8s %9s %8s %5s %6s %7s %6s %8s %8s %7s%s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, t}' <<<"$1"; }
 
 AGENT="$(cat "$REPO/benches/agents/soak_agent.py")"
 mkdir -p "$W/out"
@@ -71,7 +83,9 @@ one() {
 export -f one
 export BIN CFG SOCK W INSTANCES AGENT
 
-printf '%8s %9s %8s %5s %7s %6s %8s %8s\n' runs rss_kB threads fds mounts loops cgroups entries
+printf '%8s %9s %8s %5s %6s %7s %6s %8s %8s %7s\n' runs rss_kB threads fds procs mounts loops cgroups entries failed
+zero="$(sample 0)"
+show "$zero" "  (before the first run)"
 half=$((N / 2))
 done_runs=0
 first=""
@@ -90,12 +104,12 @@ while [ "$done_runs" -lt "$N" ]; do
     first="$row"
     find "$STATE" -mindepth 1 -not -path "$STATE/leases/done/*" | sort >"$W/entries.first"
   fi
-  echo "$row" | awk '{printf "%8s %9s %8s %5s %7s %6s %8s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+  show "$row"
 done
 # The end, once idle: the runtime's blocking threads go after 10 s without work.
 sleep 12
 last="$(sample "$N")"
-echo "$last" | awk '{printf "%8s %9s %8s %5s %7s %6s %8s %8s  (idle 12 s)\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+show "$last" "  (idle 12 s)"
 find "$STATE" -mindepth 1 -not -path "$STATE/leases/done/*" | sort >"$W/entries.last"
 
 failed=0
@@ -106,13 +120,14 @@ closed="$(grep -c '"kind":"run_closed"' "$STATE/ledger.jsonl" || true)"
 echo "soak: $N runs ($half one at a time, the rest $PARALLEL at a time); $failed failed; ledger $opened opened, $closed closed, chain $chain"
 [ "$failed" -eq 0 ] || { head -5 "$W/out/errors" >&2; fail "$failed runs failed"; }
 [ "$opened" -eq "$N" ] && [ "$closed" -eq "$N" ] && [ "$chain" = intact ] || fail "the ledger does not hold every run"
-read -r _ rss0 thr0 fd0 m0 l0 c0 e0 <<<"$first"
-read -r _ rss1 thr1 fd1 m1 l1 c1 e1 <<<"$last"
+read -r _ rss0 thr0 fd0 _ _ _ _ e0 _ <<<"$first"
+read -r _ rss1 thr1 fd1 p1 m1 l1 c1 e1 _ <<<"$last"
+[ "$p1" -eq 0 ] || fail "$p1 processes of the runs' uids are left"
+[ "$m1" -eq 0 ] || { grep -F -e "$W" -f "$W/runs.ids" /proc/self/mountinfo | head -5 >&2; fail "$m1 mounts of the runs are left"; }
+[ "$l1" -eq 0 ] || fail "$l1 loop devices of the runs are left"
+[ "$c1" -eq 0 ] || { find /sys/fs/cgroup -type d -path '*/airlock/*' | grep -F -f "$W/runs.ids" | head -5 >&2; fail "$c1 cgroups of the runs are left"; }
 [ "$thr1" -le "$thr0" ] || fail "threads grew: $thr0 -> $thr1"
 [ "$fd1" -le "$fd0" ] || fail "open descriptors grew: $fd0 -> $fd1"
-[ "$m1" -le "$m0" ] || fail "mounts grew: $m0 -> $m1"
-[ "$l1" -le "$l0" ] || fail "loop devices grew: $l0 -> $l1"
-[ "$c1" -le "$c0" ] || fail "cgroups grew: $c0 -> $c1"
 [ "$e1" -le "$e0" ] || { comm -13 "$W/entries.first" "$W/entries.last" | head -5 >&2; fail "state entries grew: $e0 -> $e1"; }
 [ "$((rss1 * 10))" -le "$((rss0 * 11))" ] || fail "RSS grew more than 10%: $rss0 -> $rss1 kB"
 echo "soak: held: every count back where it was at run $SAMPLE (RSS $rss0 -> $rss1 kB)"

@@ -40,6 +40,8 @@ function build() {
   // A careless upstream that echoes its client's credential.
   s.registerTool("echo_auth", { description: "Echoes the Authorization header it got" }, async (extra) =>
     text(`you sent: ${(extra.requestInfo && extra.requestInfo.headers.authorization) || "nothing"}`));
+  // A call in flight for the chaos tests: it never answers (the test kills the server).
+  s.registerTool("hold", { description: "Answers after an hour" }, async () => { await new Promise((r) => setTimeout(r, 3600000)); return text("held"); });
   s.registerTool("forbidden_tool", { description: "Must never be reached" }, async () => text("reached"));
   // A careless upstream whose tool result embeds, and links to, a resource its client may
   // not read.

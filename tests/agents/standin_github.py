@@ -21,7 +21,9 @@ write's body logged as it arrived, with its Content-Encoding).
 answers, an installation token as the bearer): create_branch, push_files (a real commit in
 the bare repository), create_pull_request, get_file_contents, list_pull_requests, and a few
 tools that only answer (get_issue, add_issue_comment, create_issue, fork_repository). Each
-tools/call is logged to DIR/mcp_calls.jsonl with its name, arguments and Authorization.
+tools/call is logged to DIR/mcp_calls.jsonl with its name, arguments and Authorization;
+while DIR/hold_mcp exists, a tools/call is held after it arrived (DIR/mcp_arrived says
+so), at most 30 s.
 """
 
 import base64
@@ -408,6 +410,13 @@ class H(BaseHTTPRequestHandler):
             with open(os.path.join(DIR, "mcp_calls.jsonl"), "a") as f:
                 f.write(json.dumps({"name": name, "arguments": a,
                                     "auth": self.headers.get("Authorization", "")}) + "\n")
+        held = os.path.join(DIR, "hold_mcp")
+        if os.path.exists(held):
+            # A tools/call in flight, for the chaos tests: held after it arrived.
+            open(os.path.join(DIR, "mcp_arrived"), "w").close()
+            end = time.time() + 30
+            while os.path.exists(held) and time.time() < end:
+                time.sleep(0.05)
         repo = "%s/%s" % (a.get("owner"), a.get("repo"))
         try:
             if name not in MCP_TOOLS:

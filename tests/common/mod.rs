@@ -382,6 +382,14 @@ impl StandIn {
     }
 }
 
+impl StandIn {
+    /// SIGKILL it (a provider that dies mid-answer) and reap it.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for StandIn {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -461,6 +469,10 @@ impl Airlockd {
 }
 
 impl Airlockd {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL it (a crash) and reap it.
     pub fn kill9(mut self) {
         let _ = self.child.kill();
