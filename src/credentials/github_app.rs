@@ -624,7 +624,11 @@ impl Held {
     /// The lease's revocation is recorded (or, for a run that never started, there is
     /// nothing to record): forget it, and its file.
     pub fn recorded(lease: &str) {
-        let file = CONFIRMED.lock().ok().and_then(|mut c| c.remove(lease)).flatten();
+        let file = CONFIRMED
+            .lock()
+            .ok()
+            .and_then(|mut c| c.remove(lease))
+            .flatten();
         if let Some(f) = file {
             let _ = std::fs::remove_file(&f);
             if let Some(d) = f.parent() {
