@@ -593,22 +593,39 @@ async fn keep_lease(
     }
 }
 
+/// A connection of its own for airlockctl's reads: no pool, no host lease.
+async fn read_only(cfg: &tokio_postgres::Config) -> Result<tokio_postgres::Client, String> {
+    let (client, conn) = cfg
+        .connect(NoTls)
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(client)
+}
+
+/// `work` within `limit`, its error naming the store.
+async fn bounded<T>(
+    conf: &StoreConf,
+    limit: Duration,
+    work: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(limit, work)
+        .await
+        .unwrap_or_else(|_| Err("no answer".into()))
+        .map_err(|e| format!("{}: {e}", conf.describe()))
+}
+
 /// Every host's mirrored ledger, read without taking any lease (`airlockctl`): by host,
 /// rows `(seq, hash, line)` in order of `seq`.
 pub async fn read_ledgers(
     conf: &StoreConf,
     password: Option<&Secret>,
 ) -> Result<std::collections::BTreeMap<String, Vec<(i64, String, String)>>, String> {
-    let name = conf.describe();
     let cfg = pg_config(conf, password)?;
     let work = async {
-        let (client, conn) = cfg
-            .connect(NoTls)
-            .await
-            .map_err(|e| format!("cannot connect: {e}"))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let client = read_only(&cfg).await?;
         let rows = client
             .query(
                 "SELECT host_id, seq, hash, line FROM airlock_ledger ORDER BY host_id, seq",
@@ -625,10 +642,7 @@ pub async fn read_ledgers(
         }
         Ok(out)
     };
-    tokio::time::timeout(TIMEOUT * 6, work)
-        .await
-        .unwrap_or_else(|_| Err("no answer".into()))
-        .map_err(|e: String| format!("{name}: {e}"))
+    bounded(conf, TIMEOUT * 6, work).await
 }
 
 /// One run as the fleet store has it (`airlockctl show RUN` of any host's run): its host
@@ -647,16 +661,9 @@ pub async fn read_run(
     password: Option<&Secret>,
     run: &str,
 ) -> Result<FleetRunRecords, String> {
-    let name = conf.describe();
     let cfg = pg_config(conf, password)?;
     let work = async {
-        let (client, conn) = cfg
-            .connect(NoTls)
-            .await
-            .map_err(|e| format!("cannot connect: {e}"))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let client = read_only(&cfg).await?;
         let mut found = FleetRunRecords::default();
         if let Some(r) = client
             .query_opt(
@@ -680,10 +687,7 @@ pub async fn read_run(
         found.lines = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
         Ok(found)
     };
-    tokio::time::timeout(TIMEOUT * 2, work)
-        .await
-        .unwrap_or_else(|_| Err("no answer".into()))
-        .map_err(|e: String| format!("{name}: {e}"))
+    bounded(conf, TIMEOUT * 2, work).await
 }
 
 /// The runs closed by mirrored ledger lines, with their end times.
@@ -718,16 +722,9 @@ pub async fn read_runs(
     password: Option<&Secret>,
     limit: i64,
 ) -> Result<Vec<FleetRun>, String> {
-    let name = conf.describe();
     let cfg = pg_config(conf, password)?;
     let work = async {
-        let (client, conn) = cfg
-            .connect(NoTls)
-            .await
-            .map_err(|e| format!("cannot connect: {e}"))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let client = read_only(&cfg).await?;
         let rows = client
             .query(
                 "SELECT run, host_id, instance, admitted_ms, state, closed_ms FROM (SELECT * FROM airlock_runs ORDER BY admitted_ms DESC, run LIMIT $1) r ORDER BY admitted_ms, run",
@@ -747,8 +744,5 @@ pub async fn read_runs(
             })
             .collect())
     };
-    tokio::time::timeout(TIMEOUT * 2, work)
-        .await
-        .unwrap_or_else(|_| Err("no answer".into()))
-        .map_err(|e: String| format!("{name}: {e}"))
+    bounded(conf, TIMEOUT * 2, work).await
 }
