@@ -622,15 +622,10 @@ fn the_upstream_killed_mid_tools_call_is_an_mcp_error_naming_the_connector() {
     let o = ctl.wait_with_output().unwrap();
     assert!(o.status.success(), "{lines:?}\n{}", stderr(&o));
     for i in [0, 1] {
-        let s = step(&lines, i);
-        let said = format!(
-            "{}{}",
-            s["text"].as_str().unwrap_or(""),
-            s["thrown"].as_str().unwrap_or("")
-        );
-        assert!(
-            said.contains("reference") && (s["isError"] == true || s["thrown"].is_string()),
-            "step {i} should be an error naming the connector: {s}"
+        assert_error_names(
+            step(&lines, i),
+            "reference",
+            &format!("step {i} should be an error naming the connector"),
         );
     }
     assert!(lines.iter().any(|l| l["step"] == "asked"), "{lines:?}");

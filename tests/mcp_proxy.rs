@@ -1396,15 +1396,10 @@ fn a_stdio_connector_that_dies_mid_run_is_an_error_naming_it_and_the_agent_goes_
     );
     assert!(killed > 0, "no connector process to kill");
     assert_eq!(step(&lines, 0)["text"], "Echo: before", "{lines:?}");
-    let s = step(&lines, 2);
-    let said = format!(
-        "{}{}",
-        s["text"].as_str().unwrap_or(""),
-        s["thrown"].as_str().unwrap_or("")
-    );
-    assert!(
-        said.contains("everything") && (s["isError"] == true || s["thrown"].is_string()),
-        "the call after the connector died should be an error naming it: {s}"
+    assert_error_names(
+        step(&lines, 2),
+        "everything",
+        "the call after the connector died should be an error naming it",
     );
     assert!(lines.iter().any(|l| l["step"] == "asked"), "{lines:?}");
 }

@@ -217,11 +217,13 @@ fn assemble(
             LedgerEvent::RunOpened(o) => opened = Some((host.clone(), o)),
             LedgerEvent::RunClosed(c) => closed = Some(c),
             LedgerEvent::LeaseIssued(l) => leases.push(Lease {
-                kind: match l.lease_kind.as_str() {
-                    "provider" => LeaseKind::Provider,
-                    "connector" => LeaseKind::Connector,
-                    _ => LeaseKind::Github,
-                },
+                kind: serde_json::from_value::<LeaseKind>(Value::String(l.lease_kind.clone()))
+                    .map_err(|_| {
+                        format!(
+                            "host {host}: lease {} has a kind this build does not know",
+                            l.lease
+                        )
+                    })?,
                 id: l.lease,
                 run: l.run,
                 instance: l.instance,

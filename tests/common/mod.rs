@@ -611,3 +611,17 @@ pub fn conformance(h: &Host, server: &str, scenario: &str) -> (bool, String) {
     let passed = o.status.success() && out.contains(" 0 failed") && out.contains("Passed:");
     (passed, out)
 }
+
+/// An MCP agent's step `s` was an error (a tool error or a thrown one) whose text names
+/// `connector`.
+pub fn assert_error_names(s: &Value, connector: &str, what: &str) {
+    let said = format!(
+        "{}{}",
+        s["text"].as_str().unwrap_or(""),
+        s["thrown"].as_str().unwrap_or("")
+    );
+    assert!(
+        said.contains(connector) && (s["isError"] == true || s["thrown"].is_string()),
+        "{what}: {s}"
+    );
+}
