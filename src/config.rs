@@ -238,14 +238,32 @@ pub struct ConnectorConf {
 }
 
 /// `mcp_connectors.<name>.oauth`: the client airlockd is at the connector's authorization
-/// server. Only `grant: client_credentials` is served so far.
+/// server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuthConf {
-    pub client_id: String,
+    /// Pre-registered; `None`: registered at `airlockctl connector login` (RFC 7591).
+    pub client_id: Option<String>,
     /// A `credentials` name: a confidential client's secret.
     pub client_secret: Option<String>,
+    pub grant: OAuthGrant,
     pub scopes: Vec<String>,
+    /// Where the authorization code grant's browser is sent back to (a loopback URL,
+    /// nothing listens there: the operator pastes the URL it was sent to).
+    pub redirect_uri: String,
 }
+
+/// How airlockd gets a connector's access tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OAuthGrant {
+    /// An operator authorizes once (`airlockctl connector login`); airlockd keeps the
+    /// refresh token.
+    AuthorizationCode,
+    /// Machine to machine: the client's own credentials.
+    ClientCredentials,
+}
+
+/// The redirect URI of the authorization code grant when the config names none.
+pub const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1:8976/callback";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamConf {
@@ -951,44 +969,74 @@ impl Parser<'_> {
         out
     }
 
-    /// `oauth: {client_id, client_secret?, grant?, scopes?}` at `at`.
+    /// `oauth: {client_id?, client_secret?, grant?, scopes?, redirect_uri?}` at `at`.
     fn oauth(
         &mut self,
         at: &str,
         v: &Value,
         credentials: &BTreeMap<String, CredentialSource>,
     ) -> Option<OAuthConf> {
-        let m = self.mapping(v, at, &["client_id", "client_secret", "grant", "scopes"])?;
+        let m = self.mapping(
+            v,
+            at,
+            &[
+                "client_id",
+                "client_secret",
+                "grant",
+                "scopes",
+                "redirect_uri",
+            ],
+        )?;
         let get = |k: &str| m.get(Value::from(k));
-        match get("grant").map(|g| g.as_str()) {
-            Some(Some("client_credentials")) => {}
-            None | Some(Some("authorization_code")) => {
+        let grant = match get("grant").map(|g| g.as_str()) {
+            Some(Some("client_credentials")) => OAuthGrant::ClientCredentials,
+            None | Some(Some("authorization_code")) => OAuthGrant::AuthorizationCode,
+            Some(_) => {
                 self.problem(
                     &key(at, "grant"),
-                    "authorization_code (the default: airlockctl connector login) is not served yet; set grant: client_credentials",
+                    "must be authorization_code (the default: airlockctl connector login) or client_credentials",
+                );
+                return None;
+            }
+        };
+        let client_id = match get("client_id") {
+            None if grant == OAuthGrant::AuthorizationCode => None,
+            Some(Value::String(id))
+                if !id.is_empty()
+                    && id.len() <= 256
+                    && id.bytes().all(|b| b.is_ascii_graphic()) =>
+            {
+                Some(id.to_string())
+            }
+            None => {
+                self.problem(
+                    &key(at, "client_id"),
+                    "required with grant: client_credentials: the client's id at the authorization server",
                 );
                 return None;
             }
             Some(_) => {
                 self.problem(
-                    &key(at, "grant"),
-                    "must be client_credentials (authorization_code is not served yet)",
+                    &key(at, "client_id"),
+                    "must be the client's id at the authorization server, printable ASCII (leave it out to register at login, RFC 7591)",
                 );
                 return None;
             }
-        }
-        let client_id = match get("client_id").and_then(Value::as_str) {
-            Some(id)
-                if !id.is_empty()
-                    && id.len() <= 256
-                    && id.bytes().all(|b| b.is_ascii_graphic()) =>
+        };
+        let redirect_uri = match get("redirect_uri") {
+            None => DEFAULT_REDIRECT_URI.to_string(),
+            Some(Value::String(u))
+                if crate::gateway::upstream::parse_http_url(u)
+                    .is_some_and(|p| !p.https && p.is_loopback())
+                    && !crate::gateway::upstream::has_userinfo(u)
+                    && !u.contains(['?', '#']) =>
             {
-                id.to_string()
+                u.clone()
             }
-            _ => {
+            Some(_) => {
                 self.problem(
-                    &key(at, "client_id"),
-                    "required: the client's id at the authorization server, printable ASCII (dynamic client registration is not served yet)",
+                    &key(at, "redirect_uri"),
+                    "must be a loopback http URL without a query (http://127.0.0.1:PORT/PATH)",
                 );
                 return None;
             }
@@ -1033,10 +1081,19 @@ impl Parser<'_> {
                 }
             }
         };
+        if grant == OAuthGrant::ClientCredentials && get("redirect_uri").is_some() {
+            self.problem(
+                &key(at, "redirect_uri"),
+                "only the authorization_code grant has a redirect URI",
+            );
+            return None;
+        }
         Some(OAuthConf {
             client_id,
             client_secret,
+            grant,
             scopes,
+            redirect_uri,
         })
     }
 
@@ -1397,7 +1454,9 @@ mod tests {
             ("mcp_connectors:\n  web: {url: \"http://10.0.0.1/mcp\"}\n", "mcp_connectors.web.url"),
             (&format!("mcp_connectors:\n  web: {{url: \"https://x:{secret}@mcp.example/mcp\"}}\n")[..], "mcp_connectors.web.url"),
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/mcp?a=1\"}\n", "mcp_connectors.web.url"),
-            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a}}\n", "mcp_connectors.web.oauth.grant"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: password}}\n", "mcp_connectors.web.oauth.grant"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {redirect_uri: \"https://as.example/cb\"}}\n", "mcp_connectors.web.oauth.redirect_uri"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: client_credentials, redirect_uri: \"http://127.0.0.1/cb\"}}\n", "mcp_connectors.web.oauth.redirect_uri"),
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {grant: client_credentials}}\n", "mcp_connectors.web.oauth.client_id"),
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: client_credentials, client_secret: nope}}\n", "mcp_connectors.web.oauth.client_secret"),
             ("credentials:\n  tok: /etc/t\nmcp_connectors:\n  web: {url: \"https://mcp.example/\", credential: tok, oauth: {client_id: a, grant: client_credentials}}\n", "mcp_connectors.web.oauth"),

@@ -83,6 +83,314 @@ impl OAuth {
     fn stats(&self) -> Value {
         self.get("GET", "/stats")
     }
+
+    /// The operator's browser at `url` (see oauth_server.mjs): its answer.
+    fn browse(&self, url: &str, stop: Option<&str>) -> Value {
+        let body = json!({"url": url, "stop": stop}).to_string();
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.rs_port)).unwrap();
+        write!(
+            s,
+            "POST /browse HTTP/1.0\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let body = out
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b)
+            .unwrap_or_else(|| panic!("/browse: {out}"));
+        serde_json::from_str(body).unwrap()
+    }
+}
+
+/// A host whose connector `tracker` is `oauth` (a YAML mapping), its role granted echo.
+fn login_host(ca: &TestCa, o: &OAuth, oauth: &str) -> Host {
+    let extra = format!(
+        "mcp_connectors:\n  tracker:\n    url: \"{}\"\n    ca_file: {}\n    oauth: {oauth}\n",
+        o.url,
+        ca.ca_pem.display()
+    );
+    let h = Host::new(&[("tess", "code")], &extra);
+    h.local_role("code", |t| {
+        t.replacen("tools:\n", "tools:\n  tracker: [echo, echo_auth]\n", 1)
+            .replacen("  mcp:\n", "  mcp:\n    tracker:\n      via: airlock\n", 1)
+    });
+    h
+}
+
+/// `airlockctl connector login tracker`, its operator played by `act` (given what the
+/// command printed up to its first indented line: the address to open); its output.
+fn login(h: &Host, act: impl FnOnce(&str, &mut std::process::ChildStdin)) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args(["connector", "login", "tracker"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "login printed no address: {said}"
+        );
+        said.push_str(&line);
+        if line.starts_with("  http") {
+            break;
+        }
+    }
+    let url = said
+        .lines()
+        .find(|l| l.starts_with("  http"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut stdin = child.stdin.take().unwrap();
+    act(&url, &mut stdin);
+    drop(stdin);
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let mut out = child.wait_with_output().unwrap();
+    out.stderr = format!("{said}{rest}").into_bytes();
+    out
+}
+
+fn grant_file(h: &Host) -> Value {
+    let p = h.state.join("oauth/tracker.json");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn a_device_login_is_kept_rotated_refreshed_mid_run_and_a_revoked_grant_asks_for_a_login() {
+    require_journald();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    // Access tokens live 4 s: a run with calls 5 s apart refreshes before each.
+    let o = oauth(&ca, 4, "login-device");
+    let h = login_host(&ca, &o, "{client_id: airlock-device, scopes: [read]}");
+    let _d = Airlockd::start(&h);
+
+    let before = h.ctl(&["connector", "status"]);
+    assert!(
+        stdout(&before)
+            .contains("not authorized: an admin runs `airlockctl connector login tracker`"),
+        "{}{}",
+        stdout(&before),
+        stderr(&before)
+    );
+    // Before a login, a call fails naming the connector and the login.
+    let r0 = daemon_run(&h, json!([{"call": "echo", "args": {"message": "early"}}]));
+    let s0 = agent_lines(&r0)[0].clone();
+    assert_error_names(&s0, "tracker", "before a login");
+    assert!(s0.to_string().contains("it has not been authorized on this host: an admin must run `airlockctl connector login tracker`"), "{s0}");
+
+    let out = login(&h, |url, _| {
+        assert!(url.contains("/device?user_code="), "{url}");
+        assert_eq!(o.browse(url, None)["done"], true, "the operator approved");
+    });
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).starts_with("connector tracker: authorized"),
+        "{}",
+        stdout(&out)
+    );
+    let g1 = grant_file(&h);
+    let rt1 = g1["refresh_token"].as_str().unwrap().to_string();
+    assert_eq!(g1["client_id"], "airlock-device");
+    let st = stdout(&h.ctl(&["connector", "status"]));
+    assert!(
+        st.contains("tracker\tauthorization_code\tauthorized at"),
+        "{st}"
+    );
+
+    // One run, its access token expiring between its calls: every call goes through.
+    let r1 = daemon_run(
+        &h,
+        json!([
+            {"call": "echo", "args": {"message": "one"}},
+            {"sleep_ms": 5000},
+            {"call": "echo", "args": {"message": "two"}},
+            {"sleep_ms": 5000},
+            {"call": "echo_auth"},
+        ]),
+    );
+    assert_eq!(
+        r1.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&r1),
+        stderr(&r1)
+    );
+    let lines = agent_lines(&r1);
+    assert_eq!(step(&lines, 0)["text"], "echo: one");
+    assert_eq!(step(&lines, 2)["text"], "echo: two");
+    assert_eq!(
+        step(&lines, 4)["text"],
+        "you sent: Bearer [withheld by Airlock]"
+    );
+    let s = o.stats();
+    assert!(
+        s["refreshes"].as_u64().unwrap() >= 2,
+        "refreshed before expiry: {s}"
+    );
+    assert_eq!(
+        s["unauthorized"], 2,
+        "refused: the call before the login and the login's discovery probe, nothing since: {s}"
+    );
+    // The server rotated the refresh token at each use; the kept one is the newest.
+    let rt2 = grant_file(&h)["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(rt1, rt2, "the rotated refresh token replaced the old one");
+
+    // The server revokes the grant: the next call fails, naming the connector and the login.
+    assert!(o.get("POST", "/revoke-grants")["revoked"].as_u64().unwrap() >= 1);
+    let r2 = daemon_run(
+        &h,
+        json!([{"call": "echo", "args": {"message": "revoked"}}]),
+    );
+    let s2 = agent_lines(&r2)[0].clone();
+    assert_error_names(&s2, "tracker", "a revoked grant");
+    assert!(
+        s2.to_string().contains("its authorization was revoked or has expired (invalid_grant): an admin must run `airlockctl connector login tracker`"),
+        "{s2}"
+    );
+
+    // Logout revokes at the server (RFC 7009) and forgets the grant.
+    let lo = h.ctl(&["connector", "logout", "tracker"]);
+    assert_eq!(lo.status.code(), Some(0), "{}{}", stdout(&lo), stderr(&lo));
+    assert!(
+        stdout(&lo).contains("revoked at its server"),
+        "{}",
+        stdout(&lo)
+    );
+    assert_eq!(o.stats()["revocations"], 1);
+    assert!(!h.state.join("oauth/tracker.json").exists());
+
+    // No token in any output, journal, the ledger or airlockd's journal lines.
+    let s = o.stats();
+    let mut secrets: Vec<String> = s["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert!(secrets.len() >= 3, "{s}");
+    secrets.extend([rt1, rt2]);
+    let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
+    let mut texts = vec![
+        ledger,
+        stdout(&out),
+        stderr(&out),
+        stdout(&lo),
+        stderr(&lo),
+        st,
+    ];
+    for r in [&r0, &r1, &r2] {
+        texts.push(format!(
+            "{}{}{}",
+            stdout(r),
+            stderr(r),
+            journal_text(&run_id_of(r))
+        ));
+    }
+    let daemon = Command::new("journalctl")
+        .args([
+            "-o",
+            "cat",
+            "AIRLOCK_EVENT=connector_auth",
+            "--since",
+            "-10min",
+        ])
+        .output()
+        .unwrap();
+    let daemon = stdout(&daemon);
+    assert!(
+        daemon.contains("connector tracker: authorized by uid 0"),
+        "{daemon}"
+    );
+    texts.push(daemon);
+    for t in &texts {
+        for secret in &secrets {
+            assert!(!t.contains(secret.as_str()), "a token leaked");
+        }
+    }
+}
+
+#[test]
+fn a_browser_login_registers_a_client_and_takes_the_pasted_address() {
+    require_journald();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let o = oauth(&ca, 60, "login-code");
+    let h = login_host(&ca, &o, "{scopes: [read]}");
+    let _d = Airlockd::start(&h);
+    let redirect = "http://127.0.0.1:8976/callback";
+    let out = login(&h, |url, stdin| {
+        assert!(
+            url.contains("code_challenge_method=S256") && url.contains("resource="),
+            "{url}"
+        );
+        let sent = o.browse(url, Some(redirect));
+        let back = sent["redirected"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{sent}"));
+        assert!(back.contains("code="), "{back}");
+        // A wrong paste (another login's state) first: asked again, then the right one.
+        writeln!(stdin, "{redirect}?code=x&state=0000").unwrap();
+        writeln!(stdin, "{back}").unwrap();
+    });
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("its state differs")
+            && stderr(&out).contains("Paste the address again"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        o.stats()["registrations"],
+        1,
+        "registered as a client (RFC 7591)"
+    );
+    let g = grant_file(&h);
+    assert_ne!(g["client_id"], "", "{g}");
+    let r = daemon_run(
+        &h,
+        json!([{"call": "echo", "args": {"message": "browser"}}]),
+    );
+    assert_eq!(r.status.code(), Some(0), "{}\n{}", stdout(&r), stderr(&r));
+    assert_eq!(step(&agent_lines(&r), 0)["text"], "echo: browser");
+    let rt = g["refresh_token"].as_str().unwrap();
+    for t in [
+        stdout(&out),
+        stderr(&out),
+        stdout(&r),
+        journal_text(&run_id_of(&r)),
+    ] {
+        assert!(!t.contains(rt));
+    }
+    let lo = h.ctl(&["connector", "logout", "tracker"]);
+    assert_eq!(lo.status.code(), Some(0), "{}", stderr(&lo));
 }
 
 fn host(ca: &TestCa, o: &OAuth) -> Host {

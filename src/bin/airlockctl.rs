@@ -6,7 +6,8 @@ use airlock::cli::check::Query;
 use airlock::cli::remote::Ctx;
 use airlock::cli::sources::SourceArgs;
 use airlock::cli::{
-    check, explain, fleet, instances, logs, runs, status, timers, validate, verify_ledger,
+    check, connector, explain, fleet, instances, logs, runs, status, timers, validate,
+    verify_ledger,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -131,12 +132,31 @@ enum Cmd {
         #[arg(long, conflicts_with = "ledger")]
         fleet: bool,
     },
+    /// An OAuth connector's authorization (`grant: authorization_code`): log in once,
+    /// see each connector's state, log out (needs airlockd).
+    Connector {
+        #[command(subcommand)]
+        what: ConnectorCmd,
+    },
     /// Write systemd timers for hired instances whose role has run.schedule.
     Timers {
         /// Where to write the units.
         #[arg(long, value_name = "DIR", default_value = timers::DEFAULT_OUTPUT)]
         output: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum ConnectorCmd {
+    /// Authorize NAME for this host (admin): the device grant when its server offers it,
+    /// else a browser login whose final address you paste back. airlockd keeps the refresh
+    /// token.
+    Login { name: String },
+    /// Each OAuth connector's authorization and access token expiry (never a token).
+    Status,
+    /// Revoke NAME's refresh token at its server (when it offers revocation) and forget it
+    /// (admin).
+    Logout { name: String },
 }
 
 #[derive(Subcommand)]
@@ -238,6 +258,11 @@ fn main() {
         Cmd::Reload => status::reload(&ctx),
         Cmd::VerifyLedger { fleet: true, .. } => fleet::verify(&ctx),
         Cmd::VerifyLedger { ledger, .. } => verify_ledger::run(&ctx, ledger.as_deref()),
+        Cmd::Connector { what } => match what {
+            ConnectorCmd::Login { name } => connector::login(&ctx, name),
+            ConnectorCmd::Status => connector::status(&ctx),
+            ConnectorCmd::Logout { name } => connector::logout(&ctx, name),
+        },
         Cmd::Timers { output } => timers::run(&ctx, &sources.args(), Some(output)),
     };
     std::process::exit(code);

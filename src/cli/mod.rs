@@ -2,6 +2,7 @@
 
 pub mod agent_events;
 pub mod check;
+pub mod connector;
 pub mod detach;
 pub mod explain;
 pub mod fleet;

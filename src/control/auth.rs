@@ -72,14 +72,20 @@ pub fn access_of(peer: &Peer, groups: &AccessGroups) -> Access {
 /// The least access an operation needs.
 pub fn required(op: &Op) -> Access {
     match op {
-        Op::Hire { .. } | Op::Fire { .. } | Op::Reload => Access::Admin,
+        Op::Hire { .. }
+        | Op::Fire { .. }
+        | Op::Reload
+        | Op::ConnectorLogin { .. }
+        | Op::ConnectorLoginFinish { .. }
+        | Op::ConnectorLogout { .. } => Access::Admin,
         Op::Launch { .. }
         | Op::Stop { .. }
         | Op::Ps
         | Op::Runs { .. }
         | Op::Show { .. }
         | Op::Instances
-        | Op::Status => Access::Operator,
+        | Op::Status
+        | Op::ConnectorStatus => Access::Operator,
     }
 }
 
@@ -123,6 +129,28 @@ mod tests {
             pid: None,
             groups: groups.to_vec(),
         }
+    }
+
+    #[test]
+    fn connector_logins_and_logouts_are_for_admins_and_status_for_operators() {
+        let op = peer(1000, 1000, &[901]);
+        for o in [
+            Op::ConnectorLogin {
+                connector: "x".into(),
+            },
+            Op::ConnectorLoginFinish {
+                connector: "x".into(),
+                login: "l".into(),
+                redirected: None,
+            },
+            Op::ConnectorLogout {
+                connector: "x".into(),
+            },
+        ] {
+            assert!(authorize(&op, &GROUPS, &o).is_err(), "{o:?}");
+            assert!(authorize(&peer(1000, 1000, &[900]), &GROUPS, &o).is_ok());
+        }
+        assert!(authorize(&op, &GROUPS, &Op::ConnectorStatus).is_ok());
     }
 
     #[test]

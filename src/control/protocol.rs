@@ -54,6 +54,24 @@ pub enum Op {
         instance: String,
     },
     Reload,
+    /// Start an operator's OAuth login for a `grant: authorization_code` connector.
+    ConnectorLogin {
+        connector: String,
+    },
+    /// Finish login `login`: wait for the device grant's approval, or take the URL the
+    /// browser was sent back to (`redirected`, the code grant).
+    ConnectorLoginFinish {
+        connector: String,
+        login: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        redirected: Option<String>,
+    },
+    /// Each OAuth connector's authorization state (never a token).
+    ConnectorStatus,
+    /// Revoke a connector's refresh token at its server and forget it.
+    ConnectorLogout {
+        connector: String,
+    },
 }
 
 impl Op {
@@ -70,6 +88,10 @@ impl Op {
             Op::Hire { .. } => "hire",
             Op::Fire { .. } => "fire",
             Op::Reload => "reload",
+            Op::ConnectorLogin { .. } => "connector-login",
+            Op::ConnectorLoginFinish { .. } => "connector-login-finish",
+            Op::ConnectorStatus => "connector-status",
+            Op::ConnectorLogout { .. } => "connector-logout",
         }
     }
 }
@@ -206,6 +228,9 @@ struct Wire {
     wait: Option<bool>,
     run: Option<String>,
     last: Option<u32>,
+    connector: Option<String>,
+    login: Option<String>,
+    redirected: Option<String>,
 }
 
 impl Wire {
@@ -220,19 +245,43 @@ impl Wire {
             wait,
             run,
             last,
+            connector,
+            login,
+            redirected,
         } = self;
         let launch_only =
             workspace.is_some() || max_seconds.is_some() || command.is_some() || wait.is_some();
         // Taken by `runs` only; refused by every other operation below.
         let runs_only = last.is_some();
+        // Taken by the connector operations only.
+        let connector_only = connector.is_some() || login.is_some() || redirected.is_some();
         let only = |role_ok: bool, instance_ok: bool, run_ok: bool| {
             (role_ok || role.is_none())
                 && (instance_ok || instance.is_none())
                 && (run_ok || run.is_none())
                 && !launch_only
         };
+        let finish = op == "connector-login-finish";
         match op.as_str() {
             other if runs_only && other != "runs" => None,
+            other if connector_only && !other.starts_with("connector-") => None,
+            _ if !finish && (login.is_some() || redirected.is_some()) => None,
+            "connector-login" if only(false, false, false) => Some(Op::ConnectorLogin {
+                connector: connector?,
+            }),
+            "connector-login-finish" if only(false, false, false) => {
+                Some(Op::ConnectorLoginFinish {
+                    connector: connector?,
+                    login: login?,
+                    redirected,
+                })
+            }
+            "connector-status" if only(false, false, false) && connector.is_none() => {
+                Some(Op::ConnectorStatus)
+            }
+            "connector-logout" if only(false, false, false) => Some(Op::ConnectorLogout {
+                connector: connector?,
+            }),
             "launch" if run.is_none() => Some(Op::Launch {
                 role: role?,
                 instance: instance?,
@@ -285,6 +334,37 @@ mod tests {
         // Sent as before when not given, so an older airlockd still understands it.
         let line = Request::new(Op::Runs { last: None }).to_line();
         assert!(!line.contains("last"), "{line}");
+    }
+
+    #[test]
+    fn the_connector_operations_take_only_their_fields() {
+        let parse = |line: &str| parse_request(line.as_bytes()).map(|r| r.op);
+        for op in [
+            Op::ConnectorLogin {
+                connector: "linear".into(),
+            },
+            Op::ConnectorLoginFinish {
+                connector: "linear".into(),
+                login: "ab12".into(),
+                redirected: Some("http://127.0.0.1:8976/callback?code=c&state=s".into()),
+            },
+            Op::ConnectorStatus,
+            Op::ConnectorLogout {
+                connector: "linear".into(),
+            },
+        ] {
+            let req = Request::new(op);
+            assert_eq!(parse_request(req.to_line().as_bytes()), Ok(req));
+        }
+        for bad in [
+            r#"{"v":1,"op":"ps","connector":"linear"}"#,
+            r#"{"v":1,"op":"connector-login","connector":"linear","login":"x"}"#,
+            r#"{"v":1,"op":"connector-status","connector":"linear"}"#,
+            r#"{"v":1,"op":"connector-login-finish","connector":"linear"}"#,
+            r#"{"v":1,"op":"connector-logout","connector":"linear","run":"r-1"}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

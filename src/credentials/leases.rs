@@ -288,7 +288,8 @@ pub fn issue(
     })
 }
 
-fn random<const N: usize>() -> std::io::Result<[u8; N]> {
+/// N bytes from the kernel's random source.
+pub(crate) fn random<const N: usize>() -> std::io::Result<[u8; N]> {
     let mut b = [0u8; N];
     let mut filled = 0;
     while filled < N {
@@ -433,8 +434,7 @@ impl LeaseStore {
     }
 }
 
-/// tmp file (0600) + fsync + rename + fsync of the folder: a record is whole or absent.
-/// tmp file (0600) + fsync + rename + fsync of the directory.
+/// tmp file (0600) + fsync + rename + fsync of the directory: a record is whole or absent.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));

@@ -6,6 +6,7 @@
 
 pub mod github_app;
 pub mod leases;
+pub mod oauth_grant;
 
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -21,6 +22,11 @@ pub const MAX_SECRET_BYTES: u64 = 64 << 10;
 pub struct Secret(String);
 
 impl Secret {
+    /// A secret obtained at run time (an OAuth grant), not read from the config.
+    pub fn new(s: String) -> Secret {
+        Secret(s)
+    }
+
     /// The secret itself, for the one place that sends it upstream.
     pub fn expose(&self) -> &str {
         &self.0

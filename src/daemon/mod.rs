@@ -10,6 +10,7 @@
 
 pub mod budget;
 pub mod cgroup;
+pub mod connectors;
 pub mod events;
 pub mod fleet;
 pub mod peer;

@@ -190,6 +190,16 @@ async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: Slot) {
                 }
             }
         }
+        // Asynchronous: they talk to an authorization server (a device login waits for the
+        // operator's approval).
+        op @ (Op::ConnectorLogin { .. }
+        | Op::ConnectorLoginFinish { .. }
+        | Op::ConnectorStatus
+        | Op::ConnectorLogout { .. }) => {
+            let resp = super::connectors::answer(&d, &peer, op).await;
+            send(&mut w, &resp).await;
+            drop(slot);
+        }
         op => {
             let d2 = d.clone();
             let resp = match tokio::task::spawn_blocking(move || answer(&d2, &peer, op)).await {
@@ -469,7 +479,11 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                 ),
             ),
         },
-        Op::Launch { .. } => Response::err(ErrorCode::Internal, "launch is handled elsewhere"),
+        Op::Launch { .. }
+        | Op::ConnectorLogin { .. }
+        | Op::ConnectorLoginFinish { .. }
+        | Op::ConnectorStatus
+        | Op::ConnectorLogout { .. } => Response::err(ErrorCode::Internal, "handled elsewhere"),
     }
 }
 

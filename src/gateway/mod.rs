@@ -30,6 +30,7 @@ pub mod jsonrpc;
 pub mod mcp_proxy;
 pub mod mcp_server;
 pub mod oauth;
+pub mod oauth_login;
 pub mod oauth_meta;
 pub mod provider;
 pub mod provider_check;

@@ -1,10 +1,13 @@
-//! A connector's OAuth 2.1 client, `grant: client_credentials`: discovery from the
-//! upstream's 401 (its `resource_metadata`, RFC 9728, then the authorization server's RFC
-//! 8414 or OpenID metadata, [`super::oauth_meta`]), a token request with the connector's
-//! URL as `resource` (RFC 8707), and one access token per connector in this process,
-//! shared by its runs, replaced before it expires and once when the upstream refuses it.
-//! Tokens go only to the connector's URL; the client's secret only to the token endpoint.
-//! No error names a token.
+//! A connector's OAuth 2.1 client: discovery from the upstream's 401 (its
+//! `resource_metadata`, RFC 9728, then the authorization server's RFC 8414 or OpenID
+//! metadata, [`super::oauth_meta`]), a token request with the connector's URL as
+//! `resource` (RFC 8707), and one access token per connector in this process, shared by its
+//! runs, replaced before it expires and once when the upstream refuses it. The token comes
+//! from the client's own credentials (`client_credentials`) or from the refresh token an
+//! operator's login left (`authorization_code`, see [`super::oauth_login`]); a refresh
+//! token the server rotates is kept at once. Access tokens go only to the connector's URL;
+//! the client's secret and refresh token only to its authorization server. No error names
+//! a token.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -21,6 +24,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::oauth_meta::{self as meta, ServerMeta, MAX_DOCUMENT_BYTES};
 use super::upstream::HttpUrl;
+use crate::credentials::oauth_grant;
 use crate::credentials::Secret;
 
 /// How long one request to a metadata or token endpoint may take.
@@ -31,18 +35,33 @@ const RECENT: usize = 4;
 /// A connector's OAuth client, as airlockd's config gives it.
 #[derive(Clone)]
 pub struct OAuthPlan {
-    pub client_id: String,
+    /// `None`: registered at login (RFC 7591; authorization_code only).
+    pub client_id: Option<String>,
     /// A confidential client's secret (`client_secret_basic`), else a public client.
     pub client_secret: Option<Secret>,
+    pub grant: GrantPlan,
     pub scopes: Vec<String>,
     /// How an https metadata or token endpoint is verified (the connector's store).
     pub tls: Arc<rustls::ClientConfig>,
 }
 
-struct Live {
-    header: HeaderValue,
+/// Where the access tokens come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GrantPlan {
+    ClientCredentials,
+    /// The refresh token an operator's login left at `store`.
+    AuthorizationCode {
+        store: std::path::PathBuf,
+        redirect_uri: String,
+    },
+}
+
+pub(super) struct Live {
+    pub(super) header: HeaderValue,
     /// When it stops being used (before the server's expiry), if the server said.
     renew_at: Option<Instant>,
+    /// When the server said it expires (ms since the epoch), for `connector status`.
+    expires_at_ms: Option<u64>,
 }
 
 impl Live {
@@ -52,18 +71,18 @@ impl Live {
 }
 
 #[derive(Default)]
-struct State {
-    server: Option<ServerMeta>,
-    token: Option<Live>,
+pub(super) struct State {
+    pub(super) server: Option<ServerMeta>,
+    pub(super) token: Option<Live>,
 }
 
 /// One connector's access token, shared by its runs in this process.
 pub struct TokenSource {
-    connector: String,
-    resource: HttpUrl,
-    plan: OAuthPlan,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    state: tokio::sync::Mutex<State>,
+    pub(super) connector: String,
+    pub(super) resource: HttpUrl,
+    pub(super) plan: OAuthPlan,
+    pub(super) client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    pub(super) state: tokio::sync::Mutex<State>,
     recent: Mutex<Vec<String>>,
 }
 
@@ -79,31 +98,45 @@ impl std::fmt::Debug for TokenSource {
 /// The token source of `connector` at `resource` for this client: the one its other runs
 /// use, or a new one. Keyed by the client's secret too, so a rotated secret starts afresh.
 pub fn shared(connector: &str, resource: &HttpUrl, plan: OAuthPlan) -> Arc<TokenSource> {
-    static ALL: OnceLock<Mutex<HashMap<String, Arc<TokenSource>>>> = OnceLock::new();
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
+    let grant = format!("{:?}", plan.grant);
     for part in [
         connector,
         &resource.origin(),
         &resource.path,
-        &plan.client_id,
+        plan.client_id.as_deref().unwrap_or(""),
         plan.client_secret
             .as_ref()
             .map(|s| s.expose())
             .unwrap_or(""),
         &plan.scopes.join(" "),
+        &grant,
     ] {
         h.update(part.as_bytes());
         h.update([0]);
     }
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    let mut all = ALL
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    let mut all = sources();
     all.entry(key)
         .or_insert_with(|| Arc::new(TokenSource::new(connector, resource.clone(), plan)))
         .clone()
+}
+
+fn sources() -> std::sync::MutexGuard<'static, HashMap<String, Arc<TokenSource>>> {
+    static ALL: OnceLock<Mutex<HashMap<String, Arc<TokenSource>>>> = OnceLock::new();
+    ALL.get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Every source of `connector` in this process (more than one after its client changed).
+pub(super) fn sources_of(connector: &str) -> Vec<Arc<TokenSource>> {
+    sources()
+        .values()
+        .filter(|s| s.connector == connector)
+        .cloned()
+        .collect()
 }
 
 impl TokenSource {
@@ -173,6 +206,22 @@ impl TokenSource {
         self.fetch(&mut st).await
     }
 
+    /// When the access token its runs share expires (ms since the epoch), if there is one
+    /// and the server said.
+    pub async fn access_expires_at_ms(&self) -> Option<u64> {
+        self.state
+            .lock()
+            .await
+            .token
+            .as_ref()
+            .and_then(|t| t.expires_at_ms)
+    }
+
+    /// Drop the access token its runs share (its grant was forgotten or replaced).
+    pub(super) async fn drop_token(&self) {
+        self.state.lock().await.token = None;
+    }
+
     /// An error of this source, as the agent and the journal get it: naming the connector
     /// and the server, never a token.
     pub fn failed(&self, e: &str) -> String {
@@ -182,12 +231,25 @@ impl TokenSource {
         )
     }
 
-    fn who(&self) -> String {
+    pub(super) fn who(&self) -> String {
         format!("connector {} ({})", self.connector, self.resource.origin())
     }
 
+    /// What an authorization_code connector's error ends with: how to mend it.
+    pub(super) fn login_needed(&self, why: &str) -> String {
+        format!(
+            "{why}: an admin must run `airlockctl connector login {}`",
+            self.connector
+        )
+    }
+
+    /// The connector's URL, as the `resource` parameter names it (RFC 8707).
+    pub(super) fn resource_param(&self) -> String {
+        self.resource.url()
+    }
+
     /// RFC 9728 then RFC 8414 / OpenID: the token endpoint of the resource's server.
-    async fn discover(&self, challenge: Option<&str>) -> Result<ServerMeta, String> {
+    pub(super) async fn discover(&self, challenge: Option<&str>) -> Result<ServerMeta, String> {
         let origin = self.resource.origin();
         let at = challenge
             .and_then(meta::resource_metadata_of)
@@ -210,9 +272,13 @@ impl TokenSource {
             let (status, body) = self.exchange(Method::GET, &u, None, None).await?;
             if status == 200 {
                 let m = meta::check_server_metadata(&body, issuer)?;
-                if !m.grants.is_empty() && !m.grants.iter().any(|g| g == "client_credentials") {
+                let needs = match self.plan.grant {
+                    GrantPlan::ClientCredentials => "client_credentials",
+                    GrantPlan::AuthorizationCode { .. } => "refresh_token",
+                };
+                if !m.offers(needs) {
                     return Err(format!(
-                        "{}: does not offer the client_credentials grant",
+                        "{}: does not offer the {needs} grant",
                         issuer.origin()
                     ));
                 }
@@ -225,60 +291,102 @@ impl TokenSource {
         ))
     }
 
-    /// A token request (client_credentials, `resource` = the connector's URL).
+    /// A token request for the runs (`resource` = the connector's URL): with the client's
+    /// credentials, or the kept refresh token (replaced when the server rotates it).
     async fn fetch(&self, st: &mut State) -> Result<HeaderValue, String> {
         let server = st
             .server
             .clone()
             .ok_or_else(|| format!("{}: no authorization server known", self.who()))?;
-        let resource = format!("{}{}", self.resource.origin(), self.resource.path);
+        let resource = self.resource_param();
         let scope = self.plan.scopes.join(" ");
-        let mut pairs = vec![
-            ("grant_type", "client_credentials"),
-            ("resource", resource.as_str()),
-        ];
-        if !scope.is_empty() {
-            pairs.push(("scope", scope.as_str()));
-        }
-        let basic = match &self.plan.client_secret {
-            Some(s) => {
-                let joined = format!(
-                    "{}:{}",
-                    meta::form_value(&self.plan.client_id),
-                    meta::form_value(s.expose())
-                );
-                let mut v = HeaderValue::from_str(&format!(
-                    "Basic {}",
-                    crate::credentials::github_app::b64std(joined.as_bytes())
-                ))
-                .map_err(|_| format!("{}: the client secret is not a header value", self.who()))?;
-                v.set_sensitive(true);
-                Some(v)
+        let endpoint = &server.token_endpoint;
+        let (mut pairs, client, grant) = match &self.plan.grant {
+            GrantPlan::ClientCredentials => {
+                let id = self.plan.client_id.clone().unwrap_or_default();
+                (
+                    vec![("grant_type", "client_credentials".to_string())],
+                    (id, self.plan.client_secret.clone()),
+                    None,
+                )
             }
-            None => {
-                pairs.push(("client_id", self.plan.client_id.as_str()));
-                None
+            GrantPlan::AuthorizationCode { store, .. } => {
+                let g = oauth_grant::load(store)?
+                    .ok_or_else(|| self.login_needed("it has not been authorized on this host"))?;
+                // The refresh token goes only to the server that issued it.
+                if g.issuer != server.issuer.url() {
+                    return Err(self.login_needed(&format!(
+                        "its authorization server is now {}, not the one it was authorized at",
+                        server.issuer.origin()
+                    )));
+                }
+                let secret = self
+                    .plan
+                    .client_secret
+                    .clone()
+                    .or_else(|| g.client_secret());
+                (
+                    vec![
+                        ("grant_type", "refresh_token".to_string()),
+                        ("refresh_token", g.refresh_token.clone()),
+                    ],
+                    (g.client_id.clone(), secret),
+                    Some((g, store)),
+                )
             }
         };
-        let endpoint = &server.token_endpoint;
+        pairs.push(("resource", resource));
+        if !scope.is_empty() {
+            pairs.push(("scope", scope));
+        }
         let issued = Instant::now();
-        let (status, body) = self
-            .exchange(Method::POST, endpoint, Some(meta::form(&pairs)), basic)
-            .await?;
-        let t = meta::check_token_response(status, &body, &endpoint.origin())?;
-        let mut header =
-            HeaderValue::from_str(&format!("Bearer {}", t.access_token)).map_err(|_| {
-                format!(
-                    "{}: its access token is not a header value",
+        let (status, body) = self.token_request(endpoint, pairs, &client).await?;
+        if let Some((g, store)) = &grant {
+            if matches!(status, 400 | 401)
+                && meta::error_code(&body).as_deref() == Some("invalid_grant")
+            {
+                return Err(self.login_needed(&format!(
+                    "{}: its authorization was revoked or has expired (invalid_grant)",
                     endpoint.origin()
-                )
-            })?;
+                )));
+            }
+            let t = meta::check_token_response(status, &body, &endpoint.origin())?;
+            if let Some(rotated) = t.refresh_token.as_ref().filter(|r| **r != g.refresh_token) {
+                let mut kept = g.clone();
+                kept.refresh_token = rotated.clone();
+                kept.rotated_at_ms = crate::clock::now_ms();
+                // Not kept, the old one is spent at a server that rotates: the runs keep
+                // this access token, and the next refresh asks for a login.
+                oauth_grant::save(store, &kept).map_err(|e| {
+                    self.login_needed(&format!(
+                        "its rotated refresh token could not be kept ({e})"
+                    ))
+                })?;
+            }
+            return self.keep(st, t, issued);
+        }
+        let t = meta::check_token_response(status, &body, &endpoint.origin())?;
+        self.keep(st, t, issued)
+    }
+
+    /// A token endpoint's answer made the access token the runs share.
+    pub(super) fn keep(
+        &self,
+        st: &mut State,
+        t: meta::TokenAnswer,
+        issued: Instant,
+    ) -> Result<HeaderValue, String> {
+        let mut header = HeaderValue::from_str(&format!("Bearer {}", t.access_token))
+            .map_err(|_| format!("{}: its access token is not a header value", self.who()))?;
         header.set_sensitive(true);
         // Renewed at four fifths of its life (at most a minute early).
         let renew_at = t.expires_in.map(|s| {
             let life = Duration::from_secs(s);
             issued + life - (life / 5).min(Duration::from_secs(60))
         });
+        let expires_at_ms = t
+            .expires_in
+            .map(|s| crate::clock::now_ms().saturating_add(s.saturating_mul(1000)));
         {
             let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
             recent.push(t.access_token);
@@ -289,17 +397,53 @@ impl TokenSource {
         st.token = Some(Live {
             header: header.clone(),
             renew_at,
+            expires_at_ms,
         });
         Ok(header)
     }
 
+    /// POST `pairs` to a token-like endpoint as `client` (id, secret): a confidential
+    /// client authenticates with Basic (RFC 6749 §2.3.1), a public one names itself.
+    pub(super) async fn token_request(
+        &self,
+        endpoint: &HttpUrl,
+        mut pairs: Vec<(&str, String)>,
+        client: &(String, Option<Secret>),
+    ) -> Result<(u16, Bytes), String> {
+        let (id, secret) = client;
+        let basic = match secret {
+            Some(s) => {
+                let joined = format!("{}:{}", meta::form_value(id), meta::form_value(s.expose()));
+                let mut v = HeaderValue::from_str(&format!(
+                    "Basic {}",
+                    crate::credentials::github_app::b64std(joined.as_bytes())
+                ))
+                .map_err(|_| format!("{}: the client secret is not a header value", self.who()))?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+            None => {
+                pairs.push(("client_id", id.clone()));
+                None
+            }
+        };
+        let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.exchange(
+            Method::POST,
+            endpoint,
+            Some(("application/x-www-form-urlencoded", meta::form(&refs))),
+            basic,
+        )
+        .await
+    }
+
     /// One request to a metadata or token endpoint: its status and body (bounded), no
     /// redirect followed.
-    async fn exchange(
+    pub(super) async fn exchange(
         &self,
         method: Method,
         url: &HttpUrl,
-        form: Option<String>,
+        body: Option<(&str, String)>,
         auth: Option<HeaderValue>,
     ) -> Result<(u16, Bytes), String> {
         let origin = url.origin();
@@ -308,14 +452,16 @@ impl TokenSource {
             .uri(format!("{origin}{}", url.path))
             .header(HOST, &url.authority)
             .header(ACCEPT, "application/json");
-        if form.is_some() {
-            b = b.header(CONTENT_TYPE, "application/x-www-form-urlencoded");
+        if let Some((kind, _)) = &body {
+            b = b.header(CONTENT_TYPE, *kind);
         }
         if let Some(a) = auth {
             b = b.header(AUTHORIZATION, a);
         }
         let req = b
-            .body(Full::new(Bytes::from(form.unwrap_or_default())))
+            .body(Full::new(Bytes::from(
+                body.map(|(_, b)| b).unwrap_or_default(),
+            )))
             .map_err(|_| format!("{origin}: the request could not be made"))?;
         let go = async {
             let resp = self.client.request(req).await.map_err(|_| {

@@ -115,6 +115,11 @@ impl HttpUrl {
         format!("{scheme}://{}", self.authority)
     }
 
+    /// The whole URL again (origin and path).
+    pub fn url(&self) -> String {
+        format!("{}{}", self.origin(), self.path)
+    }
+
     /// Whether the host is this machine's loopback (127.0.0.0/8, ::1, localhost): plain
     /// http carries a connector's credential in clear, so it goes nowhere else.
     pub fn is_loopback(&self) -> bool {

@@ -138,10 +138,12 @@ pub enum EventKind {
     GithubWrite,
     /// An upstream's answer echoed a secret of the run, and it was withheld (`withheld`).
     Withheld,
+    /// An OAuth connector's login, or logout, by an operator (`connector_auth`).
+    ConnectorAuth,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 22] = [
+    pub const ALL: [EventKind; 23] = [
         EventKind::RunStarted,
         EventKind::RunExited,
         EventKind::RunKilled,
@@ -164,6 +166,7 @@ impl EventKind {
         EventKind::Egress,
         EventKind::GithubWrite,
         EventKind::Withheld,
+        EventKind::ConnectorAuth,
     ];
 
     /// The `AIRLOCK_EVENT` value.
@@ -191,6 +194,7 @@ impl EventKind {
             EventKind::Egress => "egress",
             EventKind::GithubWrite => "github_write",
             EventKind::Withheld => "withheld",
+            EventKind::ConnectorAuth => "connector_auth",
         }
     }
 
@@ -223,6 +227,7 @@ impl EventKind {
             EventKind::Egress => "5b0d7c2e9a4f4e1c8d3b6a7f2e1c0d94",
             EventKind::GithubWrite => "c3e81f0a5b6d4f2a9e7c1b8d0a4f6e29",
             EventKind::Withheld => "be5dc193c2cc4ac786c56eb246cb14b9",
+            EventKind::ConnectorAuth => "5d0c9e2f7a8b4c61b3e4f1a2d7c8e903",
         }
     }
 
@@ -243,7 +248,8 @@ impl EventKind {
             | EventKind::Reloaded
             | EventKind::InstanceHired
             | EventKind::InstanceFired
-            | EventKind::Lease => 5,
+            | EventKind::Lease
+            | EventKind::ConnectorAuth => 5,
             EventKind::RunStarted
             | EventKind::RunExited
             | EventKind::JailReport

@@ -47,12 +47,20 @@ pub fn credential_lines(role: &Role, cfg: &Config) -> Result<Vec<String>, Vec<St
             continue;
         }
         match cfg.mcp_connectors.get(name) {
-            Some(conf) if conf.oauth.is_some() => {
-                let o = conf.oauth.as_ref().map(|o| (o.client_id.as_str(), o.client_secret.as_deref()));
-                let (id, secret) = o.unwrap_or_default();
+            Some(crate::config::ConnectorConf { oauth: Some(o), .. }) => {
+                let client = o.client_id.as_deref().map_or(
+                    "registered at login".to_string(),
+                    |id| format!("client {id}"),
+                );
+                let grant = match o.grant {
+                    crate::config::OAuthGrant::ClientCredentials => "client_credentials",
+                    crate::config::OAuthGrant::AuthorizationCode => {
+                        "authorization_code: authorized once with `airlockctl connector login`"
+                    }
+                };
                 lines.push(format!(
-                    "connector {name}: OAuth 2.1 client {id} (client_credentials{}), its access tokens used by the run's gateway only, for the tools tools.{name} grants",
-                    secret.map(|s| format!(", secret credentials.{s}")).unwrap_or_default()
+                    "connector {name}: OAuth 2.1, {client} ({grant}{}), its access tokens used by the run's gateway only, for the tools tools.{name} grants",
+                    o.client_secret.as_deref().map(|s| format!(", secret credentials.{s}")).unwrap_or_default()
                 ));
             }
             Some(conf) => lines.push(match &conf.credential {
@@ -189,7 +197,7 @@ github: {app_id: 42, private_key: gh}\n",
         assert!(text.contains("provider claude: key credentials.anthropic, sent only to https://api.anthropic.com"), "{text}");
         assert!(text.contains("connector board: credentials.b"), "{text}");
         assert!(
-            text.contains("connector github: OAuth 2.1 client host-7 (client_credentials, secret credentials.b)"),
+            text.contains("connector github: OAuth 2.1, client host-7 (client_credentials, secret credentials.b)"),
             "{text}"
         );
         assert!(

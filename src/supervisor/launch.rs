@@ -317,13 +317,48 @@ fn oauth_source(
     };
     let tls =
         crate::gateway::provider::tls_config(ca_file).map_err(|e| refused(format!("{at}: {e}")))?;
+    use crate::gateway::oauth::GrantPlan;
+    let grant = match o.grant {
+        crate::config::OAuthGrant::ClientCredentials => GrantPlan::ClientCredentials,
+        crate::config::OAuthGrant::AuthorizationCode => GrantPlan::AuthorizationCode {
+            store: crate::credentials::oauth_grant::path(&cfg.state_dir, name),
+            redirect_uri: o.redirect_uri.clone(),
+        },
+    };
     let plan = crate::gateway::oauth::OAuthPlan {
         client_id: o.client_id.clone(),
         client_secret,
+        grant,
         scopes: o.scopes.clone(),
         tls,
     };
     Ok(crate::gateway::oauth::shared(name, url, plan))
+}
+
+/// The shared token source of OAuth connector `name` (for `airlockctl connector`).
+pub fn connector_oauth(
+    cfg: &Config,
+    name: &str,
+) -> Result<std::sync::Arc<crate::gateway::oauth::TokenSource>, String> {
+    let c = cfg.mcp_connectors.get(name).ok_or_else(|| {
+        format!(
+            "{}: mcp_connectors has no connector {name}",
+            cfg.file.display()
+        )
+    })?;
+    let (UpstreamConf::Url { url, ca_file, .. }, Some(o)) = (&c.upstream, &c.oauth) else {
+        return Err(format!(
+            "{}: mcp_connectors.{name} has no oauth: its credential is static",
+            cfg.file.display()
+        ));
+    };
+    let url = crate::gateway::upstream::parse_http_url(url).ok_or_else(|| {
+        format!(
+            "{}: mcp_connectors.{name}.url: not an http(s) URL",
+            cfg.file.display()
+        )
+    })?;
+    oauth_source(cfg, name, &url, o, ca_file.as_deref()).map_err(|e| e.to_string())
 }
 
 /// The agent program of the role's provider, as airlockd's config names it (`agents`),
