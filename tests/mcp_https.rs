@@ -204,6 +204,77 @@ fn failure(o: &std::process::Output) -> String {
 }
 
 #[test]
+fn a_server_that_speaks_http2_gets_a_runs_calls_on_one_http2_connection() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let leaf = ca.leaf("localhost", &["localhost"]);
+    let (_r, ref_port) = reference_server();
+    let port = free_port();
+    let log = dir.path().join("h2.log");
+    let mut child = Command::new("node")
+        .arg(std::path::Path::new(REPO).join("tests/agents/h2_front.mjs"))
+        .args([
+            &port.to_string(),
+            leaf.0.to_str().unwrap(),
+            leaf.1.to_str().unwrap(),
+            &ref_port.to_string(),
+            log.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening"), "{line}");
+    let _front = Proc(child);
+    let (_e, every_port) = server_everything();
+    let h = host(
+        &format!(
+            "{{url: \"https://localhost:{port}/mcp\", credential: reference-token, ca_file: {}}}",
+            ca.ca_pem.display()
+        ),
+        &format!("{{url: \"http://127.0.0.1:{every_port}/mcp\"}}"),
+    );
+    let o = run(
+        &h,
+        "reference",
+        json!([
+            {"list": "tools"},
+            {"call": "echo", "args": {"message": "over h2"}},
+            {"call": "echo_auth"},
+        ]),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    assert_eq!(step(&lines, 1)["text"], "echo: over h2");
+    assert_eq!(
+        step(&lines, 2)["text"],
+        "you sent: Bearer [withheld by Airlock]"
+    );
+    let seen: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        seen.len() >= 4,
+        "initialize, initialized, list, calls: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|r| r["version"] == "2.0"),
+        "every request over HTTP/2: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|r| r["connection"] == 1),
+        "one connection: {seen:?}"
+    );
+}
+
+#[test]
 fn a_certificate_for_another_name_or_from_an_untrusted_ca_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new(dir.path());

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Method, Request};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -258,6 +258,9 @@ impl HttpUpstream {
                 .with_tls_config((*tls).clone())
                 .https_only()
                 .enable_http1()
+                // Offered by ALPN: a server that takes HTTP/2 gets one multiplexed
+                // connection for the run's calls.
+                .enable_http2()
                 .wrap_connector(http);
             Conn::Tls(Client::builder(TokioExecutor::new()).build(https))
         } else {
@@ -341,7 +344,8 @@ impl HttpUpstream {
         let mut b = Request::builder()
             .method(method)
             .uri(uri)
-            .header(HOST, &self.url.authority)
+            // No Host header: the client says it from the URI (HTTP/1.1 `Host`, HTTP/2
+            // `:authority`, which a `host` header must not duplicate).
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream");
         if let Some(s) = session {
