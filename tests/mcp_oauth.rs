@@ -548,7 +548,7 @@ fn bad_discovery_or_token_answers_fail_naming_the_server_never_a_token() {
         let r = h.launch("code", "tess", &[], &argv).output().unwrap();
         let out = stdout(&r);
         assert!(
-            out.contains("connector tracker: OAuth authorization failed") && out.contains(want),
+            out.contains("connector `tracker`: OAuth authorization failed") && out.contains(want),
             "{mode}: {out}\n{}",
             stderr(&r)
         );

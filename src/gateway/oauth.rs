@@ -222,13 +222,10 @@ impl TokenSource {
         self.state.lock().await.token = None;
     }
 
-    /// An error of this source, as the agent and the journal get it: naming the connector
-    /// and the server, never a token.
+    /// An error of this source, as the agent and the journal get it (after the connector's
+    /// name, which the proxy puts first): naming the server, never a token.
     pub fn failed(&self, e: &str) -> String {
-        format!(
-            "connector {}: OAuth authorization failed: {e}",
-            self.connector
-        )
+        format!("OAuth authorization failed: {e}")
     }
 
     pub(super) fn who(&self) -> String {
