@@ -65,26 +65,29 @@ fn random_hex() -> Result<String, String> {
         .map_err(|e| format!("no random bytes from the kernel: {e}"))
 }
 
+fn nothing_to_log_in(connector: &str) -> String {
+    format!(
+        "connector {connector}: its grant is client_credentials: airlockd authorizes it itself, there is nothing to log in to"
+    )
+}
+
 fn store_of(src: &TokenSource) -> Result<std::path::PathBuf, String> {
     match &src.plan.grant {
         GrantPlan::AuthorizationCode { store, .. } => Ok(store.clone()),
-        GrantPlan::ClientCredentials => Err(format!(
-            "connector {}: its grant is client_credentials: airlockd authorizes it itself, there is nothing to log in to",
-            src.connector
-        )),
+        GrantPlan::ClientCredentials => Err(nothing_to_log_in(&src.connector)),
     }
 }
 
 impl TokenSource {
-    /// The client this login acts as: the configured one with its secret, or a registered
-    /// one (id, secret if any).
-    fn login_client(&self, p: &Pending) -> (String, Option<Secret>) {
+    /// The client a login acts as: the configured secret, else the one registered with
+    /// `client_id`, if any.
+    fn login_client(&self, client_id: &str, registered: Option<&str>) -> (String, Option<Secret>) {
         let secret = self
             .plan
             .client_secret
             .clone()
-            .or_else(|| p.registered_secret.clone().map(Secret::new));
-        (p.client_id.clone(), secret)
+            .or_else(|| registered.map(|s| Secret::new(s.to_string())));
+        (client_id.to_string(), secret)
     }
 
     /// Discovery for a login: the 401 of a request without a token names the metadata
@@ -170,92 +173,91 @@ impl TokenSource {
 
     /// Start a login: what the operator is to do (JSON for airlockctl) and its id.
     pub async fn begin_login(self: &Arc<Self>) -> Result<Value, String> {
-        store_of(self)?;
         let GrantPlan::AuthorizationCode { redirect_uri, .. } = &self.plan.grant else {
-            return Err(format!(
-                "connector {}: not an authorization_code connector",
-                self.connector
-            ));
+            return Err(nothing_to_log_in(&self.connector));
         };
         let server = self.discover_for_login().await?;
         let origin = server.issuer.origin();
-        let device = server.device_authorization_endpoint.is_some() && server.offers(DEVICE_GRANT);
-        let code = server.authorization_endpoint.is_some()
-            && server.pkce_s256
-            && server.offers("authorization_code");
-        if !device && !code {
-            return Err(format!(
-                "{origin}: offers neither the device authorization grant (RFC 8628) nor the authorization code grant with PKCE S256"
-            ));
-        }
+        let device = server
+            .device_authorization_endpoint
+            .clone()
+            .filter(|_| server.offers(DEVICE_GRANT));
+        let code = server
+            .authorization_endpoint
+            .clone()
+            .filter(|_| server.pkce_s256 && server.offers("authorization_code"));
+        // The device grant when offered (nothing to paste), else the code grant.
+        let (at, use_device) = match (device, code) {
+            (Some(at), _) => (at, true),
+            (None, Some(at)) => (at, false),
+            (None, None) => {
+                return Err(format!(
+                    "{origin}: offers neither the device authorization grant (RFC 8628) nor the authorization code grant with PKCE S256"
+                ))
+            }
+        };
         let (client_id, registered_secret) = match &self.plan.client_id {
             Some(id) => (id.clone(), None),
-            None => self.register(&server, redirect_uri, device).await?,
-        };
-        let mut p = Pending {
-            connector: self.connector.clone(),
-            source: self.clone(),
-            server: server.clone(),
-            client_id,
-            registered_secret,
-            flow: Flow::Code {
-                verifier: String::new(),
-                state: String::new(),
-                redirect_uri: redirect_uri.clone(),
-            },
-            expires: Instant::now() + CODE_LOGIN_TTL,
+            None => self.register(&server, redirect_uri, use_device).await?,
         };
         let login = random_hex()?;
-        let answer = match &server.device_authorization_endpoint {
-            Some(at) if device => {
+        let (flow, life, answer) = match use_device {
+            true => {
                 let mut pairs = vec![("resource", self.resource_param())];
                 let scope = self.plan.scopes.join(" ");
                 if !scope.is_empty() {
                     pairs.push(("scope", scope));
                 }
-                let client = self.login_client(&p);
-                let (status, body) = self.token_request(at, pairs, &client).await?;
+                let client = self.login_client(&client_id, registered_secret.as_deref());
+                let (status, body) = self.token_request(&at, pairs, &client).await?;
                 let d = meta::check_device_response(status, &body, &at.origin())?;
-                p.flow = Flow::Device {
-                    device_code: d.device_code,
-                    interval: Duration::from_secs(d.interval),
-                };
-                p.expires = Instant::now() + Duration::from_secs(d.expires_in);
-                json!({
+                let answer = json!({
                     "connector": self.connector, "login": login, "flow": "device",
                     "verification_uri": d.verification_uri,
                     "verification_uri_complete": d.verification_uri_complete,
                     "user_code": d.user_code, "expires_in": d.expires_in,
-                })
-            }
-            _ => {
-                let Some(at) = &server.authorization_endpoint else {
-                    return Err(format!("{origin}: names no authorization_endpoint"));
+                });
+                let flow = Flow::Device {
+                    device_code: d.device_code,
+                    interval: Duration::from_secs(d.interval),
                 };
+                (flow, Duration::from_secs(d.expires_in), answer)
+            }
+            false => {
                 let random = crate::credentials::leases::random::<32>()
                     .map_err(|e| format!("no random bytes from the kernel: {e}"))?;
                 let verifier = meta::pkce_verifier(random);
                 let state = random_hex()?;
                 let url = meta::authorization_url(
-                    at,
-                    &p.client_id,
+                    &at,
+                    &client_id,
                     redirect_uri,
                     &self.plan.scopes,
                     &state,
                     &meta::pkce_challenge(&verifier),
                     &self.resource_param(),
                 );
-                p.flow = Flow::Code {
+                let answer = json!({
+                    "connector": self.connector, "login": login, "flow": "code",
+                    "authorize_url": url, "redirect_uri": redirect_uri,
+                    "expires_in": CODE_LOGIN_TTL.as_secs(),
+                });
+                let flow = Flow::Code {
                     verifier,
                     state,
                     redirect_uri: redirect_uri.clone(),
                 };
-                json!({
-                    "connector": self.connector, "login": login, "flow": "code",
-                    "authorize_url": url, "redirect_uri": redirect_uri,
-                    "expires_in": CODE_LOGIN_TTL.as_secs(),
-                })
+                (flow, CODE_LOGIN_TTL, answer)
             }
+        };
+        let p = Pending {
+            connector: self.connector.clone(),
+            source: self.clone(),
+            server,
+            client_id,
+            registered_secret,
+            flow,
+            expires: Instant::now() + life,
         };
         let mut all = pending();
         let now = Instant::now();
@@ -300,17 +302,13 @@ impl TokenSource {
                     store.display()
                 ));
             }
-            let secret = self
-                .plan
-                .client_secret
-                .clone()
-                .or_else(|| g.client_secret());
+            let client = self.login_client(&g.client_id, g.client_secret.as_deref());
             let pairs = vec![
                 ("token", g.refresh_token.clone()),
                 ("token_type_hint", "refresh_token".to_string()),
             ];
             let (status, _) = self
-                .token_request(at, pairs, &(g.client_id.clone(), secret))
+                .token_request(at, pairs, &client)
                 .await
                 .map_err(|e| format!("{e}; the grant is kept, try again"))?;
             if status != 200 {
@@ -390,7 +388,7 @@ pub async fn finish(
     let src = p.source.clone();
     let store = store_of(&src)?;
     let endpoint = p.server.token_endpoint.clone();
-    let client = src.login_client(&p);
+    let client = src.login_client(&p.client_id, p.registered_secret.as_deref());
     let issued;
     let answer = match &p.flow {
         Flow::Code {
