@@ -99,6 +99,35 @@ pub fn save(path: &Path, grant: &Grant) -> Result<(), String> {
     write_atomic(path, &bytes).map_err(|e| format!("{}: cannot be written: {e}", path.display()))
 }
 
+/// Held while a grant is read, used at its server and replaced: a refresh token the server
+/// rotates must not be spent twice (a server may take that for a stolen token and revoke
+/// the grant), and after a reload that changed a connector's client, two token sources of
+/// it may refresh at once.
+pub struct GrantLock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
+
+/// Take the lock of the grant at `path` (`<path>.lock`, made if missing), waiting for
+/// another holder. Blocking: call it off the async runtime's workers.
+pub fn lock(path: &Path) -> Result<GrantLock, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("{}: cannot be made: {e}", dir.display()))?;
+    let at = path.with_extension("lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&at)
+        .map_err(|e| format!("{}: cannot be opened: {e}", at.display()))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map(GrantLock)
+        .map_err(|(_, e)| format!("{}: cannot be locked: {e}", at.display()))
+}
+
 /// Forget the grant at `path`; whether there was one.
 pub fn forget(path: &Path) -> Result<bool, String> {
     let _one = WRITING.lock().unwrap_or_else(|p| p.into_inner());
@@ -156,6 +185,20 @@ mod tests {
             e.contains("connector login") && !e.contains("not json"),
             "{e}"
         );
+        // The lock is exclusive between holders (here two open files in one process).
+        let held = lock(&p).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p2 = p.clone();
+        let waiter = std::thread::spawn(move || {
+            let _l = lock(&p2).unwrap();
+            tx.send(()).unwrap();
+        });
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(200))
+            .is_err());
+        drop(held);
+        rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+        waiter.join().unwrap();
         assert!(forget(&p).unwrap());
         assert!(!forget(&p).unwrap());
         assert_eq!(load(&p).unwrap(), None);

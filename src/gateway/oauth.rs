@@ -298,6 +298,7 @@ impl TokenSource {
         let resource = self.resource_param();
         let scope = self.plan.scopes.join(" ");
         let endpoint = &server.token_endpoint;
+        let mut held = None;
         let (mut pairs, client, grant) = match &self.plan.grant {
             GrantPlan::ClientCredentials => {
                 let id = self.plan.client_id.clone().unwrap_or_default();
@@ -308,6 +309,13 @@ impl TokenSource {
                 )
             }
             GrantPlan::AuthorizationCode { store, .. } => {
+                // Held until the rotated refresh token is kept (or the request failed).
+                let at = store.clone();
+                held = Some(
+                    tokio::task::spawn_blocking(move || oauth_grant::lock(&at))
+                        .await
+                        .map_err(|_| format!("{}: the grant could not be locked", self.who()))??,
+                );
                 let g = oauth_grant::load(store)?
                     .ok_or_else(|| self.login_needed("it has not been authorized on this host"))?;
                 // The refresh token goes only to the server that issued it.
@@ -353,13 +361,15 @@ impl TokenSource {
                 kept.refresh_token = rotated.clone();
                 kept.rotated_at_ms = crate::clock::now_ms();
                 // Not kept, the old one is spent at a server that rotates: the runs keep
-                // this access token, and the next refresh asks for a login.
-                oauth_grant::save(store, &kept).map_err(|e| {
-                    self.login_needed(&format!(
-                        "its rotated refresh token could not be kept ({e})"
-                    ))
-                })?;
+                // this access token while it lives, and the next refresh asks for a login.
+                if let Err(e) = oauth_grant::save(store, &kept) {
+                    tracing::warn!(
+                        connector = %self.connector,
+                        "its rotated refresh token could not be kept ({e}); once this access token expires, an admin must run `airlockctl connector login`"
+                    );
+                }
             }
+            drop(held);
             return self.keep(st, t, issued);
         }
         let t = meta::check_token_response(status, &body, &endpoint.origin())?;
