@@ -9,7 +9,9 @@ mod common;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
-use common::tls::{free_port, reference_server, stunnel, wait_listening, Proc, TestCa};
+use common::tls::{
+    free_port, reference_server, spawn_listening, stunnel, wait_listening, Proc, TestCa,
+};
 use common::*;
 use serde_json::{json, Value};
 
@@ -205,32 +207,24 @@ fn failure(o: &std::process::Output) -> String {
 
 #[test]
 fn a_server_that_speaks_http2_gets_a_runs_calls_on_one_http2_connection() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new(dir.path());
     let leaf = ca.leaf("localhost", &["localhost"]);
     let (_r, ref_port) = reference_server();
     let port = free_port();
     let log = dir.path().join("h2.log");
-    let mut child = Command::new("node")
-        .arg(std::path::Path::new(REPO).join("tests/agents/h2_front.mjs"))
-        .args([
-            &port.to_string(),
-            leaf.0.to_str().unwrap(),
-            leaf.1.to_str().unwrap(),
-            &ref_port.to_string(),
-            log.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("listening"), "{line}");
-    let _front = Proc(child);
+    let _front = spawn_listening(
+        Command::new("node")
+            .arg(std::path::Path::new(REPO).join("tests/agents/h2_front.mjs"))
+            .args([
+                &port.to_string(),
+                leaf.0.to_str().unwrap(),
+                leaf.1.to_str().unwrap(),
+                &ref_port.to_string(),
+                log.to_str().unwrap(),
+            ])
+            .stderr(Stdio::inherit()),
+    );
     let (_e, every_port) = server_everything();
     let h = host(
         &format!(

