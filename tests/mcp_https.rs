@@ -10,7 +10,8 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
 use common::tls::{
-    free_port, reference_server, spawn_listening, stunnel, wait_listening, Proc, TestCa,
+    free_port, reference_server, reference_server_with, spawn_listening, stunnel, wait_listening,
+    Proc, TestCa,
 };
 use common::*;
 use serde_json::{json, Value};
@@ -57,7 +58,7 @@ fn host(reference: &str, everything: &str) -> Host {
     h.local_role("code", |t| {
         t.replacen(
             "tools:\n",
-            "tools:\n  reference: [test_*, echo, echo_auth]\n  everything: [echo, get-*]\n",
+            "tools:\n  reference: [test_*, echo, echo_auth, cut_*]\n  everything: [echo, get-*]\n",
             1,
         )
         .replacen(
@@ -266,6 +267,65 @@ fn a_server_that_speaks_http2_gets_a_runs_calls_on_one_http2_connection() {
         seen.iter().all(|r| r["connection"] == 1),
         "one connection: {seen:?}"
     );
+}
+
+#[test]
+fn a_cut_answer_stream_is_resumed_with_last_event_id_or_named_when_it_cannot_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let leaf = ca.leaf("localhost", &["localhost"]);
+    // The SDK's own resumability: an event store, and a tool that closes its stream
+    // (closeSSEStream) before it answers.
+    let (_r, ref_port) = reference_server_with(&["resumable"]);
+    let (_t, ref_tls) = stunnel(&ca, &leaf, ref_port);
+    let (_e, every_port) = server_everything();
+    let h = host(
+        &format!(
+            "{{url: \"https://localhost:{ref_tls}/mcp\", credential: reference-token, ca_file: {}}}",
+            ca.ca_pem.display()
+        ),
+        &format!("{{url: \"http://127.0.0.1:{every_port}/mcp\"}}"),
+    );
+    let o = run(
+        &h,
+        "reference",
+        json!([
+            {"call": "cut_and_resume"},
+            {"call": "cut_without_ids"},
+            {"call": "echo", "args": {"message": "still here"}},
+        ]),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    assert_eq!(
+        step(&lines, 0)["text"],
+        "answered after the cut",
+        "{lines:?}"
+    );
+    // A stream cut without ids: the call fails naming the connector and why; the agent
+    // goes on and its next call works.
+    let cut = step(&lines, 1)["thrown"].as_str().unwrap_or_default();
+    assert!(
+        cut.contains("connector `reference`")
+            && cut.contains("offered no event id to resume it by"),
+        "{lines:?}"
+    );
+    assert_eq!(step(&lines, 2)["text"], "echo: still here");
+    // The resumption was a GET after the last event the gateway saw, in the call's
+    // session, with the protocol revision and the connector's own credential.
+    let log = upstream_log(ref_port);
+    let call = log
+        .iter()
+        .find(|r| r["tool"] == "cut_and_resume")
+        .unwrap_or_else(|| panic!("{log:?}"));
+    let gets: Vec<&Value> = log.iter().filter(|r| r["method"] == "GET").collect();
+    assert_eq!(gets.len(), 1, "one resumption: {log:?}");
+    let get = gets[0];
+    assert!(get["last_event_id"].is_string(), "{get}");
+    assert_eq!(get["session"], call["session"]);
+    assert_eq!(get["version"], "2025-11-25");
+    assert_eq!(get["authorization"], format!("Bearer {SECRET}"));
+    assert!(!stdout(&o).contains(SECRET) && !stderr(&o).contains(SECRET));
 }
 
 #[test]

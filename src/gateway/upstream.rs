@@ -5,6 +5,11 @@
 //! roots) are answered here, refused or empty: they never reach the agent or its model.
 //! The connector's credential goes in one header, to this upstream only.
 //!
+//! A stream cut before its answer is resumed where the upstream offers it (event ids on
+//! its events): a GET with `Last-Event-ID`, the session and the same credential, after the
+//! upstream's `retry` hint (at most [`MAX_RETRY_WAIT`]), at most [`MAX_RESUMES`] times in a
+//! row without an event in between. A cut stream without ids fails the call, saying so.
+//!
 //! What an upstream can make the gateway keep is bounded: [`MAX_ANSWER_BYTES`] of an
 //! answer, [`strict_json::MAX_ANSWER_VALUES`] values in it, [`MAX_SERVER_REQUESTS`]
 //! requests of its own while answering one, each method name kept for the journal cut to
@@ -33,6 +38,12 @@ pub const TIMEOUT: Duration = Duration::from_secs(300);
 pub const MAX_SERVER_REQUESTS: usize = 16;
 /// Longest method name of an upstream's request that the journal names as sent.
 pub const MAX_METHOD_BYTES: usize = 64;
+/// Most resumptions of a cut answer stream in a row that bring no new event.
+pub const MAX_RESUMES: u32 = 3;
+/// Longest wait before resuming a cut stream, whatever the upstream's `retry` says.
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
+/// The wait before resuming when the upstream gave no `retry` hint.
+const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(500);
 
 /// How the journal names an upstream's request: its method, or its length when long.
 pub fn shown_method(m: Option<&str>) -> String {
@@ -159,6 +170,12 @@ pub enum UpstreamError {
     TooManyRequests,
     #[error("the connector has too many requests in flight")]
     Busy,
+    #[error("the connector's upstream ended its answer stream before the answer and offered no event id to resume it by")]
+    Cut,
+    #[error("the connector's upstream cut its answer stream and refused to resume it (HTTP {0})")]
+    ResumeRefused(u16),
+    #[error("the connector's upstream cut its answer stream 3 times in a row without sending an event; the gateway gave up")]
+    CutTooOften,
 }
 
 impl UpstreamError {
@@ -289,17 +306,29 @@ impl HttpUpstream {
         session: Option<&str>,
         version: Option<&str>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, UpstreamError> {
-        let body = serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?;
+        let body = Bytes::from(serde_json::to_vec(msg).map_err(|_| UpstreamError::Malformed)?);
+        self.ask(Ask::Post(&body), session, version).await
+    }
+
+    /// One request to the endpoint with the connector's credential (an OAuth token
+    /// refreshed and the request sent once more when the upstream refuses it); the
+    /// response's head, its body unread.
+    async fn ask(
+        &self,
+        ask: Ask<'_>,
+        session: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, UpstreamError> {
         let Some(src) = &self.oauth else {
             let req = self
-                .request(Method::POST, body, session, version, None)
+                .request(ask, session, version, None)
                 .ok_or(UpstreamError::Malformed)?;
             return self.conn.request(req).await;
         };
         let fail = |e: String| UpstreamError::Authorization(src.failed(&e));
         let token = src.current().await.map_err(fail)?;
         let req = self
-            .request(Method::POST, body.clone(), session, version, token.as_ref())
+            .request(ask, session, version, token.as_ref())
             .ok_or(UpstreamError::Malformed)?;
         let resp = self.conn.request(req).await?;
         if resp.status() != hyper::StatusCode::UNAUTHORIZED {
@@ -319,7 +348,7 @@ impl HttpUpstream {
             .await
             .map_err(fail)?;
         let req = self
-            .request(Method::POST, body, session, version, Some(&fresh))
+            .request(ask, session, version, Some(&fresh))
             .ok_or(UpstreamError::Malformed)?;
         let resp = self.conn.request(req).await?;
         if resp.status() == hyper::StatusCode::UNAUTHORIZED {
@@ -334,20 +363,35 @@ impl HttpUpstream {
     /// credential's header always.
     fn request(
         &self,
-        method: Method,
-        body: Vec<u8>,
+        ask: Ask<'_>,
         session: Option<&str>,
         version: Option<&str>,
         token: Option<&HeaderValue>,
     ) -> Option<Request<Full<Bytes>>> {
         let uri = format!("{}{}", self.url.origin(), self.url.path);
-        let mut b = Request::builder()
-            .method(method)
-            .uri(uri)
-            // No Host header: the client says it from the URI (HTTP/1.1 `Host`, HTTP/2
-            // `:authority`, which a `host` header must not duplicate).
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream");
+        // No Host header: the client says it from the URI (HTTP/1.1 `Host`, HTTP/2
+        // `:authority`, which a `host` header must not duplicate).
+        let mut b = Request::builder().uri(uri);
+        let body = match ask {
+            Ask::Post(body) => {
+                b = b
+                    .method(Method::POST)
+                    .header(CONTENT_TYPE, "application/json")
+                    .header(ACCEPT, "application/json, text/event-stream");
+                body.clone()
+            }
+            Ask::Resume(last) => {
+                b = b
+                    .method(Method::GET)
+                    .header(ACCEPT, "text/event-stream")
+                    .header("last-event-id", last);
+                Bytes::new()
+            }
+            Ask::End => {
+                b = b.method(Method::DELETE);
+                Bytes::new()
+            }
+        };
         if let Some(s) = session {
             b = b.header("mcp-session-id", s);
         }
@@ -360,7 +404,28 @@ impl HttpUpstream {
         if let Some(t) = token {
             b = b.header(hyper::header::AUTHORIZATION, t);
         }
-        b.body(Full::new(Bytes::from(body))).ok()
+        b.body(Full::new(body)).ok()
+    }
+
+    /// GET the rest of a cut answer stream, from after event `last`: its body.
+    async fn resume(
+        &self,
+        last: &str,
+        session: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<hyper::body::Incoming, UpstreamError> {
+        let resp = self.ask(Ask::Resume(last), session, version).await?;
+        let status = resp.status().as_u16();
+        if (300..400).contains(&status) {
+            return Err(UpstreamError::Redirected(status));
+        }
+        if !(200..300).contains(&status) {
+            return Err(UpstreamError::ResumeRefused(status));
+        }
+        if !is_sse(&resp) {
+            return Err(UpstreamError::Malformed);
+        }
+        Ok(resp.into_body())
     }
 
     /// Send one message (a request when `id` is given, else a notification or response)
@@ -395,11 +460,7 @@ impl HttpUpstream {
                 .map(str::to_string),
             ..Exchange::default()
         };
-        let sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.starts_with("text/event-stream"));
+        let sse = is_sse(&resp);
         if (300..400).contains(&status) {
             return Err(UpstreamError::Redirected(status));
         }
@@ -429,11 +490,23 @@ impl HttpUpstream {
         let mut buf: Vec<u8> = Vec::new();
         let (mut start, mut searched) = (0usize, 0usize);
         let mut total = 0usize;
+        // Where to resume a cut stream from, how long to wait first, and how many
+        // resumptions in a row brought nothing new.
+        let mut last_id: Option<String> = None;
+        let mut wait = DEFAULT_RETRY_WAIT;
+        let mut fruitless = 0u32;
         loop {
             while let Some((event, used)) = next_event(&buf[start..], searched) {
                 start += used;
                 searched = 0;
-                let Some(data) = event else { continue };
+                if let Some(ms) = event.retry {
+                    wait = Duration::from_millis(ms).min(MAX_RETRY_WAIT);
+                }
+                if event.id.is_some() && event.id != last_id {
+                    last_id = event.id;
+                    fruitless = 0;
+                }
+                let Some(data) = event.data else { continue };
                 let v =
                     strict_json::parse_answer(data.as_bytes()).map_err(UpstreamError::of_answer)?;
                 if v.get("method").is_some() && v.get("id").is_some() {
@@ -466,7 +539,22 @@ impl HttpUpstream {
                         buf.extend_from_slice(&data);
                     }
                 }
-                Some(Err(_)) | None => return Err(UpstreamError::Malformed),
+                Some(Err(_)) | None => {
+                    // Cut before the answer: resume after the last event, or give up.
+                    let Some(last) = &last_id else {
+                        return Err(UpstreamError::Cut);
+                    };
+                    if fruitless >= MAX_RESUMES {
+                        return Err(UpstreamError::CutTooOften);
+                    }
+                    fruitless += 1;
+                    tokio::time::sleep(wait).await;
+                    let s = ex.session.clone();
+                    body = self.resume(last, s.as_deref().or(session), version).await?;
+                    // A torn event is sent again after `last`.
+                    buf.clear();
+                    searched = 0;
+                }
             }
         }
     }
@@ -477,13 +565,7 @@ impl HttpUpstream {
             Some(s) => s.current().await.ok().flatten(),
             None => None,
         };
-        if let Some(req) = self.request(
-            Method::DELETE,
-            Vec::new(),
-            Some(session),
-            None,
-            token.as_ref(),
-        ) {
+        if let Some(req) = self.request(Ask::End, Some(session), None, token.as_ref()) {
             let _ = tokio::time::timeout(Duration::from_secs(2), self.conn.request(req)).await;
         }
     }
@@ -502,6 +584,25 @@ impl HttpUpstream {
             .await;
         Ok(())
     }
+}
+
+/// What one request to the endpoint carries.
+#[derive(Clone, Copy)]
+enum Ask<'a> {
+    /// POST a message.
+    Post(&'a Bytes),
+    /// GET the rest of a cut answer stream, after this event id.
+    Resume(&'a str),
+    /// DELETE the session.
+    End,
+}
+
+/// Whether a response is an SSE stream.
+fn is_sse(resp: &hyper::Response<hyper::body::Incoming>) -> bool {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("text/event-stream"))
 }
 
 /// A connector's upstream: over HTTP, or a stdio server in its own jail.
@@ -543,10 +644,21 @@ pub fn answer_server_request(req: &Value) -> Value {
     }
 }
 
-/// The next complete SSE event in `buf`: its data (None for an event without data, such
-/// as a comment or a retry hint, or one that is not UTF-8) and how many bytes it used.
-/// `searched`: bytes at the start of `buf` already known to hold no event's end.
-fn next_event(buf: &[u8], searched: usize) -> Option<(Option<String>, usize)> {
+/// What of one SSE event the gateway uses.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct SseEvent {
+    /// Its `id`: where a cut stream resumes from.
+    id: Option<String>,
+    /// Its `retry` hint, in milliseconds.
+    retry: Option<u64>,
+    /// Its data; None for an event without any (a comment, a priming event).
+    data: Option<String>,
+}
+
+/// The next complete SSE event in `buf` (an empty one when it is not UTF-8) and how many
+/// bytes it used. `searched`: bytes at the start of `buf` already known to hold no
+/// event's end.
+fn next_event(buf: &[u8], searched: usize) -> Option<(SseEvent, usize)> {
     // Back up over a separator that may have been cut at the end of the last search.
     let from = searched.saturating_sub(3);
     let (end, sep) = (from..buf.len()).find_map(|i| {
@@ -559,23 +671,34 @@ fn next_event(buf: &[u8], searched: usize) -> Option<(Option<String>, usize)> {
         }
     })?;
     let Ok(block) = std::str::from_utf8(&buf[..end]) else {
-        return Some((None, end + sep));
+        return Some((SseEvent::default(), end + sep));
     };
+    let mut ev = SseEvent::default();
     let mut data: Option<String> = None;
     for line in block.lines() {
-        if let Some(d) = line.strip_prefix("data:") {
-            let d = d.strip_prefix(' ').unwrap_or(d);
-            match &mut data {
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "data" => match &mut data {
                 Some(s) => {
                     s.push('\n');
-                    s.push_str(d);
+                    s.push_str(value);
                 }
-                None => data = Some(d.to_string()),
+                None => data = Some(value.to_string()),
+            },
+            // (An id with NUL in it is ignored, as the SSE standard says.)
+            "id" if !value.contains('\0') => ev.id = Some(value.to_string()),
+            "retry" => {
+                if let Ok(ms) = value.parse() {
+                    ev.retry = Some(ms);
+                }
             }
+            _ => {}
         }
     }
     // An event with empty data (2025-11-25's priming event, for resumption) says nothing.
-    Some((data.filter(|d| !d.is_empty()), end + sep))
+    ev.data = data.filter(|d| !d.is_empty());
+    Some((ev, end + sep))
 }
 
 #[cfg(test)]
@@ -630,15 +753,20 @@ mod tests {
 
     #[test]
     fn sse_events_are_split_and_joined() {
-        let buf =
-            b"id: 1\ndata: \n\nevent: message\ndata: {\"a\":\ndata: 1}\n\n: comment\n\ndata: x";
+        let buf = b"id: 1\nretry: 250\ndata: \n\nevent: message\nid:7\ndata: {\"a\":\ndata: 1}\n\n: comment\n\ndata: x";
         let (d, used0) = next_event(buf, 0).unwrap();
-        assert_eq!(d, None, "a priming event");
+        let priming = SseEvent {
+            id: Some("1".into()),
+            retry: Some(250),
+            data: None,
+        };
+        assert_eq!(d, priming, "a priming event");
         let buf = &buf[used0..];
         let (d, used) = next_event(buf, 0).unwrap();
-        assert_eq!(d.as_deref(), Some("{\"a\":\n1}"));
+        assert_eq!(d.data.as_deref(), Some("{\"a\":\n1}"));
+        assert_eq!((d.id.as_deref(), d.retry), (Some("7"), None));
         let (d, used2) = next_event(&buf[used..], 0).unwrap();
-        assert_eq!(d, None);
+        assert_eq!(d, SseEvent::default());
         assert!(
             next_event(&buf[used + used2..], 0).is_none(),
             "incomplete event"

@@ -4,7 +4,10 @@
 // paged tools/list, a tool that asks its client for sampling, elicitation and roots
 // regardless of the client's capabilities, prompts (which Airlock never relays), and a log
 // of every request it got, at GET /log, for tests to see what reached the upstream.
-//   node reference_server.js PORT
+// With `resumable`, its answer streams can be resumed (the SDK's in-memory event store,
+// retry hints of 100 ms) and its `cut_and_resume` tool cuts its own stream before answering
+// (the SDK's closeSSEStream, the 2025-11-25 polling a client must follow).
+//   node reference_server.js PORT [resumable]
 const http = require("http");
 const { randomUUID } = require("crypto");
 const { createRequire } = require("module");
@@ -15,6 +18,8 @@ const types = sdk("@modelcontextprotocol/sdk/types.js");
 const { z } = sdk("zod");
 
 const port = Number(process.argv[2] || 3902);
+const resumable = process.argv[3] === "resumable";
+const { InMemoryEventStore } = sdk("@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js");
 const log = [];
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 const WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
@@ -42,6 +47,17 @@ function build() {
     text(`you sent: ${(extra.requestInfo && extra.requestInfo.headers.authorization) || "nothing"}`));
   // A call in flight for the chaos tests: it never answers (the test kills the server).
   s.registerTool("hold", { description: "Answers after an hour" }, async () => { await new Promise((r) => setTimeout(r, 3600000)); return text("held"); });
+  // Cuts its answer stream once it said something, then answers: only a client that
+  // resumes with Last-Event-ID gets the answer.
+  s.registerTool("cut_and_resume", { description: "Cuts its answer stream, then answers" }, async (extra) => {
+    if (!extra.closeSSEStream) return text("this stream cannot be resumed");
+    await extra.sendNotification({ method: "notifications/message", params: { level: "info", data: "before the cut" } });
+    extra.closeSSEStream();
+    await new Promise((r) => setTimeout(r, 300));
+    return text("answered after the cut");
+  });
+  // Its stream is cut by the HTTP front below, with no event id to resume by.
+  s.registerTool("cut_without_ids", { description: "Its answer stream is cut" }, async () => text("never sent"));
   s.registerTool("forbidden_tool", { description: "Must never be reached" }, async () => text("reached"));
   // A careless upstream whose tool result embeds, and links to, a resource its client may
   // not read.
@@ -119,11 +135,18 @@ http.createServer(async (req, res) => {
   let msg = null;
   try { msg = body ? JSON.parse(body) : null; } catch (e) {}
   log.push({ method: req.method, rpc: msg && msg.method, tool: msg && msg.params && msg.params.name, uri: msg && msg.params && msg.params.uri,
-             session: req.headers["mcp-session-id"] || null, authorization: req.headers["authorization"] || null });
+             session: req.headers["mcp-session-id"] || null, authorization: req.headers["authorization"] || null,
+             last_event_id: req.headers["last-event-id"] || null, version: req.headers["mcp-protocol-version"] || null });
+  if (msg && msg.method === "tools/call" && msg.params && msg.params.name === "cut_without_ids") {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write('data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"then nothing"}}\n\n');
+    return setTimeout(() => res.socket.destroy(), 50);
+  }
   let transport = sessions[req.headers["mcp-session-id"]];
   if (!transport) {
     if (!(msg && msg.method === "initialize")) { res.writeHead(404); return res.end(); }
-    transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "up-" + randomUUID(), onsessioninitialized: (id) => { sessions[id] = transport; } });
+    const resume = resumable ? { eventStore: new InMemoryEventStore(), retryInterval: 100 } : {};
+    transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "up-" + randomUUID(), onsessioninitialized: (id) => { sessions[id] = transport; }, ...resume });
     const server = build();
     paged(server);
     await server.connect(transport);

@@ -132,12 +132,18 @@ pub fn spawn_listening(c: &mut Command) -> Proc {
 
 /// The SDK reference server (tests/agents/reference_server.js) on a free loopback port.
 pub fn reference_server() -> (Proc, u16) {
+    reference_server_with(&[])
+}
+
+/// The reference server with these arguments after its port (`resumable`).
+pub fn reference_server_with(args: &[&str]) -> (Proc, u16) {
     super::require_npm("@modelcontextprotocol/sdk");
     let port = free_port();
     let p = spawn_listening(
         Command::new("node")
             .arg(Path::new(super::REPO).join("tests/agents/reference_server.js"))
             .arg(port.to_string())
+            .args(args)
             .stderr(Stdio::inherit()),
     );
     (p, port)
