@@ -7,8 +7,11 @@
 //!
 //! A stream cut before its answer is resumed where the upstream offers it (event ids on
 //! its events): a GET with `Last-Event-ID`, the session and the same credential, after the
-//! upstream's `retry` hint (at most [`MAX_RETRY_WAIT`]), at most [`MAX_RESUMES`] times in a
-//! row without an event in between. A cut stream without ids fails the call, saying so.
+//! upstream's `retry` hint (at least [`MIN_RETRY_WAIT`], at most [`MAX_RETRY_WAIT`]), at
+//! most [`MAX_RESUMES`] times in a row without a new event id; a stream that brings ids but
+//! no message is resumed ever more slowly (the wait doubles from the fourth time on), so
+//! an upstream cannot make the gateway poll it, credential and all, in a tight loop. A
+//! cut stream without a usable id fails the call, saying so.
 //!
 //! What an upstream can make the gateway keep is bounded: [`MAX_ANSWER_BYTES`] of an
 //! answer, [`strict_json::MAX_ANSWER_VALUES`] values in it, [`MAX_SERVER_REQUESTS`]
@@ -42,6 +45,10 @@ pub const MAX_METHOD_BYTES: usize = 64;
 pub const MAX_RESUMES: u32 = 3;
 /// Longest wait before resuming a cut stream, whatever the upstream's `retry` says.
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
+/// Shortest wait before resuming a cut stream, whatever the upstream's `retry` says.
+pub const MIN_RETRY_WAIT: Duration = Duration::from_millis(100);
+/// Longest event id sent back in `Last-Event-ID`.
+pub const MAX_EVENT_ID_BYTES: usize = 1024;
 /// The wait before resuming when the upstream gave no `retry` hint.
 const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(500);
 
@@ -176,6 +183,8 @@ pub enum UpstreamError {
     ResumeRefused(u16),
     #[error("the connector's upstream cut its answer stream 3 times in a row without sending an event; the gateway gave up")]
     CutTooOften,
+    #[error("the connector's upstream cut its answer stream, and its last event id cannot be sent back to resume it (longer than 1024 bytes, or not a valid header value)")]
+    BadEventId,
 }
 
 impl UpstreamError {
@@ -490,22 +499,14 @@ impl HttpUpstream {
         let mut buf: Vec<u8> = Vec::new();
         let (mut start, mut searched) = (0usize, 0usize);
         let mut total = 0usize;
-        // Where to resume a cut stream from, how long to wait first, and how many
-        // resumptions in a row brought nothing new.
-        let mut last_id: Option<String> = None;
-        let mut wait = DEFAULT_RETRY_WAIT;
-        let mut fruitless = 0u32;
+        // Whether the last byte read was a CR (its LF may come in the next frame).
+        let mut cr = false;
+        let mut resume = Resumption::default();
         loop {
             while let Some((event, used)) = next_event(&buf[start..], searched) {
                 start += used;
                 searched = 0;
-                if let Some(ms) = event.retry {
-                    wait = Duration::from_millis(ms).min(MAX_RETRY_WAIT);
-                }
-                if event.id.is_some() && event.id != last_id {
-                    last_id = event.id;
-                    fruitless = 0;
-                }
+                resume.saw(&event);
                 let Some(data) = event.data else { continue };
                 let v =
                     strict_json::parse_answer(data.as_bytes()).map_err(UpstreamError::of_answer)?;
@@ -536,24 +537,20 @@ impl HttpUpstream {
                         if total > MAX_ANSWER_BYTES {
                             return Err(UpstreamError::TooLarge);
                         }
-                        buf.extend_from_slice(&data);
+                        push_lf(&mut buf, &data, &mut cr);
                     }
                 }
                 Some(Err(_)) | None => {
                     // Cut before the answer: resume after the last event, or give up.
-                    let Some(last) = &last_id else {
-                        return Err(UpstreamError::Cut);
-                    };
-                    if fruitless >= MAX_RESUMES {
-                        return Err(UpstreamError::CutTooOften);
-                    }
-                    fruitless += 1;
+                    let (last, wait) = resume.next()?;
                     tokio::time::sleep(wait).await;
                     let s = ex.session.clone();
-                    body = self.resume(last, s.as_deref().or(session), version).await?;
+                    body = self
+                        .resume(&last, s.as_deref().or(session), version)
+                        .await?;
                     // A torn event is sent again after `last`.
                     buf.clear();
-                    searched = 0;
+                    (searched, cr) = (0, false);
                 }
             }
         }
@@ -644,6 +641,88 @@ pub fn answer_server_request(req: &Value) -> Value {
     }
 }
 
+/// Where a cut answer stream resumes from, and how soon.
+#[derive(Debug)]
+struct Resumption {
+    last_id: Option<String>,
+    /// The upstream's `retry` hint, within [`MIN_RETRY_WAIT`, `MAX_RETRY_WAIT`].
+    hint: Duration,
+    /// Resumptions in a row that brought no new event id.
+    fruitless: u32,
+    /// Resumptions since the stream last brought a message.
+    quiet: u32,
+}
+
+impl Default for Resumption {
+    fn default() -> Self {
+        Resumption {
+            last_id: None,
+            hint: DEFAULT_RETRY_WAIT,
+            fruitless: 0,
+            quiet: 0,
+        }
+    }
+}
+
+impl Resumption {
+    /// Take in one event read.
+    fn saw(&mut self, ev: &SseEvent) {
+        if let Some(ms) = ev.retry {
+            self.hint = Duration::from_millis(ms).clamp(MIN_RETRY_WAIT, MAX_RETRY_WAIT);
+        }
+        match &ev.id {
+            // An empty id takes the resumption point away (the SSE standard).
+            Some(id) if id.is_empty() => self.last_id = None,
+            Some(id) if self.last_id.as_ref() != Some(id) => {
+                self.last_id = Some(id.clone());
+                self.fruitless = 0;
+            }
+            _ => {}
+        }
+        if ev.data.is_some() {
+            self.quiet = 0;
+        }
+    }
+
+    /// The stream was cut: the id to resume after and how long to wait first, or why the
+    /// call fails.
+    fn next(&mut self) -> Result<(String, Duration), UpstreamError> {
+        let last = self.last_id.clone().ok_or(UpstreamError::Cut)?;
+        if last.len() > MAX_EVENT_ID_BYTES || HeaderValue::from_str(&last).is_err() {
+            return Err(UpstreamError::BadEventId);
+        }
+        if self.fruitless >= MAX_RESUMES {
+            return Err(UpstreamError::CutTooOften);
+        }
+        self.fruitless += 1;
+        self.quiet += 1;
+        let backoff = 1u32 << self.quiet.saturating_sub(3).min(6);
+        Ok((last, (self.hint * backoff).min(MAX_RETRY_WAIT)))
+    }
+}
+
+/// Append `data` to `buf` with SSE's line ends (CRLF, LF, a lone CR) all made LF. `cr`:
+/// whether the last byte appended was a CR (a frame may end between CR and LF).
+fn push_lf(buf: &mut Vec<u8>, data: &[u8], cr: &mut bool) {
+    if !*cr && !data.contains(&b'\r') {
+        buf.extend_from_slice(data);
+        return;
+    }
+    for &b in data {
+        match b {
+            b'\r' => {
+                buf.push(b'\n');
+                *cr = true;
+            }
+            b'\n' if *cr => *cr = false,
+            _ => {
+                buf.push(b);
+                *cr = false;
+            }
+        }
+    }
+}
+
 /// What of one SSE event the gateway uses.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct SseEvent {
@@ -655,21 +734,14 @@ struct SseEvent {
     data: Option<String>,
 }
 
-/// The next complete SSE event in `buf` (an empty one when it is not UTF-8) and how many
-/// bytes it used. `searched`: bytes at the start of `buf` already known to hold no
-/// event's end.
+/// The next complete SSE event in `buf`, its line ends made LF ([`push_lf`]) (an empty
+/// event when it is not UTF-8) and how many bytes it used. `searched`: bytes at the start
+/// of `buf` already known to hold no event's end.
 fn next_event(buf: &[u8], searched: usize) -> Option<(SseEvent, usize)> {
     // Back up over a separator that may have been cut at the end of the last search.
-    let from = searched.saturating_sub(3);
-    let (end, sep) = (from..buf.len()).find_map(|i| {
-        if buf[i..].starts_with(b"\n\n") {
-            Some((i, 2))
-        } else if buf[i..].starts_with(b"\r\n\r\n") {
-            Some((i, 4))
-        } else {
-            None
-        }
-    })?;
+    let from = searched.saturating_sub(1);
+    let end = from + buf.get(from..)?.windows(2).position(|w| w == b"\n\n")?;
+    let sep = 2;
     let Ok(block) = std::str::from_utf8(&buf[..end]) else {
         return Some((SseEvent::default(), end + sep));
     };
@@ -772,9 +844,81 @@ mod tests {
             "incomplete event"
         );
         // A separator cut between two reads is still found.
-        let cut = b"data: 1\r\n\r\n";
-        assert_eq!(next_event(cut, 10).unwrap().1, cut.len());
         assert_eq!(next_event(b"data: 2\n\n", 8).unwrap().1, 9);
+    }
+
+    #[test]
+    fn sse_line_ends_are_crlf_lf_or_a_lone_cr_even_across_frames() {
+        let (mut buf, mut cr) = (Vec::new(), false);
+        for frame in [
+            &b"data: 1\r"[..],
+            b"\n\r",
+            b"\nid: a\rdata: 2\r\r",
+            b"data: 3\n\n",
+        ] {
+            push_lf(&mut buf, frame, &mut cr);
+        }
+        assert_eq!(buf, b"data: 1\n\nid: a\ndata: 2\n\ndata: 3\n\n");
+        let (first, used) = next_event(&buf, 0).unwrap();
+        assert_eq!(first.data.as_deref(), Some("1"));
+        let (second, _) = next_event(&buf[used..], 0).unwrap();
+        assert_eq!(
+            (second.id.as_deref(), second.data.as_deref()),
+            (Some("a"), Some("2"))
+        );
+    }
+
+    fn event(id: Option<&str>, retry: Option<u64>, data: bool) -> SseEvent {
+        SseEvent {
+            id: id.map(str::to_string),
+            retry,
+            data: data.then(|| "{}".to_string()),
+        }
+    }
+
+    #[test]
+    fn a_cut_stream_resumes_after_its_last_id_within_bounds() {
+        let mut r = Resumption::default();
+        assert!(matches!(r.next(), Err(UpstreamError::Cut)), "no id yet");
+        r.saw(&event(Some("7"), Some(0), false));
+        // retry: 0 is raised to the floor.
+        assert_eq!(r.next().unwrap(), ("7".to_string(), MIN_RETRY_WAIT));
+        // The same id again and again: three tries in a row, then the call fails.
+        r.next().unwrap();
+        r.next().unwrap();
+        assert!(matches!(r.next(), Err(UpstreamError::CutTooOften)));
+        // An empty id takes the point away.
+        r.saw(&event(Some(""), None, false));
+        assert!(matches!(r.next(), Err(UpstreamError::Cut)));
+        for bad in [
+            "a\rInjected: yes",
+            "a\u{1}b",
+            &"x".repeat(MAX_EVENT_ID_BYTES + 1),
+        ] {
+            let mut r = Resumption::default();
+            r.saw(&event(Some(bad), None, false));
+            assert!(
+                matches!(r.next(), Err(UpstreamError::BadEventId)),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn new_ids_without_messages_are_resumed_ever_more_slowly() {
+        let mut r = Resumption::default();
+        let mut waits = Vec::new();
+        for i in 0..12 {
+            r.saw(&event(Some(&i.to_string()), Some(0), false));
+            waits.push(r.next().unwrap().1.as_millis());
+        }
+        assert_eq!(
+            waits,
+            [100, 100, 100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000]
+        );
+        // A message brings the pace back.
+        r.saw(&event(Some("m"), None, true));
+        assert_eq!(r.next().unwrap().1, MIN_RETRY_WAIT);
     }
 
     #[test]
