@@ -190,6 +190,7 @@ pub fn admit_socket(config_path: &Path, socket: &Path) -> i32 {
 /// Run airlockd with the config at `config_path`; returns the process exit code.
 /// Call from `main` before any other thread exists: it takes systemd's listening socket.
 pub fn main(config_path: &Path) -> i32 {
+    trim::without_thread_caches();
     trim::bound_arenas();
     // LISTEN_FDS is read (and cleared) while the process is still single-threaded.
     let activated = match listener::from_systemd() {
