@@ -6,7 +6,7 @@
 # bash tool call (`ls`, on the command side) and one MCP tools/call (benches/agents/
 # bench_mcp.js as the connector's upstream) through its run's gateway.
 #
-# Every SAMPLE runs (default 500) it prints airlockd's RSS, threads and open descriptors,
+# Every SAMPLE runs (default 500) it prints airlockd's RSS (and its anonymous part), threads and open descriptors,
 # and what is left of this soak's runs on the host: processes of its instance uids, mounts
 # and loop devices of its state directory or runs, cgroups named for its runs (the run
 # cgroups of every airlockd on the host share one `airlock/` parent per hierarchy, so
@@ -64,8 +64,11 @@ cgroups() { find /sys/fs/cgroup -type d -path '*/airlock/*' 2>/dev/null | grep -
 # the ledger's records, one per run by design).
 entries() { find "$STATE" -mindepth 1 -not -path "$STATE/leases/done/*" | wc -l; }
 failures() { [ -f "$W/out/failed" ] && sort -u "$W/out/failed" | wc -l || echo 0; }
-sample() { run_ids; echo "$1 $(vmrss_kb "$DPID") $(threads) $(fds) $(procs) $(mounts) $(loops) $(cgroups) $(entries) $(failures)"; }
-show() { awk -v t="${2:-}" '{printf "%8s %9s %8s %5s %6s %7s %6s %8s %8s %7s%s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, t}' <<<"$1"; }
+# RSS split: anonymous (heap, stacks: what a leak grows) and file-backed (the binary's pages
+# as they are first run, bounded by its size).
+anon() { awk '/^RssAnon:/ {print $2}' "/proc/$DPID/status"; }
+sample() { run_ids; echo "$1 $(vmrss_kb "$DPID") $(threads) $(fds) $(procs) $(mounts) $(loops) $(cgroups) $(entries) $(failures) $(anon)"; }
+show() { awk -v t="${2:-}" '{printf "%8s %9s %8s %5s %6s %7s %6s %8s %8s %7s %8s%s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, t}' <<<"$1"; }
 
 AGENT="$(cat "$REPO/benches/agents/soak_agent.py")"
 mkdir -p "$W/out"
@@ -83,7 +86,7 @@ one() {
 export -f one
 export BIN CFG SOCK W INSTANCES AGENT
 
-printf '%8s %9s %8s %5s %6s %7s %6s %8s %8s %7s\n' runs rss_kB threads fds procs mounts loops cgroups entries failed
+printf '%8s %9s %8s %5s %6s %7s %6s %8s %8s %7s %8s\n' runs rss_kB threads fds procs mounts loops cgroups entries failed anon_kB
 zero="$(sample 0)"
 show "$zero" "  (before the first run)"
 half=$((N / 2))
