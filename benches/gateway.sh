@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The run's gateway, side by side (release build, as root):
 #  (1) an MCP tools/call through the gateway's proxy (/mcp/<connector>) against the same
-#      call straight to the same upstream: latency p50/p90/p99 and the difference;
+#      call straight to the same upstream: latency p50/p90/p99 and the difference. The
+#      upstream is a plain Node http server answering from memory, so the straight series
+#      is one bare loopback HTTP round trip: the yardstick of the added p50;
 #  (2) calls per second through one run's gateway (and straight, for scale);
 #  (3) the bash tool (`ls -d .` through /mcp/airlock) against the same command started
 #      directly on the command side of a jail (fork + exec + wait from Python).
@@ -88,12 +90,18 @@ import json, sys
 d, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 for k in ("p50_us", "p90_us", "p99_us"):
     print(f"added {k[:-3]}: {t[k] - d[k]:.1f} us")
+added = t["p50_us"] - d["p50_us"]
+held = "within" if added <= d["p50_us"] else "over"
+print(f"added p50 against one bare loopback round trip ({d['p50_us']:.1f} us): {held} ({added / d['p50_us']:.2f}x)")
 PY
 python3 -c "print(f'gateway CPU per call (supervisor process, whole run incl. its start): {$ticks / $hz / ($N + 50) * 1e6:.1f} us')"
 
 echo "== (2) calls per second, 8 at once, ${SECS}s"
-echo "straight to the upstream: $(node "$JS" rate "http://127.0.0.1:$PORT/mcp" "$SECS" 8 echo "$ARGS")"
-echo "through the gateway:      $(jailed rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS")"
+rate_d=$(node "$JS" rate "http://127.0.0.1:$PORT/mcp" "$SECS" 8 echo "$ARGS")
+rate_t=$(jailed rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS")
+echo "straight to the upstream: $rate_d"
+echo "through the gateway:      $rate_t"
+python3 -c "import json; d, t = json.loads('$rate_d'), json.loads('$rate_t'); print(f\"through / straight: {t['per_second'] / d['per_second'] * 100:.0f}%\")"
 
 echo "== (3) bash tool: \`ls -d .\`, $((N / 4)) calls"
 bash_t=$(jailed latency "http://127.0.0.1:4180/mcp/airlock" $((N / 4)) bash '{"command":"ls -d ."}')
