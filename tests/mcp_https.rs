@@ -80,6 +80,19 @@ fn host(reference: &str, everything: &str) -> Host {
     h
 }
 
+/// An https upstream on this port with the static bearer, verified by the test's CA.
+fn bearer_upstream(port: u16, ca: &TestCa) -> String {
+    format!(
+        "{{url: \"https://localhost:{port}/mcp\", credential: reference-token, ca_file: {}}}",
+        ca.ca_pem.display()
+    )
+}
+
+/// A plain loopback upstream on this port.
+fn plain_upstream(port: u16) -> String {
+    format!("{{url: \"http://127.0.0.1:{port}/mcp\"}}")
+}
+
 fn run(h: &Host, server: &str, steps: Value) -> std::process::Output {
     let argv = mcp_agent(&json!({"server": server, "steps": steps}));
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -103,10 +116,7 @@ fn calls_through_a_run_reach_https_upstreams_with_the_static_bearer() {
     let (_t1, ref_tls) = stunnel(&ca, &leaf, ref_port);
     let (_t2, every_tls) = stunnel(&ca, &leaf, every_port);
     let h = host(
-        &format!(
-            "{{url: \"https://localhost:{ref_tls}/mcp\", credential: reference-token, ca_file: {}}}",
-            ca.ca_pem.display()
-        ),
+        &bearer_upstream(ref_tls, &ca),
         &format!(
             "{{url: \"https://localhost:{every_tls}/mcp\", ca_file: {}}}",
             ca.ca_pem.display()
@@ -227,13 +237,7 @@ fn a_server_that_speaks_http2_gets_a_runs_calls_on_one_http2_connection() {
             .stderr(Stdio::inherit()),
     );
     let (_e, every_port) = server_everything();
-    let h = host(
-        &format!(
-            "{{url: \"https://localhost:{port}/mcp\", credential: reference-token, ca_file: {}}}",
-            ca.ca_pem.display()
-        ),
-        &format!("{{url: \"http://127.0.0.1:{every_port}/mcp\"}}"),
-    );
+    let h = host(&bearer_upstream(port, &ca), &plain_upstream(every_port));
     let o = run(
         &h,
         "reference",
@@ -279,13 +283,7 @@ fn a_cut_answer_stream_is_resumed_with_last_event_id_or_named_when_it_cannot_be(
     let (_r, ref_port) = reference_server_with(&["resumable"]);
     let (_t, ref_tls) = stunnel(&ca, &leaf, ref_port);
     let (_e, every_port) = server_everything();
-    let h = host(
-        &format!(
-            "{{url: \"https://localhost:{ref_tls}/mcp\", credential: reference-token, ca_file: {}}}",
-            ca.ca_pem.display()
-        ),
-        &format!("{{url: \"http://127.0.0.1:{every_port}/mcp\"}}"),
-    );
+    let h = host(&bearer_upstream(ref_tls, &ca), &plain_upstream(every_port));
     let o = run(
         &h,
         "reference",
@@ -340,10 +338,7 @@ fn a_certificate_for_another_name_or_from_an_untrusted_ca_is_refused() {
     // `reference`: the right CA, a certificate for another name; `everything`: the right
     // name, but the system store (which does not hold the test's CA).
     let h = host(
-        &format!(
-            "{{url: \"https://localhost:{wrong_name}/mcp\", credential: reference-token, ca_file: {}}}",
-            ca.ca_pem.display()
-        ),
+        &bearer_upstream(wrong_name, &ca),
         &format!("{{url: \"https://localhost:{right_name}/mcp\", credential: reference-token}}"),
     );
     for server in ["reference", "everything"] {
@@ -398,13 +393,7 @@ fn an_upstreams_redirect_is_not_followed() {
     wait_listening(port);
     let (_t, tls) = stunnel(&ca, &leaf, port);
     let (_r, ref_port) = reference_server();
-    let h = host(
-        &format!(
-            "{{url: \"https://localhost:{tls}/mcp\", credential: reference-token, ca_file: {}}}",
-            ca.ca_pem.display()
-        ),
-        &format!("{{url: \"http://127.0.0.1:{ref_port}/mcp\"}}"),
-    );
+    let h = host(&bearer_upstream(tls, &ca), &plain_upstream(ref_port));
     let o = run(&h, "reference", json!([{"list": "tools"}]));
     let msg = failure(&o);
     assert!(msg.contains("redirect (HTTP 307)"), "{msg}");
@@ -422,13 +411,7 @@ fn the_conformance_suite_passes_through_an_https_upstream() {
     let leaf = ca.leaf("localhost", &["localhost"]);
     let (_r, ref_port) = reference_server();
     let (_t, ref_tls) = stunnel(&ca, &leaf, ref_port);
-    let h = host(
-        &format!(
-            "{{url: \"https://localhost:{ref_tls}/mcp\", credential: reference-token, ca_file: {}}}",
-            ca.ca_pem.display()
-        ),
-        &format!("{{url: \"http://127.0.0.1:{ref_port}/mcp\"}}"),
-    );
+    let h = host(&bearer_upstream(ref_tls, &ca), &plain_upstream(ref_port));
     // The role of the loopback suite (tests/mcp_proxy.rs) grants more of the reference
     // server's tools and resources; the same scenarios, over TLS.
     h.local_role("code", |t| {
