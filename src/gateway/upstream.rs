@@ -181,7 +181,7 @@ pub enum UpstreamError {
     Cut,
     #[error("the connector's upstream cut its answer stream and refused to resume it (HTTP {0})")]
     ResumeRefused(u16),
-    #[error("the connector's upstream cut its answer stream 3 times in a row without sending an event; the gateway gave up")]
+    #[error("the connector's upstream cut its answer stream 3 times in a row without a new event; the gateway gave up")]
     CutTooOften,
     #[error("the connector's upstream cut its answer stream, and its last event id cannot be sent back to resume it (longer than 1024 bytes, or not a valid header value)")]
     BadEventId,
