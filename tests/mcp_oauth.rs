@@ -523,6 +523,47 @@ fn client_credentials_tokens_are_discovered_shared_renewed_and_replaced_once_ref
 }
 
 #[test]
+fn an_upstream_refusing_every_token_does_not_make_the_gateway_ask_for_one_per_call() {
+    require_journald();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let o = oauth(&ca, 60, "refuse-later");
+    let h = host(&ca, &o);
+    let _d = Airlockd::start(&h);
+    let calls = 5;
+    let steps: Vec<Value> = (0..calls)
+        .map(|i| json!({"call": "echo", "args": {"message": format!("call {i}")}}))
+        .collect();
+    let r = daemon_run(&h, json!(steps));
+    let lines = agent_lines(&r);
+    let thrown: Vec<String> = (0..calls)
+        .map(|i| {
+            step(&lines, i)["thrown"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        thrown.iter().all(|t| t.contains("connector `tracker`")),
+        "every call fails naming the connector: {lines:?}"
+    );
+    assert!(
+        thrown
+            .iter()
+            .any(|t| t.contains("no other is asked for so soon")),
+        "{thrown:?}"
+    );
+    // One token for the session, one for the first refusal; the calls right after it ask
+    // for none (one more only if the host stalled past the 2 s between two calls).
+    let s = o.stats();
+    assert!(
+        s["tokenRequests"].as_u64().unwrap() <= 3,
+        "a token request per refused call: {s}"
+    );
+}
+
+#[test]
 fn bad_discovery_or_token_answers_fail_naming_the_server_never_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new(dir.path());

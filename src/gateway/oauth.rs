@@ -31,6 +31,10 @@ use crate::credentials::Secret;
 const TIMEOUT: Duration = Duration::from_secs(15);
 /// Tokens remembered for withholding (an upstream echoing one must not hand it on).
 const RECENT: usize = 4;
+/// After the upstream refused a token, the soonest another refusal may ask the
+/// authorization server for a new one: an upstream refusing every token must not make
+/// the gateway call the server (which may be a company's shared one) at its calls' rate.
+const REFUSED_REFETCH: Duration = Duration::from_secs(2);
 
 /// A connector's OAuth client, as airlockd's config gives it.
 #[derive(Clone)]
@@ -74,6 +78,8 @@ impl Live {
 pub(super) struct State {
     pub(super) server: Option<ServerMeta>,
     pub(super) token: Option<Live>,
+    /// When a refusal last had a token fetched.
+    refused_at: Option<Instant>,
 }
 
 /// One connector's access token, shared by its runs in this process.
@@ -199,6 +205,16 @@ impl TokenSource {
                 return Ok(t.header.clone());
             }
         }
+        if st
+            .refused_at
+            .is_some_and(|at| at.elapsed() < REFUSED_REFETCH)
+        {
+            return Err(format!(
+                "the upstream refused an access token fetched under {} s ago; no other is asked for so soon (the grant may be revoked: check the client at its authorization server)",
+                REFUSED_REFETCH.as_secs()
+            ));
+        }
+        st.refused_at = Some(Instant::now());
         st.token = None;
         if st.server.is_none() {
             st.server = Some(self.discover(challenge).await?);

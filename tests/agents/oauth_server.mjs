@@ -10,7 +10,9 @@
 // answers 401 with `resource_metadata` to a request without a live token (checked by the
 // authorization server's introspection endpoint), and passes the others to the upstream.
 // MODE: `ok`, or a misbehaving discovery: `prm-not-json`, `as-foreign` (metadata naming a
-// token endpoint on another origin), `no-access-token` (a token response without one); or
+// token endpoint on another origin), `no-access-token` (a token response without one),
+// `refuse-later` (the resource server refuses every token, live or not, once it passed
+// on two requests: the session's initialize and initialized); or
 // an operator's login: `login-device` (the device flow, RFC 8628, for the public client
 // `airlock-device`), `login-code` (no device flow; dynamic client registration, RFC 7591,
 // then the authorization code grant with PKCE). Refresh tokens are rotated at each use.
@@ -187,7 +189,7 @@ http.createServer(async (req, res) => {
   }
   if (path.startsWith("/.well-known/oauth-protected-resource")) {
     if (mode === "prm-not-json") { res.writeHead(200, { "content-type": "text/html" }); return res.end("<html>metadata</html>"); }
-    const servers = mode === "ok" || login ? [issuer] : [rsOrigin];
+    const servers = mode === "ok" || mode === "refuse-later" || login ? [issuer] : [rsOrigin];
     return json(res, 200, { resource, authorization_servers: servers, scopes_supported: ["read", "write"] });
   }
   // The misbehaving modes' authorization server: this very server, on its plain port.
@@ -200,7 +202,7 @@ http.createServer(async (req, res) => {
   const token = auth.startsWith("Bearer ") ? auth.slice(7) : null;
   const info = token ? await introspect(token) : { active: false };
   const aud = [].concat(info.aud || []);
-  if (!info.active || !aud.includes(resource)) {
+  if (!info.active || !aud.includes(resource) || (mode === "refuse-later" && stats.forwarded >= 2)) {
     stats.unauthorized += 1;
     res.writeHead(401, { "www-authenticate": `Bearer error="invalid_token", resource_metadata="${new URL(resource).origin}/.well-known/oauth-protected-resource${new URL(resource).pathname}"` });
     return res.end();
