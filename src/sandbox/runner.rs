@@ -80,13 +80,19 @@ pub struct CommandResult {
 
 /// The runner's loop: one request (with its result socket) per message, until the
 /// supervisor's end closes. `envp` is the run's own environment for every command.
+///
+/// The next command's shepherd is forked ahead: a spare that waits for its request on a
+/// socket of its own, so a command does not wait for the runner's fork. The runner hands
+/// each request to the spare, forks the next one while the command runs, and forks on the
+/// spot when there is no spare (its fork failed, or it was killed).
 pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>) -> i32 {
     // Shepherds are reaped by the kernel: the runner never waits for one.
     // SAFETY: SIG_IGN installs no handler code.
     let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigIgn) };
     let mut buf = vec![0u8; MAX_REQUEST_BYTES];
+    let mut spare = fork_spare(&channel, &envp, &roots);
     loop {
-        let (n, mut fds) = match fdpass::recv(channel.as_fd(), &mut buf) {
+        let (n, fds) = match fdpass::recv(channel.as_fd(), &mut buf) {
             Ok((0, _)) => return 0,
             Ok(m) => m,
             // Too large: its descriptors were closed with it, which answers the caller.
@@ -96,42 +102,90 @@ pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>) -> i32 {
         if fds.is_empty() {
             continue;
         }
-        let reply = fds.remove(0);
-        // The command's cgroup, when the supervisor made one: its cgroup.procs and
-        // cgroup.kill.
-        let cgroup = match <[OwnedFd; 2]>::try_from(fds) {
-            Ok([procs, kill]) => Some(Cgroup { procs, kill }),
-            Err(_) => None,
-        };
-        let req: Result<CommandRequest, _> = serde_json::from_slice(&buf[..n]);
-        // SAFETY: the runner is single-threaded, so the child may run any code; it _exits.
-        match unsafe { fork() } {
-            Ok(ForkResult::Child) => {
-                drop(channel);
-                let result = match req {
-                    Ok(req) => {
-                        let envp = env::with_command_env(&envp, &req.env, &req.git_config);
-                        shepherd(&req, &reply, cgroup.as_ref(), &envp, &roots)
-                    }
-                    Err(_) => CommandResult {
-                        error: Some("the request is not a valid command".into()),
+        let handed = spare.take().is_some_and(|s| {
+            let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+            // A spare that is gone (or a request its socket cannot carry) fails here,
+            // atomically: the request is then run the other way.
+            fdpass::send(s.as_fd(), &buf[..n], &raw).is_ok()
+        });
+        if !handed {
+            // SAFETY: the runner is single-threaded, so the child may run any code; it
+            // _exits.
+            match unsafe { fork() } {
+                Ok(ForkResult::Child) => {
+                    drop(channel);
+                    run_request(&buf[..n], fds, &envp, &roots)
+                }
+                Ok(ForkResult::Parent { .. }) => {}
+                Err(e) => {
+                    let result = CommandResult {
+                        error: Some(fork_failed(e)),
                         ..Default::default()
-                    },
-                };
-                let code = i32::from(write_result(reply, &result).is_err());
-                // SAFETY: leave without running the runner's destructors.
-                unsafe { libc::_exit(code) }
-            }
-            Ok(ForkResult::Parent { .. }) => drop((reply, cgroup)),
-            Err(e) => {
-                let result = CommandResult {
-                    error: Some(fork_failed(e)),
-                    ..Default::default()
-                };
-                let _ = write_result(reply, &result);
+                    };
+                    if let Some(reply) = fds.into_iter().next() {
+                        let _ = write_result(reply, &result);
+                    }
+                    continue;
+                }
             }
         }
+        // The descriptors are the shepherd's now. The runner's copies go before the next
+        // fork: a spare holding the result socket would keep the supervisor from seeing
+        // the result's end.
+        drop(fds);
+        spare = fork_spare(&channel, &envp, &roots);
     }
+}
+
+/// Fork a spare shepherd: it waits for one request on the socket returned, runs it and
+/// exits (at once, when the runner closes its end first). None when the fork fails (the
+/// command side at its process limit): the next request is forked for on the spot.
+fn fork_spare(channel: &OwnedFd, envp: &[CString], roots: &[PathBuf]) -> Option<OwnedFd> {
+    let (ours, theirs) = fdpass::pair(nix::sys::socket::SockType::SeqPacket).ok()?;
+    // SAFETY: the runner is single-threaded, so the child may run any code; it _exits.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            // The runner's descriptors are not the shepherd's: the channel to the
+            // supervisor, and the runner's end of this socket (so the runner's exit is seen).
+            let _ = nix::unistd::close(channel.as_raw_fd());
+            drop(ours);
+            let mut buf = vec![0u8; MAX_REQUEST_BYTES];
+            match fdpass::recv(theirs.as_fd(), &mut buf) {
+                Ok((n, fds)) if n > 0 && !fds.is_empty() => {
+                    drop(theirs);
+                    run_request(&buf[..n], fds, envp, roots)
+                }
+                // SAFETY: leave without running the runner's destructors.
+                _ => unsafe { libc::_exit(0) },
+            }
+        }
+        Ok(ForkResult::Parent { .. }) => Some(ours),
+        Err(_) => None,
+    }
+}
+
+/// In a shepherd: run the request whose message is `bytes` (its descriptors: the result
+/// socket, then the command's cgroup.procs and cgroup.kill when the supervisor made one),
+/// write its result and exit.
+fn run_request(bytes: &[u8], mut fds: Vec<OwnedFd>, envp: &[CString], roots: &[PathBuf]) -> ! {
+    let reply = fds.remove(0);
+    let cgroup = match <[OwnedFd; 2]>::try_from(fds) {
+        Ok([procs, kill]) => Some(Cgroup { procs, kill }),
+        Err(_) => None,
+    };
+    let result = match serde_json::from_slice::<CommandRequest>(bytes) {
+        Ok(req) => {
+            let envp = env::with_command_env(envp, &req.env, &req.git_config);
+            shepherd(&req, &reply, cgroup.as_ref(), &envp, roots)
+        }
+        Err(_) => CommandResult {
+            error: Some("the request is not a valid command".into()),
+            ..Default::default()
+        },
+    };
+    let code = i32::from(write_result(reply, &result).is_err());
+    // SAFETY: leave without running the runner's destructors.
+    unsafe { libc::_exit(code) }
 }
 
 /// A command's own cgroup, as its shepherd holds it.
