@@ -59,8 +59,9 @@ pub fn without_thread_caches() {
         Tuned::ByOperator => return,
         Tuned::No => {}
     }
-    let Ok(exe) = std::env::current_exe() else {
-        return;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return eprintln!("airlockd: running with glibc's thread caches (its own executable cannot be found again: {e})"),
     };
     let mut args = std::env::args_os();
     let arg0 = args.next().unwrap_or_else(|| OsString::from("airlockd"));

@@ -78,7 +78,7 @@ impl Live {
 pub(super) struct State {
     pub(super) server: Option<ServerMeta>,
     pub(super) token: Option<Live>,
-    /// When a refusal last had a token fetched.
+    /// When a refusal last asked for a token (whether or not one came).
     refused_at: Option<Instant>,
 }
 
@@ -210,7 +210,7 @@ impl TokenSource {
             .is_some_and(|at| at.elapsed() < REFUSED_REFETCH)
         {
             return Err(format!(
-                "the upstream refused an access token fetched under {} s ago; no other is asked for so soon (the grant may be revoked: check the client at its authorization server)",
+                "the upstream refused the access token, and one was asked for under {} s ago: no other is asked for so soon (the grant may be revoked: check the client at its authorization server)",
                 REFUSED_REFETCH.as_secs()
             ));
         }

@@ -424,13 +424,7 @@ impl HttpUpstream {
         version: Option<&str>,
     ) -> Result<hyper::body::Incoming, UpstreamError> {
         let resp = self.ask(Ask::Resume(last), session, version).await?;
-        let status = resp.status().as_u16();
-        if (300..400).contains(&status) {
-            return Err(UpstreamError::Redirected(status));
-        }
-        if !(200..300).contains(&status) {
-            return Err(UpstreamError::ResumeRefused(status));
-        }
+        answered(resp.status().as_u16(), UpstreamError::ResumeRefused)?;
         if !is_sse(&resp) {
             return Err(UpstreamError::Malformed);
         }
@@ -470,12 +464,7 @@ impl HttpUpstream {
             ..Exchange::default()
         };
         let sse = is_sse(&resp);
-        if (300..400).contains(&status) {
-            return Err(UpstreamError::Redirected(status));
-        }
-        if !(200..300).contains(&status) {
-            return Err(UpstreamError::Status(status));
-        }
+        answered(status, UpstreamError::Status)?;
         let Some(want) = id else {
             return Ok(ex);
         };
@@ -592,6 +581,16 @@ enum Ask<'a> {
     Resume(&'a str),
     /// DELETE the session.
     End,
+}
+
+/// A 2xx status, else the error: a redirect is never followed (it could carry the
+/// credential elsewhere), any other status is `refused`'s.
+fn answered(status: u16, refused: fn(u16) -> UpstreamError) -> Result<(), UpstreamError> {
+    match status {
+        200..=299 => Ok(()),
+        300..=399 => Err(UpstreamError::Redirected(status)),
+        _ => Err(refused(status)),
+    }
 }
 
 /// Whether a response is an SSE stream.
@@ -741,9 +740,9 @@ fn next_event(buf: &[u8], searched: usize) -> Option<(SseEvent, usize)> {
     // Back up over a separator that may have been cut at the end of the last search.
     let from = searched.saturating_sub(1);
     let end = from + buf.get(from..)?.windows(2).position(|w| w == b"\n\n")?;
-    let sep = 2;
+    let used = end + 2;
     let Ok(block) = std::str::from_utf8(&buf[..end]) else {
-        return Some((SseEvent::default(), end + sep));
+        return Some((SseEvent::default(), used));
     };
     let mut ev = SseEvent::default();
     let mut data: Option<String> = None;
@@ -770,7 +769,7 @@ fn next_event(buf: &[u8], searched: usize) -> Option<(SseEvent, usize)> {
     }
     // An event with empty data (2025-11-25's priming event, for resumption) says nothing.
     ev.data = data.filter(|d| !d.is_empty());
-    Some((ev, end + sep))
+    Some((ev, used))
 }
 
 #[cfg(test)]

@@ -167,9 +167,14 @@ fn fork_spare(channel: &OwnedFd, envp: &[CString], roots: &[PathBuf]) -> Option<
 /// In a shepherd: run the request whose message is `bytes` (its descriptors: the result
 /// socket, then the command's cgroup.procs and cgroup.kill when the supervisor made one),
 /// write its result and exit.
-fn run_request(bytes: &[u8], mut fds: Vec<OwnedFd>, envp: &[CString], roots: &[PathBuf]) -> ! {
-    let reply = fds.remove(0);
-    let cgroup = match <[OwnedFd; 2]>::try_from(fds) {
+fn run_request(bytes: &[u8], fds: Vec<OwnedFd>, envp: &[CString], roots: &[PathBuf]) -> ! {
+    let mut fds = fds.into_iter();
+    let Some(reply) = fds.next() else {
+        // No result socket: nobody to answer (callers never send one without).
+        // SAFETY: leave without running the runner's destructors.
+        unsafe { libc::_exit(1) }
+    };
+    let cgroup = match <[OwnedFd; 2]>::try_from(fds.collect::<Vec<_>>()) {
         Ok([procs, kill]) => Some(Cgroup { procs, kill }),
         Err(_) => None,
     };
