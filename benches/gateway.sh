@@ -63,6 +63,7 @@ instances:
 YAML
 ctl() { "$BIN/airlockctl" --config "$W/airlock.yaml" "$@"; }
 jailed() { ctl launch code --instance bench --standalone --wait -- /usr/bin/node -e "$(cat "$JS")" -- "$@" 2>/dev/null; }
+fail() { echo "benches/gateway.sh: FAILED: $*" >&2; exit 1; }
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
 
 ARGS='{"message":"hello"}'
@@ -80,8 +81,9 @@ while kill -0 "$sup" 2>/dev/null; do
   [ -n "$t" ] && ticks=$t
   sleep 0.05
 done
-wait "$sup" || true
+wait "$sup" || fail "the run calling through the gateway failed"
 through=$(cat "$W/through.out")
+[ -n "$through" ] || fail "the run calling through the gateway printed no figures"
 hz=$(getconf CLK_TCK)
 echo "straight to the upstream: $direct"
 echo "through the gateway:      $through"
@@ -98,13 +100,13 @@ python3 -c "print(f'gateway CPU per call (supervisor process, whole run incl. it
 
 echo "== (2) calls per second, 8 at once, ${SECS}s"
 rate_d=$(node "$JS" rate "http://127.0.0.1:$PORT/mcp" "$SECS" 8 echo "$ARGS")
-rate_t=$(jailed rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS")
+rate_t=$(jailed rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS") || fail "the calls-per-second run failed"
 echo "straight to the upstream: $rate_d"
 echo "through the gateway:      $rate_t"
 python3 -c "import json; d, t = json.loads('$rate_d'), json.loads('$rate_t'); print(f\"through / straight: {t['per_second'] / d['per_second'] * 100:.0f}%\")"
 
 echo "== (3) bash tool: \`ls -d .\`, $((N / 4)) calls"
-bash_t=$(jailed latency "http://127.0.0.1:4180/mcp/airlock" $((N / 4)) bash '{"command":"ls -d ."}')
+bash_t=$(jailed latency "http://127.0.0.1:4180/mcp/airlock" $((N / 4)) bash '{"command":"ls -d ."}') || fail "the bash tool run failed"
 exec_t=$(ctl launch probe --instance probe --standalone --wait -- /usr/bin/python3 -c "
 import json, subprocess, time
 t = []
@@ -115,7 +117,7 @@ for i in range($((N / 4)) + 50):
 t.sort()
 q = lambda p: t[min(len(t) - 1, int(p * len(t)))]
 print(json.dumps({'n': len(t), 'p50_us': q(0.5), 'p90_us': q(0.9), 'p99_us': q(0.99)}))
-" 2>/dev/null)
+" 2>/dev/null) || fail "the direct run on the command side failed"
 echo "started directly on the command side: $exec_t"
 echo "through the bash tool:                $bash_t"
 python3 - "$exec_t" "$bash_t" <<'PY'
