@@ -171,6 +171,18 @@ impl Host {
         self.daemon = Some(child);
     }
 
+    /// SIGTERM, and wait for airlockd to exit 0.
+    fn stop_daemon(&mut self) {
+        let mut c = self.daemon.take().expect("a running airlockd");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let st = c.wait().unwrap();
+        assert!(st.success(), "airlockd exited with {st}");
+    }
+
     fn request(&self, v: &Value) -> std::io::Result<Vec<Value>> {
         let mut s = UnixStream::connect(&self.sock)?;
         s.set_read_timeout(Some(Duration::from_secs(60)))?;
@@ -183,11 +195,24 @@ impl Host {
     }
 
     /// What is left of the runs' bounded filesystems on the host: workspace images, loop
-    /// devices backed by a file under the state directory, mounts of them.
+    /// devices backed by a file under the state directory, mounts of them. The images
+    /// airlockd's pool holds ready are its own, not a run's.
     fn leftovers(&self) -> Vec<String> {
+        self.left_but(&[self.state.join(airlock::supervisor::image_pool::DIR)])
+    }
+
+    /// The same, without the homes a running airlockd keeps between an instance's runs.
+    fn leftovers_of_runs(&self) -> Vec<String> {
+        self.left_but(&[
+            self.state.join(airlock::supervisor::image_pool::DIR),
+            self.state.join("homes"),
+        ])
+    }
+
+    fn left_but(&self, theirs: &[PathBuf]) -> Vec<String> {
         let mut left: Vec<String> = loopdev::attached_under(&self.state)
             .iter()
-            .filter(|p| !p.ends_with("fs.img"))
+            .filter(|p| !p.ends_with("fs.img") && !theirs.iter().any(|d| p.starts_with(d)))
             .map(|p| format!("loop device on {}", p.display()))
             .collect();
         if let Ok(runs) = std::fs::read_dir(self.state.join("runs")) {
@@ -456,9 +481,15 @@ fn nothing_is_left_after_kill_9_of_airlockd_and_a_restart() {
         .unwrap_or_else(|| panic!("{r:?}"))
         .to_string();
     assert_eq!(r[0]["data"]["frame"], "started", "{r:?}");
-    let attached = poll(20, || {
-        (loopdev::attached_under(&host.state).len() == 2).then_some(())
-    });
+    // The run's workspace and home (the pool's ready images are airlockd's).
+    let pool = host.state.join(airlock::supervisor::image_pool::DIR);
+    let runs = || {
+        loopdev::attached_under(&host.state)
+            .into_iter()
+            .filter(|p| !p.starts_with(&pool))
+            .count()
+    };
+    let attached = poll(20, || (runs() == 2).then_some(()));
     assert!(
         attached.is_some(),
         "{:?}",
@@ -622,8 +653,8 @@ fn a_hundred_launches_at_once_with_the_default_limits_all_start() {
         refused.len(),
         refused[0]
     );
-    let clean = poll(30, || host.leftovers().is_empty().then_some(()));
-    assert!(clean.is_some(), "left: {:?}", host.leftovers());
+    let clean = poll(30, || host.leftovers_of_runs().is_empty().then_some(()));
+    assert!(clean.is_some(), "left: {:?}", host.leftovers_of_runs());
     // airlockd made its pool of empty workspace images again, ready for the next launches.
     let pool = host.state.join(airlock::supervisor::image_pool::DIR);
     let ready = || {
@@ -639,6 +670,14 @@ fn a_hundred_launches_at_once_with_the_default_limits_all_start() {
         (ready() == airlock::supervisor::image_pool::POOL_IMAGES).then_some(())
     });
     assert!(full.is_some(), "{} images ready", ready());
+    // Stopped, airlockd lets go of the home it kept and of its pool: nothing stays attached.
+    host.stop_daemon();
+    let gone = poll(10, || {
+        loopdev::attached_under(&host.state)
+            .is_empty()
+            .then_some(())
+    });
+    assert!(gone.is_some(), "{:?}", loopdev::attached_under(&host.state));
 }
 
 #[test]

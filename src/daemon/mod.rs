@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::control::listener;
 use crate::journal::{EventKind, JournalConfig};
 use crate::supervisor::ledger::{self, Ledger};
-use crate::supervisor::{instances, notify};
+use crate::supervisor::{instances, mount_hold, notify};
 use events::Events;
 use reload::LoadedSet;
 use runs::ActiveRun;
@@ -497,7 +497,10 @@ async fn main_loop(
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
             _ = standby_tick.tick() => {
                 let d2 = d.clone();
-                tokio::task::spawn_blocking(move || d2.standby.expire());
+                tokio::task::spawn_blocking(move || {
+                    d2.standby.expire();
+                    mount_hold::sweep_homes(mount_hold::LINGER);
+                });
             }
             _ = pending_tick.tick() => {
                 let d2 = d.clone();
@@ -556,6 +559,8 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
         }
     }
+    // The homes kept between runs are written back before airlockd says it stopped.
+    let _ = tokio::task::spawn_blocking(mount_hold::clear_homes).await;
     d.events.log(
         EventKind::DaemonStopping,
         "airlockd stopped: every run is closed",

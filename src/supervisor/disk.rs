@@ -19,15 +19,17 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 use nix::fcntl::{Flock, FlockArg};
 
 use super::as_user::{self, Ids};
 use super::loopdev::{self, Loop};
+use super::mount_hold::{self, MountHold};
 use super::tree;
 use crate::sandbox::spec::{DiskMount, DiskTarget};
 
@@ -80,6 +82,15 @@ impl Default for DiskLimits {
     }
 }
 
+/// An empty workspace image made ahead (see [`super::image_pool`]): the file, and when
+/// they could be had, its loop device and the hold of its filesystem.
+#[derive(Debug)]
+pub struct Premade {
+    pub image: PathBuf,
+    pub lp: Option<Loop>,
+    pub hold: Option<MountHold>,
+}
+
 /// `<run_dir>/workspace.img`.
 pub fn workspace_image(run_dir: &Path) -> PathBuf {
     run_dir.join("workspace.img")
@@ -94,6 +105,9 @@ pub fn home_image(state_dir: &Path, instance: &str) -> PathBuf {
 /// stay attached while held) and its workspace image, removed on drop.
 #[derive(Debug, Default)]
 pub struct RunDisks {
+    /// The superblocks held for the run (see [`mount_hold`]): its filesystems are written
+    /// back when these go, after the run, not as its last process exits.
+    holds: Vec<Arc<MountHold>>,
     loops: Vec<Loop>,
     workspace_image: Option<PathBuf>,
     /// The run's fresh workspace directory (`runs/<run>/workspace`) and its owner: what the
@@ -108,8 +122,10 @@ pub struct RunDisks {
 
 impl Drop for RunDisks {
     fn drop(&mut self) {
-        // The loop devices first: once the run's mounts are gone too, they detach. The
-        // image's blocks are freed when the last of them lets go of it.
+        // The holds first (a workspace is written back now, a home kept for its next run),
+        // then the loop devices: once nothing mounts them, they detach. The image's blocks
+        // are freed when the last of them lets go of it.
+        self.holds.clear();
         self.loops.clear();
         if let Some(img) = self.workspace_image.take() {
             let _ = fs::remove_file(img);
@@ -174,26 +190,38 @@ impl RunDisks {
         bound: Bound,
         (uid, gid): (u32, u32),
         populate: Option<&Path>,
-        premade: Option<PathBuf>,
+        premade: Option<Premade>,
     ) -> Result<(), String> {
         let img = workspace_image(run_dir);
         // Recorded first, so a failure below still removes what was made.
         self.workspace_image = Some(img.clone());
-        match (premade, populate) {
-            (Some(p), None) => fs::rename(&p, &img).map_err(|e| {
-                let _ = fs::remove_file(&p);
-                format!("{}: cannot take a ready image: {e}", img.display())
-            })?,
+        let (lp, hold) = match (premade, populate) {
+            // Renamed with its loop device attached: the device follows the file.
+            (Some(p), None) => {
+                fs::rename(&p.image, &img).map_err(|e| {
+                    let _ = fs::remove_file(&p.image);
+                    format!("{}: cannot take a ready image: {e}", img.display())
+                })?;
+                (p.lp, p.hold)
+            }
             // A workspace lives for one run: no journal (faster to make, less to write).
             // It may start with what `populate` holds (the run.clone repositories).
             (premade, populate) => {
                 if let Some(p) = premade {
-                    let _ = fs::remove_file(p);
+                    let _ = fs::remove_file(&p.image);
                 }
-                make_image(&img, bound, uid, gid, false, populate)?
+                make_image(&img, bound, uid, gid, false, populate)?;
+                (None, None)
             }
+        };
+        let lp = match lp {
+            Some(lp) => lp,
+            None => loopdev::attach(&img)?,
+        };
+        // Held here when not made ahead, so the run's end does not wait for its write-back.
+        if let Some(h) = hold.or_else(|| MountHold::of(&lp.path).ok()) {
+            self.holds.push(Arc::new(h));
         }
-        let lp = loopdev::attach(&img)?;
         self.push(DiskTarget::Workspace, lp, bound);
         Ok(())
     }
@@ -231,6 +259,12 @@ impl RunDisks {
                 (bound, true)
             }
         };
+        // Held since an earlier run: attached, its filesystem read in.
+        if let Some((lp, hold)) = mount_hold::kept_home(&img) {
+            self.holds.push(hold);
+            self.push(DiskTarget::Home, lp, made);
+            return Ok(());
+        }
         let lp = match loopdev::find(&img) {
             Some(l) => l,
             None => loopdev::attach(&img)?,
@@ -241,6 +275,9 @@ impl RunDisks {
                 let _ = fs::remove_file(&img);
                 return Err(e);
             }
+        }
+        if let Some(hold) = mount_hold::keep_home(&img, &lp) {
+            self.holds.push(hold);
         }
         self.push(DiskTarget::Home, lp, made);
         Ok(())
@@ -393,17 +430,98 @@ pub fn make_image(
     journal: bool,
     populate: Option<&Path>,
 ) -> Result<(), String> {
-    let f = OpenOptions::new()
+    let f = new_image(img)?;
+    // Sparse: the host's space is taken only as the run writes.
+    f.set_len(bound.bytes)
+        .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
+    drop(f);
+    mke2fs_on(img, img, bound, (uid, gid), journal, populate)
+}
+
+/// Make an empty workspace image (root's root directory, no journal) as [`make_image`]
+/// does, but formatted in memory and then written to `img` without a flush: mke2fs
+/// flushes the file it writes four times, and on the state directory's filesystem each
+/// flush waits for the journal commit a launch's ledger record waits for too. The image
+/// needs no durability: it is for this process's pool, which the next start empties.
+pub fn make_image_in_memory(img: &Path, bound: Bound) -> Result<(), String> {
+    // SAFETY: memfd_create with a NUL-terminated name; the fd it returns is ours.
+    let raw = unsafe { libc::memfd_create(c"airlock-image".as_ptr(), libc::MFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(format!(
+            "cannot make an image in memory: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: a new descriptor nothing else owns.
+    let mem = File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+    mem.set_len(bound.bytes)
+        .map_err(|e| format!("cannot size an image in memory: {e}"))?;
+    // mke2fs (root) opens it through /proc, so the descriptor stays close-on-exec: no
+    // program this process starts meanwhile inherits it.
+    let at = PathBuf::from(format!("/proc/{}/fd/{raw}", std::process::id()));
+    mke2fs_on(&at, img, bound, (0, 0), false, None)?;
+    let out = new_image(img)?;
+    out.set_len(bound.bytes)
+        .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
+    copy_data(&mem, &out).map_err(|e| format!("{}: cannot write the image: {e}", img.display()))
+}
+
+/// Copy what `from` holds, hole for hole: only its data ranges are read and written.
+fn copy_data(from: &File, to: &File) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let end = from.metadata()?.len();
+    let fd = from.as_raw_fd();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at: u64 = 0;
+    while at < end {
+        let off = libc::off_t::try_from(at).map_err(std::io::Error::other)?;
+        // SAFETY: lseek on a descriptor we hold.
+        let data = unsafe { libc::lseek(fd, off, libc::SEEK_DATA) };
+        if data < 0 {
+            let e = std::io::Error::last_os_error();
+            // ENXIO: no data past `at`.
+            return if e.raw_os_error() == Some(libc::ENXIO) {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+        if hole < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let (mut pos, stop) = (data as u64, hole as u64);
+        while pos < stop {
+            let n = usize::try_from(stop - pos).map_or(buf.len(), |n| n.min(buf.len()));
+            from.read_exact_at(&mut buf[..n], pos)?;
+            to.write_all_at(&buf[..n], pos)?;
+            pos += n as u64;
+        }
+        at = stop;
+    }
+    Ok(())
+}
+
+fn new_image(img: &Path) -> Result<File, String> {
+    OpenOptions::new()
         .create_new(true)
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(img)
-        .map_err(|e| format!("{}: cannot create the image: {e}", img.display()))?;
-    // Sparse: the host's space is taken only as the run writes.
-    f.set_len(bound.bytes)
-        .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
-    drop(f);
+        .map_err(|e| format!("{}: cannot create the image: {e}", img.display()))
+}
+
+/// Format `target` (sized already) as ext4; `img` names it in errors.
+fn mke2fs_on(
+    target: &Path,
+    img: &Path,
+    bound: Bound,
+    (uid, gid): (u32, u32),
+    journal: bool,
+    populate: Option<&Path>,
+) -> Result<(), String> {
     let mut cmd = Command::new(mke2fs()?);
     cmd.env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
@@ -421,7 +539,7 @@ pub fn make_image(
     if let Some(dir) = populate {
         cmd.arg("-d").arg(dir);
     }
-    cmd.arg(img)
+    cmd.arg(target)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

@@ -1,14 +1,18 @@
 //! Workspace images made ahead of the launches that need them: airlockd keeps a few empty,
-//! formatted images of the size `limits.workspace` says in `<state_dir>/pool/`, so a launch
-//! takes one (a rename into its run directory) instead of running mke2fs while its client
-//! waits, and one is made again on the blocking pool after each take. Only what does not
-//! depend on the launch is made ahead: an image is empty, its root directory root's until
-//! the jail's pid 1 gives it to the run's uid once mounted ([`crate::sandbox::disk`]), and
-//! a run that starts with `run.clone` repositories still gets an image made with them.
+//! formatted images of the size `limits.workspace` says in `<state_dir>/pool/`, each
+//! attached to its loop device with its filesystem held (see [`super::mount_hold`]), so a
+//! launch takes one (a rename into its run directory) instead of running mke2fs, attaching
+//! and reading the filesystem in while its client waits; one is made again on the blocking
+//! pool after each take, at idle CPU priority so that it never competes with a run. Only
+//! what does not depend on the launch is made ahead: an image is empty, its root directory
+//! root's until the jail's pid 1 gives it to the run's uid once mounted
+//! ([`crate::sandbox::disk`]), and a run that starts with `run.clone` repositories still
+//! gets an image made with them.
 //!
 //! Nothing in the pool is ever a run's: images live in a directory only root opens, are
 //! complete before they are named `*.img` (made as `*.tmp`, then renamed), and are removed
-//! when airlockd starts, whatever an earlier one left.
+//! when airlockd starts, whatever an earlier one left (their loop devices and holds went
+//! with it).
 
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
@@ -16,7 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::disk::{make_image, Bound};
+use super::disk::{make_image, make_image_in_memory, Bound, Premade};
+use super::loopdev;
+use super::mount_hold::MountHold;
 
 /// Images kept ready: a burst of launches takes these, then makes its own until the pool
 /// is full again. Each costs a few MiB of disk (the images are sparse).
@@ -29,7 +35,7 @@ pub const DIR: &str = "pool";
 #[derive(Debug)]
 pub struct ImagePool {
     dir: PathBuf,
-    ready: Mutex<Vec<(Bound, PathBuf)>>,
+    ready: Mutex<Vec<(Bound, Premade)>>,
     /// One refill at a time.
     filling: AtomicBool,
     next: AtomicU64,
@@ -63,7 +69,7 @@ impl ImagePool {
 
     /// A ready image of `bound`, now the caller's to rename into place; `None` when the
     /// pool has none of that size.
-    pub fn take(&self, bound: Bound) -> Option<PathBuf> {
+    pub fn take(&self, bound: Bound) -> Option<Premade> {
         let mut ready = lock(&self.ready);
         let i = ready.iter().position(|(b, _)| *b == bound)?;
         Some(ready.swap_remove(i).1)
@@ -86,37 +92,87 @@ impl ImagePool {
         if self.filling.swap(true, Ordering::AcqRel) {
             return;
         }
-        let stale: Vec<PathBuf> = {
+        let stale: Vec<Premade> = {
             let mut ready = lock(&self.ready);
-            let (keep, drop): (Vec<_>, Vec<_>) = ready.drain(..).partition(|(b, _)| *b == bound);
+            let (keep, stale): (Vec<_>, Vec<_>) = ready.drain(..).partition(|(b, _)| *b == bound);
             *ready = keep;
-            drop.into_iter().map(|(_, p)| p).collect()
+            stale.into_iter().map(|(_, p)| p).collect()
         };
-        for p in stale {
-            let _ = fs::remove_file(p);
-        }
+        drop_all(stale);
         while self.len() < POOL_IMAGES {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             let tmp = self.dir.join(format!("{n}.tmp"));
             let img = self.dir.join(format!("{n}.img"));
-            let made = make_image(&tmp, bound, 0, 0, false, None)
-                .and_then(|()| fs::rename(&tmp, &img).map_err(|e| e.to_string()));
+            // mke2fs at idle priority; what takes the locks a launch waits on (the loop
+            // devices') does not.
+            let idle = Idle::enter();
+            // Where it cannot be made in memory (no /proc), it is made in place.
+            let made = make_image_in_memory(&tmp, bound).or_else(|_| {
+                let _ = fs::remove_file(&tmp);
+                make_image(&tmp, bound, 0, 0, false, None)
+            });
+            drop(idle);
+            let made = made.and_then(|()| fs::rename(&tmp, &img).map_err(|e| e.to_string()));
             if made.is_err() {
                 let _ = fs::remove_file(&tmp);
                 break;
             }
-            lock(&self.ready).push((bound, img));
+            // Without its device or hold, an image is still worth having: the launch that
+            // takes it attaches and holds it then.
+            let lp = loopdev::attach(&img).ok();
+            let hold = lp.as_ref().and_then(|l| MountHold::of(&l.path).ok());
+            if let Some(h) = &hold {
+                h.remove_lost_found();
+            }
+            let premade = Premade {
+                image: img,
+                lp,
+                hold,
+            };
+            lock(&self.ready).push((bound, premade));
         }
         self.filling.store(false, Ordering::Release);
     }
 
     /// Remove every ready image (airlockd is stopping).
     pub fn clear(&self) {
-        let all: Vec<_> = lock(&self.ready).drain(..).collect();
-        for (_, p) in all {
-            let _ = fs::remove_file(p);
+        let all: Vec<Premade> = lock(&self.ready).drain(..).map(|(_, p)| p).collect();
+        drop_all(all);
+    }
+}
+
+/// Let go of images: each one's hold and loop device, then its file.
+fn drop_all(images: Vec<Premade>) {
+    for p in images {
+        let Premade { image, lp, hold } = p;
+        drop(hold);
+        drop(lp);
+        let _ = fs::remove_file(image);
+    }
+}
+
+/// The calling thread (and what it starts) at idle CPU priority until dropped: the pool is
+/// made on CPU time no run wants.
+struct Idle(bool);
+
+impl Idle {
+    fn enter() -> Idle {
+        Idle(set_policy(libc::SCHED_IDLE))
+    }
+}
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        if self.0 {
+            set_policy(libc::SCHED_OTHER);
         }
     }
+}
+
+fn set_policy(policy: libc::c_int) -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler on the calling thread (0) with a valid param.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
 
 #[cfg(test)]
@@ -147,10 +203,20 @@ mod tests {
         assert_eq!(pool.len(), POOL_IMAGES);
         let img = pool.take(SMALL).expect("an image");
         assert_eq!(
-            fs::metadata(&img).expect("image").len(),
+            fs::metadata(&img.image).expect("image").len(),
             SMALL.bytes,
             "sparse, of the bound's size"
         );
+        // Attached and held ahead: the device holds this image's filesystem.
+        let lp = img.lp.as_ref().expect("a loop device");
+        let backing = fs::read_to_string(format!(
+            "/sys/block/{}/loop/backing_file",
+            lp.path.file_name().and_then(|n| n.to_str()).expect("name")
+        ))
+        .expect("backing file");
+        assert_eq!(backing.trim(), img.image.to_str().expect("path"));
+        assert!(img.hold.is_some(), "its filesystem is held");
+        drop(img);
         assert_eq!(pool.len(), POOL_IMAGES - 1);
         // Another size: none ready, and a refill for it drops the old ones.
         let other = Bound {

@@ -15,6 +15,7 @@ pub mod launch;
 pub mod lease_records;
 pub mod ledger;
 pub mod loopdev;
+pub mod mount_hold;
 pub mod notify;
 pub mod openers;
 pub mod outcome;
