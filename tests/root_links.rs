@@ -126,7 +126,8 @@ fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>, u32)> {
     out
 }
 
-/// A read-only look at a filesystem image, unmounted on drop.
+/// A look at a filesystem image, unmounted on drop. Not read-only: the run's disks hold
+/// its superblock read-write (a detached mount), and a mount shares it.
 struct Look(PathBuf);
 
 impl Look {
@@ -136,8 +137,7 @@ impl Look {
             Some(device),
             at,
             Some("ext4"),
-            nix::mount::MsFlags::MS_RDONLY
-                | nix::mount::MsFlags::MS_NOSUID
+            nix::mount::MsFlags::MS_NOSUID
                 | nix::mount::MsFlags::MS_NODEV
                 | nix::mount::MsFlags::MS_NOEXEC,
             None::<&str>,
@@ -177,7 +177,7 @@ fn a_home_made_from_a_live_runs_home_holds_nothing_of_roots() {
         // the bounded home from the directory.
         let racer = Racer::start(&home);
         let mut disks = RunDisks::default();
-        let made = disks.add_home(&state, "hx", &home, bound, UID, UID);
+        let made = disks.add_home(&state, "hx", &home, bound, UID, UID, None);
         swaps += racer.swaps.load(Ordering::Relaxed);
         drop(racer);
         made.unwrap();

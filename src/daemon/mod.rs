@@ -65,6 +65,8 @@ pub struct Daemon {
     /// Empty workspace images made ahead of launches (`None`: its directory could not be
     /// made; every launch makes its own).
     pub images: Option<crate::supervisor::image_pool::ImagePool>,
+    /// Instances' homes held between their runs (see [`mount_hold`]).
+    pub homes: mount_hold::KeptHomes,
     /// What `/metrics` shows (counted whether or not it is served).
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The OpenTelemetry exporter, when `tracing:` asks for one.
@@ -373,6 +375,7 @@ pub fn main(config_path: &Path) -> i32 {
         cgroup_parent,
         standby: standby::Standby::default(),
         images,
+        homes: mount_hold::KeptHomes::default(),
         metrics,
         traces,
         fleet,
@@ -499,7 +502,7 @@ async fn main_loop(
                 let d2 = d.clone();
                 tokio::task::spawn_blocking(move || {
                     d2.standby.expire();
-                    mount_hold::sweep_homes(mount_hold::LINGER);
+                    d2.homes.sweep(mount_hold::LINGER);
                 });
             }
             _ = pending_tick.tick() => {
@@ -560,7 +563,8 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
         }
     }
     // The homes kept between runs are written back before airlockd says it stopped.
-    let _ = tokio::task::spawn_blocking(mount_hold::clear_homes).await;
+    let d2 = d.clone();
+    let _ = tokio::task::spawn_blocking(move || d2.homes.clear()).await;
     d.events.log(
         EventKind::DaemonStopping,
         "airlockd stopped: every run is closed",

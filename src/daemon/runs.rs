@@ -179,6 +179,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         },
         runner.slot.clone(),
         d.images.as_ref(),
+        Some(&d.homes),
     ) {
         Ok(p) => {
             d.refill_images();

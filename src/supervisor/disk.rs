@@ -8,9 +8,10 @@
 //! ENOSPC from the kernel inside the jail; nothing is ever polled.
 //!
 //! Nothing is left behind by a run, even when its supervisor is killed: the mounts exist
-//! only in the run's mount namespace and go with its last process, the loop devices detach
-//! themselves once neither a mount nor a supervisor holds them, and the next owner of the
-//! ledger removes a dead run's workspace image with its record ([`forget_run`]).
+//! only in the run's mount namespace and in the supervisor's detached holds (see
+//! [`super::mount_hold`]) and go with the last of them, the loop devices detach themselves
+//! once neither a mount nor a supervisor holds them, and the next owner of the ledger
+//! removes a dead run's workspace image with its record ([`forget_run`]).
 //!
 //! Project quotas (XFS `prjquota`, ext4 with the project feature) would bound a directory
 //! of the shared filesystem instead; [`project_quota_mount`] detects them for the run log.
@@ -29,7 +30,7 @@ use nix::fcntl::{Flock, FlockArg};
 
 use super::as_user::{self, Ids};
 use super::loopdev::{self, Loop};
-use super::mount_hold::{self, MountHold};
+use super::mount_hold::{KeptHomes, MountHold};
 use super::tree;
 use crate::sandbox::spec::{DiskMount, DiskTarget};
 
@@ -229,7 +230,8 @@ impl RunDisks {
     /// Attach the instance's home filesystem, made now on its first bounded run (with
     /// what its home directory held copied in as the instance, then removed from the shared
     /// filesystem, see [`populate_home`]). Every run of the instance uses the one loop
-    /// device (see [`loopdev`]).
+    /// device (see [`loopdev`]); with `kept` (airlockd's), it stays attached and held
+    /// between runs.
     pub fn add_home(
         &mut self,
         state_dir: &Path,
@@ -238,6 +240,7 @@ impl RunDisks {
         bound: Bound,
         uid: u32,
         gid: u32,
+        kept: Option<&KeptHomes>,
     ) -> Result<(), String> {
         let img = home_image(state_dir, instance);
         let _lock = lock_image(&img)?;
@@ -260,7 +263,7 @@ impl RunDisks {
             }
         };
         // Held since an earlier run: attached, its filesystem read in.
-        if let Some((lp, hold)) = mount_hold::kept_home(&img) {
+        if let Some((lp, hold)) = kept.and_then(|k| k.get(&img)) {
             self.holds.push(hold);
             self.push(DiskTarget::Home, lp, made);
             return Ok(());
@@ -276,7 +279,11 @@ impl RunDisks {
                 return Err(e);
             }
         }
-        if let Some(hold) = mount_hold::keep_home(&img, &lp) {
+        if let Ok(hold) = MountHold::of(&lp.path) {
+            let hold = Arc::new(hold);
+            if let Some(k) = kept {
+                k.keep(&img, &lp, hold.clone());
+            }
             self.holds.push(hold);
         }
         self.push(DiskTarget::Home, lp, made);

@@ -27,6 +27,7 @@ use crate::supervisor::agent_files::agent_files;
 use crate::supervisor::disk::RunDisks;
 use crate::supervisor::image_pool::ImagePool;
 use crate::supervisor::instances::{self, Instance};
+use crate::supervisor::mount_hold::KeptHomes;
 use crate::supervisor::workspace;
 use crate::supervisor::{connector, exec_set, github_plan};
 
@@ -511,6 +512,7 @@ pub fn prepare_in(
     resolved: Resolved<'_>,
     slot: Ahead,
     images: Option<&ImagePool>,
+    homes: Option<&KeptHomes>,
 ) -> Result<Prepared, LaunchError> {
     let Resolved {
         role,
@@ -705,6 +707,7 @@ pub fn prepare_in(
                     b,
                     inst.uid,
                     inst.gid,
+                    homes,
                 )
                 .map_err(|e| bound_failed(cfg, "home", &e))?;
         }
@@ -874,7 +877,7 @@ mod tests {
         };
         let policies = Policies::load(&Path::new(repo).join("policies")).unwrap();
         let resolved = Resolved::compile(&loaded, &policies);
-        let p = prepare_in(&cfg, &req, resolved, new_slot(None), None);
+        let p = prepare_in(&cfg, &req, resolved, new_slot(None), None, None);
         (dir, p)
     }
 

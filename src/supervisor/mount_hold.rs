@@ -17,7 +17,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::loopdev::Loop;
@@ -134,15 +134,12 @@ struct Kept {
     seen: Instant,
 }
 
-/// The homes this process holds, by their image's device and inode.
-type Homes = HashMap<(u64, u64), Kept>;
-
-fn homes() -> std::sync::MutexGuard<'static, Homes> {
-    static HOMES: OnceLock<Mutex<Homes>> = OnceLock::new();
-    HOMES
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+/// The homes airlockd holds between their instances' runs, by their image's device and
+/// inode (unique while held: the loop device keeps the image's inode alive). A launch that
+/// is not airlockd's (`launch --standalone`) keeps none: its process ends with its run.
+#[derive(Debug, Default)]
+pub struct KeptHomes {
+    kept: Mutex<HashMap<(u64, u64), Kept>>,
 }
 
 fn key(image: &Path) -> Option<(u64, u64)> {
@@ -150,55 +147,58 @@ fn key(image: &Path) -> Option<(u64, u64)> {
     Some((m.dev(), m.ino()))
 }
 
-/// The loop device and hold of the home image `image`, when this process holds it still.
-pub fn kept_home(image: &Path) -> Option<(Loop, Arc<MountHold>)> {
-    let k = key(image)?;
-    let mut h = homes();
-    let kept = h.get_mut(&k)?;
-    kept.seen = Instant::now();
-    Some((kept.lp.clone(), kept.hold.clone()))
-}
+impl KeptHomes {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, u64), Kept>> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
-/// Hold the home image `image` (attached to `lp`) from now on; the hold to give the run.
-pub fn keep_home(image: &Path, lp: &Loop) -> Option<Arc<MountHold>> {
-    let k = key(image)?;
-    let hold = Arc::new(MountHold::of(&lp.path).ok()?);
-    let old = homes().insert(
-        k,
-        Kept {
-            lp: lp.clone(),
-            hold: hold.clone(),
-            seen: Instant::now(),
-        },
-    );
-    drop(old);
-    Some(hold)
-}
+    /// The loop device and hold of the home image `image`, when it is held still.
+    pub fn get(&self, image: &Path) -> Option<(Loop, Arc<MountHold>)> {
+        let k = key(image)?;
+        let mut h = self.map();
+        let kept = h.get_mut(&k)?;
+        kept.seen = Instant::now();
+        Some((kept.lp.clone(), kept.hold.clone()))
+    }
 
-/// Let go of the homes no run has had for `linger` (a run that holds one marks it seen).
-/// Blocking: each let go is written back. Returns how many were let go.
-pub fn sweep_homes(linger: Duration) -> usize {
-    let gone: Vec<Kept> = {
-        let mut h = homes();
-        let now = Instant::now();
-        for k in h.values_mut() {
-            if Arc::strong_count(&k.hold) > 1 {
-                k.seen = now;
+    /// Hold the home image `image` (attached to `lp`) from now on; the hold to give the run.
+    pub fn keep(&self, image: &Path, lp: &Loop, hold: Arc<MountHold>) {
+        let Some(k) = key(image) else { return };
+        let old = self.map().insert(
+            k,
+            Kept {
+                lp: lp.clone(),
+                hold,
+                seen: Instant::now(),
+            },
+        );
+        drop(old);
+    }
+
+    /// Let go of the homes no run has had for `linger` (a run that holds one marks it
+    /// seen). Blocking: each one let go is written back. Returns how many.
+    pub fn sweep(&self, linger: Duration) -> usize {
+        let gone: Vec<Kept> = {
+            let mut h = self.map();
+            let now = Instant::now();
+            for k in h.values_mut() {
+                if Arc::strong_count(&k.hold) > 1 {
+                    k.seen = now;
+                }
             }
-        }
-        let idle: Vec<(u64, u64)> = h
-            .iter()
-            .filter(|(_, k)| now.duration_since(k.seen) >= linger)
-            .map(|(key, _)| *key)
-            .collect();
-        idle.iter().filter_map(|key| h.remove(key)).collect()
-    };
-    // Dropped outside the lock: writing a filesystem back takes a while.
-    gone.len()
-}
+            let idle: Vec<(u64, u64)> = h
+                .iter()
+                .filter(|(_, k)| now.duration_since(k.seen) >= linger)
+                .map(|(key, _)| *key)
+                .collect();
+            idle.iter().filter_map(|key| h.remove(key)).collect()
+        };
+        // Dropped outside the lock: writing a filesystem back takes a while.
+        gone.len()
+    }
 
-/// Let go of every home this process holds (airlockd is stopping; a run still going keeps
-/// its own).
-pub fn clear_homes() -> usize {
-    sweep_homes(Duration::ZERO)
+    /// Let go of every home held (airlockd is stopping; a run still going keeps its own).
+    pub fn clear(&self) -> usize {
+        self.sweep(Duration::ZERO)
+    }
 }

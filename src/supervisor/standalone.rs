@@ -216,7 +216,7 @@ pub fn run(
     budget::check_weekly(&req.instance, used, role.role.budget.runs_per_week)
         .map_err(LaunchError::Refused)?;
     // No pool: each standalone launch is a process of its own.
-    let prepared = launch::prepare_in(cfg, req, resolved, slot, None)?;
+    let prepared = launch::prepare_in(cfg, req, resolved, slot, None, None)?;
     let run = prepared.spec.run_id.clone();
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
     let launched_by_uid = nix::unistd::getuid().as_raw();
