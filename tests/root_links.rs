@@ -177,7 +177,7 @@ fn a_home_made_from_a_live_runs_home_holds_nothing_of_roots() {
         // the bounded home from the directory.
         let racer = Racer::start(&home);
         let mut disks = RunDisks::default();
-        let made = disks.add_home(&state, "hx", &home, bound, UID, UID, None);
+        let made = disks.add_home(&state, "hx", &home, bound, (UID, UID), None);
         swaps += racer.swaps.load(Ordering::Relaxed);
         drop(racer);
         made.unwrap();

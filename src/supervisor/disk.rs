@@ -238,8 +238,7 @@ impl RunDisks {
         instance: &str,
         home: &Path,
         bound: Bound,
-        uid: u32,
-        gid: u32,
+        (uid, gid): (u32, u32),
         kept: Option<&KeptHomes>,
     ) -> Result<(), String> {
         let img = home_image(state_dir, instance);

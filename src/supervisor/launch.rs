@@ -705,8 +705,7 @@ pub fn prepare_in(
                     &inst.name,
                     &inst.home,
                     b,
-                    inst.uid,
-                    inst.gid,
+                    (inst.uid, inst.gid),
                     homes,
                 )
                 .map_err(|e| bound_failed(cfg, "home", &e))?;
