@@ -54,12 +54,32 @@ fi
 fallback="$(count_fallback)"
 total=$((journal + fallback))
 lost=$((LINES_N - total))
+ms=$(( (t1 - t0) / 1000000 ))
 echo "daemon_flood: one run printing $LINES_N lines ($MODE), run $run, exit $code"
-echo "  run time (launch --wait): $(( (t1 - t0) / 1000000 )) ms"
+echo "  run time (launch --wait): $ms ms, $(( LINES_N * 1000 / (ms > 0 ? ms : 1) )) lines/s"
 echo "  lines streamed to client: $client_lines"
 echo "  stdout records: journald $journal + fallback file $fallback = $total"
 echo "  lines lost:               $lost"
 echo "  airlockd VmHWM:           before $hwm_before kB, after $hwm_after kB (VmRSS before $rss_before kB)"
+# The floor: journald itself taking the same number of records, each with the fields of a
+# run's output line, from one writer on its native socket (a blocking sender goes as
+# fast as journald takes them), in the same run.
+if [ "$MODE" = journald ] && [ "${BASELINE:-1}" = 1 ]; then
+  python3 - "$LINES_N" <<'PY'
+import os, socket, sys, time
+n = int(sys.argv[1])
+tag = f"airlock-flood-base-{os.getpid()}"
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.connect("/run/systemd/journal/socket")
+head = (f"PRIORITY=6\nSYSLOG_IDENTIFIER={tag}\nAIRLOCK_ROLE=code\nAIRLOCK_STREAM=stdout\n"
+        f"AIRLOCK_INSTANCE=b0\nAIRLOCK_RUN={tag}\n").encode()
+t = time.perf_counter()
+for i in range(1, n + 1):
+    s.send(head + f"AIRLOCK_SEQ={i}\nAIRLOCK_TIME_US={time.time_ns() // 1000}\nMESSAGE={i}\n".encode())
+secs = time.perf_counter() - t
+print(f"  journald alone (one native writer, same fields): {n} records in {secs * 1000:.0f} ms, {n / secs:.0f} records/s")
+PY
+fi
 if [ "$lost" -ne 0 ] || [ "$code" -ne 0 ]; then
   echo "daemon_flood: FAILED: $lost lines lost, run exit $code" >&2
   exit 1

@@ -29,7 +29,10 @@ printf '%s\n' "$KEY" >"$W/key"
 chmod 600 "$W/key"
 mkdir -p "$W/roles.local/code"
 cp roles/code/brief.md "$W/roles.local/code/"
+# Budgets raised so that no request of the series is refused (a refusal is quick, and
+# would be timed as if it were an answer): runs, spend and turns.
 sed -e 's/^\(  runs_per_week:\) .*/\1 100000/' -e 's/^\(  spend_usd:\) .*/\1 100000/' \
+    -e 's/^\(  max_turns:\) .*/\1 100000/' \
     roles/code/role.yaml >"$W/roles.local/code/role.yaml"
 cat >"$W/airlock.yaml" <<YAML
 roles: [$PWD/roles, $W/roles.local]
@@ -42,12 +45,14 @@ instances:
   bench: {role: code, uid: 1880099912}
 YAML
 CLIENT=$(cat benches/agents/bench_provider.py)
-direct=$(python3 -c "$CLIENT" "http://127.0.0.1:$PORT" "$KEY" "$N" "$BIG")
+# The client exits non-zero (naming the request) when an answer is not a whole 200.
+direct=$(python3 -c "$CLIENT" "http://127.0.0.1:$PORT" "$KEY" "$N" "$BIG") \
+    || { echo "FAILED: the client straight to the stand-in" >&2; exit 1; }
 gateway=$("$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait \
-    -- /usr/bin/python3 -c "$CLIENT" env env "$N" "$BIG" 2>/dev/null | tail -1) || true
+    -- /usr/bin/python3 -c "$CLIENT" env env "$N" "$BIG" 2>&1 | tail -1) || true
 # Inside the jail the client reads its base URL and token from the run's environment.
 if [ -z "$gateway" ] || ! grep -q whole_p50_us <<<"$gateway"; then
-    echo "the jailed client failed: $gateway" >&2
+    echo "FAILED: the jailed client through the gateway: $gateway" >&2
     exit 1
 fi
 python3 - "$direct" "$gateway" <<'PY'

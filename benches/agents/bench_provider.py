@@ -26,7 +26,12 @@ MODEL = "claude-sonnet-4-5"
 
 def post(body):
     conn.request("POST", base.path + "/v1/messages", body=json.dumps(body), headers=H)
-    return conn.getresponse()
+    r = conn.getresponse()
+    # A refusal (a budget, a turn limit) answers quickly: timed, it would pass for a fast
+    # answer. Every answer must be a 200.
+    if r.status != 200:
+        sys.exit(f"bench_provider: request answered {r.status}: {r.read()[:300]!r}")
+    return r
 
 
 def pct(xs, p):
@@ -57,6 +62,9 @@ while True:
         break
     size += len(b)
 secs = time.perf_counter() - t
+# BIG deltas of 1000 characters, each an SSE event of more than that.
+if size < big * 1000:
+    sys.exit(f"bench_provider: the long stream brought {size} bytes, fewer than its {big} deltas")
 print(json.dumps({
     "whole_p50_us": pct(whole, 0.5), "whole_p99_us": pct(whole, 0.99),
     "stream_p50_us": pct(first, 0.5), "stream_p99_us": pct(first, 0.99),

@@ -205,13 +205,18 @@ impl RunDisks {
                 })?;
                 (p.lp, p.hold)
             }
-            // A workspace lives for one run: no journal (faster to make, less to write).
-            // It may start with what `populate` holds (the run.clone repositories).
+            // A workspace lives for one run: no journal (faster to make, less to write),
+            // and made in memory when it starts empty (its root is the run's once pid 1
+            // mounts it). It may start with what `populate` holds (the run.clone
+            // repositories), formatted in place: a clone can be large.
             (premade, populate) => {
                 if let Some(p) = premade {
                     let _ = fs::remove_file(&p.image);
                 }
-                make_image(&img, bound, uid, gid, false, populate)?;
+                match populate {
+                    None => make_empty(&img, bound)?,
+                    Some(_) => make_image(&img, bound, uid, gid, false, populate)?,
+                }
                 (None, None)
             }
         };
@@ -449,7 +454,7 @@ pub fn make_image(
 /// flushes the file it writes four times, and on the state directory's filesystem each
 /// flush waits for the journal commit a launch's ledger record waits for too. The image
 /// needs no durability: it is for this process's pool, which the next start empties.
-pub fn make_image_in_memory(img: &Path, bound: Bound) -> Result<(), String> {
+fn make_image_in_memory(img: &Path, bound: Bound) -> Result<(), String> {
     // SAFETY: memfd_create with a NUL-terminated name; the fd it returns is ours.
     let raw = unsafe { libc::memfd_create(c"airlock-image".as_ptr(), libc::MFD_CLOEXEC) };
     if raw < 0 {
@@ -472,12 +477,21 @@ pub fn make_image_in_memory(img: &Path, bound: Bound) -> Result<(), String> {
     copy_data(&mem, &out).map_err(|e| format!("{}: cannot write the image: {e}", img.display()))
 }
 
+/// An empty workspace image: made in memory, or in place where that cannot be done (no
+/// /proc); its root is root's until pid 1 gives it to the run.
+pub fn make_empty(img: &Path, bound: Bound) -> Result<(), String> {
+    make_image_in_memory(img, bound).or_else(|_| {
+        let _ = fs::remove_file(img);
+        make_image(img, bound, 0, 0, false, None)
+    })
+}
+
 /// Copy what `from` holds, hole for hole: only its data ranges are read and written.
 fn copy_data(from: &File, to: &File) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let end = from.metadata()?.len();
     let fd = from.as_raw_fd();
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; 128 << 10];
     let mut at: u64 = 0;
     while at < end {
         let off = libc::off_t::try_from(at).map_err(std::io::Error::other)?;
@@ -651,6 +665,36 @@ pub fn project_quota_mount(mountinfo: &str, path: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_image_made_in_memory_is_a_whole_sparse_filesystem_of_its_bound() {
+        use super::{make_image_in_memory, read_bound, Bound, MountHold};
+        use std::os::unix::fs::MetadataExt;
+        if !nix::unistd::geteuid().is_root() {
+            panic!("this test makes an ext4 image with mke2fs and mounts it: run it as root");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let img = dir.path().join("w.img");
+        let bound = Bound {
+            bytes: 256 << 20,
+            inodes: 4096,
+        };
+        make_image_in_memory(&img, bound).expect("made in memory");
+        let m = std::fs::metadata(&img).expect("image");
+        assert_eq!(m.len(), bound.bytes);
+        // Only what mke2fs wrote takes space: a few MiB, not the bound.
+        assert!(
+            m.blocks() * 512 < 16 << 20,
+            "{} bytes taken",
+            m.blocks() * 512
+        );
+        let got = read_bound(&img).expect("an ext4 superblock");
+        assert_eq!(got.bytes, bound.bytes);
+        assert!(got.inodes >= bound.inodes);
+        // And the kernel takes it: attached and mounted (nowhere), it reads as ext4.
+        let lp = super::loopdev::attach(&img).expect("attach");
+        MountHold::of(&lp.path).expect("mounts as ext4");
+    }
+
     #[test]
     fn a_run_directory_is_told_by_its_run() {
         use super::run_of_dir;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::disk::{make_image, make_image_in_memory, Bound, Premade};
+use super::disk::{make_empty, Bound, Premade};
 use super::loopdev;
 use super::mount_hold::MountHold;
 
@@ -106,11 +106,7 @@ impl ImagePool {
             // mke2fs at idle priority; what takes the locks a launch waits on (the loop
             // devices') does not.
             let idle = Idle::enter();
-            // Where it cannot be made in memory (no /proc), it is made in place.
-            let made = make_image_in_memory(&tmp, bound).or_else(|_| {
-                let _ = fs::remove_file(&tmp);
-                make_image(&tmp, bound, 0, 0, false, None)
-            });
+            let made = make_empty(&tmp, bound);
             drop(idle);
             let made = made.and_then(|()| fs::rename(&tmp, &img).map_err(|e| e.to_string()));
             if made.is_err() {
