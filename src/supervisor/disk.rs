@@ -274,7 +274,11 @@ impl RunDisks {
         }
         let lp = match loopdev::find(&img) {
             Some(l) => l,
-            None => loopdev::attach(&img)?,
+            None => {
+                let lp = loopdev::attach(&img)?;
+                loopdev::remember(&img, &lp);
+                lp
+            }
         };
         if fresh && dir_has_entries(home)? {
             if let Err(e) = populate_home(&lp.path, home, uid, gid) {

@@ -193,6 +193,17 @@ pub fn find(image: &Path) -> Option<Loop> {
     {
         return Some(Loop { path, file });
     }
+    // The device it was attached to last, as recorded beside it: checked like any other.
+    if let Some(lp) = recorded(image)
+        .and_then(|path| attached_to(&path, &meta).map(|dev| (path, dev)))
+        .map(|(path, dev)| Loop {
+            path,
+            file: Arc::new(dev),
+        })
+    {
+        hold(key, &lp);
+        return Some(lp);
+    }
     let want = image.to_str()?;
     for entry in std::fs::read_dir("/sys/block").ok()?.flatten() {
         let name = entry.file_name();
@@ -204,12 +215,7 @@ pub fn find(image: &Path) -> Option<Loop> {
             continue;
         }
         let path = PathBuf::from(format!("/dev/{name}"));
-        let Ok(dev) = open_dev(&path) else { continue };
-        let mut info = zero_info();
-        // SAFETY: LOOP_GET_STATUS64 writes one struct loop_info64 we own.
-        let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info) };
-        // A device being torn down answers ENXIO: not usable.
-        if rc == 0 && info.lo_inode == meta.ino() && info.lo_device == meta.dev() {
+        if let Some(dev) = attached_to(&path, &meta) {
             let lp = Loop {
                 path,
                 file: Arc::new(dev),
@@ -219,6 +225,35 @@ pub fn find(image: &Path) -> Option<Loop> {
         }
     }
     None
+}
+
+/// The device at `path`, opened, when it is attached to the file `meta` describes.
+fn attached_to(path: &Path, meta: &std::fs::Metadata) -> Option<File> {
+    let dev = open_dev(path).ok()?;
+    let mut info = zero_info();
+    // SAFETY: LOOP_GET_STATUS64 writes one struct loop_info64 we own.
+    let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info) };
+    // A device being torn down answers ENXIO: not usable.
+    (rc == 0 && info.lo_inode == meta.ino() && info.lo_device == meta.dev()).then_some(dev)
+}
+
+/// `<image>.loop`: the device an image shared by runs (a home) was attached to last, so
+/// that another process finds it without reading every loop device the host has (one per
+/// run it ever had at once). A hint only: [`find`] checks the device is attached to it.
+fn record_path(image: &Path) -> PathBuf {
+    image.with_extension("img.loop")
+}
+
+fn recorded(image: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(record_path(image)).ok()?;
+    let path = PathBuf::from(text.trim());
+    crate::sandbox::spec::valid_loop_device(&path).then_some(path)
+}
+
+/// Record `lp` as the device `image` is attached to (for [`find`] in other processes).
+/// Best effort: without the record, `find` reads the loop devices instead.
+pub fn remember(image: &Path, lp: &Loop) {
+    let _ = std::fs::write(record_path(image), format!("{}\n", lp.path.display()));
 }
 
 /// Loop devices whose backing file is under `dir` now, for tests and clean-up checks.
@@ -234,4 +269,53 @@ pub fn attached_under(dir: &Path) -> Vec<PathBuf> {
             b.starts_with(dir).then_some(b)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn losetup(args: &[&str]) -> String {
+        let out = std::process::Command::new("losetup")
+            .args(args)
+            .output()
+            .expect("losetup");
+        assert!(out.status.success(), "losetup {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[test]
+    fn another_processs_device_is_found_from_its_record_and_a_wrong_record_is_not_believed() {
+        if !nix::unistd::geteuid().is_root() {
+            panic!("this test attaches loop devices: run it as root");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let img = dir.path().join("h.img");
+        File::create(&img)
+            .and_then(|f| f.set_len(1 << 20))
+            .expect("image");
+        let other = dir.path().join("o.img");
+        File::create(&other)
+            .and_then(|f| f.set_len(1 << 20))
+            .expect("image");
+        // Attached by another program, as another airlockd or launch would have.
+        let dev = losetup(&["--find", "--show", img.to_str().expect("path")]);
+        let wrong = losetup(&["--find", "--show", other.to_str().expect("path")]);
+        std::fs::write(record_path(&img), format!("{dev}\n")).expect("record");
+        let found = find(&img).map(|l| l.path);
+        // A record naming a device attached to another file is not taken: the devices are
+        // read instead, and the right one found.
+        let img2 = dir.path().join("h2.img");
+        File::create(&img2)
+            .and_then(|f| f.set_len(1 << 20))
+            .expect("image");
+        let dev2 = losetup(&["--find", "--show", img2.to_str().expect("path")]);
+        std::fs::write(record_path(&img2), format!("{wrong}\n")).expect("record");
+        let found2 = find(&img2).map(|l| l.path);
+        for d in [&dev, &wrong, &dev2] {
+            losetup(&["-d", d]);
+        }
+        assert_eq!(found, Some(PathBuf::from(&dev)));
+        assert_eq!(found2, Some(PathBuf::from(&dev2)));
+    }
 }
