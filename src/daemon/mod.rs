@@ -562,9 +562,16 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
         }
     }
-    // The homes kept between runs are written back before airlockd says it stopped.
+    // The homes kept between runs are written back before airlockd says it stopped (the
+    // watchdog kept fed meanwhile: there may be many).
     let d2 = d.clone();
-    let _ = tokio::task::spawn_blocking(move || d2.homes.clear()).await;
+    let mut clearing = tokio::task::spawn_blocking(move || d2.homes.clear());
+    loop {
+        tokio::select! {
+            _ = &mut clearing => break,
+            _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
+        }
+    }
     d.events.log(
         EventKind::DaemonStopping,
         "airlockd stopped: every run is closed",

@@ -22,6 +22,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -214,7 +215,7 @@ impl RunDisks {
                     let _ = fs::remove_file(&p.image);
                 }
                 match populate {
-                    None => make_empty(&img, bound)?,
+                    None => make_empty(&img, bound, Priority::Normal)?,
                     Some(_) => make_image(&img, bound, uid, gid, false, populate)?,
                 }
                 (None, None)
@@ -284,6 +285,7 @@ impl RunDisks {
             if let Err(e) = populate_home(&lp.path, home, uid, gid) {
                 drop(lp);
                 let _ = fs::remove_file(&img);
+                loopdev::forget(&img);
                 return Err(e);
             }
         }
@@ -450,15 +452,32 @@ pub fn make_image(
     f.set_len(bound.bytes)
         .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
     drop(f);
-    mke2fs_on(img, img, bound, (uid, gid), journal, populate)
+    mke2fs_on(
+        img,
+        img,
+        bound,
+        (uid, gid),
+        journal,
+        populate,
+        Priority::Normal,
+    )
+}
+
+/// How mke2fs runs: at the caller's CPU priority, or (the pool's, made ahead) at idle
+/// priority, on CPU time no run wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    Normal,
+    Idle,
 }
 
 /// Make an empty workspace image (root's root directory, no journal) as [`make_image`]
 /// does, but formatted in memory and then written to `img` without a flush: mke2fs
 /// flushes the file it writes four times, and on the state directory's filesystem each
 /// flush waits for the journal commit a launch's ledger record waits for too. The image
-/// needs no durability: it is for this process's pool, which the next start empties.
-fn make_image_in_memory(img: &Path, bound: Bound) -> Result<(), String> {
+/// needs no durability: a workspace lives for one run, and whatever a crash leaves of one
+/// (in the pool or a run's directory) is removed at the next start.
+fn make_image_in_memory(img: &Path, bound: Bound, priority: Priority) -> Result<(), String> {
     // SAFETY: memfd_create with a NUL-terminated name; the fd it returns is ours.
     let raw = unsafe { libc::memfd_create(c"airlock-image".as_ptr(), libc::MFD_CLOEXEC) };
     if raw < 0 {
@@ -474,7 +493,7 @@ fn make_image_in_memory(img: &Path, bound: Bound) -> Result<(), String> {
     // mke2fs (root) opens it through /proc, so the descriptor stays close-on-exec: no
     // program this process starts meanwhile inherits it.
     let at = PathBuf::from(format!("/proc/{}/fd/{raw}", std::process::id()));
-    mke2fs_on(&at, img, bound, (0, 0), false, None)?;
+    mke2fs_on(&at, img, bound, (0, 0), false, None, priority)?;
     let out = new_image(img)?;
     out.set_len(bound.bytes)
         .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
@@ -483,10 +502,14 @@ fn make_image_in_memory(img: &Path, bound: Bound) -> Result<(), String> {
 
 /// An empty workspace image: made in memory, or in place where that cannot be done (no
 /// /proc); its root is root's until pid 1 gives it to the run.
-pub fn make_empty(img: &Path, bound: Bound) -> Result<(), String> {
-    make_image_in_memory(img, bound).or_else(|_| {
+pub fn make_empty(img: &Path, bound: Bound, priority: Priority) -> Result<(), String> {
+    make_image_in_memory(img, bound, priority).or_else(|_| {
         let _ = fs::remove_file(img);
-        make_image(img, bound, 0, 0, false, None)
+        let f = new_image(img)?;
+        f.set_len(bound.bytes)
+            .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
+        drop(f);
+        mke2fs_on(img, img, bound, (0, 0), false, None, priority)
     })
 }
 
@@ -545,8 +568,20 @@ fn mke2fs_on(
     (uid, gid): (u32, u32),
     journal: bool,
     populate: Option<&Path>,
+    priority: Priority,
 ) -> Result<(), String> {
     let mut cmd = Command::new(mke2fs()?);
+    if priority == Priority::Idle {
+        // SAFETY: between fork and exec only sched_setscheduler, async-signal-safe, on
+        // the child itself; its failure leaves the child at normal priority.
+        unsafe {
+            cmd.pre_exec(|| {
+                let param = libc::sched_param { sched_priority: 0 };
+                libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+                Ok(())
+            });
+        }
+    }
     cmd.env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .args(["-q", "-F", "-t", "ext4", "-m", "0", "-b", "4096"])
@@ -682,7 +717,7 @@ mod tests {
             bytes: 256 << 20,
             inodes: 4096,
         };
-        make_image_in_memory(&img, bound).expect("made in memory");
+        make_image_in_memory(&img, bound, super::Priority::Normal).expect("made in memory");
         let m = std::fs::metadata(&img).expect("image");
         assert_eq!(m.len(), bound.bytes);
         // Only what mke2fs wrote takes space: a few MiB, not the bound.

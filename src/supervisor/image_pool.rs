@@ -3,7 +3,8 @@
 //! attached to its loop device with its filesystem held (see [`super::mount_hold`]), so a
 //! launch takes one (a rename into its run directory) instead of running mke2fs, attaching
 //! and reading the filesystem in while its client waits; one is made again on the blocking
-//! pool after each take, at idle CPU priority so that it never competes with a run. Only
+//! pool after each take, its mke2fs at idle CPU priority so that it never competes with a
+//! run. Only
 //! what does not depend on the launch is made ahead: an image is empty, its root directory
 //! root's until the jail's pid 1 gives it to the run's uid once mounted
 //! ([`crate::sandbox::disk`]), and a run that starts with `run.clone` repositories still
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::disk::{make_empty, Bound, Premade};
+use super::disk::{make_empty, Bound, Premade, Priority};
 use super::loopdev;
 use super::mount_hold::MountHold;
 
@@ -103,11 +104,9 @@ impl ImagePool {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             let tmp = self.dir.join(format!("{n}.tmp"));
             let img = self.dir.join(format!("{n}.img"));
-            // mke2fs at idle priority; what takes the locks a launch waits on (the loop
-            // devices') does not.
-            let idle = Idle::enter();
-            let made = make_empty(&tmp, bound);
-            drop(idle);
+            // mke2fs at idle CPU priority: it alone, none of the writes or locks here that a
+            // launch may wait on.
+            let made = make_empty(&tmp, bound, Priority::Idle);
             let made = made.and_then(|()| fs::rename(&tmp, &img).map_err(|e| e.to_string()));
             if made.is_err() {
                 let _ = fs::remove_file(&tmp);
@@ -145,30 +144,6 @@ fn drop_all(images: Vec<Premade>) {
         drop(lp);
         let _ = fs::remove_file(image);
     }
-}
-
-/// The calling thread (and what it starts) at idle CPU priority until dropped: the pool is
-/// made on CPU time no run wants.
-struct Idle(bool);
-
-impl Idle {
-    fn enter() -> Idle {
-        Idle(set_policy(libc::SCHED_IDLE))
-    }
-}
-
-impl Drop for Idle {
-    fn drop(&mut self) {
-        if self.0 {
-            set_policy(libc::SCHED_OTHER);
-        }
-    }
-}
-
-fn set_policy(policy: libc::c_int) -> bool {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: sched_setscheduler on the calling thread (0) with a valid param.
-    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
 
 #[cfg(test)]

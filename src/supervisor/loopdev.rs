@@ -250,6 +250,11 @@ fn recorded(image: &Path) -> Option<PathBuf> {
     crate::sandbox::spec::valid_loop_device(&path).then_some(path)
 }
 
+/// Remove the record of `image`'s device (the image is gone).
+pub fn forget(image: &Path) {
+    let _ = std::fs::remove_file(record_path(image));
+}
+
 /// Record `lp` as the device `image` is attached to (for [`find`] in other processes).
 /// Best effort: without the record, `find` reads the loop devices instead.
 pub fn remember(image: &Path, lp: &Loop) {
@@ -302,6 +307,11 @@ mod tests {
         let dev = losetup(&["--find", "--show", img.to_str().expect("path")]);
         let wrong = losetup(&["--find", "--show", other.to_str().expect("path")]);
         std::fs::write(record_path(&img), format!("{dev}\n")).expect("record");
+        // The record is read, and the device it names checked against the image.
+        let meta = std::fs::metadata(&img).expect("image");
+        assert_eq!(recorded(&img), Some(PathBuf::from(&dev)));
+        assert!(attached_to(Path::new(&dev), &meta).is_some());
+        assert!(attached_to(Path::new(&wrong), &meta).is_none());
         let found = find(&img).map(|l| l.path);
         // A record naming a device attached to another file is not taken: the devices are
         // read instead, and the right one found.

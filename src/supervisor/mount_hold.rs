@@ -8,8 +8,12 @@
 //! instance's home stays held between its runs until none has used it for [`LINGER`].
 //!
 //! Only the superblock's life changes: pid 1 still mounts the device in the run's own
-//! mount namespace with the same options, so what the run sees is what it saw before. A
-//! kernel without the new mount API (before 5.2) holds nothing and pid 1 mounts as before.
+//! mount namespace with the same options, so what the run sees is what it saw before; a
+//! kept home the kernel turned read-only (`errors=remount-ro`) is let go rather than given
+//! to the next run, which then mounts it afresh. A kernel without the new mount API
+//! (before 5.2) holds nothing and pid 1 mounts as before. A held filesystem is in no mount
+//! table (`findmnt` does not show it): an image must not be restored in place while
+//! airlockd runs.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -32,8 +36,9 @@ const MOUNT_ATTR_NOSUID: libc::c_uint = 0x2;
 const MOUNT_ATTR_NODEV: libc::c_uint = 0x4;
 const MOUNT_ATTR_NOEXEC: libc::c_uint = 0x8;
 
-/// How long an instance's home stays held after its last run: a next run within it mounts
-/// at once; after it, the filesystem is written back and its loop device let go.
+/// How long an instance's home stays held after its last run (give or take the sweep's
+/// period, which marks a home in use): a next run within it mounts at once; after it, the
+/// filesystem is written back and its loop device let go.
 pub const LINGER: Duration = Duration::from_secs(60);
 
 /// A detached mount holding one filesystem's superblock.
@@ -111,6 +116,15 @@ impl MountHold {
         Ok(MountHold { root })
     }
 
+    /// Whether the kernel has made the filesystem read-only (an error, `errors=remount-ro`).
+    fn read_only(&self) -> bool {
+        let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: fstatvfs on the mount's root, which we hold, into a struct we own.
+        let rc = unsafe { libc::fstatvfs(self.root.as_raw_fd(), st.as_mut_ptr()) };
+        // SAFETY: fstatvfs filled it in when it returned 0.
+        rc != 0 || unsafe { st.assume_init() }.f_flag & libc::ST_RDONLY != 0
+    }
+
     /// Remove the empty `lost+found` mke2fs makes (a fresh workspace must look empty),
     /// so pid 1 finds nothing to remove.
     pub fn remove_lost_found(&self) {
@@ -152,16 +166,24 @@ impl KeptHomes {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The loop device and hold of the home image `image`, when it is held still.
+    /// The loop device and hold of the home image `image`, when it is held still and
+    /// writable (one the kernel made read-only is let go: a run could not mount it).
     pub fn get(&self, image: &Path) -> Option<(Loop, Arc<MountHold>)> {
         let k = key(image)?;
         let mut h = self.map();
         let kept = h.get_mut(&k)?;
+        if kept.hold.read_only() {
+            let gone = h.remove(&k);
+            drop(h);
+            drop(gone);
+            return None;
+        }
         kept.seen = Instant::now();
         Some((kept.lp.clone(), kept.hold.clone()))
     }
 
-    /// Hold the home image `image` (attached to `lp`) from now on; the hold to give the run.
+    /// Hold the home image `image` (attached to `lp`, its filesystem held by `hold`, which
+    /// the run has too) from now on.
     pub fn keep(&self, image: &Path, lp: &Loop, hold: Arc<MountHold>) {
         let Some(k) = key(image) else { return };
         let old = self.map().insert(
@@ -200,5 +222,48 @@ impl KeptHomes {
     /// Let go of every home held (airlockd is stopping; a run still going keeps its own).
     pub fn clear(&self) -> usize {
         self.sweep(Duration::ZERO)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::supervisor::disk::{make_empty, Bound, Priority};
+    use crate::supervisor::loopdev;
+
+    #[test]
+    fn a_kept_home_is_given_while_it_lingers_and_let_go_after() {
+        if !nix::unistd::geteuid().is_root() {
+            panic!("this test makes, attaches and mounts an ext4 image: run it as root");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let img = dir.path().join("h.img");
+        let bound = Bound {
+            bytes: 32 << 20,
+            inodes: 256,
+        };
+        make_empty(&img, bound, Priority::Normal).expect("image");
+        let lp = loopdev::attach(&img).expect("attach");
+        let hold = Arc::new(MountHold::of(&lp.path).expect("hold"));
+        let homes = KeptHomes::default();
+        homes.keep(&img, &lp, hold.clone());
+        drop((lp, hold));
+        // A run has it: swept however long ago it was seen, it stays.
+        let (lp, run) = homes.get(&img).expect("kept");
+        assert!(!run.read_only());
+        assert_eq!(homes.sweep(Duration::from_millis(1)), 0, "in use");
+        drop(run);
+        // No run has it: kept within the linger, let go after it.
+        assert_eq!(homes.sweep(Duration::from_secs(3600)), 0);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(homes.sweep(Duration::from_millis(10)), 1);
+        assert!(homes.get(&img).is_none());
+        drop(lp);
+        // Written back and let go: its loop device detaches itself.
+        let detached = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            loopdev::attached_under(dir.path()).is_empty()
+        });
+        assert!(detached, "{:?}", loopdev::attached_under(dir.path()));
     }
 }
