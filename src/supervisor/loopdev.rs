@@ -205,12 +205,8 @@ pub fn find(image: &Path) -> Option<Loop> {
         return Some(lp);
     }
     let want = image.to_str()?;
-    for entry in std::fs::read_dir("/sys/block").ok()?.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str().filter(|n| n.starts_with("loop")) else {
-            continue;
-        };
-        let backing = std::fs::read_to_string(entry.path().join("loop/backing_file"));
+    for name in loop_devices()? {
+        let backing = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"));
         if backing.ok().as_deref().map(str::trim) != Some(want) {
             continue;
         }
@@ -227,6 +223,33 @@ pub fn find(image: &Path) -> Option<Loop> {
     None
 }
 
+/// The names of the loop devices that may be attached: those `/proc/partitions` lists
+/// (the kernel lists a device only while it has a size, so only attached ones, however many
+/// a host made over time), or every `loopN` of `/sys/block` where it cannot be read.
+fn loop_devices() -> Option<Vec<String>> {
+    let is_loop = |n: &str| {
+        n.strip_prefix("loop")
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if let Ok(text) = std::fs::read_to_string("/proc/partitions") {
+        return Some(
+            text.lines()
+                .filter_map(|l| l.split_whitespace().nth(3))
+                .filter(|n| is_loop(n))
+                .map(str::to_string)
+                .collect(),
+        );
+    }
+    let entries = std::fs::read_dir("/sys/block").ok()?;
+    Some(
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| is_loop(n))
+            .collect(),
+    )
+}
+
 /// The device at `path`, opened, when it is attached to the file `meta` describes.
 fn attached_to(path: &Path, meta: &std::fs::Metadata) -> Option<File> {
     let dev = open_dev(path).ok()?;
@@ -238,8 +261,8 @@ fn attached_to(path: &Path, meta: &std::fs::Metadata) -> Option<File> {
 }
 
 /// `<image>.loop`: the device an image shared by runs (a home) was attached to last, so
-/// that another process finds it without reading every loop device the host has (one per
-/// run it ever had at once). A hint only: [`find`] checks the device is attached to it.
+/// that another process finds it without reading the attached loop devices (one per live
+/// run). A hint only: [`find`] checks the device is attached to it.
 fn record_path(image: &Path) -> PathBuf {
     image.with_extension("img.loop")
 }
