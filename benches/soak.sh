@@ -8,7 +8,7 @@
 #
 # Every SAMPLE runs (default 500) it prints airlockd's RSS (and its anonymous part), threads and open descriptors,
 # and what is left of this soak's runs on the host: processes of its instance uids, mounts
-# and loop devices of its state directory or runs, cgroups named for its runs (the run
+# of its state directory or runs, loop devices of its runs, cgroups named for its runs (the run
 # cgroups of every airlockd on the host share one `airlock/` parent per hierarchy, so
 # they are told apart by run id, which also keeps other suites running on the host out
 # of the counts), the state directory's entries (but each run's kept lease history), and
@@ -58,7 +58,9 @@ run_ids() { grep -o '"run":"r-[^"]*"' "$STATE/ledger.jsonl" 2>/dev/null | cut -d
   [ -s "$W/runs.ids" ] || echo "no-run-yet-$$" >"$W/runs.ids"; }
 procs() { ps -e -o uid= | awk -v a="$UID0" -v b="$((UID0 + INSTANCES - 1))" '$1 >= a && $1 <= b' | wc -l; }
 mounts() { grep -F -e "$W" -f "$W/runs.ids" /proc/self/mountinfo | wc -l; }
-loops() { losetup -a 2>/dev/null | grep -F -e "$W" -f "$W/runs.ids" | wc -l; }
+# The runs' own (by run id): the pool's ready images and the homes airlockd keeps between
+# runs are its, checked once it has stopped (at the end).
+loops() { losetup -a 2>/dev/null | grep -F -f "$W/runs.ids" | wc -l; }
 cgroups() { find /sys/fs/cgroup -type d -path '*/airlock/*' 2>/dev/null | grep -F -f "$W/runs.ids" | wc -l; }
 # The state directory's entries but each run's kept history (leases/done/RUN.json, like
 # the ledger's records, one per run by design).
@@ -133,4 +135,11 @@ read -r _ rss1 thr1 fd1 p1 m1 l1 c1 e1 _ <<<"$last"
 [ "$fd1" -le "$fd0" ] || fail "open descriptors grew: $fd0 -> $fd1"
 [ "$e1" -le "$e0" ] || { comm -13 "$W/entries.first" "$W/entries.last" | head -5 >&2; fail "state entries grew: $e0 -> $e1"; }
 [ "$((rss1 * 10))" -le "$((rss0 * 11))" ] || fail "RSS grew more than 10%: $rss0 -> $rss1 kB"
+# Stopped, airlockd lets go of its pool and of the homes it kept: no loop device of the
+# state directory is left.
+kill -TERM "$DPID"
+for _ in $(seq 1 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$DPID" 2>/dev/null && fail "airlockd did not stop within 10 s of SIGTERM"
+left="$(losetup -a 2>/dev/null | grep -F -c "$W" || true)"
+[ "$left" -eq 0 ] || fail "$left loop devices of the state directory are left after airlockd stopped"
 echo "soak: held: every count back where it was at run $SAMPLE (RSS $rss0 -> $rss1 kB)"
