@@ -30,3 +30,12 @@ pub mod store;
 pub mod supervisor;
 pub mod terminal;
 pub mod trust;
+
+/// For unit tests that need root (namespaces, loop devices, mounts): fail loudly, naming
+/// `why`, when not run as root.
+#[cfg(test)]
+pub(crate) fn require_root(why: &str) {
+    if !nix::unistd::geteuid().is_root() {
+        panic!("{why}: run the tests as root (scripts/test)");
+    }
+}

@@ -310,9 +310,7 @@ mod tests {
 
     #[test]
     fn a_file_anyone_may_write_is_refused_naming_it_and_its_mode() {
-        if !nix::unistd::geteuid().is_root() {
-            panic!("needs root: run the tests as root (scripts/test)");
-        }
+        crate::require_root("this test needs root");
         let t = tempfile::tempdir().expect("tempdir");
         let f = t.path().join("airlock.yaml");
         std::fs::write(&f, "x").expect("write");
@@ -342,9 +340,7 @@ mod tests {
 
     #[test]
     fn a_link_is_checked_where_it_leads_with_everything_under_it() {
-        if !nix::unistd::geteuid().is_root() {
-            panic!("needs root: run the tests as root (scripts/test)");
-        }
+        crate::require_root("this test needs root");
         let t = tempfile::tempdir().expect("tempdir");
         let roles = t.path().join("roles");
         let elsewhere = t.path().join("elsewhere/code");

@@ -15,6 +15,25 @@ use super::rootfs::open_dir_nofollow;
 use super::spec::{DiskMount, DiskTarget, RunSpec};
 use super::SandboxError;
 
+/// The options of every mount of a run's bounded filesystem, pid 1's here and airlockd's
+/// hold of it ([`crate::supervisor::mount_hold`]), which must agree: a corrupted filesystem
+/// stops taking writes instead of guessing; the image reads as zeros, so its inode tables
+/// need no zeroing in the background.
+pub const EXT4_OPTIONS: [(&str, Option<&str>); 2] =
+    [("errors", Some("remount-ro")), ("noinit_itable", None)];
+
+/// [`EXT4_OPTIONS`] as mount(2) takes them.
+fn ext4_options() -> String {
+    EXT4_OPTIONS
+        .iter()
+        .map(|(k, v)| match v {
+            Some(v) => format!("{k}={v}"),
+            None => (*k).to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Mount every disk of the spec over its target. Fails closed: a bound the spec asks for
 /// that cannot be mounted stops the run before anything of it starts.
 pub fn mount_all(spec: &RunSpec) -> Result<(), SandboxError> {
@@ -49,9 +68,7 @@ fn mount_one(d: &DiskMount, target: &Path, owner: (u32, u32)) -> Result<(), Sand
         at.as_str(),
         Some("ext4"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        // A corrupted filesystem stops taking writes instead of guessing; the image reads
-        // as zeros, so its inode tables need no zeroing in the background.
-        Some("errors=remount-ro,noinit_itable"),
+        Some(ext4_options().as_str()),
     )
     .map_err(|e| SandboxError::errno(step, e))?;
     // mke2fs always makes lost+found; an empty workspace must look empty (`git clone .`).

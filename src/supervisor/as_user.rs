@@ -70,9 +70,7 @@ mod tests {
 
     #[test]
     fn a_thread_as_a_user_is_refused_what_the_user_is_refused() {
-        if !nix::unistd::geteuid().is_root() {
-            panic!("needs root: run the tests as root (scripts/test)");
-        }
+        crate::require_root("this test needs root");
         let dir = tempfile::tempdir().expect("tempdir");
         let secret = dir.path().join("secret");
         std::fs::write(&secret, "root's").expect("write");

@@ -447,11 +447,7 @@ pub fn make_image(
     journal: bool,
     populate: Option<&Path>,
 ) -> Result<(), String> {
-    let f = new_image(img)?;
-    // Sparse: the host's space is taken only as the run writes.
-    f.set_len(bound.bytes)
-        .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
-    drop(f);
+    drop(new_image(img, bound)?);
     mke2fs_on(
         img,
         img,
@@ -494,9 +490,7 @@ fn make_image_in_memory(img: &Path, bound: Bound, priority: Priority) -> Result<
     // program this process starts meanwhile inherits it.
     let at = PathBuf::from(format!("/proc/{}/fd/{raw}", std::process::id()));
     mke2fs_on(&at, img, bound, (0, 0), false, None, priority)?;
-    let out = new_image(img)?;
-    out.set_len(bound.bytes)
-        .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
+    let out = new_image(img, bound)?;
     copy_data(&mem, &out).map_err(|e| format!("{}: cannot write the image: {e}", img.display()))
 }
 
@@ -505,10 +499,7 @@ fn make_image_in_memory(img: &Path, bound: Bound, priority: Priority) -> Result<
 pub fn make_empty(img: &Path, bound: Bound, priority: Priority) -> Result<(), String> {
     make_image_in_memory(img, bound, priority).or_else(|_| {
         let _ = fs::remove_file(img);
-        let f = new_image(img)?;
-        f.set_len(bound.bytes)
-            .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
-        drop(f);
+        drop(new_image(img, bound)?);
         mke2fs_on(img, img, bound, (0, 0), false, None, priority)
     })
 }
@@ -550,14 +541,19 @@ fn copy_data(from: &File, to: &File) -> std::io::Result<()> {
     Ok(())
 }
 
-fn new_image(img: &Path) -> Result<File, String> {
-    OpenOptions::new()
+/// A new image file of `bound.bytes`, sparse: the host's space is taken only as the run
+/// writes.
+fn new_image(img: &Path, bound: Bound) -> Result<File, String> {
+    let f = OpenOptions::new()
         .create_new(true)
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(img)
-        .map_err(|e| format!("{}: cannot create the image: {e}", img.display()))
+        .map_err(|e| format!("{}: cannot create the image: {e}", img.display()))?;
+    f.set_len(bound.bytes)
+        .map_err(|e| format!("{}: cannot size the image: {e}", img.display()))?;
+    Ok(f)
 }
 
 /// Format `target` (sized already) as ext4; `img` names it in errors.
@@ -708,9 +704,7 @@ mod tests {
     fn an_image_made_in_memory_is_a_whole_sparse_filesystem_of_its_bound() {
         use super::{make_image_in_memory, read_bound, Bound, MountHold};
         use std::os::unix::fs::MetadataExt;
-        if !nix::unistd::geteuid().is_root() {
-            panic!("this test makes an ext4 image with mke2fs and mounts it: run it as root");
-        }
+        crate::require_root("this test makes an ext4 image with mke2fs and mounts it");
         let dir = tempfile::tempdir().expect("tempdir");
         let img = dir.path().join("w.img");
         let bound = Bound {

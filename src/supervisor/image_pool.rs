@@ -157,9 +157,7 @@ mod tests {
 
     #[test]
     fn a_pool_hands_out_images_of_the_size_asked_for_and_makes_more() {
-        if !nix::unistd::geteuid().is_root() {
-            panic!("this test makes ext4 images with mke2fs: run it as root");
-        }
+        crate::require_root("this test makes ext4 images with mke2fs");
         let state = tempfile::tempdir().expect("tempdir");
         // What an earlier airlockd left is removed.
         fs::create_dir(state.path().join(DIR)).expect("mkdir");

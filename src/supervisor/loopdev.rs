@@ -193,34 +193,30 @@ pub fn find(image: &Path) -> Option<Loop> {
     {
         return Some(Loop { path, file });
     }
-    // The device it was attached to last, as recorded beside it: checked like any other.
-    if let Some(lp) = recorded(image)
-        .and_then(|path| attached_to(&path, &meta).map(|dev| (path, dev)))
-        .map(|(path, dev)| Loop {
-            path,
-            file: Arc::new(dev),
+    // The device it was attached to last, as recorded beside it, else each attached one
+    // whose backing file has the image's name: either checked against the image itself.
+    let by_record = || {
+        let path = recorded(image)?;
+        attached_to(&path, &meta).map(|dev| (path, dev))
+    };
+    let by_scan = || {
+        let want = image.to_str()?;
+        loop_devices()?.into_iter().find_map(|name| {
+            let backing = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"));
+            if backing.ok().as_deref().map(str::trim) != Some(want) {
+                return None;
+            }
+            let path = PathBuf::from(format!("/dev/{name}"));
+            attached_to(&path, &meta).map(|dev| (path, dev))
         })
-    {
-        hold(key, &lp);
-        return Some(lp);
-    }
-    let want = image.to_str()?;
-    for name in loop_devices()? {
-        let backing = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"));
-        if backing.ok().as_deref().map(str::trim) != Some(want) {
-            continue;
-        }
-        let path = PathBuf::from(format!("/dev/{name}"));
-        if let Some(dev) = attached_to(&path, &meta) {
-            let lp = Loop {
-                path,
-                file: Arc::new(dev),
-            };
-            hold(key, &lp);
-            return Some(lp);
-        }
-    }
-    None
+    };
+    let (path, dev) = by_record().or_else(by_scan)?;
+    let lp = Loop {
+        path,
+        file: Arc::new(dev),
+    };
+    hold(key, &lp);
+    Some(lp)
 }
 
 /// The names of the loop devices that may be attached: those `/proc/partitions` lists
@@ -314,9 +310,7 @@ mod tests {
 
     #[test]
     fn another_processs_device_is_found_from_its_record_and_a_wrong_record_is_not_believed() {
-        if !nix::unistd::geteuid().is_root() {
-            panic!("this test attaches loop devices: run it as root");
-        }
+        crate::require_root("this test attaches loop devices");
         let dir = tempfile::tempdir().expect("tempdir");
         let img = dir.path().join("h.img");
         File::create(&img)

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::loopdev::Loop;
+use crate::sandbox::disk::EXT4_OPTIONS;
 
 // include/uapi/linux/mount.h
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
@@ -64,7 +65,7 @@ fn check(rc: libc::c_long, what: &str, device: &Path) -> Result<libc::c_long, St
 
 impl MountHold {
     /// Mount the ext4 filesystem on `device` nowhere, with the options the jail's pid 1
-    /// uses (see [`crate::sandbox::disk`]). Blocking: the filesystem is read in.
+    /// uses ([`EXT4_OPTIONS`]). Blocking: the filesystem is read in.
     pub fn of(device: &Path) -> Result<MountHold, String> {
         let ext4 = cstr(b"ext4")?;
         // SAFETY: fsopen with a NUL-terminated name; the fd it returns is ours.
@@ -91,12 +92,13 @@ impl MountHold {
         };
         let source = cstr(device.as_os_str().as_bytes())?;
         set(FSCONFIG_SET_STRING, Some(&cstr(b"source")?), Some(&source))?;
-        set(
-            FSCONFIG_SET_STRING,
-            Some(&cstr(b"errors")?),
-            Some(&cstr(b"remount-ro")?),
-        )?;
-        set(FSCONFIG_SET_FLAG, Some(&cstr(b"noinit_itable")?), None)?;
+        for (key, value) in EXT4_OPTIONS {
+            let key = cstr(key.as_bytes())?;
+            match value {
+                Some(v) => set(FSCONFIG_SET_STRING, Some(&key), Some(&cstr(v.as_bytes())?))?,
+                None => set(FSCONFIG_SET_FLAG, Some(&key), None)?,
+            };
+        }
         set(FSCONFIG_CMD_CREATE, None, None)?;
         // SAFETY: fsmount of our configured context; the fd it returns is ours.
         let root = check(
@@ -233,9 +235,7 @@ mod tests {
 
     #[test]
     fn a_kept_home_is_given_while_it_lingers_and_let_go_after() {
-        if !nix::unistd::geteuid().is_root() {
-            panic!("this test makes, attaches and mounts an ext4 image: run it as root");
-        }
+        crate::require_root("this test makes, attaches and mounts an ext4 image");
         let dir = tempfile::tempdir().expect("tempdir");
         let img = dir.path().join("h.img");
         let bound = Bound {
