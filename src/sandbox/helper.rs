@@ -499,8 +499,14 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
         None => OpenSides::default(),
     };
     rootfs::switch_root()?;
-    // Rooted in the run's cgroups.
-    namespaces::unshare_cgroup()?;
+    // A run without sides is rooted in pid 1's cgroup. With sides, each side's first
+    // process unshares its own once it is in its cgroup (`unshare_side`): pid 1 stays in
+    // the host's cgroup namespace, since under `nsdelegate` (systemd's cgroup2 mount) the
+    // kernel refuses to place a process in a cgroup outside the placer's namespace root,
+    // and the sides are siblings of pid 1's `init`, not below it.
+    if !spec.gateway {
+        namespaces::unshare_cgroup()?;
+    }
     // Joined before anything of the run starts; `lo` is up in it already.
     net.enter()?;
     namespaces::set_hostname(&spec.run_id)?;

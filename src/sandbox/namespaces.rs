@@ -22,20 +22,23 @@ pub fn unshare_pid() -> Result<(), SandboxError> {
 }
 
 /// In pid 1: the mount, ipc and uts namespaces of the jail. The network one is made by a
-/// child ([`NetNs`]), the cgroup one once pid 1 is in the run's cgroups ([`unshare_cgroup`]).
+/// child ([`NetNs`]); the cgroup one by each side ([`unshare_side`]) or, in a run without
+/// sides, by pid 1 once it is in the run's cgroups ([`unshare_cgroup`]).
 pub fn unshare_mount_ipc_uts() -> Result<(), SandboxError> {
     let flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
     unshare(flags).map_err(|e| SandboxError::errno("unshare namespaces", e))
 }
 
-/// In each side's first process (still root): mount and IPC namespaces of its own, so a
-/// side has its own /proc, /tmp and /dev/shm, and its own SysV IPC and POSIX queues.
+/// In each side's first process (still root, already in its side's cgroups): mount and
+/// IPC namespaces of its own, so a side has its own /proc, /tmp and /dev/shm, and its own
+/// SysV IPC and POSIX queues; and a cgroup namespace rooted at its side's cgroup.
 pub fn unshare_side() -> Result<(), SandboxError> {
-    unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)
+    unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWCGROUP)
         .map_err(|e| SandboxError::errno("unshare the side's namespaces", e))
 }
 
-/// In pid 1, once it is in the run's cgroups: a cgroup namespace rooted there.
+/// In pid 1 of a run without sides, once it is in the run's cgroups: a cgroup namespace
+/// rooted there.
 pub fn unshare_cgroup() -> Result<(), SandboxError> {
     unshare(CloneFlags::CLONE_NEWCGROUP)
         .map_err(|e| SandboxError::errno("unshare cgroup namespace", e))
