@@ -8,12 +8,12 @@ use super::interrupt::{self, Signals};
 use super::{explain, output};
 use crate::catalog::Catalog;
 use crate::policy::Policies;
-use crate::sandbox::limits;
+
 use crate::supervisor::launch::{self, LaunchRequest};
 use crate::supervisor::ledger::Outcome;
 use crate::supervisor::outcome::outcome_str;
 use crate::supervisor::standalone::{signal_name, Interrupt};
-use crate::supervisor::{process, standalone};
+use crate::supervisor::{process, scope, standalone};
 use crate::terminal::Show;
 
 /// Arguments of `airlockctl launch`.
@@ -67,6 +67,17 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
     if !args.standalone {
         return super::launch_daemon::run(ctx, args);
     }
+    // First of all (it may execute this process again in a systemd scope of its own).
+    let settled = match scope::settle_standalone() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("airlockctl launch: {e}; nothing was started");
+            return EXIT_REFUSED;
+        }
+    };
+    if settled.shared {
+        eprintln!("airlockctl launch: this process shares its cgroup with other processes and systemd cannot give it a scope of its own, so no cgroup controller limits the run here (a memory limit then refuses the run); launch through airlockd, or from a cgroup of its own");
+    }
     // Before any thread or child exists, so no thread ever takes these signals' default
     // (death, with the run's record left open) and the helper starts with its own mask.
     let signals = match Signals::take() {
@@ -81,7 +92,7 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
     // Started first: the helper builds the common part of the jail while this process
     // reads the policies, the role and the ledger. Refused launches leave it to die with
     // this process.
-    let slot = launch::new_slot(limits::prepare_parent());
+    let slot = launch::new_slot(settled.parent);
     let helper = process::spawn_helper(Some(&slot), None);
     let cfg = match ctx.load_config() {
         Ok(c) => c,

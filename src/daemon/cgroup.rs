@@ -5,7 +5,6 @@
 //! of every run's cgroup (`airlock/<run>`; the jail helper moves itself there). In the root
 //! cgroup (a test or a container) there is no such rule and the plain layout is used.
 
-use std::fs;
 use std::path::PathBuf;
 
 use crate::sandbox::limits;
@@ -14,25 +13,9 @@ use crate::sandbox::limits;
 /// writable cgroup v2 is there (runs then rely on their pid namespace and the uid backstop).
 /// Call once at startup, before any run starts.
 pub fn settle() -> Option<PathBuf> {
-    let (mount, rel) = limits::own_cgroup_v2()?;
-    let rel = rel.trim_start_matches('/');
-    if rel.is_empty() {
-        return limits::prepare_parent();
+    let settled = limits::settle("supervisor");
+    if settled.shared {
+        eprintln!("airlockd: its cgroup holds processes that are not airlockd's, so no cgroup controller can be handed to its runs (start it from airlockd.service, which has Delegate=yes)");
     }
-    let mut base = mount.join(rel);
-    // Restarted after a crash inside our own leaf (not under systemd, which starts us in
-    // the service cgroup): the base is the leaf's parent.
-    if base.file_name().is_some_and(|n| n == "supervisor") {
-        if let Some(p) = base.parent() {
-            base = p.to_path_buf();
-        }
-    }
-    let leaf = base.join("supervisor");
-    if !leaf.is_dir() && fs::create_dir(&leaf).is_err() {
-        return limits::prepare_parent();
-    }
-    if fs::write(leaf.join("cgroup.procs"), std::process::id().to_string()).is_err() {
-        return limits::prepare_parent();
-    }
-    limits::prepare_parent_in(&base)
+    settled.parent
 }

@@ -777,17 +777,105 @@ pub fn own_cgroup_v2() -> Option<(PathBuf, String)> {
     Some((mount, rel))
 }
 
-/// Find a cgroup v2 directory we can create run cgroups under: `<cgroup2 mount><our
-/// cgroup>/airlock`, created if needed. Tries to delegate the pids and memory controllers
-/// to it; whether that worked shows up as `pids.max` in each run cgroup.
-pub fn prepare_parent() -> Option<PathBuf> {
-    let (mount, rel) = own_cgroup_v2()?;
-    prepare_parent_in(&mount.join(rel.trim_start_matches('/')))
+/// Where this process put itself and where its runs' cgroups go ([`settle`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// The parent of the runs' cgroups (`<base>/airlock`); None without a writable cgroup
+    /// v2 (runs then rely on their pid namespace, v1 limits and the uid backstop).
+    pub parent: Option<PathBuf>,
+    /// Our cgroup holds processes that are not ours (a login session's scope, another
+    /// service's cgroup): no controller can be handed down from it, so the runs get no
+    /// pids or memory controller of cgroup v2 there.
+    pub shared: bool,
 }
 
-/// `<base>/airlock`, created if needed, with the pids and memory controllers delegated to
-/// it where `base` has them, and checked writable; None when it cannot be used. Every
-/// standalone launch asks, so a parent already set up costs only reads.
+/// Settle this process for running jails, the way cgroup v2's delegation rules ask: a
+/// cgroup either holds processes or hands controllers to its children, never both. When
+/// our cgroup holds only us (a service with `Delegate=yes`, a delegated scope), we move
+/// into a leaf `<base>/<leaf>` of it, which frees `<base>` to hand `pids`, `memory`, `cpu`
+/// and `io` to `<base>/airlock`, the parent of every run's cgroup. In the root cgroup (a
+/// test host, a container without a cgroup namespace) no such rule holds. A cgroup shared
+/// with other processes is left as it is ([`Settled::shared`]): enabling even a threaded
+/// controller there would turn it into a thread root and every cgroup below it into an
+/// invalid domain, where no process can be placed.
+pub fn settle(leaf: &str) -> Settled {
+    let Some(own) = OwnCgroup::find(leaf) else {
+        return Settled::default();
+    };
+    let placed = !own.shared && {
+        let leaf_dir = own.base.join(leaf);
+        (leaf_dir.is_dir() || fs::create_dir(&leaf_dir).is_ok())
+            && fs::write(
+                leaf_dir.join("cgroup.procs"),
+                std::process::id().to_string(),
+            )
+            .is_ok()
+    };
+    Settled {
+        parent: prepare_parent_in(&own.base),
+        shared: own.shared || (!own.root && !placed),
+    }
+}
+
+/// This process's cgroup v2 as [`settle`] sees it, read only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnCgroup {
+    /// Our cgroup (the parent of our leaf when we are in the leaf already).
+    pub base: PathBuf,
+    /// `base` is the hierarchy's root.
+    pub root: bool,
+    /// `base` holds processes that are not ours.
+    pub shared: bool,
+}
+
+impl OwnCgroup {
+    pub fn find(leaf: &str) -> Option<OwnCgroup> {
+        let (mount, rel) = own_cgroup_v2()?;
+        let mut base = mount.join(rel.trim_start_matches('/'));
+        if is_hierarchy_root(&base) {
+            return Some(OwnCgroup {
+                base,
+                root: true,
+                shared: false,
+            });
+        }
+        // Restarted inside our own leaf (not by systemd, which starts a service in its
+        // unit's cgroup): the base is the leaf's parent.
+        if base.file_name().is_some_and(|n| n == leaf) {
+            if let Some(p) = base.parent() {
+                base = p.to_path_buf();
+            }
+        }
+        let me = std::process::id().to_string();
+        let shared = fs::read_to_string(base.join("cgroup.procs"))
+            .map(|procs| procs.split_whitespace().any(|p| p != me))
+            .unwrap_or(true);
+        Some(OwnCgroup {
+            base,
+            root: false,
+            shared,
+        })
+    }
+}
+
+/// The root of the cgroup v2 hierarchy (the only cgroup without `cgroup.type`), where a
+/// cgroup may hold processes and hand controllers down at once. The root of a cgroup
+/// namespace is not the hierarchy's root, and has the file.
+fn is_hierarchy_root(dir: &Path) -> bool {
+    dir.join("cgroup.controllers").exists() && !dir.join("cgroup.type").exists()
+}
+
+/// Whether a cgroup may hand controllers to its children: the hierarchy's root, or a
+/// cgroup with no process of its own.
+fn may_hand_down(dir: &Path) -> bool {
+    is_hierarchy_root(dir)
+        || fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
+}
+
+/// `<base>/airlock`, created if needed, with the pids, memory, cpu and io controllers
+/// handed down to it where `base` has them and may ([`may_hand_down`]), and checked
+/// writable; None when it cannot be used. Every standalone launch asks, so a parent
+/// already set up costs only reads.
 pub fn prepare_parent_in(base: &Path) -> Option<PathBuf> {
     let parent = base.join("airlock");
     let existed = parent.is_dir();
@@ -798,8 +886,9 @@ pub fn prepare_parent_in(base: &Path) -> Option<PathBuf> {
     let available = fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
     let delegated = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
     let has = |list: &str, c: &str| list.split_whitespace().any(|x| x == c);
+    let base_may = may_hand_down(base);
     for c in ["pids", "memory", "cpu", "io"] {
-        if has(&available, c) && !has(&delegated, c) {
+        if has(&available, c) && !has(&delegated, c) && base_may {
             let _ = write_file(&base.join("cgroup.subtree_control"), &format!("+{c}"), "");
             let _ = write_file(&parent.join("cgroup.subtree_control"), &format!("+{c}"), "");
         }

@@ -24,6 +24,7 @@ pub mod reap;
 pub mod reserve;
 pub mod run_ca;
 pub mod run_output;
+pub mod scope;
 pub mod spawn;
 pub mod standalone;
 pub mod tree;
