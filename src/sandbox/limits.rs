@@ -777,6 +777,13 @@ pub fn own_cgroup_v2() -> Option<(PathBuf, String)> {
     Some((mount, rel))
 }
 
+/// `<our cgroup>/airlock` as [`prepare_parent_in`] makes it, without moving this process
+/// (a test's jails; a service settles with [`settle`]).
+pub fn prepare_parent() -> Option<PathBuf> {
+    let (mount, rel) = own_cgroup_v2()?;
+    prepare_parent_in(&mount.join(rel.trim_start_matches('/')))
+}
+
 /// Where this process put itself and where its runs' cgroups go ([`settle`]).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Settled {
