@@ -454,6 +454,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
     drop(stdin);
     // No memfd of this pid namespace may be executed (a child cannot lower it). Through the
     // host's /proc, still mounted here: the setting is the writer's pid namespace's.
+    // A kernel without the setting (before 6.3) gets no memfd on either side instead.
     namespaces::memfd_noexec_strict()?;
     // The network namespace is the slowest to make: a child makes it while this process
     // builds the root.
@@ -756,10 +757,15 @@ pub fn agent(
     require_isolation(spec, &report)?;
     status.info(&match &spec.exec {
         Some(x) => format!(
-            "agent side: {report}; exec only {} program(s), {} libraries and {} runtime folders, every other mount noexec, no memfd, memfd exec off{}",
+            "agent side: {report}; exec only {} program(s), {} libraries and {} runtime folders, every other mount noexec, no memfd, {}{}",
             x.programs.len(),
             x.libraries.len(),
             x.trees.len(),
+            if namespaces::kernel_has_memfd_noexec() {
+                "memfd exec off"
+            } else {
+                "no memfd on the command side either (no vm.memfd_noexec before Linux 6.3)"
+            },
             if spec.gateway {
                 "; its own pid, mount and IPC namespaces"
             } else {

@@ -153,24 +153,29 @@ impl Drop for NetNs {
     }
 }
 
+/// Where the kernel keeps `vm.memfd_noexec` (Linux 6.3 and later).
+const MEMFD_NOEXEC: &str = "/proc/sys/vm/memfd_noexec";
+
+/// Whether the kernel has `vm.memfd_noexec`. Without it ([`memfd_noexec_strict`]), neither
+/// side of a run may make a memfd at all (the seccomp filters refuse `memfd_create`), so no
+/// memfd exists in the run to be executed: the same guarantee by other means.
+pub fn kernel_has_memfd_noexec() -> bool {
+    std::path::Path::new(MEMFD_NOEXEC).exists()
+}
+
 /// `vm.memfd_noexec=2` for the caller's pid namespace (pid 1 of the run): no memfd made in
-/// the run can be executed, whatever flags it was made with. Kernels before 6.3 have no
-/// such setting: the run does not start (its agent side's exec containment needs it).
-pub fn memfd_noexec_strict() -> Result<(), SandboxError> {
+/// the run can be executed, whatever flags it was made with. Returns false on a kernel
+/// before 6.3, which has no such setting; the sides' seccomp filters then refuse
+/// `memfd_create` on both sides ([`kernel_has_memfd_noexec`]).
+pub fn memfd_noexec_strict() -> Result<bool, SandboxError> {
     const STEP: &str = "vm.memfd_noexec";
-    const PATH: &str = "/proc/sys/vm/memfd_noexec";
-    match std::fs::write(PATH, b"2") {
+    match std::fs::write(MEMFD_NOEXEC, b"2") {
         Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(SandboxError::Unsupported {
-                step: STEP,
-                why: "the kernel has no vm.memfd_noexec (Linux 6.3 or newer), so a memfd could be executed".into(),
-            })
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(SandboxError::sys(STEP, e)),
     }
-    match std::fs::read_to_string(PATH) {
-        Ok(v) if v.trim() == "2" => Ok(()),
+    match std::fs::read_to_string(MEMFD_NOEXEC) {
+        Ok(v) if v.trim() == "2" => Ok(true),
         _ => Err(SandboxError::Unsupported {
             step: STEP,
             why: "vm.memfd_noexec did not stay at 2 in the run's pid namespace".into(),

@@ -1,6 +1,7 @@
 //! Seccomp layer of the jail: a filter for the native architecture that lets everything
 //! through except the calls in [`seccomp_table`](super::seccomp_table). Each side of a run
-//! gets its own ([`Side`]): the agent side's also refuses `memfd_create`.
+//! gets its own ([`Side`]): the agent side's also refuses `memfd_create` (and so does the
+//! command side's on a kernel without `vm.memfd_noexec`, before 6.3).
 //!
 //! Two stacked filters (the kernel runs both and takes the strictest verdict; each load
 //! costs a run a JIT compile and a pass over every syscall number, so they are few):
@@ -130,6 +131,22 @@ pub enum Side {
     Agent,
     /// The runner and the commands it starts (and a workflow role's command).
     Command,
+}
+
+/// What the running kernel lacks that the filters make up for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fallbacks {
+    /// No `vm.memfd_noexec` (before Linux 6.3): neither side may make a memfd, so none
+    /// exists in the run to be executed.
+    pub no_memfd: bool,
+}
+
+impl Fallbacks {
+    pub fn of_kernel() -> Fallbacks {
+        Fallbacks {
+            no_memfd: !super::namespaces::kernel_has_memfd_noexec(),
+        }
+    }
 }
 
 /// The EPERM denials that look at arguments, as BPF.
@@ -286,9 +303,9 @@ fn socket_block() -> Result<Vec<sock_filter>, SandboxError> {
 /// socket families, types and protocols outside the allowlists refused, the unconditional
 /// deny list (and for the agent side its own) → EPERM, everything else passes to the next
 /// filter.
-pub fn arch_and_numbers_program(side: Side) -> Result<BpfProgram, SandboxError> {
+pub fn arch_and_numbers_program(side: Side, f: Fallbacks) -> Result<BpfProgram, SandboxError> {
     let mut denied = table::unconditional();
-    if side == Side::Agent {
+    if side == Side::Agent || f.no_memfd {
         denied.extend_from_slice(table::AGENT_ONLY);
     }
     let mut nrs = denied
@@ -382,7 +399,7 @@ fn load_with_listener(program: &BpfProgram) -> Result<OwnedFd, SandboxError> {
 /// descriptor of the filter's user notifications (`listen`): the caller hands it to the
 /// helper and closes it (without a listener, `listen` fails with ENOSYS).
 pub fn install(side: Side) -> Result<OwnedFd, SandboxError> {
-    let numbers = arch_and_numbers_program(side)?;
+    let numbers = arch_and_numbers_program(side, Fallbacks::of_kernel())?;
     let deny = deny_program()?;
     let listener = load_with_listener(&numbers)?;
     load(&deny)?;
@@ -436,7 +453,7 @@ mod tests {
     #[test]
     fn number_filter_denies_exactly_the_table() {
         for side in [Side::Agent, Side::Command] {
-            let p = arch_and_numbers_program(side).unwrap();
+            let p = arch_and_numbers_program(side, Fallbacks::default()).unwrap();
             let mut table = table::unconditional();
             if side == Side::Agent {
                 table.extend_from_slice(table::AGENT_ONLY);
@@ -474,18 +491,21 @@ mod tests {
             assert!(p.len() <= fixed + denied.len() + 3 * chunks, "{}", p.len());
         }
         let memfd = libc::SYS_memfd_create as u32;
-        let agent = arch_and_numbers_program(Side::Agent).unwrap();
-        let command = arch_and_numbers_program(Side::Command).unwrap();
-        assert_eq!(
-            eval(&agent, AUDIT_ARCH, memfd),
-            RET_ERRNO | libc::EPERM as u32
-        );
-        assert_eq!(eval(&command, AUDIT_ARCH, memfd), RET_ALLOW);
+        let refused = RET_ERRNO | libc::EPERM as u32;
+        let on = |side, no_memfd| {
+            let p = arch_and_numbers_program(side, Fallbacks { no_memfd }).unwrap();
+            eval(&p, AUDIT_ARCH, memfd)
+        };
+        assert_eq!(on(Side::Agent, false), refused);
+        assert_eq!(on(Side::Command, false), RET_ALLOW);
+        // A kernel without vm.memfd_noexec: no memfd on either side.
+        assert_eq!(on(Side::Agent, true), refused);
+        assert_eq!(on(Side::Command, true), refused);
     }
 
     #[test]
     fn socket_families_types_and_protocols_outside_the_allowlists_are_refused() {
-        let p = arch_and_numbers_program(Side::Command).unwrap();
+        let p = arch_and_numbers_program(Side::Command, Fallbacks::default()).unwrap();
         let no_family = RET_ERRNO | libc::EAFNOSUPPORT as u32;
         let refused = RET_ERRNO | libc::EPERM as u32;
         let no_protocol = RET_ERRNO | libc::EPROTONOSUPPORT as u32;
