@@ -45,6 +45,7 @@ fn loaded(folder: &str, yaml: &str, brief: &str, goals: Option<&str>) -> LoadedR
         doc,
         brief_text: brief.to_string(),
         goals_text: goals.map(str::to_string),
+        workflow_text: None,
     }
 }
 
@@ -433,6 +434,18 @@ fn secret_shapes_are_detected_in_values_keys_brief_and_goals() {
                 .iter()
                 .any(|q| q.path == "goals line 1" && q.file.ends_with("goals.md")),
             "{kind} in the goals: {problems:#?}"
+        );
+        assert_hidden(&problems, &secret);
+
+        // A workflow role's script.
+        let mut l = loaded("code", &clean, "b\n", None);
+        l.workflow_text = Some(format!("echo hi\ncurl -H 'x: {secret}' x\n"));
+        let problems = check_role(&l, &p);
+        assert!(
+            problems
+                .iter()
+                .any(|q| q.path == "workflow line 2" && q.file.ends_with("workflow.sh")),
+            "{kind} in the workflow script: {problems:#?}"
         );
         assert_hidden(&problems, &secret);
     }

@@ -1546,3 +1546,59 @@ fn load_role_dir_refuses_missing_role_file() {
     assert_eq!(p[0].path, "(file)");
     assert!(p[0].message.contains("cannot be opened"), "{p:?}");
 }
+
+// A workflow role's own command: workflow.sh beside role.yaml.
+
+fn workflow_minimal(role: &str) -> String {
+    format!("schema: 1\nrole: {role}\nlevel: L1\nbrief: brief.md\nkind: workflow\nwrites: {{}}\ntools: {{}}\nbudget: {{}}\n")
+}
+
+#[test]
+fn load_role_dir_reads_a_workflow_roles_script() {
+    let (_root, dir) = role_dir("nightly", &workflow_minimal("nightly"));
+    std::fs::write(dir.join("brief.md"), "Run the job.").unwrap();
+    let loaded = load_role_dir(&dir).expect("loads without a script");
+    assert_eq!(loaded.workflow_text, None);
+    std::fs::write(dir.join("workflow.sh"), "echo nightly\n").unwrap();
+    let loaded = load_role_dir(&dir).expect("loads with its script");
+    assert_eq!(loaded.workflow_text.as_deref(), Some("echo nightly\n"));
+}
+
+#[test]
+fn load_role_dir_refuses_a_workflow_script_in_an_agent_role() {
+    let (_root, dir) = role_dir("scout", &minimal("scout", "brief.md"));
+    std::fs::write(dir.join("brief.md"), "Read the board.").unwrap();
+    std::fs::write(dir.join("workflow.sh"), "echo never\n").unwrap();
+    let p = dir_problems(&dir);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].path, "kind");
+    assert_eq!(p[0].file, dir.join("role.yaml"));
+    assert!(p[0].message.contains("workflow.sh"), "{p:?}");
+}
+
+#[test]
+fn load_role_dir_refuses_a_workflow_script_leading_outside_or_unreadable() {
+    let (root, dir) = role_dir("nightly", &workflow_minimal("nightly"));
+    std::fs::write(dir.join("brief.md"), "Run the job.").unwrap();
+    std::fs::write(root.path().join("outside.sh"), SECRET).unwrap();
+    std::os::unix::fs::symlink(root.path().join("outside.sh"), dir.join("workflow.sh")).unwrap();
+    let p = dir_problems(&dir);
+    assert!(
+        p.iter().any(|p| p.file == dir.join("workflow.sh")
+            && p.message.contains("outside the role's folder")),
+        "{p:?}"
+    );
+    assert!(!rendered(&p).contains(SECRET));
+    // A folder, and text that is not UTF-8: named, never shown.
+    std::fs::remove_file(dir.join("workflow.sh")).unwrap();
+    std::fs::create_dir(dir.join("workflow.sh")).unwrap();
+    let p = dir_problems(&dir);
+    assert!(
+        p.iter().any(|p| p.message.contains("not a regular file")),
+        "{p:?}"
+    );
+    std::fs::remove_dir(dir.join("workflow.sh")).unwrap();
+    std::fs::write(dir.join("workflow.sh"), b"echo \xff\n").unwrap();
+    let p = dir_problems(&dir);
+    assert!(p.iter().any(|p| p.message.contains("not UTF-8")), "{p:?}");
+}

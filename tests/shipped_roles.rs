@@ -1,6 +1,7 @@
 //! The role templates shipped in `roles/`: each loads, is named for its folder, carries a
-//! brief, grants least-privilege bash prefixes and reaches the board; exactly one role may
-//! merge and it is `merge-gate`; at least one L4 role has a judge and goals.
+//! brief, grants least-privilege bash prefixes and (an agent) reaches the board; exactly
+//! one role may merge and it is `merge-gate`; at least one L4 role has a judge and goals;
+//! the smoke role `hello` is a workflow that needs no credential and runs its script.
 
 use airlock::policy::agent_config::{
     agent_command, claude_settings, codex_config, GatewayEndpoints,
@@ -22,11 +23,19 @@ fn role_dirs() -> Vec<PathBuf> {
         .collect();
     dirs.sort();
     assert!(
-        dirs.len() >= 9,
+        dirs.len() >= 10,
         "expected the shipped templates in {}",
         root.display()
     );
     dirs
+}
+
+/// The agent templates (every shipped role but the workflows).
+fn agents() -> Vec<LoadedRole> {
+    load_all()
+        .into_iter()
+        .filter(|l| l.role.kind == Kind::Agent)
+        .collect()
 }
 
 fn load_all() -> Vec<LoadedRole> {
@@ -68,6 +77,7 @@ fn the_expected_roles_are_shipped_and_aliases_are_not_folders() {
         "doc-researcher",
         "web-researcher",
         "merge-gate",
+        "hello",
     ] {
         assert!(names.iter().any(|n| n == want), "missing role {want}");
     }
@@ -190,7 +200,9 @@ fn no_template_grants_a_forbidden_bash_prefix() {
 
 #[test]
 fn every_agent_template_reaches_the_board_through_airlock() {
-    for loaded in load_all() {
+    let agents = agents();
+    assert!(agents.len() >= 9, "expected the agent templates");
+    for loaded in agents {
         let role = &loaded.role;
         let name = &role.role;
         assert_eq!(role.kind, Kind::Agent, "{name}");
@@ -245,7 +257,7 @@ fn read_only_templates_write_nothing_to_github() {
 
 #[test]
 fn web_tools_only_for_the_web_researcher() {
-    for loaded in load_all() {
+    for loaded in agents() {
         let run = loaded.role.run.as_ref().unwrap();
         let web = run
             .tools
@@ -313,7 +325,7 @@ fn templates_meet_the_schema_patterns() {
             .writes
             .repos
             .iter()
-            .chain(r.run.as_ref().unwrap().clone.iter().flatten())
+            .chain(r.run.iter().flat_map(|run| run.clone.iter().flatten()))
         {
             assert!(repo.is_match(x), "{n}: repo pattern");
         }
@@ -336,7 +348,7 @@ fn templates_meet_the_schema_patterns() {
             }
         }
         let keyed = r.resources.keys().chain(r.deny.keys()).chain(r.args.keys());
-        for c in keyed.chain(r.run.as_ref().unwrap().mcp.keys()) {
+        for c in keyed.chain(r.run.iter().flat_map(|run| run.mcp.keys())) {
             assert!(connector.is_match(c), "{n}: connector {c}");
         }
         for (c, tools) in &r.args {
@@ -379,7 +391,7 @@ fn templates_meet_the_schema_patterns() {
 
 #[test]
 fn every_template_generates_its_agent_configuration() {
-    for loaded in load_all() {
+    for loaded in agents() {
         let role = &loaded.role;
         let gateway = GatewayEndpoints::at(&airlock::sandbox::env::gateway_url(), role);
         let settings =
@@ -392,5 +404,85 @@ fn every_template_generates_its_agent_configuration() {
             Provider::Codex => "codex",
         };
         assert_eq!(argv[0], expected, "{}", role.role);
+    }
+}
+
+/// The smoke role: a workflow a fresh host can hire and launch at once. It needs no
+/// provider, connector, GitHub App or credential, writes nothing anywhere but its run's
+/// workspace, has a small budget, and its own command is the workflow.sh beside it.
+#[test]
+fn hello_is_a_workflow_that_needs_nothing_and_runs_its_script() {
+    let hello = load_all()
+        .into_iter()
+        .find(|l| l.role.role == "hello")
+        .expect("roles/hello is shipped");
+    let role = &hello.role;
+    assert_eq!(role.kind, Kind::Workflow);
+    assert_eq!(role.level, Level::L1, "the lowest level");
+    assert!(role.run.is_none(), "a workflow role has no run section");
+    assert!(role.identity.is_none(), "no GitHub identity");
+    let w = &role.writes;
+    assert!(
+        w.repos.is_empty()
+            && w.issues.is_empty()
+            && w.pull_requests.is_empty()
+            && w.board.is_empty()
+            && w.reads.is_empty()
+            && !w.workflows
+            && !w.dispatch,
+        "hello writes nothing"
+    );
+    assert!(role.tools.values().all(Vec::is_empty), "no connector tools");
+    assert!(role.resources.is_empty() && role.args.is_empty());
+    assert!(role.bash_prefixes().is_empty());
+    let b = &role.budget;
+    assert_eq!(b.github_writes_per_run, Some(0));
+    assert_eq!(b.spend_usd, Some(0.0));
+    assert!(
+        b.minutes_per_run.is_some_and(|m| (1..=5).contains(&m)),
+        "{b:?}"
+    );
+    assert!(b.runs_per_week.is_some());
+
+    // Hiring it on a host with nothing configured lists no credential and refuses nothing.
+    let cfg = airlock::config::parse(Path::new("airlock.yaml"), "{}\n").unwrap();
+    assert_eq!(
+        airlock::policy::hire::credential_lines(role, &cfg),
+        Ok(Vec::new())
+    );
+
+    // Its command: the script beside role.yaml, a shell script that prints, writes its
+    // workspace and lists it.
+    let script = hello.workflow_text.as_deref().expect("hello/workflow.sh");
+    let on_disk = std::fs::read_to_string(hello.dir.join(airlock::role::WORKFLOW_FILE)).unwrap();
+    assert_eq!(script, on_disk);
+    for needle in ["id", "uname", "AIRLOCK_WORKSPACE", "hello.txt", "ls"] {
+        assert!(script.contains(needle), "workflow.sh does not use {needle}");
+    }
+    let gateway = GatewayEndpoints::at(&airlock::sandbox::env::gateway_url(), role);
+    let files = airlock::supervisor::agent_files::agent_files(&hello, &gateway).unwrap();
+    assert_eq!(
+        files.argv.unwrap(),
+        ["/bin/sh", airlock::supervisor::agent_files::WORKFLOW_PATH]
+    );
+    // `sh -n` accepts it.
+    let ok = std::process::Command::new("/bin/sh")
+        .arg("-n")
+        .arg(hello.dir.join(airlock::role::WORKFLOW_FILE))
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// Only a workflow role has a workflow.sh; an agent template never carries one.
+#[test]
+fn only_workflow_templates_carry_a_workflow_script() {
+    for loaded in load_all() {
+        assert_eq!(
+            loaded.workflow_text.is_some(),
+            loaded.role.kind == Kind::Workflow,
+            "{}",
+            loaded.role.role
+        );
     }
 }

@@ -44,12 +44,19 @@ struct Env {
     cfg: PathBuf,
     state: PathBuf,
     roles: PathBuf,
+    /// The role `tess` is hired for.
+    role: &'static str,
 }
 
 impl Env {
     /// Instance `tess` of role `code` (a copy of the shipped roles, so tests may edit it),
     /// journald pointed at a socket that does not exist.
     fn new() -> Env {
+        Env::for_role("code")
+    }
+
+    /// Instance `tess` hired for `role`.
+    fn for_role(role: &'static str) -> Env {
         require_root();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
@@ -64,7 +71,7 @@ impl Env {
         std::fs::write(
             &cfg,
             format!(
-                "roles: [{roles}]\npolicies: {policies}\nstate_dir: state\nsocket: {root}/airlockd.sock\njournal_socket: {root}/no-journald.socket\nuid_range: 1880093000-1880093999\nlimits: {{max_procs: 64}}\ninstances:\n  tess: {{role: code, uid: {uid}}}\n",
+                "roles: [{roles}]\npolicies: {policies}\nstate_dir: state\nsocket: {root}/airlockd.sock\njournal_socket: {root}/no-journald.socket\nuid_range: 1880093000-1880093999\nlimits: {{max_procs: 64}}\ninstances:\n  tess: {{role: {role}, uid: {uid}}}\n",
                 roles = roles.display(),
                 policies = repo.join("policies").display(),
                 root = root.display(),
@@ -78,6 +85,7 @@ impl Env {
             root,
             cfg,
             roles,
+            role,
         }
     }
 
@@ -85,9 +93,9 @@ impl Env {
         Command::new(env!("CARGO_BIN_EXE_airlockctl"))
             .arg("--config")
             .arg(&self.cfg)
-            .args(["launch", "code", "--instance", "tess", "--standalone"])
+            .args(["launch", self.role, "--instance", "tess", "--standalone"])
             .args(extra)
-            .arg("--")
+            .args(if argv.is_empty() { None } else { Some("--") })
             .args(argv)
             .stdin(Stdio::null())
             .output()
@@ -109,7 +117,7 @@ impl Env {
             })
             .unwrap_or_else(|| panic!("no run_opened record for {run}: {records:?}"));
         assert_eq!(opened.instance, "tess");
-        assert_eq!(opened.role, "code");
+        assert_eq!(opened.role, self.role);
         assert_eq!(opened.launched_by_uid, 0);
         records
             .iter()
@@ -193,6 +201,69 @@ fn a_standalone_run_is_opened_and_closed_in_the_ledger() {
 
     assert_eq!(ledger::verify(&env.ledger()).unwrap(), 8);
     assert!(ledger::open_runs(&env.ledger()).unwrap().is_empty());
+}
+
+/// The shipped smoke role needs no credential, provider or connector: launched without
+/// `-- CMD`, `hello` runs its workflow.sh with /bin/sh on the command side, as the
+/// instance's uid, and writes its workspace.
+#[test]
+fn the_shipped_hello_role_runs_its_workflow() {
+    let env = Env::for_role("hello");
+    let o = env.launch(&["--wait"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let run = run_id_wait(&o);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(format!("hello from Airlock: run {run}, role hello, instance tess").as_str()),
+        "{out}"
+    );
+    let uid = env.uid;
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("id: uid={uid}(tess) gid="))),
+        "not run as the instance's uid: {out}"
+    );
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let release = release.trim();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("kernel: Linux ") && l.contains(release)),
+        "{out}"
+    );
+    // The file it wrote, listed, and read back.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("-rw") && l.ends_with(" hello.txt")),
+        "{out}"
+    );
+    assert!(
+        lines.contains(&format!("hello from run {run}").as_str()),
+        "{out}"
+    );
+    assert_eq!(lines.last().copied(), Some("hello: done"), "{out}");
+    let c = env.record(&run);
+    assert_eq!(
+        (c.outcome, c.exit_code, c.signal),
+        (Outcome::Exited, Some(0), None)
+    );
+
+    // `-- CMD` still replaces the workflow, under the same jail.
+    let o = env.launch(&["--wait"], &["/bin/sh", "-c", "id -u; exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(stdout(&o), format!("{uid}\n"));
+
+    // Without its script the role is refused before anything starts, naming the file.
+    std::fs::remove_file(env.roles.join("hello/workflow.sh")).unwrap();
+    let o = env.launch(&["--wait"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("hello/workflow.sh"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("-- CMD"), "{}", stderr(&o));
+    assert_eq!(ledger::verify(&env.ledger()).unwrap(), 4);
 }
 
 #[test]

@@ -191,9 +191,21 @@ pub fn report(entry: &CatalogEntry, policies: &Policies) -> Value {
         .and_then(|f| f.argv)
         .map(Value::from)
         .unwrap_or(Value::Null);
+    // A workflow role's own command is its script beside role.yaml, when it has one.
+    let workflow = (role.kind == crate::role::Kind::Workflow).then(|| {
+        let file = entry.loaded.dir.join(crate::role::WORKFLOW_FILE);
+        let present = entry.loaded.workflow_text.is_some();
+        json!({
+            "file": file.display().to_string(),
+            "present": present,
+            "jail_path": crate::supervisor::agent_files::WORKFLOW_PATH,
+            "side": "command",
+        })
+    });
     json!({
         "role": role.role,
         "file": entry.loaded.file.display().to_string(),
+        "workflow": workflow,
         "layer": entry.layer_dir.display().to_string(),
         "kind": role.kind,
         "class": entry.class,
@@ -318,6 +330,10 @@ fn print_human(
     );
     outln!("credentials {}", credential_source(role));
     let agent = &report["agent"];
+    if role.kind == crate::role::Kind::Workflow {
+        print_workflow(entry);
+        return;
+    }
     outln!("agent command  {}", agent["command"]);
     outln!(
         "claude code managed settings (dontAsk; built-in Bash off, airlock's bash tool instead):"
@@ -331,4 +347,23 @@ fn print_human(
         Value::String(s) => out!("{s}"),
         other => outln!("{other}"),
     }
+}
+
+/// A workflow role runs no model: its own command is its script, on the command side.
+fn print_workflow(entry: &CatalogEntry) {
+    let file = entry.loaded.dir.join(crate::role::WORKFLOW_FILE);
+    let jail = crate::supervisor::agent_files::WORKFLOW_PATH;
+    let shell = crate::supervisor::agent_files::WORKFLOW_SHELL;
+    if entry.loaded.workflow_text.is_some() {
+        outln!(
+            "workflow    {}: a launch without -- CMD runs `{shell} {jail}` (the script, read-only in the jail) on the command side, where system programs may run; no model, no agent configuration",
+            file.display()
+        );
+    } else {
+        outln!(
+            "workflow    none: {} does not exist, so a launch must give -- CMD ARGS (add the script to give the role a command of its own)",
+            file.display()
+        );
+    }
+    outln!("            `-- CMD ARGS` replaces the script, under the same jail and budgets");
 }

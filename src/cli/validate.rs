@@ -19,7 +19,9 @@ pub fn run(args: &SourceArgs, config: &Config, as_json: bool) -> i32 {
                     "role": e.loaded.role.role,
                     "class": e.class,
                     "level": e.loaded.role.level,
+                    "kind": e.loaded.role.kind,
                     "file": e.loaded.file.display().to_string(),
+                    "workflow": workflow_file(&e.loaded).map(|p| p.display().to_string()),
                 })
             })
             .collect();
@@ -48,6 +50,24 @@ pub fn run(args: &SourceArgs, config: &Config, as_json: bool) -> i32 {
             loaded.catalog.len(),
             dirs.join(", ")
         );
+        // A workflow role's own command is its script; without one it needs `-- CMD`.
+        for e in loaded.catalog.entries() {
+            if e.loaded.role.kind != crate::role::Kind::Workflow {
+                continue;
+            }
+            match workflow_file(&e.loaded) {
+                Some(f) => outln!(
+                    "workflow role {}: runs {} on the command side",
+                    e.loaded.role.role,
+                    f.display()
+                ),
+                None => outln!(
+                    "workflow role {}: has no {}, so it is launched only with -- CMD ARGS",
+                    e.loaded.role.role,
+                    e.loaded.dir.join(crate::role::WORKFLOW_FILE).display()
+                ),
+            }
+        }
         output::OK
     } else {
         let files: std::collections::BTreeSet<_> =
@@ -59,4 +79,12 @@ pub fn run(args: &SourceArgs, config: &Config, as_json: bool) -> i32 {
         );
         output::NO
     }
+}
+
+/// The script a workflow role runs when launched without `-- CMD`, when it has one.
+fn workflow_file(loaded: &crate::role::LoadedRole) -> Option<std::path::PathBuf> {
+    loaded
+        .workflow_text
+        .as_ref()
+        .map(|_| loaded.dir.join(crate::role::WORKFLOW_FILE))
 }

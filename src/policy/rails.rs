@@ -451,6 +451,13 @@ pub fn check_role(loaded: &LoadedRole, policies: &Policies) -> Vec<Problem> {
     if let (Some(goals), Some(text)) = (&role.goals, &loaded.goals_text) {
         problems.extend(secrets::scan_text(&loaded.dir.join(goals), "goals", text));
     }
+    if let Some(text) = &loaded.workflow_text {
+        problems.extend(secrets::scan_text(
+            &loaded.dir.join(crate::role::WORKFLOW_FILE),
+            "workflow",
+            text,
+        ));
+    }
 
     // Hard waits and no hire chains: bash prefixes.
     for (i, prefix) in role.bash_prefixes().iter().enumerate() {

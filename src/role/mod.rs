@@ -30,7 +30,15 @@ pub struct LoadedRole {
     pub doc: serde_yaml::Value,
     pub brief_text: String,
     pub goals_text: Option<String>,
+    /// A workflow role's own command: the text of [`WORKFLOW_FILE`] beside its `role.yaml`,
+    /// run by `/bin/sh` on the command side when a launch gives no `-- CMD`. `None` for an
+    /// agent role, and for a workflow role without the file (launched only with `-- CMD`).
+    pub workflow_text: Option<String>,
 }
+
+/// A workflow role's own command: a shell script beside `role.yaml` (the schema is closed,
+/// so the role file cannot name one). Read with the role, under the same rules as the brief.
+pub const WORKFLOW_FILE: &str = "workflow.sh";
 
 /// Parse and validate one role document. Pure: no file system access. `file` is only used
 /// to name the file in problems. Every problem found is returned at once.
@@ -78,15 +86,41 @@ pub fn load_role_dir(dir: &Path) -> Result<LoadedRole, Vec<Problem>> {
             .ok(),
         None => None,
     };
-    match brief_text {
-        Some(brief_text) if problems.is_empty() => Ok(LoadedRole {
+    let workflow_text = workflow_text(dir, &file, &role).map_err(|p| problems.push(p));
+    match (brief_text, workflow_text) {
+        (Some(brief_text), Ok(workflow_text)) if problems.is_empty() => Ok(LoadedRole {
             role,
             dir: dir.to_path_buf(),
             file,
             doc,
             brief_text,
             goals_text,
+            workflow_text,
         }),
         _ => Err(problems),
     }
+}
+
+/// The role's [`WORKFLOW_FILE`], when its folder has one: a regular UTF-8 file inside the
+/// folder (symlinks resolved), at most [`files::MAX_TEXT_BYTES`]. Only a workflow role runs
+/// one; an agent role holding one is refused rather than left with a file that never runs.
+fn workflow_text(dir: &Path, file: &Path, role: &Role) -> Result<Option<String>, Problem> {
+    let path = dir.join(WORKFLOW_FILE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    if role.kind != Kind::Workflow {
+        return Err(Problem::new(
+            file,
+            "kind",
+            format!(
+                "is agent (the default), but the role's folder holds {WORKFLOW_FILE}, which only a \
+                 workflow role runs; set kind: workflow or remove {WORKFLOW_FILE}"
+            ),
+        ));
+    }
+    let real = files::inside(dir, WORKFLOW_FILE).map_err(|m| Problem::new(&path, "", m))?;
+    files::read_bounded(&real, files::MAX_TEXT_BYTES)
+        .map(Some)
+        .map_err(|m| Problem::new(&path, "", format!("the workflow script {m}")))
 }

@@ -15,6 +15,11 @@ use crate::sandbox::spec::JailFile;
 pub const BRIEF_PATH: &str = "/etc/airlock/brief.md";
 /// Where the jail shows the role's goals, when it has any.
 pub const GOALS_PATH: &str = "/etc/airlock/goals.md";
+/// Where the jail shows a workflow role's own script (`roles/<role>/workflow.sh`).
+pub const WORKFLOW_PATH: &str = "/etc/airlock/workflow.sh";
+/// What runs a workflow role's script: the script is read, never executed itself (the jail
+/// file has no exec bit and sits on a read-only mount).
+pub const WORKFLOW_SHELL: &str = "/bin/sh";
 /// Codex's managed config: read-only, and above the user layer in `~/.codex`, so one run
 /// cannot loosen the next run's configuration.
 pub const CODEX_CONFIG_PATH: &str = "/etc/codex/managed_config.toml";
@@ -26,8 +31,10 @@ const MODE: u32 = 0o444;
 pub struct AgentFiles {
     pub files: Vec<JailFile>,
     pub env: Vec<(String, String)>,
-    /// The role's own agent command. `None` only for a role that runs no agent (a workflow
-    /// role, or one without `run`), which can be launched only with `-- CMD`.
+    /// The role's own command: the agent's, or for a workflow role with a
+    /// `workflow.sh`, `/bin/sh` [`WORKFLOW_PATH`] (run on the command side). `None` for a
+    /// role that has neither (a workflow role without the script, or an agent role without
+    /// `run`), which can be launched only with `-- CMD`.
     pub argv: Option<Vec<String>>,
 }
 
@@ -44,7 +51,8 @@ fn file(path: &str, contents: String) -> JailFile {
 /// The brief and goals are always there. The agent's configuration is there whenever the
 /// role runs an agent, also when `-- CMD` replaces the agent command: that command may be a
 /// wrapper that starts the agent, which must then find the same managed settings. A role
-/// that runs no agent gets only the brief. A role whose configuration cannot be generated
+/// that runs no agent gets only the brief, and a workflow role its script as well. A role
+/// whose configuration cannot be generated
 /// is refused either way (fail closed): the error names the key path.
 pub fn agent_files(
     loaded: &LoadedRole,
@@ -56,10 +64,18 @@ pub fn agent_files(
         files.push(file(GOALS_PATH, goals.clone()));
     }
     let mut env = Vec::new();
+    if role.kind == crate::role::Kind::Workflow {
+        // Not an agent: nothing to configure; its own command is its script, if it has one.
+        let argv = loaded.workflow_text.as_ref().map(|text| {
+            files.push(file(WORKFLOW_PATH, text.clone()));
+            vec![WORKFLOW_SHELL.to_string(), WORKFLOW_PATH.to_string()]
+        });
+        return Ok(AgentFiles { files, env, argv });
+    }
     let provider = match &role.run {
-        Some(run) if role.kind != crate::role::Kind::Workflow => run.provider,
+        Some(run) => run.provider,
         // Not an agent: nothing to configure, no command of its own.
-        _ => {
+        None => {
             return Ok(AgentFiles {
                 files,
                 env,
@@ -216,6 +232,34 @@ mod tests {
         assert_eq!(f.argv, None);
         assert_eq!(f.files.len(), 1);
         assert_eq!(f.files[0].path, Path::new(BRIEF_PATH));
+    }
+
+    #[test]
+    fn a_workflow_role_runs_its_script_with_the_shell() {
+        let loaded = shipped("hello");
+        assert_eq!(loaded.role.kind, crate::role::Kind::Workflow);
+        let script = loaded
+            .workflow_text
+            .clone()
+            .expect("hello has a workflow.sh");
+        let gw = GatewayEndpoints::at(&crate::sandbox::env::gateway_url(), &loaded.role);
+        let f = agent_files(&loaded, &gw).unwrap();
+        assert_eq!(
+            f.argv.as_deref(),
+            Some(&[WORKFLOW_SHELL.to_string(), WORKFLOW_PATH.to_string()][..])
+        );
+        assert_eq!(content(&f, WORKFLOW_PATH), script);
+        assert_eq!(content(&f, BRIEF_PATH), loaded.brief_text);
+        assert_eq!(f.files.len(), 2, "no agent configuration for a workflow");
+        assert!(f.env.is_empty());
+        assert!(f.files.iter().all(|x| x.mode == 0o444));
+
+        // Without the script: no command of its own, only the brief.
+        let mut bare = loaded;
+        bare.workflow_text = None;
+        let f = agent_files(&bare, &gw).unwrap();
+        assert_eq!(f.argv, None);
+        assert_eq!(f.files.len(), 1);
     }
 
     #[test]

@@ -568,15 +568,29 @@ pub fn prepare_in(
     let given = agent_files(loaded, &endpoints)
         .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?;
     // `-- CMD` replaces only the argv: the files and environment stay (see agent_files).
+    let workflow = loaded.role.kind == crate::role::Kind::Workflow;
     let argv = if req.command.is_empty() {
         let mut argv = given.argv.clone().ok_or_else(|| {
-            refused(format!(
-                "{}: run: the role runs no agent, so it has no agent command; pass -- CMD ARGS",
-                loaded.file.display()
-            ))
+            if workflow {
+                refused(format!(
+                    "{}: kind: a workflow role's own command is {} beside its role.yaml, and there is none; add {} (run as /bin/sh {} on the command side) or pass -- CMD ARGS",
+                    loaded.file.display(),
+                    crate::role::WORKFLOW_FILE,
+                    loaded.dir.join(crate::role::WORKFLOW_FILE).display(),
+                    super::agent_files::WORKFLOW_PATH,
+                ))
+            } else {
+                refused(format!(
+                    "{}: run: the role runs no agent, so it has no agent command; pass -- CMD ARGS",
+                    loaded.file.display()
+                ))
+            }
         })?;
-        if let Some(program) = agent_program(cfg, &loaded.role)? {
-            argv[0] = program;
+        // A workflow's command is the shell of the system view, never a configured agent.
+        if !workflow {
+            if let Some(program) = agent_program(cfg, &loaded.role)? {
+                argv[0] = program;
+            }
         }
         argv
     } else {
@@ -586,12 +600,13 @@ pub fn prepare_in(
         .map_err(|e| refused(format!("{}: {e}", cfg.file.display())))?;
     // An agent runs contained (it can start no program but its own); a workflow role's
     // command runs on the command side.
-    let exec = match loaded.role.kind {
-        crate::role::Kind::Workflow => None,
-        _ => Some(
+    let exec = if workflow {
+        None
+    } else {
+        Some(
             exec_set::exec_set(&argv[0], inst.uid, inst.gid)
                 .map_err(|e| refused(format!("agent program: {e}")))?,
-        ),
+        )
     };
     let provider = provider_plan(cfg, &loaded.role, policies, req.command.is_empty())?;
     let github_lease = format!("run/{run_id}/github/1");
@@ -914,6 +929,47 @@ mod tests {
         let p = p.unwrap();
         assert_eq!(p.spec.files.len(), 1, "only the brief");
         assert!(p.spec.env.is_empty());
+    }
+
+    #[test]
+    fn a_workflow_role_runs_its_script_on_the_command_side() {
+        use crate::supervisor::agent_files::{WORKFLOW_PATH, WORKFLOW_SHELL};
+        let (_dir, p) = prepared("hello", &[]);
+        assert_eq!(p.spec.argv, [WORKFLOW_SHELL, WORKFLOW_PATH]);
+        assert!(p.spec.exec.is_none(), "a workflow runs on the command side");
+        let script = p
+            .spec
+            .files
+            .iter()
+            .find(|f| f.path == Path::new(WORKFLOW_PATH))
+            .expect("the script is a jail file");
+        let shipped = fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("roles/hello/workflow.sh"),
+        )
+        .unwrap();
+        assert_eq!(script.contents, shipped);
+        assert_eq!(script.mode, 0o444);
+        p.spec.validate().unwrap();
+
+        // `-- CMD` replaces the script's command; the script stays readable.
+        let (_dir, p) = prepared("hello", &["/bin/echo", "hi"]);
+        assert_eq!(p.spec.argv, ["/bin/echo", "hi"]);
+        assert!(p.spec.exec.is_none());
+
+        // Without the script and without `-- CMD`: refused, naming the file to add.
+        let (dir, p) = prepared_with("hello", &[], |l| l.workflow_text = None);
+        match p {
+            Err(LaunchError::Refused(m)) => {
+                assert!(m.contains("role.yaml: kind: "), "{m}");
+                assert!(m.contains("hello/workflow.sh"), "{m}");
+                assert!(m.contains("-- CMD"), "{m}");
+            }
+            other => panic!("not refused: {other:?}"),
+        }
+        assert_eq!(
+            fs::read_dir(dir.path().join("state/runs")).unwrap().count(),
+            0
+        );
     }
 
     #[test]
