@@ -9,11 +9,24 @@
 //! single-threaded child, after the mounts are final and before `execve`.
 //!
 //! ABI policy (ABI numbers are what `landlock_create_ruleset(VERSION)` reports):
-//! - ABI 3 is the minimum. ABI 1 cannot stop `truncate(2)` of a file that is only readable
-//!   and ABI 2 adds only REFER; without TRUNCATE (ABI 3) a "read-only" tree could be emptied.
-//!   Below 3 `apply` refuses to start the run.
-//! - ABI 4 adds TCP bind/connect rules, ABI 5 device ioctls, ABI 6 signal and abstract-unix
-//!   scoping. Each is requested exactly when the kernel has it, and reported.
+//! - ABI 1 is the minimum (Linux 5.13). Each later feature is requested exactly when the
+//!   kernel has it, and reported; where it is missing, the jail keeps the same guarantee by
+//!   other means, or the run does not start:
+//!   - TRUNCATE (ABI 3, Linux 6.2): without it `truncate(2)` of a file that is only
+//!     readable is not refused by Landlock, so [`apply`] checks that every writable mount of
+//!     the caller's view with file data lies in a place it may write anyway: anywhere else
+//!     the mount's read-only flag refuses it (EROFS). A writable mount elsewhere refuses the
+//!     run.
+//!   - TCP rules (ABI 4, 6.7): the seccomp filter refuses every IPv4/IPv6 socket but a TCP
+//!     stream and every `listen` on one, so no process of a run can listen: the gateway,
+//!     made by Airlock, is all a connect can reach, and binding a port serves nothing.
+//!   - Scoping (ABI 6, 6.12): the sides are in sibling pid namespaces, so neither can name a
+//!     process of the other to signal; an abstract unix socket can neither be listened on
+//!     ([`listen_notify`](super::listen_notify)) nor made as a datagram socket (seccomp),
+//!     so none can carry anything between the sides; a command is kept from signalling its
+//!     shepherd and the runner by its own filter ([`scope_only`]).
+//!   ABI 2 adds only REFER, ABI 5 device ioctls (the seccomp filter refuses the dangerous
+//!   ioctls on every kernel).
 //! - Features of ABI 7 and later (audit flags, thread sync, pathname-unix and UDP rights) are
 //!   not requested: the policy is pinned to ABI 6 semantics so a kernel upgrade cannot
 //!   silently deny something a role relies on. `LandlockReport::abi` is that enforced level.
@@ -35,8 +48,8 @@ use super::SandboxError;
 
 const STEP: &str = "landlock";
 
-/// Below this the filesystem rules cannot be enforced as the jail needs (see module doc).
-pub const MIN_ABI: i32 = 3;
+/// Below this there is no Landlock (see module doc).
+pub const MIN_ABI: i32 = 1;
 /// Highest ABI whose features are requested (see module doc).
 pub const POLICY_ABI: i32 = 6;
 
@@ -74,23 +87,30 @@ pub struct LandlockReport {
     pub net_rules: bool,
     /// Signals and abstract unix sockets scoped to the domain.
     pub scoped: bool,
+    /// Truncation refused by Landlock (ABI 3); otherwise by read-only mounts, checked.
+    pub truncate: bool,
 }
 
 impl fmt::Display for LandlockReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "landlock abi={} fs=enforced net={} scope={}",
+            "landlock abi={} fs=enforced{} net={} scope={}",
             self.abi,
+            if self.truncate {
+                ""
+            } else {
+                " truncate=by-read-only-mounts"
+            },
             if self.net_rules {
                 "enforced"
             } else {
-                "unsupported"
+                "by-seccomp(no-listener-but-airlock)"
             },
             if self.scoped {
                 "abstract-unix,signal"
             } else {
-                "unsupported"
+                "by-pid-namespaces-and-seccomp"
             }
         )
     }
@@ -117,9 +137,11 @@ pub fn probe_abi() -> i32 {
     }
 }
 
-/// The crate's ABI value for a level we have already checked is within 3..=6.
+/// The crate's ABI value for a level we have already checked is within 1..=6.
 fn abi_const(level: i32) -> ABI {
     match level {
+        1 => ABI::V1,
+        2 => ABI::V2,
         3 => ABI::V3,
         4 => ABI::V4,
         5 => ABI::V5,
@@ -127,9 +149,9 @@ fn abi_const(level: i32) -> ABI {
     }
 }
 
-/// Filesystem rights handled at `level` (3..=6).
+/// Filesystem rights handled at `level` (1..=6).
 fn handled_fs(level: i32) -> BitFlags<AccessFs> {
-    let mut fs = AccessFs::from_all(ABI::V3);
+    let mut fs = AccessFs::from_all(abi_const(level.min(3)));
     if level >= 5 {
         fs |= AccessFs::IoctlDev;
     }
@@ -194,48 +216,40 @@ fn add_paths(
 
 /// A nested domain that only scopes signals and abstract unix sockets: the caller (a
 /// command about to exec) can no longer signal, trace or reach anything of its parent
-/// domain (the shepherd that times it, the runner), only its own descendants. Needs
-/// Landlock ABI 6; refuses otherwise.
-pub fn scope_only() -> Result<(), SandboxError> {
-    if probe_abi() < 6 {
-        return Err(unsupported(
-            "Landlock ABI 6 (signal scoping) is needed to keep a command from its shepherd",
-        ));
-    }
-    let status = landlock::Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .scope(Scope::AbstractUnixSocket | Scope::Signal)
-        .map_err(rule_error)?
-        .create()
-        .map_err(rule_error)?
-        .restrict_self()
-        .map_err(rule_error)?;
-    if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(unsupported("the scope was not enforced"));
-    }
-    Ok(())
+/// domain (the shepherd that times it, the runner), only its own descendants. On a kernel
+/// without scoping (Landlock ABI below 6, Linux before 6.12) the nested domain still keeps
+/// it from tracing them (every ABI), and a seccomp filter from signalling `guarded` (the
+/// shepherd and the runner, [`seccomp::guard_signals`](super::seccomp::guard_signals)).
+pub fn scope_only(guarded: &[i32]) -> Result<(), SandboxError> {
+    scope_exec_only(None, guarded)
 }
 
-/// [`scope_only`], and besides: execute (a program, an ELF interpreter, a script's
-/// interpreter) only files at or beneath `exec` (missing paths are left out, so one list
-/// serves systems that lay programs out differently). Reading, writing and everything else
-/// stay as the parent domain has them. For a command whose program must start no other
-/// program but the few listed (git, see [`crate::policy::git_overrides`]).
-pub fn scope_exec_only(exec: &[PathBuf]) -> Result<(), SandboxError> {
-    if probe_abi() < 6 {
-        return Err(unsupported(
-            "Landlock ABI 6 (signal scoping) is needed to keep a command from its shepherd",
-        ));
+/// [`scope_only`], and besides, with `exec`: execute (a program, an ELF interpreter, a
+/// script's interpreter) only files at or beneath `exec` (missing paths are left out, so
+/// one list serves systems that lay programs out differently). Reading, writing and
+/// everything else stay as the parent domain has them. For a command whose program must
+/// start no other program but the few listed (git, see
+/// [`crate::policy::git_overrides`]).
+pub fn scope_exec_only(exec: Option<&[PathBuf]>, guarded: &[i32]) -> Result<(), SandboxError> {
+    let abi = probe_abi();
+    if abi < MIN_ABI {
+        return Err(unsupported("the kernel has no Landlock"));
     }
-    let mut created = landlock::Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
+    let scoped = abi >= 6;
+    let mut ruleset = landlock::Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    // A domain must handle something: Execute, with every file allowed it when `exec` is
+    // not given.
+    ruleset = ruleset
         .handle_access(AccessFs::Execute)
-        .map_err(rule_error)?
-        .scope(Scope::AbstractUnixSocket | Scope::Signal)
-        .map_err(rule_error)?
-        .create()
         .map_err(rule_error)?;
-    for p in exec {
+    if scoped {
+        ruleset = ruleset
+            .scope(Scope::AbstractUnixSocket | Scope::Signal)
+            .map_err(rule_error)?;
+    }
+    let mut created = ruleset.create().map_err(rule_error)?;
+    let all = [PathBuf::from("/")];
+    for p in exec.unwrap_or(&all) {
         let Ok(file) = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
@@ -249,7 +263,10 @@ pub fn scope_exec_only(exec: &[PathBuf]) -> Result<(), SandboxError> {
     }
     let status = created.restrict_self().map_err(rule_error)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(unsupported("the exec limit was not enforced"));
+        return Err(unsupported("the command's domain was not enforced"));
+    }
+    if !scoped {
+        super::seccomp::guard_signals(guarded)?;
     }
     Ok(())
 }
@@ -261,19 +278,29 @@ pub fn scope_exec_only(exec: &[PathBuf]) -> Result<(), SandboxError> {
 pub fn apply(rules: &LandlockRules) -> Result<LandlockReport, SandboxError> {
     let kernel = probe_abi();
     if kernel < MIN_ABI {
-        return Err(unsupported(format!(
-            "Landlock ABI {MIN_ABI} or newer is needed to enforce read-only files \
-             (truncate control); this kernel reports {}",
-            if kernel == 0 {
-                "no Landlock".to_string()
-            } else {
-                format!("ABI {kernel}")
-            }
-        )));
+        return Err(unsupported(
+            "the kernel has no Landlock (Linux 5.13 or newer, with landlock in its lsm= list)",
+        ));
     }
     let level = kernel.min(POLICY_ABI);
     let net_rules = level >= 4;
     let scoped = level >= 6;
+    let truncate = level >= 3;
+    if !truncate {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| SandboxError::sys(STEP, e))?;
+        let writable: Vec<&Path> = rules
+            .read_write
+            .iter()
+            .chain(&rules.read_write_noexec)
+            .map(PathBuf::as_path)
+            .collect();
+        if let Some(at) = writable_mount_outside(&mountinfo, &writable) {
+            return Err(unsupported(format!(
+                "this kernel's Landlock (ABI {kernel}) cannot refuse truncating a read-only file, and the writable mount at {at} is outside the run's writable places; Linux 6.2 or newer refuses it"
+            )));
+        }
+    }
 
     let fs = handled_fs(level);
     let mut ruleset = landlock::Ruleset::default()
@@ -346,7 +373,51 @@ pub fn apply(rules: &LandlockRules) -> Result<LandlockReport, SandboxError> {
         abi: level,
         net_rules,
         scoped,
+        truncate,
     })
+}
+
+/// Filesystems whose files hold no data a truncation could destroy: their files ignore a
+/// size change or are devices.
+const NO_DATA: &[&str] = &["proc", "sysfs", "devpts", "mqueue", "cgroup", "cgroup2"];
+
+/// The first mount point of `mountinfo` that is writable, holds file data, and lies outside
+/// every one of `writable` (where the caller may write, so also truncate, anyway).
+fn writable_mount_outside(mountinfo: &str, writable: &[&Path]) -> Option<String> {
+    mountinfo.lines().find_map(|line| {
+        let (pre, post) = line.split_once(" - ")?;
+        let mut f = pre.split_whitespace();
+        let point = f.nth(4)?;
+        let options = f.next()?;
+        let fstype = post.split_whitespace().next()?;
+        let rw = options.split(',').any(|o| o == "rw");
+        let point = unescape_octal(point);
+        let inside = writable.iter().any(|w| Path::new(&point).starts_with(w));
+        (rw && !NO_DATA.contains(&fstype) && !inside).then_some(point)
+    })
+}
+
+/// mountinfo writes space, tab, newline and backslash in a path as `\ooo`.
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], oct) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -359,24 +430,60 @@ mod tests {
             abi: 6,
             net_rules: true,
             scoped: true,
+            truncate: true,
         };
         assert_eq!(
             full.to_string(),
             "landlock abi=6 fs=enforced net=enforced scope=abstract-unix,signal"
         );
         let old = LandlockReport {
-            abi: 3,
+            abi: 2,
             net_rules: false,
             scoped: false,
+            truncate: false,
         };
         assert_eq!(
             old.to_string(),
-            "landlock abi=3 fs=enforced net=unsupported scope=unsupported"
+            "landlock abi=2 fs=enforced truncate=by-read-only-mounts net=by-seccomp(no-listener-but-airlock) scope=by-pid-namespaces-and-seccomp"
+        );
+    }
+
+    #[test]
+    fn without_truncate_control_a_writable_mount_must_be_a_writable_place() {
+        let info = "\
+22 1 0:21 / / ro,nosuid - ext4 /dev/vda rw
+23 22 0:22 / /proc rw,nosuid,nodev,noexec - proc proc rw
+24 22 0:23 / /tmp rw,nosuid,nodev - tmpfs tmpfs rw
+25 22 7:1 / /work\\040space rw,nosuid,nodev - ext4 /dev/loop1 rw
+26 22 0:24 / /dev/pts rw,nosuid,noexec - devpts devpts rw
+";
+        fn w(v: &[&'static str]) -> Vec<&'static Path> {
+            v.iter().map(|s| Path::new(*s)).collect()
+        }
+        // /proc and /dev/pts hold no data; the root is read-only.
+        assert_eq!(
+            writable_mount_outside(info, &w(&["/tmp", "/work space"])),
+            None
+        );
+        assert_eq!(
+            writable_mount_outside(info, &w(&["/tmp"])).as_deref(),
+            Some("/work space")
+        );
+        assert_eq!(
+            writable_mount_outside(info, &w(&["/tmp/x", "/work space"])).as_deref(),
+            Some("/tmp")
+        );
+        assert_eq!(
+            writable_mount_outside(info, &w(&["/", "/work space"])),
+            None
         );
     }
 
     #[test]
     fn handled_rights_grow_with_level() {
+        assert!(!handled_fs(1).contains(AccessFs::Refer));
+        assert!(handled_fs(2).contains(AccessFs::Refer));
+        assert!(!handled_fs(2).contains(AccessFs::Truncate));
         assert!(handled_fs(3).contains(AccessFs::Truncate));
         assert!(!handled_fs(4).contains(AccessFs::IoctlDev));
         assert!(handled_fs(5).contains(AccessFs::IoctlDev));

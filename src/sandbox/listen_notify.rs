@@ -200,7 +200,30 @@ fn decide(listener: &OwnedFd, n: &Notif, uid: u32, gid: u32) -> Result<(), i32> 
     if domain != libc::AF_UNIX {
         return Err(libc::EPERM);
     }
+    // Without Landlock's abstract-unix scoping (before Linux 6.12), an abstract name (an
+    // unbound socket gets one when it listens) could join the two sides: refused.
+    if super::landlock::probe_abi() < 6 && !bound_to_a_path(sock.as_fd()) {
+        return Err(libc::EPERM);
+    }
     listen_as(sock.as_fd(), backlog, uid, gid)
+}
+
+/// Whether a unix socket is bound to a filesystem path (not to an abstract name, nor
+/// unbound).
+fn bound_to_a_path(sock: BorrowedFd<'_>) -> bool {
+    // SAFETY: a zeroed sockaddr_un is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: getsockname writes at most `len` bytes into `addr`.
+    let rc = unsafe {
+        libc::getsockname(
+            sock.as_raw_fd(),
+            &mut addr as *mut libc::sockaddr_un as *mut libc::sockaddr,
+            &mut len,
+        )
+    };
+    let family = std::mem::size_of::<libc::sa_family_t>() as libc::socklen_t;
+    rc == 0 && len > family && addr.sun_path[0] != 0
 }
 
 /// A pidfd of the thread that made the call (any thread of a process may: a notification

@@ -431,10 +431,9 @@ fn exec_child(
     if !inside {
         return libc::EXDEV;
     }
-    let scoped = match exec_only {
-        Some(paths) => super::landlock::scope_exec_only(paths),
-        None => super::landlock::scope_only(),
-    };
+    // Its shepherd and the runner (pid 1 of the command side's pid namespace).
+    let guarded = [nix::unistd::getppid().as_raw(), 1];
+    let scoped = super::landlock::scope_exec_only(exec_only, &guarded);
     if scoped.is_err() {
         return libc::EPERM;
     }

@@ -139,19 +139,34 @@ pub struct Fallbacks {
     /// No `vm.memfd_noexec` (before Linux 6.3): neither side may make a memfd, so none
     /// exists in the run to be executed.
     pub no_memfd: bool,
+    /// No Landlock scoping of abstract unix sockets (ABI below 6, before Linux 6.12): no
+    /// unix datagram socket may be made (`socketpair` still may), so no abstract name can
+    /// carry anything between the sides (a stream one needs `listen`, which
+    /// [`listen_notify`](super::listen_notify) refuses on an abstract name there).
+    pub no_unix_scope: bool,
 }
 
 impl Fallbacks {
     pub fn of_kernel() -> Fallbacks {
         Fallbacks {
             no_memfd: !super::namespaces::kernel_has_memfd_noexec(),
+            no_unix_scope: super::landlock::probe_abi() < 6,
         }
     }
 }
 
 /// The EPERM denials that look at arguments, as BPF.
-pub fn deny_program() -> Result<BpfProgram, SandboxError> {
+pub fn deny_program(f: Fallbacks) -> Result<BpfProgram, SandboxError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    if f.no_unix_scope {
+        // SOCK_SEQPACKET needs listen too; a datagram socket needs none.
+        let rule = SeccompRule::new(vec![
+            cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
+            cond(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?,
+        ])
+        .map_err(build_error)?;
+        rules.insert(libc::SYS_socket, vec![rule]);
+    }
     rules.insert(libc::SYS_clone, clone_rules()?);
     rules.insert(libc::SYS_ioctl, ioctl_rules()?);
     rules.insert(libc::SYS_personality, personality_rules()?);
@@ -159,6 +174,72 @@ pub fn deny_program() -> Result<BpfProgram, SandboxError> {
     for &(_, nr, pid, which) in table::SELF_ONLY {
         rules.insert(nr, not_self(pid, which)?);
     }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )
+    .map_err(build_error)?;
+    BpfProgram::try_from(filter).map_err(build_error)
+}
+
+/// For a command on a kernel without Landlock's signal scoping (before 6.12): a filter that
+/// keeps it from signalling `guarded` (its shepherd and the runner, in its pid namespace)
+/// and their process groups, every process at once (`kill(-1)`), and from aiming `SIGIO`
+/// at them; `pidfd_send_signal` is refused outright (a pidfd or a `/proc/PID` descriptor
+/// names its target where seccomp cannot read it; libraries fall back to `kill`). EPERM.
+pub fn guard_signals(guarded: &[i32]) -> Result<(), SandboxError> {
+    load(&guard_program(guarded)?)
+}
+
+fn guard_program(guarded: &[i32]) -> Result<BpfProgram, SandboxError> {
+    let eq = |arg: u8, v: i32| -> Result<SeccompRule, SandboxError> {
+        // Compared as 32 bits, as the kernel reads a pid_t.
+        SeccompRule::new(vec![cond(arg, SeccompCmpOp::Eq, v as u32 as u64)?]).map_err(build_error)
+    };
+    let targets = |arg: u8, groups: bool| -> Result<Vec<SeccompRule>, SandboxError> {
+        let mut v = Vec::new();
+        for &p in guarded {
+            v.push(eq(arg, p)?);
+            if groups {
+                v.push(eq(arg, -p)?);
+            }
+        }
+        if groups {
+            v.push(eq(arg, -1)?);
+        }
+        Ok(v)
+    };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(libc::SYS_kill, targets(0, true)?);
+    rules.insert(libc::SYS_tkill, targets(0, false)?);
+    rules.insert(libc::SYS_tgkill, targets(0, false)?);
+    rules.insert(libc::SYS_rt_sigqueueinfo, targets(0, false)?);
+    rules.insert(libc::SYS_rt_tgsigqueueinfo, targets(0, false)?);
+    rules.insert(libc::SYS_pidfd_open, targets(0, false)?);
+    rules.insert(libc::SYS_pidfd_send_signal, Vec::new());
+    // F_SETOWN names a pid or a group (negative); F_SETOWN_EX and the FIOSETOWN and
+    // SIOCSPGRP ioctls name one through memory.
+    let mut fcntl = Vec::new();
+    for &p in guarded {
+        for v in [p, -p] {
+            fcntl.push(
+                SeccompRule::new(vec![
+                    cond(1, SeccompCmpOp::Eq, libc::F_SETOWN as u64)?,
+                    cond(2, SeccompCmpOp::Eq, v as u32 as u64)?,
+                ])
+                .map_err(build_error)?,
+            );
+        }
+    }
+    // <asm-generic/fcntl.h> and <asm-generic/sockios.h>; libc does not export them.
+    const F_SETOWN_EX: i32 = 15;
+    const FIOSETOWN: i32 = 0x8901;
+    const SIOCSPGRP: i32 = 0x8902;
+    fcntl.push(eq(1, F_SETOWN_EX)?);
+    rules.insert(libc::SYS_fcntl, fcntl);
+    rules.insert(libc::SYS_ioctl, vec![eq(1, FIOSETOWN)?, eq(1, SIOCSPGRP)?]);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -399,8 +480,9 @@ fn load_with_listener(program: &BpfProgram) -> Result<OwnedFd, SandboxError> {
 /// descriptor of the filter's user notifications (`listen`): the caller hands it to the
 /// helper and closes it (without a listener, `listen` fails with ENOSYS).
 pub fn install(side: Side) -> Result<OwnedFd, SandboxError> {
-    let numbers = arch_and_numbers_program(side, Fallbacks::of_kernel())?;
-    let deny = deny_program()?;
+    let f = Fallbacks::of_kernel();
+    let numbers = arch_and_numbers_program(side, f)?;
+    let deny = deny_program(f)?;
     let listener = load_with_listener(&numbers)?;
     load(&deny)?;
     Ok(listener)
@@ -450,6 +532,118 @@ mod tests {
         }
     }
 
+    /// Run `probe` in a forked child (a filter binds the process for good) and return its
+    /// exit code: 0 when every check held.
+    fn in_child(probe: impl FnOnce() -> i32) -> i32 {
+        // SAFETY: the child only makes syscalls and leaves by _exit.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => {
+                let code = probe();
+                // SAFETY: leave without running the test harness's destructors.
+                unsafe { libc::_exit(code) }
+            }
+            nix::unistd::ForkResult::Parent { child } => {
+                match nix::sys::wait::waitpid(child, None).unwrap() {
+                    nix::sys::wait::WaitStatus::Exited(_, code) => code,
+                    other => panic!("the probe did not exit: {other:?}"),
+                }
+            }
+        }
+    }
+
+    fn errno_of(rc: libc::c_long) -> i32 {
+        if rc < 0 {
+            nix::errno::Errno::last_raw()
+        } else {
+            0
+        }
+    }
+
+    #[test]
+    fn a_guarded_command_cannot_signal_its_shepherd_but_can_its_own() {
+        let code = in_child(|| {
+            // SAFETY: getppid has no arguments.
+            let shepherd = unsafe { libc::getppid() };
+            if guard_signals(&[shepherd, 1]).is_err() {
+                return 10;
+            }
+            // SAFETY: signal 0 only checks; the fcntl and syscalls take integers.
+            let checks = unsafe {
+                let pidfd = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0);
+                [
+                    (errno_of(libc::kill(shepherd, 0).into()), libc::EPERM),
+                    (errno_of(libc::kill(-shepherd, 0).into()), libc::EPERM),
+                    (errno_of(libc::kill(-1, 0).into()), libc::EPERM),
+                    (
+                        errno_of(libc::syscall(libc::SYS_tgkill, shepherd, shepherd, 0)),
+                        libc::EPERM,
+                    ),
+                    (
+                        errno_of(libc::syscall(libc::SYS_pidfd_open, shepherd, 0)),
+                        libc::EPERM,
+                    ),
+                    (
+                        errno_of(libc::syscall(libc::SYS_pidfd_send_signal, pidfd, 0, 0, 0)),
+                        libc::EPERM,
+                    ),
+                    (
+                        errno_of(libc::fcntl(0, libc::F_SETOWN, shepherd).into()),
+                        libc::EPERM,
+                    ),
+                    (errno_of(libc::kill(libc::getpid(), 0).into()), 0),
+                    (errno_of(libc::kill(0, 0).into()), 0),
+                ]
+            };
+            match checks.iter().position(|(got, want)| got != want) {
+                Some(i) => 20 + i as i32,
+                None => 0,
+            }
+        });
+        assert_eq!(code, 0, "check {} of the guard failed", code - 20);
+    }
+
+    #[test]
+    fn without_unix_scoping_no_unix_datagram_socket_is_made_but_a_pair_is() {
+        let code = in_child(|| {
+            let f = Fallbacks {
+                no_unix_scope: true,
+                ..Fallbacks::default()
+            };
+            if deny_program(f).and_then(|p| load(&p)).is_err() {
+                return 10;
+            }
+            let mut pair = [0; 2];
+            // SAFETY: socket and socketpair with integer arguments and a two-int array.
+            let checks = unsafe {
+                [
+                    (
+                        errno_of(
+                            libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
+                                .into(),
+                        ),
+                        libc::EPERM,
+                    ),
+                    (
+                        errno_of(libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0).into()),
+                        0,
+                    ),
+                    (
+                        errno_of(
+                            libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, pair.as_mut_ptr())
+                                .into(),
+                        ),
+                        0,
+                    ),
+                ]
+            };
+            match checks.iter().position(|(got, want)| got != want) {
+                Some(i) => 20 + i as i32,
+                None => 0,
+            }
+        });
+        assert_eq!(code, 0, "check {} failed", code - 20);
+    }
+
     #[test]
     fn number_filter_denies_exactly_the_table() {
         for side in [Side::Agent, Side::Command] {
@@ -493,7 +687,11 @@ mod tests {
         let memfd = libc::SYS_memfd_create as u32;
         let refused = RET_ERRNO | libc::EPERM as u32;
         let on = |side, no_memfd| {
-            let p = arch_and_numbers_program(side, Fallbacks { no_memfd }).unwrap();
+            let f = Fallbacks {
+                no_memfd,
+                ..Fallbacks::default()
+            };
+            let p = arch_and_numbers_program(side, f).unwrap();
             eval(&p, AUDIT_ARCH, memfd)
         };
         assert_eq!(on(Side::Agent, false), refused);
@@ -569,7 +767,7 @@ mod tests {
 
     #[test]
     fn programs_build_and_fit() {
-        let deny = deny_program().unwrap();
+        let deny = deny_program(Fallbacks::default()).unwrap();
         // Arch check (3) + number load + one block per conditionally denied call.
         assert!(deny.len() > 4 + 3);
         assert!(deny.len() < 4096);
