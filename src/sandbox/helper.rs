@@ -86,6 +86,10 @@ pub struct Ahead {
 /// A launcher may start the helper before it knows the run (a standby): everything before
 /// the spec arrives is the same for every run, and nothing of a run starts without one.
 pub fn run(status: StatusFd, launch: Launch) -> i32 {
+    // The jail makes its mount points and files with the modes it names, whatever umask its
+    // launcher has (airlockd's unit sets UMask=0077, which made them 0700 root and the
+    // workspace unreachable to the instance); the run's programs start with the usual 022.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     match run_inner(status, launch) {
         Ok(code) => code,
         Err(e) => {

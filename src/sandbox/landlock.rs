@@ -25,8 +25,8 @@
 //!     ([`listen_notify`](super::listen_notify)) nor made as a datagram socket (seccomp),
 //!     so none can carry anything between the sides; a command is kept from signalling its
 //!     shepherd and the runner by its own filter ([`scope_only`]).
-//!   ABI 2 adds only REFER, ABI 5 device ioctls (the seccomp filter refuses the dangerous
-//!   ioctls on every kernel).
+//!   - ABI 2 adds only REFER, ABI 5 device ioctls (the seccomp filter refuses the
+//!     dangerous ioctls on every kernel).
 //! - Features of ABI 7 and later (audit flags, thread sync, pathname-unix and UDP rights) are
 //!   not requested: the policy is pinned to ABI 6 semantics so a kernel upgrade cannot
 //!   silently deny something a role relies on. `LandlockReport::abi` is that enforced level.
