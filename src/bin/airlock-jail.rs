@@ -5,7 +5,7 @@
 //! may start a helper before it knows the run.
 //!
 //! ```text
-//! airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--run-id ID [--cgroup-parent DIR]] < spec.json
+//! airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--end-fd E] [--run-id ID [--cgroup-parent DIR]] < spec.json
 //! ```
 //!
 //! - `--status-fd N` (default 2): where setup reports go (`INFO ...` lines, one `ERR ...`
@@ -22,6 +22,10 @@
 //!   channel to the run's command runner.
 //! - `--stdio-fd S` (optional, S >= 3, distinct): a socket that becomes the program's
 //!   stdin and stdout; a spec with `stdio: true` needs it, and no other spec takes it.
+//! - `--end-fd E` (optional, E >= 3, distinct): a pipe to the launcher on which the
+//!   helper tells, before it removes the run's cgroups, what their counters say of the
+//!   run's end (`OOM_KILL run=N agent=N cmd=N`: processes the OOM killer ended). Until
+//!   the helper reads them it is closed at once, and the launcher reads end of file.
 //! - `--run-id ID` and `--cgroup-parent DIR` (optional): the run the helper is started
 //!   for, when the launcher knows it ahead of the spec. The helper then makes the run's
 //!   cgroups while it waits, and refuses a spec for another run.
@@ -37,13 +41,14 @@ use airlock::sandbox::spec::{valid_cgroup_parent, valid_run_id};
 use airlock::sandbox::status::StatusFd;
 use airlock::sandbox::{fds, helper, watch, SandboxError};
 
-const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--run-id ID [--cgroup-parent DIR]] < spec.json";
+const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--end-fd E] [--run-id ID [--cgroup-parent DIR]] < spec.json";
 
 struct Args {
     status: i32,
     lifeline: Option<i32>,
     gateway: Option<i32>,
     stdio: Option<i32>,
+    end: Option<i32>,
     run_id: Option<String>,
     cgroup_parent: Option<PathBuf>,
 }
@@ -77,6 +82,7 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
         lifeline: None,
         gateway: None,
         stdio: None,
+        end: None,
         run_id: None,
         cgroup_parent: None,
     };
@@ -99,6 +105,9 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
             "--stdio-fd" if out.stdio.is_none() => {
                 out.stdio = Some(fd().filter(|n| *n >= 3)?);
             }
+            "--end-fd" if out.end.is_none() => {
+                out.end = Some(fd().filter(|n| *n >= 3)?);
+            }
             "--run-id" if out.run_id.is_none() && valid_run_id(&value) => {
                 out.run_id = Some(value);
             }
@@ -117,6 +126,10 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
         || same(out.stdio, Some(out.status))
         || same(out.stdio, out.lifeline)
         || same(out.stdio, out.gateway)
+        || same(out.end, Some(out.status))
+        || same(out.end, out.lifeline)
+        || same(out.end, out.gateway)
+        || same(out.end, out.stdio)
         || (out.cgroup_parent.is_some() && out.run_id.is_none())
     {
         return None;
@@ -138,6 +151,7 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
     keep.extend(args.lifeline);
     keep.extend(args.gateway);
     keep.extend(args.stdio);
+    keep.extend(args.end);
     // Nothing the launcher leaked (directory fds, sockets) may reach the jail.
     fds::close_all_except(&keep)?;
     let lifeline = take_fd(
@@ -147,6 +161,9 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
     )?;
     let gateway = take_fd(args.gateway, "gateway fd", "--gateway-fd is not an open fd")?;
     let stdio = take_fd(args.stdio, "stdio fd", "--stdio-fd is not an open fd")?;
+    // The run's cgroups are not read at the end yet (see `--end-fd`): closed now, so the
+    // launcher reads end of file and tells the run's end from its exit status alone.
+    drop(take_fd(args.end, "end fd", "--end-fd is not an open fd")?);
     if !nix::unistd::geteuid().is_root() {
         return Err(invalid("start helper", "airlock-jail must run as root"));
     }

@@ -4,7 +4,7 @@
 
 use super::launch::LaunchError;
 use super::ledger::Outcome;
-use super::process::{Ending, Supervised};
+use super::process::{Ending, MainSide, OomKills, Supervised};
 use crate::journal::EventKind;
 
 /// Exit code reported when the agent never ran (the jail could not be started).
@@ -41,6 +41,22 @@ pub fn with_lost(reason: &str, lost: u64) -> String {
     } else {
         format!("{reason}; {lost} journal record(s) were lost (neither journald nor the fallback file took them)")
     }
+}
+
+/// How a run ended by the OOM killer is told: the start of its reason.
+pub const OUT_OF_MEMORY: &str = "killed: out of memory";
+
+/// The reason of a run whose own program the OOM killer ended (SIGKILL).
+fn out_of_memory(oom: &OomKills) -> String {
+    let what = match oom.main {
+        MainSide::Agent => "the agent",
+        MainSide::Command => "the run's command",
+        MainSide::Whole => "the run's program",
+    };
+    let n = oom.total().or(oom.main_side()).unwrap_or(1);
+    format!(
+        "{OUT_OF_MEMORY} (the run reached a memory limit and the OOM killer ended {what} with signal 9; {n} process(es) of the run OOM-killed in all)"
+    )
 }
 
 pub fn outcome_str(o: Outcome) -> &'static str {
@@ -115,6 +131,14 @@ pub fn closing(
                 EventKind::RunKilled,
             ),
             (None, Ending::Exited) => match s.signal {
+                // SIGKILL, and the OOM killer ended a process of the program's side.
+                Some(sig) if sig == libc::SIGKILL && s.oom.main_side().is_some_and(|n| n > 0) => c(
+                    Outcome::Killed,
+                    s.exit_code,
+                    Some(sig),
+                    out_of_memory(&s.oom),
+                    EventKind::RunKilled,
+                ),
                 Some(sig) => c(
                     Outcome::Killed,
                     s.exit_code,
@@ -132,6 +156,17 @@ pub fn closing(
             },
         },
     };
+    // OOM kills that did not end the run (a command the bash tool ran, a child of the
+    // agent) are told too.
+    if let Ok(s) = result {
+        let total = s.oom.total().unwrap_or(0);
+        if total > 0 && !closing.reason.starts_with(OUT_OF_MEMORY) {
+            closing.reason = format!(
+                "{}; the OOM killer ended {total} process(es) of the run",
+                closing.reason
+            );
+        }
+    }
     if sigkilled {
         closing.reason = format!(
             "{}; it did not exit within {grace_s} s of SIGTERM and was killed",
@@ -175,7 +210,77 @@ mod tests {
             signal,
             ending,
             cleanup_error: cleanup.map(str::to_string),
+            oom: OomKills::default(),
         }
+    }
+
+    #[test]
+    fn an_oom_kill_is_told_as_out_of_memory() {
+        let oom = |text: &str, main| OomKills::parse(text, main);
+        let mut s = sup(137, Some(9), Ending::Exited, None);
+        s.oom = oom("OOM_KILL run=1 agent=1 cmd=0", MainSide::Agent);
+        let c = closing(&Ok(s.clone()), 0, 3, false);
+        assert_eq!(
+            (c.outcome, c.exit_code(), c.signal, c.kind),
+            (Outcome::Killed, Some(137), Some(9), EventKind::RunKilled)
+        );
+        assert!(
+            c.reason.starts_with("killed: out of memory ("),
+            "{}",
+            c.reason
+        );
+        assert!(c.reason.contains("the agent"), "{}", c.reason);
+        assert!(!c.reason.contains("killed by signal"), "{}", c.reason);
+
+        // A workflow's command, on the command side.
+        s.oom = oom("OOM_KILL run=2 agent=0 cmd=2", MainSide::Command);
+        let c = closing(&Ok(s.clone()), 0, 3, false);
+        assert!(c.reason.starts_with(OUT_OF_MEMORY), "{}", c.reason);
+        assert!(c.reason.contains("the run's command"), "{}", c.reason);
+
+        // SIGKILL from elsewhere while only the other side was OOM-killed: a signal 9, and
+        // the OOM kill told beside it.
+        s.oom = oom("OOM_KILL run=1 agent=0 cmd=1", MainSide::Agent);
+        let c = closing(&Ok(s.clone()), 0, 3, false);
+        assert!(
+            c.reason
+                .starts_with("killed by signal 9; the OOM killer ended 1 process(es)"),
+            "{}",
+            c.reason
+        );
+
+        // No OOM kill, or none told: the signal alone.
+        s.oom = oom("OOM_KILL run=0 agent=0 cmd=0", MainSide::Agent);
+        assert_eq!(
+            closing(&Ok(s.clone()), 0, 3, false).reason,
+            "killed by signal 9"
+        );
+        s.oom = OomKills::default();
+        assert_eq!(
+            closing(&Ok(s.clone()), 0, 3, false).reason,
+            "killed by signal 9"
+        );
+
+        // Another signal is never out of memory.
+        let mut t = sup(143, Some(15), Ending::Exited, None);
+        t.oom = oom("OOM_KILL run=1 agent=1", MainSide::Agent);
+        let c = closing(&Ok(t), 0, 3, false);
+        assert!(
+            c.reason
+                .starts_with("killed by signal 15; the OOM killer ended 1"),
+            "{}",
+            c.reason
+        );
+
+        // A clean exit after a command was OOM-killed says so.
+        let mut e = sup(0, None, Ending::Exited, None);
+        e.oom = oom("OOM_KILL run=1 cmd=1", MainSide::Agent);
+        let c = closing(&Ok(e), 0, 3, false);
+        assert_eq!(c.outcome, Outcome::Exited);
+        assert_eq!(
+            c.reason,
+            "exited with code 0; the OOM killer ended 1 process(es) of the run"
+        );
     }
 
     #[test]

@@ -132,6 +132,98 @@ pub struct Supervised {
     pub ending: Ending,
     /// The final kill of whatever was left of the run failed: processes of it may live.
     pub cleanup_error: Option<String>,
+    /// What the OOM killer did in the run, as the helper read it from the run's cgroups
+    /// just before removing them (empty from a helper that does not tell).
+    pub oom: OomKills,
+}
+
+/// Where a run's own program (its argv) ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MainSide {
+    /// The agent side (an agent role's program, contained).
+    Agent,
+    /// The command side (a workflow role's command).
+    Command,
+    /// A run without sides (a stdio connector's jail): the whole run.
+    #[default]
+    Whole,
+}
+
+impl MainSide {
+    pub fn of(spec: &RunSpec) -> MainSide {
+        match (spec.exec.is_some(), spec.gateway) {
+            (true, _) => MainSide::Agent,
+            (false, true) => MainSide::Command,
+            (false, false) => MainSide::Whole,
+        }
+    }
+}
+
+/// Processes the OOM killer ended in a run: each cgroup's `oom_kill` counter (v2
+/// `memory.events`, v1 `memory.oom_control`), read by the helper before it removes them.
+/// `None`: not told (no such cgroup, no memory controller, or an older helper).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OomKills {
+    /// The run's own cgroup: every side and pid 1 (the counter is hierarchical).
+    pub run: Option<u64>,
+    /// The agent side's cgroup.
+    pub agent: Option<u64>,
+    /// The command side's cgroup.
+    pub command: Option<u64>,
+    /// Which side ran the run's own program.
+    pub main: MainSide,
+}
+
+/// The line the helper writes on its `--end-fd` before it removes the run's cgroups:
+/// `OOM_KILL` then `run=N`, `agent=N`, `cmd=N` (each optional, in any order), `\n`.
+pub const END_OOM_KILL: &str = "OOM_KILL";
+
+impl OomKills {
+    /// Parse what the helper wrote on its end pipe. Anything else is ignored: the end
+    /// pipe only ever adds detail to a run's outcome, never decides it.
+    pub fn parse(text: &str, main: MainSide) -> OomKills {
+        let mut o = OomKills {
+            main,
+            ..OomKills::default()
+        };
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            if words.next() != Some(END_OOM_KILL) {
+                continue;
+            }
+            for w in words {
+                let Some((k, v)) = w.split_once('=') else {
+                    continue;
+                };
+                let Ok(n) = v.parse::<u64>() else { continue };
+                match k {
+                    "run" => o.run = Some(n),
+                    "agent" => o.agent = Some(n),
+                    "cmd" => o.command = Some(n),
+                    _ => {}
+                }
+            }
+        }
+        o
+    }
+
+    /// Processes of the side that ran the run's own program the OOM killer ended: that
+    /// side's counter, or the whole run's where the side's is not known.
+    pub fn main_side(&self) -> Option<u64> {
+        match self.main {
+            MainSide::Agent => self.agent.or(self.run),
+            MainSide::Command => self.command.or(self.run),
+            MainSide::Whole => self.run,
+        }
+    }
+
+    /// Processes of the whole run the OOM killer ended.
+    pub fn total(&self) -> Option<u64> {
+        self.run.or(match (self.agent, self.command) {
+            (None, None) => None,
+            (a, c) => Some(a.unwrap_or(0).saturating_add(c.unwrap_or(0))),
+        })
+    }
 }
 
 /// A started jail helper, its pipes, and its pidfd.
@@ -150,6 +242,9 @@ pub struct Spawned {
     /// Our end of the helper's gateway socket: pid 1 sends the run's gateway listener and
     /// command runner channel on it.
     gateway: OwnedFd,
+    /// Read end of the helper's end pipe (`--end-fd`): what it read of the run's cgroups
+    /// before removing them ([`END_OOM_KILL`]), read once the helper has exited.
+    end: fs::File,
 }
 
 impl Spawned {
@@ -246,6 +341,7 @@ pub fn spawn_helper(
     let (err_r, err_w) = pipe("stderr")?;
     let (st_r, st_w) = pipe("status")?;
     let (life_r, life_w) = pipe("lifeline")?;
+    let (end_r, end_w) = pipe("end")?;
     let (gw_ours, gw_theirs) = fdpass::pair(SockType::SeqPacket)
         .map_err(|e| LaunchError::Io(format!("gateway socket: {e}")))?;
     let mut args = vec![
@@ -255,6 +351,8 @@ pub fn spawn_helper(
         "4",
         "--gateway-fd",
         "5",
+        "--end-fd",
+        "7",
     ];
     if stdio.is_some() {
         args.extend(["--stdio-fd", "6"]);
@@ -272,6 +370,7 @@ pub fn spawn_helper(
         (st_w.as_raw_fd(), 3),
         (life_r.as_raw_fd(), 4),
         (gw_theirs.as_raw_fd(), 5),
+        (end_w.as_raw_fd(), 7),
     ];
     fds.extend(stdio.map(|s| (s.as_raw_fd(), 6)));
     let child = spawn_process(&jail, &args, &fds).map_err(|e| {
@@ -281,7 +380,7 @@ pub fn spawn_helper(
         ))
     })?;
     // The child's ends: only the helper may hold them, or EOFs would never come.
-    drop((in_r, out_w, err_w, st_w, life_r, gw_theirs));
+    drop((in_r, out_w, err_w, st_w, life_r, gw_theirs, end_w));
     let pidfd = pidfd_open(child.id());
     Ok(Spawned {
         child,
@@ -293,6 +392,7 @@ pub fn spawn_helper(
         lifeline: life_w,
         ahead: ahead.cloned(),
         gateway: gw_ours,
+        end: fs::File::from(end_r),
     })
 }
 
@@ -514,6 +614,7 @@ pub async fn supervise(
         lifeline: _lifeline,
         ahead: _,
         gateway,
+        end,
     } = sp;
     let spec_json = match serde_json::to_vec(spec) {
         Ok(j) => j,
@@ -673,13 +774,34 @@ pub async fn supervise(
     };
     let status = waited.map_err(|e| LaunchError::Io(format!("wait for the jail helper: {e}")))?;
     let (exit_code, signal) = exit_of(&status);
+    let oom = OomKills::parse(&read_end(end), MainSide::of(spec));
     Ok(Supervised {
         report,
         exit_code,
         signal,
         ending,
         cleanup_error,
+        oom,
     })
+}
+
+/// Most bytes read from the helper's end pipe.
+const MAX_END: usize = 4096;
+
+/// What the exited helper left in its end pipe. Never waits: the helper wrote before it
+/// exited, and a writer that leaked would otherwise hold the run's end forever.
+fn read_end(end: fs::File) -> String {
+    use std::io::Read;
+    let nonblocking = nix::fcntl::fcntl(
+        end.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK),
+    );
+    if nonblocking.is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    let _ = end.take(MAX_END as u64).read_to_end(&mut buf);
+    String::from_utf8(buf).unwrap_or_default()
 }
 
 /// [`backstop`] on the blocking pool (cgroup files).
@@ -714,6 +836,34 @@ mod tests {
         assert!(c.request_stop("fired"));
         assert!(!c.request_stop("shutdown"));
         assert_eq!(c.stop_reason().as_deref(), Some("fired"));
+    }
+
+    #[test]
+    fn the_end_line_gives_each_sides_oom_kills() {
+        let o = OomKills::parse("OOM_KILL run=3 agent=1 cmd=2\n", MainSide::Agent);
+        assert_eq!((o.run, o.agent, o.command), (Some(3), Some(1), Some(2)));
+        assert_eq!((o.main_side(), o.total()), (Some(1), Some(3)));
+        let o = OomKills::parse("OOM_KILL cmd=2 bogus x=y agent=z\n", MainSide::Command);
+        assert_eq!((o.run, o.agent, o.command), (None, None, Some(2)));
+        assert_eq!((o.main_side(), o.total()), (Some(2), Some(2)));
+        // The side's counter unknown: the run's stands in.
+        let o = OomKills::parse("OOM_KILL run=1", MainSide::Agent);
+        assert_eq!(o.main_side(), Some(1));
+        // Nothing told, or something else: nothing known.
+        for text in ["", "oom_kill 5\n", "OOM_KILLED run=1\n", "\u{0}"] {
+            let o = OomKills::parse(text, MainSide::Whole);
+            assert_eq!((o.main_side(), o.total()), (None, None), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_end_pipe_is_read_without_waiting() {
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        // A writer still open: what is there is read, nothing is waited for.
+        nix::unistd::write(&w, b"OOM_KILL run=1\n").unwrap();
+        assert_eq!(read_end(fs::File::from(r)), "OOM_KILL run=1\n");
+        let (r, _w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        assert_eq!(read_end(fs::File::from(r)), "");
     }
 
     #[test]
