@@ -208,3 +208,28 @@ fn the_jail_reports_the_agent_sides_containment() {
         "{text}"
     );
 }
+
+#[test]
+fn a_fresh_workspace_shows_at_slash_workspace_and_no_state_directory_path() {
+    let h = Host::new(&[("tess", "code")], "");
+    // The state directory's first component that the jail has no reason to show.
+    let state = h.state.to_string_lossy().into_owned();
+    let probe = format!(
+        "import os, sys\n\
+         print(os.getcwd()); print(os.environ['AIRLOCK_WORKSPACE'])\n\
+         print('state-visible' if os.path.lexists({state:?}) else 'state-absent')\n\
+         open('/workspace/made', 'w').write('x')\n"
+    );
+    let o = h
+        .launch("code", "tess", &[], &["/usr/bin/python3", "-c", &probe])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines.get(..3),
+        Some(&["/workspace", "/workspace", "state-absent"][..]),
+        "{out}"
+    );
+}

@@ -122,7 +122,7 @@ fn runner_child(
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid runner", e))?;
     fds::close_all_except(&[status.raw(), notify, channel.as_raw_fd(), ready.as_raw_fd()])?;
     identity::become_instance(spec.uid, spec.gid)?;
-    nix::unistd::chdir(&spec.workspace)
+    nix::unistd::chdir(&spec.jail_workspace())
         .map_err(|e| SandboxError::errno("chdir workspace (runner)", e))?;
     let report = landlock::apply(&helper::command_side_rules(spec))?;
     let envp = env::to_cstrings(&env::build(spec))?;
@@ -138,6 +138,6 @@ fn runner_child(
     Ok(runner::serve(
         channel,
         envp,
-        vec![spec.workspace.clone(), spec.jail_home()],
+        vec![spec.jail_workspace(), spec.jail_home()],
     ))
 }

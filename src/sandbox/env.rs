@@ -18,7 +18,7 @@ pub fn build(spec: &RunSpec) -> Vec<(String, String)> {
         ("LOGNAME".to_string(), spec.instance.clone()),
         (
             "AIRLOCK_WORKSPACE".to_string(),
-            spec.workspace.to_string_lossy().into_owned(),
+            spec.jail_workspace().to_string_lossy().into_owned(),
         ),
         ("AIRLOCK_RUN".to_string(), spec.run_id.clone()),
         ("AIRLOCK_ROLE".to_string(), spec.role.clone()),

@@ -663,7 +663,7 @@ const SCRATCH: &[&str] = &["/tmp", "/dev/shm"];
 /// workspace or the home below it (a `--workspace /tmp/x`), since a Landlock right given
 /// on a folder holds for everything below it and those two are both sides'.
 fn socket_dirs(spec: &RunSpec) -> Vec<PathBuf> {
-    let shared = [spec.workspace.clone(), spec.jail_home()];
+    let shared = [spec.jail_workspace(), spec.jail_home()];
     existing(SCRATCH)
         .into_iter()
         .filter(|d| !shared.iter().any(|s| s.starts_with(d)))
@@ -672,7 +672,7 @@ fn socket_dirs(spec: &RunSpec) -> Vec<PathBuf> {
 
 /// The run's writable places: workspace, home, scratch, a few device nodes.
 fn writable(spec: &RunSpec) -> Vec<PathBuf> {
-    let mut v = vec![spec.workspace.clone(), spec.jail_home()];
+    let mut v = vec![spec.jail_workspace(), spec.jail_home()];
     v.extend(existing(SCRATCH));
     v.extend(existing(&[
         "/dev/null",
@@ -732,7 +732,8 @@ pub fn agent(
     }
     fds::give_pipes(&[1, 2], spec.uid, spec.gid)?;
     identity::become_instance(spec.uid, spec.gid)?;
-    nix::unistd::chdir(&spec.workspace).map_err(|e| SandboxError::errno("chdir workspace", e))?;
+    nix::unistd::chdir(&spec.jail_workspace())
+        .map_err(|e| SandboxError::errno("chdir workspace", e))?;
 
     let rules = match &spec.exec {
         Some(x) => agent_side_rules(spec, x),

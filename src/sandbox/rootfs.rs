@@ -364,7 +364,7 @@ pub fn finish(spec: &RunSpec, src: &Sources) -> Res {
     let home = under(root, &spec.jail_home());
     mkdir_p(&home, "create home mount point")?;
     bind(&fd_path(&src.home), &home, rw, "bind home")?;
-    let ws = under(root, &spec.workspace);
+    let ws = under(root, &spec.jail_workspace());
     mkdir_p(&ws, "create workspace mount point")?;
     bind(&fd_path(&src.workspace), &ws, rw, "bind workspace")?;
     Ok(())
@@ -401,7 +401,7 @@ pub fn side_view(spec: &RunSpec, own_scratch: bool) -> Res {
     }
     // The new ones cover the run's (unreachable from here on), and with them a workspace
     // or home that lies below: those are bound again on top, from handles taken first.
-    let below: Vec<(PathBuf, OwnedFd)> = [spec.workspace.clone(), spec.jail_home()]
+    let below: Vec<(PathBuf, OwnedFd)> = [spec.jail_workspace(), spec.jail_home()]
         .into_iter()
         .filter(|p| SCRATCH_DIRS.iter().any(|d| p.starts_with(d)))
         .map(|p| open_dir_nofollow(&p, "open workspace").map(|fd| (p, fd)))

@@ -19,8 +19,8 @@ pub struct RunSpec {
     /// The instance's persistent home on the host (read-write, mode 0700, owned by uid).
     /// Inside the jail it is mounted at [`RunSpec::jail_home`].
     pub home: PathBuf,
-    /// The run's workspace (read-write, the cwd, `AIRLOCK_WORKSPACE`). Mounted at the same
-    /// path inside the jail so absolute paths recorded in it keep working.
+    /// The run's workspace on the host (read-write, the cwd, `AIRLOCK_WORKSPACE`). Inside
+    /// the jail it is at [`RunSpec::jail_workspace`].
     pub workspace: PathBuf,
     /// Program and arguments. The program is resolved on the jail's trusted PATH.
     pub argv: Vec<String>,
@@ -371,6 +371,9 @@ fn invalid(step: &'static str, why: impl Into<String>) -> SandboxError {
     }
 }
 
+/// Where a run's fresh workspace shows in the jail ([`RunSpec::jail_workspace`]).
+pub const JAIL_WORKSPACE: &str = "/workspace";
+
 impl RunSpec {
     /// The workspace's mount point is created and bound by root (pid 1) inside the jail's
     /// new root, at the workspace's own path. That walk must never pass through a directory
@@ -407,6 +410,23 @@ impl RunSpec {
             }
         }
         Ok(())
+    }
+
+    /// Where the workspace is mounted inside the jail: [`JAIL_WORKSPACE`] for the
+    /// launcher's own fresh per-run workspace (its host path lies in the state directory,
+    /// whose layout the jail must not show, and nothing in it was recorded with a path
+    /// yet); any other workspace at its own path, so absolute paths recorded in it keep
+    /// working.
+    pub fn jail_workspace(&self) -> PathBuf {
+        let fresh = self
+            .hide
+            .iter()
+            .any(|h| self.workspace == h.join("runs").join(&self.run_id).join("workspace"));
+        if fresh {
+            PathBuf::from(JAIL_WORKSPACE)
+        } else {
+            self.workspace.clone()
+        }
     }
 
     /// Where the home is mounted inside the jail.
