@@ -807,7 +807,7 @@ pub fn prepare_in(
         Ok((spec, deadline, upstreams, issued, github, egress)) => Ok(Prepared {
             gateway: GatewayPlan {
                 policy,
-                workspace: spec.workspace.clone(),
+                workspace: spec.jail_workspace(),
                 home: spec.jail_home(),
                 connectors: endpoints.mcp.keys().cloned().collect(),
                 upstreams,
