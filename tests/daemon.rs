@@ -937,6 +937,44 @@ fn hire_and_fire() {
     assert_eq!(c.outcome, ledger::Outcome::Stopped);
 }
 
+/// The shipped smoke role on a host that configures nothing else (no provider, connector,
+/// credential or GitHub App): hired through airlockd, it lists no credential, and a launch
+/// without a command runs its own workflow.sh on the command side, as the instance's uid.
+#[test]
+fn the_smoke_role_is_hired_and_launched_with_nothing_configured() {
+    let mut env = Env::new(Opts {
+        no_journald: true,
+        ..Opts::default()
+    });
+    env.start();
+    let r = env.one(json!({"v":1,"op":"hire","instance":"hi","role":"hello"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["role"], "hello");
+    assert_eq!(r["data"]["credentials"], json!([]), "{r}");
+    let uid = r["data"]["uid"].as_u64().unwrap();
+    let r = env
+        .req(json!({"v":1,"op":"launch","role":"hello","instance":"hi","command":[],"wait":true}));
+    let run = run_id(&r);
+    let out = stdout_of(&r);
+    let e = exited(&r);
+    assert_eq!(
+        (e["exit_code"].as_i64(), e["outcome"].as_str()),
+        (Some(0), Some("exited")),
+        "{e}\n{out}"
+    );
+    assert!(
+        out.starts_with(&format!(
+            "hello from Airlock: run {run}, role hello, instance hi\n"
+        )),
+        "{out}"
+    );
+    assert!(out.contains(&format!("id: uid={uid}(hi) ")), "{out}");
+    assert!(
+        out.contains(" hello.txt\n") && out.ends_with("hello: done\n"),
+        "{out}"
+    );
+}
+
 #[test]
 fn concurrency_cap_refuses_then_frees() {
     let mut env = Env::new(Opts {
