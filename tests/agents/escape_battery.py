@@ -373,6 +373,23 @@ def clone_child(flags):
     return r
 
 
+def foreign_abi(call):
+    """A call through another ABI than the run's own (x32 on x86-64), made in a child
+    process: Airlock's filter answers it ENOSYS, and a stricter filter stacked under the
+    run's (systemd's SystemCallArchitectures=native in airlockd's unit, inherited by every
+    run) kills the caller with SIGSYS. Both are refused; only a call that ran is not."""
+    pid = os.fork()
+    if pid == 0:
+        r = call()
+        os._exit(0 if r < 0 and ctypes.get_errno() == errno.ENOSYS else 1 if r >= 0 else 2)
+    _, st = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGSYS:
+        return "refused"
+    if os.WIFEXITED(st):
+        return {0: "refused", 1: "ok"}.get(os.WEXITSTATUS(st), "another error than ENOSYS")
+    return "child ended by signal %d" % os.WTERMSIG(st)
+
+
 @check("kernel_interfaces")
 def _():
     # Arguments an unprivileged caller could succeed with where there are such, so only
@@ -414,23 +431,6 @@ def _():
     seen["clone3"] = "refused" if sc(435, None, 0) < 0 and ctypes.get_errno() == errno.ENOSYS else "ok"
     seen["x32"] = foreign_abi(lambda: sc(0x40000000 | 39))
     return all(v == "refused" for v in seen.values()), {k: v for k, v in seen.items() if v != "refused"} or "all refused"
-
-
-def foreign_abi(call):
-    """A call through another ABI than the run's own (x32 on x86-64), made in a child
-    process: Airlock's filter answers it ENOSYS, and a stricter filter stacked under the
-    run's (systemd's SystemCallArchitectures=native in airlockd's unit, inherited by every
-    run) kills the caller with SIGSYS. Both are refused; only a call that ran is not."""
-    pid = os.fork()
-    if pid == 0:
-        r = call()
-        os._exit(0 if r < 0 and ctypes.get_errno() == errno.ENOSYS else 1 if r >= 0 else 2)
-    _, st = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGSYS:
-        return "refused"
-    if os.WIFEXITED(st):
-        return {0: "refused", 1: "ok"}.get(os.WEXITSTATUS(st), "another error than ENOSYS")
-    return "child ended by signal %d" % os.WTERMSIG(st)
 
 
 @check("terminal_injection")
