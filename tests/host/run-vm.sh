@@ -89,6 +89,7 @@ run_kernel() {
   cp "$deb" "$share/airlock.deb"
   cp "$here/guest.sh" "$here/suite.sh" "$repo/tests/agents/escape_battery.py" "$share/"
   echo "$k" >"$share/kernel"
+  echo "$accel" >"$share/accel"
   qemu-img create -q -f qcow2 -b "$img/root.raw" -F raw "$out/disk.qcow2"
 
   local serial="$out/serial.log"
