@@ -278,7 +278,6 @@ const MEMORY_HOG: &str = "h = []\nwhile True:\n    b = bytearray(16 << 20)\n    
 /// signal 9: an agent (the agent side's memory) and a workflow's command (the command
 /// side's), each under the run's memory limit.
 #[test]
-#[ignore = "needs airlock-jail to tell the run's oom_kill counters on --end-fd before it removes the cgroups (sandbox/helper.rs)"]
 fn an_oom_killed_run_is_told_as_out_of_memory() {
     let limits =
         "{max_procs: 64, memory_bytes: 268435456, agent_reserve: {memory_bytes: 134217728}}";

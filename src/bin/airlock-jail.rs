@@ -161,9 +161,8 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
     )?;
     let gateway = take_fd(args.gateway, "gateway fd", "--gateway-fd is not an open fd")?;
     let stdio = take_fd(args.stdio, "stdio fd", "--stdio-fd is not an open fd")?;
-    // The run's cgroups are not read at the end yet (see `--end-fd`): closed now, so the
-    // launcher reads end of file and tells the run's end from its exit status alone.
-    drop(take_fd(args.end, "end fd", "--end-fd is not an open fd")?);
+    // Where the run's cgroup counters go before the cgroups are removed (`--end-fd`).
+    let end = take_fd(args.end, "end fd", "--end-fd is not an open fd")?;
     if !nix::unistd::geteuid().is_root() {
         return Err(invalid("start helper", "airlock-jail must run as root"));
     }
@@ -186,6 +185,7 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
             run_id,
             cgroup_parent: args.cgroup_parent.clone(),
         }),
+        end,
     })
 }
 

@@ -71,7 +71,7 @@ fn read_at(dir: &OwnedFd, name: &CStr) -> Option<String> {
 }
 
 /// The value of `key` in a cgroup's flat keyed file (`oom_kill 3`).
-fn keyed(text: &str, key: &str) -> Option<u64> {
+pub(super) fn keyed(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok())?

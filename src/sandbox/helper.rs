@@ -67,6 +67,8 @@ pub struct Launch {
     pub start: Instant,
     /// The run this helper was started for, when its launcher knew it ahead of the spec.
     pub ahead: Option<Ahead>,
+    /// The launcher's end pipe (see `airlock-jail --end-fd`), if it passed one.
+    pub end: Option<OwnedFd>,
 }
 
 /// What a launcher tells a helper it starts ahead of its run: the run's id and the parent
@@ -275,6 +277,10 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
     let result = body();
     drop(guard);
     drop(life_w);
+    // What the run's cgroups counted, told before they go.
+    if let (Some(end), Some(c)) = (launch.end.take(), cgroups.as_ref()) {
+        let _ = nix::unistd::write(&end, c.oom_kill_line().as_bytes());
+    }
     // Backstop: nothing of the run survives pid 1, whatever it did. Pid 1's exit already
     // killed every process of its pid namespace; this also frees the cgroups.
     if let Some(Err(e)) = cgroups.as_ref().map(RunCgroups::kill_and_remove) {

@@ -402,6 +402,51 @@ impl RunCgroups {
         }
     }
 
+    /// The run's OOM kills as the end line for the launcher (`airlock-jail --end-fd`):
+    /// `OOM_KILL run=N agent=N cmd=N`, each counter the kernel keeps (v2 `memory.events`,
+    /// hierarchical; v1 `memory.oom_control`) and only those it could read.
+    pub fn oom_kill_line(&self) -> String {
+        let read = |dir: &Path, file: &str| -> Option<u64> {
+            let text = std::fs::read_to_string(dir.join(file)).ok()?;
+            super::command_cgroup::keyed(&text, "oom_kill")
+        };
+        let mut line = String::from("OOM_KILL");
+        let mut add = |k: &str, n: Option<u64>| {
+            if let Some(n) = n {
+                line.push_str(&format!(" {k}={n}"));
+            }
+        };
+        match (&self.v2, &self.v1_memory) {
+            (Some(v2), _) if self.v2_memory => {
+                add("run", read(v2, "memory.events"));
+                add(
+                    "agent",
+                    read(&v2.join(super::sides::AGENT), "memory.events"),
+                );
+                add(
+                    "cmd",
+                    read(&v2.join(super::sides::COMMAND), "memory.events"),
+                );
+            }
+            (_, Some(v1)) => {
+                // v1 counts a kill in the victim's cgroup alone: the run's is the sum.
+                let f = "memory.oom_control";
+                let (own, agent, cmd) = (
+                    read(v1, f),
+                    read(&v1.join(super::sides::AGENT), f),
+                    read(&v1.join(super::sides::COMMAND), f),
+                );
+                let run = own.map(|o| o + agent.unwrap_or(0) + cmd.unwrap_or(0));
+                add("run", run);
+                add("agent", agent);
+                add("cmd", cmd);
+            }
+            _ => {}
+        }
+        line.push('\n');
+        line
+    }
+
     /// Pid 1's cgroup v2, for [`fork_into`]: the run's, or its leaf there.
     pub fn v2_dir(&self) -> Option<&Path> {
         self.v2_init.as_deref().or(self.v2.as_deref())
