@@ -226,20 +226,30 @@ fn bound_to_a_path(sock: BorrowedFd<'_>) -> bool {
     rc == 0 && len > family && addr.sun_path[0] != 0
 }
 
-/// A pidfd of the thread that made the call (any thread of a process may: a notification
-/// names the thread). PIDFD_THREAD is Linux 6.9 and later; before it, only a process's
-/// main thread has a pidfd (a listen from another thread then fails with ESRCH).
+/// A pidfd through which the caller's descriptors can be taken (any thread of a process
+/// may call: a notification names the thread). PIDFD_THREAD (Linux 6.9) opens the thread
+/// itself; before it only a thread group's leader has a pidfd, so another thread's call is
+/// answered through its leader's, whose descriptor table the thread shares.
 fn thread_pidfd(tid: libc::pid_t) -> Option<OwnedFd> {
     const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
-    for flags in [PIDFD_THREAD, 0] {
+    let open = |pid: libc::pid_t, flags: libc::c_uint| {
         // SAFETY: pidfd_open with integer arguments; the descriptor is owned right away.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, flags) };
-        if fd >= 0 {
-            // SAFETY: just returned by the kernel.
-            return Some(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-        }
-    }
-    None
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) };
+        // SAFETY: just returned by the kernel.
+        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    };
+    open(tid, PIDFD_THREAD)
+        .or_else(|| open(tid, 0))
+        .or_else(|| open(thread_group_of(tid)?, 0))
+}
+
+/// The thread group (process) a thread belongs to, from `/proc/<tid>/status`.
+fn thread_group_of(tid: libc::pid_t) -> Option<libc::pid_t> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// `listen` on `sock` in a child of the helper that is the instance's uid and gid.

@@ -192,8 +192,9 @@ def _():
     paths = ["/run/systemd/journal/socket", "/run/dbus", "/var/run", "/run/airlock",
              "/sys/fs/cgroup", "/root", "/var/lib/airlock"] + A["host_path"]
     seen = [p for p in paths if os.path.lexists(p)]
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
+        # Refused outright on a kernel without Landlock's abstract-unix scoping.
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         s.connect("/run/systemd/journal/socket")
         seen.append("journald connected")
     except OSError:
@@ -482,10 +483,12 @@ def _():
     # The agent side may not make a memfd at all (its pages could be mapped executable by
     # the loader: execve is not needed); on the command side one can be made but never
     # executed (vm.memfd_noexec=2 in the run's pid namespace).
+    # A kernel without vm.memfd_noexec (before 6.3) gets no memfd on either side instead.
     try:
         fd = os.memfd_create("battery", 0)
     except OSError as e:
-        return A["side"] == "agent" and e.errno == errno.EPERM, "memfd_create: " + e.strerror
+        either = A["side"] == "agent" or not os.path.exists("/proc/sys/vm/memfd_noexec")
+        return either and e.errno == errno.EPERM, "memfd_create: " + e.strerror
     if A["side"] == "agent":
         os.close(fd)
         return False, "memfd_create: made one on the agent side"
@@ -502,6 +505,12 @@ def _():
     code = os.waitstatus_to_exitcode(st)
     return code == 100 + errno.EACCES, "exec of a memfd: " + (
         os.strerror(code - 100) if code > 100 else "exit %d" % code)
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI (landlock_create_ruleset with the VERSION flag); 0 without."""
+    r = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return r if r > 0 else 0
 
 
 @check("udp_and_listen")
@@ -529,24 +538,32 @@ def _():
     except OSError as e:
         seen["tcp_listen"] = errno.errorcode.get(e.errno, "?")
     s.close()
-    def unix_listen(key, name):
+    def unix_listen(key, name, abstract):
         u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = "/dev/shm/airlock-battery-%d-%s" % (os.getpid(), name)
         try:
-            u.bind("\0airlock-battery-%d-%s" % (os.getpid(), name))
+            u.bind(("\0" + path) if abstract else path)
             u.listen(1)
             seen[key] = "ok"
         except OSError as e:
             seen[key] = errno.errorcode.get(e.errno, "?")
         u.close()
-    unix_listen("unix_listen", "main")
+        if not abstract and os.path.lexists(path):
+            os.unlink(path)
+    unix_listen("unix_listen", "main", False)
     # From another thread than the main one too (the helper answers for threads alike).
-    t = threading.Thread(target=unix_listen, args=("unix_listen_thread", "thread"))
+    t = threading.Thread(target=unix_listen, args=("unix_listen_thread", "thread", False))
     t.start()
     t.join()
+    # An abstract name may listen only where Landlock scopes it to the side (ABI 6).
+    unix_listen("abstract_listen", "abstract", True)
+    scoped = landlock_abi() >= 6
     held = (seen["udp4"] in ("EPERM", "EPROTONOSUPPORT") and seen["udp6"] in ("EPERM", "EPROTONOSUPPORT")
             and seen["tcp_listen"] == "EPERM" and seen["unix_listen"] == "ok"
-            and seen["unix_listen_thread"] == "ok")
+            and seen["unix_listen_thread"] == "ok"
+            and seen["abstract_listen"] == ("ok" if scoped else "EPERM"))
     return held, seen
+
 
 
 @check("netlink")
