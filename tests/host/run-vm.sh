@@ -21,8 +21,9 @@
 #
 # Environment: AIRLOCK_VM_CACHE (image cache, see image.sh), AIRLOCK_VM_OUT,
 # AIRLOCK_VM_BOOT_TIMEOUT (seconds from power-on or reboot to the suite's start; default
-# 180, TCG 900), AIRLOCK_VM_PHASE_TIMEOUT (seconds per phase of the suite; default 1200,
-# TCG 3600), AIRLOCK_VM_ACCEL (kvm|tcg, to force one).
+# 120, TCG 300), AIRLOCK_VM_PHASE_TIMEOUT (seconds per phase of the suite; default 900,
+# TCG 1500; the guest stops a phase 60 s before, so its results still come back),
+# AIRLOCK_VM_ACCEL (kvm|tcg, to force one).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -64,13 +65,13 @@ if [ -z "$accel" ]; then
 fi
 if [ "$accel" = kvm ]; then
   accel_args=(-accel kvm -cpu host)
-  boot_timeout="${AIRLOCK_VM_BOOT_TIMEOUT:-180}"
-  phase_timeout="${AIRLOCK_VM_PHASE_TIMEOUT:-1200}"
+  boot_timeout="${AIRLOCK_VM_BOOT_TIMEOUT:-120}"
+  phase_timeout="${AIRLOCK_VM_PHASE_TIMEOUT:-900}"
 else
   say "TCG (no hardware-virtualized KVM; slow, longer timeouts)"
   accel_args=(-accel tcg,thread=multi -cpu max)
-  boot_timeout="${AIRLOCK_VM_BOOT_TIMEOUT:-900}"
-  phase_timeout="${AIRLOCK_VM_PHASE_TIMEOUT:-3600}"
+  boot_timeout="${AIRLOCK_VM_BOOT_TIMEOUT:-300}"
+  phase_timeout="${AIRLOCK_VM_PHASE_TIMEOUT:-1500}"
 fi
 
 outroot="${AIRLOCK_VM_OUT:-${CARGO_TARGET_DIR:-$repo/target}/host-vm}"
@@ -90,6 +91,7 @@ run_kernel() {
   cp "$here/guest.sh" "$here/suite.sh" "$repo/tests/agents/escape_battery.py" "$share/"
   echo "$k" >"$share/kernel"
   echo "$accel" >"$share/accel"
+  echo $((phase_timeout - 60)) >"$share/phase-timeout"
   qemu-img create -q -f qcow2 -b "$img/root.raw" -F raw "$out/disk.qcow2"
 
   local serial="$out/serial.log"

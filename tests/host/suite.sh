@@ -234,7 +234,7 @@ budget:
   runs_per_week: 1000
   minutes_per_run: 10
 run:
-  model: stand-in
+  model: claude-sonnet-4-5
   bash:
     - echo
     - id
@@ -477,29 +477,29 @@ phase1() {
   info "airlockctl explain hello" airlockctl explain hello
 
   # ---- Launches through airlockd. ----
-  check "launch: hello's own command through airlockd (--wait; command side)" t_launch_wait hello hello1
+  VERBOSE=1 check "launch: hello's own command through airlockd (--wait; command side)" t_launch_wait hello hello1
   note_run "$OUT"
   check "launch: command side: hello -- /bin/sh -c (not root, /tmp writable)" \
     t_launch_wait hello hello1 -- /bin/sh -c 'id; pwd; echo x >/tmp/x && cat /tmp/x && test "$(id -u)" != 0'
   note_run "$OUT"
-  check "launch: agent side: hostagent -- /usr/bin/python3 -c (not root, no capabilities)" t_agent_identity
+  VERBOSE=1 check "launch: agent side: hostagent -- /usr/bin/python3 -c (not root, no capabilities)" t_agent_identity
   local agent_run
   agent_run="$(run_id "$OUT")"
   note_run "$OUT"
-  check "bash tool: agent -> \$AIRLOCK_GATEWAY/mcp/airlock: id -u runs on the command side, rm -rf is refused" t_bash_tool
+  VERBOSE=1 check "bash tool: agent -> \$AIRLOCK_GATEWAY/mcp/airlock: id -u runs on the command side, rm -rf is refused" t_bash_tool
   local bash_run
   bash_run="$(run_id "$OUT")"
   note_run "$OUT"
 
   # ---- The journal. ----
   if [ -n "$agent_run" ]; then
-    check "journal: journalctl AIRLOCK_RUN=$agent_run has AIRLOCK_ROLE, AIRLOCK_INSTANCE, AIRLOCK_EVENT" \
+    VERBOSE=1 check "journal: journalctl AIRLOCK_RUN=$agent_run has AIRLOCK_ROLE, AIRLOCK_INSTANCE, AIRLOCK_EVENT" \
       t_journal_fields "$agent_run" hostagent agent1
   else
     bad "journal: no agent-side run to read (its launch failed)"
   fi
   if [ -n "$bash_run" ]; then
-    check "journal: the bash tool's calls are tool_call events (allow and deny)" t_tool_calls "$bash_run"
+    VERBOSE=1 check "journal: the bash tool's calls are tool_call events (allow and deny)" t_tool_calls "$bash_run"
   else
     bad "journal: no bash-tool run to read (its launch failed)"
   fi
@@ -522,12 +522,12 @@ time.sleep(600)' >/tmp/live.out 2>&1
   fi
   if [ -n "$live" ] && check "live run: $live launched (detached) and running" t_running "$live"; then
     sleep 3
-    check "ps: airlockctl ps shows $live with CPU and MEM" t_ps "$live"
-    check "top: airlockctl top --once shows $live with CPU and MEM" t_top "$live"
+    VERBOSE=1 check "ps: airlockctl ps shows $live with CPU and MEM" t_ps "$live"
+    VERBOSE=1 check "top: airlockctl top --once shows $live with CPU and MEM" t_top "$live"
     local cg
     cg="/sys/fs/cgroup$(systemctl show -p ControlGroup --value airlockd.service)"
     info "airlockd.service's cgroups" sh -c "find '$cg' -maxdepth 4 -type d | sed 's#^$cg#.#'"
-    check "cgroups: $live's cgroup below airlockd.service's, each side with pids.max and memory.max" \
+    VERBOSE=1 check "cgroups: $live's cgroup below airlockd.service's, each side with pids.max and memory.max" \
       t_run_cgroups "$cg" "$live"
     check "reload: systemctl reload airlockd with $live going (it goes on, status answers)" t_reload "$live"
   fi
@@ -549,7 +549,7 @@ time.sleep(600)' >/tmp/live.out 2>&1
   t=$(ms airlockctl status)
   n=$(airlockctl ps 2>/dev/null | grep -c ' hostcmd ')
   check "fork bomb: airlockd answers status while it runs (${t} ms)" t_answers_fast "$t" "$FAST_MS" "$n"
-  LIMIT=120 check "fork bomb: the run ends at its deadline, nothing of it left" t_waited_run_ended "$bomb" /tmp/bomb.out 90 "bomb: started"
+  LIMIT=120 VERBOSE=1 check "fork bomb: the run ends at its deadline, nothing of it left" t_waited_run_ended "$bomb" /tmp/bomb.out 90 "bomb: started"
   note_run /tmp/bomb.out
   airlockctl launch hostcmd --instance cmd1 --wait -- /usr/bin/python3 -c "$(cat "$share/escape_battery.py")" --memory-hog >/tmp/hog.out 2>&1 &
   hog=$!
@@ -557,7 +557,7 @@ time.sleep(600)' >/tmp/live.out 2>&1
   t=$(ms airlockctl status)
   n=$(airlockctl ps 2>/dev/null | grep -c ' hostcmd ')
   check "memory hog: airlockd answers status while it runs (${t} ms)" t_answers_fast "$t" "$FAST_MS" "$n"
-  LIMIT=200 check "memory hog: the run ends, reported as killed: out of memory" t_waited_run_ended "$hog" /tmp/hog.out 180 "killed: out of memory"
+  LIMIT=200 VERBOSE=1 check "memory hog: the run ends, reported as killed: out of memory" t_waited_run_ended "$hog" /tmp/hog.out 180 "killed: out of memory"
   note_run /tmp/hog.out
   check "memory hog: airlockd still active and answering" sh -c 'systemctl is-active airlockd && airlockctl status'
 
@@ -570,11 +570,11 @@ s.bind(("127.0.0.1", 47123)); s.listen(16); time.sleep(3600)' &
   lpid=$!
   sleep 1
   common=(--host-port 47123 --host-path /var/lib/airlock --host-path /etc/airlock/airlock.yaml --max-procs 256)
-  LIMIT=400 check "escape battery: command side (hostcmd -- python3 escape_battery.py)" \
+  LIMIT=400 VERBOSE=1 check "escape battery: command side (hostcmd -- python3 escape_battery.py)" \
     t_battery command /tmp/battery-cmd.out hostcmd cmd1 "${common[@]}" --daemon "$marker"
   note_run /tmp/battery-cmd.out
   check "escape battery: the command side's daemon did not outlive its run" t_no_daemon "$marker" /tmp/battery-cmd.out
-  LIMIT=400 check "escape battery: agent side (hostagent -- python3 escape_battery.py --side agent)" \
+  LIMIT=400 VERBOSE=1 check "escape battery: agent side (hostagent -- python3 escape_battery.py --side agent)" \
     t_battery agent /tmp/battery-agent.out hostagent agent1 "${common[@]}" --side agent \
     --skip daemon_started --skip setuid_binary
   note_run /tmp/battery-agent.out
@@ -599,7 +599,7 @@ s.bind(("127.0.0.1", 47123)); s.listen(16); time.sleep(3600)' &
   check "standalone: launch --standalone from a service (the suite's cgroup $(cut -d: -f3 /proc/self/cgroup))" \
     airlockctl launch hello --instance hello1 --standalone --wait
   note_run "$OUT"
-  check "standalone: launch --standalone from a login shell (su -l root -c)" t_login_standalone
+  VERBOSE=1 check "standalone: launch --standalone from a login shell (su -l root -c)" t_login_standalone
   note_run "$OUT"
   check "standalone: launch --standalone in a scope of its own (systemd-run --scope)" \
     systemd-run --quiet --scope airlockctl launch hello --instance hello1 --standalone --wait
@@ -635,7 +635,7 @@ phase2() {
   else
     bad "reboot: no run of the first boot to look for (every launch failed)"
   fi
-  check "reboot: a launch after the reboot (hello, --wait)" t_launch_wait hello hello1
+  VERBOSE=1 check "reboot: a launch after the reboot (hello, --wait)" t_launch_wait hello hello1
   check "reboot: airlockctl verify-ledger (after that launch)" airlockctl verify-ledger
   [ "$fails" -eq 0 ] && [ "$(cat "$state/phase1-fails" 2>/dev/null || echo 1)" = 0 ] && exit 0
   exit 1
