@@ -49,5 +49,7 @@ if [ "$rc" -eq 100 ]; then
   systemctl reboot --no-block
   exit 0
 fi
-[ "$rc" -eq 124 ] && echo "FAIL: guest: phase $phase of the suite timed out" | tee -a "$out/checks"
+if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+  echo "FAIL: guest: phase $phase of the suite timed out after $(cat "$share/phase-timeout" 2>/dev/null) s; the last check it finished: $(tail -n 1 "$out/checks" 2>/dev/null)" | tee -a "$out/checks"
+fi
 finish "$rc"

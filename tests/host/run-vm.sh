@@ -29,6 +29,10 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 . "$here/lib.sh"
 
+# All of it in one function, parsed whole before it runs: an edit of this file while a
+# run is going cannot change what the run does next.
+main() {
+
 usage() { echo "usage: tests/host/run-vm.sh DEB [6.1|6.12|both]" >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 deb="$(realpath "$1")"
@@ -91,7 +95,10 @@ run_kernel() {
   cp "$here/guest.sh" "$here/suite.sh" "$repo/tests/agents/escape_battery.py" "$share/"
   echo "$k" >"$share/kernel"
   echo "$accel" >"$share/accel"
-  echo $((phase_timeout - 60)) >"$share/phase-timeout"
+  # The guest ends a phase itself a little before this side gives up on it.
+  local guest_timeout=$((phase_timeout - 60))
+  [ "$guest_timeout" -ge 30 ] || guest_timeout=$((phase_timeout * 3 / 4 + 1))
+  echo "$guest_timeout" >"$share/phase-timeout"
   qemu-img create -q -f qcow2 -b "$img/root.raw" -F raw "$out/disk.qcow2"
 
   local serial="$out/serial.log"
@@ -102,7 +109,7 @@ run_kernel() {
     "${accel_args[@]}" -machine q35 -m 4096 -smp 2 \
     -nic none -display none -monitor none -serial "file:$serial" \
     -kernel "$img/vmlinuz-$k" -initrd "$img/initrd-$k" \
-    -append "root=/dev/vda rw console=ttyS0 quiet" \
+    -append "root=/dev/vda rw console=ttyS0 loglevel=4" \
     -drive "file=$out/disk.qcow2,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
     -virtfs "local,path=$share,mount_tag=ci,security_model=none,id=ci" \
     -device virtio-rng-pci \
@@ -174,8 +181,12 @@ run_kernel() {
   fi
   if [ -n "$status" ]; then
     echo "FAIL: $status" | tee -a "$checks" >&2
-    echo "    last console lines:" >&2
-    tail -n 15 "$out/console.log" | sed 's/^/    /' >&2
+    if [ -s "$out/console.log" ]; then
+      echo "    last console lines:" >&2
+      tail -n 15 "$out/console.log" | sed 's/^/    /' >&2
+    else
+      echo "    (nothing on the console)" >&2
+    fi
     k_fail=$((k_fail + 1))
   elif [ "$(cat "$share/out/result")" != 0 ] && [ "$k_fail" -eq 0 ]; then
     echo "FAIL: kernel $k: the suite exited $(cat "$share/out/result") with no failed check" | tee -a "$checks" >&2
@@ -199,3 +210,7 @@ echo "host-vm: image ${t_image} s ($accel); total $(($(date +%s) - t0)) s"
 for l in "${summary[@]}"; do echo "host-vm: $l"; done
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]
+}
+
+main "$@"
+exit
