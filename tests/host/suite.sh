@@ -94,9 +94,15 @@ export -f instance_procs alive
 
 # ---- Helper programs (python3 is in the image). ----
 # The agent side's MCP client: initialize, then each argument as a bash tool call through
-# $AIRLOCK_GATEWAY/mcp/airlock; prints `BASH {json}` per call.
+# $AIRLOCK_GATEWAY/mcp/airlock; prints `BASH {json}` per call. `--write NAME TEXT` first
+# writes TEXT to NAME in the workspace (both sides see it).
 cat >"$lib/mcp_client.py" <<'EOF'
 import json, os, sys, urllib.request
+args = sys.argv[1:]
+while args[:1] == ["--write"]:
+    with open(args[1], "w") as f:
+        f.write(args[2])
+    args = args[3:]
 url = os.environ["AIRLOCK_GATEWAY"] + "/mcp/airlock"
 session = None
 def post(msg):
@@ -113,9 +119,9 @@ post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},
     "clientInfo": {"name": "host-suite", "version": "1"}}})
 post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-for i, cmd in enumerate(sys.argv[1:]):
+for i, cmd in enumerate(args):
     r = post({"jsonrpc": "2.0", "id": 2 + i, "method": "tools/call",
-              "params": {"name": "bash", "arguments": {"command": cmd}}})
+              "params": {"name": "bash", "arguments": {"command": cmd, "timeout_ms": 300000}}})
     print("BASH " + json.dumps({"command": cmd, "result": r.get("result"), "error": r.get("error")}), flush=True)
 EOF
 # Its verdict: `id -u` ran as the instance, `rm` was refused.
@@ -239,6 +245,7 @@ run:
     - echo
     - id
     - uname
+    - python3 escape_battery.py
   mcp:
     board: {via: airlock}
 EOF
@@ -398,6 +405,27 @@ t_battery() { # SIDE OUT ROLE INSTANCE [ARGS...]
   python3 /tmp/suite/battery_held.py "$out" "$skip" || return 1
   [ "$rc" -eq 0 ] || { echo "launch exit $rc"; return 1; }
 }
+t_battery_bash() { # OUT BATTERY-ARGS...: the battery as a command the agent sends through the bash tool
+  local out="$1" rc
+  shift
+  airlockctl launch hostagent --instance agent1 --wait -- /usr/bin/python3 -c "$(cat /tmp/suite/mcp_client.py)" \
+    --write escape_battery.py "$(cat /mnt/ci/escape_battery.py)" "python3 escape_battery.py $*" >"$out.raw" 2>&1
+  rc=$?
+  grep -v '^BASH ' "$out.raw" | tail -n 5
+  # The tool result's stdout holds the battery's verdicts.
+  python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("BASH "):
+        r = json.loads(l[5:])["result"] or {}
+        sc = r.get("structuredContent") or {}
+        print(sc.get("stdout") or json.dumps(r)[:2000])
+        if sc.get("stderr"):
+            print("stderr:", sc["stderr"][-1000:])
+' "$out.raw" >"$out"
+  python3 /tmp/suite/battery_held.py "$out" || { grep -v '^BATTERY' "$out" | tail -n 5; return 1; }
+  [ "$rc" -eq 0 ] || { echo "launch exit $rc"; return 1; }
+}
 t_no_daemon() { # MARKER OUT
   grep -q '^BATTERY ' "$2" || { echo "the battery did not run, so it left no daemon to look for"; return 1; }
   ! pgrep -af "airlock-battery-$1"
@@ -432,7 +460,7 @@ t_instances() {
   cat /tmp/instances.out
   grep -q '^hello1 ' /tmp/instances.out && grep -q '^agent1 ' /tmp/instances.out && grep -q '^cmd1 ' /tmp/instances.out
 }
-export -f revive t_running t_cgroup2 t_units_active t_launch_wait t_agent_identity t_bash_tool t_journal_fields \
+export -f revive t_running t_battery_bash t_cgroup2 t_units_active t_launch_wait t_agent_identity t_bash_tool t_journal_fields \
   t_tool_calls t_ps t_top t_run_cgroups t_reload t_status_after_restart t_restarted t_live_ended \
   t_answers_fast t_waited_run_ended t_battery t_no_daemon t_watchdog t_login_standalone \
   t_runs_closed t_prev_journal t_instances
@@ -583,6 +611,10 @@ s.bind(("127.0.0.1", 47123)); s.listen(16); time.sleep(3600)' &
     t_battery agent /tmp/battery-agent.out hostagent agent1 "${common[@]}" --side agent \
     --skip daemon_started --skip setuid_binary
   note_run /tmp/battery-agent.out
+  LIMIT=400 VERBOSE=1 check "escape battery: as a command through the bash tool (hostagent's agent -> bash: python3 escape_battery.py)" \
+    t_battery_bash /tmp/battery-bash.out "${common[@]}" --daemon "${marker}b"
+  note_run /tmp/battery-bash.out.raw
+  check "escape battery: the bash tool command's daemon did not outlive its run" t_no_daemon "${marker}b" /tmp/battery-bash.out
   kill "$lpid" 2>/dev/null
 
   # ---- The watchdog: airlockd outlives WatchdogSec (it feeds it), no restart. ----
