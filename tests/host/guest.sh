@@ -37,7 +37,7 @@ fi
 
 # The suite as root, from a login-like environment.
 export HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-cd /root
+cd /root || exit 1
 timeout --kill-after=10 "$(cat "$share/phase-timeout" 2>/dev/null || echo 1400)" \
   bash "$share/suite.sh" "$phase" 2>&1 | tee -a "$out/suite.log"
 rc=${PIPESTATUS[0]}

@@ -103,7 +103,7 @@ run_kernel() {
 
   local serial="$out/serial.log"
   : >"$serial"
-  local start now last_event phase_state boots qpid status=""
+  local start now last_event phase_state qpid status=""
   start=$(date +%s)
   qemu-system-x86_64 \
     "${accel_args[@]}" -machine q35 -m 4096 -smp 2 \

@@ -384,8 +384,7 @@ t_answers_fast() { # MS LIMIT RUNNING: status answered in MS ms (under LIMIT) wh
   airlockctl status >/dev/null
 }
 t_waited_run_ended() { # PID OUT SECONDS WANT: the background launch PID ended (its output OUT holds WANT)
-  local i
-  for i in $(seq 1 "$3"); do
+  for _ in $(seq 1 "$3"); do
     alive "$1" || break
     sleep 1
   done
