@@ -551,6 +551,14 @@ mod tests {
         }
     }
 
+    /// 0 when every (got, wanted) errno pair agrees, else 20 + the first that does not.
+    fn first_wrong(checks: &[(i32, i32)]) -> i32 {
+        checks
+            .iter()
+            .position(|(got, want)| got != want)
+            .map_or(0, |i| 20 + i as i32)
+    }
+
     fn errno_of(rc: libc::c_long) -> i32 {
         if rc < 0 {
             nix::errno::Errno::last_raw()
@@ -594,10 +602,7 @@ mod tests {
                     (errno_of(libc::kill(0, 0).into()), 0),
                 ]
             };
-            match checks.iter().position(|(got, want)| got != want) {
-                Some(i) => 20 + i as i32,
-                None => 0,
-            }
+            first_wrong(&checks)
         });
         assert_eq!(code, 0, "check {} of the guard failed", code - 20);
     }
@@ -636,10 +641,7 @@ mod tests {
                     ),
                 ]
             };
-            match checks.iter().position(|(got, want)| got != want) {
-                Some(i) => 20 + i as i32,
-                None => 0,
-            }
+            first_wrong(&checks)
         });
         assert_eq!(code, 0, "check {} failed", code - 20);
     }
