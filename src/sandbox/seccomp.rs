@@ -155,6 +155,18 @@ impl Fallbacks {
     }
 }
 
+/// A filter that answers EPERM to every call its rules match and lets the rest through.
+fn eperm_program(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram, SandboxError> {
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )
+    .map_err(build_error)?;
+    BpfProgram::try_from(filter).map_err(build_error)
+}
+
 /// The EPERM denials that look at arguments, as BPF.
 pub fn deny_program(f: Fallbacks) -> Result<BpfProgram, SandboxError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
@@ -174,14 +186,7 @@ pub fn deny_program(f: Fallbacks) -> Result<BpfProgram, SandboxError> {
     for &(_, nr, pid, which) in table::SELF_ONLY {
         rules.insert(nr, not_self(pid, which)?);
     }
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        ARCH,
-    )
-    .map_err(build_error)?;
-    BpfProgram::try_from(filter).map_err(build_error)
+    eperm_program(rules)
 }
 
 /// For a command on a kernel without Landlock's signal scoping (before 6.12): a filter that
@@ -240,14 +245,7 @@ fn guard_program(guarded: &[i32]) -> Result<BpfProgram, SandboxError> {
     fcntl.push(eq(1, F_SETOWN_EX)?);
     rules.insert(libc::SYS_fcntl, fcntl);
     rules.insert(libc::SYS_ioctl, vec![eq(1, FIOSETOWN)?, eq(1, SIOCSPGRP)?]);
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        ARCH,
-    )
-    .map_err(build_error)?;
-    BpfProgram::try_from(filter).map_err(build_error)
+    eperm_program(rules)
 }
 
 // Classic BPF opcodes, seccomp_data offsets and return values from <linux/filter.h>,
