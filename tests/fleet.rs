@@ -227,6 +227,11 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A fleet handle opened by a test directly queues no fire (nothing there to replay).
+fn no_pending() -> airlock::store::pending::Pending {
+    airlock::store::pending::Pending::new(Path::new("/nonexistent/airlock-fleet-test"))
+}
+
 /// The exit frame of a `--wait` launch answer, or the refusal.
 fn outcome(r: &[Value]) -> Result<i64, String> {
     if let Some(e) = r.first().filter(|l| l["ok"] == false) {
@@ -473,9 +478,14 @@ fn the_admission_statement_never_over_admits() {
                 password_credential: None,
             };
             fleets.push(std::sync::Arc::new(
-                Fleet::open(&conf, None, tokio::sync::mpsc::unbounded_channel().0)
-                    .await
-                    .unwrap(),
+                Fleet::open(
+                    &conf,
+                    None,
+                    tokio::sync::mpsc::unbounded_channel().0,
+                    no_pending(),
+                )
+                .await
+                .unwrap(),
             ));
         }
         let now = 1_900_000_000_000u64;
@@ -507,11 +517,16 @@ fn the_admission_statement_never_over_admits() {
             host_id: "h5".into(),
             password_credential: None,
         };
-        Fleet::open(&conf, None, tokio::sync::mpsc::unbounded_channel().0)
-            .await
-            .unwrap()
-            .admit("tess", "late", Some(7), later)
-            .await
+        Fleet::open(
+            &conf,
+            None,
+            tokio::sync::mpsc::unbounded_channel().0,
+            no_pending(),
+        )
+        .await
+        .unwrap()
+        .admit("tess", "late", Some(7), later)
+        .await
     });
     assert_eq!(again, Ok(()));
     assert_eq!(
@@ -551,6 +566,7 @@ fn a_fire_on_one_host_stops_the_run_on_the_other() {
     let fired_at = Instant::now();
     let r = a.one(json!({"v":1,"op":"fire","instance":"tess"}));
     assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["fleet"], "recorded", "{r}");
     let replied = fired_at.elapsed();
     // B logs the fire once its runs of the instance are told to stop and their leases
     // are revoked: that is within a second (notified, not polled).
@@ -806,6 +822,7 @@ fn bench_admission() {
                 &conf,
                 None,
                 tokio::sync::mpsc::unbounded_channel().0,
+                no_pending(),
             ))
             .unwrap(),
         )
@@ -921,4 +938,98 @@ fn bench_admission() {
         "BENCH launch, file store, 2 hosts at once: {}",
         timed(&[&fb, &fc], "tess")
     );
+}
+
+/// `airlockctl ARGS` against `n`: exit code, stdout and stderr.
+fn ctl(n: &Node, args: &[&str]) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&n.cfg)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// The fires the store has, by instance.
+fn store_fires(pg: &Postgres) -> String {
+    pg.psql("SELECT coalesce(string_agg(instance, ',' ORDER BY instance), '') FROM airlock_fires")
+}
+
+fn pending_fires(n: &Node) -> Vec<Value> {
+    let s = n.one(json!({"v":1,"op":"status"}));
+    s["data"]["fleet"]["pending_fires"]
+        .as_array()
+        .unwrap_or_else(|| panic!("status has no fleet.pending_fires: {s}"))
+        .clone()
+}
+
+#[test]
+fn a_fire_while_the_store_is_away_is_queued_said_so_and_reaches_the_fleet_later() {
+    let mut pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    a.start();
+    b.start();
+    // Replayed on reconnect: B's run of tess stops once the store is back.
+    let run = long_run(&b, "tess");
+    pg.stop();
+    let (code, out) = ctl(&a, &["fire", "tess"]);
+    assert_eq!(code, 4, "fire with the store away: {out}");
+    assert!(
+        out.contains("fired here; the fleet will be told when the store is back"),
+        "{out}"
+    );
+    assert_eq!(pending_fires(&a), vec![json!("tess")]);
+    let (code, out) = ctl(&a, &["status"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("pending fleet writes") && out.contains("tess"),
+        "{out}"
+    );
+    let back = Instant::now();
+    pg.restart();
+    let told = poll(20, || (store_fires(&pg) == "tess").then_some(()));
+    assert!(
+        told.is_some(),
+        "the queued fire never reached the store:\n{}",
+        a.stderr()
+    );
+    let (out, ended) = run.join().unwrap();
+    eprintln!(
+        "queued fire: B's run ended {:?} after the store came back",
+        ended.duration_since(back)
+    );
+    assert!(out.is_ok(), "{out:?}");
+    assert!(ended.duration_since(back) < Duration::from_secs(20));
+    assert!(poll(10, || pending_fires(&a).is_empty().then_some(())).is_some());
+    let m = outcome(&b.launch("tess", &["/bin/true"])).unwrap_err();
+    assert!(m.contains("fired"), "{m}");
+    // Replayed at start: fired while the store is away, then airlockd stops before it is
+    // back; its next start sends the fire before it serves anything.
+    let run = long_run(&b, "max");
+    pg.stop();
+    let (code, out) = ctl(&a, &["fire", "max"]);
+    assert_eq!(code, 4, "{out}");
+    drop(a.child.take().map(|mut c| {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        c.wait()
+    }));
+    pg.restart();
+    a.start();
+    assert_eq!(store_fires(&pg), "max,tess", "{}", a.stderr());
+    let (out, _) = run.join().unwrap();
+    assert!(out.is_ok(), "{out:?}");
+    assert!(pending_fires(&a).is_empty());
 }

@@ -85,7 +85,32 @@ pub fn fire(ctx: &Ctx, name: &str) -> i32 {
                     clean(e)
                 ));
             }
-            remote::confirm(ctx, &data, &msg)
+            // Said plainly when the other hosts do not know yet, with an exit code of its own.
+            match data.get("fleet").and_then(|f| f.as_str()) {
+                Some("pending") => {
+                    msg = format!(
+                        "fired here; the fleet will be told when the store is back ({msg})"
+                    );
+                    let code = remote::confirm(ctx, &data, &msg);
+                    if code == output::OK {
+                        output::FLEET_PENDING
+                    } else {
+                        code
+                    }
+                }
+                Some("lost") => {
+                    let why = data
+                        .get("fleet_error")
+                        .and_then(|e| e.as_str())
+                        .unwrap_or("");
+                    eprintln!(
+                        "airlockctl: fired here only: the fleet store does not have it and it could not be queued ({}); fire it again once the store is back",
+                        clean(why)
+                    );
+                    output::ERROR
+                }
+                _ => remote::confirm(ctx, &data, &msg),
+            }
         }
         Err(code) => code,
     }

@@ -46,6 +46,8 @@ pub const OK: i32 = 0;
 pub const NO: i32 = 1;
 /// Usage or I/O error.
 pub const ERROR: i32 = 2;
+/// Done on this host, not yet in the fleet store (queued; sent once the store is back).
+pub const FLEET_PENDING: i32 = 4;
 
 /// Print a JSON value on stdout, one document.
 pub fn json(value: &serde_json::Value) -> i32 {

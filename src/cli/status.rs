@@ -30,7 +30,7 @@ pub fn status(ctx: &Ctx) -> i32 {
     if ctx.json {
         return output::json(&data);
     }
-    let pairs = [
+    let mut pairs = vec![
         ("airlockd", clean(&s.version)),
         ("pid", s.pid.to_string()),
         (
@@ -45,6 +45,23 @@ pub fn status(ctx: &Ctx) -> i32 {
         ("loaded", format!("{} UTC", table::utc(s.loaded_at))),
         ("ledger records", s.ledger_records.to_string()),
     ];
+    if let Some(f) = &s.fleet {
+        pairs.push(("fleet host", clean(&f.host_id)));
+        let fires = if f.pending_fires.is_empty() {
+            "none".to_string()
+        } else {
+            let names: Vec<String> = f.pending_fires.iter().map(|n| clean(n)).collect();
+            format!(
+                "fire of {} (the other hosts do not know yet)",
+                names.join(", ")
+            )
+        };
+        pairs.push(("pending fleet writes", fires));
+        pairs.push((
+            "ledger not yet mirrored",
+            format!("{} record(s)", f.unmirrored_records),
+        ));
+    }
     out!("{}", table::render_pairs(&pairs));
     output::OK
 }

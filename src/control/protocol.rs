@@ -480,6 +480,20 @@ pub struct StatusInfo {
     /// Unix milliseconds of the last successful (re)load of roles, policies and config.
     pub loaded_at: u64,
     pub ledger_records: u64,
+    /// With a fleet store: what this host wrote that the store does not have yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetStatus>,
+}
+
+/// `status` of a host of a fleet: its writes the fleet store does not have yet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetStatus {
+    pub host_id: String,
+    /// Instances fired here whose fire the store does not have yet (queued in this host's
+    /// state, sent once the store is back).
+    pub pending_fires: Vec<String>,
+    /// Ledger records of this host not yet in the store's mirror.
+    pub unmirrored_records: u64,
 }
 
 /// A `launch` with `wait: true` answers with a stream of frames (`data`), one per line:

@@ -2,7 +2,8 @@
 //! the shared database besides this host's files. Called from blocking tasks.
 
 use super::Daemon;
-use crate::control::protocol::{ErrorCode, Response};
+use crate::control::protocol::{ErrorCode, FleetStatus, Response};
+use crate::store::pending::{Pending, PendingFire};
 use crate::store::StoreError;
 use crate::supervisor::instances::{self, InstanceError};
 
@@ -77,13 +78,79 @@ pub fn hire(
     instances::hire_with(cfg, name, role, now_ms, Some(&alloc))
 }
 
-/// Record a fire in the fleet's registry (the local record is made first, by the caller).
-/// `Err` says why the fleet does not know of it yet.
-pub fn fire(d: &Daemon, name: &str, by_uid: u32, now_ms: u64) -> Result<(), String> {
-    let Some(f) = &d.fleet else { return Ok(()) };
-    f.block(f.fire(name, by_uid, now_ms))
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+/// Where a fire made here stands in the fleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FleetFire {
+    /// No fleet store: this host is all there is.
+    Alone,
+    /// The store has it; every host was told.
+    Recorded,
+    /// The store is away: queued in this host's state, sent once it is back.
+    Pending(String),
+    /// Neither in the store nor queued here (both failed): fire again.
+    Lost(String),
+}
+
+impl FleetFire {
+    /// The reply's `fleet` field.
+    pub fn word(&self) -> &'static str {
+        match self {
+            FleetFire::Alone => "none",
+            FleetFire::Recorded => "recorded",
+            FleetFire::Pending(_) => "pending",
+            FleetFire::Lost(_) => "lost",
+        }
+    }
+}
+
+/// Queue a fire for the fleet, durably, before the fire is answered (the caller holds the
+/// ledger lock and has recorded the fire here). `None` without a store.
+pub fn queue_fire(
+    d: &Daemon,
+    state_dir: &std::path::Path,
+    f: &PendingFire,
+) -> Option<Result<(), String>> {
+    d.fleet.as_ref()?;
+    Some(Pending::new(state_dir).add(f))
+}
+
+/// Send a fire to the fleet store (never under a lock: the wait is the store's) and say
+/// where it stands; a queued one the store now has leaves the queue.
+pub fn tell_fleet(
+    d: &Daemon,
+    state_dir: &std::path::Path,
+    f: &PendingFire,
+    queued: Option<Result<(), String>>,
+) -> FleetFire {
+    let Some(fleet) = &d.fleet else {
+        return FleetFire::Alone;
+    };
+    match (fleet.block(fleet.fire(f)), queued) {
+        (Ok(_), _) => {
+            // Left queued, it is only sent once more (the store keeps the first).
+            let _ = Pending::new(state_dir).remove(&f.instance);
+            FleetFire::Recorded
+        }
+        (Err(e), Some(Ok(()))) => FleetFire::Pending(e.to_string()),
+        (Err(e), Some(Err(q))) => {
+            FleetFire::Lost(format!("{e}; and it could not be queued here: {q}"))
+        }
+        (Err(e), None) => FleetFire::Lost(e.to_string()),
+    }
+}
+
+/// `status`: this host's writes the fleet store does not have yet. Read without a lock
+/// or a store call, so it answers whatever the store is doing.
+pub fn status(d: &Daemon, state_dir: &std::path::Path) -> Option<FleetStatus> {
+    use std::sync::atomic::Ordering;
+    let f = d.fleet.as_ref()?;
+    Some(FleetStatus {
+        host_id: f.host_id().to_string(),
+        pending_fires: Pending::new(state_dir).names(),
+        unmirrored_records: d
+            .ledger_len()
+            .saturating_sub(d.mirrored.load(Ordering::SeqCst)),
+    })
 }
 
 /// A fire recorded by another host (its notification, or found on a heartbeat): recorded
@@ -178,7 +245,11 @@ pub async fn mirror_ledger(d: std::sync::Arc<Daemon>) {
         };
         for chunk in rows.chunks(MIRROR_BATCH) {
             match f.mirror(chunk).await {
-                Ok(()) => upto = chunk.last().map(|r| r.0),
+                Ok(()) => {
+                    upto = chunk.last().map(|r| r.0);
+                    d.mirrored
+                        .store(upto.unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
+                }
                 Err(_) => {
                     // Away: asked again (and caught up) once it answers.
                     upto = None;

@@ -49,6 +49,12 @@ pub struct Daemon {
     set: RwLock<Arc<LoadedSet>>,
     reload_lock: Mutex<()>,
     pub ledger: Mutex<Ledger>,
+    /// The ledger's record count, read without its lock ([`Ledger::counter`]): an async
+    /// task must never wait on a lock a blocking thread holds across a store call.
+    ledger_count: Arc<std::sync::atomic::AtomicU64>,
+    /// The last record of this host's ledger the fleet store is known to hold (the mirror
+    /// writer's position; 0 before it has asked).
+    pub mirrored: std::sync::atomic::AtomicU64,
     pub ledger_path: PathBuf,
     pub journal_dir: PathBuf,
     pub active: Mutex<BTreeMap<String, Arc<ActiveRun>>>,
@@ -125,7 +131,7 @@ impl Daemon {
     }
 
     pub fn ledger_len(&self) -> u64 {
-        self.ledger.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.ledger_count.load(Ordering::SeqCst)
     }
 
     /// Fill the pool of workspace images again, on the blocking pool, for the size the
@@ -364,6 +370,8 @@ pub fn main(config_path: &Path) -> i32 {
         config_path: config_path.to_path_buf(),
         set: RwLock::new(Arc::new(set)),
         reload_lock: Mutex::new(()),
+        ledger_count: ledger.counter(),
+        mirrored: std::sync::atomic::AtomicU64::new(0),
         ledger: Mutex::new(ledger),
         ledger_path,
         journal_dir,
@@ -413,7 +421,13 @@ fn open_fleet(
             Some(crate::credentials::read(n, src)?)
         }
     };
-    runtime.block_on(crate::store::Fleet::open(conf, password.as_ref(), fires))
+    let pending = crate::store::pending::Pending::new(&cfg.state_dir);
+    runtime.block_on(crate::store::Fleet::open(
+        conf,
+        password.as_ref(),
+        fires,
+        pending,
+    ))
 }
 
 async fn main_loop(

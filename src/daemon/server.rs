@@ -304,6 +304,7 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                 roles: set.catalog.len(),
                 loaded_at: set.loaded_at,
                 ledger_records: d.ledger_len(),
+                fleet: super::fleet::status(d, &set.config.state_dir),
             };
             ok(serde_json::to_value(info).unwrap_or_default())
         }
@@ -403,18 +404,17 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
             // instance not fired included) until its run is in the active table: no launch
             // can slip between the fire and the stop. The fire is recorded first, so a crash
             // from here on still ends in every lease revoked (airlockd's start sweeps them).
+            let order = crate::store::pending::PendingFire {
+                instance: instance.clone(),
+                by_uid: peer_uid,
+                at_ms: ledger::now_ms(),
+            };
             let fired = {
                 let mut ledger = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
-                instances::fire(&set.config, &instance, ledger::now_ms()).map(|_| {
-                    // The fleet learns of it next; a store away now is said in the log,
-                    // and the local record already refuses every launch here.
-                    if let Err(e) = super::fleet::fire(d, &instance, peer_uid, ledger::now_ms()) {
-                        d.events.log(
-                            EventKind::InstanceFired,
-                            &format!("instance `{instance}`: the fire is not in the fleet store yet: {e}"),
-                            &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
-                        );
-                    }
+                instances::fire(&set.config, &instance, order.at_ms).map(|_| {
+                    // Queued for the fleet before anything is answered, so it survives a
+                    // store that is away and a crash; sent below, outside the lock.
+                    let queued = super::fleet::queue_fire(d, &set.config.state_dir, &order);
                     // Tokens stop working at once, before the runs have even stopped.
                     runs::revoke_live_instance(d, &instance);
                     let n = runs::stop_instance(d, &instance, "the instance was fired");
@@ -424,11 +424,23 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                     (
                         n,
                         lease_records::revoke_instance(&store, &mut append, &instance, &why),
+                        queued,
                     )
                 })
             };
+            let fired = fired.map(|(n, revoked, queued)| {
+                let fleet = super::fleet::tell_fleet(d, &set.config.state_dir, &order, queued);
+                if let super::fleet::FleetFire::Pending(e) | super::fleet::FleetFire::Lost(e) = &fleet {
+                    d.events.log(
+                        EventKind::InstanceFired,
+                        &format!("instance `{instance}`: the fire is not in the fleet store yet ({}): {e}", fleet.word()),
+                        &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
+                    );
+                }
+                (n, revoked, fleet)
+            });
             match fired {
-                Ok((n, revoked)) => {
+                Ok((n, revoked, fleet)) => {
                     let (revoked, pending, error) = match revoked {
                         Ok(r) => (r.revoked, r.pending, None),
                         Err(e) => (Vec::new(), Vec::new(), Some(e)),
@@ -459,6 +471,12 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                     });
                     if let Some(e) = error {
                         reply["revocation_error"] = e.into();
+                    }
+                    reply["fleet"] = fleet.word().into();
+                    if let super::fleet::FleetFire::Pending(e) | super::fleet::FleetFire::Lost(e) =
+                        fleet
+                    {
+                        reply["fleet_error"] = e.into();
                     }
                     ok(reply)
                 }

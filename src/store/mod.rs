@@ -7,6 +7,7 @@
 //! live (a host lease). Per host: the ledger, journals, homes, leases of credentials.
 
 pub mod conf;
+pub mod pending;
 pub mod pg;
 pub mod schema;
 

@@ -11,6 +11,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 use super::conf::StoreConf;
+use super::pending::{Pending, PendingFire};
 use super::schema;
 use crate::credentials::Secret;
 
@@ -80,6 +81,43 @@ fn pg_config(
 /// practical concern).
 const LEASE_SQL: &str = "SELECT pg_try_advisory_lock(hashtextextended('airlock host ' || $1, 0))";
 
+/// A fire in one statement (so all of it or none): the fire's row, the registry's mark,
+/// and the notification to every host ([`FIRE_CHANNEL`], delivered at commit), the last
+/// only when the fire is new.
+const FIRE_SQL: &str = "
+WITH f AS (
+    INSERT INTO airlock_fires (instance, fired_on, fired_by_uid, fired_at_ms)
+    VALUES ($1, $2, $3, $4) ON CONFLICT (instance) DO NOTHING
+    RETURNING instance
+), i AS (
+    UPDATE airlock_instances SET fired = true, fired_on = $2, fired_by_uid = $3, fired_at_ms = $4
+     WHERE name = $1 AND NOT fired
+)
+SELECT pg_notify($5, instance) FROM f";
+
+/// Record `f` (made on `host_id`) in the fleet store: `Ok(true)` a new fire, `Ok(false)`
+/// the fleet had it fired already.
+async fn record_fire(
+    c: &tokio_postgres::Client,
+    host_id: &str,
+    f: &PendingFire,
+) -> Result<bool, tokio_postgres::Error> {
+    let at = i64::try_from(f.at_ms).unwrap_or(i64::MAX);
+    let rows = c
+        .query(
+            FIRE_SQL,
+            &[
+                &f.instance,
+                &host_id,
+                &i64::from(f.by_uid),
+                &at,
+                &FIRE_CHANNEL,
+            ],
+        )
+        .await?;
+    Ok(!rows.is_empty())
+}
+
 const ADMIT_SQL: &str = "
 WITH a AS (
     UPDATE airlock_admissions
@@ -100,6 +138,7 @@ impl Fleet {
         conf: &StoreConf,
         password: Option<&Secret>,
         fires: Fires,
+        pending: Pending,
     ) -> Result<Fleet, String> {
         let name = conf.describe();
         let cfg = pg_config(conf, password)?;
@@ -124,25 +163,21 @@ impl Fleet {
             Ok(c) => c,
             Err(e) => return Err(format!("{name}: {e}")),
         };
-        // Fires before this start are in the registry already (admission refuses them).
-        let last_fire: i64 = client
-            .query_one(
-                "SELECT coalesce(max(seq), 0)::bigint FROM airlock_fires",
-                &[],
-            )
-            .await
-            .map_err(|e| format!("{name}: {e}"))?
-            .get(0);
-        lease.store(true, Ordering::SeqCst);
-        tokio::spawn(keep_lease(
-            cfg,
-            conf.host_id.clone(),
-            name.clone(),
-            client,
-            lease.clone(),
+        // Before this host admits anything: its fires made while the store was away reach
+        // the fleet, and every fire of the fleet is passed on (those made while this host
+        // was down included; each is recorded here and stops nothing that is not running).
+        let mut keeper = Keeper {
+            host_id: conf.host_id.clone(),
+            pending,
             fires,
-            last_fire,
-        ));
+            last_fire: 0,
+        };
+        tokio::time::timeout(TIMEOUT, keeper.sync(&client))
+            .await
+            .map_err(|_| format!("{name}: no answer while reading the fleet's fires"))?
+            .map_err(|e| format!("{name}: {e}"))?;
+        lease.store(true, Ordering::SeqCst);
+        tokio::spawn(keep_lease(cfg, name.clone(), client, lease.clone(), keeper));
         Ok(Fleet {
             pool,
             host_id: conf.host_id.clone(),
@@ -296,33 +331,14 @@ impl Fleet {
         .await
     }
 
-    /// Record a fire fleet-wide, then tell every host ([`FIRE_CHANNEL`], delivered at
-    /// commit): each stops its runs of the instance. `Ok(false)`: the fleet had it fired.
-    pub async fn fire(&self, name: &str, by_uid: u32, now_ms: u64) -> Result<bool, StoreError> {
+    /// Record a fire fleet-wide and tell every host ([`record_fire`]). `Ok(false)`: the
+    /// fleet had it fired.
+    pub async fn fire(&self, f: &PendingFire) -> Result<bool, StoreError> {
         self.bounded(async {
-            let mut c = self.client().await?;
-            let tx = c.transaction().await.map_err(|e| self.down(e))?;
-            let at = i64::try_from(now_ms).unwrap_or(i64::MAX);
-            let n = tx
-                .execute(
-                    "INSERT INTO airlock_fires (instance, fired_on, fired_by_uid, fired_at_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (instance) DO NOTHING",
-                    &[&name, &self.host_id, &i64::from(by_uid), &at],
-                )
+            let c = self.client().await?;
+            record_fire(&c, &self.host_id, f)
                 .await
-                .map_err(|e| self.down(e))?;
-            tx.execute(
-                "UPDATE airlock_instances SET fired = true, fired_on = $2, fired_by_uid = $3, fired_at_ms = $4 WHERE name = $1 AND NOT fired",
-                &[&name, &self.host_id, &i64::from(by_uid), &at],
-            )
-            .await
-            .map_err(|e| self.down(e))?;
-            if n > 0 {
-                tx.execute("SELECT pg_notify($1, $2)", &[&FIRE_CHANNEL, &name])
-                    .await
-                    .map_err(|e| self.down(e))?;
-            }
-            tx.commit().await.map_err(|e| self.down(e))?;
-            Ok(n > 0)
+                .map_err(|e| self.down(e))
         })
         .await
     }
@@ -542,54 +558,85 @@ async fn take_lease(
 /// daemon stops its runs of each. A name may come more than once.
 pub type Fires = tokio::sync::mpsc::UnboundedSender<String>;
 
-/// Every [`HEARTBEAT`]: renew `seen_at` and pass on fires recorded since the last one seen
-/// (one whose notification was missed is found here). When the lease connection is lost,
-/// say so, refuse (through `held`) until it is taken again, and try again each beat.
+/// What the host lease's connection does on every [`HEARTBEAT`], and once at start and
+/// after every reconnect before launches resume.
+struct Keeper {
+    host_id: String,
+    pending: Pending,
+    fires: Fires,
+    /// The newest fire passed on (`airlock_fires.seq`).
+    last_fire: i64,
+}
+
+impl Keeper {
+    /// Renew `seen_at`, send this host's pending fires to the store (each removed from the
+    /// queue once the store has it), and pass on every fire recorded since the last one
+    /// seen (one whose notification was missed is found here).
+    async fn sync(&mut self, c: &tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
+        c.execute(
+            "UPDATE airlock_hosts SET seen_at = now() WHERE host_id = $1",
+            &[&self.host_id],
+        )
+        .await?;
+        for f in self.pending.list().into_iter().flatten() {
+            record_fire(c, &self.host_id, &f).await?;
+            if let Err(e) = self.pending.remove(&f.instance) {
+                // Sent again next beat: the store keeps the first (ON CONFLICT DO NOTHING).
+                eprintln!(
+                    "airlockd: the fire of `{}` is in the fleet store, but {e}",
+                    f.instance
+                );
+            }
+        }
+        let rows = c
+            .query(
+                "SELECT seq, instance FROM airlock_fires WHERE seq > $1 ORDER BY seq",
+                &[&self.last_fire],
+            )
+            .await?;
+        for r in rows {
+            self.last_fire = self.last_fire.max(r.get::<_, i64>(0));
+            let _ = self.fires.send(r.get::<_, String>(1));
+        }
+        Ok(())
+    }
+}
+
+/// Every [`HEARTBEAT`]: [`Keeper::sync`]. When the lease connection is lost, say so, refuse
+/// (through `held`) until it is taken again and synced, and try again each beat.
 async fn keep_lease(
     cfg: tokio_postgres::Config,
-    host_id: String,
     name: String,
     client: tokio_postgres::Client,
     held: Arc<AtomicBool>,
-    fires: Fires,
-    mut last_fire: i64,
+    mut keeper: Keeper,
 ) {
     let mut client = Some(client);
     let mut tick = tokio::time::interval(HEARTBEAT);
     loop {
         tick.tick().await;
         if let Some(c) = &client {
-            let beat = tokio::time::timeout(TIMEOUT, async {
-                c.execute(
-                    "UPDATE airlock_hosts SET seen_at = now() WHERE host_id = $1",
-                    &[&host_id],
-                )
-                .await?;
-                c.query(
-                    "SELECT seq, instance FROM airlock_fires WHERE seq > $1 ORDER BY seq",
-                    &[&last_fire],
-                )
-                .await
-            })
-            .await;
-            if let Ok(Ok(rows)) = &beat {
-                for r in rows {
-                    last_fire = last_fire.max(r.get::<_, i64>(0));
-                    let _ = fires.send(r.get::<_, String>(1));
-                }
-            }
-            if matches!(beat, Ok(Ok(_))) && !c.is_closed() {
+            let beat = tokio::time::timeout(TIMEOUT, keeper.sync(c)).await;
+            if matches!(beat, Ok(Ok(()))) && !c.is_closed() {
                 continue;
             }
             held.store(false, Ordering::SeqCst);
             client = None;
             eprintln!("airlockd: {name}: lost the host lease connection; refusing new launches and hires until it is back");
         }
-        if let Ok(c) = take_lease(&cfg, &host_id, &fires).await {
-            client = Some(c);
-            held.store(true, Ordering::SeqCst);
-            eprintln!("airlockd: {name}: host lease taken again; launches and hires resume");
+        let Ok(c) = take_lease(&cfg, &keeper.host_id, &keeper.fires).await else {
+            continue;
+        };
+        // Launches resume only once the fires made or missed meanwhile are through.
+        if !matches!(
+            tokio::time::timeout(TIMEOUT, keeper.sync(&c)).await,
+            Ok(Ok(()))
+        ) {
+            continue;
         }
+        client = Some(c);
+        held.store(true, Ordering::SeqCst);
+        eprintln!("airlockd: {name}: host lease taken again; launches and hires resume");
     }
 }
 

@@ -23,6 +23,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
@@ -559,6 +561,9 @@ pub struct Ledger {
     /// Start times of every opened run, by instance: the weekly budget is checked on each
     /// launch, and re-reading the whole ledger for it would grow with its history.
     starts: BTreeMap<String, Vec<u64>>,
+    /// The record count, for readers that must not wait on the ledger's lock (the fleet
+    /// mirror's async task, `status`).
+    count: Arc<AtomicU64>,
 }
 
 impl Ledger {
@@ -598,6 +603,7 @@ impl Ledger {
             len: keep as u64,
             torn_bytes,
             poisoned: false,
+            count: Arc::new(AtomicU64::new(chain.next_seq - 1)),
             starts,
         };
         Ok((ledger, unclosed(&records)))
@@ -657,6 +663,7 @@ impl Ledger {
             torn_bytes,
             poisoned: false,
             starts,
+            count: Arc::new(AtomicU64::new(next_seq - 1)),
         })
     }
 
@@ -684,6 +691,11 @@ impl Ledger {
 
     pub fn is_empty(&self) -> bool {
         self.next_seq == 1
+    }
+
+    /// [`Ledger::len`] as a value read without this ledger's lock, kept current by appends.
+    pub fn counter(&self) -> Arc<AtomicU64> {
+        self.count.clone()
     }
 
     /// Append one record and make it durable before returning it.
@@ -745,6 +757,7 @@ impl Ledger {
         self.len += bytes.len() as u64;
         self.next_seq = check.next_seq;
         self.last_hash = check.last_hash;
+        self.count.store(self.next_seq - 1, Ordering::SeqCst);
         for r in &sealed {
             if let LedgerEvent::RunOpened(o) = &r.event {
                 let v = self.starts.entry(o.instance.clone()).or_default();
