@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Install the tools CI's packaging and dependency checks need: lintian and man-db (Debian),
-# cargo-deb, cargo-deny and cargo-audit (crates.io, built with `cargo install --locked` at
-# pinned versions, since neither Debian nor any reachable registry ships them prebuilt).
+# Install the tools CI's packaging, dependency and manual checks need: lintian and man-db
+# (Debian), cargo-deb, cargo-deny, cargo-audit, mdbook and mdbook-linkcheck (crates.io, built
+# with `cargo install --locked` at pinned versions, since neither Debian nor any reachable
+# registry ships them prebuilt). mdbook stays on 0.4: mdbook-linkcheck speaks its renderer
+# interface, not 0.5's.
 # Idempotent and quick when everything is there: a tool already at its pinned version is
-# left alone. The first run on a fresh machine compiles the three cargo tools (minutes).
+# left alone. The first run on a fresh machine compiles the cargo tools (minutes).
 #
 #   scripts/install-tools.sh [--fuzz]    --fuzz also installs cargo-fuzz (not needed by CI)
 set -euo pipefail
@@ -29,15 +31,20 @@ pins=(
   "cargo-deb 3.8.0"
   "cargo-deny 0.20.2"
   "cargo-audit 0.22.2"
+  "mdbook 0.4.52"
+  "mdbook-linkcheck 0.7.7"
 )
 [ "$fuzz" = yes ] && pins+=("cargo-fuzz 0.13.2")
 
 for pin in "${pins[@]}"; do
   name="${pin% *}"
   version="${pin#* }"
-  sub="${name#cargo-}"
-  # `cargo deb --version` prints "cargo-deb 3.8.0"; the others print "cargo-X 0.Y.Z" too.
-  have="$(cargo "$sub" --version 2>/dev/null | awk '{print $2}' || true)"
+  # `cargo deb --version` prints "cargo-deb 3.8.0", `mdbook --version` "mdbook v0.4.52".
+  case "$name" in
+    cargo-*) have="$(cargo "${name#cargo-}" --version 2>/dev/null | awk '{print $2}' || true)" ;;
+    *) have="$("$name" --version 2>/dev/null | awk '{print $2}' || true)" ;;
+  esac
+  have="${have#v}"
   if [ "$have" != "$version" ]; then
     echo "install-tools: building $name $version (cargo install; takes a few minutes once)"
     # Low priority: the machine is shared. A quick, unoptimised-enough build: these tools
