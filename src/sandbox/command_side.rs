@@ -21,8 +21,8 @@ use super::runner::{self, GATEWAY_PORT};
 use super::sides::{CommandSideFds, SideFds};
 use super::status::StatusFd;
 use super::{
-    env, fdpass, fds, helper, identity, init, landlock, listen_notify, namespaces, rootfs, seccomp,
-    RunSpec, SandboxError,
+    env, fdpass, fds, helper, identity, init, landlock, listen_notify, namespaces, noexec_view,
+    rootfs, seccomp, RunSpec, SandboxError,
 };
 
 /// The byte pid 1 sends with the listener and the runner's channel; the command side's
@@ -110,7 +110,8 @@ pub fn start(
 }
 
 /// The runner: the instance uid, no capabilities, the command side's Landlock rules, the
-/// run's seccomp filter; then it serves the supervisor until its channel closes.
+/// run's seccomp filter; then it serves the supervisor until its channel closes. Before it
+/// drops root it forks the noexec runner, which it hands every command with an exec limit.
 fn runner_child(
     spec: &RunSpec,
     status: StatusFd,
@@ -120,16 +121,30 @@ fn runner_child(
 ) -> Result<i32, SandboxError> {
     init::reset_signals()?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid runner", e))?;
-    fds::close_all_except(&[status.raw(), notify, channel.as_raw_fd(), ready.as_raw_fd()])?;
-    identity::become_instance(spec.uid, spec.gid)?;
-    nix::unistd::chdir(&spec.jail_workspace())
-        .map_err(|e| SandboxError::errno("chdir workspace (runner)", e))?;
-    let report = landlock::apply(&helper::command_side_rules(spec))?;
-    let envp = env::to_cstrings(&env::build(spec))?;
-    let listener = seccomp::install(seccomp::Side::Command)?;
-    listen_notify::send_listener(notify, listener)?;
+    let noexec = start_noexec(
+        spec,
+        status,
+        notify,
+        &[channel.as_raw_fd(), ready.as_raw_fd()],
+    )?;
+    fds::close_all_except(&[
+        status.raw(),
+        notify,
+        channel.as_raw_fd(),
+        ready.as_raw_fd(),
+        noexec.channel.as_raw_fd(),
+        noexec.ready.as_raw_fd(),
+    ])?;
+    let (envp, report) = become_runner(spec, notify)?;
+    let mut b = [0u8; 1];
+    std::fs::File::from(noexec.ready)
+        .read_exact(&mut b)
+        .map_err(|_| SandboxError::Invalid {
+            step: "start the noexec runner",
+            why: "it did not finish its setup".into(),
+        })?;
     status.info(&format!(
-        "command side: runner ready, {report}; its own pid, mount and IPC namespaces, /tmp and /dev/shm"
+        "command side: runner ready, {report}; its own pid, mount and IPC namespaces, /tmp and /dev/shm; commands with an exec limit run where every writable mount is noexec"
     ));
     nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("runner ready", e))?;
     drop(ready);
@@ -138,6 +153,96 @@ fn runner_child(
     Ok(runner::serve(
         channel,
         envp,
-        vec![spec.jail_workspace(), spec.jail_home()],
+        runner_roots(spec),
+        runner::Route::Exec(noexec.channel),
+    ))
+}
+
+fn runner_roots(spec: &RunSpec) -> Vec<std::path::PathBuf> {
+    vec![spec.jail_workspace(), spec.jail_home()]
+}
+
+/// The runner's setup once its descriptors are its own: the instance uid, the workspace
+/// as cwd, the command side's Landlock rules, the run's seccomp filter (its notification
+/// descriptor handed to the helper). Returns the commands' environment and Landlock's
+/// report.
+fn become_runner(
+    spec: &RunSpec,
+    notify: RawFd,
+) -> Result<(Vec<std::ffi::CString>, landlock::LandlockReport), SandboxError> {
+    identity::become_instance(spec.uid, spec.gid)?;
+    nix::unistd::chdir(&spec.jail_workspace())
+        .map_err(|e| SandboxError::errno("chdir workspace (runner)", e))?;
+    let report = landlock::apply(&helper::command_side_rules(spec))?;
+    let envp = env::to_cstrings(&env::build(spec))?;
+    let listener = seccomp::install(seccomp::Side::Command)?;
+    listen_notify::send_listener(notify, listener)?;
+    Ok((envp, report))
+}
+
+/// The noexec runner as the runner holds it: its channel, and a pipe that gets one byte
+/// once it is set up.
+struct Noexec {
+    channel: OwnedFd,
+    ready: OwnedFd,
+}
+
+/// Fork the noexec runner ([`noexec_view`]): a runner like this one, in a copy of the
+/// command side's mount namespace where every writable mount is noexec. `theirs`: the
+/// runner's own descriptors, which the child closes first.
+fn start_noexec(
+    spec: &RunSpec,
+    status: StatusFd,
+    notify: RawFd,
+    theirs: &[RawFd],
+) -> Result<Noexec, SandboxError> {
+    const STEP: &str = "start the noexec runner";
+    let (ours, channel) =
+        fdpass::pair(SockType::SeqPacket).map_err(|e| SandboxError::errno(STEP, e))?;
+    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| SandboxError::errno(STEP, e))?;
+    // SAFETY: the runner is single-threaded, so the child may run any code; it _exits.
+    match unsafe { nix::unistd::fork() }.map_err(|e| SandboxError::errno(STEP, e))? {
+        nix::unistd::ForkResult::Child => {
+            for fd in theirs {
+                let _ = nix::unistd::close(*fd);
+            }
+            drop((ours, ready_r));
+            let served = noexec_child(spec, status, notify, channel, ready_w);
+            let code = match served {
+                Ok(code) => code,
+                Err(e) => {
+                    status.error(&e);
+                    helper::EXIT_SETUP_FAILED
+                }
+            };
+            // SAFETY: leave without running the runner's destructors.
+            unsafe { libc::_exit(code) }
+        }
+        nix::unistd::ForkResult::Parent { .. } => Ok(Noexec {
+            channel: ours,
+            ready: ready_r,
+        }),
+    }
+}
+
+fn noexec_child(
+    spec: &RunSpec,
+    status: StatusFd,
+    notify: RawFd,
+    channel: OwnedFd,
+    ready: OwnedFd,
+) -> Result<i32, SandboxError> {
+    noexec_view::enter()?;
+    fds::close_all_except(&[status.raw(), notify, channel.as_raw_fd(), ready.as_raw_fd()])?;
+    let (envp, _) = become_runner(spec, notify)?;
+    nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("noexec runner ready", e))?;
+    drop(ready);
+    let _ = nix::unistd::close(status.raw());
+    Ok(runner::serve(
+        channel,
+        envp,
+        runner_roots(spec),
+        runner::Route::Noexec,
     ))
 }

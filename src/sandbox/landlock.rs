@@ -398,7 +398,7 @@ fn writable_mount_outside(mountinfo: &str, writable: &[&Path]) -> Option<String>
 }
 
 /// mountinfo writes space, tab, newline and backslash in a path as `\ooo`.
-fn unescape_octal(s: &str) -> String {
+pub(super) fn unescape_octal(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

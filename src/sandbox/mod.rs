@@ -16,6 +16,7 @@ pub mod landlock;
 pub mod limits;
 pub mod listen_notify;
 pub mod namespaces;
+pub mod noexec_view;
 pub mod rootfs;
 pub mod runner;
 pub mod seccomp;

@@ -78,6 +78,21 @@ pub struct CommandResult {
     pub error: Option<String>,
 }
 
+/// Where a runner's commands run.
+pub enum Route {
+    /// Here, but for a command with an exec limit: that one goes to the noexec runner
+    /// over this socket ([`noexec_view`](super::noexec_view)), and is never run here.
+    Exec(OwnedFd),
+    /// Here, every one: this is the noexec runner.
+    Noexec,
+}
+
+/// Whether a request is one for the noexec runner. One that does not parse runs nowhere
+/// but in its shepherd, which answers that it is not a valid command.
+fn has_exec_limit(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<CommandRequest>(bytes).is_ok_and(|r| r.exec_only.is_some())
+}
+
 /// The runner's loop: one request (with its result socket) per message, until the
 /// supervisor's end closes. `envp` is the run's own environment for every command.
 ///
@@ -85,7 +100,7 @@ pub struct CommandResult {
 /// socket of its own, so a command does not wait for the runner's fork. The runner hands
 /// each request to the spare, forks the next one while the command runs, and forks on the
 /// spot when there is no spare (its fork failed, or it was killed).
-pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>) -> i32 {
+pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>, route: Route) -> i32 {
     // Shepherds are reaped by the kernel: the runner never waits for one.
     // SAFETY: SIG_IGN installs no handler code.
     let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigIgn) };
@@ -101,6 +116,23 @@ pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>) -> i32 {
         };
         if fds.is_empty() {
             continue;
+        }
+        if let Route::Exec(noexec) = &route {
+            if has_exec_limit(&buf[..n]) {
+                let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+                if fdpass::send(noexec.as_fd(), &buf[..n], &raw).is_err() {
+                    // Fail closed: never run here what must run without exec on the
+                    // run's writable mounts.
+                    let result = CommandResult {
+                        error: Some("the runner for commands with an exec limit is gone".into()),
+                        ..Default::default()
+                    };
+                    if let Some(reply) = fds.into_iter().next() {
+                        let _ = write_result(reply, &result);
+                    }
+                }
+                continue;
+            }
         }
         let handed = spare.take().is_some_and(|s| {
             let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
@@ -278,6 +310,7 @@ fn shepherd(
         duration_ms: ms(started.elapsed()),
         ..Default::default()
     };
+    let runner = nix::unistd::getppid().as_raw();
     // SAFETY: SIG_DFL installs no handler code; the shepherd waits for its children.
     let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigDfl) };
     // SAFETY: prctl with an integer argument.
@@ -318,6 +351,7 @@ fn shepherd(
         Err(e) => return fail(fork_failed(e)),
         Ok(ForkResult::Child) => {
             let errno = exec_child(
+                runner,
                 &argv,
                 req.exec_only.as_deref(),
                 &cwd,
@@ -387,6 +421,7 @@ fn ms(d: Duration) -> u64 {
 /// the cwd resolved outside).
 #[allow(clippy::too_many_arguments)]
 fn exec_child(
+    runner: i32,
     argv: &[CString],
     exec_only: Option<&[PathBuf]>,
     cwd: &CString,
@@ -431,8 +466,9 @@ fn exec_child(
     if !inside {
         return libc::EXDEV;
     }
-    // Its shepherd and the runner (pid 1 of the command side's pid namespace).
-    let guarded = [nix::unistd::getppid().as_raw(), 1];
+    // Its shepherd, the runner (pid 1 of the command side's pid namespace) and the
+    // noexec runner (the shepherd's parent, when the command is one of its).
+    let guarded = [nix::unistd::getppid().as_raw(), 1, runner];
     let scoped = super::landlock::scope_exec_only(exec_only, &guarded);
     if scoped.is_err() {
         return libc::EPERM;
