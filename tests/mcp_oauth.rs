@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::tls::{free_port, reference_server, spawn_listening, stunnel_at, Proc, TestCa};
+use common::tls::{free_port, reference_server_with, spawn_listening, stunnel_at, Proc, TestCa};
 use common::*;
 use serde_json::{json, Value};
 
@@ -29,8 +29,13 @@ struct OAuth {
 }
 
 fn oauth(ca: &TestCa, ttl: u64, mode: &str) -> OAuth {
+    oauth_with(ca, ttl, mode, &[])
+}
+
+/// [`oauth`] in front of the reference server started with `up_args` (`echo-auth`).
+fn oauth_with(ca: &TestCa, ttl: u64, mode: &str, up_args: &[&str]) -> OAuth {
     require_npm("oidc-provider");
-    let (up, up_port) = reference_server();
+    let (up, up_port) = reference_server_with(up_args);
     let (as_port, rs_port, tls_port) = (free_port(), free_port(), free_port());
     let url = format!("https://localhost:{tls_port}/mcp");
     // oidc-provider wants a current LTS Node: the pinned Node 22.
@@ -416,6 +421,61 @@ fn daemon_run(h: &Host, steps: Value) -> std::process::Output {
     let mut extra: Vec<&str> = vec!["--"];
     extra.extend(argv.iter().map(String::as_str));
     Airlockd::launch(h, "code", "tess", &extra)
+}
+
+#[test]
+fn an_upstream_echoing_its_access_token_in_initialize_or_a_listing_hands_over_only_the_mark() {
+    require_journald();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let o = oauth_with(&ca, 300, "ok", &["echo-auth"]);
+    let h = host(&ca, &o);
+    let _d = Airlockd::start(&h);
+    let r = daemon_run(
+        &h,
+        json!([{"list": "tools", "all": true}, {"call": "echo_auth"}]),
+    );
+    assert_eq!(r.status.code(), Some(0), "{}\n{}", stdout(&r), stderr(&r));
+    let lines = agent_lines(&r);
+    let tokens: Vec<String> = o.stats()["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert!(!tokens.is_empty(), "the upstream saw no token");
+    let all = lines
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    for t in &tokens {
+        assert!(
+            !all.contains(t.as_str()),
+            "the access token reached the agent: {all}"
+        );
+    }
+    let done = lines.iter().find(|l| l["step"] == "asked").unwrap();
+    assert!(
+        done["instructions"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("you sent Bearer [withheld by Airlock]; as JSON"),
+        "{done}"
+    );
+    assert_eq!(done["server"]["title"], "sent Bearer [withheld by Airlock]");
+    assert_eq!(
+        step(&lines, 1)["text"],
+        "you sent: Bearer [withheld by Airlock]"
+    );
+    let run = run_id_of(&r);
+    let text = journal_text(&run);
+    for t in &tokens {
+        assert!(
+            !text.contains(t.as_str()),
+            "the access token is in the journal"
+        );
+    }
 }
 
 #[test]

@@ -48,11 +48,17 @@ fn wait_listening(port: u16) {
 }
 
 fn reference_server() -> Upstream {
+    reference_server_with(&[])
+}
+
+/// The reference server with these arguments after its port (`echo-auth`).
+fn reference_server_with(args: &[&str]) -> Upstream {
     require_npm("@modelcontextprotocol/sdk");
     let port = free_port();
     let mut child = Command::new("node")
         .arg(Path::new(REPO).join("tests/agents/reference_server.js"))
         .arg(port.to_string())
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -367,6 +373,92 @@ fn the_proxy_holds_every_call_to_the_role_and_the_upstream_sees_only_what_passed
     );
     let ledger = std::fs::read_to_string(h.state.join("ledger.jsonl")).unwrap();
     assert!(!ledger.contains(SECRET));
+}
+
+#[test]
+fn an_upstream_echoing_its_bearer_in_initialize_lists_or_results_hands_over_only_the_mark() {
+    require_journald();
+    let up = reference_server_with(&["echo-auth"]);
+    let h = host(&up, None);
+    let discover =
+        json!({"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}}})
+        .to_string();
+    let (o, lines) = run_agent(
+        &h,
+        "reference",
+        json!([
+            {"list": "tools", "all": true},
+            {"call": "echo_auth"},
+            {"raw": discover, "nosession": true},
+        ]),
+    );
+    let all = lines
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    // The upstream did put it everywhere (so this test can fail)...
+    let log = upstream_log(&up);
+    assert!(log
+        .iter()
+        .any(|r| r["authorization"] == format!("Bearer {SECRET}")));
+    // ...and the agent saw none of it, in no spelling.
+    assert!(!all.contains(SECRET), "the bearer reached the agent: {all}");
+    let done = lines.iter().find(|l| l["step"] == "asked").unwrap();
+    let instructions = done["instructions"].as_str().unwrap_or_default();
+    assert!(
+        instructions.starts_with("you sent Bearer [withheld by Airlock]; as JSON"),
+        "{done}"
+    );
+    assert!(
+        instructions.contains("as base64 QmVhcmVy"),
+        "the base64 spelling's start is there, its secret part withheld: {done}"
+    );
+    assert_eq!(
+        done["server"]["title"], "sent Bearer [withheld by Airlock]",
+        "{done}"
+    );
+    assert!(done["server"]["name"]
+        .as_str()
+        .unwrap()
+        .ends_with("[withheld by Airlock]"));
+    let tools = &step(&lines, 0)["tools"];
+    let desc = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "echo_auth")
+        .unwrap()["description"]
+        .clone();
+    assert_eq!(desc, "Echoes Bearer [withheld by Airlock]");
+    assert_eq!(
+        step(&lines, 1)["text"],
+        "you sent: Bearer [withheld by Airlock]"
+    );
+    // The stateless revision's discovery serves the same scrubbed text.
+    let discover = &step(&lines, 2);
+    assert_eq!(discover["status"], 200, "{discover}");
+    assert!(
+        discover["body"]
+            .as_str()
+            .unwrap()
+            .contains("you sent Bearer [withheld by Airlock]"),
+        "{discover}"
+    );
+    // The journal says the answers held it, never the value.
+    let run = run_id_of(&o);
+    let text = journal_text(&run);
+    assert!(!text.contains(SECRET), "the secret is in the journal");
+    let withheld = events(&run, "withheld", 2);
+    assert!(
+        withheld.iter().any(|w| w["MESSAGE"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("initialize")),
+        "{withheld:?}"
+    );
 }
 
 #[test]

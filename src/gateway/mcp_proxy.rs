@@ -28,20 +28,23 @@ use super::jsonrpc::{
     INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, REFUSED,
 };
 use super::upstream::{Exchange, Upstream, UpstreamError};
-use super::{CallRecord, RunGateway};
+use super::{withhold, CallLog, CallRecord, RunGateway};
 
 /// One connector of a run: its upstream and the sessions the agent opened on it.
 pub struct Connector {
     pub name: String,
-    pub upstream: Upstream,
+    /// Reached only through [`Connector::exchange`], which withholds the credential.
+    upstream: Upstream,
     pub sessions: jsonrpc::Sessions<ProxySession>,
     /// Exchanges with the upstream at once (each may read an answer of 16 MiB).
     in_flight: tokio::sync::Semaphore,
     /// The session stateless (2026-07-28) requests share with the upstream.
     stateless: tokio::sync::Mutex<Option<String>>,
-    /// The connector's credential as it may appear in an answer (as sent, and JSON-escaped):
-    /// an upstream that echoes it must not hand it to the agent.
-    secrets: Vec<String>,
+    /// The connector's static credential: an upstream that echoes it must not hand it to
+    /// the agent (nor the OAuth tokens and client secret its upstream holds).
+    secret: Option<String>,
+    /// Where what was withheld is journaled.
+    log: std::sync::Arc<dyn CallLog>,
 }
 
 /// Most exchanges one connector of a run has with its upstream at once.
@@ -71,21 +74,20 @@ impl Connector {
     }
 
     /// `secret`: the connector's credential, if it has one (never relayed to the agent).
-    pub fn new(name: String, upstream: Upstream, secret: Option<&str>) -> Connector {
-        let mut secrets = Vec::new();
-        if let Some(s) = secret.filter(|s| s.len() >= 4) {
-            secrets.push(s.to_string());
-            if let Ok(escaped) = serde_json::to_string(s) {
-                secrets.push(escaped.trim_matches('"').to_string());
-            }
-        }
+    pub fn new(
+        name: String,
+        upstream: Upstream,
+        secret: Option<&str>,
+        log: std::sync::Arc<dyn CallLog>,
+    ) -> Connector {
         Connector {
             name,
             upstream,
             sessions: jsonrpc::Sessions::default(),
             in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
             stateless: tokio::sync::Mutex::new(None),
-            secrets,
+            secret: secret.map(str::to_string),
+            log,
         }
     }
 
@@ -114,32 +116,49 @@ impl Connector {
         }
     }
 
-    /// `v` with every copy of the credential withheld; None when withholding it left no
-    /// valid answer (then the agent gets an error, never a silently emptied result).
-    fn scrub(&self, v: Value) -> Option<Value> {
-        // An OAuth connector's tokens change while the run goes on.
+    /// Every credential of this connector as it stands now, in each spelling
+    /// [`withhold::forms`] names: an OAuth connector's tokens change while the run goes on.
+    fn secrets(&self) -> withhold::Secrets {
         let live = match &self.upstream {
-            Upstream::Http(h) => h.live_tokens(),
+            Upstream::Http(h) => h.live_secrets(),
             Upstream::Stdio(_) => Vec::new(),
         };
-        let all: Vec<&str> = self
-            .secrets
-            .iter()
-            .map(String::as_str)
-            .chain(live.iter().map(String::as_str).filter(|s| s.len() >= 4))
-            .collect();
-        if all.is_empty() {
-            return Some(v);
+        withhold::Secrets::new(self.secret.iter().chain(live.iter()).map(String::as_str))
+    }
+
+    /// The one way to the upstream: send `msg` and take its answer with every copy of the
+    /// connector's credentials withheld, before anything reads it, so whatever part of it
+    /// reaches the agent (initialize's serverInfo and instructions, a listing's
+    /// descriptions, a result, an error) was scrubbed; what was withheld is journaled.
+    async fn exchange(
+        &self,
+        msg: &Value,
+        id: Option<&Value>,
+        session: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<Exchange, UpstreamError> {
+        let mut ex = self.upstream.post(msg, id, session, version).await?;
+        let Some(resp) = ex.response.take() else {
+            return Ok(ex);
+        };
+        let secrets = self.secrets();
+        if secrets.is_empty() {
+            ex.response = Some(resp);
+            return Ok(ex);
         }
-        let text = v.to_string();
-        if !all.iter().any(|s| text.contains(s)) {
-            return Some(v);
+        let (text, n) = secrets.text(&resp.to_string());
+        if n > 0 {
+            self.log.withheld(withhold::WithheldRecord {
+                route: format!("mcp {}", self.name),
+                endpoint: super::upstream::shown_method(msg.get("method").and_then(Value::as_str)),
+                in_headers: 0,
+                in_body: n as u64,
+            });
         }
-        let mut t = text;
-        for s in all {
-            t = t.replace(s, "[withheld by Airlock]");
-        }
-        serde_json::from_str(&t).ok()
+        // The mark stands inside a JSON string; a credential that spanned JSON's own
+        // syntax leaves no answer, and the agent gets an error, never a guess.
+        ex.response = Some(serde_json::from_str(&text).map_err(|_| UpstreamError::Echoed)?);
+        Ok(ex)
     }
 }
 
@@ -329,7 +348,7 @@ async fn initialize(c: &Connector, id: &Value, params: &Value) -> Reply {
     let Ok(_permit) = c.in_flight.acquire().await else {
         return Reply::refused(503, INTERNAL_ERROR, "the gateway is stopping");
     };
-    let ex = match c.upstream.post(&init, Some(&json!(0)), None, None).await {
+    let ex = match c.exchange(&init, Some(&json!(0)), None, None).await {
         Ok(ex) => ex,
         Err(e) => return Reply::refused(502, INTERNAL_ERROR, &c.failed(e)),
     };
@@ -353,8 +372,7 @@ async fn initialize(c: &Connector, id: &Value, params: &Value) -> Reply {
     };
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     if let Err(e) = c
-        .upstream
-        .post(&initialized, None, ex.session.as_deref(), Some(up_version))
+        .exchange(&initialized, None, ex.session.as_deref(), Some(up_version))
         .await
     {
         return Reply::refused(502, INTERNAL_ERROR, &c.failed(e));
@@ -417,8 +435,7 @@ async fn forward(
         .await
         .map_err(|_| (INTERNAL_ERROR, "the gateway is stopping".to_string()))?;
     let ex = c
-        .upstream
-        .post(
+        .exchange(
             &req,
             Some(&json!(up_id)),
             up_session.as_deref(),
@@ -432,15 +449,7 @@ async fn forward(
             ),
             e => (INTERNAL_ERROR, c.failed(e)),
         })?;
-    let resp = c
-        .scrub(ex.response.clone().unwrap_or(Value::Null))
-        .ok_or_else(|| {
-            (
-                INTERNAL_ERROR,
-                "the connector's upstream answered with its credential; the answer was withheld"
-                    .to_string(),
-            )
-        })?;
+    let resp = ex.response.clone().unwrap_or(Value::Null);
     if let Some(err) = resp.get("error") {
         let code = err
             .get("code")

@@ -338,7 +338,7 @@ impl Gateway {
             };
             connectors.insert(
                 name.clone(),
-                mcp_proxy::Connector::new(name.clone(), upstream, secret),
+                mcp_proxy::Connector::new(name.clone(), upstream, secret, log.clone()),
             );
         }
         let account = Arc::new(charge::Account::default());

@@ -167,12 +167,21 @@ impl TokenSource {
         }
     }
 
-    /// The tokens issued lately (to withhold from what an upstream answers).
-    pub fn recent_tokens(&self) -> Vec<String> {
-        self.recent
+    /// What to withhold from an upstream's answers: the tokens issued lately and the
+    /// client's secret (an upstream could have had it, should it pose as the server).
+    pub fn withheld(&self) -> Vec<String> {
+        let mut all = self
+            .recent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        all.extend(
+            self.plan
+                .client_secret
+                .iter()
+                .map(|s| s.expose().to_string()),
+        );
+        all
     }
 
     /// The Authorization header to send now: the shared token while it is fresh, a new

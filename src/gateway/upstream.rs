@@ -175,6 +175,9 @@ pub enum UpstreamError {
         "the connector's upstream made more than 16 requests of its client while answering one"
     )]
     TooManyRequests,
+    /// Withholding the connector's credential from the answer left no valid JSON.
+    #[error("the connector's upstream answered with its credential; the answer was withheld")]
+    Echoed,
     #[error("the connector has too many requests in flight")]
     Busy,
     #[error("the connector's upstream ended its answer stream before the answer and offered no event id to resume it by")]
@@ -300,11 +303,12 @@ impl HttpUpstream {
         })
     }
 
-    /// The OAuth tokens this upstream was sent lately (none for a static credential).
-    pub fn live_tokens(&self) -> Vec<String> {
+    /// An OAuth connector's secrets: the tokens this upstream was sent lately and the
+    /// client's secret (none for a static credential).
+    pub fn live_secrets(&self) -> Vec<String> {
         self.oauth
             .as_ref()
-            .map(|s| s.recent_tokens())
+            .map(|s| s.withheld())
             .unwrap_or_default()
     }
 

@@ -23,8 +23,41 @@ pub const MARK: &str = "[withheld by Airlock]";
 /// Shortest secret looked for: a shorter one would match ordinary text.
 const MIN_LEN: usize = 4;
 
-/// Every secret of one run as it could be echoed: as sent, and as a JSON string would
-/// carry it. Shows none of them in Debug.
+/// Shortest run of base64 looked for: a shorter one would match ordinary text.
+const MIN_B64_LEN: usize = 12;
+
+/// Every spelling of `secret` an upstream could hand back: as sent, as a JSON string
+/// carries it, and as base64 (standard and URL-safe) would carry it inside a longer text,
+/// such as `Basic` of `user:secret`: for each of the three alignments the secret can have
+/// in that text, the characters made of its bytes alone.
+pub fn forms(secret: &str) -> Vec<Vec<u8>> {
+    let mut out = vec![secret.as_bytes().to_vec()];
+    if let Ok(q) = serde_json::to_string(secret) {
+        // Only the outer quotes go: an escaped quote at either end stays.
+        let inner = &q[1..q.len() - 1];
+        out.push(inner.as_bytes().to_vec());
+    }
+    let b = secret.as_bytes();
+    for lead in 0..3usize {
+        let mut data = vec![0u8; lead];
+        data.extend_from_slice(b);
+        // Character i holds bits 6i..6i+6: those wholly inside the secret's bytes.
+        let first = (8 * lead).div_ceil(6);
+        let last = 8 * (lead + b.len()) / 6;
+        if last < first + MIN_B64_LEN {
+            continue;
+        }
+        for enc in [
+            crate::credentials::github_app::b64std(&data),
+            crate::credentials::github_app::b64url(&data),
+        ] {
+            out.push(enc.as_bytes()[first..last].to_vec());
+        }
+    }
+    out
+}
+
+/// Every secret of one run in every spelling [`forms`] names. Shows none of them in Debug.
 #[derive(Clone, Default)]
 pub struct Secrets {
     forms: Arc<Vec<Vec<u8>>>,
@@ -43,10 +76,7 @@ impl Secrets {
     pub fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Secrets {
         let mut forms: Vec<Vec<u8>> = Vec::new();
         for s in secrets.into_iter().filter(|s| s.len() >= MIN_LEN) {
-            forms.push(s.as_bytes().to_vec());
-            if let Ok(q) = serde_json::to_string(s) {
-                forms.push(q.trim_matches('"').as_bytes().to_vec());
-            }
+            forms.extend(self::forms(s));
         }
         // The longest first, so one that holds another is withheld whole.
         forms.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
@@ -73,6 +103,17 @@ impl Secrets {
 
     pub fn is_empty(&self) -> bool {
         self.forms.is_empty()
+    }
+
+    /// `text` with every secret replaced by [`MARK`], and how many were.
+    pub fn text(&self, text: &str) -> (String, usize) {
+        let (out, n) = self.replace(text.as_bytes());
+        // The mark is ASCII and every form is whole UTF-8 or ASCII base64: cutting one out
+        // leaves valid UTF-8; should it not, nothing of the text goes on.
+        match String::from_utf8(out) {
+            Ok(s) => (s, n),
+            Err(_) => (MARK.to_string(), n.max(1)),
+        }
     }
 
     /// `text` with every secret replaced, and how many were.
@@ -350,6 +391,30 @@ mod tests {
         let none = Secrets::new(["abc"]);
         assert!(none.is_empty(), "too short to look for");
         assert_eq!(none.scanner().push(b(b"abc")), b(b"abc"));
+    }
+
+    #[test]
+    fn a_secret_is_found_json_escaped_and_inside_base64_at_any_alignment() {
+        let tok = "tok\"en\\with-quotes-0123456789";
+        let s = Secrets::new([tok]);
+        let json = serde_json::to_string(&serde_json::json!({"t": tok})).unwrap();
+        assert!(!s.text(&json).0.contains("with-quotes"), "{json}");
+        // Ending in an escaped quote: only the outer quotes are not part of the form.
+        let ends = "abcdefgh\"";
+        let e = Secrets::new([ends]);
+        let (out, n) = e.text(&serde_json::to_string(ends).unwrap());
+        assert_eq!((out.as_str(), n), (format!("\"{MARK}\"").as_str(), 1));
+        use crate::credentials::github_app::{b64std, b64url};
+        for user in ["", "u", "us", "user", "client-id"] {
+            let basic = b64std(format!("{user}:{tok}").as_bytes());
+            let (out, n) = s.text(&format!("Basic {basic}"));
+            assert!(n >= 1, "{user}: {out}");
+            let url = b64url(format!("{user}{tok}").as_bytes());
+            assert!(s.text(&url).1 >= 1, "{user}: url-safe");
+        }
+        // Ordinary base64 of other text is left alone.
+        let other = b64std(b"nothing secret in here at all");
+        assert_eq!(s.text(&other), (other.clone(), 0));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 // (installed by scripts/install-deps.sh under /usr/local/lib/airlock-test). It runs as the
 // agent program inside a jail: `node -e <this file> STEPS_JSON`. Each step is one of
 //   {"list": "tools"}                       tools/list on the server
+//   {"list": "tools", "all": true}          every page, with descriptions
 //   {"call": TOOL, "args": {...}}           tools/call ("full": true adds the content blocks)
 //   {"raw": BODY, "headers": {...}}         a raw POST to the server's URL (no SDK)
 //   {"js": BODY}                            in-process probes (see below)
@@ -46,7 +47,17 @@ async function main() {
   const pending = [];
   for (const [i, s] of steps.entries()) {
     try {
-      if (s.list === "tools") {
+      if (s.list === "tools" && s.all) {
+        // Every page, with each tool's description.
+        const tools = [];
+        let cursor;
+        do {
+          const r = await client.listTools(cursor ? { cursor } : undefined);
+          tools.push(...r.tools.map((t) => ({ name: t.name, description: t.description || null })));
+          cursor = r.nextCursor;
+        } while (cursor && tools.length < 1000);
+        out({ step: i, tools });
+      } else if (s.list === "tools") {
         const r = await client.listTools(s.cursor ? { cursor: s.cursor } : undefined);
         out({ step: i, tools: r.tools.map((t) => t.name), nextCursor: r.nextCursor || null });
       } else if (s.list === "resources") {
@@ -115,7 +126,7 @@ async function main() {
     }
   }
   await Promise.allSettled(pending);
-  out({ step: "asked", asked, capabilities: client.getServerCapabilities() || null });
+  out({ step: "asked", asked, capabilities: client.getServerCapabilities() || null, server: client.getServerVersion() || null, instructions: client.getInstructions() || null });
   await transport.close();
 }
 main().catch((e) => {

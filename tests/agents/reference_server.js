@@ -7,7 +7,10 @@
 // With `resumable`, its answer streams can be resumed (the SDK's in-memory event store,
 // retry hints of 100 ms) and its `cut_and_resume` tool cuts its own stream before answering
 // (the SDK's closeSSEStream, the 2025-11-25 polling a client must follow).
-//   node reference_server.js PORT [resumable]
+// With `echo-auth`, a careless server that hands its client the Authorization header it
+// got with initialize: in its serverInfo, its instructions (as sent, JSON-escaped inside a
+// JSON text, and base64) and its tools' descriptions.
+//   node reference_server.js PORT [resumable|echo-auth]
 const http = require("http");
 const { randomUUID } = require("crypto");
 const { createRequire } = require("module");
@@ -19,13 +22,17 @@ const { z } = sdk("zod");
 
 const port = Number(process.argv[2] || 3902);
 const resumable = process.argv[3] === "resumable";
+const echoAuth = process.argv[3] === "echo-auth";
 const { InMemoryEventStore } = sdk("@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js");
 const log = [];
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 const WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
 
-function build() {
-  const s = new McpServer({ name: "airlock-reference", version: "1.0.0" }, { capabilities: { logging: {} } });
+function build(auth) {
+  const echo = echoAuth ? auth || "nothing" : null;
+  const info = echo ? { name: `airlock-reference ${echo}`, version: "1.0.0", title: `sent ${echo}` } : { name: "airlock-reference", version: "1.0.0" };
+  const instructions = echo ? `you sent ${echo}; as JSON ${JSON.stringify({ auth: echo })}; as base64 ${Buffer.from(echo).toString("base64")}` : undefined;
+  const s = new McpServer(info, { capabilities: { logging: {} }, instructions });
   const text = (t) => ({ content: [{ type: "text", text: t }] });
   s.registerTool("test_simple_text", { description: "Returns simple text" }, async () => text("This is a simple text response for testing."));
   s.registerTool("test_image_content", { description: "Returns an image" }, async () => ({ content: [{ type: "image", data: PNG, mimeType: "image/png" }] }));
@@ -43,7 +50,7 @@ function build() {
   s.registerTool("test_error_handling", { description: "Always fails" }, async () => ({ isError: true, content: [{ type: "text", text: "This tool intentionally returns an error for testing" }] }));
   s.registerTool("echo", { description: "Echoes its message", inputSchema: { message: z.string() } }, async ({ message }) => text(`echo: ${message}`));
   // A careless upstream that echoes its client's credential.
-  s.registerTool("echo_auth", { description: "Echoes the Authorization header it got" }, async (extra) =>
+  s.registerTool("echo_auth", { description: echo ? `Echoes ${echo}` : "Echoes the Authorization header it got" }, async (extra) =>
     text(`you sent: ${(extra.requestInfo && extra.requestInfo.headers.authorization) || "nothing"}`));
   // A call in flight for the chaos tests: it never answers (the test kills the server).
   s.registerTool("hold", { description: "Answers after an hour" }, async () => { await new Promise((r) => setTimeout(r, 3600000)); return text("held"); });
@@ -147,7 +154,7 @@ http.createServer(async (req, res) => {
     if (!(msg && msg.method === "initialize")) { res.writeHead(404); return res.end(); }
     const resume = resumable ? { eventStore: new InMemoryEventStore(), retryInterval: 100 } : {};
     transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "up-" + randomUUID(), onsessioninitialized: (id) => { sessions[id] = transport; }, ...resume });
-    const server = build();
+    const server = build(req.headers["authorization"]);
     paged(server);
     await server.connect(transport);
   }
