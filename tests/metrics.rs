@@ -598,6 +598,103 @@ fn a_runs_mcp_calls_are_spans_under_its_run_span_and_a_dead_collector_costs_noth
 }
 
 #[test]
+fn two_thousand_made_up_tool_names_are_one_series_and_one_span_name_the_grant() {
+    require_journald();
+    let (up, up_port) = common::tls::reference_server_with(&[]);
+    let (otlp, metrics) = (free_port(), free_port());
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "metrics: {{listen: 127.0.0.1:{metrics}}}\ntracing: {{otlp: 'http://127.0.0.1:{otlp}'}}\nmcp_connectors:\n  reference: {{url: \"http://127.0.0.1:{up_port}/mcp\"}}\n"
+        ),
+    );
+    h.local_role("code", |t| {
+        t.replacen("tools:\n", "tools:\n  reference: [get_*, echo]\n", 1)
+            .replacen(
+                "  mcp:\n",
+                "  mcp:\n    reference:\n      via: airlock\n",
+                1,
+            )
+    });
+    let out = h.root.join("spans.jsonl");
+    let receiver = Receiver::start(otlp, &out);
+    let _d = Airlockd::start(&h);
+    const N: usize = 2000;
+    let mut steps: Vec<Value> = (0..N)
+        .map(|i| json!({"call": format!("get_{i}")}))
+        .collect();
+    steps.push(json!({"call": "echo", "args": {"message": "hi"}}));
+    steps.push(json!({"call": "not_granted_x"}));
+    let argv = mcp_agent(&json!({"server": "reference", "steps": steps}));
+    let mut args = vec!["--"];
+    args.extend(argv.iter().map(String::as_str));
+    let o = Airlockd::launch(&h, "code", "tess", &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = agent_lines(&o);
+    assert!(
+        step(&lines, N - 1)["isError"] == true,
+        "{:?}",
+        step(&lines, N - 1)
+    );
+    // The calls reached the upstream: the names were granted, and sent.
+    drop(up);
+
+    let (_, body) = get(metrics, "/metrics", None);
+    let series: Vec<&str> = body
+        .lines()
+        .filter(|l| {
+            l.starts_with("airlock_tool_calls_total{") && l.contains("connector=\"reference\"")
+        })
+        .collect();
+    assert_eq!(series.len(), 3, "{series:#?}");
+    let count = |tool: &str| -> f64 {
+        series
+            .iter()
+            .find(|l| l.contains(&format!("tool=\"{tool}\"")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    };
+    assert_eq!(count("get_*"), N as f64, "{series:#?}");
+    assert_eq!(count("echo"), 1.0, "{series:#?}");
+    assert_eq!(count("(not granted)"), 1.0, "{series:#?}");
+    assert!(
+        body.len() < 64 << 10,
+        "the scrape grew to {} bytes",
+        body.len()
+    );
+
+    // The spans: named by the grant too, never by a name the agent made up.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let tool_spans = loop {
+        let s: Vec<Value> = spans(&out)
+            .into_iter()
+            .filter(|s| s["attributes"]["gen_ai.tool.name"].is_string())
+            .collect();
+        if s.len() >= N + 2 || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    drop(receiver);
+    assert!(tool_spans.len() >= N, "{} spans", tool_spans.len());
+    let mut names: Vec<String> = tool_spans
+        .iter()
+        .map(|s| format!("{} / {}", s["name"], s["attributes"]["gen_ai.tool.name"]))
+        .collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(
+        names,
+        [
+            "\"tools/call (not granted)\" / \"(not granted)\"",
+            "\"tools/call echo\" / \"echo\"",
+            "\"tools/call get_*\" / \"get_*\"",
+        ],
+    );
+}
+
+#[test]
 fn a_claude_code_runs_model_requests_and_tool_calls_are_spans_and_counts() {
     require_journald();
     let claude =

@@ -23,19 +23,42 @@ pub fn connector<'a>(run_connectors: &[String], name: &'a str) -> &'a str {
     }
 }
 
-/// The `tool` label: the tool's name when the role grants it (`granted`, the policy's
-/// name check), [`NOT_GRANTED`] otherwise. On Airlock's own server only `bash` exists.
-pub fn tool<'a>(connector_label: &str, name: &'a str, granted: bool) -> &'a str {
+/// What a connector's resource calls are counted under: the method itself.
+pub const RESOURCE_METHODS: [&str; 3] = [
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// The `tool` label (and the tool's span name): the role's grant that lists the tool
+/// (`grant`: its `tools` pattern, `get_*`, or the exact name), never the name the agent
+/// sent, so a role's file bounds the series however many names an agent makes up;
+/// [`NOT_GRANTED`] when nothing grants it. A resource call is its method; on Airlock's
+/// own server only `bash` exists.
+pub fn tool<'a>(connector_label: &str, name: &'a str, grant: Option<&'a str>) -> &'a str {
     if connector_label == UNKNOWN_CONNECTOR {
         return NOT_GRANTED;
     }
     if connector_label == AIRLOCK_CONNECTOR {
-        return if name == BASH_TOOL { name } else { NOT_GRANTED };
+        return if name == BASH_TOOL {
+            BASH_TOOL
+        } else {
+            NOT_GRANTED
+        };
     }
-    if granted {
-        name
+    if let Some(m) = RESOURCE_METHODS.iter().find(|m| **m == name) {
+        return m;
+    }
+    grant.unwrap_or(NOT_GRANTED)
+}
+
+/// The MCP method of a call's span: one of the few a call record can come from, else
+/// [`OTHER`].
+pub fn method(m: &str) -> &str {
+    if m == "tools/call" || RESOURCE_METHODS.contains(&m) {
+        m
     } else {
-        NOT_GRANTED
+        OTHER
     }
 }
 
@@ -80,16 +103,21 @@ mod tests {
         let run = vec!["docs".to_string()];
         let c = connector(&run, "docs");
         assert_eq!(c, "docs");
-        assert_eq!(tool(c, "search", true), "search");
-        assert_eq!(tool(c, "delete_everything", false), NOT_GRANTED);
+        assert_eq!(tool(c, "search", Some("search")), "search");
+        // A name under a pattern is counted as the pattern, never as sent.
+        assert_eq!(tool(c, "get_AKIA1234", Some("get_*")), "get_*");
+        assert_eq!(tool(c, "delete_everything", None), NOT_GRANTED);
+        assert_eq!(tool(c, "resources/read", None), "resources/read");
         // An agent-made connector name never becomes a label, nor its tool.
         let c = connector(&run, "ghost-AKIA1234");
         assert_eq!(c, UNKNOWN_CONNECTOR);
-        assert_eq!(tool(c, "anything", true), NOT_GRANTED);
+        assert_eq!(tool(c, "anything", Some("any*")), NOT_GRANTED);
         // Airlock's own server serves bash alone.
         let c = connector(&run, "airlock");
-        assert_eq!(tool(c, "bash", false), "bash");
-        assert_eq!(tool(c, "rm -rf /", false), NOT_GRANTED);
+        assert_eq!(tool(c, "bash", None), "bash");
+        assert_eq!(tool(c, "rm -rf /", None), NOT_GRANTED);
+        assert_eq!(method("tools/call"), "tools/call");
+        assert_eq!(method("made/up"), OTHER);
     }
 
     #[test]

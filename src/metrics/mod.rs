@@ -308,14 +308,17 @@ impl RunMetrics {
         let duration_ms = r.duration_ms;
         let decision = labels::decision(allow);
         let c = labels::connector(&self.connectors, connector);
-        let granted = c != labels::AIRLOCK_CONNECTOR && self.policy.tool_listed(c, tool).allow;
-        let t = labels::tool(c, tool, granted);
+        let grant = match c == labels::AIRLOCK_CONNECTOR {
+            true => None,
+            false => self.policy.tool_grant(c, tool),
+        };
+        let t = labels::tool(c, tool, grant.as_deref());
         self.live
             .call(allow, format!("{c}/{t} {decision} by {rule}"));
         if let Some(span) = &self.trace {
             let rpc = r.rpc.as_ref();
             span.mcp(&traces::McpCall {
-                method: rpc.map_or("tools/call", |m| m.method.as_str()),
+                method: labels::method(rpc.map_or("tools/call", |m| m.method.as_str())),
                 tool: t,
                 connector: c,
                 session: rpc.and_then(|m| m.session.as_deref()),

@@ -142,6 +142,15 @@ impl RolePolicy {
         }
     }
 
+    /// The grant that lists `tool` of `connector` ([`ToolPolicy::grant`]); none when
+    /// [`RolePolicy::tool_listed`] refuses it.
+    pub fn tool_grant(&self, connector: &str, tool: &str) -> Option<String> {
+        match self.rails.tools.find(&self.rails.rails, tool) {
+            Some(_) => None,
+            None => self.tool.grant(connector, tool),
+        }
+    }
+
     /// An MCP resource read through the gateway.
     pub fn resource(&self, connector: &str, uri: &str) -> Decision {
         self.resource.decide(connector, uri)

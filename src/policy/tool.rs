@@ -35,6 +35,14 @@ impl NamePattern {
         }
     }
 
+    /// The pattern as the role wrote it.
+    fn text(&self) -> String {
+        match self {
+            NamePattern::Exact(e) => e.clone(),
+            NamePattern::Prefix(p) => format!("{p}*"),
+        }
+    }
+
     fn matches(&self, tool: &str) -> bool {
         match self {
             NamePattern::Exact(e) => e == tool,
@@ -107,6 +115,14 @@ impl ToolPolicy {
             ),
             Err(d) => d,
         }
+    }
+
+    /// The role's `tools` pattern that lists `tool` of `connector` (`get_*`, or the exact
+    /// name), when the name checks pass: what stands for the tool where a name the agent
+    /// chose must not (a metric label, a span name).
+    pub fn grant(&self, connector: &str, tool: &str) -> Option<String> {
+        let (c, i) = self.name_check(connector, tool).ok()?;
+        c.allow.iter().find(|(j, _)| *j == i).map(|(_, p)| p.text())
     }
 
     /// The name checks of a call: the connector's tools and the index of the allowing
@@ -356,6 +372,24 @@ fn cmp_int(i: i128, bound: f64) -> Ordering {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_grant_is_the_pattern_that_listed_the_tool_as_the_role_wrote_it() {
+        let mut c = ConnectorTools::default();
+        for (i, p) in ["echo", "get_*", "*"].iter().enumerate() {
+            c.allow.push((i, NamePattern::parse(p).unwrap()));
+        }
+        c.deny.push((0, NamePattern::parse("get_secret").unwrap()));
+        let policy = ToolPolicy {
+            connectors: HashMap::from([("docs".to_string(), c)]),
+        };
+        assert_eq!(policy.grant("docs", "echo").as_deref(), Some("echo"));
+        assert_eq!(policy.grant("docs", "get_x1").as_deref(), Some("get_*"));
+        assert_eq!(policy.grant("docs", "other").as_deref(), Some("*"));
+        assert_eq!(policy.grant("docs", "get_secret"), None);
+        assert_eq!(policy.grant("docs", "bad name"), None);
+        assert_eq!(policy.grant("ghost", "echo"), None);
+    }
 
     #[test]
     fn numbers_compare_exactly() {
