@@ -1033,3 +1033,146 @@ fn a_fire_while_the_store_is_away_is_queued_said_so_and_reaches_the_fleet_later(
     assert!(out.is_ok(), "{out:?}");
     assert!(pending_fires(&a).is_empty());
 }
+
+/// The longest a `status` took on any of `nodes` while `busy` ran, polled every 50 ms (a
+/// host that does not answer within 10 s counts as 10 s).
+fn slowest_status(nodes: &[&Node], busy: impl FnOnce()) -> Duration {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let pollers: Vec<_> = nodes
+            .iter()
+            .map(|n| {
+                let (sock, stop) = (n.sock.clone(), &stop);
+                s.spawn(move || {
+                    let mut worst = Duration::ZERO;
+                    while !stop.load(Ordering::SeqCst) {
+                        let t = Instant::now();
+                        let answered = (|| {
+                            let mut c = UnixStream::connect(&sock).ok()?;
+                            c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+                            c.write_all(b"{\"v\":1,\"op\":\"status\"}\n").ok()?;
+                            let mut line = String::new();
+                            BufReader::new(c).read_line(&mut line).ok()?;
+                            line.contains("\"ok\":true").then_some(())
+                        })();
+                        let took = if answered.is_some() {
+                            t.elapsed()
+                        } else {
+                            Duration::from_secs(10)
+                        };
+                        worst = worst.max(took);
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    worst
+                })
+            })
+            .collect();
+        busy();
+        stop.store(true, Ordering::SeqCst);
+        pollers
+            .into_iter()
+            .map(|p| p.join().unwrap())
+            .max()
+            .unwrap_or_default()
+    })
+}
+
+#[test]
+fn fire_against_launch_with_the_store_slowed_never_freezes_a_host() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    // Instances of A alone, one per round (a fire is for good); uids from uid_range.
+    let rounds = 6;
+    let mut cfg = std::fs::read_to_string(&a.cfg).unwrap();
+    for i in 0..rounds {
+        cfg.push_str(&format!("  r{i}: {{role: code}}\n"));
+    }
+    std::fs::write(&a.cfg, cfg).unwrap();
+    a.start();
+    b.start();
+    let mut worst = Duration::ZERO;
+    for i in 0..rounds {
+        let inst = format!("r{i}");
+        let launch_first = i % 2 == 0;
+        let mut launched = None;
+        let slowest = slowest_status(&[&a, &b], || {
+            std::thread::scope(|s| {
+                // The store slowed: admissions wait on a table lock held for 2.5 s.
+                s.spawn(|| {
+                    pg.psql("BEGIN; LOCK TABLE airlock_admissions IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2.5); COMMIT;")
+                });
+                std::thread::sleep(Duration::from_millis(300));
+                let fire = || {
+                    let r = a.one(json!({"v":1,"op":"fire","instance":inst}));
+                    assert_eq!(r["ok"], true, "{r}");
+                };
+                if !launch_first {
+                    fire();
+                }
+                let l = s.spawn(|| outcome(&a.launch(&inst, &["/bin/sleep", "30"])));
+                if launch_first {
+                    // The launch is waiting on its admission by now.
+                    std::thread::sleep(Duration::from_millis(500));
+                    fire();
+                }
+                launched = Some(l.join().unwrap());
+            })
+        });
+        eprintln!(
+            "round {i} ({}): slowest status {slowest:?}, launch {launched:?}",
+            if launch_first {
+                "launch, then fire"
+            } else {
+                "fire, then launch"
+            }
+        );
+        worst = worst.max(slowest);
+        let m = launched.unwrap().unwrap_err();
+        assert!(m.contains("fired"), "round {i}: {m}");
+    }
+    assert!(
+        worst < Duration::from_secs(1),
+        "a host answered status only after {worst:?}"
+    );
+    // Nothing of A's stayed admitted and running in the fleet.
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM airlock_runs WHERE state = 'active'"),
+        "0"
+    );
+}
+
+#[test]
+fn a_run_admitted_but_never_started_is_closed_as_aborted_at_the_next_start() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    a.start();
+    assert_eq!(outcome(&a.launch("tess", &["/bin/true"])), Ok(0));
+    // What a launch killed between the fleet's admission and its opening record leaves: an
+    // admitted lease of A's with no record in A's ledger.
+    pg.psql("INSERT INTO airlock_runs (run, host_id, instance, admitted_ms, expires_ms) VALUES ('r-ghost', 'node-a', 'tess', 1, 1)");
+    drop(a.child.take().map(|mut c| {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        c.wait()
+    }));
+    a.start();
+    assert_eq!(
+        pg.psql("SELECT state FROM airlock_runs WHERE run = 'r-ghost'"),
+        "aborted"
+    );
+    // The run that did start is closed by its own record, not aborted.
+    assert!(poll(10, || (pg.psql(
+        "SELECT count(*) FROM airlock_runs WHERE state = 'closed' AND host_id = 'node-a'"
+    ) == "1")
+        .then_some(()))
+    .is_some());
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM airlock_runs WHERE state = 'aborted'"),
+        "1"
+    );
+}

@@ -58,6 +58,45 @@ pub fn admit(
         .map_err(refusal)
 }
 
+/// A run the fleet admitted that never started here (refused after its admission): its
+/// lease is closed as `aborted` at once rather than left to expire as `unsupervised`. Best
+/// effort: a store away now is caught by the reconciliation at airlockd's next start.
+pub fn abandon(d: &Daemon, run: &str) {
+    let Some(f) = &d.fleet else { return };
+    if let Err(e) = f.block(f.abandon(run)) {
+        eprintln!("airlockd: run {run}: its fleet admission is not closed yet: {e}");
+    }
+}
+
+/// At start, before serving: this host's runs the fleet has as running but whose opening
+/// record this host's ledger lacks were admitted and never started (airlockd died between
+/// the two): closed as `aborted`, their ids returned. Runs with an opening record are
+/// closed by their closing record (crash recovery writes one), once it is mirrored.
+pub fn reconcile(
+    f: &crate::store::Fleet,
+    ledger_path: &std::path::Path,
+) -> Result<Vec<String>, String> {
+    use crate::supervisor::ledger::{self, LedgerEvent};
+    let open = f.block(f.open_runs()).map_err(|e| e.to_string())?;
+    if open.is_empty() {
+        return Ok(Vec::new());
+    }
+    let opened: std::collections::BTreeSet<String> = ledger::records(ledger_path)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter_map(|r| match r.event {
+            LedgerEvent::RunOpened(o) => Some(o.run),
+            _ => None,
+        })
+        .collect();
+    let mut aborted = Vec::new();
+    for run in open.into_iter().filter(|r| !opened.contains(r)) {
+        f.block(f.abandon(&run)).map_err(|e| e.to_string())?;
+        aborted.push(run);
+    }
+    Ok(aborted)
+}
+
 /// Hire through the fleet's registry when there is one, else this host's alone.
 pub fn hire(
     d: &Daemon,

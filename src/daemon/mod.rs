@@ -366,6 +366,21 @@ pub fn main(config_path: &Path) -> i32 {
             Err(e) => return fail(&[e, "refusing to start".into()]),
         },
     };
+    if let Some(f) = &fleet {
+        match fleet::reconcile(f, &ledger_path) {
+            Ok(runs) => {
+                for run in runs {
+                    events.log(
+                        EventKind::RunAborted,
+                        &format!("fleet: run {run} was admitted by the fleet but never started here (airlockd stopped between the two); closed as aborted in the store"),
+                        &[("AIRLOCK_SUBJECT_RUN", &run)],
+                    );
+                }
+            }
+            // Left for the next start; the rows stay `unsupervised` meanwhile.
+            Err(e) => eprintln!("airlockd: fleet: admitted runs not reconciled: {e}"),
+        }
+    }
     let daemon = Arc::new(Daemon {
         config_path: config_path.to_path_buf(),
         set: RwLock::new(Arc::new(set)),

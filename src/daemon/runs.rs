@@ -196,6 +196,24 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         runner.abandon();
         r
     };
+    let run = prepared.spec.run_id.clone();
+    // The fleet's budget before the ledger lock: the wait on the store holds no lock (a
+    // fire here, `status` and the run closings go on meanwhile). It refuses an instance the
+    // fleet has fired; one fired here meanwhile is refused by the check under the lock
+    // below, and the fleet's admission is then closed as aborted.
+    if let Err(r) = super::fleet::admit(
+        d,
+        &a.instance,
+        &run,
+        role.budget.runs_per_week,
+        ledger::now_ms(),
+    ) {
+        return Err(refuse(runner, r));
+    }
+    let refuse = |runner: Taken, r: Response| {
+        super::fleet::abandon(d, &run);
+        refuse(runner, r)
+    };
     // The checks, the opening record and the active table change under one hold of the
     // ledger lock, so two launches cannot both take the last run of a budget or the last
     // slot.
@@ -205,13 +223,6 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         return Err(refuse(runner, r));
     }
     let now = ledger::now_ms();
-    let run = prepared.spec.run_id.clone();
-    // The fleet's budget last, still under the ledger lock: admitted there, the run is
-    // recorded here next (a run counts when admitted; a failure below still counts).
-    if let Err(r) = super::fleet::admit(d, &a.instance, &run, role.budget.runs_per_week, now) {
-        drop(ledger);
-        return Err(refuse(runner, r));
-    }
     let deadline_s = prepared.deadline.map(|d| d.as_secs()).unwrap_or(0);
     let opened = RunOpened {
         run: run.clone(),

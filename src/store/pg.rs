@@ -118,6 +118,9 @@ async fn record_fire(
     Ok(!rows.is_empty())
 }
 
+/// A run of this host that never started: `aborted`, unless its closing record came first.
+const ABORT_SQL: &str = "UPDATE airlock_runs SET state = 'aborted', closed_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint WHERE run = $1 AND host_id = $2 AND state IN ('active', 'unsupervised')";
+
 const ADMIT_SQL: &str = "
 WITH a AS (
     UPDATE airlock_admissions
@@ -387,6 +390,35 @@ impl Fleet {
                 .map_err(|e| self.down(e))?;
             }
             tx.commit().await.map_err(|e| self.down(e))
+        })
+        .await
+    }
+
+    /// This host's runs the store has as running (`active`, or `unsupervised` while this
+    /// host was away).
+    pub async fn open_runs(&self) -> Result<Vec<String>, StoreError> {
+        self.bounded(async {
+            let c = self.client().await?;
+            let rows = c
+                .query(
+                    "SELECT run FROM airlock_runs WHERE host_id = $1 AND state IN ('active', 'unsupervised') ORDER BY run",
+                    &[&self.host_id],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+        .await
+    }
+
+    /// Close this host's admitted run `run` as `aborted`: it never started.
+    pub async fn abandon(&self, run: &str) -> Result<(), StoreError> {
+        self.bounded(async {
+            let c = self.client().await?;
+            c.execute(ABORT_SQL, &[&run, &self.host_id])
+                .await
+                .map_err(|e| self.down(e))?;
+            Ok(())
         })
         .await
     }
