@@ -1,7 +1,7 @@
 //! Airlock: launch AI agents as their own Unix uid inside namespaces, Landlock and seccomp,
 //! under the policy their role file grants.
 //!
-//! Layering (see README.md, "Architecture"):
+//! Layering (the manual, docs/src/development.md, "Layout"):
 //! - [`role`] and [`policy`] are pure: they parse, validate and decide, with no syscalls
 //!   beyond reading the files they are pointed at.
 //! - [`sandbox`] is the only place that makes namespace, mount and credential syscalls.

@@ -1,4 +1,4 @@
-//! The two sides of a run are apart (README, "What a run sees"): a Python agent on the
+//! The two sides of a run are apart (the manual, docs/src/jail.md): a Python agent on the
 //! agent side and its commands on the command side (sent through Airlock's bash tool) try
 //! to reach each other: each other's processes by pid, the shepherd of a command, a unix
 //! socket to pass a descriptor through, a SysV segment. tests/agents/side_probe.py holds

@@ -124,7 +124,7 @@ fn not_self(pid: u8, which: Option<(u8, u64)>) -> Result<Vec<SeccompRule>, Sandb
     Ok(rules)
 }
 
-/// Which side of a run a filter is for (README, "What a run sees").
+/// Which side of a run a filter is for (the manual, docs/src/jail.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
     /// The agent program and what it forks: it may start no other program.
