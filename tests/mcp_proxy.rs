@@ -1388,6 +1388,104 @@ fn hostile_upstreams_cannot_make_the_gateway_keep_memory() {
     }
 }
 
+/// Issue 42, finding 6: an upstream that asks its client something while answering a
+/// tools/call (sampling, elicitation, roots, and a method it named after the credential it
+/// was sent) gets Airlock's answer, and the call's journal record names each ask and that
+/// answer in Airlock's words, never the upstream's: over HTTP and over stdio, for a call
+/// that succeeds and for one whose upstream then fails.
+#[test]
+fn what_an_upstream_asks_its_client_during_a_call_is_journaled_with_airlocks_answer() {
+    require_journald();
+    let script = Path::new(REPO).join("tests/agents/hostile_upstream.py");
+    let port = free_port();
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .args(["http", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening"), "{line}");
+    let _http = Upstream { child, port };
+    let dir = tempfile::tempdir().unwrap().keep();
+    let cred = dir.join("hostile.token");
+    std::fs::write(&cred, format!("{SECRET}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cred, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let code = std::fs::read_to_string(&script).unwrap();
+    let conn_uid = 1_880_095_010 + std::process::id() % 9;
+    let command = json!(["/usr/bin/python3", "-c", code, "stdio"]).to_string();
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "credentials:\n  hostile-token: {}\nmcp_connectors:\n  hostile-stdio: {{command: {command}, uid: {conn_uid}}}\n  hostile-http: {{url: \"http://127.0.0.1:{port}/mcp\", credential: hostile-token}}\n",
+            cred.display()
+        ),
+    );
+    h.local_role("code", |t| {
+        t.replacen(
+            "tools:\n",
+            "tools:\n  hostile-stdio: [ask, ask_fail]\n  hostile-http: [ask, ask_fail]\n",
+            1,
+        )
+        .replacen(
+            "  mcp:\n",
+            "  mcp:\n    hostile-stdio:\n      via: airlock\n    hostile-http:\n      via: airlock\n",
+            1,
+        )
+    });
+    for server in ["hostile-http", "hostile-stdio"] {
+        let (o, lines) = run_agent(&h, server, json!([{"call": "ask"}, {"call": "ask_fail"}]));
+        assert_eq!(step(&lines, 0)["text"], "ask", "{server}: {lines:?}");
+        let failed = step(&lines, 1);
+        assert!(
+            failed["isError"] == true || failed["thrown"].is_string(),
+            "{server}: {failed}"
+        );
+        let run = run_id_of(&o);
+        let recs = events(&run, "tool_call", 2);
+        let rec = |tool: &str| {
+            recs.iter()
+                .find(|r| r["AIRLOCK_TOOL"] == tool)
+                .unwrap_or_else(|| panic!("{server}: no record of {tool}: {recs:?}"))
+                .clone()
+        };
+        let ask = rec("ask");
+        assert_eq!(
+            ask["AIRLOCK_UPSTREAM_ASKED"],
+            "sampling/createMessage: refused, elicitation/create: refused, roots/list: answered with no roots, another method: refused",
+            "{server}: {ask}"
+        );
+        assert!(
+            ask["MESSAGE"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("the upstream asked its client: sampling/createMessage: refused"),
+            "{server}: {ask}"
+        );
+        let fail = rec("ask_fail");
+        assert_eq!(fail["AIRLOCK_IS_ERROR"], "1", "{server}: {fail}");
+        assert_eq!(
+            fail["AIRLOCK_UPSTREAM_ASKED"], "roots/list: answered with no roots",
+            "{server}: {fail}"
+        );
+        // The method the upstream named after its credential is not in the journal.
+        let text = journal_text(&run);
+        assert!(
+            !text.contains(SECRET),
+            "{server}: the secret is in the journal"
+        );
+        assert!(
+            !text.contains("x/Bearer"),
+            "{server}: the upstream's method name is in the journal"
+        );
+    }
+}
+
 /// An upstream that dies in the middle of a run: the agent's next call gets a clear MCP
 /// error naming the connector, and the agent (and the run) go on.
 #[test]

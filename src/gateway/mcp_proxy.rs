@@ -421,7 +421,8 @@ async fn forward(
     session: &str,
     method: &str,
     params: Value,
-) -> Result<(Value, Exchange), (i64, String)> {
+    asked: &mut Vec<&'static str>,
+) -> Result<Value, (i64, String)> {
     let Some((up_id, up_session, version)) = c.sessions.with(session, |s| {
         s.next_id += 1;
         (s.next_id, s.upstream_session.clone(), s.version.clone())
@@ -443,13 +444,19 @@ async fn forward(
         )
         .await
         .map_err(|e| match e {
+            UpstreamError::TooManyRequests => {
+                asked.push("more than 16 requests of its client: refused");
+                (INTERNAL_ERROR, c.failed(e))
+            }
             UpstreamError::Status(404) => (
                 INTERNAL_ERROR,
                 c.failed("the connector's upstream ended its session; initialize again"),
             ),
             e => (INTERNAL_ERROR, c.failed(e)),
         })?;
-    let resp = ex.response.clone().unwrap_or(Value::Null);
+    // Whatever the upstream answers, what it asked meanwhile is the caller's to journal.
+    asked.extend(&ex.asked);
+    let resp = ex.response.unwrap_or(Value::Null);
     if let Some(err) = resp.get("error") {
         let code = err
             .get("code")
@@ -462,7 +469,7 @@ async fn forward(
         return Err((code, msg.chars().take(500).collect()));
     }
     match resp.get("result") {
-        Some(r) if r.is_object() => Ok((r.clone(), ex)),
+        Some(r) if r.is_object() => Ok(r.clone()),
         _ => Err((
             INTERNAL_ERROR,
             "the connector's upstream sent no result".into(),
@@ -497,7 +504,7 @@ async fn list(
             ))?;
         up_params["cursor"] = json!(up);
     }
-    let (result, _) = forward(c, session, method, up_params).await?;
+    let result = forward(c, session, method, up_params, &mut Vec::new()).await?;
     let items: Vec<Value> = result
         .get(key)
         .and_then(Value::as_array)
@@ -574,15 +581,14 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
         )
     } else {
         let params = json!({"name": name, "arguments": args});
-        let answer = forward(c, session, "tools/call", params).await;
+        let answer = forward(c, session, "tools/call", params, &mut rec.asked).await;
         if let Some((gh, p)) = &github {
-            let ok = matches!(&answer, Ok((r, _)) if r.get("isError") != Some(&json!(true)));
+            let ok = matches!(&answer, Ok(r) if r.get("isError") != Some(&json!(true)));
             super::github::mcp::passed(gh, name, p, ok);
         }
         match answer {
-            Ok((mut result, ex)) => {
+            Ok(mut result) => {
                 rec.is_error = result.get("isError") == Some(&json!(true));
-                note_asked(&mut rec, &ex);
                 hold_embedded(gw, c, name, &mut result);
                 hold_structured(gw, c, name, &mut result);
                 rpc_result(id, result)
@@ -592,17 +598,6 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
     };
     rec.finish(started, &reply, gw.log.as_ref());
     reply
-}
-
-/// What the upstream asked of its client during the call (and was refused), for the journal.
-fn note_asked(rec: &mut CallRecord, ex: &Exchange) {
-    if !ex.asked.is_empty() {
-        rec.reason = format!(
-            "{}; the upstream asked {} and Airlock refused",
-            rec.reason,
-            ex.asked.join(", ")
-        );
-    }
 }
 
 async fn resource(
@@ -622,10 +617,9 @@ async fn resource(
     rec.decided(&d);
     let reply = match canonical.filter(|_| d.allow) {
         None => rpc_error(id, REFUSED, &format!("refused by {}: {}", d.rule, d.reason)),
-        Some(uri) => match forward(c, session, method, json!({"uri": uri})).await {
-            Ok((mut result, ex)) => {
+        Some(uri) => match forward(c, session, method, json!({"uri": uri}), &mut rec.asked).await {
+            Ok(mut result) => {
                 rec.is_error = false;
-                note_asked(&mut rec, &ex);
                 if method == "resources/read" {
                     hold_contents(gw, c, &uri, &mut result);
                 }

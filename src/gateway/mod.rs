@@ -168,6 +168,9 @@ pub struct CallRecord {
     pub is_error: bool,
     pub duration_ms: u64,
     pub result_bytes: u64,
+    /// What the connector's upstream asked its client while answering, and what Airlock
+    /// answered ([`upstream::asked`]), journaled for every call.
+    pub asked: Vec<&'static str>,
     /// The request it came in, when known (for its trace span; not journaled).
     pub rpc: Option<RpcMeta>,
 }
@@ -188,6 +191,7 @@ impl CallRecord {
             is_error: true,
             duration_ms: 0,
             result_bytes: 0,
+            asked: Vec::new(),
             rpc: RPC.try_with(Clone::clone).ok(),
         }
     }

@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 
 use super::strict_json;
 use super::upstream::{
-    answer_server_request, shown_method, Exchange, UpstreamError, MAX_ANSWER_BYTES,
+    answer_server_request, asked as asked_name, Exchange, UpstreamError, MAX_ANSWER_BYTES,
     MAX_SERVER_REQUESTS, TIMEOUT,
 };
 
@@ -41,7 +41,7 @@ pub const MAX_PENDING: usize = 16;
 #[derive(Debug, Default)]
 struct Asked {
     total: u64,
-    recent: VecDeque<(u64, String)>,
+    recent: VecDeque<(u64, &'static str)>,
 }
 
 impl Asked {
@@ -50,16 +50,16 @@ impl Asked {
         if self.recent.len() >= MAX_SERVER_REQUESTS {
             self.recent.pop_front();
         }
-        self.recent.push_back((self.total, shown_method(method)));
+        self.recent.push_back((self.total, asked_name(method)));
     }
 
     /// How many came after the `before`th, and the names kept of them.
-    fn since(&self, before: u64) -> (u64, Vec<String>) {
+    fn since(&self, before: u64) -> (u64, Vec<&'static str>) {
         let names = self
             .recent
             .iter()
             .filter(|(n, _)| *n > before)
-            .map(|(_, m)| m.clone())
+            .map(|(_, m)| *m)
             .collect();
         (self.total - before, names)
     }

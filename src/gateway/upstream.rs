@@ -208,8 +208,9 @@ pub struct Exchange {
     pub session: Option<String>,
     /// The response to the message, when it was a request.
     pub response: Option<Value>,
-    /// Methods of the requests the upstream made of its client meanwhile (answered here).
-    pub asked: Vec<String>,
+    /// The requests the upstream made of its client meanwhile, and Airlock's answer to
+    /// each ([`asked`]).
+    pub asked: Vec<&'static str>,
 }
 
 /// The connection pool to one upstream: plain (loopback) or TLS only, so an https URL is
@@ -508,7 +509,7 @@ impl HttpUpstream {
                     if ex.asked.len() >= MAX_SERVER_REQUESTS {
                         return Err(UpstreamError::TooManyRequests);
                     }
-                    let method = shown_method(v["method"].as_str());
+                    let method = asked(v["method"].as_str());
                     let answer = answer_server_request(&v);
                     let new_session = ex.session.clone();
                     let s = new_session.as_deref().or(session);
@@ -626,6 +627,19 @@ impl Upstream {
             Upstream::Http(h) => h.post(msg, id, session, version).await,
             Upstream::Stdio(s) => s.post(msg, id).await,
         }
+    }
+}
+
+/// A request an upstream made of its client and what Airlock answered, as the journal
+/// names it: one of a few fixed texts, never the method as the upstream spelled it (a
+/// name the upstream chose could carry anything, even the credential it was sent).
+pub fn asked(method: Option<&str>) -> &'static str {
+    match method {
+        Some("sampling/createMessage") => "sampling/createMessage: refused",
+        Some("elicitation/create") => "elicitation/create: refused",
+        Some("roots/list") => "roots/list: answered with no roots",
+        Some("ping") => "ping: answered",
+        _ => "another method: refused",
     }
 }
 
@@ -933,5 +947,24 @@ mod tests {
         }
         let a = answer_server_request(&json!({"jsonrpc":"2.0","id":"r","method":"roots/list"}));
         assert_eq!(a["result"]["roots"], json!([]));
+    }
+
+    #[test]
+    fn what_an_upstream_asked_is_named_by_airlock_never_as_it_spelled_it() {
+        // What the journal says agrees with what was answered.
+        for m in [
+            "sampling/createMessage",
+            "elicitation/create",
+            "roots/list",
+            "ping",
+        ] {
+            let a = answer_server_request(&json!({"jsonrpc":"2.0","id":1,"method":m}));
+            let said = asked(Some(m));
+            assert!(said.starts_with(m), "{said}");
+            assert_eq!(a.get("error").is_some(), said.ends_with("refused"), "{m}");
+        }
+        for m in [Some("Bearer tok-1234567890"), Some(""), None] {
+            assert_eq!(asked(m), "another method: refused");
+        }
     }
 }

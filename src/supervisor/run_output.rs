@@ -582,6 +582,11 @@ fn write_call(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &CallRecord) {
         } else {
             msg.push_str(&format!(": {}", r.reason));
         }
+        // Named by Airlock (a few fixed texts), whatever the call's decision or outcome.
+        let asked = r.asked.join(", ");
+        if !asked.is_empty() {
+            msg.push_str(&format!("; the upstream asked its client: {asked}"));
+        }
         let mut fields: Vec<(&str, &str)> = vec![
             ("AIRLOCK_CONNECTOR", &r.connector),
             ("AIRLOCK_TOOL", &r.tool),
@@ -599,6 +604,9 @@ fn write_call(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &CallRecord) {
         }
         if let Some(c) = &exit {
             fields.push(("AIRLOCK_EXIT_CODE", c));
+        }
+        if !asked.is_empty() {
+            fields.push(("AIRLOCK_UPSTREAM_ASKED", &asked));
         }
         if lock(journal)
             .event(EventKind::ToolCall, &msg, &fields)

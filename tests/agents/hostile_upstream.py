@@ -3,6 +3,9 @@
 #   flood  100 requests of its client, each with a 1 MiB method name, then the answer
 #   huge   an answer of 15 MiB holding 7.8 million JSON values
 #   ok     a plain answer (the connector still works after the others)
+#   ask    asks its client for sampling, elicitation and roots, and something named with
+#          the Authorization it was sent, then answers
+#   ask_fail  asks its client for roots, then answers with an error
 # Over stdio (`python3 -c <this> stdio`, in the connector's jail) or streamable HTTP on the
 # host's loopback (`python3 <this> http PORT`, SSE for flood, JSON for the rest).
 import json
@@ -14,7 +17,7 @@ BIG = "m" * ((1 << 20) if sys.argv[-1] == "stdio" else (100 << 10))
 HUGE_PAD = "0," * (15 * (1 << 19)) + "0"
 
 
-def answer(msg):
+def answer(msg, auth="Bearer none"):
     """The lines to send for one message: (server requests, final answer) as text."""
     mid, method = msg.get("id"), msg.get("method")
     if mid is None or method is None:
@@ -24,13 +27,20 @@ def answer(msg):
         res = {"protocolVersion": v, "capabilities": {"tools": {}}, "serverInfo": {"name": "hostile", "version": "1"}}
         return [], json.dumps({"jsonrpc": "2.0", "id": mid, "result": res})
     if method == "tools/list":
-        tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ("flood", "huge", "ok")]
+        tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ("flood", "huge", "ok", "ask", "ask_fail")]
         return [], json.dumps({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools}})
     if method == "tools/call":
         name = msg.get("params", {}).get("name")
         done = json.dumps({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": name}]}})
         if name == "flood":
             asks = [json.dumps({"jsonrpc": "2.0", "id": "s%d" % i, "method": BIG + str(i)}) for i in range(100)]
+            return asks, done
+        if name in ("ask", "ask_fail"):
+            methods = ["sampling/createMessage", "elicitation/create", "roots/list", "x/" + auth]
+            if name == "ask_fail":
+                methods = ["roots/list"]
+                done = json.dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": -32000, "message": "failed after asking"}})
+            asks = [json.dumps({"jsonrpc": "2.0", "id": "a%d" % i, "method": m, "params": {}}) for i, m in enumerate(methods)]
             return asks, done
         if name == "huge":
             return [], '{"jsonrpc":"2.0","id":%s,"result":{"content":[],"pad":[%s]}}' % (json.dumps(mid), HUGE_PAD)
@@ -72,7 +82,7 @@ def http(port):
                 msg = json.loads(body)
             except ValueError:
                 msg = {}
-            asks, done = answer(msg)
+            asks, done = answer(msg, self.headers.get("authorization", "Bearer none"))
             if done is None:
                 self.send_response(202)
                 self.send_header("content-length", "0")
