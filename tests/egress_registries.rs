@@ -638,3 +638,94 @@ fn explain_hire_and_check_show_what_the_host_grants() {
         "{out}"
     );
 }
+
+const ECHO_HOST: &str = "echo.corp.example";
+const ECHO_TOKEN: &str = "corpTok3n-0123456789abcdefXYZ";
+
+/// The hostile registry (tests/registries/echo_registry.py) in `net`, checked with the
+/// host's token added; a role `code` granted it. The host, and where the registry logs
+/// each request it gets.
+fn echo_registry(net: &mut NetNs, passthrough: bool) -> (Host, PathBuf) {
+    let (ca, cert, key) = test_ca(net.dir.path(), &[ECHO_HOST]);
+    let log = net.path("echo-requests.jsonl");
+    let mut c = net.exec("python3");
+    c.arg(Path::new(REPO).join("tests/registries/echo_registry.py"))
+        .arg(net.public.to_string())
+        .arg(&cert)
+        .arg(&key)
+        .arg(&log);
+    net.serve(c, "the echoing registry");
+    let cred = net.path("echo.token");
+    std::fs::write(&cred, format!("{ECHO_TOKEN}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cred, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let dns = dns_stub(vec![(ECHO_HOST, net.public)]);
+    let extra = format!(
+        "credentials:\n  echo-token: {}\negress:\n  nameservers: ['{dns}']\n  destinations:\n    echo: {{hosts: [{ECHO_HOST}], methods: [GET, HEAD], paths: ['/echo/*', '/pkg/*'], credential: echo-token, ca_file: {}{}}}\n  grants:\n    code: [echo]\n",
+        cred.display(),
+        ca.display(),
+        if passthrough { ", passthrough_body: true" } else { "" },
+    );
+    let h = Host::new(&[("tess", "code")], &extra);
+    (h, log)
+}
+
+/// The registry's log: each request it got.
+fn echo_log(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn method_overrides_and_encoded_dot_segments_never_reach_a_checked_destination() {
+    require_journald();
+    let mut net = NetNs::new();
+    let (h, log) = echo_registry(&mut net, false);
+    let ws = h.workspace("ws-tess", h.uids[0]);
+    let url = |p: &str| format!("https://{ECHO_HOST}{p}");
+    let probes = json!([
+        {"url": url("/echo/x"), "headers": {"X-HTTP-Method-Override": "DELETE"}},
+        {"url": url("/echo/x"), "headers": {"X-Method-Override": "PUT"}},
+        {"url": url("/echo/x"), "headers": {"X-HTTP-Method": "DELETE"}},
+        {"url": url("/echo/x?_method=DELETE")},
+        {"url": url("/pkg/%252e%252e/admin")},
+        {"url": url("/pkg/..%252fadmin")},
+        {"url": url("/pkg/left-pad")},
+    ]);
+    let (_, lines, recs) = run(&h, "code", "tess", &ws, &probes, 7);
+    for (i, l) in lines.iter().take(6).enumerate() {
+        assert_eq!(l["status"], 403, "{i}: {l}");
+    }
+    for l in &lines[..4] {
+        assert!(
+            body_of(l).contains("refused by egress.destinations.echo.methods:"),
+            "{l}"
+        );
+    }
+    for i in [4, 5] {
+        assert!(
+            body_of(&lines[i]).contains("refused by egress.destinations.echo.paths:"),
+            "{}",
+            lines[i]
+        );
+    }
+    assert_eq!(lines[6]["status"], 200, "{}", lines[6]);
+    let r = request(&recs, ECHO_HOST, "GET", "/pkg/%252e%252e/admin");
+    assert_eq!(field(r, "AIRLOCK_DECISION"), "deny", "{r:#}");
+    assert_eq!(
+        field(r, "AIRLOCK_RULE"),
+        "egress.destinations.echo.paths",
+        "{r:#}"
+    );
+    // The registry saw only the plain request.
+    let got = echo_log(&log);
+    let paths: Vec<&str> = got.iter().filter_map(|r| r["path"].as_str()).collect();
+    assert_eq!(paths, ["/pkg/left-pad"], "{got:#?}");
+}
+
+fn body_of(l: &Value) -> String {
+    l["body"].as_str().unwrap_or_default().to_string()
+}

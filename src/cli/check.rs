@@ -177,8 +177,17 @@ fn egress(
     }
     Ok(match dest {
         Some(g) if d.allow && g.terminated => {
-            let path = path.split(['?', '#']).next().unwrap_or("/");
-            destinations::decide_request(g, &host, t.port, method, path, Some(&host))
+            let (p, query) = match path.split('#').next().unwrap_or("/").split_once('?') {
+                Some((p, q)) => (p, Some(q)),
+                None => (path.split('#').next().unwrap_or("/"), None),
+            };
+            let asked = destinations::Asked {
+                method,
+                path: p,
+                host_header: Some(&host),
+                names_another_method: crate::gateway::headers::query_names_another_method(query),
+            };
+            destinations::decide_request(g, &host, t.port, &asked)
         }
         _ if d.allow => Decision::allow(
             d.rule,

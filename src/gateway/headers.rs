@@ -48,6 +48,15 @@ pub fn names_another_method(headers: &HeaderMap) -> bool {
     METHOD_OVERRIDES.iter().any(|h| headers.contains_key(*h))
 }
 
+/// Whether a query names another method than the request's own (`_method=...`).
+pub fn query_names_another_method(query: Option<&str>) -> bool {
+    query
+        .unwrap_or_default()
+        .split('&')
+        .map(|p| p.split_once('=').map_or(p, |(k, _)| k))
+        .any(|k| k.eq_ignore_ascii_case("_method") || k.eq_ignore_ascii_case("%5fmethod"))
+}
+
 /// Whether a message's body is encoded (`Content-Encoding` other than `identity`): a body
 /// the gateway reads must be read as it goes on.
 pub fn encoded(headers: &HeaderMap) -> bool {
@@ -84,6 +93,10 @@ mod tests {
             HeaderValue::from_static("GET"),
         );
         assert!(names_another_method(&h));
+        assert!(query_names_another_method(Some("a=1&_method=DELETE")));
+        assert!(query_names_another_method(Some("_METHOD")));
+        assert!(!query_names_another_method(Some("a_method=1")));
+        assert!(!query_names_another_method(None));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 # The egress tests' agent: runs inside the jail, tries each probe given as JSON in argv[1]
 # through the run's gateway proxy (found in its environment), prints one JSON line each.
-import json, os, socket, ssl, sys, urllib.parse, urllib.request
+import gzip, json, os, socket, ssl, sys, urllib.parse, urllib.request, zlib
 
 PROXY = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
 ADDR = (PROXY.hostname, PROXY.port)
@@ -111,17 +111,51 @@ def mcp_bash(p):
     return {"stdout": out["stdout"], "stderr": out["stderr"], "exit_code": out["exit_code"]}
 
 
+def decoded(headers, body):
+    # As a client that asked for a coding decodes it.
+    enc = (headers.get("Content-Encoding") or "").lower()
+    if enc == "gzip":
+        return gzip.decompress(body)
+    if enc == "deflate":
+        return zlib.decompress(body)
+    return body
+
+
 def fetch(p):
     # urllib takes the proxy from the environment, as any tool would.
     req = urllib.request.Request(p["url"], headers=p.get("headers", {}), method=p.get("method"),
                                  data=p["data"].encode() if "data" in p else None)
     try:
         with urllib.request.urlopen(req, timeout=20, context=tls_context()) as r:
-            return {"status": r.status, "body": r.read().decode(errors="replace")}
+            body = decoded(r.headers, r.read())
+            return {"status": r.status, "head": str(r.headers),
+                    "body": body.decode(errors="replace")}
     except urllib.error.HTTPError as e:
         return {"status": e.code, "body": e.read().decode(errors="replace")}
     except OSError as e:
         return {"error": str(e)}
+
+
+def https_raw(p):
+    # One request's bytes as written, through a tunnel, and every byte of the answer.
+    s = socket.create_connection(ADDR, timeout=20)
+    host = p["https_raw"]
+    s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (host.encode(), host.encode()))
+    status, _, _ = read_head(s)
+    if status != 200:
+        return {"status": status}
+    t = tls_context().wrap_socket(s, server_hostname=host)
+    t.sendall(p["request"].encode())
+    reply = b""
+    try:
+        while True:
+            d = t.recv(65536)
+            if not d:
+                break
+            reply += d
+    except (OSError, ssl.SSLError) as e:
+        return {"raw": reply.decode(errors="replace"), "error": str(e)}
+    return {"raw": reply.decode(errors="replace")}
 
 
 def udp(p):
@@ -145,6 +179,8 @@ for i, p in enumerate(json.loads(sys.argv[1])):
         r = hold(p)
     elif "connect" in p:
         r = connect(p)
+    elif "https_raw" in p:
+        r = https_raw(p)
     elif "url" in p:
         r = fetch(p)
     else:

@@ -21,7 +21,7 @@ use super::forward::{Counted, RESPONSE_TIMEOUT};
 use super::target::{self, Target};
 use super::{dial, Egress, Journaled, Opened, Terminated, HELLO_TIMEOUT};
 use crate::gateway::http::Body;
-use crate::policy::egress::destinations::{decide_request, Granted};
+use crate::policy::egress::destinations::{decide_request, Asked, Granted};
 
 /// Longest path kept on a record.
 const MAX_PATH_CHARS: usize = 256;
@@ -147,14 +147,14 @@ async fn request(c: &Conn, mut j: Journaled, req: Request<Incoming>) -> Response
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
     };
-    let d = decide_request(
-        &c.dest,
-        &host,
-        c.t.port,
-        req.method().as_str(),
-        &path,
-        named.as_deref(),
-    );
+    let asked = Asked {
+        method: req.method().as_str(),
+        path: &path,
+        host_header: named.as_deref(),
+        names_another_method: crate::gateway::headers::names_another_method(req.headers())
+            || crate::gateway::headers::query_names_another_method(req.uri().query()),
+    };
+    let d = decide_request(&c.dest, &host, c.t.port, &asked);
     j.decided(&d);
     if !d.allow {
         return j.refuse(StatusCode::FORBIDDEN, &d.rule, &d.reason);

@@ -150,17 +150,6 @@ pub fn granted(
     out
 }
 
-/// Is a path one a glob list can judge? Dot segments and encoded separators would let a
-/// request look like one path here and be another upstream.
-fn plain_path(path: &str) -> bool {
-    let lower = path.to_ascii_lowercase();
-    path.starts_with('/')
-        && !path.split('/').any(|s| s == "." || s == "..")
-        && !["%2e", "%2f", "%5c", "\\"]
-            .iter()
-            .any(|b| lower.contains(b))
-}
-
 /// The host part of a `Host` header (`name`, `name:port`), lower case, when its port (if
 /// any) is `port`.
 fn host_header_host(value: &str, port: u16) -> Option<String> {
@@ -177,16 +166,28 @@ fn host_header_host(value: &str, port: u16) -> Option<String> {
     Some(h.trim_end_matches('.').to_ascii_lowercase())
 }
 
+/// One request on a terminated destination, as [`decide_request`] judges it.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub method: &'a str,
+    /// Without the query.
+    pub path: &'a str,
+    pub host_header: Option<&'a str>,
+    /// Whether the request names another method than its own (`X-HTTP-Method-Override`
+    /// and the like, [`crate::gateway::headers::METHOD_OVERRIDES`], or `_method` in the
+    /// query): the method checked must be the one a server performs.
+    pub names_another_method: bool,
+}
+
 /// May one request on a terminated destination go on? `host`: the CONNECT host (already
-/// matched to `d`), `port` its port; `path` without the query.
-pub fn decide_request(
-    d: &Granted,
-    host: &str,
-    port: u16,
-    method: &str,
-    path: &str,
-    host_header: Option<&str>,
-) -> Decision {
+/// matched to `d`), `port` its port.
+pub fn decide_request(d: &Granted, host: &str, port: u16, asked: &Asked<'_>) -> Decision {
+    let Asked {
+        method,
+        path,
+        host_header,
+        names_another_method,
+    } = *asked;
     let rule = d.rule();
     match host_header.and_then(|h| host_header_host(h, port)) {
         Some(h) if h == host => {}
@@ -197,6 +198,12 @@ pub fn decide_request(
             )
         }
     }
+    if names_another_method {
+        return Decision::deny(
+            format!("{rule}.methods"),
+            "a request that names another method than its own (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, _method) is refused",
+        );
+    }
     if !d.methods.is_empty() && !d.methods.iter().any(|m| m == method) {
         return Decision::deny(
             format!("{rule}.methods"),
@@ -204,20 +211,20 @@ pub fn decide_request(
         );
     }
     if !d.paths.is_empty() {
-        if !plain_path(path) {
+        // Each form a server could decode the path to must be one the paths allow.
+        let stages = match super::path::judged(path) {
+            Ok(s) => s,
+            Err(why) => return Decision::deny(format!("{rule}.paths"), why.reason()),
+        };
+        let allowed = |p: &[u8]| {
+            d.paths
+                .iter()
+                .any(|g| crate::policy::rails::wildcard(g.as_bytes(), p, false, false))
+        };
+        if !stages.iter().all(|p| allowed(p)) {
             return Decision::deny(
                 format!("{rule}.paths"),
-                "the path has a dot segment or an encoded separator",
-            );
-        }
-        if !d
-            .paths
-            .iter()
-            .any(|g| crate::policy::rails::wildcard(g.as_bytes(), path.as_bytes(), false, false))
-        {
-            return Decision::deny(
-                format!("{rule}.paths"),
-                "the path matches none of this destination's paths",
+                "the path (as sent, or percent-decoded) matches none of this destination's paths",
             );
         }
     }
@@ -314,7 +321,15 @@ mod tests {
         let g = granted(&conf(), "code", "code", &[443]);
         let npm = &g[1];
         let h = "registry.npm.example";
-        let d = |m: &str, p: &str, host: Option<&str>| decide_request(npm, h, 443, m, p, host);
+        let d = |m: &str, p: &str, host: Option<&str>| {
+            let a = Asked {
+                method: m,
+                path: p,
+                host_header: host,
+                names_another_method: false,
+            };
+            decide_request(npm, h, 443, &a)
+        };
         let ok = d("GET", "/pkg/left-pad", Some(h));
         assert_eq!(
             (ok.allow, ok.rule.as_str(), ok.reason.as_str()),
@@ -347,6 +362,20 @@ mod tests {
             ),
             (
                 "GET",
+                "/pkg/%252e%252e/admin",
+                Some(h),
+                "egress.destinations.npm.paths",
+            ),
+            (
+                "GET",
+                "/pkg/..%252fadmin",
+                Some(h),
+                "egress.destinations.npm.paths",
+            ),
+            // Decoded it is under /pkg/; as sent (a server that decodes less) it is not.
+            ("GET", "/%70kg/x", Some(h), "egress.destinations.npm.paths"),
+            (
+                "GET",
                 "/pkg/x",
                 Some("other.example"),
                 "egress.destinations.npm.hosts",
@@ -359,6 +388,17 @@ mod tests {
             ),
             ("GET", "/pkg/x", None, "egress.destinations.npm.hosts"),
         ];
+        let over = Asked {
+            method: "GET",
+            path: "/pkg/x",
+            host_header: Some(h),
+            names_another_method: true,
+        };
+        let r = decide_request(npm, h, 443, &over);
+        assert_eq!(
+            (r.allow, r.rule.as_str()),
+            (false, "egress.destinations.npm.methods")
+        );
         for (m, p, host, rule) in cases {
             let r = d(m, p, *host);
             assert_eq!(

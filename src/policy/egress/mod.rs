@@ -7,6 +7,7 @@
 
 pub mod addr;
 pub mod destinations;
+pub mod path;
 
 use std::net::IpAddr;
 
