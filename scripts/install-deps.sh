@@ -17,8 +17,9 @@ need=()
 # airlockd with the real server (started by the test itself, never as a service);
 # postgresql (initdb, pg_ctl, psql): the fleet tests' throwaway PostgreSQL cluster
 # (tests/common/pg.rs; the package's own cluster is not used); gdb: the chaos test that
-# tears a ledger append (it stops airlockd in its write and kills it there).
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus postgresql gdb; do
+# tears a ledger append (it stops airlockd in its write and kills it there); faketime
+# (libfaketime): the fleet test whose one host's clock runs eight days ahead.
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus postgresql gdb faketime; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 

@@ -56,6 +56,8 @@ struct Node {
     cfg: PathBuf,
     sock: PathBuf,
     child: Option<Child>,
+    /// More environment for airlockd (libfaketime's, for a host whose clock is off).
+    env: Vec<(String, String)>,
 }
 
 impl Node {
@@ -103,6 +105,7 @@ impl Node {
             root,
             cfg,
             child: None,
+            env: Vec::new(),
         }
     }
 
@@ -114,6 +117,7 @@ impl Node {
         Command::new(env!("CARGO_BIN_EXE_airlockd"))
             .arg("--config")
             .arg(&self.cfg)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(
@@ -491,11 +495,10 @@ fn the_admission_statement_never_over_admits() {
                 .unwrap(),
             ));
         }
-        let now = 1_900_000_000_000u64;
         let tasks: Vec<_> = (0..64)
             .map(|i| {
                 let f = fleets[i % 4].clone();
-                tokio::spawn(async move { f.admit("tess", &format!("run{i}"), Some(7), now).await })
+                tokio::spawn(async move { f.admit("tess", &format!("run{i}"), Some(7)).await })
             })
             .collect();
         let mut out = Vec::new();
@@ -512,8 +515,12 @@ fn the_admission_statement_never_over_admits() {
         Err(_) => false,
     }));
     assert_eq!(pg.psql("SELECT count(*) FROM airlock_runs"), "7");
-    // A week later the window has moved on: admitted again.
-    let later = 1_900_000_000_000u64 + airlock::daemon::budget::WEEK_MS + 1;
+    // A week later (the stamps aged by a week: the window is the database's clock) the
+    // window has moved on: admitted again.
+    pg.psql(&format!(
+        "UPDATE airlock_admissions SET admitted_ms = array(SELECT t - {} - 1 FROM unnest(admitted_ms) AS t)",
+        airlock::daemon::budget::WEEK_MS
+    ));
     let again = rt.block_on(async {
         let conf = StoreConf {
             conninfo: airlock::store::conf::parse_conninfo(&pg.conninfo()).unwrap(),
@@ -528,7 +535,7 @@ fn the_admission_statement_never_over_admits() {
         )
         .await
         .unwrap()
-        .admit("tess", "late", Some(7), later)
+        .admit("tess", "late", Some(7))
         .await
     });
     assert_eq!(again, Ok(()));
@@ -836,9 +843,7 @@ fn bench_admission() {
         let mut lat = Vec::new();
         for i in 0..n {
             let t = Instant::now();
-            f.admit("bench", &format!("{tag}{i}"), None, 1_900_000_000_000 + i)
-                .await
-                .unwrap();
+            f.admit("bench", &format!("{tag}{i}"), None).await.unwrap();
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         lat
@@ -1178,4 +1183,81 @@ fn a_run_admitted_but_never_started_is_closed_as_aborted_at_the_next_start() {
         pg.psql("SELECT count(*) FROM airlock_runs WHERE state = 'aborted'"),
         "1"
     );
+}
+
+/// Debian's libfaketime (scripts/install-deps.sh: `faketime`), in the multiarch directory.
+fn libfaketime() -> PathBuf {
+    std::fs::read_dir("/usr/lib")
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path().join("faketime/libfaketime.so.1")))
+        .find(|p| p.exists())
+        .expect("no libfaketime.so.1: scripts/install-deps.sh installs Debian's faketime")
+}
+
+#[test]
+fn a_host_whose_clock_runs_ahead_cannot_admit_and_moves_no_one_elses_window() {
+    let libfaketime = libfaketime();
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    // B's clock eight days ahead (the whole process: wall clock and what it reads of it).
+    b.env = vec![
+        ("LD_PRELOAD".into(), libfaketime.display().to_string()),
+        ("FAKETIME".into(), "+8d".into()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+    ];
+    a.start();
+    b.start();
+    // A healthy run of A's, for longer than a run lease, while B beats.
+    let long = long_run(&a, "max");
+    let run = a.one(json!({"v":1,"op":"ps"}))["data"]["runs"][0]["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for _ in 0..2 {
+        assert_eq!(outcome(&a.launch("tess", &["/bin/true"])), Ok(0));
+    }
+    let stamps = || {
+        pg.psql("SELECT array_to_string(admitted_ms, ',') FROM airlock_admissions WHERE instance = 'tess'")
+    };
+    let before = stamps();
+    // B is refused every time, naming the clocks and how far apart they are.
+    for _ in 0..6 {
+        let m = outcome(&b.launch("tess", &["/bin/true"])).unwrap_err();
+        assert!(
+            m.contains("clock") && m.contains("ahead") && m.contains("days"),
+            "{m}"
+        );
+    }
+    assert_eq!(stamps(), before, "B moved tess's admissions");
+    // A's window is its own: three more runs, then the budget refuses the sixth.
+    for _ in 0..3 {
+        assert_eq!(outcome(&a.launch("tess", &["/bin/true"])), Ok(0));
+    }
+    let m = outcome(&a.launch("tess", &["/bin/true"])).unwrap_err();
+    assert!(m.contains("runs_per_week"), "{m}");
+    // Every admission stamp is the database's time, not B's.
+    let db_now: i64 = pg
+        .psql("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint")
+        .parse()
+        .unwrap();
+    for t in stamps().split(',') {
+        let t: i64 = t.parse().unwrap();
+        assert!((db_now - 120_000..=db_now).contains(&t), "{t} vs {db_now}");
+    }
+    // B's heartbeats, eight days ahead, never found A's run expired.
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(
+        pg.psql(&format!(
+            "SELECT state FROM airlock_runs WHERE run = '{run}'"
+        )),
+        "active"
+    );
+    let log =
+        std::fs::read_to_string(b.root.join("state/journal/airlockd.journal")).unwrap_or_default();
+    assert!(!log.contains("unsupervised"), "{log}");
+    let r = a.one(json!({"v":1,"op":"fire","instance":"max"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let _ = long.join();
 }

@@ -51,10 +51,9 @@ pub fn admit(
     instance: &str,
     run: &str,
     runs_per_week: Option<u64>,
-    now_ms: u64,
 ) -> Result<(), Response> {
     let Some(f) = &d.fleet else { return Ok(()) };
-    f.block(f.admit(instance, run, runs_per_week, now_ms))
+    f.block(f.admit(instance, run, runs_per_week))
         .map_err(refusal)
 }
 
@@ -309,10 +308,7 @@ pub async fn beat_runs(d: std::sync::Arc<Daemon>) {
     loop {
         tick.tick().await;
         let active: Vec<String> = super::runs::active(&d).into_iter().map(|r| r.run).collect();
-        let reclaimed = match f
-            .beat_runs(&active, crate::supervisor::ledger::now_ms())
-            .await
-        {
+        let reclaimed = match f.beat_runs(&active).await {
             Ok(r) => {
                 failing = false;
                 r

@@ -201,13 +201,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     // fire here, `status` and the run closings go on meanwhile). It refuses an instance the
     // fleet has fired; one fired here meanwhile is refused by the check under the lock
     // below, and the fleet's admission is then closed as aborted.
-    if let Err(r) = super::fleet::admit(
-        d,
-        &a.instance,
-        &run,
-        role.budget.runs_per_week,
-        ledger::now_ms(),
-    ) {
+    if let Err(r) = super::fleet::admit(d, &a.instance, &run, role.budget.runs_per_week) {
         return Err(refuse(runner, r));
     }
     let refuse = |runner: Taken, r: Response| {

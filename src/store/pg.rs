@@ -121,18 +121,53 @@ async fn record_fire(
 /// A run of this host that never started: `aborted`, unless its closing record came first.
 const ABORT_SQL: &str = "UPDATE airlock_runs SET state = 'aborted', closed_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint WHERE run = $1 AND host_id = $2 AND state IN ('active', 'unsupervised')";
 
-const ADMIT_SQL: &str = "
-WITH a AS (
+/// The database's time in milliseconds: the fleet's one clock (see [`super::skew`]). The
+/// statement's start, so every use in one statement agrees.
+macro_rules! db_now_ms {
+    () => {
+        "(extract(epoch from statement_timestamp()) * 1000)::bigint"
+    };
+}
+
+/// The instance's admissions row (made if missing), and the database's time, read to
+/// check this host's clock against it.
+const PREADMIT_SQL: &str = concat!(
+    "WITH i AS (INSERT INTO airlock_admissions (instance) VALUES ($1) ON CONFLICT DO NOTHING) SELECT ",
+    db_now_ms!()
+);
+
+/// One run's admission: the window and the stamp are the database's time, never a host's.
+const ADMIT_SQL: &str = concat!(
+    "
+WITH n AS (SELECT ",
+    db_now_ms!(),
+    " AS ms),
+a AS (
     UPDATE airlock_admissions
-       SET admitted_ms = array(SELECT t FROM unnest(admitted_ms) AS t WHERE t > $2) || $3::bigint
+       SET admitted_ms = array(SELECT t FROM unnest(admitted_ms) AS t WHERE t > (SELECT ms FROM n) - $2) || (SELECT ms FROM n)
      WHERE instance = $1
-       AND (SELECT count(*) FROM unnest(admitted_ms) AS t WHERE t > $2) < $4
+       AND (SELECT count(*) FROM unnest(admitted_ms) AS t WHERE t > (SELECT ms FROM n) - $2) < $3
        AND NOT EXISTS (SELECT 1 FROM airlock_fires f WHERE f.instance = $1)
     RETURNING instance
 )
 INSERT INTO airlock_runs (run, host_id, instance, admitted_ms, expires_ms)
-SELECT $5, $6, instance, $3, $3 + $7 FROM a
-RETURNING run";
+SELECT $4, $5, instance, (SELECT ms FROM n), (SELECT ms FROM n) + $6 FROM a
+RETURNING run"
+);
+
+/// Renew this host's runs' leases, on the database's clock.
+const RENEW_SQL: &str = concat!(
+    "UPDATE airlock_runs SET expires_ms = ",
+    db_now_ms!(),
+    " + $3::bigint WHERE host_id = $1 AND run = ANY($2) AND state = 'active'"
+);
+
+/// Mark every run whose lease ran out `unsupervised`, judged on the database's clock.
+const RECLAIM_SQL: &str = concat!(
+    "UPDATE airlock_runs SET state = 'unsupervised' WHERE state = 'active' AND expires_ms < ",
+    db_now_ms!(),
+    " RETURNING run, host_id"
+);
 
 impl Fleet {
     /// Connect, migrate and take the host lease. `Err` names the store and says why
@@ -223,29 +258,32 @@ impl Fleet {
     /// instance's admissions of the last seven days and adds this one only while fewer
     /// than `limit` (Read Committed re-checks the condition on the row a concurrent
     /// admission just updated, so two hosts never both take the last run). Refused too
-    /// when the fleet has the instance fired. Never released: a run counts when admitted.
+    /// when the fleet has the instance fired, and when this host's clock is more than
+    /// [`super::skew::MAX_CLOCK_SKEW_MS`] from the database's (the window and the stamp are
+    /// the database's time either way). Never released: a run counts when admitted.
     pub async fn admit(
         &self,
         instance: &str,
         run: &str,
         limit: Option<u64>,
-        now_ms: u64,
     ) -> Result<(), StoreError> {
         self.bounded(async {
             let c = self.client().await?;
-            c.execute(
-                "INSERT INTO airlock_admissions (instance) VALUES ($1) ON CONFLICT DO NOTHING",
-                &[&instance],
-            )
-            .await
-            .map_err(|e| self.down(e))?;
-            let window = i64::try_from(crate::daemon::budget::window_start(now_ms)).unwrap_or(i64::MAX);
-            let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+            let before = crate::clock::now_ms();
+            let db_ms: i64 = c
+                .query_one(PREADMIT_SQL, &[&instance])
+                .await
+                .map_err(|e| self.down(e))?
+                .get(0);
+            super::skew::check(db_ms, before, crate::clock::now_ms()).map_err(|m| {
+                StoreError::Refused(format!("{}: {m}", self.name))
+            })?;
+            let week = i64::try_from(crate::daemon::budget::WEEK_MS).unwrap_or(i64::MAX);
             let limit_i = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
             let rows = c
-.query(
+                .query(
                     ADMIT_SQL,
-                    &[&instance, &window, &now, &limit_i, &run, &self.host_id, &RUN_LEASE_MS],
+                    &[&instance, &week, &limit_i, &run, &self.host_id, &RUN_LEASE_MS],
                 )
                 .await
                 .map_err(|e| self.down(e))?;
@@ -261,7 +299,7 @@ impl Fleet {
                 format!("instance `{instance}` was fired (recorded in {}); it can never run again", self.name)
             } else {
                 format!(
-                    "budget.runs_per_week: instance `{instance}` has used its {} runs in the last 7 days across the fleet (rolling window, counted in {}); a run becomes available when the oldest one is 7 days old, or raise budget.runs_per_week in the role",
+                    "budget.runs_per_week: instance `{instance}` has used its {} runs in the last 7 days across the fleet (rolling window on the database's clock, counted in {}); a run becomes available when the oldest one is 7 days old, or raise budget.runs_per_week in the role",
                     limit.unwrap_or(0),
                     self.name
                 )
@@ -424,28 +462,16 @@ impl Fleet {
     }
 
     /// Renew the leases of this host's `active` runs, and mark every run of the fleet
-    /// whose lease expired `unsupervised`: those marked now, `(run, host_id)`.
-    pub async fn beat_runs(
-        &self,
-        active: &[String],
-        now_ms: u64,
-    ) -> Result<Vec<(String, String)>, StoreError> {
+    /// whose lease expired `unsupervised`: those marked now, `(run, host_id)`. Both on the
+    /// database's clock, so a host whose clock is off neither loses its own leases nor
+    /// judges another host's.
+    pub async fn beat_runs(&self, active: &[String]) -> Result<Vec<(String, String)>, StoreError> {
         self.bounded(async {
             let c = self.client().await?;
-            let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
-            c.execute(
-                "UPDATE airlock_runs SET expires_ms = $3::bigint + $4::bigint WHERE host_id = $1 AND run = ANY($2) AND state = 'active'",
-                &[&self.host_id, &active, &now, &RUN_LEASE_MS],
-            )
-            .await
-            .map_err(|e| self.down(e))?;
-            let rows = c
-                .query(
-                    "UPDATE airlock_runs SET state = 'unsupervised' WHERE state = 'active' AND expires_ms < $1 RETURNING run, host_id",
-                    &[&now],
-                )
+            c.execute(RENEW_SQL, &[&self.host_id, &active, &RUN_LEASE_MS])
                 .await
                 .map_err(|e| self.down(e))?;
+            let rows = c.query(RECLAIM_SQL, &[]).await.map_err(|e| self.down(e))?;
             Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
         })
         .await
