@@ -662,6 +662,68 @@ fn the_body_forwarded_is_the_body_checked_and_case_twins_are_refused() {
     assert!(!ev.iter().any(written), "a value reached the journal");
 }
 
+/// Issue 42, finding 5: a lone key the checks read, spelled in another case (a provider
+/// may match keys without regard to case), is refused, never forwarded as sent: `Tools`
+/// holding a server tool, `mcp_Servers`, a tool's `Type`, a content block's `Type`, an
+/// OpenAI `Previous_Response_Id`. The agent's own data (a schema property `Model`) passes.
+#[test]
+fn a_lone_case_variant_of_a_key_the_checks_read_is_refused_not_forwarded() {
+    require_journald();
+    let si = StandIn::start();
+    let h = host(&si);
+    let head = r#""model": "claude-sonnet-4-5", "max_tokens": 600"#;
+    let hi = r#""messages": [{"role": "user", "content": "hi"}]"#;
+    let bodies = [
+        format!(
+            r#"{{{head}, {hi}, "Tools": [{{"type": "web_fetch_20250910", "name": "web_fetch"}}]}}"#
+        ),
+        format!(
+            r#"{{{head}, {hi}, "mcp_Servers": [{{"type": "url", "url": "https://x.example/mcp", "name": "x"}}]}}"#
+        ),
+        format!(
+            r#"{{{head}, {hi}, "tools": [{{"Type": "web_fetch_20250910", "name": "web_fetch"}}]}}"#
+        ),
+        format!(
+            r#"{{{head}, "messages": [{{"role": "user", "content": [{{"Type": "image", "source": {{"type": "url", "url": "https://exfil.example/p.png"}}}}]}}]}}"#
+        ),
+    ];
+    let own = format!(
+        r#"{{{head}, {hi}, "tools": [{{"name": "Read", "input_schema": {{"type": "object", "properties": {{"Model": {{"type": "string"}}}}}}}}]}}"#
+    );
+    let mut steps: Vec<Value> = bodies
+        .iter()
+        .map(|b| json!({"op": "call", "api": "anthropic", "raw": b}))
+        .collect();
+    steps.push(json!({"op": "call", "api": "anthropic", "raw": own}));
+    let (run, lines) = run_steps(&h, "code", "tess", &json!(steps));
+    for i in 0..bodies.len() {
+        let l = step(&lines, i);
+        assert_eq!(l["status"], 400, "step {i}: {l}");
+        assert_eq!(l["error_type"], "invalid_request_error", "step {i}: {l}");
+    }
+    assert_eq!(step(&lines, 4)["status"], 200, "{}", step(&lines, 4));
+    let (_, lines) = run_steps(
+        &h,
+        "review",
+        "rex",
+        &json!([{"op": "call", "api": "openai", "model": "gpt-5-codex",
+            "extra": {"Previous_Response_Id": "resp_1"}}]),
+    );
+    assert_eq!(step(&lines, 0)["status"], 400, "{}", step(&lines, 0));
+    // Only the agent's own tool reached the provider.
+    let sent = posts(&si);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0]["raw_body"].as_str().unwrap().contains("\"Model\""));
+    let ev = provider_events(&run, 5);
+    let rules: Vec<&str> = ev.iter().map(|e| field(e, "AIRLOCK_RULE")).collect();
+    assert_eq!(&rules[..4], ["request: case"; 4], "{ev:?}");
+    assert!(
+        field(&ev[0], "MESSAGE").contains("body.tools: spelled in another case"),
+        "{:?}",
+        ev[0]
+    );
+}
+
 #[test]
 fn an_answer_that_echoes_the_real_key_reaches_the_agent_with_it_withheld() {
     require_journald();

@@ -1,7 +1,8 @@
 //! Whether a request on the provider route may go, and what goes: its endpoint (method,
 //! path and the URL query the endpoint takes), its headers (no other method named, no
 //! request encoding, no beta that reaches stored files), and its body, read once by the
-//! strict reader ([`super::strict_json`]) with case-twin keys refused, then the model, the
+//! strict reader ([`super::strict_json`]) with case-twin keys refused, and any key the checks
+//! read spelled in another case ([`crate::policy::provider_keys`]), then the model, the
 //! tools, the content, what it is priced at ([`crate::policy::provider_tools`]) and the
 //! output limit. What is
 //! forwarded is that value, re-serialized: never bytes the gateway did not read.
@@ -167,6 +168,9 @@ pub struct Decided {
 
 /// The body's model, tools, content and output limit against the rules.
 pub fn decide(r: &Rules<'_>, metered: Metered, doc: &Value) -> Result<Decided, Refusal> {
+    // Before anything reads a key: a key read here spelled another way is refused.
+    crate::policy::provider_keys::check(doc)
+        .map_err(|why| refused(StatusCode::BAD_REQUEST, "request: case", why))?;
     if doc.get("model").and_then(Value::as_str) != Some(r.model) {
         return Err(refused(
             StatusCode::FORBIDDEN,

@@ -16,6 +16,7 @@ pub mod hire;
 pub mod levels;
 pub mod pattern;
 pub mod prices;
+pub mod provider_keys;
 pub mod provider_tools;
 pub mod rails;
 pub mod ratchet;
