@@ -196,9 +196,10 @@ fn gh_commands_write_through_graphql_each_checked_counted_and_journaled() {
         looked_up.len(),
         "an id asked twice: {looked_up:?}"
     );
-    // Issue #1, the label, the other repository's issue, the unknown id: the new pull
-    // request and issue came from the mutations' answers.
-    assert_eq!(looked_up.len(), 4, "{looked_up:?}");
+    // The new pull request (its id from the answer, looked up once: what it is, where,
+    // from which head), issue #1, the label, the other repository's issue, the unknown
+    // id; the new issue is never named again, so never asked about.
+    assert_eq!(looked_up.len(), 5, "{looked_up:?}");
     let state: Value =
         serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
             .unwrap();
@@ -320,7 +321,7 @@ fn a_pull_request_the_run_did_not_open_is_not_edited() {
     let state = std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap();
     assert!(!state.contains("mine-now"), "{state}");
     // Its own, opened by REST: edited by REST and by GraphQL (its node id from GitHub's
-    // answer to the POST).
+    // answer to the POST, then looked up).
     let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
     assert_eq!(get("rest_open"), "201", "{out}");
     assert_eq!(get("rest_own_edit"), "201", "{out}");
@@ -631,4 +632,351 @@ fn at_l4_a_merge_without_a_human_lands_when_the_openers_judge_ran_recently() {
             && reason.contains("role ghprobe"),
         "{reason}"
     );
+}
+
+/// A helper the run's scripts use: `g.py DOC VARS` posts a GraphQL document (its variables
+/// a JSON text) and prints `STATUS BODY`; with a third argument, a dotted path, it prints
+/// the value there instead.
+const GQL_HELPER: &str = r#"
+cat > "$HOME/g.py" <<'PY'
+import json, os, subprocess, sys
+body = json.dumps({"query": sys.argv[1], "variables": json.loads(sys.argv[2])})
+out = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", "-H", "Authorization: token " + os.environ["GH_TOKEN"],
+                      "--data-binary", "@-", "https://api.github.com/graphql"],
+                     input=body.encode(), capture_output=True).stdout.decode()
+text, _, code = out.rpartition("\n")
+if len(sys.argv) > 3:
+    v = json.loads(text)
+    for k in sys.argv[3].split("."):
+        v = v[k]
+    print(v)
+else:
+    print(code, text.replace("\n", " "))
+PY
+g() { n=$1; shift; echo "R $n $(python3 "$HOME/g.py" "$@")"; }
+export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1 GH_CONFIG_DIR=$HOME/.gh
+x() { n=$1; shift; if out=$("$@" 2>&1); then echo "R $n ok $(echo "$out" | tr '\n' ' ')"; else echo "R $n fail $(echo "$out" | tr '\n' ' ')"; fi; }
+id_of() { python3 "$HOME/g.py" "$1" '{}' "$2"; }
+REPO=$(id_of '{ repository(owner: "example-org", name: "example-repo") { id } }' data.repository.id)
+"#;
+
+/// A `STATUS BODY` line the helper printed: the status and the JSON answer.
+fn answer(line: &str) -> (String, Value) {
+    let (code, body) = line.split_once(' ').unwrap_or((line, ""));
+    (
+        code.to_string(),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+/// Mutations whose selection set holds an alias, a fragment or a directive, anywhere: each
+/// answered `200` with `errors` (type FORBIDDEN) naming the rule, none forwarded.
+const SHAPES: &str = r#"
+MINE=$(id_of '{ repository(owner: "example-org", name: "example-repo") { issue(number: 1) { id } } }' data.repository.issue.id)
+CI='mutation($input: CreateIssueInput!) { createIssue(input: $input)'
+AC='mutation($input: AddCommentInput!) { addComment(input: $input)'
+NEW="{\"input\":{\"repositoryId\":\"$REPO\",\"title\":\"$MINE\"}}"
+COM="{\"input\":{\"subjectId\":\"$MINE\",\"body\":\"x\"}}"
+g alias_nested "$CI { issue { id: title } } }" "$NEW"
+g alias_deeper "$CI { issue { repository { nameWithOwner: name } } } }" "$NEW"
+g alias_typename "$CI { issue { __typename id: __typename } } }" "$NEW"
+g inline_fragment "$CI { issue { ... on Issue { id } } } }" "$NEW"
+g bare_inline_fragment "$CI { issue { ... { id } } } }" "$NEW"
+g interface_fragment "$AC { commentEdge { node { ... on Node { id } } } } }" "$COM"
+g subject_fragment "$AC { subject { ... on Issue { id } } } }" "$COM"
+g named_fragment "$AC { subject { ...S } } } fragment S on Issue { id }" "$COM"
+g directive_nested "$CI { issue { id @include(if: true) } } }" "$NEW"
+g directive_skip "$CI { issue { title @skip(if: true) id } } }" "$NEW"
+g directive_on_object "$AC { commentEdge @include(if: true) { node { id } } } }" "$COM"
+g plain "$AC { commentEdge { node { id } } subject { __typename id } } }" "$COM"
+"#;
+
+#[test]
+fn a_mutation_with_an_alias_fragment_or_directive_at_any_depth_is_refused_in_graphqls_words() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = host(&gh, 5);
+    let script = format!("set -u\n{GQL_HELPER}{SHAPES}");
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    for (k, rule) in [
+        ("alias_nested", "no alias"),
+        ("alias_deeper", "no alias"),
+        ("alias_typename", "no alias"),
+        ("inline_fragment", "no fragment"),
+        ("bare_inline_fragment", "no fragment"),
+        ("interface_fragment", "no fragment"),
+        ("subject_fragment", "no fragment"),
+        ("named_fragment", "no fragment"),
+        ("directive_nested", "no directive"),
+        ("directive_skip", "no directive"),
+        ("directive_on_object", "no directive"),
+    ] {
+        let line = r.get(k).map(String::as_str).unwrap_or("missing");
+        let (code, v) = answer(line);
+        assert_eq!(code, "200", "{k}: {line}\n{out}");
+        let e = &v["errors"][0];
+        assert_eq!(e["extensions"]["type"], "FORBIDDEN", "{k}: {line}");
+        assert_eq!(e["type"], "FORBIDDEN", "{k}: {line}");
+        let msg = e["message"].as_str().unwrap_or("");
+        assert!(
+            msg.contains("github: unknown write") && msg.contains(rule),
+            "{k} should name {rule}: {line}"
+        );
+        assert!(v["data"].is_null(), "{k}: {line}");
+    }
+    // The plain shape goes on.
+    let (code, v) = answer(r.get("plain").map(String::as_str).unwrap_or("missing"));
+    assert_eq!(code, "200");
+    assert!(v["errors"].is_null(), "{v}");
+    assert!(v["data"]["addComment"]["commentEdge"]["node"]["id"].is_string());
+    // GitHub saw one mutation: the plain one.
+    let mutations = gh
+        .requests()
+        .iter()
+        .filter(|q| q["graphql"]["type"] == "mutation")
+        .count();
+    assert_eq!(mutations, 1, "{:?}", gh.requests());
+    let ev = events(&run_id_of(&o), "github_write", 12);
+    assert_eq!(
+        ev.iter()
+            .filter(
+                |e| e["AIRLOCK_RULE"] == "github: unknown write" && e["AIRLOCK_DECISION"] == "deny"
+            )
+            .count(),
+        11,
+        "{ev:?}"
+    );
+}
+
+/// The first poisoning, from an agent's jail (an agent runs no other program, so raw
+/// GraphQL from Python): an issue whose answer carries another repository's issue id as
+/// its `id`, then a comment on that issue.
+const POISON_ISSUE: &str = r#"
+import json, os, urllib.request
+def gql(doc, variables=None):
+    body = json.dumps({"query": doc, "variables": variables or {}}).encode()
+    req = urllib.request.Request("https://api.github.com/graphql", data=body, headers={
+        "Authorization": "token " + os.environ["GH_TOKEN"], "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return [r.status, json.loads(r.read())]
+    except urllib.error.HTTPError as e:
+        return [e.code, e.read().decode()]
+repo = gql('{ repository(owner: "example-org", name: "example-repo") { id } }')[1]["data"]["repository"]["id"]
+other = gql('{ repository(owner: "example-org", name: "other") { issue(number: 1) { id } } }')[1]["data"]["repository"]["issue"]["id"]
+out = {}
+out["poison"] = gql("mutation($input: CreateIssueInput!) { createIssue(input: $input) { issue { id: title } } }",
+                    {"input": {"repositoryId": repo, "title": other}})
+out["comment"] = gql("mutation($input: AddCommentInput!) { addComment(input: $input) { clientMutationId } }",
+                     {"input": {"subjectId": other, "body": "poisoned"}})
+print(json.dumps(out))
+"#;
+
+#[test]
+fn an_issue_answer_the_run_shaped_does_not_make_another_repositorys_issue_writable() {
+    require_journald();
+    let gh = StandInGithub::start();
+    // example-org/other: in run.clone (so the installation token reaches it), not in
+    // writes.repos.
+    let other = gh.dir.path().join("repos/example-org/other.git");
+    let c = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(gh.bare())
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(c.status.success(), "{}", stderr(&c));
+    let text = role(5)
+        .replace("kind: workflow", "kind: agent")
+        .replace("tools: {}", "tools: {board: [board_read]}")
+        + "run:\n  model: claude-sonnet-4-5\n  clone: [example-org/other]\n";
+    let h = Host::new(&[("gina", "ghprobe")], &gh.config());
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), text).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    let o = h
+        .launch(
+            "ghprobe",
+            "gina",
+            &[],
+            &["/usr/bin/python3", "-c", POISON_ISSUE],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+    let comment = &v["comment"];
+    assert_eq!(comment[0], 200, "{v}");
+    let msg = comment[1]["errors"][0]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("writes.repos"), "{v}");
+    // The stand-in writes its state after each mutation it runs: none ran, or one did.
+    let state: Value = std::fs::read_to_string(gh.dir.path().join("graphql.json"))
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or_else(
+            |_| serde_json::json!({"repos": {"example-org/other": {"items": [{"comments": []}]}}}),
+        );
+    assert_eq!(
+        state["repos"]["example-org/other"]["items"][0]["comments"],
+        serde_json::json!([]),
+        "a comment reached another repository's issue"
+    );
+    assert!(
+        !gh.requests()
+            .iter()
+            .any(|q| q["graphql"]["type"] == "mutation"),
+        "a mutation was forwarded: {:?}",
+        gh.requests()
+    );
+    let ev = events(&run_id_of(&o), "github_write", 2);
+    assert!(
+        !ev.iter()
+            .any(|e| e["AIRLOCK_ENDPOINT"] == "graphql addComment"
+                && e["AIRLOCK_DECISION"] == "allow"),
+        "{ev:?}"
+    );
+}
+
+/// The second poisoning, with `gh`: a pull request whose answer carries a person's pull
+/// request's id and URL, then `gh pr edit` and a REST edit of that pull request.
+const POISON_PR: &str = r#"
+git config --global user.name agent && git config --global user.email agent@example.com
+git clone -q https://github.com/example-org/example-repo.git repo && cd repo || exit 1
+git checkout -q -b airlock/poison && echo more >> README.md && git commit -qam change
+x push git push -q origin HEAD:refs/heads/airlock/poison
+THEIRS=$(id_of '{ repository(owner: "example-org", name: "example-repo") { pullRequest(number: 2) { id } } }' data.repository.pullRequest.id)
+g poison_pr 'mutation($input: CreatePullRequestInput!) { createPullRequest(input: $input) { pullRequest { id: body url: title } } }' "{\"input\":{\"repositoryId\":\"$REPO\",\"headRefName\":\"airlock/poison\",\"baseRefName\":\"main\",\"title\":\"https://github.com/example-org/example-repo/pull/2\",\"body\":\"$THEIRS\"}}"
+x gql_edit gh pr edit 2 -R example-org/example-repo --title mine-now
+echo "R rest_edit $(curl -s -X PATCH -H "Authorization: token $GH_TOKEN" -d '{"title":"mine-now"}' https://api.github.com/repos/example-org/example-repo/pulls/2)"
+"#;
+
+#[test]
+fn a_pull_request_answer_the_run_shaped_does_not_make_a_persons_pull_request_its_own() {
+    require_journald();
+    let gh = StandInGithub::start();
+    // A person's pull request, #2, opened before the run.
+    let seed = std::process::Command::new("git")
+        .args(["branch", "theirs", "main"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    assert!(seed.status.success(), "{}", stderr(&seed));
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &gh.mint_token(),
+        r#"{"title":"theirs","head":"theirs","base":"main","standin_author":"octo-human"}"#,
+    );
+    assert_eq!(opened["number"], 2, "{opened}");
+    let h = host(&gh, 10);
+    let script = format!("set -u\n{GQL_HELPER}{POISON_PR}");
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    assert!(get("push").starts_with("ok"), "{out}");
+    for k in ["gql_edit", "rest_edit"] {
+        assert!(
+            get(k).contains("only a pull request this run opened"),
+            "{k}: {}\n{out}",
+            get(k)
+        );
+    }
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        state["repos"]["example-org/example-repo"]["items"][1]["title"], "theirs",
+        "the person's pull request was edited"
+    );
+    assert!(
+        !gh.requests().iter().any(|q| q["method"] == "PATCH"),
+        "{:?}",
+        gh.requests()
+    );
+    let ev = events(&run_id_of(&o), "github_write", 3);
+    assert!(
+        !ev.iter().any(|e| e["AIRLOCK_DECISION"] == "allow"
+            && (e["AIRLOCK_ENDPOINT"] == "graphql updatePullRequest"
+                || e["AIRLOCK_ENDPOINT"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("PATCH")))),
+        "{ev:?}"
+    );
+}
+
+/// At L3, a merge gate that may also open pull requests: one whose answer carries the
+/// unreviewed #2's id and the approved #3's URL, then `gh pr merge 2`.
+const POISON_MERGE: &str = r#"
+git config --global user.name agent && git config --global user.email agent@example.com
+git clone -q https://github.com/example-org/example-repo.git repo && cd repo || exit 1
+git checkout -q -b airlock/poison && echo more >> README.md && git commit -qam change
+x push git push -q origin HEAD:refs/heads/airlock/poison
+P2=$(id_of '{ repository(owner: "example-org", name: "example-repo") { pullRequest(number: 2) { id } } }' data.repository.pullRequest.id)
+g poison_pr 'mutation($input: CreatePullRequestInput!) { createPullRequest(input: $input) { pullRequest { id: body url: title } } }' "{\"input\":{\"repositoryId\":\"$REPO\",\"headRefName\":\"airlock/poison\",\"baseRefName\":\"main\",\"title\":\"https://github.com/example-org/example-repo/pull/3\",\"body\":\"$P2\"}}"
+x merge gh pr merge 2 -R example-org/example-repo --merge
+"#;
+
+#[test]
+fn at_l3_the_merge_gate_reads_the_reviews_of_the_pull_request_the_merge_names() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host(&gh, "L3");
+    let role_file = h.root.join("roles.local/merge-gate/role.yaml");
+    let text = std::fs::read_to_string(&role_file).unwrap();
+    let text = text
+        .replace(
+            "pull_requests: [merge, review, comment]",
+            "pull_requests: [open, merge, review, comment]",
+        )
+        .replace("github_writes_per_run: 3", "github_writes_per_run: 6");
+    std::fs::write(&role_file, text).unwrap();
+    // #3, approved by a person on its head; #2 (opened by gate_host) has no review.
+    let b = std::process::Command::new("git")
+        .args(["branch", "approved", "main"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", stderr(&b));
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &gh.mint_token(),
+        r#"{"title":"Approved","head":"approved","base":"main","standin_author":"octo-author"}"#,
+    );
+    assert_eq!(opened["number"], 3, "{opened}");
+    let head = head_of(&gh, "approved");
+    std::fs::write(
+        gh.dir.path().join("reviews.json"),
+        serde_json::json!({"example-org/example-repo#3": [{"user": {"login": "octo-human", "type": "User"}, "state": "APPROVED", "commit_id": head}]}).to_string(),
+    )
+    .unwrap();
+    let script = format!("set -u\n{GQL_HELPER}{POISON_MERGE}");
+    let o = h
+        .launch("merge-gate", "mona", &[], &["/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    assert!(get("push").starts_with("ok"), "{out}");
+    let m = get("merge");
+    assert!(
+        !m.starts_with("ok")
+            && m.contains("land: after-human-approval")
+            && m.contains("no review approves"),
+        "the merge of #2 should be refused on #2's reviews: {m}\n{out}"
+    );
+    assert!(!merged_pull(&gh, 2), "the unreviewed pull request landed");
+    assert!(!merged_pull(&gh, 3));
 }

@@ -1,9 +1,9 @@
 //! A GraphQL mutation through the GitHub route: its node ids resolved ([`super::nodes`]),
 //! the write decided by the same rules in the same order as a REST write (writes.repos,
 //! the action in `writes`, merge authority, the effective level, the budget), counted,
-//! journaled as `github_write` with the endpoint `graphql <field>`, forwarded, and what it
-//! created remembered. A refusal answers as GraphQL does, an `errors` array naming the
-//! rule, so `gh` prints it.
+//! journaled as `github_write` with the endpoint `graphql <field>`, forwarded, and a pull
+//! request it opened remembered as GitHub answers the gateway's own lookup of its id. A
+//! refusal answers as GraphQL does, an `errors` array naming the rule, so `gh` prints it.
 
 use std::time::Instant;
 
@@ -21,10 +21,15 @@ use crate::gateway::GwBody;
 /// Largest answer read from GitHub for a lookup or a mutation.
 const MAX_ANSWER_BYTES: usize = 4 << 20;
 
-/// A refusal in GraphQL's own shape (HTTP 200 with `errors`, as GitHub answers one).
+/// A refusal in GraphQL's own shape (HTTP 200 with `errors`, as GitHub answers one): the
+/// type where GitHub puts it and where the GraphQL specification does (`extensions`), the
+/// message first (clients that match on the text see it where they always did).
 pub fn refusal(message: &str) -> Response<GwBody> {
-    let body = json!({"data": null, "errors": [{"type": "FORBIDDEN", "message": message}]});
-    let mut r = Response::new(crate::gateway::full(Bytes::from(body.to_string())));
+    let body = format!(
+        r#"{{"data":null,"errors":[{{"message":{},"type":"FORBIDDEN","extensions":{{"type":"FORBIDDEN"}}}}]}}"#,
+        Value::from(message)
+    );
+    let mut r = Response::new(crate::gateway::full(Bytes::from(body)));
     *r.status_mut() = StatusCode::OK;
     r.headers_mut().insert(
         CONTENT_TYPE,
@@ -53,6 +58,7 @@ async fn resolve(gh: &Github, ids: &[&String]) -> Result<Vec<Node>, (&'static st
                         ty: NodeType::Repository,
                         repo: Some(full),
                         number: None,
+                        head: None,
                     };
                     gh.nodes.put(id, node);
                 }
@@ -112,6 +118,11 @@ pub async fn handle(
         Ok(p) => p,
         Err(why) => return refuse("-", "unknown", "github: unknown write", why),
     };
+    if plan.field == "mergePullRequest" {
+        // The merge gate decides on the pull request the merge names, as GitHub answers a
+        // lookup of that id now, whatever the run's cache holds.
+        gh.nodes.forget(&plan.subject);
+    }
     let mut ids: Vec<&String> = vec![&plan.subject];
     ids.extend(plan.repos.iter());
     ids.extend(plan.labels.iter());
@@ -239,7 +250,8 @@ pub async fn handle(
         status.as_u16(),
         started,
     );
-    // Read the answer for what the mutation created, then pass it on as it came.
+    // A pull request it opened: its id read from the answer, then looked up (the only
+    // thing read from an answer to the run's own request); the answer passed on as it came.
     let (rparts, rbody) = resp.into_parts();
     let Ok(bytes) = Limited::new(rbody, MAX_ANSWER_BYTES).collect().await else {
         return super::refusal(
@@ -248,25 +260,40 @@ pub async fn handle(
         );
     };
     let bytes = bytes.to_bytes();
-    if let Ok(answer) = serde_json::from_slice::<Value>(&bytes) {
-        if let Some((id, ty)) = nodes::created(&m.field, &answer) {
-            let number = nodes::pull_number(&answer, &m.field);
-            if ty == NodeType::PullRequest {
-                gh.nodes.opened(&repo, number, Some(id.clone()));
-            }
-            let node = Node {
-                ty,
-                repo: Some(repo.clone()),
-                number,
-            };
-            gh.nodes.put(id, node);
+    if rparts.status.is_success() {
+        let id = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|a| nodes::created_pull(&m.field, &a));
+        if let Some(id) = id {
+            remember_opened(gh, &repo, id, writes.head.as_deref()).await;
         }
     }
     Response::from_parts(rparts, crate::gateway::full(bytes))
 }
 
-/// A REST pull request opened (`POST /repos/O/R/pulls`): its number and node id from
-/// GitHub's answer remembered, the answer passed on as it came.
+/// Remember pull request `id` as one this run opened in `repo` from branch `head` (`None`:
+/// a REST open, whose head may name its owner), if GitHub's answer to the gateway's own
+/// lookup of the id says so; otherwise nothing is remembered, and the run may not edit it.
+async fn remember_opened(gh: &Github, repo: &str, id: String, head: Option<&str>) {
+    let q = json!({"query": nodes::LOOKUP, "variables": {"ids": [&id]}});
+    let Some(answer) = ask(gh, Some(repo), &q).await else {
+        return;
+    };
+    let ids = [id];
+    let Some(Some(node)) = nodes::read_lookup(&ids, &answer).and_then(|v| v.into_iter().next())
+    else {
+        return;
+    };
+    if !nodes::is_opened(&node, repo, head) {
+        return;
+    }
+    let [id] = ids;
+    gh.nodes.opened(repo, node.number, Some(id.clone()));
+    gh.nodes.put(id, node);
+}
+
+/// A REST pull request opened (`POST /repos/O/R/pulls`): the node id in GitHub's answer
+/// looked up and remembered as [`remember_opened`] does; the answer passed on as it came.
 pub async fn remember_pull(gh: &Github, repo: &str, resp: Response<GwBody>) -> Response<GwBody> {
     let (rparts, rbody) = resp.into_parts();
     let Ok(bytes) = Limited::new(rbody, MAX_ANSWER_BYTES).collect().await else {
@@ -277,18 +304,14 @@ pub async fn remember_pull(gh: &Github, repo: &str, resp: Response<GwBody>) -> R
     };
     let bytes = bytes.to_bytes();
     if rparts.status.is_success() {
-        if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
-            let number = v.get("number").and_then(Value::as_u64);
-            let id = v.get("node_id").and_then(Value::as_str).map(str::to_string);
-            if let Some(id) = &id {
-                let node = Node {
-                    ty: NodeType::PullRequest,
-                    repo: Some(repo.to_string()),
-                    number,
-                };
-                gh.nodes.put(id.clone(), node);
-            }
-            gh.nodes.opened(repo, number, id);
+        let id = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| {
+            v.get("node_id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        });
+        if let Some(id) = id {
+            remember_opened(gh, repo, id, None).await;
         }
     }
     Response::from_parts(rparts, crate::gateway::full(bytes))

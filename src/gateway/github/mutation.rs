@@ -3,12 +3,15 @@
 //! the plan names (never decoding them) and decides the writes by the same rules as REST.
 //!
 //! Only one shape is read: one operation, a mutation, with exactly one top-level field,
-//! no alias and no directive on it, its one argument `input` given through a variable
-//! whose value is in `variables` (no default), and no fragments. Everything a write does
-//! is then in one JSON object the gateway reads and forwards as read: an inline literal, a
-//! second field or an alias would be a write this reading did not see.
+//! its one argument `input` given through a variable whose value is in `variables` (no
+//! default), and no alias, fragment (named or inline) or directive anywhere in its
+//! selection set, at any depth. Everything a write does is then in one JSON object the
+//! gateway reads and forwards as read: an inline literal, a second field or an alias would
+//! be a write this reading did not see. And every key of GitHub's answer is the field of
+//! that name: no answer the run shaped can put one value where another belongs (the
+//! gateway still reads nothing from it that decides; see [`super::nodes`]).
 
-use async_graphql_parser::types::{DocumentOperations, OperationType, Selection};
+use async_graphql_parser::types::{DocumentOperations, OperationType, Selection, SelectionSet};
 use async_graphql_parser::{parse_query, Positioned};
 use serde_json::{Map, Value};
 
@@ -88,6 +91,7 @@ pub fn read(body: &Value) -> Result<Request, &'static str> {
     if !field.directives.is_empty() {
         return Err("a GraphQL mutation's field carries no directives");
     }
+    plain_selection(&field.selection_set.node)?;
     let [(arg, value)] = field.arguments.as_slice() else {
         return Err("a GraphQL mutation takes one argument, input");
     };
@@ -121,6 +125,31 @@ pub fn read(body: &Value) -> Result<Request, &'static str> {
         field: field.name.node.as_str().to_string(),
         input: input.clone(),
     }))
+}
+
+/// Refuse an alias, a fragment or a directive anywhere below the top-level field: each
+/// would let the run choose what a key of GitHub's answer holds (`issue { id: title }`),
+/// or which fields are there at all. Walked with a stack of its own: the parser bounds
+/// the depth, and this must not overflow either way.
+fn plain_selection(set: &SelectionSet) -> Result<(), &'static str> {
+    let mut todo = vec![set];
+    while let Some(set) = todo.pop() {
+        for item in &set.items {
+            let Selection::Field(Positioned { node: f, .. }) = &item.node else {
+                return Err(
+                    "a GraphQL mutation's selection set has no fragment (inline or named), at any depth",
+                );
+            };
+            if f.alias.is_some() {
+                return Err("a GraphQL mutation's selection set has no alias, at any depth");
+            }
+            if !f.directives.is_empty() {
+                return Err("a GraphQL mutation's selection set has no directive, at any depth");
+            }
+            todo.push(&f.selection_set.node);
+        }
+    }
+    Ok(())
 }
 
 /// What a node id names, as GitHub answered a lookup (its `__typename`).
@@ -546,6 +575,14 @@ mod tests {
             ("mutation($input: AddCommentInput!) { addComment(input: $input) { c(s: \"\"\"x\"\"\") } }", input.clone()),
             ("mutation($input: AddCommentInput!) { addComment(input: $input) { clientMutationId } }", json!({"input": "not an object"})),
             ("subscription { s }", json!({})),
+            // Aliases, fragments and directives below the top-level field.
+            ("mutation($input: CreateIssueInput!) { createIssue(input: $input) { issue { id: title } } }", input.clone()),
+            ("mutation($input: CreateIssueInput!) { createIssue(input: $input) { issue { repository { nameWithOwner: name } } } }", input.clone()),
+            ("mutation($input: CreateIssueInput!) { createIssue(input: $input) { issue { ... on Issue { id } } } }", input.clone()),
+            ("mutation($input: CreateIssueInput!) { createIssue(input: $input) { issue { ... { id } } } }", input.clone()),
+            ("mutation($input: AddCommentInput!) { addComment(input: $input) { subject { ...S } } } fragment S on Issue { id }", input.clone()),
+            ("mutation($input: CreateIssueInput!) { createIssue(input: $input) { issue { id @include(if: true) } } }", input.clone()),
+            ("mutation($input: CreateIssueInput!) { createIssue(input: $input) { issue @skip(if: false) { id } } }", input.clone()),
         ] {
             assert!(read(&body(doc, vars)).is_err(), "{doc}");
         }
@@ -565,6 +602,32 @@ mod tests {
             panic!()
         };
         assert!(plan(&m).is_err());
+    }
+
+    #[test]
+    fn below_the_top_field_an_alias_a_fragment_or_a_directive_is_named_as_refused() {
+        let input = json!({"input": {"subjectId": "I_1", "body": "x"}});
+        let m = "mutation($input: AddCommentInput!) { addComment(input: $input)";
+        for (sel, rule) in [
+            ("{ commentEdge { node { id: body } } }", "no alias"),
+            ("{ subject { __typename id: __typename } }", "no alias"),
+            ("{ subject { ... on Node { id } } }", "no fragment"),
+            ("{ commentEdge { node { ... { id } } } }", "no fragment"),
+            ("{ subject { id @include(if: true) } }", "no directive"),
+        ] {
+            let doc = format!("{m} {sel} }}");
+            let why = read(&body(&doc, input.clone())).unwrap_err();
+            assert!(
+                why.contains(rule) && why.contains("any depth"),
+                "{doc}: {why}"
+            );
+        }
+        let plain =
+            format!("{m} {{ commentEdge {{ node {{ id url }} }} subject {{ __typename id }} }} }}");
+        assert!(matches!(
+            read(&body(&plain, input)),
+            Ok(Request::Mutation(_))
+        ));
     }
 
     #[test]

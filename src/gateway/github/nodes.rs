@@ -1,7 +1,11 @@
 //! Node ids, resolved and never decoded: what GitHub says an id is (its type and its
 //! repository), asked once per id with a `nodes(ids:)` query and kept for the run; the
-//! repository ids of `writes.repos`, learned on the run's first mutation; and the ids of
-//! what this run's own mutations created, taken from GitHub's answers.
+//! repository ids of `writes.repos`, learned on the run's first mutation; and the pull
+//! requests this run opened. Everything kept here comes from the gateway's own questions,
+//! never from an answer to the run's request, whose shape the run chose: of such an
+//! answer only a new pull request's id is read ([`created_pull`]), and it is then looked
+//! up like any other id (its type, repository, number and head branch, which must be the
+//! ones the run's own request named).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,10 +22,12 @@ pub struct Node {
     pub repo: Option<String>,
     /// An issue's or a pull request's number.
     pub number: Option<u64>,
+    /// A pull request's head branch.
+    pub head: Option<String>,
 }
 
-/// A pull request this run opened: its repository, number and node id (what GitHub's
-/// answer told).
+/// A pull request this run opened: its repository, number and node id (as GitHub
+/// answered the gateway's lookup of the id).
 type Opened = (String, Option<u64>, Option<String>);
 
 /// The run's resolved ids.
@@ -38,7 +44,7 @@ pub struct Nodes {
 const MAX_CACHED: usize = 100_000;
 
 /// The lookup: each id's type and repository, in one query.
-pub const LOOKUP: &str = "query AirlockNodes($ids: [ID!]!) { nodes(ids: $ids) { __typename ... on Repository { nameWithOwner } ... on Issue { number repository { nameWithOwner } } ... on PullRequest { number repository { nameWithOwner } } ... on IssueComment { repository { nameWithOwner } } ... on Label { repository { nameWithOwner } } } }";
+pub const LOOKUP: &str = "query AirlockNodes($ids: [ID!]!) { nodes(ids: $ids) { __typename ... on Repository { nameWithOwner } ... on Issue { number repository { nameWithOwner } } ... on PullRequest { number headRefName repository { nameWithOwner } } ... on IssueComment { repository { nameWithOwner } } ... on Label { repository { nameWithOwner } } } }";
 
 /// The repository-id query for `repos` (`owner/name` each): variables `o0, n0, ...`.
 pub fn repo_query(repos: &[String]) -> Option<Value> {
@@ -80,7 +86,16 @@ pub fn read_lookup(ids: &[String], answer: &Value) -> Option<Vec<Option<Node>>> 
                     .and_then(Value::as_str)
                     .map(str::to_string);
                 let number = n.get("number").and_then(Value::as_u64);
-                Some(Node { ty, repo, number })
+                let head = n
+                    .get("headRefName")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                Some(Node {
+                    ty,
+                    repo,
+                    number,
+                    head,
+                })
             })
             .collect(),
     )
@@ -101,31 +116,33 @@ pub fn read_repos(answer: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// What a mutation's answer says it created: (id, type). Only the objects the mutation
-/// itself made (the new pull request, issue or comment), never other ids in its payload.
-pub fn created(field: &str, answer: &Value) -> Option<(String, NodeType)> {
-    let data = answer.get("data")?.get(field)?;
-    let (obj, ty) = match field {
-        "createPullRequest" => (data.get("pullRequest")?, NodeType::PullRequest),
-        "createIssue" => (data.get("issue")?, NodeType::Issue),
-        "addComment" => (
-            data.get("commentEdge")?.get("node")?,
-            NodeType::IssueComment,
-        ),
-        _ => return None,
-    };
-    Some((obj.get("id")?.as_str()?.to_string(), ty))
-}
-
-/// The number at the end of a pull request's URL (`.../pull/N`).
-pub fn pull_number(answer: &Value, field: &str) -> Option<u64> {
-    let url = answer
+/// The id of the pull request a `createPullRequest` answer says it made: read at
+/// `data.createPullRequest.pullRequest.id` only (a document with no alias, fragment or
+/// directive, [`super::mutation::read`], so that key is GitHub's `id`), and only to be
+/// looked up; nothing else of the answer is read.
+pub fn created_pull(field: &str, answer: &Value) -> Option<String> {
+    if field != "createPullRequest" {
+        return None;
+    }
+    let id = answer
         .get("data")?
         .get(field)?
         .get("pullRequest")?
-        .get("url")?
+        .get("id")?
         .as_str()?;
-    url.rsplit_once("/pull/")?.1.parse().ok()
+    (!id.is_empty()).then(|| id.to_string())
+}
+
+/// Whether a looked-up `node` is the pull request a run's request opened in `repo` (from
+/// `head`, when the request named it): the only way into [`Nodes::opened`].
+pub fn is_opened(node: &Node, repo: &str, head: Option<&str>) -> bool {
+    node.ty == NodeType::PullRequest
+        && node.number.is_some()
+        && node
+            .repo
+            .as_deref()
+            .is_some_and(|r| r.eq_ignore_ascii_case(repo))
+        && head.map_or(true, |h| node.head.as_deref() == Some(h))
 }
 
 impl Nodes {
@@ -138,6 +155,13 @@ impl Nodes {
             if k.len() < MAX_CACHED {
                 k.insert(id, node);
             }
+        }
+    }
+
+    /// Drop what is known of `id`: the next use asks GitHub again.
+    pub fn forget(&self, id: &str) {
+        if let Ok(mut k) = self.known.lock() {
+            k.remove(id);
         }
     }
 
@@ -190,6 +214,7 @@ mod tests {
                 ty: NodeType::PullRequest,
                 repo: Some("o/r".into()),
                 number: None,
+                head: None,
             })
         );
         assert_eq!(got[1], None);
@@ -199,11 +224,28 @@ mod tests {
         assert!(q["query"].as_str().unwrap().contains("r1: repository"));
         assert_eq!(q["variables"]["n1"], "s");
         let a = json!({"data": {"createPullRequest": {"pullRequest": {"id": "PR_new", "url": "https://github.com/o/r/pull/7"}}}});
-        assert_eq!(
-            created("createPullRequest", &a),
-            Some(("PR_new".into(), NodeType::PullRequest))
-        );
-        assert_eq!(pull_number(&a, "createPullRequest"), Some(7));
-        assert_eq!(created("addComment", &a), None);
+        assert_eq!(created_pull("createPullRequest", &a), Some("PR_new".into()));
+        assert_eq!(created_pull("addComment", &a), None);
+        assert_eq!(created_pull("createIssue", &a), None);
+    }
+
+    #[test]
+    fn only_a_looked_up_pull_request_of_the_repository_and_head_is_the_runs() {
+        let pr = |repo: &str, number: Option<u64>, head: &str| Node {
+            ty: NodeType::PullRequest,
+            repo: Some(repo.into()),
+            number,
+            head: Some(head.into()),
+        };
+        assert!(is_opened(&pr("O/R", Some(3), "b"), "o/r", Some("b")));
+        assert!(is_opened(&pr("o/r", Some(3), "b"), "o/r", None));
+        assert!(!is_opened(&pr("o/other", Some(3), "b"), "o/r", Some("b")));
+        assert!(!is_opened(&pr("o/r", Some(3), "theirs"), "o/r", Some("b")));
+        assert!(!is_opened(&pr("o/r", None, "b"), "o/r", Some("b")));
+        let issue = Node {
+            ty: NodeType::Issue,
+            ..pr("o/r", Some(3), "b")
+        };
+        assert!(!is_opened(&issue, "o/r", None));
     }
 }
