@@ -145,3 +145,217 @@ fn git_runs_no_elf_of_the_runs_through_the_loader_as_a_textconv() {
         step(&lines, 9)
     );
 }
+
+/// The second attack: the loader as a textconv driver, given a path that resolves to a
+/// system program outside git's exec set. The work tree's `d` is swapped for a link to
+/// the system's bin folder after `d/python3.N` (a file of the run's, with the system
+/// program's size and mtime) was staged; under `core.checkStat=minimal` git finds the
+/// staged entry up to date and hands `d/python3.N` itself to the driver. The loader then
+/// maps the system's Python from a read-only executable mount (noexec on the run's
+/// mounts does not touch it), and Python reads the `.pth` file the run left in the
+/// persistent home's user site-packages and runs its code: the run's program, read as a
+/// script by an interpreter git never named. It must not run.
+#[test]
+fn git_runs_no_system_interpreter_through_the_loader_on_a_path_the_run_chose() {
+    require_journald();
+    assert!(
+        std::path::Path::new(LOADER).exists(),
+        "{LOADER} is missing: this test is for x86-64 hosts"
+    );
+    let python = std::fs::canonicalize("/usr/bin/python3").expect("python3 on this host");
+    let name = python.file_name().unwrap().to_str().unwrap().to_string();
+    let bin = python.parent().unwrap();
+    let h = Host::new(&[("tess", "code")], "");
+    let ws = h.root.join("ws");
+    std::fs::create_dir_all(ws.join("d")).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("README"), "x\n").unwrap();
+    git(&ws, &["add", "README"]);
+    git(&ws, &["commit", "-q", "-m", "first"]);
+    // A file of the run's that looks, to a minimal stat check, like the system's Python.
+    let meta = std::fs::metadata(&python).unwrap();
+    let fake = ws.join("d").join(&name);
+    std::fs::write(&fake, vec![b'#'; meta.len() as usize]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&fake)
+        .unwrap()
+        .set_modified(meta.modified().unwrap())
+        .unwrap();
+    std::fs::write(ws.join(".gitattributes"), "d/* diff=x\n").unwrap();
+    git(&ws, &["add", "-A"]);
+    let mut config = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    config.push_str(&format!(
+        "[user]\n\tname = T\n\temail = t@example.invalid\n\
+         [core]\n\tcheckStat = minimal\n\ttrustctime = false\n\
+         [diff \"x\"]\n\ttextconv = {LOADER}\n"
+    ));
+    std::fs::write(ws.join(".git/config"), config).unwrap();
+    std::fs::rename(ws.join("d"), ws.join("d2")).unwrap();
+    std::os::unix::fs::symlink(bin, ws.join("d")).unwrap();
+    chown_tree(&ws, h.uids[0]);
+    let site = format!("/home/tess/.local/lib/{name}/site-packages");
+    let steps = json!([
+        {"js": format!(
+            "fs.mkdirSync('{site}', {{recursive: true}});\
+             fs.writeFileSync('{site}/x.pth', 'import os; os.write(1, b\"AGENT-PY-RAN\\\\n\")\\n');\
+             return 'planted';"
+        )},
+        {"call": "bash", "args": {"command": "git status -v"}},
+        {"call": "bash", "args": {"command": "git commit -v"}},
+    ]);
+    let argv = mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h
+        .launch(
+            "code",
+            "tess",
+            &["--workspace", ws.to_str().unwrap()],
+            &argv,
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    assert_eq!(step(&lines, 0)["value"], "planted", "{lines:#?}");
+    let msg = std::fs::read_to_string(ws.join(".git/COMMIT_EDITMSG")).unwrap_or_default();
+    let ran: Vec<&str> = [
+        ("git status -v", printed(&lines, 1)),
+        ("git commit -v", printed(&lines, 2)),
+        ("git commit -v's template", msg),
+    ]
+    .iter()
+    .filter(|(_, out)| out.contains("AGENT-PY-RAN"))
+    .map(|(what, _)| *what)
+    .collect();
+    assert!(
+        ran.is_empty(),
+        "the run's .pth ran in the system's Python, loaded by the loader: {ran:?}\n{lines:#?}"
+    );
+    // It held for the reason meant: the loader could not map the program.
+    assert!(
+        printed(&lines, 1).contains("failed to map segment"),
+        "{:?}",
+        step(&lines, 1)
+    );
+    // git still did its work: status saw the staged file.
+    assert!(
+        printed(&lines, 1).contains(&format!("d/{name}")),
+        "{:?}",
+        step(&lines, 1)
+    );
+}
+
+/// The second attack's other paths, each through the bash tool as the agent would: a
+/// textconv that is the run's own `#!` script named without a shell (git executes it
+/// itself), a textconv that is a system interpreter outside git's exec set given the
+/// run's blob (Python would run it as a script), and a clean filter that is the run's
+/// script, set in a file the persistent home's `~/.gitconfig` includes. None may run.
+/// Then what git itself sees of the mounts (`/proc/self/mountinfo`, read by
+/// `git commit -F`): nothing executable but read-only binds of git's programs and
+/// library folders.
+#[test]
+fn git_runs_no_script_interpreter_or_included_filter_and_sees_no_other_exec_mount() {
+    require_journald();
+    let h = Host::new(&[("tess", "code")], "");
+    let ws = h.root.join("ws");
+    std::fs::create_dir_all(ws.join("d")).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("README"), "x\n").unwrap();
+    git(&ws, &["add", "README"]);
+    git(&ws, &["commit", "-q", "-m", "first"]);
+    let script = ws.join("d/x.sh");
+    std::fs::write(&script, "#!/bin/sh\necho RAN-SCRIPT\ncat \"$1\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(ws.join("one.a"), "a\n").unwrap();
+    std::fs::write(ws.join("two.b"), "print('RAN-PY')\n").unwrap();
+    std::fs::write(ws.join("three.c"), "c\n").unwrap();
+    std::fs::write(
+        ws.join(".gitattributes"),
+        "*.a diff=a\n*.b diff=b\n*.c filter=c\n",
+    )
+    .unwrap();
+    let mut config = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    config.push_str(
+        "[user]\n\tname = T\n\temail = t@example.invalid\n\
+         [diff \"a\"]\n\ttextconv = d/x.sh\n\
+         [diff \"b\"]\n\ttextconv = /usr/bin/python3\n",
+    );
+    std::fs::write(ws.join(".git/config"), config).unwrap();
+    chown_tree(&ws, h.uids[0]);
+    let home = "/home/tess";
+    let w = ws.display();
+    let steps = json!([
+        {"js": format!(
+            "fs.mkdirSync('{home}/.config', {{recursive: true}});\
+             fs.writeFileSync('{home}/.gitconfig', '[include]\\n\\tpath = {home}/.config/inc\\n');\
+             fs.writeFileSync('{home}/.config/inc', '[filter \"c\"]\\n\\tclean = d/x.sh\\n\\tsmudge = d/x.sh\\n');\
+             return 'planted';"
+        )},
+        {"call": "bash", "args": {"command": "git add one.a two.b three.c .gitattributes"}},
+        {"js": format!("fs.writeFileSync('{w}/.gitattributes', '*.a diff=a\\n'); return 'a';")},
+        {"call": "bash", "args": {"command": "git status -v"}},
+        {"js": format!("fs.writeFileSync('{w}/.gitattributes', '*.b diff=b\\n'); return 'b';")},
+        {"call": "bash", "args": {"command": "git status -v"}},
+        {"call": "bash", "args": {"command": "git commit -q -F /proc/self/mountinfo"}},
+        {"call": "bash", "args": {"command": "git log -1 --format=%B"}},
+    ]);
+    let argv = mcp_agent(&steps);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h
+        .launch(
+            "code",
+            "tess",
+            &["--workspace", ws.to_str().unwrap()],
+            &argv,
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    assert_eq!(step(&lines, 0)["value"], "planted", "{lines:#?}");
+    let ran: Vec<usize> = [1, 3, 5, 6]
+        .into_iter()
+        .filter(|i| {
+            let out = printed(&lines, *i);
+            out.contains("RAN-SCRIPT") || out.contains("RAN-PY")
+        })
+        .collect();
+    assert!(ran.is_empty(), "a program ran in steps {ran:?}\n{lines:#?}");
+    // Each failed to start, and git said so; git's own work went on.
+    for (i, what, said) in [
+        (1, "the included clean filter", "cannot exec 'd/x.sh'"),
+        (3, "the run's script", "cannot exec 'd/x.sh'"),
+        (5, "the system's Python", "cannot exec '/usr/bin/python3'"),
+    ] {
+        let out = printed(&lines, i);
+        assert!(out.contains(said), "{what}: {out}");
+    }
+    assert_eq!(step(&lines, 6)["structured"]["exit_code"], 0, "{lines:#?}");
+    let info = printed(&lines, 7);
+    assert!(info.contains(" / "), "no mountinfo: {info}");
+    let kept: Vec<String> = airlock::policy::git_overrides::EXEC
+        .iter()
+        .chain(airlock::policy::git_overrides::LIBRARIES)
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    let exec: Vec<String> = info
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (point, options) = (f.get(4)?, f.get(5)?);
+            let options: Vec<&str> = options.split(',').collect();
+            let exec = !options.contains(&"noexec");
+            let own = options.contains(&"ro") && kept.iter().any(|k| k == point);
+            (exec && !own).then(|| l.to_string())
+        })
+        .collect();
+    assert!(
+        exec.is_empty(),
+        "git sees executable mounts other than its own read-only ones: {exec:#?}"
+    );
+}

@@ -15,10 +15,16 @@
 //!   design read the config's driver names first and overrode each; a config rewritten
 //!   between that read and the command's named a driver the read did not see.)
 //!
-//! The loader being executable leaves one way to run a file of the agent's: a program key
-//! set to the loader itself that git calls with a path to bytes the agent chose (textconv
-//! and external diff drivers: the blob's temporary file, the work tree's path; fsmonitor:
-//! a path relative to the work tree). Those are closed name-independently too:
+//! - **the mount view** ([`crate::sandbox::noexec_view`]): git commands run where every
+//!   mount is noexec but read-only binds of [`EXEC`] and [`LIBRARIES`], so the loader,
+//!   which git may execute, maps nothing else: not a file the run wrote, nor a system
+//!   program outside the exec limit that a path the run chose leads to (an interpreter
+//!   would read the run's files as scripts).
+//!
+//! The loader being executable leaves one way to reach it with a path the agent chose: a
+//! program key set to the loader itself (textconv and external diff drivers: the blob's
+//! temporary file, the work tree's path; fsmonitor: a path relative to the work tree).
+//! The view makes that harmless; they are also kept from being started:
 //! - `--no-textconv --no-ext-diff` after every subcommand that takes them (the argument
 //!   guards refuse `--textconv`/`--ext-diff` themselves), and no child git that diffs:
 //!   `diff.submodule=short`, `--submodule=diff` and `range-diff`/`--range-diff` (whose child
@@ -57,6 +63,19 @@ pub const EXEC: &[&str] = &[
     "/usr/bin/gpgsm",
     "/lib64/ld-linux-x86-64.so.2",
     "/lib/ld-linux-aarch64.so.1",
+];
+
+/// Where the shared libraries of the programs in [`EXEC`] are (and the modules they load:
+/// gconv, NSS, PKCS #11): the command side's noexec runner keeps these folders, and the
+/// programs of [`EXEC`], on the only executable mounts its git commands see
+/// ([`crate::sandbox::noexec_view`]). `/lib/...` is `/usr/lib/...` on a merged-/usr system.
+pub const LIBRARIES: &[&str] = &[
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
 ];
 
 /// `(key, value)`: every config key with a fixed name that names a program, and what it is

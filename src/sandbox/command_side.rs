@@ -233,7 +233,12 @@ fn noexec_child(
     channel: OwnedFd,
     ready: OwnedFd,
 ) -> Result<i32, SandboxError> {
-    noexec_view::enter()?;
+    let exec = crate::policy::git_overrides::EXEC
+        .iter()
+        .chain(crate::policy::git_overrides::LIBRARIES)
+        .copied()
+        .collect::<Vec<_>>();
+    noexec_view::enter(&exec)?;
     fds::close_all_except(&[status.raw(), notify, channel.as_raw_fd(), ready.as_raw_fd()])?;
     let (envp, _) = become_runner(spec, notify)?;
     nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("noexec runner ready", e))?;

@@ -213,6 +213,12 @@ fn remount_bind(target: &Path, flags: MsFlags, step: &'static str) -> Res {
     .map_err(sys(step))
 }
 
+/// Bind `p` onto itself read-only, nosuid, nodev and executable (a mount made noexec
+/// before keeps its exec bit on the new bind only).
+pub(super) fn bind_ro_exec(p: &Path, step: &'static str) -> Res {
+    bind(p, p, ro(), step)
+}
+
 fn ro() -> MsFlags {
     MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV
 }
@@ -260,7 +266,11 @@ fn mount_attr_bits(flags: MsFlags) -> u64 {
 /// `mount_setattr(AT_RECURSIVE)` call: all or nothing. Only sets flags, never clears one.
 /// Ok(false) when the kernel has no `mount_setattr` (before 5.12): the caller then applies
 /// the same flags mount by mount, so the result is never weaker.
-fn set_tree_flags(target: &Path, flags: MsFlags, step: &'static str) -> Result<bool, SandboxError> {
+pub(super) fn set_tree_flags(
+    target: &Path,
+    flags: MsFlags,
+    step: &'static str,
+) -> Result<bool, SandboxError> {
     let path = std::ffi::CString::new(target.as_os_str().as_bytes()).map_err(|_| {
         SandboxError::Invalid {
             step,
