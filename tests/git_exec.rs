@@ -359,3 +359,103 @@ fn git_runs_no_script_interpreter_or_included_filter_and_sees_no_other_exec_moun
         "git sees executable mounts other than its own read-only ones: {exec:#?}"
     );
 }
+
+/// Run `commands` through the bash tool as `instance` of `role` in `ws`: each one's
+/// exit code and what it printed.
+fn run_git(
+    h: &Host,
+    role: &str,
+    instance: &str,
+    ws: &std::path::Path,
+    commands: &[&str],
+) -> Vec<(i64, String)> {
+    let steps: Vec<Value> = commands
+        .iter()
+        .map(|c| json!({"call": "bash", "args": {"command": c}}))
+        .collect();
+    let argv = mcp_agent(&Value::Array(steps));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h
+        .launch(
+            role,
+            instance,
+            &["--workspace", ws.to_str().unwrap()],
+            &argv,
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    (0..commands.len())
+        .map(|i| {
+            let code = step(&lines, i)["structured"]["exit_code"]
+                .as_i64()
+                .unwrap_or(-1);
+            (code, printed(&lines, i))
+        })
+        .collect()
+}
+
+/// Every git subcommand a shipped role grants (add, commit, diff, grep, log, ls-files,
+/// show, status, switch) still does its work in the noexec view, with git's dynamically
+/// loaded modules too: a commit message in ISO-8859-15 shown as UTF-8 needs iconv's gconv
+/// module (ISO-8859-1 would be built into glibc), mapped from the library folder.
+#[test]
+fn every_git_subcommand_a_shipped_role_grants_works_in_the_noexec_view() {
+    require_journald();
+    let h = Host::new(&[("tess", "code"), ("sam", "code-scout")], "");
+    for (uid, name) in [(h.uids[0], "ws-code"), (h.uids[1], "ws-scout")] {
+        let ws = h.root.join(name);
+        std::fs::create_dir_all(&ws).unwrap();
+        git(&ws, &["init", "-q", "-b", "main"]);
+        std::fs::write(ws.join("README"), "hello\n").unwrap();
+        git(&ws, &["add", "README"]);
+        git(&ws, &["commit", "-q", "-m", "first"]);
+        std::fs::write(ws.join("README"), "hello\nworld\n").unwrap();
+        std::fs::write(ws.join("msg"), b"caf\xe9 \xa4\n").unwrap();
+        git(
+            &ws,
+            &[
+                "-c",
+                "i18n.commitEncoding=ISO-8859-15",
+                "commit",
+                "-q",
+                "-a",
+                "-F",
+                "msg",
+            ],
+        );
+        std::fs::remove_file(ws.join("msg")).unwrap();
+        let mut config = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+        config.push_str("[user]\n\tname = T\n\temail = t@example.invalid\n");
+        std::fs::write(ws.join(".git/config"), config).unwrap();
+        chown_tree(&ws, uid);
+    }
+    let code = [
+        "git status",
+        "git diff HEAD~1",
+        "git log --oneline",
+        "git log -1 --format=%s",
+        "git show --stat HEAD",
+        "git log -p -1",
+        "git switch --create feature",
+        "git add README",
+        "git commit -q --allow-empty -m second",
+        "git diff --cached",
+        "git switch main",
+    ];
+    let out = run_git(&h, "code", "tess", &h.root.join("ws-code"), &code);
+    let scout = ["git grep -n world", "git ls-files", "git show HEAD:README"];
+    let out2 = run_git(&h, "code-scout", "sam", &h.root.join("ws-scout"), &scout);
+    let failed: Vec<String> = code
+        .iter()
+        .chain(&scout)
+        .zip(out.iter().chain(&out2))
+        .filter(|(_, (c, _))| *c != 0)
+        .map(|(cmd, (c, o))| format!("{cmd}: exit {c}: {o}"))
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(out[3].1.contains("café €"), "iconv: {:?}", out[3].1);
+    assert!(out[1].1.contains("+world"), "{:?}", out[1].1);
+    assert!(out2[0].1.contains("README:2:world"), "{:?}", out2[0].1);
+}
