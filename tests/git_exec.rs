@@ -334,6 +334,8 @@ fn git_runs_no_script_interpreter_or_included_filter_and_sees_no_other_exec_moun
         let out = printed(&lines, i);
         assert!(out.contains(said), "{what}: {out}");
     }
+    // A filter that is not required is skipped: the add goes on, the file as it is.
+    assert_eq!(step(&lines, 1)["structured"]["exit_code"], 0, "{lines:#?}");
     assert_eq!(step(&lines, 6)["structured"]["exit_code"], 0, "{lines:#?}");
     let info = printed(&lines, 7);
     assert!(info.contains(" / "), "no mountinfo: {info}");
