@@ -250,6 +250,10 @@ pub struct OAuthConf {
     /// Where the authorization code grant's browser is sent back to (a loopback URL,
     /// nothing listens there: the operator pastes the URL it was sent to).
     pub redirect_uri: String,
+    /// The authorization server discovery must arrive at (its RFC 8414 `issuer`): the
+    /// only one the client's secret goes to, and the only one outside the public internet
+    /// token requests may reach. Required for `client_credentials` with a `client_secret`.
+    pub issuer: Option<String>,
 }
 
 /// How airlockd gets a connector's access tokens.
@@ -969,7 +973,7 @@ impl Parser<'_> {
         out
     }
 
-    /// `oauth: {client_id?, client_secret?, grant?, scopes?, redirect_uri?}` at `at`.
+    /// `oauth: {client_id?, client_secret?, grant?, scopes?, redirect_uri?, issuer?}` at `at`.
     fn oauth(
         &mut self,
         at: &str,
@@ -985,6 +989,7 @@ impl Parser<'_> {
                 "grant",
                 "scopes",
                 "redirect_uri",
+                "issuer",
             ],
         )?;
         let get = |k: &str| m.get(Value::from(k));
@@ -1081,6 +1086,30 @@ impl Parser<'_> {
                 }
             }
         };
+        let issuer = match get("issuer") {
+            None => None,
+            Some(Value::String(u))
+                if crate::gateway::oauth_meta::endpoint_url(u).is_some()
+                    && !crate::gateway::upstream::has_userinfo(u)
+                    && !u.contains(['?', '#']) =>
+            {
+                Some(u.clone())
+            }
+            Some(_) => {
+                self.problem(
+                    &key(at, "issuer"),
+                    "must be the authorization server's issuer URL (https, or http on this host), without a user, query or fragment",
+                );
+                return None;
+            }
+        };
+        if grant == OAuthGrant::ClientCredentials && client_secret.is_some() && issuer.is_none() {
+            self.problem(
+                &key(at, "issuer"),
+                "required with grant: client_credentials and a client_secret: the authorization server (its issuer URL) the secret may be sent to; otherwise the connector's server would choose it",
+            );
+            return None;
+        }
         if grant == OAuthGrant::ClientCredentials && get("redirect_uri").is_some() {
             self.problem(
                 &key(at, "redirect_uri"),
@@ -1094,6 +1123,7 @@ impl Parser<'_> {
             grant,
             scopes,
             redirect_uri,
+            issuer,
         })
     }
 
@@ -1461,6 +1491,10 @@ mod tests {
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: client_credentials, client_secret: nope}}\n", "mcp_connectors.web.oauth.client_secret"),
             ("credentials:\n  tok: /etc/t\nmcp_connectors:\n  web: {url: \"https://mcp.example/\", credential: tok, oauth: {client_id: a, grant: client_credentials}}\n", "mcp_connectors.web.oauth"),
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: client_credentials, scopes: [\"a b\"]}}\n", "mcp_connectors.web.oauth.scopes"),
+            ("credentials:\n  cs: /etc/cs\nmcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {client_id: a, grant: client_credentials, client_secret: cs}}\n", "mcp_connectors.web.oauth.issuer"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {issuer: \"http://10.0.0.1/\"}}\n", "mcp_connectors.web.oauth.issuer"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {issuer: \"https://as.example/?x=1\"}}\n", "mcp_connectors.web.oauth.issuer"),
+            ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", oauth: {issuer: [1]}}\n", "mcp_connectors.web.oauth.issuer"),
             ("mcp_connectors:\n  web: {url: \"http://127.0.0.1/\", ca_file: /etc/ssl/certs/ca-certificates.crt}\n", "mcp_connectors.web.ca_file"),
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", ca_file: rel.pem}\n", "mcp_connectors.web.ca_file"),
             ("mcp_connectors:\n  web: {url: \"https://mcp.example/\", ca_file: /nonexistent/ca.pem}\n", "mcp_connectors.web.ca_file"),

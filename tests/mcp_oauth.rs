@@ -26,6 +26,9 @@ struct OAuth {
     _up: Proc,
     rs_port: u16,
     url: String,
+    /// The authorization server the resource's metadata names in this mode: the real
+    /// one, or (the misbehaving modes) the resource server itself, on its plain port.
+    issuer: String,
 }
 
 fn oauth(ca: &TestCa, ttl: u64, mode: &str) -> OAuth {
@@ -56,12 +59,15 @@ fn oauth_with(ca: &TestCa, ttl: u64, mode: &str, up_args: &[&str]) -> OAuth {
     );
     let leaf = ca.leaf("localhost", &["localhost"]);
     let tls = stunnel_at(ca, &leaf, rs_port, tls_port);
+    let real = mode == "ok" || mode == "refuse-later" || mode.starts_with("login-");
+    let issuer = format!("http://127.0.0.1:{}", if real { as_port } else { rs_port });
     OAuth {
         _servers: servers,
         _tls: tls,
         _up: up,
         rs_port,
         url,
+        issuer,
     }
 }
 
@@ -104,6 +110,8 @@ impl OAuth {
 
 /// A host whose connector `tracker` is `oauth` (a YAML mapping), its role granted echo.
 fn login_host(ca: &TestCa, o: &OAuth, oauth: &str) -> Host {
+    // The authorization server is on this host: reached only as the configured issuer.
+    let oauth = oauth.replacen('{', &format!("{{issuer: \"{}\", ", o.issuer), 1);
     let extra = format!(
         "mcp_connectors:\n  tracker:\n    url: \"{}\"\n    ca_file: {}\n    oauth: {oauth}\n",
         o.url,
@@ -392,13 +400,26 @@ fn a_browser_login_registers_a_client_and_takes_the_pasted_address() {
 }
 
 fn host(ca: &TestCa, o: &OAuth) -> Host {
+    host_oauth(
+        ca,
+        o,
+        &format!(
+            "{{client_id: airlock-host-7, client_secret: tracker-client, grant: client_credentials, scopes: [read], issuer: \"{}\"}}",
+            o.issuer
+        ),
+    )
+}
+
+/// A host whose connector `tracker` is `oauth` (a YAML mapping; the client's secret is
+/// the credential `tracker-client`), its role granted echo.
+fn host_oauth(ca: &TestCa, o: &OAuth, oauth: &str) -> Host {
     let dir = tempfile::tempdir().unwrap().keep();
     let cred = dir.join("client.secret");
     std::fs::write(&cred, format!("{CLIENT_SECRET}\n")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&cred, std::fs::Permissions::from_mode(0o600)).unwrap();
     let extra = format!(
-        "credentials:\n  tracker-client: {}\nmcp_connectors:\n  tracker:\n    url: \"{}\"\n    ca_file: {}\n    oauth: {{client_id: airlock-host-7, client_secret: tracker-client, grant: client_credentials, scopes: [read]}}\n",
+        "credentials:\n  tracker-client: {}\nmcp_connectors:\n  tracker:\n    url: \"{}\"\n    ca_file: {}\n    oauth: {oauth}\n",
         cred.display(),
         o.url,
         ca.ca_pem.display()
@@ -653,4 +674,81 @@ fn bad_discovery_or_token_answers_fail_naming_the_server_never_a_token() {
             "{mode}: nothing reached the upstream"
         );
     }
+}
+
+/// Issue 42, finding 4: a connector whose server is compromised (it names itself as the
+/// authorization server, `no-access-token` mode) cannot collect the client's secret when
+/// `oauth.issuer` names the real one: discovery fails naming the configured issuer, and
+/// nothing reaches the server it named. A client without a configured issuer reaches no
+/// authorization server on this host (the real one, on loopback, gets no request). And a
+/// confidential client_credentials connector without `issuer` is refused at load.
+#[test]
+fn the_configured_issuer_is_the_only_server_the_secret_goes_to_and_loopback_needs_it() {
+    require_journald();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let call = |h: &Host| {
+        let argv = agent(json!([{"call": "echo", "args": {"message": "x"}}]));
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        h.launch("code", "tess", &[], &argv).output().unwrap()
+    };
+    // The compromised server, against the real issuer configured.
+    let real = oauth(&ca, 60, "ok");
+    let bad = oauth(&ca, 60, "no-access-token");
+    let h = host_oauth(
+        &ca,
+        &bad,
+        &format!(
+            "{{client_id: airlock-host-7, client_secret: tracker-client, grant: client_credentials, issuer: \"{}\"}}",
+            real.issuer
+        ),
+    );
+    let r = call(&h);
+    let out = stdout(&r);
+    assert!(
+        out.contains("connector `tracker`: OAuth authorization failed")
+            && out.contains(&format!(
+                "does not name the configured issuer {} (oauth.issuer)",
+                real.issuer
+            )),
+        "{out}\n{}",
+        stderr(&r)
+    );
+    assert!(!out.contains(CLIENT_SECRET));
+    let s = bad.stats();
+    assert_eq!(s["foreignTokenRequests"], Value::Null, "{s}");
+    assert_eq!(s["forwarded"], 0, "{s}");
+
+    // No issuer configured (a public client may have none): the real server named, on
+    // loopback, is not asked.
+    let h = host_oauth(
+        &ca,
+        &real,
+        "{client_id: airlock-host-7, grant: client_credentials}",
+    );
+    let r = call(&h);
+    let out = stdout(&r);
+    assert!(
+        out.contains("connector `tracker`: OAuth authorization failed")
+            && out.contains(&format!("{}: it has a loopback address", real.issuer))
+            && out.contains("only when oauth.issuer names it"),
+        "{out}\n{}",
+        stderr(&r)
+    );
+    assert_eq!(real.stats()["tokenRequests"], 0, "{}", real.stats());
+
+    // A confidential client with no issuer: refused before anything starts.
+    let h = host_oauth(
+        &ca,
+        &real,
+        "{client_id: airlock-host-7, client_secret: tracker-client, grant: client_credentials}",
+    );
+    let r = call(&h);
+    assert!(!r.status.success());
+    assert!(
+        stderr(&r).contains("mcp_connectors.tracker.oauth.issuer: required with grant: client_credentials and a client_secret"),
+        "{}",
+        stderr(&r)
+    );
+    assert_eq!(real.stats()["tokenRequests"], 0);
 }

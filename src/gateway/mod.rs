@@ -32,6 +32,7 @@ pub mod mcp_server;
 pub mod oauth;
 pub mod oauth_login;
 pub mod oauth_meta;
+pub mod oauth_reach;
 pub mod provider;
 pub mod provider_check;
 pub mod run_tls;

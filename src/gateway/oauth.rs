@@ -23,6 +23,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use super::oauth_meta::{self as meta, ServerMeta, MAX_DOCUMENT_BYTES};
+use super::oauth_reach as reach;
 use super::upstream::HttpUrl;
 use crate::credentials::oauth_grant;
 use crate::credentials::Secret;
@@ -39,6 +40,10 @@ const REFUSED_REFETCH: Duration = Duration::from_secs(2);
 /// A connector's OAuth client, as airlockd's config gives it.
 #[derive(Clone)]
 pub struct OAuthPlan {
+    /// `oauth.issuer`: the authorization server discovery must arrive at, the only one
+    /// the client's secret may go to; else whichever the connector's metadata names, if
+    /// it is on the public internet.
+    pub issuer: Option<HttpUrl>,
     /// `None`: registered at login (RFC 7591; authorization_code only).
     pub client_id: Option<String>,
     /// A confidential client's secret (`client_secret_basic`), else a public client.
@@ -118,6 +123,7 @@ pub fn shared(connector: &str, resource: &HttpUrl, plan: OAuthPlan) -> Arc<Token
             .unwrap_or(""),
         &plan.scopes.join(" "),
         &grant,
+        &plan.issuer.as_ref().map(HttpUrl::url).unwrap_or_default(),
     ] {
         h.update(part.as_bytes());
         h.update([0]);
@@ -279,6 +285,14 @@ impl TokenSource {
         let at = meta::endpoint_url(&at).ok_or_else(|| {
             format!("{origin}: its resource_metadata is not an https URL (nor http on this host)")
         })?;
+        // Asked of the resource's own origin only: a challenge must not aim a request
+        // anywhere else.
+        if at.origin() != origin {
+            return Err(format!(
+                "{origin}: its resource_metadata is on another origin ({})",
+                at.origin()
+            ));
+        }
         let (status, body) = self.exchange(Method::GET, &at, None, None).await?;
         if status != 200 {
             return Err(format!(
@@ -286,7 +300,7 @@ impl TokenSource {
             ));
         }
         let servers = meta::check_resource_metadata(&body, &at, &self.resource)?;
-        let issuer = &servers[0];
+        let issuer = &meta::pinned_issuer(&servers, self.plan.issuer.as_ref(), &origin)?;
         for u in meta::server_metadata_urls(issuer) {
             let Some(u) = meta::endpoint_url(&u) else {
                 continue;
@@ -470,7 +484,9 @@ impl TokenSource {
     }
 
     /// One request to a metadata or token endpoint: its status and body (bounded), no
-    /// redirect followed.
+    /// redirect followed. Only the connector's own origin and the configured issuer's may
+    /// be on this host or a private network; any other is reached at an address checked
+    /// public, the one connected to ([`reach::public_address`]).
     pub(super) async fn exchange(
         &self,
         method: Method,
@@ -479,9 +495,22 @@ impl TokenSource {
         auth: Option<HeaderValue>,
     ) -> Result<(u16, Bytes), String> {
         let origin = url.origin();
+        let configured = origin == self.resource.origin()
+            || self
+                .plan
+                .issuer
+                .as_ref()
+                .is_some_and(|i| i.origin() == origin);
+        let (target, pinned) = if configured {
+            (origin.clone(), None)
+        } else {
+            let addr = reach::public_address(url).await?;
+            let client = reach::client_to(url, &self.plan.tls)?;
+            (format!("https://{addr}"), Some(client))
+        };
         let mut b = Request::builder()
             .method(method)
-            .uri(format!("{origin}{}", url.path))
+            .uri(format!("{target}{}", url.path))
             .header(HOST, &url.authority)
             .header(ACCEPT, "application/json");
         if let Some((kind, _)) = &body {
@@ -496,7 +525,11 @@ impl TokenSource {
             )))
             .map_err(|_| format!("{origin}: the request could not be made"))?;
         let go = async {
-            let resp = self.client.request(req).await.map_err(|_| {
+            let sent = match &pinned {
+                Some(c) => c.request(req).await,
+                None => self.client.request(req).await,
+            };
+            let resp = sent.map_err(|_| {
                 format!("{origin}: could not be reached (or its TLS certificate was refused)")
             })?;
             let status = resp.status().as_u16();

@@ -108,6 +108,34 @@ pub fn check_resource_metadata(
     Ok(servers)
 }
 
+/// The authorization server to ask, of those a resource's metadata names: the configured
+/// issuer (`oauth.issuer`), which must be among them, else the first.
+pub fn pinned_issuer(
+    servers: &[HttpUrl],
+    configured: Option<&HttpUrl>,
+    origin: &str,
+) -> Result<HttpUrl, String> {
+    let same = |a: &HttpUrl, b: &HttpUrl| {
+        a.origin() == b.origin() && a.path.trim_end_matches('/') == b.path.trim_end_matches('/')
+    };
+    match configured {
+        None => servers
+            .first()
+            .cloned()
+            .ok_or_else(|| format!("{origin}: its protected resource metadata names no authorization server")),
+        Some(want) => servers
+            .iter()
+            .find(|s| same(s, want))
+            .map(|_| want.clone())
+            .ok_or_else(|| {
+                format!(
+                    "{origin}: its protected resource metadata does not name the configured issuer {} (oauth.issuer); nothing was sent to the server it names",
+                    want.url().trim_end_matches('/')
+                )
+            }),
+    }
+}
+
 /// An authorization server's token endpoint, from its metadata, checked: JSON, its
 /// `issuer` the server asked, the endpoint on the issuer's origin (a document naming
 /// endpoints elsewhere would send the client's secret there).
@@ -508,6 +536,24 @@ mod tests {
 
     fn url(u: &str) -> HttpUrl {
         parse_http_url(u).unwrap()
+    }
+
+    #[test]
+    fn a_configured_issuer_must_be_among_those_named() {
+        let named = [url("https://evil.example/"), url("https://as.example/t1")];
+        let o = "https://mcp.example";
+        assert_eq!(pinned_issuer(&named, None, o), Ok(named[0].clone()));
+        let want = url("https://as.example/t1/");
+        assert_eq!(pinned_issuer(&named, Some(&want), o), Ok(want.clone()));
+        for other in [
+            "https://as.example/t2",
+            "http://as.example/t1",
+            "https://as.example:444/t1",
+        ] {
+            let e = pinned_issuer(&named, Some(&url(other)), o).unwrap_err();
+            assert!(e.contains("does not name the configured issuer"), "{e}");
+        }
+        assert!(pinned_issuer(&[], None, o).is_err());
     }
 
     #[test]

@@ -326,7 +326,16 @@ fn oauth_source(
             redirect_uri: o.redirect_uri.clone(),
         },
     };
+    let issuer = match &o.issuer {
+        Some(u) => Some(crate::gateway::oauth_meta::endpoint_url(u).ok_or_else(|| {
+            refused(format!(
+                "{at}.issuer: not an https URL (nor http on this host)"
+            ))
+        })?),
+        None => None,
+    };
     let plan = crate::gateway::oauth::OAuthPlan {
+        issuer,
         client_id: o.client_id.clone(),
         client_secret,
         grant,

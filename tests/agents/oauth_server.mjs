@@ -197,7 +197,12 @@ http.createServer(async (req, res) => {
     const token_endpoint = mode === "as-foreign" ? `http://127.0.0.2:${rsPort}/token` : `${rsOrigin}/token`;
     return json(res, 200, { issuer: rsOrigin, token_endpoint, grant_types_supported: ["client_credentials"] });
   }
-  if (path === "/token") return json(res, 200, { token_type: "Bearer", expires_in: 60 });
+  if (path === "/token") {
+    // The misbehaving server as a token endpoint: did a client's secret reach it?
+    stats.foreignTokenRequests = (stats.foreignTokenRequests || 0) + 1;
+    if (req.headers.authorization) stats.foreignBasic = (stats.foreignBasic || 0) + 1;
+    return json(res, 200, { token_type: "Bearer", expires_in: 60 });
+  }
   const auth = req.headers.authorization || "";
   const token = auth.startsWith("Bearer ") ? auth.slice(7) : null;
   const info = token ? await introspect(token) : { active: false };
