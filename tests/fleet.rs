@@ -1261,3 +1261,100 @@ fn a_host_whose_clock_runs_ahead_cannot_admit_and_moves_no_one_elses_window() {
     assert_eq!(r["ok"], true, "{r}");
     let _ = long.join();
 }
+
+/// Stop `n`'s airlockd (SIGTERM) and wait for it.
+fn stop(n: &mut Node) {
+    if let Some(mut c) = n.child.take() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = c.wait();
+    }
+}
+
+/// The highest `seq` the store mirrors of `host` (0: none).
+fn mirror_head(pg: &Postgres, host: &str) -> i64 {
+    pg.psql(&format!(
+        "SELECT coalesce(max(seq), 0) FROM airlock_ledger WHERE host_id = '{host}'"
+    ))
+    .parse()
+    .unwrap()
+}
+
+#[test]
+fn a_cut_or_holed_mirror_is_named_by_verify_and_refilled_by_its_host() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    a.start();
+    b.start();
+    for _ in 0..3 {
+        assert_eq!(outcome(&a.launch("tess", &["/bin/true"])), Ok(0));
+    }
+    assert_eq!(outcome(&b.launch("max", &["/bin/true"])), Ok(0));
+    for (n, h) in [(&a, "node-a"), (&b, "node-b")] {
+        let caught_up = poll(10, || {
+            let (local, rows) = mirrored(&pg, n, h);
+            (local > 0 && local == rows).then_some(())
+        });
+        assert!(caught_up.is_some(), "{h}: {:?}", mirrored(&pg, n, h));
+    }
+    stop(&mut a);
+    stop(&mut b);
+    let (code, out) = verify_fleet(&a);
+    assert_eq!(code, 0, "{out}");
+    // A's tail (its last three rows) and a middle row deleted; all of B's.
+    let head = mirror_head(&pg, "node-a");
+    assert!(head >= 6, "{head}");
+    pg.psql(&format!(
+        "DELETE FROM airlock_ledger WHERE host_id = 'node-a' AND (seq > {} OR seq = 3)",
+        head - 2
+    ));
+    pg.psql("DELETE FROM airlock_ledger WHERE host_id = 'node-b'");
+    let (code, out) = verify_fleet(&a);
+    assert_eq!(code, 1, "{out}");
+    for want in [
+        "host node-a: MISSING ROWS at record 3".to_string(),
+        format!("host node-a: CUT at record {}", head - 1),
+        format!("reported writing up to record {head}"),
+        "host node-b: MISSING at record 1".to_string(),
+    ] {
+        assert!(out.contains(&want), "{want}:\n{out}");
+    }
+    // Each host puts its rows back from its own file once it is up.
+    let t = Instant::now();
+    a.start();
+    b.start();
+    let healed = poll(20, || (verify_fleet(&a).0 == 0).then_some(()));
+    assert!(healed.is_some(), "{}", verify_fleet(&a).1);
+    eprintln!(
+        "mirror refilled at start: {:?} from starting both hosts",
+        t.elapsed()
+    );
+    for (n, h) in [(&a, "node-a"), (&b, "node-b")] {
+        let (local, rows) = mirrored(&pg, n, h);
+        assert!(rows > 0 && rows <= local, "{h}: {local} {rows}");
+    }
+    // While it runs too: a middle row and the tail deleted behind the writer's back.
+    let head = mirror_head(&pg, "node-a");
+    pg.psql(&format!(
+        "DELETE FROM airlock_ledger WHERE host_id = 'node-a' AND (seq > {} OR seq = 2)",
+        head - 2
+    ));
+    let t = Instant::now();
+    let refilled = poll(30, || {
+        let (local, rows) = mirrored(&pg, &a, "node-a");
+        (rows == local && verify_fleet(&a).0 == 0).then_some(())
+    });
+    assert!(refilled.is_some(), "{}", verify_fleet(&a).1);
+    eprintln!("mirror refilled while running: {:?}", t.elapsed());
+    // Rows of a host the fleet has never seen are named, not trusted.
+    pg.psql(
+        "INSERT INTO airlock_ledger (host_id, seq, hash, line) VALUES ('node-x', 1, 'x', '{}')",
+    );
+    let (code, out) = verify_fleet(&a);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("host node-x: UNKNOWN HOST"), "{out}");
+}

@@ -13,10 +13,13 @@ use crate::daemon::runs::run_info;
 use crate::supervisor::ledger::{self, LedgerError, LedgerEvent, Record, RunRecords};
 
 /// `verify-ledger --fleet`: every host's chain as the fleet store mirrors it, each checked
-/// as the file is (contiguous from record 1, canonical lines, hashes chained), and each
-/// row's own `seq` and `hash` columns against its line. Exit 0 all intact, 1 one broken.
+/// as the file is (contiguous from record 1, canonical lines, hashes chained), each row's
+/// own `seq` and `hash` columns against its line, and the whole against what the host
+/// reported writing (`airlock_hosts`: its highest record and that record's hash), so a cut
+/// tail, a hole or a host whose rows are all gone is named. Rows of a host_id no host ever
+/// registered are named and not trusted. Exit 0 all intact, 1 anything wrong.
 pub fn verify(ctx: &Ctx) -> i32 {
-    let hosts = match with_store(ctx, "verify-ledger --fleet", |store, pw| {
+    let ledgers = match with_store(ctx, "verify-ledger --fleet", |store, pw| {
         Box::pin(crate::store::pg::read_ledgers(store, pw))
     }) {
         Ok(h) => h,
@@ -26,21 +29,40 @@ pub fn verify(ctx: &Ctx) -> i32 {
         Ok(c) => c.store.map(|s| s.describe()).unwrap_or_default(),
         Err(code) => return code,
     };
-    let mut report = Vec::new();
-    let mut broken = false;
-    for (host, rows) in &hosts {
-        let verdict = check_host(host, rows);
-        broken |= verdict.is_err();
-        report.push((host.clone(), rows.len(), verdict));
-    }
+    let none = Vec::new();
+    let hosts: std::collections::BTreeSet<&String> = ledgers
+        .rows
+        .keys()
+        .chain(
+            ledgers
+                .reported
+                .iter()
+                .filter(|(_, r)| r.0 > 0)
+                .map(|(h, _)| h),
+        )
+        .collect();
+    let report: Vec<(&String, usize, Vec<Problem>)> = hosts
+        .into_iter()
+        .map(|h| {
+            let rows = ledgers.rows.get(h).unwrap_or(&none);
+            (h, rows.len(), check_host(h, rows, ledgers.reported.get(h)))
+        })
+        .collect();
+    let broken = report.iter().any(|(_, _, p)| !p.is_empty());
     if ctx.json {
         let hosts: Vec<_> = report
             .iter()
-            .map(|(h, n, v)| match v {
-                Ok(()) => json!({"host_id": h, "ok": true, "records": n}),
-                Err((seq, why)) => {
-                    json!({"host_id": h, "ok": false, "broken": {"seq": seq, "why": why}})
+            .map(|(h, n, p)| {
+                let problems: Vec<_> = p
+                    .iter()
+                    .map(|p| json!({"kind": p.kind, "seq": p.seq, "why": p.why}))
+                    .collect();
+                let reported = ledgers.reported.get(*h).map(|r| r.0);
+                let mut v = json!({"host_id": h, "ok": p.is_empty(), "records": n, "reported": reported, "problems": problems});
+                if let Some(first) = p.first() {
+                    v["broken"] = json!({"seq": first.seq, "why": first.why});
                 }
+                v
             })
             .collect();
         output::json(&json!({"fleet": true, "ok": !broken, "hosts": hosts}));
@@ -48,10 +70,14 @@ pub fn verify(ctx: &Ctx) -> i32 {
         if report.is_empty() {
             outln!("{store_name}: no host has mirrored a ledger record yet");
         }
-        for (h, n, v) in &report {
-            match v {
-                Ok(()) => outln!("host {h}: {n} records, hash chain intact"),
-                Err((seq, why)) => outln!("host {h}: BROKEN at record {seq}: {why}"),
+        for (h, n, problems) in &report {
+            if problems.is_empty() {
+                outln!(
+                    "host {h}: {n} records, hash chain intact, as the host reported writing them"
+                );
+            }
+            for p in problems {
+                outln!("host {h}: {} at record {}: {}", p.kind, p.seq, p.why);
             }
         }
     }
@@ -62,8 +88,83 @@ pub fn verify(ctx: &Ctx) -> i32 {
     }
 }
 
+/// One thing wrong with a host's mirror.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Problem {
+    /// `BROKEN`, `MISSING ROWS`, `CUT`, `MISSING` or `UNKNOWN HOST`.
+    kind: &'static str,
+    /// The first record it concerns.
+    seq: i64,
+    why: String,
+}
+
+fn problem(kind: &'static str, seq: i64, why: String) -> Problem {
+    Problem { kind, seq, why }
+}
+
+/// One host's mirrored rows (in order of `seq`) against its chain and what it reported
+/// writing (`(highest seq, its hash)`; `None`: no such host registered). Pure.
+fn check_host(
+    host: &str,
+    rows: &[(i64, String, String)],
+    reported: Option<&(i64, Option<String>)>,
+) -> Vec<Problem> {
+    let Some((told, told_head)) = reported else {
+        return vec![problem(
+            "UNKNOWN HOST",
+            rows.first().map_or(0, |r| r.0),
+            format!("{} rows under a host_id no airlockd of the fleet ever registered (not in airlock_hosts); not trusted", rows.len()),
+        )];
+    };
+    let mut out = Vec::new();
+    // Holes: every record from 1 up to the last row must be there.
+    let mut want = 1i64;
+    for (seq, _, _) in rows {
+        if *seq > want {
+            out.push(problem(
+                "MISSING ROWS",
+                want,
+                format!("records {want}..{} are not in the store (deleted)", seq - 1),
+            ));
+        }
+        want = want.max(seq.saturating_add(1));
+    }
+    let last = rows.last().map_or(0, |r| r.0);
+    if rows.is_empty() && *told > 0 {
+        out.push(problem(
+            "MISSING",
+            1,
+            format!("none of {host}'s records are in the store; it reported writing up to record {told}"),
+        ));
+    } else if last < *told {
+        out.push(problem(
+            "CUT",
+            last + 1,
+            format!("the mirror ends at record {last}, but {host} reported writing up to record {told} (its tail was deleted)"),
+        ));
+    } else if *told > 0 {
+        let at = rows.iter().find(|r| r.0 == *told).map(|r| &r.1);
+        if at != told_head.as_ref() {
+            out.push(problem(
+                "BROKEN",
+                *told,
+                format!(
+                    "its hash is not the one {host} reported writing (the record was replaced)"
+                ),
+            ));
+        }
+    }
+    if !out.is_empty() {
+        return out;
+    }
+    if let Err((seq, why)) = check_chain(host, rows) {
+        out.push(problem("BROKEN", seq, why));
+    }
+    out
+}
+
 /// One host's mirrored chain; `Err((seq, why))` at its first broken record.
-fn check_host(host: &str, rows: &[(i64, String, String)]) -> Result<(), (i64, String)> {
+fn check_chain(host: &str, rows: &[(i64, String, String)]) -> Result<(), (i64, String)> {
     let origin = PathBuf::from(format!("(fleet store, host {host})"));
     let checked = ledger::verify_lines(&origin, rows.iter().map(|(_, _, l)| l.as_bytes()));
     let records = checked.map_err(|e| match e {
@@ -316,5 +417,30 @@ mod tests {
         l[0].1 = l[0].1.replace("\"tess\"", "\"tass\"");
         let e = assemble(&l).expect_err("edited");
         assert!(e.contains("host node-b") && e.contains("hash"), "{e}");
+    }
+
+    fn rows(seqs: &[i64]) -> Vec<(i64, String, String)> {
+        seqs.iter()
+            .map(|s| (*s, format!("h{s}"), String::new()))
+            .collect()
+    }
+
+    fn kinds(p: &[Problem]) -> Vec<(&'static str, i64)> {
+        p.iter().map(|p| (p.kind, p.seq)).collect()
+    }
+
+    #[test]
+    fn holes_cut_tails_missing_hosts_and_strangers_are_named() {
+        let told = |n: i64| Some((n, Some(format!("h{n}"))));
+        let p = check_host("a", &rows(&[1, 2, 4, 5]), told(8).as_ref());
+        assert_eq!(kinds(&p), vec![("MISSING ROWS", 3), ("CUT", 6)], "{p:?}");
+        assert!(p[1].why.contains("up to record 8"), "{p:?}");
+        let p = check_host("a", &[], told(8).as_ref());
+        assert_eq!(kinds(&p), vec![("MISSING", 1)]);
+        let p = check_host("x", &rows(&[1]), None);
+        assert_eq!(kinds(&p), vec![("UNKNOWN HOST", 1)]);
+        // The reported head replaced by another record.
+        let p = check_host("a", &rows(&[1, 2]), Some(&(2, Some("other".into()))));
+        assert_eq!(kinds(&p), vec![("BROKEN", 2)]);
     }
 }

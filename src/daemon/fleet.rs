@@ -228,33 +228,61 @@ pub fn fired_elsewhere(d: &Daemon, name: &str) {
 
 /// How often the ledger's mirror in the fleet store catches up with the file.
 pub const MIRROR_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often the writer asks the table what it holds of this host rather than trusting
+/// its own position: rows deleted behind its back (a cut tail, a hole) are put back within
+/// this long.
+pub const MIRROR_AUDIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Records per mirroring transaction.
 const MIRROR_BATCH: usize = 500;
 
+/// Where the mirror's writer resumes: the table's last row of this host, and the records
+/// below it the table lacks (to put back). Asked at start, after every failed write (the
+/// store was away) and every [`MIRROR_AUDIT`].
+async fn resume_point(
+    f: &crate::store::Fleet,
+) -> Result<(u64, std::collections::BTreeSet<u64>), crate::store::StoreError> {
+    let (rows, head) = f.mirror_state().await?;
+    let gaps = if rows < head {
+        f.mirror_gaps(head).await?.into_iter().collect()
+    } else {
+        Default::default()
+    };
+    Ok((head, gaps))
+}
+
 /// Mirror this host's ledger into the fleet store, for as long as airlockd runs: the file
 /// stays the record (fsync'd before a run starts or is answered); the table follows it,
-/// catching up from its last row after the database was away or airlockd was down.
+/// resuming from the table's own last row of this host and putting back rows it lacks.
 pub async fn mirror_ledger(d: std::sync::Arc<Daemon>) {
     use crate::supervisor::ledger;
+    use std::sync::atomic::Ordering;
     let Some(f) = d.fleet.clone() else { return };
     // What the table holds, as last known (`None`: ask it).
     let mut upto: Option<u64> = None;
+    let mut audited = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(MIRROR_EVERY);
     loop {
         tick.tick().await;
+        if audited.elapsed() >= MIRROR_AUDIT {
+            upto = None;
+        }
         let have = d.ledger_len();
         if upto.is_some_and(|u| u >= have) {
             continue;
         }
-        let from = match upto {
-            Some(u) => u,
-            None => match f.mirrored_upto().await {
-                Ok(u) => u,
+        let (from, refill) = match upto {
+            Some(u) => (u, Default::default()),
+            None => match resume_point(&f).await {
+                Ok(p) => {
+                    audited = tokio::time::Instant::now();
+                    p
+                }
                 Err(_) => continue,
             },
         };
         upto = Some(from);
-        if from >= have {
+        d.mirrored.store(from.min(have), Ordering::SeqCst);
+        if from >= have && refill.is_empty() {
             continue;
         }
         let path = d.ledger_path.clone();
@@ -262,7 +290,7 @@ pub async fn mirror_ledger(d: std::sync::Arc<Daemon>) {
             let records = ledger::records(&path).map_err(|e| e.to_string())?;
             records
                 .into_iter()
-                .filter(|r| r.seq > from)
+                .filter(|r| r.seq > from || refill.contains(&r.seq))
                 .map(|r| {
                     Ok((
                         r.seq,
@@ -284,9 +312,10 @@ pub async fn mirror_ledger(d: std::sync::Arc<Daemon>) {
         for chunk in rows.chunks(MIRROR_BATCH) {
             match f.mirror(chunk).await {
                 Ok(()) => {
-                    upto = chunk.last().map(|r| r.0);
-                    d.mirrored
-                        .store(upto.unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
+                    let last = chunk.iter().map(|r| r.0).max().unwrap_or(0);
+                    let u = upto.unwrap_or(0).max(last);
+                    upto = Some(u);
+                    d.mirrored.store(u, Ordering::SeqCst);
                 }
                 Err(_) => {
                     // Away: asked again (and caught up) once it answers.

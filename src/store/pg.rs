@@ -19,6 +19,8 @@ use crate::credentials::Secret;
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the host lease is checked and `airlock_hosts.seen_at` renewed.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// Missing records of the mirror looked for, and put back, at once.
+const GAPS_AT_ONCE: i64 = 10_000;
 /// Connections per host: admissions and hires are short statements.
 const POOL_SIZE: usize = 4;
 /// How long a run's lease lasts unless its host renews it (every [`HEARTBEAT`]).
@@ -384,25 +386,49 @@ impl Fleet {
         .await
     }
 
-    /// The last record of this host's ledger the mirror holds (0: none).
-    pub async fn mirrored_upto(&self) -> Result<u64, StoreError> {
+    /// What the mirror holds of this host's ledger: `(rows, highest seq)` (`(0, 0)`: none).
+    /// Fewer rows than the highest seq: some were deleted ([`Fleet::mirror_gaps`]).
+    pub async fn mirror_state(&self) -> Result<(u64, u64), StoreError> {
         self.bounded(async {
             let c = self.client().await?;
-            let n: i64 = c
+            let r = c
                 .query_one(
-                    "SELECT coalesce(max(seq), 0)::bigint FROM airlock_ledger WHERE host_id = $1",
+                    "SELECT count(*)::bigint, coalesce(max(seq), 0)::bigint FROM airlock_ledger WHERE host_id = $1",
                     &[&self.host_id],
                 )
                 .await
-                .map_err(|e| self.down(e))?
-                .get(0);
-            Ok(u64::try_from(n).unwrap_or(0))
+                .map_err(|e| self.down(e))?;
+            let n = |i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
+            Ok((n(0), n(1)))
         })
         .await
     }
 
-    /// Append records of this host's ledger to the mirror, in one transaction: `(seq,
-    /// hash, line)`. A record already there is left as it is (never overwritten).
+    /// The records `1..=upto` of this host the mirror lacks, the first [`GAPS_AT_ONCE`].
+    pub async fn mirror_gaps(&self, upto: u64) -> Result<Vec<u64>, StoreError> {
+        self.bounded(async {
+            let c = self.client().await?;
+            let upto = i64::try_from(upto).unwrap_or(i64::MAX);
+            let rows = c
+                .query(
+                    "SELECT s FROM generate_series(1::bigint, $2::bigint) AS s WHERE NOT EXISTS (SELECT 1 FROM airlock_ledger l WHERE l.host_id = $1 AND l.seq = s) ORDER BY s LIMIT $3",
+                    &[&self.host_id, &upto, &GAPS_AT_ONCE],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
+            Ok(rows
+                .iter()
+                .filter_map(|r| u64::try_from(r.get::<_, i64>(0)).ok())
+                .collect())
+        })
+        .await
+    }
+
+    /// Write records of this host's ledger to the mirror, in one transaction: `(seq,
+    /// hash, line)`, in order of `seq` (appended, or put back where rows went missing). A
+    /// record already there is left as it is (never overwritten). The highest record
+    /// written and its hash are this host's report in `airlock_hosts`, in the same
+    /// transaction, for `verify-ledger --fleet`.
     pub async fn mirror(&self, rows: &[(u64, String, String)]) -> Result<(), StoreError> {
         self.bounded(async {
             let mut c = self.client().await?;
@@ -416,6 +442,15 @@ impl Fleet {
                 tx.execute(&st, &[&self.host_id, &seq, hash, line])
                     .await
                     .map_err(|e| self.down(e))?;
+            }
+            if let Some((seq, hash, _)) = rows.iter().max_by_key(|r| r.0) {
+                let seq = i64::try_from(*seq).unwrap_or(i64::MAX);
+                tx.execute(
+                    "UPDATE airlock_hosts SET mirrored_seq = $2, mirrored_head = $3 WHERE host_id = $1 AND mirrored_seq < $2",
+                    &[&self.host_id, &seq, hash],
+                )
+                .await
+                .map_err(|e| self.down(e))?;
             }
             // A closing record ends the run's lease (an `unsupervised` one too: its host
             // came back and closed it).
@@ -722,26 +757,53 @@ async fn bounded<T>(
         .map_err(|e| format!("{}: {e}", conf.describe()))
 }
 
-/// Every host's mirrored ledger, read without taking any lease (`airlockctl`): by host,
-/// rows `(seq, hash, line)` in order of `seq`.
+/// Every host's mirrored ledger and what each host reported writing to it, read in one
+/// snapshot (a mirror write between two reads would look like a cut tail).
+#[derive(Debug, Default)]
+pub struct FleetLedgers {
+    /// By host, rows `(seq, hash, line)` in order of `seq`.
+    pub rows: std::collections::BTreeMap<String, Vec<(i64, String, String)>>,
+    /// By host (every host that ever took a lease): the highest record it wrote to the
+    /// mirror and that record's hash (`(0, None)`: none yet).
+    pub reported: std::collections::BTreeMap<String, (i64, Option<String>)>,
+}
+
+/// Read [`FleetLedgers`] without taking any lease (`airlockctl`).
 pub async fn read_ledgers(
     conf: &StoreConf,
     password: Option<&Secret>,
-) -> Result<std::collections::BTreeMap<String, Vec<(i64, String, String)>>, String> {
+) -> Result<FleetLedgers, String> {
     let cfg = pg_config(conf, password)?;
     let work = async {
-        let client = read_only(&cfg).await?;
-        let rows = client
+        let mut client = read_only(&cfg).await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out = FleetLedgers::default();
+        for r in tx
+            .query(
+                "SELECT host_id, mirrored_seq, mirrored_head FROM airlock_hosts",
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            out.reported.insert(r.get(0), (r.get(1), r.get(2)));
+        }
+        let rows = tx
             .query(
                 "SELECT host_id, seq, hash, line FROM airlock_ledger ORDER BY host_id, seq",
                 &[],
             )
             .await
             .map_err(|e| e.to_string())?;
-        let mut out: std::collections::BTreeMap<String, Vec<(i64, String, String)>> =
-            Default::default();
         for r in rows {
-            out.entry(r.get(0))
+            out.rows
+                .entry(r.get(0))
                 .or_default()
                 .push((r.get(1), r.get(2), r.get(3)));
         }

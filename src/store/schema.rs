@@ -70,6 +70,14 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX airlock_ledger_run ON airlock_ledger ((substring(line from '"run":"([^"]*)"')));
     "#,
+    // 3: what each host has written to the mirror, set in the same transaction as the
+    // rows: its highest record and that record's hash. `verify-ledger --fleet` holds the
+    // rows against it, so a cut tail or a host whose rows are all gone is named.
+    "
+    ALTER TABLE airlock_hosts
+        ADD COLUMN mirrored_seq bigint NOT NULL DEFAULT 0,
+        ADD COLUMN mirrored_head text;
+    ",
 ];
 
 /// The schema version this build writes.
