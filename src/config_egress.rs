@@ -60,6 +60,7 @@ const DEST_KEYS: &[&str] = &[
     "credential",
     "header",
     "ca_file",
+    "passthrough_body",
 ];
 const MAX_LIST: usize = 16;
 /// Most destinations, hosts in one, and paths in one.
@@ -168,7 +169,7 @@ fn destinations(
     let mut out = std::collections::BTreeMap::new();
     let at = key("egress", "destinations");
     let Some(m) = v.as_mapping() else {
-        problem(&at, "must be a mapping of names to {hosts, ports?, methods?, paths?, credential?, header?, ca_file?}");
+        problem(&at, "must be a mapping of names to {hosts, ports?, methods?, paths?, credential?, header?, ca_file?, passthrough_body?}");
         return out;
     };
     if m.len() > MAX_DESTINATIONS {
@@ -201,7 +202,7 @@ fn destination(
     problem: &mut dyn FnMut(&str, &str),
 ) -> Option<Destination> {
     let Some(m) = v.as_mapping() else {
-        problem(at, "must be a mapping with hosts and optionally ports, methods, paths, credential, header, ca_file");
+        problem(at, "must be a mapping with hosts and optionally ports, methods, paths, credential, header, ca_file, passthrough_body");
         return None;
     };
     let mut ok = true;
@@ -341,6 +342,21 @@ fn destination(
                 &key(at, "ca_file"),
                 "must be the absolute path of a PEM file of CA certificates",
             );
+            ok = false;
+        }
+    }
+    match get("passthrough_body") {
+        None | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) if d.credential.is_some() => d.passthrough_body = true,
+        Some(Value::Bool(true)) => {
+            problem(
+                &key(at, "passthrough_body"),
+                "only for a destination with a credential (nothing else is withheld from its answers)",
+            );
+            ok = false;
+        }
+        Some(_) => {
+            problem(&key(at, "passthrough_body"), "must be true or false");
             ok = false;
         }
     }
@@ -499,7 +515,7 @@ mod tests {
 destinations:
   crates: {hosts: [index.crates.example, '*.crates.example']}
   npm: {hosts: [Registry.NPM.example], methods: [GET, HEAD], ports: [443, 8443]}
-  corp-npm: {hosts: [npm.corp.example], credential: corp-npm-token, header: Authorization, ca_file: /etc/airlock/corp-ca.pem, paths: ['/-/*', '/@corp/*']}
+  corp-npm: {hosts: [npm.corp.example], credential: corp-npm-token, header: Authorization, ca_file: /etc/airlock/corp-ca.pem, paths: ['/-/*', '/@corp/*'], passthrough_body: true}
 grants:
   code: [crates, npm, corp-npm]
   test-engineer: [crates]
@@ -518,6 +534,7 @@ grants:
         assert_eq!(corp.credential.as_deref(), Some("corp-npm-token"));
         assert_eq!(corp.header.as_deref(), Some("Authorization"));
         assert_eq!(corp.paths, ["/-/*", "/@corp/*"]);
+        assert!(corp.passthrough_body && !l.destinations["npm"].passthrough_body);
         assert_eq!(l.grants["code"], ["crates", "npm", "corp-npm"]);
         assert_eq!(l.grants["test-engineer"], ["crates"]);
     }
@@ -538,6 +555,8 @@ grants:
             ("{destinations: {a: {hosts: [a.example], methods: [get]}}}", "egress.destinations.a.methods[0]: must be an HTTP method"),
             ("{destinations: {a: {hosts: [a.example], paths: [pkg]}}}", "egress.destinations.a.paths[0]: must be a path glob"),
             ("{destinations: {a: {hosts: [a.example], ca_file: rel.pem}}}", "egress.destinations.a.ca_file: must be the absolute path"),
+            ("{destinations: {a: {hosts: [a.example], passthrough_body: true}}}", "egress.destinations.a.passthrough_body: only for a destination with a credential"),
+            ("{destinations: {a: {hosts: [a.example], credential: corp-npm-token, passthrough_body: sk-ant-api03-abcdefghijk}}}", "egress.destinations.a.passthrough_body: must be true or false"),
             ("{destinations: {a: {hosts: [a.example], host: x}}}", "egress.destinations.a.host: unknown key; allowed: hosts,"),
             ("{destinations: {a: {hosts: [a.example]}}, grants: {code: [a, sk-ant-api03-abcdefghijk]}}", "egress.grants.code[1]: names no entry of egress.destinations"),
             ("{grants: {Code: [a]}}", "egress.grants.Code: must be a role name or a class"),

@@ -679,6 +679,181 @@ fn echo_log(log: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Whether `text` holds the token in any spelling the gateway withholds, or lower-cased
+/// (as a header name carries it).
+fn holds_token(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.contains(&ECHO_TOKEN.to_ascii_lowercase())
+        || airlock::gateway::withhold::forms(ECHO_TOKEN)
+            .iter()
+            .any(|f| text.contains(&*String::from_utf8_lossy(f)))
+}
+
+/// A raw HTTP/1.1 answer with its chunked body joined (the head, and the trailers as sent).
+fn dechunked(raw: &str) -> String {
+    let Some((head, mut rest)) = raw.split_once("\r\n\r\n") else {
+        return raw.to_string();
+    };
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return raw.to_string();
+    }
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            return format!("{head}\r\n\r\n{body}{after}");
+        }
+        body.push_str(&after[..n.min(after.len())]);
+        rest = after.get(n + 2..).unwrap_or_default();
+    }
+    format!("{head}\r\n\r\n{body}")
+}
+
+fn raw_get(path: &str, method: &str, extra: &str) -> Value {
+    json!({"https_raw": ECHO_HOST, "request": format!(
+        "{method} {path} HTTP/1.1\r\nHost: {ECHO_HOST}\r\n{extra}Connection: close\r\n\r\n"
+    )})
+}
+
+#[test]
+fn a_registry_that_echoes_the_hosts_credential_hands_the_run_none_of_it() {
+    require_journald();
+    let mut net = NetNs::new();
+    let (h, log) = echo_registry(&mut net, false);
+    let ws = h.workspace("ws-tess", h.uids[0]);
+    let url = |p: &str| format!("https://{ECHO_HOST}{p}");
+    let gz = json!({"Accept-Encoding": "gzip"});
+    let probes = json!([
+        {"url": url("/echo/header")},
+        {"url": url("/echo/body")},
+        {"url": url("/echo/chunked")},
+        {"url": url("/echo/gzip"), "headers": gz},
+        {"url": url("/echo/deflate"), "headers": {"Accept-Encoding": "deflate"}},
+        // What a second look tried: raw bytes, as a client that reads all of them would.
+        raw_get("/echo/chunked", "GET", "TE: trailers\r\n"),
+        raw_get("/echo/early", "GET", ""),
+        raw_get("/echo/header", "HEAD", ""),
+        raw_get("/echo/b64", "GET", ""),
+        raw_get("/echo/reason", "GET", ""),
+        raw_get("/echo/br", "GET", "Accept-Encoding: br\r\n"),
+        raw_get("/echo/gzip", "GET", "Accept-Encoding: gzip, zstd\r\n"),
+    ]);
+    let (run_id, lines, recs) = run(
+        &h,
+        "code",
+        "tess",
+        &ws,
+        &probes,
+        probes.as_array().unwrap().len(),
+    );
+    // The registry did get the token, and did hand it back.
+    let got = echo_log(&log);
+    assert!(
+        got.iter()
+            .any(|r| r["headers"]["authorization"] == format!("Bearer {ECHO_TOKEN}")),
+        "{got:#?}"
+    );
+    for l in &lines {
+        assert!(
+            !holds_token(&l.to_string()),
+            "the token reached the run: {l}"
+        );
+    }
+    let body = |i: usize| lines[i]["body"].as_str().unwrap_or_default().to_string();
+    let head = |i: usize| lines[i]["head"].as_str().unwrap_or_default().to_string();
+    let raw = |i: usize| dechunked(lines[i]["raw"].as_str().unwrap_or_default());
+    const MARK: &str = "[withheld by Airlock]";
+    assert_eq!(lines[0]["status"], 200, "{}", lines[0]);
+    assert!(
+        head(0).contains(&format!("x-echo: Bearer {MARK}")),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        !head(0).to_ascii_lowercase().contains("x-t-"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(body(0), "ok\n");
+    assert!(
+        body(1).contains(&format!("\"you_sent\": \"Bearer {MARK}\"")),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(body(2), format!("start Bearer {MARK} middle {MARK} end\n"));
+    let twice = format!("compressed Bearer {MARK} twice {MARK}\n").repeat(3);
+    for i in [3, 4] {
+        assert_eq!(body(i), twice, "{}", lines[i]);
+        // Forwarded decoded: no coding left for the client to undo.
+        assert!(
+            !head(i).to_ascii_lowercase().contains("content-encoding"),
+            "{}",
+            lines[i]
+        );
+    }
+    assert!(
+        raw(5).contains(&format!("Bearer {MARK} middle {MARK}")),
+        "{}",
+        lines[5]
+    );
+    assert!(
+        !raw(5).contains("X-Trailer-Echo:"),
+        "no trailer goes on: {}",
+        lines[5]
+    );
+    assert!(raw(6).contains("after the hints"), "{}", lines[6]);
+    assert!(
+        !raw(6).contains(" 103 "),
+        "no informational answer goes on: {}",
+        lines[6]
+    );
+    assert!(
+        raw(7).contains(&format!("x-echo: Bearer {MARK}")),
+        "{}",
+        lines[7]
+    );
+    assert!(raw(8).matches(MARK).count() >= 10, "{}", lines[8]);
+    assert!(raw(9).starts_with("HTTP/1.1 200 OK\r\n"), "{}", lines[9]);
+    assert!(raw(10).contains(&twice), "{}", lines[10]);
+    assert!(raw(11).contains(&twice), "{}", lines[11]);
+    // The registry was asked only for codings the gateway reads.
+    let asked: Vec<&Value> = got.iter().filter(|r| r["path"] == "/echo/gzip").collect();
+    assert!(
+        asked
+            .iter()
+            .all(|r| r["headers"]["accept-encoding"] == "gzip"),
+        "{asked:#?}"
+    );
+    // Each withholding is journaled, by route and endpoint; the token never is.
+    let w = events(&run_id, "withheld", 10);
+    let at = |e: &str| {
+        w.iter()
+            .find(|r| field(r, "AIRLOCK_ENDPOINT") == e)
+            .unwrap_or_else(|| panic!("no withheld record for {e}: {w:#?}"))
+    };
+    for r in &w {
+        assert_eq!(
+            field(r, "AIRLOCK_ROUTE"),
+            format!("egress {ECHO_HOST}"),
+            "{r:#}"
+        );
+    }
+    let header = at("GET /echo/header");
+    assert_eq!(field(header, "AIRLOCK_WITHHELD_HEADERS"), "4", "{header:#}");
+    assert_eq!(field(header, "AIRLOCK_WITHHELD_BODY"), "0", "{header:#}");
+    assert_eq!(field(at("GET /echo/body"), "AIRLOCK_WITHHELD_BODY"), "1");
+    assert_eq!(field(at("GET /echo/gzip"), "AIRLOCK_WITHHELD_BODY"), "6");
+    assert!(
+        !holds_token(&journal_text(&run_id)),
+        "the token reached the journal"
+    );
+    let page = request(&recs, ECHO_HOST, "GET", "/echo/body");
+    assert_eq!(field(page, "AIRLOCK_DECISION"), "allow", "{page:#}");
+}
+
 #[test]
 fn method_overrides_and_encoded_dot_segments_never_reach_a_checked_destination() {
     require_journald();
@@ -728,4 +903,45 @@ fn method_overrides_and_encoded_dot_segments_never_reach_a_checked_destination()
 
 fn body_of(l: &Value) -> String {
     l["body"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_passthrough_body_destination_still_has_its_headers_checked() {
+    require_journald();
+    let mut net = NetNs::new();
+    let (h, _log) = echo_registry(&mut net, true);
+    let ws = h.workspace("ws-tess", h.uids[0]);
+    let url = |p: &str| format!("https://{ECHO_HOST}{p}");
+    let probes = json!([
+        {"url": url("/echo/header")},
+        {"url": url("/echo/gzip"), "headers": {"Accept-Encoding": "gzip"}},
+    ]);
+    let (run_id, lines, _) = run(&h, "code", "tess", &ws, &probes, 2);
+    let head = lines[0]["head"].as_str().unwrap_or_default();
+    assert!(!holds_token(head), "{}", lines[0]);
+    assert!(
+        head.contains("x-echo: Bearer [withheld by Airlock]"),
+        "{}",
+        lines[0]
+    );
+    // The host's word: the body goes on as it came, coding and all (the probe decodes it).
+    let gz = &lines[1];
+    assert!(
+        gz["head"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("content-encoding: gzip"),
+        "{gz}"
+    );
+    assert!(
+        gz["body"].as_str().unwrap_or_default().contains(ECHO_TOKEN),
+        "{gz}"
+    );
+    let w = events(&run_id, "withheld", 1);
+    assert_eq!(
+        field(&w[0], "AIRLOCK_ENDPOINT"),
+        "GET /echo/header",
+        "{w:#?}"
+    );
+    assert_eq!(field(&w[0], "AIRLOCK_WITHHELD_HEADERS"), "4", "{w:#?}");
 }

@@ -62,6 +62,8 @@ pub fn forms(secret: &str) -> Vec<Vec<u8>> {
 pub struct Secrets {
     forms: Arc<Vec<Vec<u8>>>,
     find: Option<Arc<regex::bytes::Regex>>,
+    /// The same, blind to case: a header's name reaches the agent lower-cased.
+    find_any_case: Option<Arc<regex::bytes::Regex>>,
 }
 
 impl std::fmt::Debug for Secrets {
@@ -86,18 +88,23 @@ impl Secrets {
             .map(|f| f.iter().map(|b| format!("\\x{b:02x}")).collect::<String>())
             .collect::<Vec<_>>()
             .join("|");
-        let find = (!forms.is_empty())
-            .then(|| {
-                regex::bytes::RegexBuilder::new(&format!("(?-u:{pattern})"))
-                    .size_limit(64 << 20)
-                    .build()
-                    .ok()
-            })
-            .flatten()
-            .map(Arc::new);
+        let build = |flags: &str| {
+            (!forms.is_empty())
+                .then(|| {
+                    regex::bytes::RegexBuilder::new(&format!("(?{flags}:{pattern})"))
+                        .size_limit(64 << 20)
+                        .build()
+                        .ok()
+                })
+                .flatten()
+                .map(Arc::new)
+        };
+        let find = build("-u");
+        let find_any_case = build("i-u");
         Secrets {
             forms: Arc::new(forms),
             find,
+            find_any_case,
         }
     }
 
@@ -147,12 +154,24 @@ impl Secrets {
             .unwrap_or(0)
     }
 
-    /// The headers with every secret in their values replaced; how many were.
+    /// The headers with every secret in their values replaced, and every header whose
+    /// name holds one (in any case) dropped; how many were.
     pub fn headers(&self, h: &mut HeaderMap) -> usize {
         if self.is_empty() {
             return 0;
         }
         let mut n = 0;
+        if let Some(re) = &self.find_any_case {
+            let named: Vec<_> = h
+                .keys()
+                .filter(|k| re.is_match(k.as_str().as_bytes()))
+                .cloned()
+                .collect();
+            for k in named {
+                n += h.get_all(&k).iter().count();
+                h.remove(&k);
+            }
+        }
         for v in h.values_mut() {
             let (text, k) = self.replace(v.as_bytes());
             if k > 0 {
@@ -372,6 +391,21 @@ mod tests {
                 assert_eq!(String::from_utf8(out).unwrap(), want, "{text} by {chunk}");
             }
         }
+    }
+
+    #[test]
+    fn a_header_named_after_a_secret_is_dropped_whatever_its_case() {
+        let s = Secrets::new(["TokenABC-0123"]);
+        let mut h = HeaderMap::new();
+        h.insert("x-tokenabc-0123-seen", HeaderValue::from_static("1"));
+        h.append("x-tokenabc-0123-seen", HeaderValue::from_static("2"));
+        h.insert("x-echo", HeaderValue::from_static("Bearer TokenABC-0123"));
+        h.insert("x-other", HeaderValue::from_static("tokenabc-0123"));
+        assert_eq!(s.headers(&mut h), 3);
+        assert!(!h.contains_key("x-tokenabc-0123-seen"));
+        assert_eq!(h["x-echo"], format!("Bearer {MARK}").as_str());
+        // A value keeps its case: only the secret as sent is withheld there.
+        assert_eq!(h["x-other"], "tokenabc-0123");
     }
 
     #[test]

@@ -106,12 +106,15 @@ pub fn plan(
             }
         };
         cas.push(tls.ca_pem);
+        let secrets = crate::gateway::withhold::Secrets::new(auth.iter().map(|(_, s)| s.expose()));
         terminated.insert(
             g.name.clone(),
             Arc::new(Terminated {
                 server_tls: tls.server,
                 client_tls,
                 auth,
+                secrets,
+                passthrough_body: d.passthrough_body,
             }),
         );
     }

@@ -13,12 +13,13 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderValue, HOST};
+use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, HOST};
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
 use super::{open, target, Egress, Journaled, Opened, IDLE};
 use crate::gateway::http::Body;
+use crate::gateway::withhold::{Secrets, Withheld, WithheldRecord};
 use crate::policy::egress::Via;
 
 /// Time for the destination's response head.
@@ -99,15 +100,26 @@ pub(crate) async fn forward(
         drop(slot);
     });
     let sent = tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(out)).await;
-    answered(j, sent)
+    answered(j, sent, None)
+}
+
+/// What a checked destination's answer passes through: the credential it was sent,
+/// withheld wherever the answer echoes it.
+pub(crate) struct Checked<'a> {
+    pub secrets: &'a Secrets,
+    /// `passthrough_body`: the body goes on unscanned; the headers are still scanned.
+    pub passthrough_body: bool,
 }
 
 /// What the destination answered (`sent`: the request's send, timed out at
 /// [`RESPONSE_TIMEOUT`]) as the run gets it: its body counted, bounded by [`IDLE`] between
 /// frames, and the record journaled when the body goes; or the refusal of a failed exchange.
+/// A checked destination's answer has its credential withheld from headers and body (a
+/// compressed body decoded to be read, and passed on decoded), and the journal says so.
 pub(crate) fn answered(
     mut j: Journaled,
     sent: Result<Result<Response<Incoming>, hyper::Error>, tokio::time::error::Elapsed>,
+    checked: Option<Checked<'_>>,
 ) -> Response<Body> {
     let resp = match sent {
         Ok(Ok(r)) => r,
@@ -136,19 +148,67 @@ pub(crate) fn answered(
         );
     }
     j.rec.status = parts.status.as_u16();
-    let down = j.down.clone();
-    let mut back = Response::new(
-        Counted {
-            inner: body,
-            n: down,
-            idle: Some(Box::pin(tokio::time::sleep(IDLE))),
-            _journaled: Some(j),
+    let mut headers = crate::gateway::headers::end_to_end(&parts.headers);
+    let Some(c) = checked else {
+        let mut back = Response::new(counted(body, j).boxed_unsync());
+        *back.status_mut() = parts.status;
+        *back.headers_mut() = headers;
+        return back;
+    };
+    let in_headers = c.secrets.headers(&mut headers) as u64;
+    let record = WithheldRecord {
+        route: format!("egress {}", j.rec.host),
+        endpoint: format!("{} {}", j.rec.method, j.rec.path),
+        in_headers,
+        in_body: 0,
+    };
+    let log = j.log.clone();
+    let body: Body = if c.passthrough_body {
+        if in_headers > 0 {
+            log.withheld(record);
         }
-        .boxed_unsync(),
-    );
+        counted(body, j).boxed_unsync()
+    } else {
+        let coding = match super::coding::of(&headers) {
+            Ok(c) => c,
+            Err(super::coding::Unread) => {
+                return j.refuse(
+                    StatusCode::BAD_GATEWAY,
+                    "egress: answer",
+                    "the destination's answer is in a content coding the gateway does not read (it asked for gzip, deflate, br or none), so it could not be checked for the credential; it was not passed on",
+                )
+            }
+        };
+        // The body is scanned (and decoded): its length changes, so it goes chunked. A
+        // HEAD's or a 304's length is the representation's and stays, unless decoded.
+        let bodiless = j.rec.method == "HEAD" || parts.status == StatusCode::NOT_MODIFIED;
+        if coding.is_some() || !bodiless {
+            headers.remove(CONTENT_LENGTH);
+        }
+        let inner = counted(body, j);
+        let inner: Body = match coding {
+            Some(k) => {
+                headers.remove(CONTENT_ENCODING);
+                Body::new(super::coding::Decoded::new(inner, k))
+            }
+            None => inner.boxed_unsync(),
+        };
+        Body::new(Withheld::new(inner, c.secrets, record, log))
+    };
+    let mut back = Response::new(body);
     *back.status_mut() = parts.status;
-    *back.headers_mut() = crate::gateway::headers::end_to_end(&parts.headers);
+    *back.headers_mut() = headers;
     back
+}
+
+/// The answer's body, counted, bounded by [`IDLE`] between frames, holding the record.
+fn counted(body: Incoming, j: Journaled) -> Counted {
+    Counted {
+        inner: body,
+        n: j.down.clone(),
+        idle: Some(Box::pin(tokio::time::sleep(IDLE))),
+        _journaled: Some(j),
+    }
 }
 
 /// A body whose data bytes are counted into `n`; with `idle`, it fails when no frame

@@ -16,6 +16,7 @@
 //! Redirects are the client's to follow: each goes through here again.
 
 pub mod client_hello;
+pub mod coding;
 pub mod dns;
 pub mod forward;
 pub mod resolve;
@@ -73,6 +74,11 @@ pub struct Terminated {
     pub client_tls: Arc<rustls::ClientConfig>,
     /// The header and the secret added to every request. Held by airlockd only.
     pub auth: Option<(String, crate::credentials::Secret)>,
+    /// The credential in every spelling an answer could echo it in: withheld from each
+    /// answer's headers and body ([`forward::answered`]).
+    pub secrets: crate::gateway::withhold::Secrets,
+    /// `passthrough_body`: the answers' bodies go on unscanned (and undecoded).
+    pub passthrough_body: bool,
 }
 
 impl std::fmt::Debug for Terminated {

@@ -6,13 +6,14 @@
 //! dropped), and sent on to the destination over TLS verified with the system store or
 //! its `ca_file`, to an address checked like every other ([`super::dial`]). Each request
 //! is its own journal record (method, host, path without the query, status, bytes, rule);
-//! the credential never is.
+//! the credential never is, and an answer that echoes it has it withheld
+//! ([`super::forward::answered`], [`super::coding`]).
 
 use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{HeaderValue, HOST};
+use hyper::header::{HeaderValue, ACCEPT_ENCODING, HOST};
 use hyper::upgrade::OnUpgrade;
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
@@ -196,6 +197,10 @@ async fn request(c: &Conn, mut j: Journaled, req: Request<Incoming>) -> Response
         // The run's own value of that header never goes on: the host's does.
         headers.remove(&hn);
         headers.insert(hn, value);
+        if !c.term.passthrough_body {
+            // Only codings the gateway can decode, so the answer can be scanned.
+            headers.insert(ACCEPT_ENCODING, super::coding::accepted(&headers));
+        }
     }
     let mut out = Request::new(Counted {
         inner: body,
@@ -219,7 +224,12 @@ async fn request(c: &Conn, mut j: Journaled, req: Request<Incoming>) -> Response
     };
     let sent = tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(out)).await;
     drop(up);
-    super::forward::answered(j, sent)
+    // With a credential added, the answer must not hand it back.
+    let checked = c.term.auth.as_ref().map(|_| super::forward::Checked {
+        secrets: &c.term.secrets,
+        passthrough_body: c.term.passthrough_body,
+    });
+    super::forward::answered(j, sent, checked)
 }
 
 /// Make `up` a sender ready for the next request: the one held if it still is, else a new

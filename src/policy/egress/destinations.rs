@@ -28,6 +28,9 @@ pub struct Destination {
     /// A CA for this destination's TLS instead of the system store: airlockd's for a
     /// terminated destination's upstream, the run's bundle for a tunnel.
     pub ca_file: Option<PathBuf>,
+    /// The host's word that this destination's answer bodies cannot be scanned for the
+    /// credential (its headers still are): they go on as they come.
+    pub passthrough_body: bool,
 }
 
 impl Destination {
