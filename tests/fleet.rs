@@ -1358,3 +1358,41 @@ fn a_cut_or_holed_mirror_is_named_by_verify_and_refilled_by_its_host() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("host node-x: UNKNOWN HOST"), "{out}");
 }
+
+#[test]
+fn an_admission_closed_as_aborted_gives_its_run_back_to_the_budget() {
+    use airlock::store::{Fleet, StoreConf, StoreError};
+    let pg = Postgres::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let conf = StoreConf {
+            conninfo: airlock::store::conf::parse_conninfo(&pg.conninfo()).unwrap(),
+            host_id: "h1".into(),
+            password_credential: None,
+        };
+        let f = Fleet::open(
+            &conf,
+            None,
+            tokio::sync::mpsc::unbounded_channel().0,
+            no_pending(),
+        )
+        .await
+        .unwrap();
+        f.admit("tess", "r1", Some(2)).await.unwrap();
+        f.admit("tess", "r2", Some(2)).await.unwrap();
+        assert!(matches!(
+            f.admit("tess", "r3", Some(2)).await,
+            Err(StoreError::Refused(m)) if m.contains("runs_per_week")
+        ));
+        // r1 never started: aborted, and its run is the budget's again (once: a second
+        // abort of it gives back nothing more).
+        f.abandon("r1").await.unwrap();
+        f.abandon("r1").await.unwrap();
+        f.admit("tess", "r4", Some(2)).await.unwrap();
+        assert!(f.admit("tess", "r5", Some(2)).await.is_err());
+    });
+    assert_eq!(
+        pg.psql("SELECT string_agg(run || ':' || state, ',' ORDER BY run) FROM airlock_runs"),
+        "r1:aborted,r2:active,r4:active"
+    );
+}

@@ -120,8 +120,21 @@ async fn record_fire(
     Ok(!rows.is_empty())
 }
 
-/// A run of this host that never started: `aborted`, unless its closing record came first.
-const ABORT_SQL: &str = "UPDATE airlock_runs SET state = 'aborted', closed_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint WHERE run = $1 AND host_id = $2 AND state IN ('active', 'unsupervised')";
+/// A run of this host that never started: `aborted`, unless its closing record came first,
+/// and its admission given back to the instance's `runs_per_week` (one stamp equal to the
+/// run's removed, in the same statement, so only the abort that changed the row gives it
+/// back).
+const ABORT_SQL: &str = "
+WITH r AS (
+    UPDATE airlock_runs SET state = 'aborted', closed_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint
+     WHERE run = $1 AND host_id = $2 AND state IN ('active', 'unsupervised')
+    RETURNING instance, admitted_ms
+)
+UPDATE airlock_admissions a
+   SET admitted_ms = a.admitted_ms[:array_position(a.admitted_ms, r.admitted_ms) - 1]
+                  || a.admitted_ms[array_position(a.admitted_ms, r.admitted_ms) + 1:]
+  FROM r
+ WHERE a.instance = r.instance AND array_position(a.admitted_ms, r.admitted_ms) IS NOT NULL";
 
 /// The database's time in milliseconds: the fleet's one clock (see [`super::skew`]). The
 /// statement's start, so every use in one statement agrees.
@@ -262,7 +275,8 @@ impl Fleet {
     /// admission just updated, so two hosts never both take the last run). Refused too
     /// when the fleet has the instance fired, and when this host's clock is more than
     /// [`super::skew::MAX_CLOCK_SKEW_MS`] from the database's (the window and the stamp are
-    /// the database's time either way). Never released: a run counts when admitted.
+    /// the database's time either way). A run counts from its admission, released only
+    /// when it is closed as `aborted` (it never started, [`Fleet::abandon`]).
     pub async fn admit(
         &self,
         instance: &str,
@@ -484,7 +498,8 @@ impl Fleet {
         .await
     }
 
-    /// Close this host's admitted run `run` as `aborted`: it never started.
+    /// Close this host's admitted run `run` as `aborted`: it never started, so it no longer
+    /// counts against the instance's `runs_per_week`.
     pub async fn abandon(&self, run: &str) -> Result<(), StoreError> {
         self.bounded(async {
             let c = self.client().await?;
