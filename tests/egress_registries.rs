@@ -740,6 +740,13 @@ fn a_registry_that_echoes_the_hosts_credential_hands_the_run_none_of_it() {
         raw_get("/echo/reason", "GET", ""),
         raw_get("/echo/br", "GET", "Accept-Encoding: br\r\n"),
         raw_get("/echo/gzip", "GET", "Accept-Encoding: gzip, zstd\r\n"),
+        // A Range cut in two would hand over the token in halves, each too short to match.
+        raw_get("/echo/body", "GET", "Range: bytes=0-24\r\n"),
+        raw_get("/echo/body", "GET", "Range: bytes=25-\r\n"),
+        raw_get("/echo/te-gzip", "GET", ""),
+        raw_get("/echo/stacked", "GET", "Accept-Encoding: gzip\r\n"),
+        raw_get("/echo/zstd", "GET", ""),
+        raw_get("/echo/b64-gzip", "GET", "Accept-Encoding: gzip\r\n"),
     ]);
     let (run_id, lines, recs) = run(
         &h,
@@ -819,6 +826,21 @@ fn a_registry_that_echoes_the_hosts_credential_hands_the_run_none_of_it() {
     assert!(raw(9).starts_with("HTTP/1.1 200 OK\r\n"), "{}", lines[9]);
     assert!(raw(10).contains(&twice), "{}", lines[10]);
     assert!(raw(11).contains(&twice), "{}", lines[11]);
+    // No Range goes on: the whole answer comes back, withheld from.
+    for i in [12, 13] {
+        assert!(raw(i).starts_with("HTTP/1.1 200 OK\r\n"), "{}", lines[i]);
+        assert!(raw(i).contains(&format!("Bearer {MARK}")), "{}", lines[i]);
+    }
+    assert!(
+        got.iter().all(|r| r["headers"].get("range").is_none()),
+        "{got:#?}"
+    );
+    // A transfer coding or a content coding the gateway does not read: nothing goes on.
+    for i in [14, 15, 16] {
+        assert!(raw(i).starts_with("HTTP/1.1 502 "), "{}", lines[i]);
+        assert!(raw(i).contains("refused by egress: answer"), "{}", lines[i]);
+    }
+    assert!(raw(17).matches(MARK).count() >= 10, "{}", lines[17]);
     // The registry was asked only for codings the gateway reads.
     let asked: Vec<&Value> = got.iter().filter(|r| r["path"] == "/echo/gzip").collect();
     assert!(

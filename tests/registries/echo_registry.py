@@ -62,6 +62,27 @@ def answer(c, method, path, h):
         body = b"ok\n"
     elif p == "/echo/body":
         body = json.dumps({"you_sent": auth.decode(), "path": path}).encode()
+        r = h.get("range", "")
+        if r.startswith("bytes="):
+            # A part of the answer, as a server that honours Range sends it.
+            a, _, b = r[6:].partition("-")
+            a, b = int(a), int(b) if b else len(body) - 1
+            part = body[a : b + 1]
+            c.sendall(b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %d-%d/%d\r\nContent-Length: %d\r\n\r\n" % (a, b, len(body), len(part)) + part)
+            return
+    elif p == "/echo/te-gzip":
+        # A transfer coding other than chunked: hyper passes its bytes on as they are.
+        z = gzip.compress(b"te " + auth + b"\n")
+        c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
+        chunks(c, z, [4, 4])
+        return
+    elif p == "/echo/stacked":
+        z = gzip.compress(gzip.compress(b"stacked " + auth + b"\n"))
+        body = z
+        extra = b"Content-Encoding: gzip, gzip\r\n"
+    elif p == "/echo/zstd":
+        body = b"not really zstd " + auth
+        extra = b"Content-Encoding: zstd\r\n"
     elif p == "/echo/chunked":
         data = b"start " + auth + b" middle " + tok + b" end\n"
         c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Trailer-Echo\r\n\r\n")
@@ -77,7 +98,7 @@ def answer(c, method, path, h):
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: " + enc + b"\r\nTransfer-Encoding: chunked\r\n\r\n")
         chunks(c, z, [3, 1, 4, 1, 5, 9])
         return
-    elif p == "/echo/b64":
+    elif p in ("/echo/b64", "/echo/b64-gzip"):
         lines = []
         for lead in (b"", b"x", b"xy", b"xyz"):
             lines.append(base64.b64encode(lead + tok))
@@ -85,6 +106,10 @@ def answer(c, method, path, h):
         lines.append(b"Basic " + base64.b64encode(b"user:" + tok))
         lines.append(json.dumps({"t": tok.decode()}).encode())
         body = b"\n".join(lines) + b"\n"
+        if p == "/echo/b64-gzip":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n")
+            chunks(c, gzip.compress(body), [2, 3, 5])
+            return
     elif p == "/echo/early":
         c.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: <https://x.example/" + tok + b">\r\nX-Echo: " + auth + b"\r\n\r\n")
         body = b"after the hints\n"

@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, HOST};
+use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
@@ -169,13 +169,21 @@ pub(crate) fn answered(
         }
         counted(body, j).boxed_unsync()
     } else {
+        // hyper reads only chunked framing: the bytes of any other transfer coding would
+        // go on as they came, unread.
+        let other_framing = parts
+            .headers
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .any(|t| !t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
         let coding = match super::coding::of(&headers) {
-            Ok(c) => c,
-            Err(super::coding::Unread) => {
+            Ok(c) if !other_framing => c,
+            _ => {
                 return j.refuse(
                     StatusCode::BAD_GATEWAY,
                     "egress: answer",
-                    "the destination's answer is in a content coding the gateway does not read (it asked for gzip, deflate, br or none), so it could not be checked for the credential; it was not passed on",
+                    "the destination's answer is in a coding the gateway does not read (it asked for gzip, deflate, br or none; transfer codings other than chunked are not read), so it could not be checked for the credential; it was not passed on",
                 )
             }
         };
