@@ -438,7 +438,7 @@ impl Parser<'_> {
                 Some(k) => {
                     // An unknown key may be a pasted secret: name it only when it looks
                     // like a key.
-                    let at = if crate::policy::store::is_plain_key(k) {
+                    let at = if crate::secret_shapes::is_plain_key(k) {
                         key(path, k)
                     } else {
                         key(path, "<unknown key>")
@@ -705,7 +705,7 @@ impl Parser<'_> {
             let at = key("credentials", name);
             // Never echo the value: an operator may have pasted the secret itself.
             if v.as_str()
-                .is_some_and(|s| crate::policy::secrets::find_secret(s).is_some())
+                .is_some_and(|s| crate::secret_shapes::find_secret(s).is_some())
             {
                 self.problem(
                     &at,
@@ -795,7 +795,7 @@ impl Parser<'_> {
                 for (k, v) in im {
                     match (k.as_str(), v.as_u64()) {
                         (Some(owner), Some(id))
-                            if id > 0 && crate::policy::store::is_plain_key(owner) =>
+                            if id > 0 && crate::secret_shapes::is_plain_key(owner) =>
                         {
                             installations.insert(owner.to_string(), id);
                         }
@@ -1266,7 +1266,7 @@ impl Parser<'_> {
                 let name = k.as_str().filter(|n| env_name(n));
                 match (name, v.as_str()) {
                     (Some(n), Some(val)) if !val.contains('\0') => {
-                        if crate::policy::secrets::find_secret(val).is_some() {
+                        if crate::secret_shapes::find_secret(val).is_some() {
                             self.problem(
                                 &key(&at, n),
                                 "looks like a secret; give it as the connector's credential (credential_env)",

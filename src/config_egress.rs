@@ -89,7 +89,7 @@ pub fn parse(
     for k in m.keys() {
         match k.as_str() {
             Some(k) if KEYS.contains(&k) => {}
-            Some(k) if crate::policy::store::is_plain_key(k) => problem(
+            Some(k) if crate::secret_shapes::is_plain_key(k) => problem(
                 &key("egress", k),
                 &format!("unknown key; allowed: {}", KEYS.join(", ")),
             ),

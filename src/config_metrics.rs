@@ -57,7 +57,7 @@ pub fn parse(file: &Path, v: &Value, problems: &mut Vec<Problem>) -> Option<Metr
     for k in m.keys() {
         match k.as_str() {
             Some(k) if KEYS.contains(&k) => {}
-            Some(k) if crate::policy::store::is_plain_key(k) => {
+            Some(k) if crate::secret_shapes::is_plain_key(k) => {
                 ok = false;
                 problem(
                     &key("metrics", k),
@@ -177,7 +177,7 @@ pub fn parse_tracing(file: &Path, v: &Value, problems: &mut Vec<Problem>) -> Opt
         if k.as_str() != Some("otlp") {
             ok = false;
             let at = match k.as_str() {
-                Some(k) if crate::policy::store::is_plain_key(k) => key("tracing", k),
+                Some(k) if crate::secret_shapes::is_plain_key(k) => key("tracing", k),
                 _ => key("tracing", "<unknown key>"),
             };
             problem(&at, "unknown key; allowed: otlp");

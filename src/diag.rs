@@ -69,7 +69,7 @@ pub fn shows_key(key: &str) -> bool {
             .next()
             .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        && crate::policy::secrets::find_secret(key).is_none()
+        && crate::secret_shapes::find_secret(key).is_none()
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ pub mod policy;
 pub mod role;
 pub mod sandbox;
 pub mod schedule;
+pub mod secret_shapes;
 pub mod store;
 pub mod supervisor;
 pub mod terminal;

@@ -6,9 +6,9 @@ use airlock::policy::autonomy::{effective_level, RepoAutonomy};
 use airlock::policy::classes::{canonicalize, is_legacy_alias};
 use airlock::policy::levels::Landing;
 use airlock::policy::rails::check_role;
-use airlock::policy::secrets::find_secret;
 use airlock::policy::Policies;
 use airlock::role::{Level, LoadedRole, Role};
+use airlock::secret_shapes::find_secret;
 use std::path::{Path, PathBuf};
 
 fn shipped_dir() -> PathBuf {

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use super::{CallRecord, RunGateway};
-use crate::policy::secrets::find_secret;
 use crate::sandbox::runner::{CommandRequest, CommandResult};
+use crate::secret_shapes::find_secret;
 
 pub const NAME: &str = "bash";
 /// Default and largest `timeout_ms`.

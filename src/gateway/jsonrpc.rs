@@ -367,7 +367,7 @@ pub fn shape(v: &Value) -> String {
                 .iter()
                 .take(32)
                 .map(|(k, v)| {
-                    let k = if crate::policy::secrets::find_secret(k).is_some() {
+                    let k = if crate::secret_shapes::find_secret(k).is_some() {
                         "[redacted]".to_string()
                     } else {
                         super::clip(k, 64)

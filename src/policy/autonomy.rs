@@ -15,9 +15,10 @@
 //! wins: the longest literal text before the first wildcard, then the most literal
 //! characters overall, then the stricter level. YAML order never matters.
 
-use super::store::{self, is_plain_key, Obj};
+use super::store::{self, Obj};
 use crate::diag::{self, Problem};
 use crate::role::Level;
+use crate::secret_shapes::is_plain_key;
 use serde_yaml::Value;
 use std::path::{Path, PathBuf};
 

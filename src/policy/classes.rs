@@ -6,9 +6,10 @@
 //! class: a role's text, its name, an instance name or a display alias never grants any.
 
 use super::rails::{bash_overlaps, tool_reaches};
-use super::store::{is_plain_key, Obj};
+use super::store::Obj;
 use crate::diag::{self, Problem};
 use crate::role::Role;
+use crate::secret_shapes::is_plain_key;
 use serde_yaml::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

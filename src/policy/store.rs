@@ -13,6 +13,7 @@ use super::levels::{LevelDef, LevelTable};
 use super::rails::Rails;
 use crate::diag::{self, Problem};
 use crate::role::Level;
+use crate::secret_shapes::is_plain_key;
 use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -377,16 +378,6 @@ pub(crate) fn string_list(
         }
     }
     out
-}
-
-/// A key safe to repeat in a problem path: short, from a plain alphabet, and not shaped
-/// like a credential.
-pub(crate) fn is_plain_key(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-/*?".contains(&b))
-        && super::secrets::find_secret(s).is_none()
 }
 
 /// Parse a level name (`L1`..`L4`).

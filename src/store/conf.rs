@@ -106,7 +106,7 @@ pub fn parse_conninfo(s: &str) -> Result<Vec<(String, String)>, String> {
             it.next();
         }
         let shown = |k: &str| {
-            if crate::policy::store::is_plain_key(k) {
+            if crate::secret_shapes::is_plain_key(k) {
                 format!("`{k}`")
             } else {
                 "a key".to_string()
@@ -192,7 +192,7 @@ pub fn parse(
         match k.as_str() {
             Some(k) if STORE_KEYS.contains(&k) => {}
             Some(k) => {
-                let at = if crate::policy::store::is_plain_key(k) {
+                let at = if crate::secret_shapes::is_plain_key(k) {
                     key("store", k)
                 } else {
                     key("store", "<unknown key>")
