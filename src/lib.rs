@@ -30,6 +30,7 @@ pub mod secret_shapes;
 pub mod store;
 pub mod supervisor;
 pub mod terminal;
+pub mod tree;
 pub mod trust;
 
 /// For unit tests that need root (namespaces, loop devices, mounts): fail loudly, naming

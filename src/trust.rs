@@ -16,7 +16,7 @@
 //!
 //! Once all of that is root's and closed to others, no one but root can change a name or a
 //! byte on those paths, so reading them afterwards by name (in one open, see
-//! [`crate::role::files::read_bounded`]) reads exactly what was checked. Credentials get a
+//! [`read_bounded`]) reads exactly what was checked. Credentials get a
 //! stricter check of their own (see [`crate::credentials`]).
 
 use std::collections::{HashSet, VecDeque};
@@ -25,8 +25,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
-use crate::config::Config;
-use crate::supervisor::tree;
+use crate::tree;
+use std::fs::File;
+use std::io::Read;
 
 /// How many files one tree may hold before the check gives up (and refuses): a role
 /// directory is a few files each.
@@ -183,7 +184,7 @@ pub fn read_checked(path: &Path, limit: u64) -> Result<String, String> {
     }
     let f = std::fs::File::open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
         .map_err(|e| format!("{}: cannot be opened ({})", path.display(), e.kind()))?;
-    crate::role::files::read_open(f, limit).map_err(|why| format!("{}: {why}", path.display()))
+    read_open(f, limit).map_err(|why| format!("{}: {why}", path.display()))
 }
 
 /// Whether `path` and every directory on the way to it, as the kernel resolves it (each
@@ -284,19 +285,47 @@ fn entry(
     Ok(seen.is_dir().then_some((fd, seen, p.to_path_buf())))
 }
 
-/// Every file airlockd takes who-may-do-what from: the config file, its role layers and
-/// its policies. Each problem names the file and its owner and mode.
-pub fn check_config_set(cfg: &Config) -> Vec<String> {
+/// Every file airlockd takes who-may-do-what from: the config `file`, and the `trees` of
+/// its role layers and its policies. Each problem names the file and its owner and mode.
+pub fn check_config_set<'a>(
+    file: &Path,
+    trees: impl IntoIterator<Item = &'a PathBuf>,
+) -> Vec<String> {
     let mut problems = Vec::new();
-    if cfg.file.is_absolute() || cfg.file.exists() {
-        if let Err(e) = check_path(&cfg.file) {
+    if file.is_absolute() || file.exists() {
+        if let Err(e) = check_path(file) {
             problems.push(e);
         }
     }
-    for dir in cfg.roles.iter().chain(std::iter::once(&cfg.policies)) {
+    for dir in trees {
         problems.extend(check_tree(dir));
     }
     problems
+}
+
+/// Read a regular file of at most `limit` bytes as UTF-8. The error says what is wrong, never
+/// what the file holds.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
+    let f = File::open(path).map_err(|e| format!("cannot be opened ({})", e.kind()))?;
+    read_open(f, limit)
+}
+
+/// [`read_bounded`] of a file already open.
+pub fn read_open(f: File, limit: u64) -> Result<String, String> {
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("cannot be inspected ({})", e.kind()))?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    let mut buf = Vec::new();
+    f.take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot be read ({})", e.kind()))?;
+    if buf.len() as u64 > limit {
+        return Err(format!("is larger than the {limit} bytes allowed"));
+    }
+    String::from_utf8(buf).map_err(|_| "is not UTF-8 text".into())
 }
 
 #[cfg(test)]

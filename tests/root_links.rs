@@ -226,7 +226,7 @@ fn giving_a_tree_to_the_instance_never_gives_away_what_a_link_leads_to() {
         }
         let racer = Racer::start(&tree);
         let dir = std::fs::File::open(&tree).unwrap();
-        let r = airlock::supervisor::tree::chown_tree(std::os::fd::AsFd::as_fd(&dir), UID, UID);
+        let r = airlock::tree::chown_tree(std::os::fd::AsFd::as_fd(&dir), UID, UID);
         drop(racer);
         r.unwrap();
         for p in [outside.clone(), outside.join("keep")] {

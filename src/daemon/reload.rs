@@ -45,7 +45,8 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
     let text = crate::trust::read_checked(path, MAX_CONFIG_BYTES).map_err(|e| vec![e])?;
     let cfg = config::parse(path, &text)
         .map_err(|ps| ps.iter().map(ToString::to_string).collect::<Vec<_>>())?;
-    let untrusted = crate::trust::check_config_set(&cfg);
+    let untrusted =
+        crate::trust::check_config_set(&cfg.file, cfg.roles.iter().chain([&cfg.policies]));
     if !untrusted.is_empty() {
         return Err(untrusted);
     }

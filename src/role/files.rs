@@ -3,37 +3,11 @@
 //! role cannot point Airlock at text elsewhere on the host.
 
 use crate::diag::Problem;
-use std::fs::File;
-use std::io::Read;
+pub use crate::trust::read_bounded;
 use std::path::{Path, PathBuf};
 
 /// Largest brief or goals file read, in bytes.
 pub const MAX_TEXT_BYTES: u64 = 1024 * 1024;
-
-/// Read a regular file of at most `limit` bytes as UTF-8. The error says what is wrong, never
-/// what the file holds.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
-    let f = File::open(path).map_err(|e| format!("cannot be opened ({})", e.kind()))?;
-    read_open(f, limit)
-}
-
-/// [`read_bounded`] of a file already open.
-pub fn read_open(f: File, limit: u64) -> Result<String, String> {
-    let meta = f
-        .metadata()
-        .map_err(|e| format!("cannot be inspected ({})", e.kind()))?;
-    if !meta.is_file() {
-        return Err("is not a regular file".into());
-    }
-    let mut buf = Vec::new();
-    f.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("cannot be read ({})", e.kind()))?;
-    if buf.len() as u64 > limit {
-        return Err(format!("is larger than the {limit} bytes allowed"));
-    }
-    String::from_utf8(buf).map_err(|_| "is not UTF-8 text".into())
-}
 
 /// Resolve `rel` (already checked to be relative, without `..`) inside `dir` and confirm that
 /// after every symlink it is still a regular file inside `dir`.

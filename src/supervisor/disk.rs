@@ -32,8 +32,8 @@ use nix::fcntl::{Flock, FlockArg};
 use super::as_user::{self, Ids};
 use super::loopdev::{self, Loop};
 use super::mount_hold::{KeptHomes, MountHold};
-use super::tree;
 use crate::sandbox::spec::{DiskMount, DiskTarget};
+use crate::tree;
 
 /// A size and inode bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -255,7 +255,7 @@ pub fn clone_into(
         .open(workspace.join("repos"))
         .and_then(|d| {
             use std::os::fd::AsFd;
-            super::tree::chown_tree(d.as_fd(), owner_ids.0, owner_ids.1)
+            crate::tree::chown_tree(d.as_fd(), owner_ids.0, owner_ids.1)
         })
         .map_err(|e| {
             format!(

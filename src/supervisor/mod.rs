@@ -27,5 +27,4 @@ pub mod run_output;
 pub mod scope;
 pub mod spawn;
 pub mod standalone;
-pub mod tree;
 pub mod workspace;

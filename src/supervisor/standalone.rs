@@ -168,7 +168,8 @@ pub fn run(
     let role = resolved.role;
     // Root runs what these files say: only if no one else could have written them.
     if nix::unistd::geteuid().is_root() {
-        let untrusted = crate::trust::check_config_set(cfg);
+        let untrusted =
+            crate::trust::check_config_set(&cfg.file, cfg.roles.iter().chain([&cfg.policies]));
         if !untrusted.is_empty() {
             return Err(LaunchError::Refused(untrusted.join("; ")));
         }

@@ -20,7 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::as_user::{self, Ids};
-use super::tree;
+use crate::tree;
 
 /// Host trees never handed to a run read-write, whoever asks.
 const SYSTEM_TREES: &[&str] = &[

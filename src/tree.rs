@@ -3,7 +3,7 @@
 //! symlink is copied as a symlink and removed as one, and what was opened is checked again
 //! on the descriptor (a name swapped for a link or a fifo between a look and an open is
 //! refused, never followed). The caller runs these as the tree's owner (see
-//! [`as_user`](super::as_user)), so even a link the kernel did follow could reach nothing the
+//! [`as_user`](crate::supervisor::as_user)), so even a link the kernel did follow could reach nothing the
 //! owner could not.
 
 use std::ffi::{CStr, CString, OsStr};
