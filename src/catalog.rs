@@ -195,3 +195,63 @@ fn role_folders(dir: &Path) -> Result<Vec<(String, PathBuf)>, Problem> {
     out.sort();
     Ok(out)
 }
+
+/// The policies and the catalog of roles that passed, with every problem found on the way.
+pub struct Loaded {
+    pub policies: Option<Policies>,
+    pub catalog: Catalog,
+    pub role_dirs: Vec<PathBuf>,
+    pub problems: Vec<Problem>,
+}
+
+/// Load the policies in `policies_dir`, then the roles of `role_dirs` under them. Without
+/// valid policies no role is valid: every rail and class rule comes from them (fail closed).
+pub fn load_all(role_dirs: Vec<PathBuf>, policies_dir: &Path) -> Loaded {
+    match Policies::load(policies_dir) {
+        Ok(policies) => {
+            let (catalog, problems) = Catalog::load(&role_dirs, &policies);
+            Loaded {
+                policies: Some(policies),
+                catalog,
+                role_dirs,
+                problems,
+            }
+        }
+        Err(problems) => Loaded {
+            policies: None,
+            catalog: Catalog::default(),
+            role_dirs,
+            problems,
+        },
+    }
+}
+
+/// The policies and the one role `name` resolves to, by the catalog's rules
+/// ([`Catalog::load_one`]): `explain` and `check` answer about one role and need not
+/// validate every other. `problems` are the policies' or that role's.
+pub struct LoadedOne {
+    pub policies: Option<Policies>,
+    pub entry: Option<CatalogEntry>,
+    pub problems: Vec<Problem>,
+}
+
+pub fn load_named(role_dirs: &[PathBuf], policies_dir: &Path, name: &str) -> LoadedOne {
+    match Policies::load(policies_dir) {
+        Ok(policies) => {
+            let (entry, problems) = match Catalog::load_one(role_dirs, &policies, name) {
+                Ok(entry) => (entry, Vec::new()),
+                Err(problems) => (None, problems),
+            };
+            LoadedOne {
+                policies: Some(policies),
+                entry,
+                problems,
+            }
+        }
+        Err(problems) => LoadedOne {
+            policies: None,
+            entry: None,
+            problems,
+        },
+    }
+}

@@ -8,7 +8,9 @@
 //! helper, cgroup and disk clean-up) goes to its bounded blocking pool. The daemon itself
 //! never forks.
 
-pub mod budget;
+/// Moved to policy (pure arithmetic); kept under this name for the fleet store until it
+/// reads the database's clock.
+pub use crate::policy::budget;
 pub mod cgroup;
 pub mod connectors;
 pub mod events;

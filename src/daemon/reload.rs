@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use crate::catalog::Catalog;
 use crate::catalog::CatalogEntry;
-use crate::cli::sources::{self, SourceArgs};
 use crate::config::{self, Config, GroupRef};
 use crate::control::auth::AccessGroups;
 use crate::policy::{Policies, RolePolicy};
@@ -50,7 +49,7 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
     if !untrusted.is_empty() {
         return Err(untrusted);
     }
-    let loaded = sources::load(&SourceArgs::default(), &cfg);
+    let loaded = crate::catalog::load_all(cfg.roles.clone(), &cfg.policies);
     let mut problems: Vec<String> = loaded.problems.iter().map(ToString::to_string).collect();
     let admin = group(&cfg, "admin_group", &cfg.admin_group);
     let operator = group(&cfg, "operator_group", &cfg.operator_group);

@@ -9,10 +9,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::standby::{Standby, Taken};
-use super::{budget, Daemon};
+use super::Daemon;
 use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
 use crate::credentials::leases::LeaseStore;
 use crate::journal::{EventKind, RunFields, RunJournal, Stream};
+use crate::policy::budget;
 use crate::supervisor::alive::{self, Alive, Beating, Supervisor};
 use crate::supervisor::instances;
 use crate::supervisor::launch::{self, LaunchError, LaunchRequest, Prepared};

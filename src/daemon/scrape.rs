@@ -3,9 +3,10 @@
 
 use std::sync::{Arc, Weak};
 
-use super::{budget, Daemon};
+use super::Daemon;
 use crate::credentials::leases::{LeaseKind, LeaseState, LeaseStore};
 use crate::metrics::{InstanceBudget, KindLabel};
+use crate::policy::budget;
 use crate::supervisor::{instances, ledger};
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
