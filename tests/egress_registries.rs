@@ -747,6 +747,7 @@ fn a_registry_that_echoes_the_hosts_credential_hands_the_run_none_of_it() {
         raw_get("/echo/stacked", "GET", "Accept-Encoding: gzip\r\n"),
         raw_get("/echo/zstd", "GET", ""),
         raw_get("/echo/b64-gzip", "GET", "Accept-Encoding: gzip\r\n"),
+        raw_get("/echo/chunk-ext", "GET", ""),
     ]);
     let (run_id, lines, recs) = run(
         &h,
@@ -841,6 +842,7 @@ fn a_registry_that_echoes_the_hosts_credential_hands_the_run_none_of_it() {
         assert!(raw(i).contains("refused by egress: answer"), "{}", lines[i]);
     }
     assert!(raw(17).matches(MARK).count() >= 10, "{}", lines[17]);
+    assert!(raw(18).contains("\r\n\r\next"), "{}", lines[18]);
     // The registry was asked only for codings the gateway reads.
     let asked: Vec<&Value> = got.iter().filter(|r| r["path"] == "/echo/gzip").collect();
     assert!(

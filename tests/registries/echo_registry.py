@@ -76,6 +76,11 @@ def answer(c, method, path, h):
         c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
         chunks(c, z, [4, 4])
         return
+    elif p == "/echo/chunk-ext":
+        # The token in a chunk extension: framing the gateway's client reads and drops.
+        c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        c.sendall(b"3;t=" + tok + b"\r\next\r\n0;u=" + tok + b"\r\n\r\n")
+        return
     elif p == "/echo/stacked":
         z = gzip.compress(gzip.compress(b"stacked " + auth + b"\n"))
         body = z
