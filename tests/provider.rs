@@ -300,6 +300,134 @@ fn the_request_that_would_start_past_the_budget_is_refused_in_the_providers_form
     assert_eq!(si.requests().len(), 2);
 }
 
+/// Issue 42, finding 7: web searches the provider runs are charged at the provider's fee
+/// (policies/prices.yaml, $0.01 a search), and a request that enables search reserves its
+/// `max_uses` times the fee: a role with a small budget is stopped by search fees, where
+/// its tokens alone would have let it go on. The stand-in model searches as often as it
+/// may (Anthropic `usage.server_tool_use.web_search_requests`, OpenAI `web_search_call`
+/// items), streamed or not.
+#[test]
+fn web_searches_are_charged_and_reserved_so_a_small_budget_stops_a_searching_run() {
+    require_journald();
+    let si = StandIn::start();
+    let h = Host::new(
+        &[("wren", "web-researcher"), ("rue", "review")],
+        &si.config(),
+    );
+    // Tokens alone ($0.0189 an answer, reserved at under $0.02) would let seven go.
+    h.local_role("web-researcher", |t| {
+        t.replace("  spend_usd: 4\n", "  spend_usd: 0.15\n")
+    });
+    const FEE: u64 = 10_000;
+    let search =
+        json!({"tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}]});
+    let call = |stream: bool| json!({"op": "call", "api": "anthropic", "model": "claude-sonnet-4-5", "stream": stream, "extra": search});
+    let (run, lines) = run_steps(
+        &h,
+        "web-researcher",
+        "wren",
+        &json!([call(true), call(false), call(false)]),
+    );
+    assert_eq!(step(&lines, 0)["status"], 200, "{}", step(&lines, 0));
+    assert_eq!(step(&lines, 1)["status"], 200, "{}", step(&lines, 1));
+    let third = step(&lines, 2);
+    assert_eq!(third["status"], 403, "{third}");
+    assert!(third["message"]
+        .as_str()
+        .unwrap()
+        .contains("budget.spend_usd"));
+    let sent = posts(&si);
+    assert_eq!(sent.len(), 2, "the refused request never left the gateway");
+    let ev = provider_events(&run, 3);
+    let allowed: Vec<&Value> = ev
+        .iter()
+        .filter(|e| field(e, "AIRLOCK_DECISION") == "allow")
+        .collect();
+    assert_eq!(allowed.len(), 2, "{ev:?}");
+    for (e, p) in allowed.iter().zip(&sent) {
+        assert_eq!(field(e, "AIRLOCK_WEB_SEARCHES"), "5", "{e}");
+        assert_eq!(
+            num(e, "AIRLOCK_COST_MICRO_USD"),
+            ANTHROPIC_COST + 5 * FEE,
+            "{e}"
+        );
+        let bytes = p["raw_body"].as_str().unwrap().len() as u64;
+        assert_eq!(
+            num(e, "AIRLOCK_RESERVE_MICRO_USD"),
+            sonnet_worst(estimate(bytes), 600) + 5 * FEE,
+            "{e}"
+        );
+        assert!(field(e, "MESSAGE").contains("+ 5 web searches"), "{e}");
+    }
+    let denied = ev
+        .iter()
+        .find(|e| field(e, "AIRLOCK_DECISION") == "deny")
+        .unwrap();
+    assert_eq!(field(denied, "AIRLOCK_RULE"), "budget.spend_usd");
+    assert_eq!(
+        num(denied, "AIRLOCK_SPENT_MICRO_USD"),
+        2 * (ANTHROPIC_COST + 5 * FEE)
+    );
+
+    // OpenAI Responses: each web_search_call the answer holds; max_tool_calls reserved.
+    h.local_role("review", |t| {
+        t.replace(
+            "  provider: codex\n",
+            "  provider: codex\n  tools: [WebSearch]\n",
+        )
+    });
+    let search = json!({"tools": [{"type": "web_search"}], "max_tool_calls": 3});
+    let call = |stream: bool| json!({"op": "call", "api": "openai", "model": "gpt-5-codex", "stream": stream, "extra": search});
+    let (run, lines) = run_steps(&h, "review", "rue", &json!([call(true), call(false)]));
+    for i in 0..2 {
+        assert_eq!(step(&lines, i)["status"], 200, "{}", step(&lines, i));
+    }
+    let ev = provider_events(&run, 2);
+    assert_eq!(ev.len(), 2);
+    for e in &ev {
+        assert_eq!(field(e, "AIRLOCK_WEB_SEARCHES"), "3", "{e}");
+        assert_eq!(
+            num(e, "AIRLOCK_COST_MICRO_USD"),
+            OPENAI_COST + 3 * FEE,
+            "{e}"
+        );
+    }
+
+    // Without the provider's fee, a role granted WebSearch does not start.
+    let pol = h.root.join("policies");
+    let cp = std::process::Command::new("cp")
+        .args(["-r", &format!("{REPO}/policies")])
+        .arg(&pol)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let prices = std::fs::read_to_string(pol.join("prices.yaml")).unwrap();
+    let without: String = prices
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("claude:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(pol.join("prices.yaml"), without).unwrap();
+    let cfg = std::fs::read_to_string(&h.cfg).unwrap();
+    let cfg = cfg.replace(
+        &format!("policies: {REPO}/policies"),
+        &format!("policies: {}", pol.display()),
+    );
+    std::fs::write(&h.cfg, cfg).unwrap();
+    let argv = provider_agent(&json!([call(false)]));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h
+        .launch("web-researcher", "wren", &[], &argv)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("providers.claude.web_search_per_request_usd: required"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn a_launch_of_a_model_without_a_price_or_a_provider_is_refused_before_it_starts() {
     let si = StandIn::start();

@@ -121,15 +121,21 @@ pub struct Reserve {
     pub input: u64,
     /// Output tokens: the request's own limit, or the model's `max_output`.
     pub output: u64,
+    /// Web searches the request lets the provider run
+    /// ([`crate::policy::provider_tools::searches`]).
+    pub web_search: u64,
     pub micro_usd: u64,
 }
 
 impl Reserve {
-    pub fn new(price: &ModelPrice, input: u64, output: u64) -> Reserve {
+    pub fn new(price: &ModelPrice, input: u64, output: u64, web_search: u64) -> Reserve {
         Reserve {
             input,
             output,
-            micro_usd: price.worst(input, output),
+            web_search,
+            micro_usd: price
+                .worst(input, output)
+                .saturating_add(price.searches(web_search)),
         }
     }
 }
@@ -152,6 +158,8 @@ pub fn charge(
     };
     let mut usage = seen.usage;
     usage.output = usage.output.max(reserve.output);
+    // Like its output, the searches a cut answer was let run may have run all the same.
+    usage.web_search = usage.web_search.max(reserve.web_search);
     let output_side = Usage { input: 0, ..usage };
     let input_cost = if seen.input_known {
         price.cost(&Usage {
@@ -320,11 +328,12 @@ mod tests {
         cache_write: 3_750_000,
         cache_read: 300_000,
         max_output: 64_000,
+        web_search: 10_000,
     };
 
     #[test]
     fn an_exchange_is_charged_its_count_or_its_worst_case_for_what_is_unknown() {
-        let r = Reserve::new(&SONNET, 1000, 64_000);
+        let r = Reserve::new(&SONNET, 1000, 64_000, 0);
         // 1000 in at the cache write rate, 64000 out: the review's $0.96 and the input.
         assert_eq!(r.micro_usd, 3_750 + 960_000);
         let full = Seen {
@@ -333,6 +342,7 @@ mod tests {
                 output: 20,
                 cache_write: 0,
                 cache_read: 0,
+                web_search: 0,
             },
             input_known: true,
             complete: true,
@@ -365,6 +375,7 @@ mod tests {
                 output: 1,
                 cache_write: 0,
                 cache_read: 4000,
+                web_search: 0,
             },
             input_known: true,
             complete: false,

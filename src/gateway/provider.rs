@@ -430,6 +430,7 @@ pub async fn handle(
                 &p.plan.price,
                 crate::policy::prices::input_estimate(forwarded.len(), decided.content.files),
                 decided.output_limit,
+                decided.searches,
             ),
             Metered::Free | Metered::List => Reserve::default(),
         };

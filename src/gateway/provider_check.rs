@@ -164,6 +164,8 @@ pub struct Rules<'a> {
 pub struct Decided {
     pub output_limit: u64,
     pub content: Content,
+    /// Web searches the request lets the provider run, for its reserve.
+    pub searches: u64,
 }
 
 /// The body's model, tools, content and output limit against the rules.
@@ -199,6 +201,7 @@ pub fn decide(r: &Rules<'_>, metered: Metered, doc: &Value) -> Result<Decided, R
     Ok(Decided {
         output_limit,
         content,
+        searches: provider_tools::searches(wire, doc),
     })
 }
 

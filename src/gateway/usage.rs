@@ -119,6 +119,9 @@ impl Meter {
                 if let Some(u) = v.usage {
                     self.take(&u, true);
                 }
+                if self.api == Api::OpenAiResponses {
+                    self.usage.web_search = v.output.0;
+                }
             }
             self.buf = Vec::new();
         }
@@ -153,8 +156,11 @@ impl Meter {
                 Api::OpenAiResponses,
                 "response.completed" | "response.incomplete" | "response.failed",
             ) => {
-                if let Some(u) = v.response.and_then(|r| r.usage) {
-                    self.take(&u, true);
+                if let Some(r) = v.response {
+                    if let Some(u) = r.usage {
+                        self.take(&u, true);
+                    }
+                    self.usage.web_search = r.output.0;
                 }
             }
             _ => {}
@@ -179,6 +185,13 @@ impl Meter {
                 if let Some(x) = u.cache_read_input_tokens.0 {
                     self.usage.cache_read = x;
                 }
+                if let Some(x) = u
+                    .server_tool_use
+                    .as_ref()
+                    .and_then(|s| s.web_search_requests.0)
+                {
+                    self.usage.web_search = x;
+                }
             }
             Api::OpenAiResponses => {
                 let input = u.input_tokens.0.unwrap_or(0);
@@ -193,6 +206,8 @@ impl Meter {
                     output: u.output_tokens.0.unwrap_or(0),
                     cache_write: 0,
                     cache_read: cached,
+                    // Counted from the response's output items, by the caller.
+                    web_search: self.usage.web_search,
                 };
                 self.input_known = u.input_tokens.0.is_some();
             }
@@ -211,12 +226,118 @@ struct Event {
     usage: Option<Counts>,
     message: Option<Holder>,
     response: Option<Holder>,
+    /// An OpenAI response's output items (a whole body), its web search calls counted.
+    output: SearchCalls,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Holder {
     usage: Option<Counts>,
+    output: SearchCalls,
+}
+
+/// How many of a list's items are OpenAI `web_search_call`s: counted as the list is read,
+/// each item skipped unbuilt but for its type (0 for anything but a list).
+#[derive(Default)]
+struct SearchCalls(u64);
+
+/// One output item: whether it is a `web_search_call` (anything but an object is not).
+struct Item(bool);
+
+impl<'de> Deserialize<'de> for Item {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Item;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Item, A::Error> {
+                let mut search = false;
+                while let Some(k) = a.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if k == "type" {
+                        let t = a.next_value::<Lenient<String>>()?;
+                        search = t.0.as_deref() == Some("web_search_call");
+                    } else {
+                        a.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Item(search))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Item, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Item(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Item, E> {
+                Ok(Item(false))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Item, E> {
+                Ok(Item(false))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Item, E> {
+                Ok(Item(false))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Item, E> {
+                Ok(Item(false))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Item, E> {
+                Ok(Item(false))
+            }
+            fn visit_unit<E>(self) -> Result<Item, E> {
+                Ok(Item(false))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for SearchCalls {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SearchCalls;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<SearchCalls, A::Error> {
+                let mut n = 0u64;
+                while let Some(Item(search)) = a.next_element::<Item>()? {
+                    n += u64::from(search);
+                }
+                Ok(SearchCalls(n))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<SearchCalls, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(SearchCalls(0))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<SearchCalls, E> {
+                Ok(SearchCalls(0))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<SearchCalls, E> {
+                Ok(SearchCalls(0))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<SearchCalls, E> {
+                Ok(SearchCalls(0))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<SearchCalls, E> {
+                Ok(SearchCalls(0))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<SearchCalls, E> {
+                Ok(SearchCalls(0))
+            }
+            fn visit_unit<E>(self) -> Result<SearchCalls, E> {
+                Ok(SearchCalls(0))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -227,6 +348,14 @@ struct Counts {
     cache_creation_input_tokens: Lenient<u64>,
     cache_read_input_tokens: Lenient<u64>,
     input_tokens_details: Option<Details>,
+    server_tool_use: Option<ServerToolUse>,
+}
+
+/// Anthropic's count of the server tools the provider ran.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ServerToolUse {
+    web_search_requests: Lenient<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -341,7 +470,8 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
                     input: 12,
                     output: 57,
                     cache_write: 300,
-                    cache_read: 4000
+                    cache_read: 4000,
+                    web_search: 0,
                 }
             );
         }
@@ -376,7 +506,8 @@ event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{
                 input: 200,
                 output: 50,
                 cache_write: 0,
-                cache_read: 800
+                cache_read: 800,
+                web_search: 0,
             }
         );
     }
@@ -393,7 +524,8 @@ event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{
                     input: 5,
                     output: 9,
                     cache_write: 0,
-                    cache_read: 2
+                    cache_read: 2,
+                    web_search: 0,
                 },
                 input_known: true,
                 complete: true
@@ -402,6 +534,38 @@ event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{
         let mut m = Meter::new(Api::OpenAiResponses, false);
         m.feed(b"not json");
         assert!(!m.finish().complete);
+    }
+
+    #[test]
+    fn web_searches_are_counted_from_either_api() {
+        let text = "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n\
+data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9,\"server_tool_use\":{\"web_search_requests\":4}}}\n\n";
+        let s = seen(Api::AnthropicMessages, text, 5);
+        assert_eq!((s.usage.web_search, s.complete), (4, true));
+        let mut m = Meter::new(Api::AnthropicMessages, false);
+        m.feed(br#"{"usage":{"input_tokens":1,"output_tokens":2,"server_tool_use":{"web_search_requests":7}}}"#);
+        assert_eq!(m.finish().usage.web_search, 7);
+        // OpenAI: each web_search_call item of the final response; other items, and items
+        // that are not objects, are not.
+        let output = r#"[{"type":"web_search_call","id":"a"},{"type":"message","content":[{"type":"web_search_call"}]},7,[1],{"type":"web_search_call"},{"id":"x","type":"web_search_call"}]"#;
+        let usage = r#"{"input_tokens":10,"output_tokens":1}"#;
+        let text = format!("data: {{\"type\":\"response.completed\",\"response\":{{\"output\":{output},\"usage\":{usage}}}}}\n\n");
+        let s = seen(Api::OpenAiResponses, &text, 9);
+        assert_eq!(
+            (s.usage.web_search, s.usage.input, s.complete),
+            (3, 10, true)
+        );
+        let mut m = Meter::new(Api::OpenAiResponses, false);
+        m.feed(format!("{{\"output\":{output},\"usage\":{usage}}}").as_bytes());
+        assert_eq!(m.finish().usage.web_search, 3);
+        // An output that is not a list counts none, and the usage is still read.
+        let mut m = Meter::new(Api::OpenAiResponses, false);
+        m.feed(format!("{{\"output\":\"x\",\"usage\":{usage}}}").as_bytes());
+        let s = m.finish();
+        assert_eq!(
+            (s.usage.web_search, s.usage.input, s.complete),
+            (0, 10, true)
+        );
     }
 
     #[test]

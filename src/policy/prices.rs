@@ -27,6 +27,10 @@ pub struct ModelPrice {
     /// The most output tokens one response of the model may have (the provider's own
     /// limit): what a request that names no output limit of its own is reserved at.
     pub max_output: u64,
+    /// The fee of one web search the provider runs (server-side tool use), in micro-USD:
+    /// the provider's `web_search_per_request_usd`, set when a run's route is planned
+    /// (0 in the table's per-model prices).
+    pub web_search: u64,
 }
 
 /// Tokens one model response used, as the provider reported them. `input` excludes the
@@ -37,6 +41,9 @@ pub struct Usage {
     pub output: u64,
     pub cache_write: u64,
     pub cache_read: u64,
+    /// Web searches the provider ran (Anthropic `server_tool_use.web_search_requests`,
+    /// OpenAI Responses' `web_search_call` output items), each charged a fee.
+    pub web_search: u64,
 }
 
 impl ModelPrice {
@@ -47,7 +54,13 @@ impl ModelPrice {
             + part(u.output, self.output)
             + part(u.cache_write, self.cache_write)
             + part(u.cache_read, self.cache_read);
-        u64::try_from(total.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+        let tokens = u64::try_from(total.div_ceil(1_000_000)).unwrap_or(u64::MAX);
+        tokens.saturating_add(self.searches(u.web_search))
+    }
+
+    /// What `n` web searches cost, in micro-USD.
+    pub fn searches(&self, n: u64) -> u64 {
+        n.saturating_mul(self.web_search)
     }
 
     /// The most `input` input tokens and `output` output tokens can cost, in micro-USD:
@@ -81,11 +94,18 @@ pub fn input_estimate(body_bytes: usize, files: usize) -> u64 {
         .saturating_add(files.saturating_mul(FILE_TOKENS))
 }
 
-/// The price table: model name -> prices.
+/// The price table: model name -> prices; provider -> the fee of one web search.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PriceTable {
     pub models: BTreeMap<String, ModelPrice>,
+    /// `providers.NAME.web_search_per_request_usd`, in micro-USD, by `run.provider` name.
+    pub web_search: BTreeMap<String, u64>,
 }
+
+/// The providers a role's `run.provider` may name, whose fees the table may set.
+const PROVIDERS: &[&str] = &["claude", "codex"];
+/// The highest fee of one server tool request taken, USD.
+const MAX_USD_PER_REQUEST: f64 = 1_000.0;
 
 const PRICE_KEYS: &[&str] = &["input", "output", "cache_write", "cache_read", "max_output"];
 /// The highest price taken, USD per million tokens: far above any model's, low enough that
@@ -103,7 +123,13 @@ impl PriceTable {
     /// max_output}}`: prices in USD per million tokens, `max_output` in tokens.
     pub fn parse(file: &Path, doc: &Value) -> Result<PriceTable, Vec<Problem>> {
         let mut problems = Vec::new();
-        let Some(top) = Obj::new(file, "", doc, &["schema", "models"], &mut problems) else {
+        let Some(top) = Obj::new(
+            file,
+            "",
+            doc,
+            &["schema", "models", "providers"],
+            &mut problems,
+        ) else {
             return Err(problems);
         };
         top.schema_one(&mut problems);
@@ -126,8 +152,42 @@ impl PriceTable {
                 }
             }
         }
+        let mut web_search = BTreeMap::new();
+        if let Some(v) = top.get("providers") {
+            if let Some(m) = as_map(file, "providers", v, &mut problems) {
+                for (k, v) in m {
+                    let Some(name) = k.as_str().filter(|n| PROVIDERS.contains(n)) else {
+                        problems.push(Problem::new(
+                            file,
+                            "providers",
+                            format!("provider names are {}", PROVIDERS.join(", ")),
+                        ));
+                        continue;
+                    };
+                    let at = crate::diag::key("providers", name);
+                    let Some(o) =
+                        Obj::new(file, &at, v, &["web_search_per_request_usd"], &mut problems)
+                    else {
+                        continue;
+                    };
+                    match o.get("web_search_per_request_usd").map(Value::as_f64) {
+                        None => {}
+                        Some(Some(usd))
+                            if usd.is_finite() && (0.0..=MAX_USD_PER_REQUEST).contains(&usd) =>
+                        {
+                            web_search.insert(name.to_string(), (usd * 1_000_000.0).round() as u64);
+                        }
+                        Some(_) => problems.push(Problem::new(
+                            file,
+                            o.key("web_search_per_request_usd"),
+                            format!("must be a fee in USD per web search request, from 0 to {MAX_USD_PER_REQUEST}"),
+                        )),
+                    }
+                }
+            }
+        }
         if problems.is_empty() {
-            Ok(PriceTable { models })
+            Ok(PriceTable { models, web_search })
         } else {
             Err(problems)
         }
@@ -205,6 +265,7 @@ fn parse_price(
         cache_write: cache_write.unwrap_or(input),
         cache_read: cache_read.unwrap_or(input),
         max_output: max_output?,
+        web_search: 0,
     })
 }
 
@@ -245,6 +306,52 @@ mod tests {
     }
 
     #[test]
+    fn provider_fees_are_read_per_provider_and_bounded() {
+        let t = table("schema: 1\nmodels: {}\nproviders:\n  claude: {web_search_per_request_usd: 0.01}\n  codex: {}\n").unwrap();
+        assert_eq!(t.web_search.get("claude"), Some(&10_000));
+        assert_eq!(t.web_search.get("codex"), None);
+        for (text, at) in [
+            (
+                "schema: 1\nmodels: {}\nproviders: {other: {web_search_per_request_usd: 1}}\n",
+                "providers",
+            ),
+            (
+                "schema: 1\nmodels: {}\nproviders: {claude: {web_search_per_request_usd: -1}}\n",
+                "providers.claude.web_search_per_request_usd",
+            ),
+            (
+                "schema: 1\nmodels: {}\nproviders: {claude: {web_search_per_request_usd: x}}\n",
+                "providers.claude.web_search_per_request_usd",
+            ),
+            (
+                "schema: 1\nmodels: {}\nproviders: {claude: {web_fetch: 1}}\n",
+                "providers.claude",
+            ),
+        ] {
+            let p = table(text).unwrap_err();
+            assert!(
+                p.iter().any(|p| p.to_string().contains(at)),
+                "{text}: {p:?}"
+            );
+        }
+        // A search is charged its fee on top of the tokens.
+        let price = ModelPrice {
+            input: 1_000_000,
+            output: 0,
+            cache_write: 0,
+            cache_read: 0,
+            max_output: 1,
+            web_search: 10_000,
+        };
+        let u = Usage {
+            input: 1,
+            web_search: 3,
+            ..Usage::default()
+        };
+        assert_eq!(price.cost(&u), 1 + 30_000);
+    }
+
+    #[test]
     fn costs_count_each_kind_of_token_at_its_rate_and_round_up() {
         let t = table(
             "schema: 1\nmodels:\n  m: {input: 3, output: 15, cache_write: 3.75, cache_read: 0.3, max_output: 64000}\n",
@@ -256,6 +363,7 @@ mod tests {
             output: 0,
             cache_write: 0,
             cache_read: 0,
+            web_search: 0,
         };
         assert_eq!(p.cost(&u), 3_000_000);
         let u = Usage {
@@ -263,6 +371,7 @@ mod tests {
             output: 10,
             cache_write: 1000,
             cache_read: 2000,
+            web_search: 0,
         };
         // 100*3 + 10*15 + 1000*3.75 + 2000*0.3 = 300 + 150 + 3750 + 600 = 4800 micro-USD
         assert_eq!(p.cost(&u), 4800);
@@ -276,6 +385,7 @@ mod tests {
             cache_write: 1,
             cache_read: 1,
             max_output: 1,
+            web_search: 0,
         };
         assert_eq!(
             cheap.cost(&one),

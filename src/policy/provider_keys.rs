@@ -34,6 +34,7 @@ pub const TOP: &[&str] = &[
     "max_output_tokens",
     "service_tier",
     "stream",
+    "max_tool_calls",
 ];
 
 /// Keys read in each of `tools`' entries.

@@ -72,6 +72,39 @@ pub fn check(wire: Wire, doc: &Value, web_search: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Web searches reserved for a request whose web search tool names no limit (Anthropic
+/// `max_uses`, OpenAI `max_tool_calls`): the provider's own search loop may run more, and
+/// is charged what it ran; the reserve only has to make a run's budget unlikely to pass.
+pub const DEFAULT_SEARCHES: u64 = 10;
+
+fn is_search(t: &Value) -> bool {
+    t.get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|ty| ty.starts_with("web_search"))
+}
+
+/// How many web searches a request lets the provider run, for its reserve: none without a
+/// web search tool; else the sum of Anthropic's `max_uses` (each search tool's), or
+/// OpenAI's `max_tool_calls`, or [`DEFAULT_SEARCHES`] where the request names none.
+pub fn searches(wire: Wire, doc: &Value) -> u64 {
+    let tools = doc.get("tools").and_then(Value::as_array);
+    let search: Vec<&Value> = tools
+        .into_iter()
+        .flatten()
+        .filter(|t| is_search(t))
+        .collect();
+    if search.is_empty() {
+        return 0;
+    }
+    let limit = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(DEFAULT_SEARCHES);
+    match wire {
+        Wire::Anthropic => search
+            .iter()
+            .fold(0u64, |n, t| n.saturating_add(limit(t.get("max_uses")))),
+        Wire::OpenAi => limit(doc.get("max_tool_calls")),
+    }
+}
+
 /// What a request's content holds that its reserve must allow for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Content {
@@ -312,6 +345,45 @@ pub fn beta(value: &str) -> Result<(), (&'static str, String)> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_search_tool_reserves_its_limit_or_the_default() {
+        let (a, o) = (Wire::Anthropic, Wire::OpenAi);
+        assert_eq!(searches(a, &json!({"tools": [{"name": "Read"}]})), 0);
+        assert_eq!(
+            searches(
+                a,
+                &json!({"tools": [{"type": "web_search_20250305", "max_uses": 5}]})
+            ),
+            5
+        );
+        assert_eq!(
+            searches(
+                a,
+                &json!({"tools": [{"type": "web_search_20250305"}, {"type": "web_search_20250305", "max_uses": 1}]})
+            ),
+            DEFAULT_SEARCHES + 1
+        );
+        assert_eq!(
+            searches(
+                a,
+                &json!({"tools": [{"type": "web_search_20250305", "max_uses": "9"}]})
+            ),
+            DEFAULT_SEARCHES
+        );
+        assert_eq!(
+            searches(
+                o,
+                &json!({"tools": [{"type": "web_search"}], "max_tool_calls": 3})
+            ),
+            3
+        );
+        assert_eq!(
+            searches(o, &json!({"tools": [{"type": "web_search_preview"}]})),
+            DEFAULT_SEARCHES
+        );
+        assert_eq!(searches(o, &json!({"max_tool_calls": 3})), 0);
+    }
 
     #[test]
     fn the_agents_own_tools_pass_and_server_tools_do_not() {

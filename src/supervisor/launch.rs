@@ -421,13 +421,23 @@ fn provider_plan(
     let at = || format!("{}: providers.{name}", cfg.file.display());
     let url = ProviderUrl::parse(&conf.url).map_err(|e| refused(format!("{}.url: {e}", at())))?;
     let key = read_credential(cfg, conf.credential.as_deref(), &at())?;
-    let price = *policies.prices.get(&run.model).ok_or_else(|| {
+    let mut price = *policies.prices.get(&run.model).ok_or_else(|| {
         refused(format!(
             "{}: models.{}: no price for the role's run.model, so its spend budget cannot be enforced; add the model's prices",
             policies.dir.join("prices.yaml").display(),
             run.model
         ))
     })?;
+    let web_search = run.tools.iter().any(|t| t == "WebSearch");
+    if web_search {
+        // The provider charges each search: without its fee the budget could not hold.
+        price.web_search = *policies.prices.web_search.get(name).ok_or_else(|| {
+            refused(format!(
+                "{}: providers.{name}.web_search_per_request_usd: required, since the role's run.tools grants WebSearch and the provider charges each search; add the fee (USD per search request)",
+                policies.dir.join("prices.yaml").display()
+            ))
+        })?;
+    }
     let tls = crate::gateway::provider::tls_config(conf.ca_file.as_deref())
         .map_err(|e| refused(format!("{}: {e}", at())))?;
     Ok(Some(ProviderPlan {
@@ -442,7 +452,7 @@ fn provider_plan(
         max_turns: run
             .max_turns
             .unwrap_or(crate::policy::agent_config::DEFAULT_MAX_TURNS),
-        web_search: run.tools.iter().any(|t| t == "WebSearch"),
+        web_search,
         web_fetch: run.tools.iter().any(|t| t == "WebFetch"),
     }))
 }

@@ -623,7 +623,7 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
     let model = r.model.as_deref().unwrap_or("-");
     let msg = if r.allow {
         format!(
-            "provider {} {} model {model}: {}, HTTP {}, {} in + {} cache write + {} cache read + {} out tokens{}, {} (reserved {}; spent {} of {}), first byte {} ms, {} ms",
+            "provider {} {} model {model}: {}, HTTP {}, {} in + {} cache write + {} cache read + {} out tokens{}{}, {} (reserved {}; spent {} of {}), first byte {} ms, {} ms",
             r.provider,
             r.endpoint,
             r.outcome.as_str(),
@@ -632,6 +632,10 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
             r.usage.cache_write,
             r.usage.cache_read,
             r.usage.output,
+            match r.usage.web_search {
+                0 => String::new(),
+                n => format!(" + {n} web searches"),
+            },
             if r.usage_final { "" } else { " (estimated: no final count)" },
             usd(r.cost_micro_usd),
             usd(r.reserve_micro_usd),
@@ -660,6 +664,7 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
         n(r.duration_ms),
         n(r.reserve_micro_usd),
     );
+    let searches = n(r.usage.web_search);
     let mut fields: Vec<(&str, &str)> = vec![
         ("AIRLOCK_PROVIDER", &r.provider),
         ("AIRLOCK_ENDPOINT", &r.endpoint),
@@ -671,6 +676,7 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
         ("AIRLOCK_OUTPUT_TOKENS", &output),
         ("AIRLOCK_CACHE_WRITE_TOKENS", &cw),
         ("AIRLOCK_CACHE_READ_TOKENS", &cr),
+        ("AIRLOCK_WEB_SEARCHES", &searches),
         (
             "AIRLOCK_USAGE",
             if r.usage_final { "final" } else { "estimated" },

@@ -31,6 +31,12 @@ Usage reported per answer (so a test can compute the spend):
 `{"metadata": {"user_id": "big:N"}}` streams N more deltas of 1000 characters (for
 throughput benchmarks).
 
+A request that offers a web search tool (Anthropic `web_search_*`, OpenAI `web_search*`)
+is answered as a model that searched: Anthropic with a `server_tool_use` block and its
+`web_search_tool_result`, and `usage.server_tool_use.web_search_requests`; OpenAI with
+`web_search_call` output items. It searches as often as the request lets it (the tools'
+`max_uses`, OpenAI's `max_tool_calls`), 2 times when it names no limit.
+
 Behaviours a request's metadata asks for (Anthropic `{"metadata": {"user_id": MODE}}`,
 OpenAI `{"metadata": {"mode": MODE}}`):
   wait   logged as it arrives (`"arrived": true`), then no answer until the gateway closes
@@ -85,6 +91,32 @@ OPENAI_USAGE = {
 
 PAD_MARK = b'"@@pad@@"'
 PAD = b"[" + b"{}," * (14 * (1 << 20) // 3) + b"{}]"
+
+
+def searches(body):
+    """How many web searches the stand-in runs for this request (0: no search tool)."""
+    tools = [t for t in (body.get("tools") or []) if isinstance(t, dict) and str(t.get("type", "")).startswith("web_search")]
+    if not tools:
+        return 0
+    if "max_tool_calls" in body or not any("max_uses" in t for t in tools):
+        n = body.get("max_tool_calls")
+        return n if isinstance(n, int) else 2
+    return sum(t.get("max_uses", 2) for t in tools)
+
+
+def search_blocks(n):
+    """Anthropic content blocks of `n` searches: each a server_tool_use and its result."""
+    out = []
+    for i in range(n):
+        out.append({"type": "server_tool_use", "id": "srvtoolu_%d" % i, "name": "web_search", "input": {"query": "q%d" % i}})
+        out.append({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_%d" % i,
+                    "content": [{"type": "web_search_result", "url": "https://result.example/%d" % i, "title": "r", "encrypted_content": "x"}]})
+    return out
+
+
+def search_items(n):
+    """OpenAI output items of `n` searches."""
+    return [{"type": "web_search_call", "id": "ws_%d" % i, "status": "completed", "action": {"type": "search", "query": "q%d" % i}} for i in range(n)]
 
 
 def padded(data):
@@ -241,6 +273,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/v1/messages/count_tokens":
             log(entry)
             return self.send_json(200, {"input_tokens": 42})
+        n_search = searches(body)
         if path == "/v1/messages":
             if not body.get("stream"):
                 log(entry)
@@ -251,10 +284,10 @@ class Handler(BaseHTTPRequestHandler):
                         "type": "message",
                         "role": "assistant",
                         "model": body.get("model"),
-                        "content": [{"type": "text", "text": echo or "hello from the stand-in"}],
+                        "content": search_blocks(n_search) + [{"type": "text", "text": echo or "hello from the stand-in"}],
                         "stop_reason": "end_turn",
                         "stop_sequence": None,
-                        "usage": ANTHROPIC_USAGE,
+                        "usage": dict(ANTHROPIC_USAGE, server_tool_use={"web_search_requests": n_search}) if n_search else ANTHROPIC_USAGE,
                         **({"pad": "@@pad@@"} if mode == "many" else {}),
                     },
                 )
@@ -310,7 +343,7 @@ class Handler(BaseHTTPRequestHandler):
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                    "usage": {"output_tokens": ANTHROPIC_USAGE["output_tokens"]},
+                    "usage": dict({"output_tokens": ANTHROPIC_USAGE["output_tokens"]}, **({"server_tool_use": {"web_search_requests": n_search}} if n_search else {})),
                     **({"pad": "@@pad@@"} if mode == "many" else {}),
                 },
             )
@@ -325,7 +358,7 @@ class Handler(BaseHTTPRequestHandler):
                 "created_at": int(time.time()),
                 "status": "completed",
                 "model": body.get("model"),
-                "output": [
+                "output": search_items(n_search) + [
                     {
                         "type": "message",
                         "id": "msg_standin",
