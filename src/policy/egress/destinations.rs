@@ -61,6 +61,8 @@ pub struct Granted {
     /// Whether a credential is added (its name; the secret is the gateway's alone).
     pub credential: Option<String>,
     pub terminated: bool,
+    /// `passthrough_body`: answer bodies go on unscanned for the credential.
+    pub passthrough_body: bool,
 }
 
 impl Granted {
@@ -88,7 +90,12 @@ pub fn describe(g: &Granted) -> String {
         }
         match &g.credential {
             Some(c) => s.push_str(&format!(
-                "; each request checked, credential {c} added by airlockd"
+                "; each request checked, credential {c} added by airlockd{}",
+                if g.passthrough_body {
+                    " (withheld from answers' headers; bodies pass unscanned)"
+                } else {
+                    " and withheld from its answers"
+                }
             )),
             None => s.push_str("; each request checked"),
         }
@@ -147,6 +154,7 @@ pub fn granted(
                 paths: d.paths.clone(),
                 credential: d.credential.clone(),
                 terminated: d.terminated(),
+                passthrough_body: d.passthrough_body,
             });
         }
     }
@@ -317,6 +325,15 @@ mod tests {
             ]
         );
         assert!(granted(&c, "review", "review", &[443]).is_empty());
+        let mut corp = g[0].clone();
+        corp.credential = Some("corp-token".into());
+        corp.terminated = true;
+        assert!(describe(&corp)
+            .contains("credential corp-token added by airlockd and withheld from its answers ("));
+        corp.passthrough_body = true;
+        assert!(describe(&corp).contains(
+            "added by airlockd (withheld from answers' headers; bodies pass unscanned) ("
+        ));
     }
 
     #[test]

@@ -309,6 +309,7 @@ mod tests {
             paths: Vec::new(),
             credential: None,
             terminated,
+            passthrough_body: false,
         };
         let mut g = grants(false);
         g.destinations = vec![
