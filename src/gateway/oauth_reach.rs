@@ -121,6 +121,32 @@ mod tests {
         assert!(judge(&[]).is_err());
     }
 
+    /// A name is judged by what it resolves to, an address literal as written, whatever
+    /// the form (the attack: an authorization server named `localhost`, `[::1]`, or
+    /// `127.1`-like literals in a connector's metadata).
+    #[tokio::test(flavor = "current_thread")]
+    async fn names_and_literals_on_this_host_are_refused_before_anything_is_sent() {
+        for u in [
+            "https://localhost:8443/token",
+            "https://127.0.0.1/token",
+            "https://[::1]:9/token",
+            "https://[::ffff:7f00:1]/token",
+            "https://169.254.169.254/latest",
+            "http://localhost:9/token",
+        ] {
+            let url = crate::gateway::upstream::parse_http_url(u).unwrap();
+            let e = public_address(&url).await.unwrap_err();
+            assert!(
+                e.contains("only when oauth.issuer names it") || e.contains("does not resolve"),
+                "{u}: {e}"
+            );
+            assert!(
+                !e.contains("does not resolve") || !u.contains("localhost"),
+                "{u}: {e}"
+            );
+        }
+    }
+
     #[test]
     fn the_port_is_the_authoritys_or_the_schemes() {
         let u = |s: &str| crate::gateway::upstream::parse_http_url(s).unwrap();
