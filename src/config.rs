@@ -756,9 +756,7 @@ impl Parser<'_> {
         let url = |p: &mut Self, k: &str, default: &str| -> Option<String> {
             match get(k) {
                 None => Some(default.to_string()),
-                Some(Value::String(u))
-                    if crate::gateway::provider::ProviderUrl::parse(u).is_ok() =>
-                {
+                Some(Value::String(u)) if crate::urls::ProviderUrl::parse(u).is_ok() => {
                     Some(u.trim_end_matches('/').to_string())
                 }
                 Some(_) => {
@@ -836,7 +834,7 @@ impl Parser<'_> {
                 continue;
             };
             let url = match get("url").and_then(Value::as_str) {
-                Some(u) => match crate::gateway::provider::ProviderUrl::parse(u) {
+                Some(u) => match crate::urls::ProviderUrl::parse(u) {
                     Ok(_) => u.to_string(),
                     Err(why) => {
                         self.problem(&key(&at, "url"), why);
@@ -1031,9 +1029,8 @@ impl Parser<'_> {
         let redirect_uri = match get("redirect_uri") {
             None => DEFAULT_REDIRECT_URI.to_string(),
             Some(Value::String(u))
-                if crate::gateway::upstream::parse_http_url(u)
-                    .is_some_and(|p| !p.https && p.is_loopback())
-                    && !crate::gateway::upstream::has_userinfo(u)
+                if crate::urls::parse_http_url(u).is_some_and(|p| !p.https && p.is_loopback())
+                    && !crate::urls::has_userinfo(u)
                     && !u.contains(['?', '#']) =>
             {
                 u.clone()
@@ -1089,8 +1086,8 @@ impl Parser<'_> {
         let issuer = match get("issuer") {
             None => None,
             Some(Value::String(u))
-                if crate::gateway::oauth_meta::endpoint_url(u).is_some()
-                    && !crate::gateway::upstream::has_userinfo(u)
+                if crate::urls::endpoint_url(u).is_some()
+                    && !crate::urls::has_userinfo(u)
                     && !u.contains(['?', '#']) =>
             {
                 Some(u.clone())
@@ -1130,7 +1127,7 @@ impl Parser<'_> {
     /// A connector's `url`: https, or plain http to this host. A URL with a user or
     /// password in it is refused without being repeated (it is likely a secret).
     fn upstream_url(&mut self, at: &str, v: Option<&Value>) -> Option<String> {
-        use crate::gateway::upstream::{has_userinfo, parse_http_url};
+        use crate::urls::{has_userinfo, parse_http_url};
         let at = key(at, "url");
         let u = match v.and_then(Value::as_str) {
             Some(u) => u,

@@ -32,6 +32,7 @@ pub mod supervisor;
 pub mod terminal;
 pub mod tree;
 pub mod trust;
+pub mod urls;
 
 /// For unit tests that need root (namespaces, loop devices, mounts): fail loudly, naming
 /// `why`, when not run as root.

@@ -21,7 +21,7 @@ use hyper::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 
 use super::Secret;
-use crate::gateway::provider::ProviderUrl;
+use crate::urls::ProviderUrl;
 
 /// The App's private key, parsed once.
 pub struct AppKey(ring::signature::RsaKeyPair);
@@ -371,7 +371,7 @@ async fn mint_one(
                 .and_then(Value::as_str)
                 .and_then(crate::calendar::parse_utc_ms)
                 // Unknown: GitHub's documented lifetime.
-                .unwrap_or_else(|| crate::supervisor::ledger::now_ms() + 3_600_000),
+                .unwrap_or_else(|| crate::clock::now_ms() + 3_600_000),
             client: client.clone(),
         }),
         _ => Err(format!(

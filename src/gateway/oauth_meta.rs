@@ -6,7 +6,8 @@
 
 use serde_json::Value;
 
-use super::upstream::{parse_http_url, HttpUrl};
+pub use crate::urls::endpoint_url;
+use crate::urls::HttpUrl;
 
 /// Largest metadata document or token response read.
 pub const MAX_DOCUMENT_BYTES: usize = 64 << 10;
@@ -21,12 +22,6 @@ pub fn resource_metadata_of(www_authenticate: &str) -> Option<String> {
         None => rest.split([',', ' ']).next()?,
     };
     Some(value.to_string())
-}
-
-/// A URL an OAuth document may name: https, or plain http to this host (a token must not
-/// cross a network in clear).
-pub fn endpoint_url(u: &str) -> Option<HttpUrl> {
-    parse_http_url(u).filter(|p| p.https || p.is_loopback())
 }
 
 /// RFC 9728's default metadata URL of a resource: `/.well-known/oauth-protected-resource`
@@ -533,6 +528,7 @@ pub fn form(pairs: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::urls::parse_http_url;
 
     fn url(u: &str) -> HttpUrl {
         parse_http_url(u).unwrap()

@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn the_port_is_the_authoritys_or_the_schemes() {
-        let u = |s: &str| crate::gateway::upstream::parse_http_url(s).unwrap();
+        let u = |s: &str| crate::urls::parse_http_url(s).unwrap();
         assert_eq!(port(&u("https://as.example/t")), 443);
         assert_eq!(port(&u("https://as.example:8443/t")), 8443);
         assert_eq!(port(&u("https://[2001:db8::1]:9443/t")), 9443);

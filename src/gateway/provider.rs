@@ -42,66 +42,7 @@ pub const MAX_REQUEST_BYTES: usize = 32 << 20;
 /// How long the provider may take to start answering.
 const HEADERS_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// A provider's base URL: `https://HOST[:PORT][/PATH]`, or `http://` to this host only (a
-/// key must not cross a network in clear).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderUrl {
-    pub https: bool,
-    /// As written (a bracketed IPv6 literal keeps its brackets).
-    pub authority: String,
-    pub host: String,
-    pub port: u16,
-    /// Without a trailing slash; empty for the root.
-    pub base_path: String,
-}
-
-impl ProviderUrl {
-    pub fn parse(u: &str) -> Result<ProviderUrl, &'static str> {
-        let uri: hyper::Uri = u
-            .parse()
-            .map_err(|_| "must be a URL: https://HOST[:PORT][/PATH]")?;
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err("must be an https:// URL (or http:// to this host)"),
-        };
-        let auth = uri
-            .authority()
-            .ok_or("must name a host: https://HOST[:PORT][/PATH]")?;
-        if auth.as_str().contains('@') {
-            return Err("must not carry a user or password: put the key in credentials");
-        }
-        if uri.query().is_some() || u.contains('#') {
-            return Err("must have no query or fragment");
-        }
-        let host = auth.host().trim_start_matches('[').trim_end_matches(']');
-        let port = auth.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let loopback = host == "localhost"
-            || host
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|a| a.is_loopback());
-        if !https && !loopback {
-            return Err(
-                "plain http goes only to this host (127.0.0.1, ::1, localhost): a provider key must not cross a network in clear",
-            );
-        }
-        Ok(ProviderUrl {
-            https,
-            authority: auth.as_str().to_string(),
-            host: host.to_string(),
-            port,
-            base_path: uri.path().trim_end_matches('/').to_string(),
-        })
-    }
-
-    fn join(&self, rest: &str, query: Option<&str>) -> String {
-        let scheme = if self.https { "https" } else { "http" };
-        match query {
-            Some(q) => format!("{scheme}://{}{}{rest}?{q}", self.authority, self.base_path),
-            None => format!("{scheme}://{}{}{rest}", self.authority, self.base_path),
-        }
-    }
-}
+pub use crate::urls::ProviderUrl;
 
 /// What the provider route of one run enforces, decided before the run starts.
 #[derive(Clone)]

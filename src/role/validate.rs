@@ -443,7 +443,7 @@ fn run(c: &mut Ctx, v: &Value) {
 /// What is wrong with a direct connector's `url` or `header`, if anything; never repeating
 /// the value (a URL with a password in it holds a secret).
 fn direct_field_problem(field: &str, text: &str) -> Option<&'static str> {
-    use crate::gateway::upstream::{has_userinfo, parse_http_url};
+    use crate::urls::{has_userinfo, parse_http_url};
     match field {
         "url" if has_userinfo(text) => Some(
             "must not carry a user or password (not repeated here): the bearer comes from the host's credentials ROLE_<ROLE>_<CONNECTOR>_TOKEN",

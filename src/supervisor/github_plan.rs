@@ -12,11 +12,11 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::credentials::github_app::{self, AppClient, AppKey, Minted};
 use crate::gateway::github::{tls, GithubPlan};
-use crate::gateway::provider::ProviderUrl;
 use crate::policy::github::GithubPolicy;
 use crate::policy::hire::github_permissions;
 use crate::policy::Policies;
 use crate::role::Role;
+use crate::urls::ProviderUrl;
 
 /// Whether Airlock holds the role's GitHub identity.
 pub fn wanted(role: &Role) -> bool {

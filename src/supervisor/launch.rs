@@ -201,7 +201,7 @@ fn upstream_plans<'a>(
                 header,
                 ca_file,
             } => {
-                let url = crate::gateway::upstream::parse_http_url(url)
+                let url = crate::urls::parse_http_url(url)
                     .ok_or_else(|| refused(format!("{}.url: not an http(s) URL", where_())))?;
                 let tls = if url.https {
                     Some(
@@ -257,7 +257,7 @@ fn direct_plan(
     header: &Option<String>,
 ) -> Result<UpstreamPlan, LaunchError> {
     let at = format!("run.mcp.{name}");
-    let parsed = crate::gateway::upstream::parse_http_url(url)
+    let parsed = crate::urls::parse_http_url(url)
         .filter(|u| u.https || u.is_loopback())
         .ok_or_else(|| {
             refused(format!(
@@ -299,7 +299,7 @@ fn direct_plan(
 fn oauth_source(
     cfg: &Config,
     name: &str,
-    url: &crate::gateway::upstream::HttpUrl,
+    url: &crate::urls::HttpUrl,
     o: &crate::config::OAuthConf,
     ca_file: Option<&Path>,
 ) -> Result<std::sync::Arc<crate::gateway::oauth::TokenSource>, LaunchError> {
@@ -327,7 +327,7 @@ fn oauth_source(
         },
     };
     let issuer = match &o.issuer {
-        Some(u) => Some(crate::gateway::oauth_meta::endpoint_url(u).ok_or_else(|| {
+        Some(u) => Some(crate::urls::endpoint_url(u).ok_or_else(|| {
             refused(format!(
                 "{at}.issuer: not an https URL (nor http on this host)"
             ))
@@ -362,7 +362,7 @@ pub fn connector_oauth(
             cfg.file.display()
         ));
     };
-    let url = crate::gateway::upstream::parse_http_url(url).ok_or_else(|| {
+    let url = crate::urls::parse_http_url(url).ok_or_else(|| {
         format!(
             "{}: mcp_connectors.{name}.url: not an http(s) URL",
             cfg.file.display()

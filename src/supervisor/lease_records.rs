@@ -183,7 +183,7 @@ fn reload_tokens(cfg: &crate::config::Config, supervised: &dyn Fn(&str) -> bool)
     }
     let client = cfg.github.as_ref().and_then(|g| {
         Some(AppClient {
-            api: crate::gateway::provider::ProviderUrl::parse(&g.api_url).ok()?,
+            api: crate::urls::ProviderUrl::parse(&g.api_url).ok()?,
             tls: crate::gateway::provider::tls_config(None).ok()?,
         })
     });
