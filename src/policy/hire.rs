@@ -189,7 +189,7 @@ mod tests {
         let cfg = config(
             "credentials:\n  anthropic: /etc/airlock/credentials/anthropic.key\n  gh: /etc/airlock/credentials/gh.pem\n  b: /etc/airlock/credentials/b\n\
 providers:\n  claude: {url: https://api.anthropic.com, credential: anthropic}\n\
-mcp_connectors:\n  board: {url: http://127.0.0.1:7/mcp, credential: b}\n  github: {url: https://mcp.example/mcp, oauth: {client_id: host-7, client_secret: b, grant: client_credentials}}\n\
+mcp_connectors:\n  board: {url: http://127.0.0.1:7/mcp, credential: b}\n  github: {url: https://mcp.example/mcp, oauth: {client_id: host-7, client_secret: b, grant: client_credentials, issuer: https://id.example}}\n\
 github: {app_id: 42, private_key: gh}\n",
         );
         let lines = credential_lines(&role, &cfg).unwrap();
