@@ -1429,7 +1429,7 @@ fn what_an_upstream_asks_its_client_during_a_call_is_journaled_with_airlocks_ans
     h.local_role("code", |t| {
         t.replacen(
             "tools:\n",
-            "tools:\n  hostile-stdio: [ask, ask_fail]\n  hostile-http: [ask, ask_fail]\n",
+            "tools:\n  hostile-stdio: [ask, ask_fail, flood]\n  hostile-http: [ask, ask_fail]\n",
             1,
         )
         .replacen(
@@ -1439,7 +1439,12 @@ fn what_an_upstream_asks_its_client_during_a_call_is_journaled_with_airlocks_ans
         )
     });
     for server in ["hostile-http", "hostile-stdio"] {
-        let (o, lines) = run_agent(&h, server, json!([{"call": "ask"}, {"call": "ask_fail"}]));
+        // Over stdio also a flood: 100 requests of 1 MiB method names in one answer.
+        let mut steps = vec![json!({"call": "ask"}), json!({"call": "ask_fail"})];
+        if server == "hostile-stdio" {
+            steps.push(json!({"call": "flood"}));
+        }
+        let (o, lines) = run_agent(&h, server, json!(steps));
         assert_eq!(step(&lines, 0)["text"], "ask", "{server}: {lines:?}");
         let failed = step(&lines, 1);
         assert!(
@@ -1473,6 +1478,17 @@ fn what_an_upstream_asks_its_client_during_a_call_is_journaled_with_airlocks_ans
             fail["AIRLOCK_UPSTREAM_ASKED"], "roots/list: answered with no roots",
             "{server}: {fail}"
         );
+        if server == "hostile-stdio" {
+            let recs = events(&run, "tool_call", 3);
+            let flood = recs
+                .iter()
+                .find(|r| r["AIRLOCK_TOOL"] == "flood")
+                .unwrap_or_else(|| panic!("no flood record: {recs:?}"));
+            assert_eq!(
+                flood["AIRLOCK_UPSTREAM_ASKED"], "more than 16 requests of its client: refused",
+                "{flood}"
+            );
+        }
         // The method the upstream named after its credential is not in the journal.
         let text = journal_text(&run);
         assert!(
