@@ -490,6 +490,7 @@ fn the_admission_statement_never_over_admits() {
                     None,
                     tokio::sync::mpsc::unbounded_channel().0,
                     no_pending(),
+                    airlock::store::signing::HostKey::generate().unwrap().0,
                 )
                 .await
                 .unwrap(),
@@ -532,6 +533,7 @@ fn the_admission_statement_never_over_admits() {
             None,
             tokio::sync::mpsc::unbounded_channel().0,
             no_pending(),
+            airlock::store::signing::HostKey::generate().unwrap().0,
         )
         .await
         .unwrap()
@@ -833,6 +835,7 @@ fn bench_admission() {
                 None,
                 tokio::sync::mpsc::unbounded_channel().0,
                 no_pending(),
+                airlock::store::signing::HostKey::generate().unwrap().0,
             ))
             .unwrap(),
         )
@@ -1375,6 +1378,7 @@ fn an_admission_closed_as_aborted_gives_its_run_back_to_the_budget() {
             None,
             tokio::sync::mpsc::unbounded_channel().0,
             no_pending(),
+            airlock::store::signing::HostKey::generate().unwrap().0,
         )
         .await
         .unwrap();
@@ -1394,5 +1398,66 @@ fn an_admission_closed_as_aborted_gives_its_run_back_to_the_budget() {
     assert_eq!(
         pg.psql("SELECT string_agg(run || ':' || state, ',' ORDER BY run) FROM airlock_runs"),
         "r1:aborted,r2:active,r4:active"
+    );
+}
+
+#[test]
+fn rows_rewritten_with_a_valid_chain_but_not_the_hosts_signature_fail_verify() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, "");
+    let mut b = Node::new(&pg, "node-b", base, None, "");
+    a.start();
+    b.start();
+    assert_eq!(outcome(&a.launch("tess", &["/bin/true"])), Ok(0));
+    assert_eq!(outcome(&b.launch("max", &["/bin/true"])), Ok(0));
+    assert_eq!(outcome(&b.launch("max", &["/bin/true"])), Ok(0));
+    for (n, h) in [(&a, "node-a"), (&b, "node-b")] {
+        let caught_up = poll(10, || {
+            let (local, rows) = mirrored(&pg, n, h);
+            (local > 0 && local == rows).then_some(())
+        });
+        assert!(caught_up.is_some(), "{h}: {:?}", mirrored(&pg, n, h));
+    }
+    stop(&mut a);
+    stop(&mut b);
+    // Each host's key: made at its first start, 0600, registered in the store.
+    let key = a.root.join("state/fleet/host-key.pk8");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(
+        pg.psql(
+            "SELECT count(DISTINCT public_key) FROM airlock_hosts WHERE public_key IS NOT NULL"
+        ),
+        "2"
+    );
+    let (code, out) = verify_fleet(&a);
+    assert_eq!(code, 0, "{out}");
+    // node-b's whole chain (a valid hash chain, its lines carry no host) written as
+    // node-a's, and node-a's report moved to match: only the signatures give it away.
+    pg.psql("DELETE FROM airlock_ledger WHERE host_id = 'node-a'");
+    pg.psql("INSERT INTO airlock_ledger (host_id, seq, hash, line, sig) SELECT 'node-a', seq, hash, line, sig FROM airlock_ledger WHERE host_id = 'node-b'");
+    pg.psql("UPDATE airlock_hosts a SET mirrored_seq = b.mirrored_seq, mirrored_head = b.mirrored_head FROM airlock_hosts b WHERE a.host_id = 'node-a' AND b.host_id = 'node-b'");
+    let (code, out) = verify_fleet(&a);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("host node-a: BAD SIGNATURE at record 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("host node-b: ") && out.contains("intact"),
+        "{out}"
+    );
+    // A row with its signature stripped is named too.
+    pg.psql("UPDATE airlock_ledger SET sig = NULL WHERE host_id = 'node-b' AND seq = 2");
+    let (_, out) = verify_fleet(&a);
+    assert!(out.contains("host node-b: UNSIGNED at record 2"), "{out}");
+    // A host_id registered with another key is refused at start, naming why.
+    std::fs::remove_file(&key).unwrap();
+    let (code, err) = a.start_refused();
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("node-a") && err.contains("another signing key"),
+        "{err}"
     );
 }

@@ -10,6 +10,7 @@ use super::output::{self, outln};
 use super::remote::Ctx;
 use crate::credentials::leases::{Lease, LeaseKind, LeaseState};
 use crate::daemon::runs::run_info;
+use crate::store::pg::{HostReport, MirrorRow};
 use crate::supervisor::ledger::{self, LedgerError, LedgerEvent, Record, RunRecords};
 
 /// `verify-ledger --fleet`: every host's chain as the fleet store mirrors it, each checked
@@ -37,7 +38,7 @@ pub fn verify(ctx: &Ctx) -> i32 {
             ledgers
                 .reported
                 .iter()
-                .filter(|(_, r)| r.0 > 0)
+                .filter(|(_, r)| r.mirrored_seq > 0)
                 .map(|(h, _)| h),
         )
         .collect();
@@ -57,7 +58,7 @@ pub fn verify(ctx: &Ctx) -> i32 {
                     .iter()
                     .map(|p| json!({"kind": p.kind, "seq": p.seq, "why": p.why}))
                     .collect();
-                let reported = ledgers.reported.get(*h).map(|r| r.0);
+                let reported = ledgers.reported.get(*h).map(|r| r.mirrored_seq);
                 let mut v = json!({"host_id": h, "ok": p.is_empty(), "records": n, "reported": reported, "problems": problems});
                 if let Some(first) = p.first() {
                     v["broken"] = json!({"seq": first.seq, "why": first.why});
@@ -73,7 +74,7 @@ pub fn verify(ctx: &Ctx) -> i32 {
         for (h, n, problems) in &report {
             if problems.is_empty() {
                 outln!(
-                    "host {h}: {n} records, hash chain intact, as the host reported writing them"
+                    "host {h}: {n} records, hash chain intact, each signed by the host's registered key, as the host reported writing them"
                 );
             }
             for p in problems {
@@ -91,7 +92,8 @@ pub fn verify(ctx: &Ctx) -> i32 {
 /// One thing wrong with a host's mirror.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Problem {
-    /// `BROKEN`, `MISSING ROWS`, `CUT`, `MISSING` or `UNKNOWN HOST`.
+    /// `BROKEN`, `MISSING ROWS`, `CUT`, `MISSING`, `UNKNOWN HOST`, `UNSIGNED` or `BAD
+    /// SIGNATURE`.
     kind: &'static str,
     /// The first record it concerns.
     seq: i64,
@@ -102,24 +104,25 @@ fn problem(kind: &'static str, seq: i64, why: String) -> Problem {
     Problem { kind, seq, why }
 }
 
-/// One host's mirrored rows (in order of `seq`) against its chain and what it reported
-/// writing (`(highest seq, its hash)`; `None`: no such host registered). Pure.
-fn check_host(
-    host: &str,
-    rows: &[(i64, String, String)],
-    reported: Option<&(i64, Option<String>)>,
-) -> Vec<Problem> {
-    let Some((told, told_head)) = reported else {
+/// One host's mirrored rows (in order of `seq`) against its chain, its registered key and
+/// what it reported writing (`None`: no such host registered). Pure.
+fn check_host(host: &str, rows: &[MirrorRow], reported: Option<&HostReport>) -> Vec<Problem> {
+    let Some(HostReport {
+        mirrored_seq: told,
+        mirrored_head: told_head,
+        public_key,
+    }) = reported
+    else {
         return vec![problem(
             "UNKNOWN HOST",
-            rows.first().map_or(0, |r| r.0),
+            rows.first().map_or(0, |r| r.seq),
             format!("{} rows under a host_id no airlockd of the fleet ever registered (not in airlock_hosts); not trusted", rows.len()),
         )];
     };
     let mut out = Vec::new();
     // Holes: every record from 1 up to the last row must be there.
     let mut want = 1i64;
-    for (seq, _, _) in rows {
+    for MirrorRow { seq, .. } in rows {
         if *seq > want {
             out.push(problem(
                 "MISSING ROWS",
@@ -129,7 +132,7 @@ fn check_host(
         }
         want = want.max(seq.saturating_add(1));
     }
-    let last = rows.last().map_or(0, |r| r.0);
+    let last = rows.last().map_or(0, |r| r.seq);
     if rows.is_empty() && *told > 0 {
         out.push(problem(
             "MISSING",
@@ -143,7 +146,7 @@ fn check_host(
             format!("the mirror ends at record {last}, but {host} reported writing up to record {told} (its tail was deleted)"),
         ));
     } else if *told > 0 {
-        let at = rows.iter().find(|r| r.0 == *told).map(|r| &r.1);
+        let at = rows.iter().find(|r| r.seq == *told).map(|r| &r.hash);
         if at != told_head.as_ref() {
             out.push(problem(
                 "BROKEN",
@@ -159,22 +162,52 @@ fn check_host(
     }
     if let Err((seq, why)) = check_chain(host, rows) {
         out.push(problem("BROKEN", seq, why));
+        return out;
+    }
+    // Whose rows: each signed with the key the host registered (a chain is easy to
+    // rewrite whole; a signature without the host's key is not).
+    let Some(pk) = public_key else {
+        out.push(problem(
+            "UNSIGNED",
+            1,
+            format!("{host} has no signing key registered (an airlockd from before keys): who wrote its rows cannot be checked"),
+        ));
+        return out;
+    };
+    for r in rows {
+        let seq = u64::try_from(r.seq).unwrap_or(0);
+        match &r.sig {
+            None => out.push(problem(
+                "UNSIGNED",
+                r.seq,
+                format!("the row has no signature ({host} signs every row it writes)"),
+            )),
+            Some(sig) if !crate::store::signing::verify(pk, host, seq, &r.hash, sig) => {
+                out.push(problem(
+                    "BAD SIGNATURE",
+                    r.seq,
+                    format!("its signature does not verify with {host}'s registered key: {host} did not write this row"),
+                ))
+            }
+            Some(_) => continue,
+        }
+        break;
     }
     out
 }
 
 /// One host's mirrored chain; `Err((seq, why))` at its first broken record.
-fn check_chain(host: &str, rows: &[(i64, String, String)]) -> Result<(), (i64, String)> {
+fn check_chain(host: &str, rows: &[MirrorRow]) -> Result<(), (i64, String)> {
     let origin = PathBuf::from(format!("(fleet store, host {host})"));
-    let checked = ledger::verify_lines(&origin, rows.iter().map(|(_, _, l)| l.as_bytes()));
+    let checked = ledger::verify_lines(&origin, rows.iter().map(|r| r.line.as_bytes()));
     let records = checked.map_err(|e| match e {
         LedgerError::Broken { seq, why, .. } => (i64::try_from(seq).unwrap_or(i64::MAX), why),
         e => (0, e.to_string()),
     })?;
-    for ((seq, hash, _), r) in rows.iter().zip(&records) {
-        if u64::try_from(*seq).ok() != Some(r.seq) || *hash != r.hash {
+    for (row, r) in rows.iter().zip(&records) {
+        if u64::try_from(row.seq).ok() != Some(r.seq) || row.hash != r.hash {
             return Err((
-                *seq,
+                row.seq,
                 "the row's seq or hash column does not match its record".into(),
             ));
         }
@@ -419,10 +452,23 @@ mod tests {
         assert!(e.contains("host node-b") && e.contains("hash"), "{e}");
     }
 
-    fn rows(seqs: &[i64]) -> Vec<(i64, String, String)> {
+    fn rows(seqs: &[i64]) -> Vec<MirrorRow> {
         seqs.iter()
-            .map(|s| (*s, format!("h{s}"), String::new()))
+            .map(|s| MirrorRow {
+                seq: *s,
+                hash: format!("h{s}"),
+                line: String::new(),
+                sig: None,
+            })
             .collect()
+    }
+
+    fn report(n: i64, head: &str) -> HostReport {
+        HostReport {
+            mirrored_seq: n,
+            mirrored_head: Some(head.into()),
+            public_key: None,
+        }
     }
 
     fn kinds(p: &[Problem]) -> Vec<(&'static str, i64)> {
@@ -431,7 +477,7 @@ mod tests {
 
     #[test]
     fn holes_cut_tails_missing_hosts_and_strangers_are_named() {
-        let told = |n: i64| Some((n, Some(format!("h{n}"))));
+        let told = |n: i64| Some(report(n, &format!("h{n}")));
         let p = check_host("a", &rows(&[1, 2, 4, 5]), told(8).as_ref());
         assert_eq!(kinds(&p), vec![("MISSING ROWS", 3), ("CUT", 6)], "{p:?}");
         assert!(p[1].why.contains("up to record 8"), "{p:?}");
@@ -440,7 +486,7 @@ mod tests {
         let p = check_host("x", &rows(&[1]), None);
         assert_eq!(kinds(&p), vec![("UNKNOWN HOST", 1)]);
         // The reported head replaced by another record.
-        let p = check_host("a", &rows(&[1, 2]), Some(&(2, Some("other".into()))));
+        let p = check_host("a", &rows(&[1, 2]), Some(&report(2, "other")));
         assert_eq!(kinds(&p), vec![("BROKEN", 2)]);
     }
 }

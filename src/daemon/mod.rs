@@ -439,11 +439,13 @@ fn open_fleet(
         }
     };
     let pending = crate::store::pending::Pending::new(&cfg.state_dir);
+    let key = crate::store::signing::HostKey::load_or_create(&cfg.state_dir)?;
     runtime.block_on(crate::store::Fleet::open(
         conf,
         password.as_ref(),
         fires,
         pending,
+        key,
     ))
 }
 

@@ -10,6 +10,7 @@ pub mod conf;
 pub mod pending;
 pub mod pg;
 pub mod schema;
+pub mod signing;
 pub mod skew;
 
 pub use conf::StoreConf;

@@ -13,6 +13,7 @@ use tokio_postgres::NoTls;
 use super::conf::StoreConf;
 use super::pending::{Pending, PendingFire};
 use super::schema;
+use super::signing::HostKey;
 use crate::credentials::Secret;
 
 /// Longest wait for the database in any one call.
@@ -57,6 +58,8 @@ pub struct Fleet {
     /// Whether this process holds the host lease right now (lost while the database is away).
     lease: Arc<AtomicBool>,
     rt: tokio::runtime::Handle,
+    /// Signs every record this host writes to the ledgers' mirror.
+    key: HostKey,
 }
 
 fn pg_config(
@@ -192,6 +195,7 @@ impl Fleet {
         password: Option<&Secret>,
         fires: Fires,
         pending: Pending,
+        key: HostKey,
     ) -> Result<Fleet, String> {
         let name = conf.describe();
         let cfg = pg_config(conf, password)?;
@@ -212,7 +216,8 @@ impl Fleet {
             .map_err(|e| format!("{name}: {e}"))?;
         migrate(&pool).await.map_err(|e| format!("{name}: {e}"))?;
         let lease = Arc::new(AtomicBool::new(false));
-        let client = match take_lease(&cfg, &conf.host_id, &fires).await {
+        let public = key.public_hex();
+        let client = match take_lease(&cfg, &conf.host_id, &fires, &public).await {
             Ok(c) => c,
             Err(e) => return Err(format!("{name}: {e}")),
         };
@@ -224,6 +229,7 @@ impl Fleet {
             pending,
             fires,
             last_fire: 0,
+            public_key: public,
         };
         tokio::time::timeout(TIMEOUT, keeper.sync(&client))
             .await
@@ -237,6 +243,7 @@ impl Fleet {
             name,
             lease,
             rt: tokio::runtime::Handle::current(),
+            key,
         })
     }
 
@@ -400,14 +407,15 @@ impl Fleet {
         .await
     }
 
-    /// What the mirror holds of this host's ledger: `(rows, highest seq)` (`(0, 0)`: none).
-    /// Fewer rows than the highest seq: some were deleted ([`Fleet::mirror_gaps`]).
+    /// What the mirror holds of this host's ledger: `(signed rows, highest seq)` (`(0, 0)`:
+    /// none). Fewer than the highest seq: some were deleted, or written before records were
+    /// signed ([`Fleet::mirror_gaps`]).
     pub async fn mirror_state(&self) -> Result<(u64, u64), StoreError> {
         self.bounded(async {
             let c = self.client().await?;
             let r = c
                 .query_one(
-                    "SELECT count(*)::bigint, coalesce(max(seq), 0)::bigint FROM airlock_ledger WHERE host_id = $1",
+                    "SELECT count(sig)::bigint, coalesce(max(seq), 0)::bigint FROM airlock_ledger WHERE host_id = $1",
                     &[&self.host_id],
                 )
                 .await
@@ -418,14 +426,15 @@ impl Fleet {
         .await
     }
 
-    /// The records `1..=upto` of this host the mirror lacks, the first [`GAPS_AT_ONCE`].
+    /// The records `1..=upto` of this host the mirror lacks or has unsigned, the first
+    /// [`GAPS_AT_ONCE`].
     pub async fn mirror_gaps(&self, upto: u64) -> Result<Vec<u64>, StoreError> {
         self.bounded(async {
             let c = self.client().await?;
             let upto = i64::try_from(upto).unwrap_or(i64::MAX);
             let rows = c
                 .query(
-                    "SELECT s FROM generate_series(1::bigint, $2::bigint) AS s WHERE NOT EXISTS (SELECT 1 FROM airlock_ledger l WHERE l.host_id = $1 AND l.seq = s) ORDER BY s LIMIT $3",
+                    "SELECT s FROM generate_series(1::bigint, $2::bigint) AS s WHERE NOT EXISTS (SELECT 1 FROM airlock_ledger l WHERE l.host_id = $1 AND l.seq = s AND l.sig IS NOT NULL) ORDER BY s LIMIT $3",
                     &[&self.host_id, &upto, &GAPS_AT_ONCE],
                 )
                 .await
@@ -439,8 +448,10 @@ impl Fleet {
     }
 
     /// Write records of this host's ledger to the mirror, in one transaction: `(seq,
-    /// hash, line)`, in order of `seq` (appended, or put back where rows went missing). A
-    /// record already there is left as it is (never overwritten). The highest record
+    /// hash, line)`, in order of `seq` (appended, or put back where rows went missing), each
+    /// signed with this host's key. A record already there is left as it is (never
+    /// overwritten), but for the signature of an unsigned one whose hash and line are the
+    /// file's (written before records were signed). The highest record
     /// written and its hash are this host's report in `airlock_hosts`, in the same
     /// transaction, for `verify-ledger --fleet`.
     pub async fn mirror(&self, rows: &[(u64, String, String)]) -> Result<(), StoreError> {
@@ -448,12 +459,13 @@ impl Fleet {
             let mut c = self.client().await?;
             let tx = c.transaction().await.map_err(|e| self.down(e))?;
             let st = tx
-                .prepare("INSERT INTO airlock_ledger (host_id, seq, hash, line) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+                .prepare("INSERT INTO airlock_ledger AS l (host_id, seq, hash, line, sig) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (host_id, seq) DO UPDATE SET sig = EXCLUDED.sig WHERE l.sig IS NULL AND l.hash = EXCLUDED.hash AND l.line = EXCLUDED.line")
                 .await
                 .map_err(|e| self.down(e))?;
             for (seq, hash, line) in rows {
+                let sig = self.key.sign(&self.host_id, *seq, hash);
                 let seq = i64::try_from(*seq).unwrap_or(i64::MAX);
-                tx.execute(&st, &[&self.host_id, &seq, hash, line])
+                tx.execute(&st, &[&self.host_id, &seq, hash, line, &sig])
                     .await
                     .map_err(|e| self.down(e))?;
             }
@@ -611,6 +623,7 @@ async fn take_lease(
     cfg: &tokio_postgres::Config,
     host_id: &str,
     fires: &Fires,
+    public_key: &str,
 ) -> Result<tokio_postgres::Client, String> {
     let work = async {
         let (client, mut conn) = cfg
@@ -643,11 +656,26 @@ async fn take_lease(
             .ok()
             .and_then(|h| h.into_string().ok())
             .unwrap_or_default();
+        // A host_id is one host's: registered with its key at its first start (or its first
+        // start with keys), and refused to any other key (the lease makes this race-free).
+        let registered: Option<Option<String>> = client
+            .query_opt(
+                "SELECT public_key FROM airlock_hosts WHERE host_id = $1",
+                &[&host_id],
+            )
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|r| r.get(0));
+        if registered.flatten().is_some_and(|k| k != public_key) {
+            return Err(format!(
+                "store.host_id: `{host_id}` is registered in the fleet store with another signing key than this host's (state_dir/fleet/host-key.pk8): a host_id belongs to one host; give this host a host_id of its own (if this is that host and its key was lost, an operator clears the registration: see the manual's Many hosts page)"
+            ));
+        }
         client
             .execute(
-                "INSERT INTO airlock_hosts (host_id, hostname, pid, started_at, seen_at) VALUES ($1, $2, $3, now(), now())
-                 ON CONFLICT (host_id) DO UPDATE SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, started_at = now(), seen_at = now()",
-                &[&host_id, &hostname, &i64::from(std::process::id())],
+                "INSERT INTO airlock_hosts (host_id, hostname, pid, started_at, seen_at, public_key) VALUES ($1, $2, $3, now(), now(), $4)
+                 ON CONFLICT (host_id) DO UPDATE SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, started_at = now(), seen_at = now(), public_key = EXCLUDED.public_key",
+                &[&host_id, &hostname, &i64::from(std::process::id()), &public_key],
             )
             .await
             .map_err(|e| e.to_string())?;
@@ -674,6 +702,8 @@ struct Keeper {
     fires: Fires,
     /// The newest fire passed on (`airlock_fires.seq`).
     last_fire: i64,
+    /// This host's public key, checked against its registration on every reconnect.
+    public_key: String,
 }
 
 impl Keeper {
@@ -732,7 +762,8 @@ async fn keep_lease(
             client = None;
             eprintln!("airlockd: {name}: lost the host lease connection; refusing new launches and hires until it is back");
         }
-        let Ok(c) = take_lease(&cfg, &keeper.host_id, &keeper.fires).await else {
+        let Ok(c) = take_lease(&cfg, &keeper.host_id, &keeper.fires, &keeper.public_key).await
+        else {
             continue;
         };
         // Launches resume only once the fires made or missed meanwhile are through.
@@ -776,11 +807,30 @@ async fn bounded<T>(
 /// snapshot (a mirror write between two reads would look like a cut tail).
 #[derive(Debug, Default)]
 pub struct FleetLedgers {
-    /// By host, rows `(seq, hash, line)` in order of `seq`.
-    pub rows: std::collections::BTreeMap<String, Vec<(i64, String, String)>>,
-    /// By host (every host that ever took a lease): the highest record it wrote to the
-    /// mirror and that record's hash (`(0, None)`: none yet).
-    pub reported: std::collections::BTreeMap<String, (i64, Option<String>)>,
+    /// By host, its rows in order of `seq`.
+    pub rows: std::collections::BTreeMap<String, Vec<MirrorRow>>,
+    /// By host (every host that ever took a lease): what it registered and reported.
+    pub reported: std::collections::BTreeMap<String, HostReport>,
+}
+
+/// One row of the ledgers' mirror.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorRow {
+    pub seq: i64,
+    pub hash: String,
+    pub line: String,
+    /// The host's signature ([`super::signing`]); `None`: unsigned.
+    pub sig: Option<String>,
+}
+
+/// What a host registered and last reported in `airlock_hosts`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostReport {
+    /// The highest record it wrote to the mirror (0: none yet) and that record's hash.
+    pub mirrored_seq: i64,
+    pub mirrored_head: Option<String>,
+    /// Its Ed25519 public key (hex); `None`: an airlockd from before keys.
+    pub public_key: Option<String>,
 }
 
 /// Read [`FleetLedgers`] without taking any lease (`airlockctl`).
@@ -801,26 +851,35 @@ pub async fn read_ledgers(
         let mut out = FleetLedgers::default();
         for r in tx
             .query(
-                "SELECT host_id, mirrored_seq, mirrored_head FROM airlock_hosts",
+                "SELECT host_id, mirrored_seq, mirrored_head, public_key FROM airlock_hosts",
                 &[],
             )
             .await
             .map_err(|e| e.to_string())?
         {
-            out.reported.insert(r.get(0), (r.get(1), r.get(2)));
+            out.reported.insert(
+                r.get(0),
+                HostReport {
+                    mirrored_seq: r.get(1),
+                    mirrored_head: r.get(2),
+                    public_key: r.get(3),
+                },
+            );
         }
         let rows = tx
             .query(
-                "SELECT host_id, seq, hash, line FROM airlock_ledger ORDER BY host_id, seq",
+                "SELECT host_id, seq, hash, line, sig FROM airlock_ledger ORDER BY host_id, seq",
                 &[],
             )
             .await
             .map_err(|e| e.to_string())?;
         for r in rows {
-            out.rows
-                .entry(r.get(0))
-                .or_default()
-                .push((r.get(1), r.get(2), r.get(3)));
+            out.rows.entry(r.get(0)).or_default().push(MirrorRow {
+                seq: r.get(1),
+                hash: r.get(2),
+                line: r.get(3),
+                sig: r.get(4),
+            });
         }
         Ok(out)
     };

@@ -78,6 +78,12 @@ pub const MIGRATIONS: &[&str] = &[
         ADD COLUMN mirrored_seq bigint NOT NULL DEFAULT 0,
         ADD COLUMN mirrored_head text;
     ",
+    // 4: each host's Ed25519 public key (store::signing), registered at its first start, and
+    // each mirrored record's signature by its host.
+    "
+    ALTER TABLE airlock_hosts ADD COLUMN public_key text;
+    ALTER TABLE airlock_ledger ADD COLUMN sig text;
+    ",
 ];
 
 /// The schema version this build writes.
