@@ -588,11 +588,20 @@ async fn migrate(pool: &Pool) -> Result<(), String> {
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&K_SCHEMA])
             .await
             .map_err(|e| e.to_string())?;
-        tx.batch_execute(
-            "CREATE TABLE IF NOT EXISTS airlock_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-        )
-        .await
-        .map_err(|e| format!("cannot create the schema table: {e}"))?;
+        // Created only when missing: a host's role of a fleet with row-level security
+        // (the manual's Many hosts page) may not create tables, even ones that exist.
+        let missing: bool = tx
+            .query_one("SELECT to_regclass('airlock_schema') IS NULL", &[])
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        if missing {
+            tx.batch_execute(
+                "CREATE TABLE airlock_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+            )
+            .await
+            .map_err(|e| format!("cannot create the schema table: {e}"))?;
+        }
         let found: i32 = tx
             .query_one("SELECT coalesce(max(version), 0) FROM airlock_schema", &[])
             .await
