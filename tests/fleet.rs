@@ -293,6 +293,63 @@ fn twenty_launches_across_two_hosts_admit_exactly_the_weekly_budget() {
     assert!(m.contains("runs_per_week") && m.contains("fleet"), "{m}");
 }
 
+/// The manual's SQL for a database role per host (docs/src/operating/fleet.md, read from the
+/// manual so the two cannot drift), applied to a fleet's tables: another host's role inserts
+/// no row under a host's id and its updates and deletes of that host's rows touch none,
+/// while it writes its own.
+#[test]
+fn under_the_manuals_row_level_security_a_host_role_writes_only_its_own_rows() {
+    let pg = Postgres::start();
+    let mut a = Node::new(&pg, "node-a", uid_base(), None, "");
+    a.start(); // the tables, and node-a in airlock_hosts
+    stop(&mut a);
+    let manual = std::fs::read_to_string("docs/src/operating/fleet.md").unwrap();
+    let rls = manual
+        .split("```sql")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("ENABLE ROW LEVEL SECURITY"))
+        .expect("the manual's row-level security SQL");
+    pg.psql("CREATE ROLE \"node-a\" LOGIN; CREATE ROLE \"node-b\" LOGIN");
+    pg.psql("INSERT INTO airlock_ledger (host_id, seq, hash, line) VALUES ('node-a', 1000001, 'h', 'l')");
+    pg.psql(rls);
+    let b = |sql: &str| pg.psql_as("node-b", sql);
+    // Its own rows: written (so a refusal below is the policy, not a missing grant).
+    assert_eq!(
+        b("INSERT INTO airlock_ledger (host_id, seq, hash, line) VALUES ('node-b', 1, 'h', 'l')"),
+        Ok("INSERT 0 1".into())
+    );
+    let count = |verb: &str| format!("WITH w AS ({verb} RETURNING 1) SELECT count(*) FROM w");
+    assert_eq!(
+        b(&count(
+            "UPDATE airlock_ledger SET line = 'm' WHERE host_id = 'node-b'"
+        )),
+        Ok("1".into())
+    );
+    // Another host's: refused, or no row touched.
+    let e = b("INSERT INTO airlock_ledger (host_id, seq, hash, line) VALUES ('node-a', 1000002, 'h', 'l')")
+        .expect_err("an insert under node-a's id");
+    assert!(e.contains("row-level security"), "{e}");
+    for sql in [
+        "UPDATE airlock_ledger SET line = 'forged' WHERE host_id = 'node-a'",
+        "UPDATE airlock_ledger SET host_id = 'node-b' WHERE host_id = 'node-a'",
+        "DELETE FROM airlock_ledger WHERE host_id = 'node-a'",
+        "UPDATE airlock_hosts SET host_id = host_id WHERE host_id = 'node-a'",
+        "DELETE FROM airlock_hosts WHERE host_id = 'node-a'",
+        "DELETE FROM airlock_ledger WHERE host_id = 'node-b'",
+    ] {
+        assert_eq!(b(&count(sql)), Ok("0".into()), "{sql}");
+    }
+    assert_eq!(
+        pg.psql("SELECT line FROM airlock_ledger WHERE host_id = 'node-a' AND seq = 1000001"),
+        "l"
+    );
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM airlock_hosts WHERE host_id = 'node-a'"),
+        "1"
+    );
+}
+
 /// What the web-researcher role's hire checks for (nothing is read before a run needs it):
 /// its provider (no key: a local model server), its board connector and the GitHub App.
 const HIRE_EXTRA: &str = "credentials:\n  gh: /etc/airlock/credentials/gh.pem\nproviders:\n  claude: {url: \"http://127.0.0.1:9\"}\nmcp_connectors:\n  board: {url: \"http://127.0.0.1:9/mcp\"}\ngithub: {app_id: 7, private_key: gh}\n";

@@ -181,6 +181,31 @@ impl Postgres {
     pub fn psql(&self, sql: &str) -> String {
         self.psql_db("airlock", sql)
     }
+
+    /// Run SQL in database `airlock` as the role `user` (the cluster trusts its socket):
+    /// its unaligned output, or what psql said when the statement failed.
+    pub fn psql_as(&self, user: &str, sql: &str) -> Result<String, String> {
+        let o = Command::new(self.bin.join("psql"))
+            .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
+            .arg(&self.socket_dir)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                user,
+                "-d",
+                "airlock",
+                "-c",
+                sql,
+            ])
+            .output()
+            .unwrap();
+        if o.status.success() {
+            Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+        } else {
+            Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+        }
+    }
 }
 
 impl Drop for Postgres {
