@@ -577,7 +577,7 @@ fn the_admission_statement_never_over_admits() {
     // window has moved on: admitted again.
     pg.psql(&format!(
         "UPDATE airlock_admissions SET admitted_ms = array(SELECT t - {} - 1 FROM unnest(admitted_ms) AS t)",
-        airlock::daemon::budget::WEEK_MS
+        airlock::policy::budget::WEEK_MS
     ));
     let again = rt.block_on(async {
         let conf = StoreConf {

@@ -8,9 +8,6 @@
 //! helper, cgroup and disk clean-up) goes to its bounded blocking pool. The daemon itself
 //! never forks.
 
-/// Moved to policy (pure arithmetic); kept under this name for the fleet store until it
-/// reads the database's clock.
-pub use crate::policy::budget;
 pub mod cgroup;
 pub mod connectors;
 pub mod events;

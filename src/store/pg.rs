@@ -301,7 +301,7 @@ impl Fleet {
             super::skew::check(db_ms, before, crate::clock::now_ms()).map_err(|m| {
                 StoreError::Refused(format!("{}: {m}", self.name))
             })?;
-            let week = i64::try_from(crate::daemon::budget::WEEK_MS).unwrap_or(i64::MAX);
+            let week = i64::try_from(crate::policy::budget::WEEK_MS).unwrap_or(i64::MAX);
             let limit_i = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
             let rows = c
                 .query(
