@@ -373,8 +373,8 @@ fn host_pattern(s: &str) -> Option<String> {
         Some(rest) => (true, rest),
         None => (false, s),
     };
-    let t = crate::gateway::egress::target::parse_authority(name, Some(443))?;
-    let crate::gateway::egress::target::Host::Name(n) = t.host else {
+    let t = crate::authority::parse_authority(name, Some(443))?;
+    let crate::authority::Host::Name(n) = t.host else {
         return None;
     };
     // The authority parser takes `name:port`; a destination host has no port.

@@ -8,6 +8,7 @@
 //! - [`supervisor`], [`journal`] and [`control`] turn the jail into a service.
 //! - The binaries in `src/bin` only parse arguments and call into [`cli`].
 
+pub mod authority;
 pub mod calendar;
 pub mod catalog;
 pub mod cli;

@@ -148,7 +148,7 @@ fn egress(
     target: &str,
     request: Option<&(String, String)>,
 ) -> Result<Decision, String> {
-    use crate::gateway::egress::target::parse_authority;
+    use crate::authority::parse_authority;
     use crate::policy::egress::{destinations, route, EgressGrants, Via};
     let t = parse_authority(target, Some(443))
         .ok_or("HOST[:PORT]: HOST a DNS name or an IP address ([v6] with a port), PORT 1-65535")?;

@@ -29,9 +29,9 @@ pub fn provider_host(url: &str) -> Option<String> {
         return None;
     };
     let authority = rest.split(['/', '?', '#']).next()?;
-    let t = crate::gateway::egress::target::parse_authority(authority, Some(port))?;
+    let t = crate::authority::parse_authority(authority, Some(port))?;
     Some(match t.host {
-        crate::gateway::egress::target::Host::Ip(std::net::IpAddr::V6(v6)) => {
+        crate::authority::Host::Ip(std::net::IpAddr::V6(v6)) => {
             format!("[{v6}]:{}", t.port)
         }
         h => format!("{}:{}", h.text(), t.port),

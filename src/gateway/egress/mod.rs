@@ -20,7 +20,8 @@ pub mod coding;
 pub mod dns;
 pub mod forward;
 pub mod resolve;
-pub mod target;
+// Where a request wants to go is parsed by a leaf the configuration shares.
+pub use crate::authority as target;
 pub mod terminate;
 pub mod tunnel;
 
