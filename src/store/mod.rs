@@ -9,6 +9,7 @@
 pub mod conf;
 pub mod pending;
 pub mod pg;
+mod private_file;
 pub mod schema;
 pub mod signing;
 pub mod skew;

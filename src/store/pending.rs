@@ -5,7 +5,6 @@
 //! before it is.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One fire the fleet store does not have yet.
@@ -39,31 +38,9 @@ impl Pending {
 
     /// Queue a fire, durably (the file and its directory fsync'd) before returning.
     pub fn add(&self, f: &PendingFire) -> Result<(), String> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let path = self.file(&f.instance)?;
-        let say = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(|e| say("cannot create", &self.dir, e))?;
-        let tmp = path.with_extension("json.tmp");
-        let _ = fs::remove_file(&tmp);
         let text = serde_json::to_vec(f).map_err(|e| e.to_string())?;
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-            .map_err(|e| say("cannot write", &tmp, e))?;
-        file.write_all(&text)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| say("cannot write", &tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| say("cannot rename", &path, e))?;
-        fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| say("cannot fsync", &self.dir, e))
+        super::private_file::write(&self.dir, &path, &text)
     }
 
     /// The store has it now.

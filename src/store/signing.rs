@@ -5,8 +5,8 @@
 //! with database access) wrote under its name, even with a valid hash chain.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
@@ -84,27 +84,7 @@ impl HostKey {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let (key, doc) = HostKey::generate()?;
                 let dir = path.parent().unwrap_or(state_dir);
-                fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(|e| say("cannot create", dir, e))?;
-                let tmp = path.with_extension("pk8.tmp");
-                let _ = fs::remove_file(&tmp);
-                let mut f = fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                    .open(&tmp)
-                    .map_err(|e| say("cannot write", &tmp, e))?;
-                f.write_all(&doc)
-                    .and_then(|()| f.sync_all())
-                    .map_err(|e| say("cannot write", &tmp, e))?;
-                fs::rename(&tmp, &path).map_err(|e| say("cannot rename", &path, e))?;
-                fs::File::open(dir)
-                    .and_then(|d| d.sync_all())
-                    .map_err(|e| say("cannot fsync", dir, e))?;
+                super::private_file::write(dir, &path, &doc)?;
                 Ok(key)
             }
             Err(e) => Err(say("cannot read", &path, e)),

@@ -157,22 +157,27 @@ impl Postgres {
         )
     }
 
-    fn psql_db(&self, db: &str, sql: &str) -> String {
-        let o = Command::new(self.bin.join("psql"))
+    /// psql as `user` on database `db`, stopping at the first error.
+    fn psql_run(&self, user: &str, db: &str, sql: &str) -> std::process::Output {
+        Command::new(self.bin.join("psql"))
             .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
             .arg(&self.socket_dir)
             .args([
                 "-p",
                 &self.port.to_string(),
                 "-U",
-                "postgres",
+                user,
                 "-d",
                 db,
                 "-c",
                 sql,
             ])
             .output()
-            .unwrap();
+            .unwrap()
+    }
+
+    fn psql_db(&self, db: &str, sql: &str) -> String {
+        let o = self.psql_run("postgres", db, sql);
         check(o.clone(), &format!("psql {sql}"));
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     }
@@ -185,21 +190,7 @@ impl Postgres {
     /// Run SQL in database `airlock` as the role `user` (the cluster trusts its socket):
     /// its unaligned output, or what psql said when the statement failed.
     pub fn psql_as(&self, user: &str, sql: &str) -> Result<String, String> {
-        let o = Command::new(self.bin.join("psql"))
-            .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
-            .arg(&self.socket_dir)
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                user,
-                "-d",
-                "airlock",
-                "-c",
-                sql,
-            ])
-            .output()
-            .unwrap();
+        let o = self.psql_run(user, "airlock", sql);
         if o.status.success() {
             Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
         } else {
