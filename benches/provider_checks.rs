@@ -5,8 +5,8 @@
 //!
 //! Run: `cargo bench --bench provider_checks`.
 
-use airlock::gateway::provider_check::{self, Metered, Rules};
-use airlock::gateway::usage::Api;
+use airlock::gateway::provider::check::{self as provider_check, Metered, Rules};
+use airlock::gateway::provider::usage::Api;
 use airlock::gateway::withhold::Secrets;
 use bytes::Bytes;
 use serde_json::json;

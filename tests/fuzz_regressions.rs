@@ -1,7 +1,7 @@
 //! Inputs the fuzz targets (fuzz/fuzz_targets/) once crashed on, replayed through the same
 //! invariants, so each fix stays fixed without a nightly toolchain.
 
-use airlock::gateway::{jsonrpc, strict_json};
+use airlock::gateway::{mcp::jsonrpc, strict_json};
 use serde_json::Value;
 
 /// mcp_message: a number with a long mantissa was read (not correctly rounded) as one

@@ -2,7 +2,7 @@
 // byte (API, streamed or not, where to cut), then the answer's bytes. Invariant: what the
 // meter reads does not depend on how the bytes were split into chunks (the network
 // decides that, not the provider), and never panics on any bytes.
-use airlock::gateway::usage::{Api, Meter};
+use airlock::gateway::provider::usage::{Api, Meter};
 
 pub fn check(data: &[u8]) {
     let Some((&sel, body)) = data.split_first() else {

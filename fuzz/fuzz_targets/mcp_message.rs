@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use airlock::gateway::jsonrpc::{self, Headers};
+use airlock::gateway::mcp::jsonrpc::{self, Headers};
 use airlock::gateway::strict_json;
 use airlock::policy::engine::RolePolicy;
 use airlock::policy::Policies;

@@ -1,5 +1,5 @@
 //! `airlockctl connector login|status|logout`: an OAuth connector's authorization, done
-//! by airlockd for an admin (see [`crate::gateway::oauth_login`]). Each login and logout is
+//! by airlockd for an admin (see [`crate::gateway::mcp::oauth_login`]). Each login and logout is
 //! journaled with who asked; no answer or event carries a token.
 
 use serde_json::{json, Value};
@@ -8,7 +8,7 @@ use super::Daemon;
 use crate::config::Config;
 use crate::control::auth::Peer;
 use crate::control::protocol::{ErrorCode, Op, Response};
-use crate::gateway::oauth_login;
+use crate::gateway::mcp::oauth_login;
 use crate::journal::EventKind;
 use crate::supervisor::launch::connector_oauth;
 

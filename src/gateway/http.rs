@@ -12,8 +12,8 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, ORIGIN};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
-use super::jsonrpc::{Headers, Reply};
-use super::{egress, mcp_proxy, mcp_server};
+use super::mcp::jsonrpc::{Headers, Reply};
+use super::{egress, mcp};
 use super::{full, GwBody, RunGateway};
 
 /// Largest message body accepted.
@@ -200,7 +200,7 @@ async fn handle(gw: &RunGateway, req: Request<Incoming>) -> Response<Body> {
 /// One MCP endpoint: Airlock's own server (`None`) or a connector's.
 async fn endpoint(
     gw: &RunGateway,
-    connector: Option<&mcp_proxy::Connector>,
+    connector: Option<&mcp::proxy::Connector>,
     req: Request<Incoming>,
 ) -> Response<Body> {
     match *req.method() {
@@ -239,8 +239,8 @@ async fn endpoint(
                 name: name.as_deref(),
             };
             reply(match connector {
-                None => mcp_server::post(gw, h, &body).await,
-                Some(c) => mcp_proxy::post(gw, c, h, &body).await,
+                None => mcp::server::post(gw, h, &body).await,
+                Some(c) => mcp::proxy::post(gw, c, h, &body).await,
             })
         }
         Method::DELETE => {

@@ -3,47 +3,35 @@
 //! listener out ([`crate::sandbox::command_side`]); the supervisor serves it here, from
 //! outside the jail, for that run alone, and stops it when the run ends.
 //!
-//! Served: Airlock's own MCP server at `/mcp/airlock` with the `bash` tool
-//! ([`bash_tool`]), whose allowed commands run on the run's command side
-//! ([`crate::sandbox::runner`]), and `/mcp/<connector>` for each `run.mcp` connector with
-//! `{via: airlock}` ([`mcp_proxy`]) in front of its upstream: streamable HTTP on this
-//! host ([`upstream`]) or a stdio server in a jail of its own ([`stdio_upstream`]; the
-//! supervisor starts that jail and hands the gateway its socket). Every call is decided by the policy core and
-//! journaled. The same listener is the run's HTTP proxy ([`egress`]): `CONNECT` tunnels
-//! and absolute-form plain HTTP to what the role may reach, each connection journaled.
+//! Served: Airlock's own MCP server at `/mcp/airlock` with the `bash` tool ([`bash`]),
+//! whose allowed commands run on the run's command side ([`crate::sandbox::runner`]), and
+//! `/mcp/<connector>` for each `run.mcp` connector with `{via: airlock}` ([`mcp`]) in front
+//! of its upstream. The same listener is the run's HTTP proxy: the model provider's route
+//! ([`provider`]), GitHub's ([`github`]), and `CONNECT` tunnels and absolute-form plain
+//! HTTP to what the role may reach ([`egress`]). Every call is decided by the policy core
+//! and journaled.
 //!
-//! Layers, each one concern: [`http`] (routing, limits, headers), [`jsonrpc`] (messages,
-//! sessions, replies), [`mcp_server`] and [`mcp_proxy`] (the two kinds of endpoint),
-//! [`bash_tool`] (the tool), [`runner_client`] (the command side's socket), [`upstream`]
-//! and [`stdio_upstream`] (a connector's upstream), [`strict_json`] (the one reader of a
-//! run's JSON).
+//! One folder per route; beside them what the routes share: [`http`] (the front: routing,
+//! limits, headers), [`headers`], [`withhold`] (credentials kept out of answers),
+//! [`strict_json`] (the one reader of a run's JSON), [`scope`] and [`run_tls`].
 //!
 //! [`GATEWAY_PORT`]: crate::sandbox::runner::GATEWAY_PORT
 
-pub mod bash_tool;
-pub mod charge;
+pub mod bash;
 pub mod egress;
 pub mod github;
 pub mod headers;
 pub mod http;
-pub mod jsonrpc;
-pub mod mcp_proxy;
-pub mod mcp_server;
-pub mod oauth;
-pub mod oauth_login;
-pub mod oauth_meta;
-pub mod oauth_reach;
+pub mod mcp;
 pub mod provider;
-pub mod provider_check;
 pub mod run_tls;
-pub mod runner_client;
 pub mod scope;
-pub mod stdio_upstream;
 pub mod strict_json;
-pub mod upstream;
-pub mod usage;
 pub mod withhold;
 
+use bash::runner_client;
+use mcp::{oauth, stdio_upstream, upstream};
+use provider::charge;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -246,9 +234,9 @@ pub struct RunGateway {
     pub deadline: Option<Instant>,
     pub runner: runner_client::RunnerClient,
     pub log: Arc<dyn CallLog>,
-    pub sessions: mcp_server::Sessions,
+    pub sessions: mcp::server::Sessions,
     /// The connectors served, by name.
-    pub connectors: std::collections::BTreeMap<String, mcp_proxy::Connector>,
+    pub connectors: std::collections::BTreeMap<String, mcp::proxy::Connector>,
     /// The provider route, when the plan has one.
     pub provider: Option<provider::Provider>,
     pub egress: Arc<egress::Egress>,
@@ -343,7 +331,7 @@ impl Gateway {
             };
             connectors.insert(
                 name.clone(),
-                mcp_proxy::Connector::new(name.clone(), upstream, secret, log.clone()),
+                mcp::proxy::Connector::new(name.clone(), upstream, secret, log.clone()),
             );
         }
         let account = Arc::new(charge::Account::default());
@@ -370,7 +358,7 @@ impl Gateway {
             deadline,
             runner,
             log,
-            sessions: mcp_server::Sessions::default(),
+            sessions: mcp::server::Sessions::default(),
             scope: scope.clone(),
         });
         let served = runtime.spawn(http::serve(listener, state, rx));

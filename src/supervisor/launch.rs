@@ -302,7 +302,7 @@ fn oauth_source(
     url: &crate::urls::HttpUrl,
     o: &crate::config::OAuthConf,
     ca_file: Option<&Path>,
-) -> Result<std::sync::Arc<crate::gateway::oauth::TokenSource>, LaunchError> {
+) -> Result<std::sync::Arc<crate::gateway::mcp::oauth::TokenSource>, LaunchError> {
     let at = format!("{}: mcp_connectors.{name}.oauth", cfg.file.display());
     let client_secret = match &o.client_secret {
         Some(n) => {
@@ -318,7 +318,7 @@ fn oauth_source(
     };
     let tls =
         crate::gateway::provider::tls_config(ca_file).map_err(|e| refused(format!("{at}: {e}")))?;
-    use crate::gateway::oauth::GrantPlan;
+    use crate::gateway::mcp::oauth::GrantPlan;
     let grant = match o.grant {
         crate::config::OAuthGrant::ClientCredentials => GrantPlan::ClientCredentials,
         crate::config::OAuthGrant::AuthorizationCode => GrantPlan::AuthorizationCode {
@@ -334,7 +334,7 @@ fn oauth_source(
         })?),
         None => None,
     };
-    let plan = crate::gateway::oauth::OAuthPlan {
+    let plan = crate::gateway::mcp::oauth::OAuthPlan {
         issuer,
         client_id: o.client_id.clone(),
         client_secret,
@@ -342,14 +342,14 @@ fn oauth_source(
         scopes: o.scopes.clone(),
         tls,
     };
-    Ok(crate::gateway::oauth::shared(name, url, plan))
+    Ok(crate::gateway::mcp::oauth::shared(name, url, plan))
 }
 
 /// The shared token source of OAuth connector `name` (for `airlockctl connector`).
 pub fn connector_oauth(
     cfg: &Config,
     name: &str,
-) -> Result<std::sync::Arc<crate::gateway::oauth::TokenSource>, String> {
+) -> Result<std::sync::Arc<crate::gateway::mcp::oauth::TokenSource>, String> {
     let c = cfg.mcp_connectors.get(name).ok_or_else(|| {
         format!(
             "{}: mcp_connectors has no connector {name}",

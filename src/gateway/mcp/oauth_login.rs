@@ -19,10 +19,10 @@ use hyper::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::Method;
 use serde_json::{json, Value};
 
-use super::oauth::{GrantPlan, TokenSource};
-use super::oauth_meta::{self as meta, ServerMeta, DEVICE_GRANT};
 use crate::credentials::oauth_grant::{self, Grant};
 use crate::credentials::Secret;
+use crate::gateway::mcp::oauth::{GrantPlan, TokenSource};
+use crate::gateway::mcp::oauth_meta::{self as meta, ServerMeta, DEVICE_GRANT};
 
 /// Logins begun and not finished, at most (a newer one pushes out the oldest).
 const MAX_PENDING: usize = 16;
@@ -281,7 +281,7 @@ impl TokenSource {
     pub async fn logout(&self) -> Result<Value, String> {
         let store = store_of(self)?;
         let Some(g) = oauth_grant::load(&store)? else {
-            for s in super::oauth::sources_of(&self.connector) {
+            for s in crate::gateway::mcp::oauth::sources_of(&self.connector) {
                 s.drop_token().await;
             }
             return Ok(
@@ -320,7 +320,7 @@ impl TokenSource {
             revoked = true;
         }
         let forgotten = oauth_grant::forget(&store)?;
-        for s in super::oauth::sources_of(&self.connector) {
+        for s in crate::gateway::mcp::oauth::sources_of(&self.connector) {
             s.drop_token().await;
         }
         Ok(
@@ -477,7 +477,7 @@ pub async fn finish(
     };
     oauth_grant::save(&store, &grant)?;
     // Every source of the connector drops what it had; this one starts with the new token.
-    for s in super::oauth::sources_of(connector) {
+    for s in crate::gateway::mcp::oauth::sources_of(connector) {
         s.drop_token().await;
     }
     let expires_in = answer.expires_in;

@@ -1,15 +1,19 @@
 //! The model provider route: `/provider/<name>/...` on the run's gateway, in front of
 //! `providers.<name>.url`. The agent's configuration points its provider here with a run
 //! token as its key; the gateway checks the token against the run's lease and the request
-//! ([`super::provider_check`]: endpoint, headers, model, tools, content, output limit),
-//! reserves its worst case against `budget.spend_usd` ([`super::charge`]), then forwards
+//! ([`crate::gateway::provider::check`]: endpoint, headers, model, tools, content, output limit),
+//! reserves its worst case against `budget.spend_usd` ([`crate::gateway::provider::charge`]), then forwards
 //! what it checked (the body as it read it) with the real key to the configured URL and
 //! nowhere else. The response streams back as it comes (never buffered), with the run's
-//! secrets withheld ([`super::withhold`]); its usage is read on the way ([`super::usage`])
+//! secrets withheld ([`crate::gateway::withhold`]); its usage is read on the way ([`crate::gateway::provider::usage`])
 //! and the exchange is settled when it ends, however it ends.
 //!
 //! Refusals answer in the provider's own error format, so the agent's client reports them
 //! as it would the provider's.
+
+pub mod charge;
+pub mod check;
+pub mod usage;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,14 +30,14 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use super::charge::{Account, Exchange, MeteredBody, Outcome, Over, Reserve};
-use super::provider_check::{self as check, refused, Metered, Refusal};
-use super::usage::{Api, Meter};
-use super::withhold::{Secrets, Withheld, WithheldRecord};
-use super::GwBody;
 use crate::credentials::leases::{LeaseKind, LiveLeases};
 use crate::credentials::Secret;
+use crate::gateway::withhold::{Secrets, Withheld, WithheldRecord};
+use crate::gateway::GwBody;
 use crate::policy::prices::{ModelPrice, Usage};
+use charge::{Account, Exchange, MeteredBody, Outcome, Over, Reserve};
+use check::{refused, Metered, Refusal};
+use usage::{Api, Meter};
 
 /// The gateway path prefix of the provider route.
 pub const ROUTE: &str = "/provider/";
@@ -210,7 +214,7 @@ fn refusal(api: Api, status: StatusCode, kind: &str, message: &str) -> Response<
             "error": {"message": message, "type": kind, "param": null, "code": kind},
         }),
     };
-    let mut r = Response::new(super::full(Bytes::from(body.to_string())));
+    let mut r = Response::new(crate::gateway::full(Bytes::from(body.to_string())));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -244,7 +248,7 @@ fn presented(h: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
 }
 
-/// Request headers not forwarded beyond the hop-by-hop ones ([`super::headers`]): the
+/// Request headers not forwarded beyond the hop-by-hop ones ([`crate::gateway::headers`]): the
 /// client's credentials (the real key replaces them), what could pick another account or
 /// compress the response past the usage meter, and the body's framing and type (the
 /// gateway sends the body it read, as JSON).
@@ -269,7 +273,7 @@ const DROP_RESPONSE: &[&str] = &["set-cookie", "content-length"];
 pub async fn handle(
     p: &Provider,
     leases: &LiveLeases,
-    log: Arc<dyn super::CallLog>,
+    log: Arc<dyn crate::gateway::CallLog>,
     rest: &str,
     req: Request<Incoming>,
 ) -> Response<GwBody> {
@@ -283,7 +287,7 @@ pub async fn handle(
     let mut rec = ProviderRecord {
         provider: p.plan.name.clone(),
         model: None,
-        endpoint: super::clip(&endpoint, super::MAX_NAME_CHARS),
+        endpoint: crate::gateway::clip(&endpoint, crate::gateway::MAX_NAME_CHARS),
         allow: false,
         rule: String::new(),
         reason: String::new(),
@@ -351,7 +355,7 @@ pub async fn handle(
         rec.model = doc
             .get("model")
             .and_then(Value::as_str)
-            .map(|m| super::clip(m, super::MAX_NAME_CHARS));
+            .map(|m| crate::gateway::clip(m, crate::gateway::MAX_NAME_CHARS));
         let rules = check::Rules {
             api,
             model: &p.plan.model,
@@ -381,7 +385,7 @@ pub async fn handle(
     let url = p.plan.url.join(rest, query.as_deref());
     let mut up = Request::builder().method(parts.method.clone()).uri(&url);
     if let Some(h) = up.headers_mut() {
-        *h = super::headers::forwarded(&parts.headers, DROP_REQUEST);
+        *h = crate::gateway::headers::forwarded(&parts.headers, DROP_REQUEST);
         h.insert(
             hyper::header::ACCEPT_ENCODING,
             HeaderValue::from_static("identity"),
@@ -445,7 +449,7 @@ pub async fn handle(
         }
     };
     let (mut parts, body) = resp.into_parts();
-    parts.headers = super::headers::forwarded(&parts.headers, DROP_RESPONSE);
+    parts.headers = crate::gateway::headers::forwarded(&parts.headers, DROP_RESPONSE);
     let streamed = parts
         .headers
         .get(CONTENT_TYPE)
@@ -454,7 +458,7 @@ pub async fn handle(
     let meter =
         (metered == Metered::Yes && parts.status.is_success()).then(|| Meter::new(api, streamed));
     exchange.answered(parts.status.as_u16(), streamed, meter);
-    if super::headers::encoded(&parts.headers) {
+    if crate::gateway::headers::encoded(&parts.headers) {
         // Asked for identity: an encoded answer can be neither metered nor checked.
         exchange.end(
             Outcome::Cut,

@@ -16,19 +16,19 @@
 //!   read; any other is replaced by a notice saying which rule withheld it, and journaled.
 //! - prompts, completions and logging fail closed: a role cannot grant them.
 //! - The upstream's own requests (sampling, elicitation, roots) are answered by
-//!   [`super::upstream`], never relayed; its notifications go no further.
+//!   [`crate::gateway::mcp::upstream`], never relayed; its notifications go no further.
 //! - Each side keeps its own session: the agent's id is Airlock's, the upstream's stays here.
 
 use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
-use super::jsonrpc::{
+use crate::gateway::mcp::jsonrpc::{
     self, negotiate, parse_message, rpc_error, rpc_result, Headers, Reply, INTERNAL_ERROR,
     INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, REFUSED,
 };
-use super::upstream::{Exchange, Upstream, UpstreamError};
-use super::{withhold, CallLog, CallRecord, RunGateway};
+use crate::gateway::mcp::upstream::{Exchange, Upstream, UpstreamError};
+use crate::gateway::{withhold, CallLog, CallRecord, RunGateway};
 
 /// One connector of a run: its upstream and the sessions the agent opened on it.
 pub struct Connector {
@@ -150,7 +150,9 @@ impl Connector {
         if n > 0 {
             self.log.withheld(withhold::WithheldRecord {
                 route: format!("mcp {}", self.name),
-                endpoint: super::upstream::shown_method(msg.get("method").and_then(Value::as_str)),
+                endpoint: crate::gateway::mcp::upstream::shown_method(
+                    msg.get("method").and_then(Value::as_str),
+                ),
                 in_headers: 0,
                 in_body: n as u64,
             });
@@ -220,8 +222,9 @@ pub async fn post(gw: &RunGateway, c: &Connector, h: Headers<'_>, body: &[u8]) -
         }
         return Reply::json(rpc_result(id, out));
     }
-    let rpc = super::RpcMeta::new(method, id, agent_session.as_deref(), version.as_deref());
-    let reply = super::RPC
+    let rpc =
+        crate::gateway::RpcMeta::new(method, id, agent_session.as_deref(), version.as_deref());
+    let reply = crate::gateway::RPC
         .scope(rpc, answer(gw, c, &session, method, id, p))
         .await;
     Reply::json(if stateless {
@@ -560,10 +563,10 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
     // The GitHub connector's writes are GitHub writes: the same checks and budget.
     let mut github = None;
     if let (true, Some(gh)) = (
-        d.allow && c.name == super::github::mcp::CONNECTOR,
+        d.allow && c.name == crate::gateway::github::mcp::CONNECTOR,
         &gw.github,
     ) {
-        match super::github::mcp::check(gh, name, &args).await {
+        match crate::gateway::github::mcp::check(gh, name, &args).await {
             Ok(p) => github = p.map(|p| (gh, p)),
             Err(why) => {
                 d = crate::policy::Decision::deny("github", why);
@@ -584,7 +587,7 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
         let answer = forward(c, session, "tools/call", params, &mut rec.asked).await;
         if let Some((gh, p)) = &github {
             let ok = matches!(&answer, Ok(r) if r.get("isError") != Some(&json!(true)));
-            super::github::mcp::passed(gh, name, p, ok);
+            crate::gateway::github::mcp::passed(gh, name, p, ok);
         }
         match answer {
             Ok(mut result) => {

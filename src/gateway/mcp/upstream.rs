@@ -30,7 +30,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use super::strict_json;
+use crate::gateway::strict_json;
 
 /// Largest answer read from an upstream, JSON or a whole SSE stream.
 pub const MAX_ANSWER_BYTES: usize = 16 << 20;
@@ -177,7 +177,7 @@ pub struct HttpUpstream {
     url: HttpUrl,
     auth: Option<(HeaderName, HeaderValue)>,
     /// An OAuth connector's shared access token (then `auth` is `None`).
-    oauth: Option<std::sync::Arc<super::oauth::TokenSource>>,
+    oauth: Option<std::sync::Arc<crate::gateway::mcp::oauth::TokenSource>>,
 }
 
 impl HttpUpstream {
@@ -188,7 +188,7 @@ impl HttpUpstream {
         url: HttpUrl,
         auth: Option<(HeaderName, HeaderValue)>,
         tls: Option<std::sync::Arc<rustls::ClientConfig>>,
-        oauth: Option<std::sync::Arc<super::oauth::TokenSource>>,
+        oauth: Option<std::sync::Arc<crate::gateway::mcp::oauth::TokenSource>>,
     ) -> std::io::Result<HttpUpstream> {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
@@ -524,7 +524,7 @@ fn is_sse(resp: &hyper::Response<hyper::body::Incoming>) -> bool {
 pub enum Upstream {
     /// Boxed: its HTTP client is several times the size of a stdio upstream.
     Http(Box<HttpUpstream>),
-    Stdio(super::stdio_upstream::StdioUpstream),
+    Stdio(crate::gateway::mcp::stdio_upstream::StdioUpstream),
 }
 
 impl Upstream {

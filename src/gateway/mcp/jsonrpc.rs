@@ -1,12 +1,12 @@
 //! What every MCP endpoint of the gateway shares: one JSON-RPC message per POST, read
-//! strictly ([`super::strict_json`]); sessions named by `Mcp-Session-Id`; the replies.
+//! strictly ([`crate::gateway::strict_json`]); sessions named by `Mcp-Session-Id`; the replies.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use serde_json::{json, Value};
 
-use super::strict_json;
+use crate::gateway::strict_json;
 
 /// Revisions spoken with a session (`initialize`), newest first; a client asking for
 /// another gets the newest.
@@ -370,14 +370,14 @@ pub fn shape(v: &Value) -> String {
                     let k = if crate::secret_shapes::find_secret(k).is_some() {
                         "[redacted]".to_string()
                     } else {
-                        super::clip(k, 64)
+                        crate::gateway::clip(k, 64)
                     };
                     format!("{k}: {}", shape(v))
                 })
                 .collect();
-            super::clip(
+            crate::gateway::clip(
                 &format!("{{{}}}", parts.join(", ")),
-                super::MAX_DETAIL_CHARS,
+                crate::gateway::MAX_DETAIL_CHARS,
             )
         }
     }

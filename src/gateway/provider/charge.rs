@@ -18,9 +18,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
-use super::provider::ProviderRecord;
-use super::usage::{Meter, Seen};
-use super::CallLog;
+use crate::gateway::provider::usage::{Meter, Seen};
+use crate::gateway::provider::ProviderRecord;
+use crate::gateway::CallLog;
 use crate::policy::prices::{ModelPrice, Usage};
 
 /// The run's spend and model requests so far.
@@ -220,7 +220,7 @@ impl Exchange {
     pub fn answered(&mut self, status: u16, streamed: bool, meter: Option<Meter>) {
         self.rec.status = status;
         self.rec.streamed = streamed;
-        self.rec.first_byte_ms = super::provider::ms(self.started.elapsed());
+        self.rec.first_byte_ms = crate::gateway::provider::ms(self.started.elapsed());
         self.meter = meter;
         self.unsaid = Outcome::Cut;
     }
@@ -245,7 +245,7 @@ impl Exchange {
             rec.reason = reason.to_string();
         }
         rec.spent_micro_usd = self.account.settle(self.reserve.micro_usd, cost);
-        rec.duration_ms = super::provider::ms(self.started.elapsed());
+        rec.duration_ms = crate::gateway::provider::ms(self.started.elapsed());
         self.log.provider(rec.clone());
     }
 

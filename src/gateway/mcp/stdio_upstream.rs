@@ -1,6 +1,6 @@
 //! A stdio connector's upstream: newline-delimited JSON-RPC over the socket that is the
 //! connector jail's stdin and stdout. One reader task routes responses to their callers
-//! by id, answers the server's own requests as [`super::upstream::answer_server_request`]
+//! by id, answers the server's own requests as [`crate::gateway::mcp::upstream::answer_server_request`]
 //! does, and drops its notifications. A stdio server has one session: the first
 //! `initialize` is sent, later ones get its answer again. Every agent session shares it,
 //! and each numbers its own requests, so a request goes out under an id of this upstream's
@@ -11,7 +11,7 @@
 //! [`MAX_ANSWER_BYTES`] (longer, and the connector is taken for one not speaking MCP) and
 //! [`strict_json::MAX_ANSWER_VALUES`] values; of its own requests only the last
 //! [`MAX_SERVER_REQUESTS`] method names are kept, each cut to
-//! [`MAX_METHOD_BYTES`](super::upstream::MAX_METHOD_BYTES); a
+//! [`MAX_METHOD_BYTES`](crate::gateway::mcp::upstream::MAX_METHOD_BYTES); a
 //! request that saw more than [`MAX_SERVER_REQUESTS`] of them fails; at most
 //! [`MAX_PENDING`] requests wait for an answer at once.
 
@@ -24,16 +24,16 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-use super::strict_json;
-use super::upstream::{
+use crate::gateway::mcp::upstream::{
     answer_server_request, asked as asked_name, Exchange, UpstreamError, MAX_ANSWER_BYTES,
     MAX_SERVER_REQUESTS, TIMEOUT,
 };
+use crate::gateway::strict_json;
 
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>;
 
 /// Most requests waiting for the server's answer at once (the proxy sends at most
-/// [`super::mcp_proxy::MAX_IN_FLIGHT`]; this bounds any other caller too).
+/// [`crate::gateway::mcp::proxy::MAX_IN_FLIGHT`]; this bounds any other caller too).
 pub const MAX_PENDING: usize = 16;
 
 /// The server's own requests, as the journal names them: how many came, and the last

@@ -1,7 +1,7 @@
 //! Whether a request on the provider route may go, and what goes: its endpoint (method,
 //! path and the URL query the endpoint takes), its headers (no other method named, no
 //! request encoding, no beta that reaches stored files), and its body, read once by the
-//! strict reader ([`super::strict_json`]) with case-twin keys refused, and any key the checks
+//! strict reader ([`crate::gateway::strict_json`]) with case-twin keys refused, and any key the checks
 //! read spelled in another case ([`crate::policy::provider_keys`]), then the model, the
 //! tools, the content, what it is priced at ([`crate::policy::provider_tools`]) and the
 //! output limit. What is
@@ -13,7 +13,7 @@ use hyper::header::HeaderMap;
 use hyper::{Method, StatusCode};
 use serde_json::Value;
 
-use super::usage::Api;
+use crate::gateway::provider::usage::Api;
 use crate::policy::provider_tools::{self, Content, Wire};
 
 /// Why a request does not go: the status the agent gets, the journal's rule, the message.
@@ -92,14 +92,14 @@ pub fn endpoint(
 /// The request's headers: none that names another method, no encoding of a body the
 /// gateway reads, no Anthropic beta of [`provider_tools::beta`]'s list.
 pub fn headers(api: Api, h: &HeaderMap) -> Result<(), Refusal> {
-    if super::headers::names_another_method(h) {
+    if crate::gateway::headers::names_another_method(h) {
         return Err(refused(
             StatusCode::BAD_REQUEST,
             "request: method",
             "a request that names another method than its own (X-HTTP-Method-Override and the like) is refused",
         ));
     }
-    if super::headers::encoded(h) {
+    if crate::gateway::headers::encoded(h) {
         return Err(refused(
             StatusCode::BAD_REQUEST,
             "request: encoding",
@@ -125,7 +125,7 @@ pub fn headers(api: Api, h: &HeaderMap) -> Result<(), Refusal> {
 /// The body of a request that carries one: one JSON object, strictly read (no duplicate
 /// keys), with no two keys anywhere that a case-blind reader takes for one.
 pub fn read(body: &[u8]) -> Result<Value, Refusal> {
-    let doc = super::strict_json::parse(body)
+    let doc = crate::gateway::strict_json::parse(body)
         .ok()
         .filter(Value::is_object)
         .ok_or_else(|| {

@@ -18,7 +18,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use super::upstream::HttpUrl;
+use crate::gateway::mcp::upstream::HttpUrl;
 
 /// Whether every address a host has is on the public internet; else why one is not.
 pub fn judge(addrs: &[IpAddr]) -> Result<(), String> {
@@ -134,7 +134,7 @@ mod tests {
             "https://169.254.169.254/latest",
             "http://localhost:9/token",
         ] {
-            let url = crate::gateway::upstream::parse_http_url(u).unwrap();
+            let url = crate::gateway::mcp::upstream::parse_http_url(u).unwrap();
             let e = public_address(&url).await.unwrap_err();
             assert!(
                 e.contains("only when oauth.issuer names it") || e.contains("does not resolve"),

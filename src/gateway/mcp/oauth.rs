@@ -1,10 +1,10 @@
 //! A connector's OAuth 2.1 client: discovery from the upstream's 401 (its
 //! `resource_metadata`, RFC 9728, then the authorization server's RFC 8414 or OpenID
-//! metadata, [`super::oauth_meta`]), a token request with the connector's URL as
+//! metadata, [`crate::gateway::mcp::oauth_meta`]), a token request with the connector's URL as
 //! `resource` (RFC 8707), and one access token per connector in this process, shared by its
 //! runs, replaced before it expires and once when the upstream refuses it. The token comes
 //! from the client's own credentials (`client_credentials`) or from the refresh token an
-//! operator's login left (`authorization_code`, see [`super::oauth_login`]); a refresh
+//! operator's login left (`authorization_code`, see [`crate::gateway::mcp::oauth_login`]); a refresh
 //! token the server rotates is kept at once. Access tokens go only to the connector's URL;
 //! the client's secret and refresh token only to its authorization server. No error names
 //! a token.
@@ -22,11 +22,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use super::oauth_meta::{self as meta, ServerMeta, MAX_DOCUMENT_BYTES};
-use super::oauth_reach as reach;
-use super::upstream::HttpUrl;
 use crate::credentials::oauth_grant;
 use crate::credentials::Secret;
+use crate::gateway::mcp::oauth_meta::{self as meta, ServerMeta, MAX_DOCUMENT_BYTES};
+use crate::gateway::mcp::oauth_reach as reach;
+use crate::gateway::mcp::upstream::HttpUrl;
 
 /// How long one request to a metadata or token endpoint may take.
 const TIMEOUT: Duration = Duration::from_secs(15);

@@ -3,18 +3,18 @@
 //! message names it; requests get one JSON response, notifications and responses 202. It
 //! offers one tool, `bash`. It also speaks the stateless 2026-07-28 revision (no session;
 //! `server/discover`; the revision in each request's `_meta`). Messages are read by
-//! [`super::jsonrpc`].
+//! [`crate::gateway::mcp::jsonrpc`].
 
 use serde_json::{json, Value};
 
-use super::jsonrpc::{
+use crate::gateway::mcp::jsonrpc::{
     all_versions, complete, negotiate, parse_message, rpc_error, rpc_result, stateless, Headers,
     Reply, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
 };
-use super::{bash_tool, RunGateway};
+use crate::gateway::{bash, RunGateway};
 
 /// Sessions of Airlock's server: each keeps the revision it negotiated.
-pub type Sessions = super::jsonrpc::Sessions<String>;
+pub type Sessions = crate::gateway::mcp::jsonrpc::Sessions<String>;
 
 /// One POSTed message.
 pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
@@ -33,7 +33,7 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
         let Some((method, id)) = msg.request() else {
             return Reply::accepted();
         };
-        let rpc = super::RpcMeta::new(method, id, None, h.version);
+        let rpc = crate::gateway::RpcMeta::new(method, id, None, h.version);
         return Reply::json(match method {
             "server/discover" => rpc_result(
                 id,
@@ -46,7 +46,7 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
                 }),
             ),
             _ => {
-                super::RPC
+                crate::gateway::RPC
                     .scope(rpc, answer(gw, method, id, &msg.params, true))
                     .await
             }
@@ -63,9 +63,9 @@ pub async fn post(gw: &RunGateway, h: Headers<'_>, body: &[u8]) -> Reply {
     let Some((method, id)) = msg.request() else {
         return Reply::accepted();
     };
-    let rpc = super::RpcMeta::new(method, id, session.as_deref(), version.as_deref());
+    let rpc = crate::gateway::RpcMeta::new(method, id, session.as_deref(), version.as_deref());
     Reply::json(
-        super::RPC
+        crate::gateway::RPC
             .scope(rpc, answer(gw, method, id, &msg.params, false))
             .await,
     )
@@ -82,7 +82,7 @@ async fn answer(
     let done = |r: Value| rpc_result(id, if stateless { complete(r) } else { r });
     match method {
         "ping" if !stateless => done(json!({})),
-        "tools/list" => done(json!({"tools": [bash_tool::definition()]})),
+        "tools/list" => done(json!({"tools": [bash::definition()]})),
         "tools/call" => match tool_call(gw, params).await {
             Ok(result) => done(result),
             Err(why) => rpc_error(id, INVALID_PARAMS, &why),
@@ -124,9 +124,9 @@ async fn tool_call(gw: &RunGateway, params: &Value) -> Result<Value, String> {
         .get("name")
         .and_then(Value::as_str)
         .ok_or("params.name: required, a string")?;
-    if name != bash_tool::NAME {
+    if name != bash::NAME {
         return Err("params.name: Airlock's server has one tool, bash".into());
     }
     let args = params.get("arguments").cloned().unwrap_or(Value::Null);
-    Ok(bash_tool::call(gw, &args).await)
+    Ok(bash::call(gw, &args).await)
 }

@@ -6,12 +6,14 @@
 //! A git command runs with git's program-naming config overridden and may execute only
 //! git's own programs ([`crate::policy::git_overrides`]).
 
+pub mod runner_client;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::{CallRecord, RunGateway};
+use crate::gateway::{CallRecord, RunGateway};
 use crate::sandbox::runner::{CommandRequest, CommandResult};
 use crate::secret_shapes::find_secret;
 
@@ -212,7 +214,7 @@ async fn run(gw: &RunGateway, args: &Value, rec: &mut CallRecord) -> Value {
             decision.rule, decision.reason
         ));
     };
-    rec.detail = super::clip(&shown_argv(&argv), super::MAX_DETAIL_CHARS);
+    rec.detail = crate::gateway::clip(&shown_argv(&argv), crate::gateway::MAX_DETAIL_CHARS);
     rec.program = argv.first().cloned();
     let cwd = match check_cwd(input.cwd.as_deref(), &gw.plan.workspace, &gw.plan.home) {
         Ok(c) => c,
