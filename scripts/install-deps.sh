@@ -18,8 +18,11 @@ need=()
 # postgresql (initdb, pg_ctl, psql): the fleet tests' throwaway PostgreSQL cluster
 # (tests/common/pg.rs; the package's own cluster is not used); gdb: the chaos test that
 # tears a ledger append (it stops airlockd in its write and kills it there); faketime
-# (libfaketime): the fleet test whose one host's clock runs eight days ahead.
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus postgresql gdb faketime; do
+# (libfaketime): the fleet test whose one host's clock runs eight days ahead; umoci,
+# busybox-static, skopeo and docker-registry: the image tests build OCI images of a small
+# root with umoci, push them with skopeo to a registry (the CNCF distribution server) they
+# start on loopback, and pull and import them.
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus postgresql gdb faketime umoci busybox-static skopeo docker-registry; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 

@@ -21,6 +21,7 @@ pub mod credentials;
 pub mod daemon;
 pub mod diag;
 pub mod gateway;
+pub mod images;
 pub mod journal;
 pub mod metrics;
 pub mod policy;
