@@ -91,7 +91,7 @@ impl Catalog {
         requested: &str,
     ) -> Result<Option<CatalogEntry>, Vec<Problem>> {
         let name = canonicalize(requested);
-        if !crate::role::names::is_role_name(name) {
+        if !crate::names::is_role_name(name) {
             return Ok(None);
         }
         let found = role_dirs.iter().enumerate().rev().find(|(_, dir)| {

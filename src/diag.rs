@@ -72,6 +72,22 @@ pub fn shows_key(key: &str) -> bool {
         && crate::secret_shapes::find_secret(key).is_none()
 }
 
+/// Parse YAML text. The serde_yaml message is dropped (it can quote values); only the
+/// location is kept.
+pub fn parse_yaml(file: &Path, text: &str) -> Result<serde_yaml::Value, Vec<Problem>> {
+    serde_yaml::from_str::<serde_yaml::Value>(text).map_err(|e| {
+        let at = e
+            .location()
+            .map(|l| format!(" (line {}, column {})", l.line(), l.column()))
+            .unwrap_or_default();
+        vec![Problem::new(
+            file,
+            "",
+            format!("is not a single valid YAML document without duplicate keys{at}"),
+        )]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::shows_key;

@@ -14,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::Metrics;
-use crate::config_metrics::{MetricsConf, MetricsListen};
+use crate::config::metrics::{MetricsConf, MetricsListen};
 
 /// Called before each scrape to bring the scrape-time gauges up to date.
 pub type Refresh = Arc<dyn Fn() + Send + Sync>;

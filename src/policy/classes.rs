@@ -38,7 +38,7 @@ pub fn is_legacy_alias(name: &str) -> bool {
 
 /// `^[a-z][a-z0-9-]*$`, the schema's role-name rule, also used for class names.
 pub fn is_class_name(s: &str) -> bool {
-    crate::role::names::is_role_name(s)
+    crate::names::is_role_name(s)
 }
 
 /// The pull-request write that lands a change. Only the class holding the authority that

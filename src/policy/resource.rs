@@ -34,7 +34,7 @@
 
 use super::tool::is_tool_name;
 use super::Decision;
-use crate::role::names::is_scheme;
+use crate::names::is_scheme;
 use crate::role::Role;
 use std::collections::HashMap;
 use std::fmt;

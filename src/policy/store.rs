@@ -139,21 +139,7 @@ pub fn read_yaml(file: &Path) -> Result<(PathBuf, Value), Vec<Problem>> {
     Ok((file.to_path_buf(), doc))
 }
 
-/// Parse YAML text. The serde_yaml message is dropped (it can quote values); only the
-/// location is kept.
-pub fn parse_text(file: &Path, text: &str) -> Result<Value, Vec<Problem>> {
-    serde_yaml::from_str::<Value>(text).map_err(|e| {
-        let at = e
-            .location()
-            .map(|l| format!(" (line {}, column {})", l.line(), l.column()))
-            .unwrap_or_default();
-        vec![Problem::new(
-            file,
-            "",
-            format!("is not a single valid YAML document without duplicate keys{at}"),
-        )]
-    })
-}
+pub use crate::diag::parse_yaml as parse_text;
 
 /// `autonomy/<owner>/<repo>.yaml`, nothing else. A missing directory means no repository
 /// has a policy of its own (every repo then caps at L1, see `autonomy::effective_level`).

@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
 /// MCP tool names: the same rule the role validator applies (`[A-Za-z0-9_.-]{1,128}`).
-pub use crate::role::names::is_tool_name;
+pub use crate::names::is_tool_name;
 
 #[derive(Debug, Clone)]
 enum NamePattern {

@@ -3,8 +3,8 @@
 //! here and anything outside the allowed shapes is refused.
 
 use super::check::{key_seg, Ctx};
-use super::names;
 use crate::diag;
+use crate::names;
 use crate::policy::pattern;
 use serde_yaml::Value;
 

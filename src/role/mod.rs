@@ -9,7 +9,6 @@ mod check;
 pub mod files;
 mod grants;
 pub mod model;
-pub mod names;
 mod validate;
 pub mod yaml;
 

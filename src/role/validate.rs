@@ -4,9 +4,10 @@
 //! brief and goals stay inside the role's folder). Every problem is reported, not just the first.
 
 use super::check::{key_seg, Ctx};
+use super::grants;
 use super::model::{ISSUE_ACTIONS, PULL_REQUEST_ACTIONS};
-use super::{grants, names};
 use crate::diag;
+use crate::names;
 use serde_yaml::Value;
 
 const TOP_KEYS: &[&str] = &[

@@ -107,7 +107,7 @@ const SCHEMA_KEYS: &[&str] = &[
 
 /// The path segment for a mapping key met during the scan (`n` counts from 1).
 fn scan_key(parent: &str, key: &str, n: usize) -> String {
-    if SCHEMA_KEYS.contains(&key) || super::names::is_connector(key) || diag::shows_key(key) {
+    if SCHEMA_KEYS.contains(&key) || crate::names::is_connector(key) || diag::shows_key(key) {
         diag::key(parent, key)
     } else {
         diag::key(parent, &format!("<key #{n}>"))

@@ -134,106 +134,7 @@ pub struct JailFile {
     pub mode: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Limits {
-    /// Most processes (tasks) the run may have at once.
-    pub max_procs: u64,
-    /// Memory cap in bytes, where cgroups allow it.
-    pub memory_bytes: Option<u64>,
-    /// Size of the private /tmp tmpfs in bytes.
-    pub tmp_bytes: u64,
-    /// Size of the private /dev/shm tmpfs in bytes.
-    pub shm_bytes: u64,
-    /// Most open files per process.
-    pub nofile: u64,
-    /// cgroup CPU weight of the run (v2 `cpu.weight`, 1-10000, default 100; on cgroup v1
-    /// `cpu.shares` = weight * 1024 / 100). `None`: not set. Absent in older specs.
-    #[serde(default)]
-    pub cpu_weight: Option<u64>,
-    /// CPU ceiling in thousandths of a CPU (v2 `cpu.max`, v1 `cpu.cfs_quota_us`); a ceiling
-    /// that no controller can enforce refuses the run. `None`: no ceiling.
-    #[serde(default)]
-    pub cpu_max_millis: Option<u64>,
-    /// IO weight (v2 `io.weight`, v1 `blkio.weight`, 1-10000 / 10-1000), where the host's
-    /// controller allows; `None`: not set.
-    #[serde(default)]
-    pub io_weight: Option<u64>,
-    /// Wall-clock budget of the run in milliseconds, counted from the spec's arrival. The
-    /// helper enforces it itself (SIGTERM to every process of the run, then SIGKILL after
-    /// [`Limits::grace_ms`]), so a run cannot outlive its budget even when the launcher's
-    /// own watcher is gone. `None`: no deadline. Absent in older specs.
-    #[serde(default)]
-    pub deadline_ms: Option<u64>,
-    /// Time between SIGTERM and SIGKILL when the deadline is reached; `None` means
-    /// [`DEFAULT_GRACE_MS`].
-    #[serde(default)]
-    pub grace_ms: Option<u64>,
-    /// Processes the agent side keeps for itself: the command side may have `max_procs`
-    /// less these. `None`: [`Limits::agent_procs`]'s default.
-    #[serde(default)]
-    pub agent_reserve_procs: Option<u64>,
-    /// Memory the agent side keeps for itself: the command side's limit is `memory_bytes`
-    /// less this. `None`: [`Limits::agent_memory`]'s default.
-    #[serde(default)]
-    pub agent_reserve_memory_bytes: Option<u64>,
-}
-
-impl Limits {
-    /// Processes the agent side keeps: `limits.agent_reserve.procs`, by default a quarter
-    /// of the run's (64 of 256), never all of them.
-    pub fn agent_procs(&self) -> u64 {
-        self.agent_reserve_procs
-            .unwrap_or(self.max_procs / 4)
-            .min(self.max_procs.saturating_sub(1))
-    }
-
-    /// The command side's process limit.
-    pub fn command_procs(&self) -> u64 {
-        self.max_procs - self.agent_procs()
-    }
-
-    /// Memory the agent side keeps of the run's `memory`: `limits.agent_reserve.memory_bytes`,
-    /// by default a quarter (512 MiB of 2 GiB), never all of it.
-    pub fn agent_memory(&self, memory: u64) -> u64 {
-        self.agent_reserve_memory_bytes
-            .unwrap_or(memory / 4)
-            .min(memory.saturating_sub(1 << 20))
-    }
-
-    /// The command side's memory limit, of the run's `memory`.
-    pub fn command_memory(&self, memory: u64) -> u64 {
-        memory - self.agent_memory(memory)
-    }
-}
-
-/// A run's CPU weight unless the config says otherwise: half the default weight (100)
-/// that airlockd's own cgroup has, so a busy run never outweighs its supervisor.
-pub const DEFAULT_CPU_WEIGHT: u64 = 50;
-/// A run's IO weight unless the config says otherwise (the default is 100).
-pub const DEFAULT_IO_WEIGHT: u64 = 50;
-
-/// Grace between SIGTERM and SIGKILL when a spec does not say.
-pub const DEFAULT_GRACE_MS: u64 = 3000;
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_procs: 256,
-            memory_bytes: Some(2 << 30),
-            tmp_bytes: 256 << 20,
-            shm_bytes: 64 << 20,
-            nofile: 1024,
-            cpu_weight: Some(DEFAULT_CPU_WEIGHT),
-            cpu_max_millis: None,
-            io_weight: Some(DEFAULT_IO_WEIGHT),
-            deadline_ms: None,
-            grace_ms: None,
-            agent_reserve_procs: None,
-            agent_reserve_memory_bytes: None,
-        }
-    }
-}
+pub use crate::config::limits::{Limits, DEFAULT_CPU_WEIGHT, DEFAULT_GRACE_MS, DEFAULT_IO_WEIGHT};
 
 /// The folders a [`JailFile`] may be written under. Each is a configuration folder that the
 /// jail's /etc never takes from the host (none is in the rootfs's host allowlist), so a
@@ -289,21 +190,7 @@ pub const RESERVED_ENV: &[&str] = &[
     "AIRLOCK_GATEWAY",
 ];
 
-/// A name usable as a path component and a passwd entry: `[a-z][a-z0-9_-]{0,31}`.
-pub fn valid_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some('a'..='z'))
-        && s.len() <= 32
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-' | '_'))
-}
-
-/// A run id: `[a-z0-9-]{1,64}` starting with a letter (also the jail's hostname).
-pub fn valid_run_id(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some('a'..='z'))
-        && s.len() <= 64
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
-}
+pub use crate::names::{valid_name, valid_run_id};
 
 /// A parent for run cgroups: a plain path under /sys/fs/cgroup. Checked in the spec and in
 /// the helper's `--cgroup-parent`, which it creates cgroups under before any spec comes.

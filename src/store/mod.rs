@@ -6,7 +6,6 @@
 //! `runs_per_week` (one conditional statement, see [`pg::Fleet::admit`]), which host id is
 //! live (a host lease). Per host: the ledger, journals, homes, leases of credentials.
 
-pub mod conf;
 pub mod pending;
 pub mod pg;
 mod private_file;
@@ -14,5 +13,5 @@ pub mod schema;
 pub mod signing;
 pub mod skew;
 
-pub use conf::StoreConf;
+pub use crate::config::store::{self as conf, StoreConf};
 pub use pg::{Fleet, FleetInstance, StoreError};

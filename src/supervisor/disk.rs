@@ -35,54 +35,9 @@ use super::mount_hold::{KeptHomes, MountHold};
 use crate::sandbox::spec::{DiskMount, DiskTarget};
 use crate::tree;
 
-/// A size and inode bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bound {
-    pub bytes: u64,
-    pub inodes: u64,
-}
-
-/// `limits.workspace`, `limits.home` (each `None` when the config says null: unbounded),
-/// and `limits.reserve`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DiskLimits {
-    pub workspace: Option<Bound>,
-    pub home: Option<Bound>,
-    pub reserve: Bound,
-}
-
-/// A code repository with its build (a Rust `target/`, `node_modules`) fits in 10 GiB and
-/// a million files.
-pub const DEFAULT_WORKSPACE: Bound = Bound {
-    bytes: 10 << 30,
-    inodes: 1_000_000,
+pub use crate::config::limits::{
+    Bound, DiskLimits, DEFAULT_HOME, DEFAULT_RESERVE, DEFAULT_WORKSPACE, MIN_BYTES, MIN_INODES,
 };
-/// Caches that persist between runs (cargo, npm, pip): 4 GiB, 500 000 files.
-pub const DEFAULT_HOME: Bound = Bound {
-    bytes: 4 << 30,
-    inodes: 500_000,
-};
-/// Free space and inodes under the state directory below which no run starts: room for
-/// the ledger, the journal's fallback files and the runs' directories.
-pub const DEFAULT_RESERVE: Bound = Bound {
-    bytes: 1 << 30,
-    inodes: 50_000,
-};
-
-/// Smallest bounded filesystem: ext4 needs room for its own metadata.
-pub const MIN_BYTES: u64 = 16 << 20;
-/// Fewest inodes of a bounded filesystem (ext4 keeps 11 for itself).
-pub const MIN_INODES: u64 = 64;
-
-impl Default for DiskLimits {
-    fn default() -> Self {
-        DiskLimits {
-            workspace: Some(DEFAULT_WORKSPACE),
-            home: Some(DEFAULT_HOME),
-            reserve: DEFAULT_RESERVE,
-        }
-    }
-}
 
 /// An empty workspace image made ahead (see [`super::image_pool`]): the file, and when
 /// they could be had, its loop device and the hold of its filesystem.

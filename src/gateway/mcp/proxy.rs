@@ -722,7 +722,7 @@ fn resources_in(v: &Value, out: &mut Vec<(String, bool)>) {
 /// in prose, `note: x`, has a space after it and is not taken).
 fn looks_like_uri(s: &str) -> bool {
     s.split_once(':').is_some_and(|(scheme, rest)| {
-        crate::role::names::is_scheme(scheme) && !rest.is_empty() && !rest.starts_with(' ')
+        crate::names::is_scheme(scheme) && !rest.is_empty() && !rest.starts_with(' ')
     })
 }
 

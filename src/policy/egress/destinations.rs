@@ -5,48 +5,9 @@
 //! check of every tunnel applies); one with any of them is terminated, and each request
 //! on it is checked by [`decide_request`]. Pure.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
 use crate::policy::Decision;
 
-/// One `egress.destinations.<name>` entry, as the config holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Destination {
-    /// Lower-case host names or `*.suffix` (one label).
-    pub hosts: Vec<String>,
-    /// `None`: `egress.ports`.
-    pub ports: Option<Vec<u16>>,
-    /// Upper-case HTTP methods; empty: any.
-    pub methods: Vec<String>,
-    /// Path globs (`*` any run of characters, `/` included); empty: any.
-    pub paths: Vec<String>,
-    /// A `credentials` name whose secret is added to each request.
-    pub credential: Option<String>,
-    /// The header carrying it (`Authorization`: `Bearer <secret>`; another: as is).
-    pub header: Option<String>,
-    /// A CA for this destination's TLS instead of the system store: airlockd's for a
-    /// terminated destination's upstream, the run's bundle for a tunnel.
-    pub ca_file: Option<PathBuf>,
-    /// The host's word that this destination's answer bodies cannot be scanned for the
-    /// credential (its headers still are): they go on as they come.
-    pub passthrough_body: bool,
-}
-
-impl Destination {
-    /// Whether airlockd terminates TLS for it (to check requests or add a credential).
-    pub fn terminated(&self) -> bool {
-        !self.methods.is_empty() || !self.paths.is_empty() || self.credential.is_some()
-    }
-}
-
-/// `egress.destinations` and `egress.grants`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DestinationsConf {
-    pub destinations: BTreeMap<String, Destination>,
-    /// Role name or class -> destination names, in the config's order.
-    pub grants: BTreeMap<String, Vec<String>>,
-}
+pub use crate::config::egress::{Destination, DestinationsConf};
 
 /// A destination one run gets, and where the grant came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,6 +206,7 @@ pub fn decide_request(d: &Granted, host: &str, port: u16, asked: &Asked<'_>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn conf() -> DestinationsConf {
         let mut destinations = BTreeMap::new();

@@ -23,8 +23,7 @@ pub enum Via {
     Http,
 }
 
-pub const DEFAULT_CONNECT_PORTS: &[u16] = &[443];
-pub const DEFAULT_HTTP_PORTS: &[u16] = &[80];
+pub use crate::config::egress::{DEFAULT_CONNECT_PORTS, DEFAULT_HTTP_PORTS};
 
 /// What one run may reach, resolved once before it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]

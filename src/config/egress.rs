@@ -18,11 +18,55 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use serde_yaml::Value;
 
 use crate::diag::{index, key, shows_key, Problem};
-use crate::policy::egress::destinations::{Destination, DestinationsConf};
-use crate::policy::egress::{DEFAULT_CONNECT_PORTS, DEFAULT_HTTP_PORTS};
+
+/// `egress.ports` when the config names none: TLS tunnels.
+pub const DEFAULT_CONNECT_PORTS: &[u16] = &[443];
+/// `egress.http_ports` when the config names none: plain HTTP.
+pub const DEFAULT_HTTP_PORTS: &[u16] = &[80];
+
+/// One `egress.destinations.<name>` entry, as the config holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Destination {
+    /// Lower-case host names or `*.suffix` (one label).
+    pub hosts: Vec<String>,
+    /// `None`: `egress.ports`.
+    pub ports: Option<Vec<u16>>,
+    /// Upper-case HTTP methods; empty: any.
+    pub methods: Vec<String>,
+    /// Path globs (`*` any run of characters, `/` included); empty: any.
+    pub paths: Vec<String>,
+    /// A `credentials` name whose secret is added to each request.
+    pub credential: Option<String>,
+    /// The header carrying it (`Authorization`: `Bearer <secret>`; another: as is).
+    pub header: Option<String>,
+    /// A CA for this destination's TLS instead of the system store: airlockd's for a
+    /// terminated destination's upstream, the run's bundle for a tunnel.
+    pub ca_file: Option<PathBuf>,
+    /// The host's word that this destination's answer bodies cannot be scanned for the
+    /// credential (its headers still are): they go on as they come.
+    pub passthrough_body: bool,
+}
+
+impl Destination {
+    /// Whether airlockd terminates TLS for it (to check requests or add a credential).
+    pub fn terminated(&self) -> bool {
+        !self.methods.is_empty() || !self.paths.is_empty() || self.credential.is_some()
+    }
+}
+
+/// `egress.destinations` and `egress.grants`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DestinationsConf {
+    pub destinations: BTreeMap<String, Destination>,
+    /// Role name or class -> destination names, in the config's order.
+    pub grants: BTreeMap<String, Vec<String>>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressConf {
@@ -402,7 +446,7 @@ fn grants(
         let here = shown(&at, k, i);
         let Some(who) = k
             .as_str()
-            .filter(|k| crate::policy::classes::is_class_name(k) && shows_key(k))
+            .filter(|k| crate::names::is_role_name(k) && shows_key(k))
         else {
             problem(
                 &here,

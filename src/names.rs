@@ -138,6 +138,22 @@ pub fn could_match_board(pattern: &str) -> bool {
     }
 }
 
+/// A name usable as a path component and a passwd entry: `[a-z][a-z0-9_-]{0,31}`.
+pub fn valid_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && s.len() <= 32
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-' | '_'))
+}
+
+/// A run id: `[a-z0-9-]{1,64}` starting with a letter (also the jail's hostname).
+pub fn valid_run_id(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && s.len() <= 64
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
