@@ -4,7 +4,7 @@
 use super::Daemon;
 use crate::control::protocol::{ErrorCode, FleetStatus, Response};
 use crate::store::pending::{Pending, PendingFire};
-use crate::store::StoreError;
+use crate::store::{MirrorWrite, StoreError};
 use crate::supervisor::instances::{self, InstanceError};
 
 fn refusal(e: StoreError) -> Response {
@@ -292,11 +292,20 @@ pub async fn mirror_ledger(d: std::sync::Arc<Daemon>) {
                 .into_iter()
                 .filter(|r| r.seq > from || refill.contains(&r.seq))
                 .map(|r| {
-                    Ok((
-                        r.seq,
-                        r.hash.clone(),
-                        ledger::line_of(&r).map_err(|e| e.to_string())?,
-                    ))
+                    // A closing record ends the run's lease in the store (an
+                    // `unsupervised` one too: its host came back and closed it).
+                    let closes = match &r.event {
+                        ledger::LedgerEvent::RunClosed(c) => {
+                            Some((c.run.clone(), i64::try_from(c.ended_at).unwrap_or(i64::MAX)))
+                        }
+                        _ => None,
+                    };
+                    Ok(MirrorWrite {
+                        seq: r.seq,
+                        hash: r.hash.clone(),
+                        line: ledger::line_of(&r).map_err(|e| e.to_string())?,
+                        closes,
+                    })
                 })
                 .collect::<Result<Vec<_>, String>>()
         })
@@ -312,7 +321,7 @@ pub async fn mirror_ledger(d: std::sync::Arc<Daemon>) {
         for chunk in rows.chunks(MIRROR_BATCH) {
             match f.mirror(chunk).await {
                 Ok(()) => {
-                    let last = chunk.iter().map(|r| r.0).max().unwrap_or(0);
+                    let last = chunk.iter().map(|r| r.seq).max().unwrap_or(0);
                     let u = upto.unwrap_or(0).max(last);
                     upto = Some(u);
                     d.mirrored.store(u, Ordering::SeqCst);

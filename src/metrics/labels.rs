@@ -11,7 +11,7 @@ pub const OTHER: &str = "(other)";
 
 /// Airlock's own MCP server, and the only tool it serves.
 pub const AIRLOCK_CONNECTOR: &str = crate::policy::agent_config::BASH_SERVER;
-pub const BASH_TOOL: &str = crate::gateway::bash::NAME;
+pub const BASH_TOOL: &str = crate::policy::agent_config::BASH_TOOL;
 
 /// The `connector` label: a connector of the run (`run.mcp` through Airlock), or Airlock's
 /// own server; anything else is [`UNKNOWN_CONNECTOR`].

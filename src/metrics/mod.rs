@@ -295,15 +295,42 @@ pub struct RunMetrics {
     pub trace: Option<Arc<traces::RunSpan>>,
 }
 
+/// What metrics and traces read of a tool call the gateway journaled: plain values, so
+/// metrics need nothing of the gateway (the supervisor fills it in).
+#[derive(Debug, Clone, Copy)]
+pub struct CallSeen<'a> {
+    pub connector: &'a str,
+    pub tool: &'a str,
+    pub allow: bool,
+    pub rule: &'a str,
+    pub is_error: bool,
+    pub duration_ms: u64,
+    /// The JSON-RPC request it came in, when known: method, session, protocol version, id.
+    pub method: Option<&'a str>,
+    pub session: Option<&'a str>,
+    pub protocol: Option<&'a str>,
+    pub request_id: Option<&'a str>,
+}
+
+/// What metrics and traces read of a model request the gateway journaled.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelSeen<'a> {
+    pub provider: &'a str,
+    /// The model the request named, if any.
+    pub model: Option<&'a str>,
+    pub allow: bool,
+    pub rule: &'a str,
+    pub usage: &'a crate::policy::prices::Usage,
+    pub cost_micro_usd: u64,
+    /// The run's spend after it.
+    pub spent_micro_usd: u64,
+    pub duration_ms: u64,
+}
+
 impl RunMetrics {
     /// A tool call as journaled.
-    pub fn call(&self, r: &crate::gateway::CallRecord) {
-        let (connector, tool, allow, rule) = (
-            r.connector.as_str(),
-            r.tool.as_str(),
-            r.allow,
-            r.rule.as_str(),
-        );
+    pub fn call(&self, r: &CallSeen<'_>) {
+        let (connector, tool, allow, rule) = (r.connector, r.tool, r.allow, r.rule);
         let bash = connector == labels::AIRLOCK_CONNECTOR && tool == labels::BASH_TOOL;
         let duration_ms = r.duration_ms;
         let decision = labels::decision(allow);
@@ -316,14 +343,13 @@ impl RunMetrics {
         self.live
             .call(allow, format!("{c}/{t} {decision} by {rule}"));
         if let Some(span) = &self.trace {
-            let rpc = r.rpc.as_ref();
             span.mcp(&traces::McpCall {
-                method: labels::method(rpc.map_or("tools/call", |m| m.method.as_str())),
+                method: labels::method(r.method.unwrap_or("tools/call")),
                 tool: t,
                 connector: c,
-                session: rpc.and_then(|m| m.session.as_deref()),
-                protocol: rpc.and_then(|m| m.protocol.as_deref()),
-                request_id: rpc.and_then(|m| m.request_id.as_deref()),
+                session: r.session,
+                protocol: r.protocol,
+                request_id: r.request_id,
                 allow,
                 rule,
                 is_error: r.is_error,
@@ -357,13 +383,12 @@ impl RunMetrics {
     }
 
     /// A model request as journaled.
-    pub fn provider(&self, r: &crate::gateway::provider::ProviderRecord) {
-        let (provider, allow) = (r.provider.as_str(), r.allow);
-        let u = &r.usage;
+    pub fn provider(&self, r: &ModelSeen<'_>) {
+        let (provider, allow) = (r.provider, r.allow);
+        let u = r.usage;
         let tokens = [u.input, u.output, u.cache_write, u.cache_read];
         let (cost_micro_usd, spent_micro_usd) = (r.cost_micro_usd, r.spent_micro_usd);
-        let model =
-            labels::model(self.model.as_deref().unwrap_or(""), r.model.as_deref()).to_string();
+        let model = labels::model(self.model.as_deref().unwrap_or(""), r.model).to_string();
         if let Some(span) = &self.trace {
             span.model(&traces::ModelCall {
                 provider,
@@ -371,7 +396,7 @@ impl RunMetrics {
                 input_tokens: u.input,
                 output_tokens: u.output,
                 allow,
-                rule: &r.rule,
+                rule: r.rule,
                 duration_ms: r.duration_ms,
             });
         }

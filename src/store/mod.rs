@@ -14,4 +14,4 @@ pub mod signing;
 pub mod skew;
 
 pub use crate::config::store::{self as conf, StoreConf};
-pub use pg::{Fleet, FleetInstance, StoreError};
+pub use pg::{Fleet, FleetInstance, MirrorWrite, StoreError};

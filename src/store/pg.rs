@@ -454,7 +454,7 @@ impl Fleet {
     /// file's (written before records were signed). The highest record
     /// written and its hash are this host's report in `airlock_hosts`, in the same
     /// transaction, for `verify-ledger --fleet`.
-    pub async fn mirror(&self, rows: &[(u64, String, String)]) -> Result<(), StoreError> {
+    pub async fn mirror(&self, rows: &[MirrorWrite]) -> Result<(), StoreError> {
         self.bounded(async {
             let mut c = self.client().await?;
             let tx = c.transaction().await.map_err(|e| self.down(e))?;
@@ -462,14 +462,14 @@ impl Fleet {
                 .prepare("INSERT INTO airlock_ledger AS l (host_id, seq, hash, line, sig) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (host_id, seq) DO UPDATE SET sig = EXCLUDED.sig WHERE l.sig IS NULL AND l.hash = EXCLUDED.hash AND l.line = EXCLUDED.line")
                 .await
                 .map_err(|e| self.down(e))?;
-            for (seq, hash, line) in rows {
+            for MirrorWrite { seq, hash, line, .. } in rows {
                 let sig = self.key.sign(&self.host_id, *seq, hash);
                 let seq = i64::try_from(*seq).unwrap_or(i64::MAX);
                 tx.execute(&st, &[&self.host_id, &seq, hash, line, &sig])
                     .await
                     .map_err(|e| self.down(e))?;
             }
-            if let Some((seq, hash, _)) = rows.iter().max_by_key(|r| r.0) {
+            if let Some(MirrorWrite { seq, hash, .. }) = rows.iter().max_by_key(|r| r.seq) {
                 let seq = i64::try_from(*seq).unwrap_or(i64::MAX);
                 tx.execute(
                     "UPDATE airlock_hosts SET mirrored_seq = $2, mirrored_head = $3 WHERE host_id = $1 AND mirrored_seq < $2",
@@ -480,10 +480,10 @@ impl Fleet {
             }
             // A closing record ends the run's lease (an `unsupervised` one too: its host
             // came back and closed it).
-            for (run, at) in closings(rows) {
+            for (run, at) in rows.iter().filter_map(|r| r.closes.as_ref()) {
                 tx.execute(
                     "UPDATE airlock_runs SET state = 'closed', closed_ms = $2 WHERE run = $1 AND host_id = $3",
-                    &[&run, &at, &self.host_id],
+                    &[run, at, &self.host_id],
                 )
                 .await
                 .map_err(|e| self.down(e))?;
@@ -940,19 +940,15 @@ pub async fn read_run(
     bounded(conf, TIMEOUT * 2, work).await
 }
 
-/// The runs closed by mirrored ledger lines, with their end times.
-fn closings(rows: &[(u64, String, String)]) -> Vec<(String, i64)> {
-    use crate::supervisor::ledger::{LedgerEvent, Record};
-    rows.iter()
-        .filter_map(
-            |(_, _, line)| match serde_json::from_str::<Record>(line).ok()?.event {
-                LedgerEvent::RunClosed(c) => {
-                    Some((c.run, i64::try_from(c.ended_at).unwrap_or(i64::MAX)))
-                }
-                _ => None,
-            },
-        )
-        .collect()
+/// One record of this host's ledger for the mirror: its place in the chain, its hash and
+/// its line as the file holds it, and, for a run's closing record, the run and when it
+/// ended (read by the caller, which knows the ledger's records).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorWrite {
+    pub seq: u64,
+    pub hash: String,
+    pub line: String,
+    pub closes: Option<(String, i64)>,
 }
 
 /// A run as the fleet store lists it (`airlockctl runs --fleet`).

@@ -513,7 +513,19 @@ impl CallLog for JournalCallLog {
             self.counts.bash.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(m) = &self.metrics {
-            m.call(&r);
+            let rpc = r.rpc.as_ref();
+            m.call(&crate::metrics::CallSeen {
+                connector: &r.connector,
+                tool: &r.tool,
+                allow: r.allow,
+                rule: &r.rule,
+                is_error: r.is_error,
+                duration_ms: r.duration_ms,
+                method: rpc.map(|m| m.method.as_str()),
+                session: rpc.and_then(|m| m.session.as_deref()),
+                protocol: rpc.and_then(|m| m.protocol.as_deref()),
+                request_id: rpc.and_then(|m| m.request_id.as_deref()),
+            });
         }
         if self.tx.try_send(Entry::Call(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
@@ -522,7 +534,16 @@ impl CallLog for JournalCallLog {
 
     fn provider(&self, r: ProviderRecord) {
         if let Some(m) = &self.metrics {
-            m.provider(&r);
+            m.provider(&crate::metrics::ModelSeen {
+                provider: &r.provider,
+                model: r.model.as_deref(),
+                allow: r.allow,
+                rule: &r.rule,
+                usage: &r.usage,
+                cost_micro_usd: r.cost_micro_usd,
+                spent_micro_usd: r.spent_micro_usd,
+                duration_ms: r.duration_ms,
+            });
         }
         if self.tx.try_send(Entry::Provider(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);

@@ -17,7 +17,8 @@ use crate::gateway::{CallRecord, RunGateway};
 use crate::sandbox::runner::{CommandRequest, CommandResult};
 use crate::secret_shapes::find_secret;
 
-pub const NAME: &str = "bash";
+/// The tool's name on Airlock's own MCP server.
+pub const NAME: &str = crate::policy::agent_config::BASH_TOOL;
 /// Default and largest `timeout_ms`.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
