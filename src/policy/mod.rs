@@ -15,7 +15,7 @@ pub mod git_overrides;
 pub mod github;
 pub mod hire;
 pub mod levels;
-pub mod pattern;
+pub use crate::pattern;
 pub mod prices;
 pub mod provider_keys;
 pub mod provider_tools;

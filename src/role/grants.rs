@@ -5,7 +5,7 @@
 use super::check::{key_seg, Ctx};
 use crate::diag;
 use crate::names;
-use crate::policy::pattern;
+use crate::pattern;
 use serde_yaml::Value;
 
 const CONNECTOR_RULE: &str =

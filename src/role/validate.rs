@@ -372,11 +372,11 @@ fn bash_prefixes(c: &mut Ctx, v: &Value, path: &str) {
     let Value::Sequence(items) = v else {
         return;
     };
-    let guards = crate::policy::bash::ArgGuards::builtin();
+    let guards = crate::shell::guards::ArgGuards::builtin();
     for (i, item) in items.iter().enumerate() {
         if let Some(why) = item
             .as_str()
-            .and_then(|p| crate::policy::bash::dead_prefix(p, &guards))
+            .and_then(|p| crate::shell::dead_prefix(p, &guards))
         {
             c.add(&diag::index(path, i), why);
         }

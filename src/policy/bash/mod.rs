@@ -7,12 +7,9 @@
 //! What an allowed program then does (a build script under `cargo test`, a pager or hook
 //! set in the workspace's git config) is contained by the jail, not by this check.
 
-pub mod guards;
-pub mod lex;
-pub mod matcher;
-
-pub use guards::{ArgGuards, Guard, GuardHit};
-pub use lex::{lex, LexError, MAX_COMMAND_BYTES, MAX_WORDS};
+pub use crate::shell::guards::{ArgGuards, Guard, GuardHit};
+pub use crate::shell::lex::{lex, LexError, MAX_COMMAND_BYTES, MAX_WORDS};
+pub use crate::shell::{dead_prefix, guards, lex, matcher};
 
 use super::Decision;
 use guards::is_program_name;
@@ -27,30 +24,6 @@ pub struct BashPolicy {
     prefixes: PrefixTable,
     guards: ArgGuards,
     dead: Vec<usize>,
-}
-
-/// Why a `run.bash` prefix can never allow a command under these guards, or `None` when
-/// it can: the lexer refuses it, its program is not a bare name
-/// ([`matcher::prefix_problem`]), its program is a wrapper, or its own words already trip
-/// an argument guard (every command it would match carries the same words, so trips it
-/// too). Names the construct or the guard, never the prefix text.
-pub fn dead_prefix(prefix: &str, guards: &ArgGuards) -> Option<String> {
-    if let Some(why) = matcher::prefix_problem(prefix) {
-        return Some(why);
-    }
-    let words = lex(prefix).ok()?;
-    let hit = guards.check(&words)?;
-    Some(if hit.what == "wrapper" {
-        "can never match a command: its program runs other commands (a wrapper), which no \
-         prefix can allow; name the program the wrapper would run instead"
-            .to_string()
-    } else {
-        format!(
-            "can never match a command: it uses {}, which the argument guards refuse in every \
-             command; drop that word from the prefix",
-            hit.what
-        )
-    })
 }
 
 impl BashPolicy {

@@ -504,7 +504,7 @@ impl ArgGuards {
     /// Unknown keys, wrong types and malformed entries are refused; messages name the key
     /// path and never quote a value.
     pub fn from_yaml(file: &Path, text: &str) -> Result<ArgGuards, Vec<Problem>> {
-        let doc = crate::policy::store::parse_text(file, text)?;
+        let doc = crate::diag::parse_yaml(file, text)?;
         let mut out = ArgGuards::builtin();
         let mut problems = Vec::new();
         let Value::Mapping(map) = doc else {
