@@ -4,6 +4,8 @@
 //! newline and tab), DEL, C1 controls and bidirectional overrides are shown as `\u{..}`.
 //! When it is a pipe or a file, the bytes pass unchanged: programs get the exact output.
 
+pub mod filter;
+
 use std::io::{self, IsTerminal, Write};
 
 pub struct TerminalSafe<W: Write> {
