@@ -55,6 +55,9 @@ pub fn check(wire: Wire, doc: &Value, web_search: bool) -> Result<(), String> {
             _ => false,
         };
         if own {
+            if wire == Wire::OpenAi && ty.and_then(Value::as_str) == Some("namespace") {
+                namespace(i, t)?;
+            }
             continue;
         }
         let search = ty
@@ -68,6 +71,26 @@ pub fn check(wire: Wire, doc: &Value, web_search: bool) -> Result<(), String> {
         } else {
             format!("tools[{i}]: a server tool, run by the provider past the run's egress; only the agent's own tools (and web search, with WebSearch) are forwarded")
         });
+    }
+    Ok(())
+}
+
+/// An OpenAI `namespace` groups the agent's own tools: each of its `tools` must be a
+/// `function` or `custom` tool. Anything else (a server tool, a nested namespace, an entry
+/// without its `type` spelled so) is refused, so a server tool cannot ride inside one.
+fn namespace(i: usize, t: &Value) -> Result<(), String> {
+    let inner = match t.get("tools") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(inner)) => inner,
+        Some(_) => return Err(format!("tools[{i}].tools: a list")),
+    };
+    for (j, t) in inner.iter().enumerate() {
+        let ty = t.get("type").and_then(Value::as_str);
+        if !matches!(ty, Some("function" | "custom")) {
+            return Err(format!(
+                "tools[{i}].tools[{j}]: a namespace holds only the agent's own tools (function, custom); a server tool inside one is refused like any other"
+            ));
+        }
     }
     Ok(())
 }
@@ -383,6 +406,40 @@ mod tests {
             DEFAULT_SEARCHES
         );
         assert_eq!(searches(o, &json!({"max_tool_calls": 3})), 0);
+    }
+
+    #[test]
+    fn a_namespace_holds_only_the_agents_own_tools() {
+        let o = Wire::OpenAi;
+        let ns = |inner: Value| json!({"tools": [{"type": "function", "name": "f"}, {"type": "namespace", "name": "mcp__x", "tools": inner}]});
+        assert_eq!(
+            check(
+                o,
+                &ns(json!([{"type": "function", "name": "g"}, {"type": "custom", "name": "h"}])),
+                false
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                o,
+                &json!({"tools": [{"type": "namespace", "name": "n"}]}),
+                false
+            ),
+            Ok(())
+        );
+        for inner in [
+            json!([{"type": "web_search"}]),
+            json!([{"type": "function", "name": "g"}, {"type": "mcp", "server_url": "https://x.example/mcp"}]),
+            json!([{"type": "code_interpreter", "container": {"type": "auto"}}]),
+            json!([{"type": "namespace", "name": "inner", "tools": [{"type": "web_search"}]}]),
+            json!([{"Type": "function", "name": "g"}]),
+            json!([{"name": "g"}]),
+            json!({"type": "function"}),
+        ] {
+            let err = check(o, &ns(inner.clone()), true).expect_err(&inner.to_string());
+            assert!(err.starts_with("tools[1].tools"), "{err}");
+        }
     }
 
     #[test]
