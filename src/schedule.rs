@@ -17,12 +17,18 @@ pub struct Schedule {
     weekdays: Option<BTreeSet<u32>>,
 }
 
-const FIELDS: [(&str, u32, u32); 5] = [
-    ("minute", 0, 59),
-    ("hour", 0, 23),
-    ("day of month", 1, 31),
-    ("month", 1, 12),
-    ("day of week", 0, 7),
+/// Each field: its name, its range, and the names cron allows for its values (the first
+/// three letters, any case: `jan`..`dec`, `sun`..`sat`).
+const FIELDS: [(&str, u32, u32, &[&str]); 5] = [
+    ("minute", 0, 59, &[]),
+    ("hour", 0, 23, &[]),
+    ("day of month", 1, 31, &[]),
+    ("month", 1, 12, &MONTH_NAMES),
+    ("day of week", 0, 7, &WEEKDAY_NAMES),
+];
+
+const MONTH_NAMES: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
 ];
 
 const WEEKDAY_NAMES: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
@@ -37,8 +43,8 @@ pub fn parse(expr: &str) -> Result<Schedule, String> {
         );
     }
     let mut sets = Vec::with_capacity(5);
-    for (part, (name, lo, hi)) in parts.iter().zip(FIELDS) {
-        sets.push(field(part, lo, hi).map_err(|why| format!("{name} field: {why}"))?);
+    for (part, (name, lo, hi, names)) in parts.iter().zip(FIELDS) {
+        sets.push(field(part, lo, hi, names).map_err(|why| format!("{name} field: {why}"))?);
     }
     let restricted = |i: usize| parts[i] != "*";
     let mut weekdays: BTreeSet<u32> = sets[4].iter().map(|d| d % 7).collect();
@@ -54,19 +60,24 @@ pub fn parse(expr: &str) -> Result<Schedule, String> {
     })
 }
 
-fn field(text: &str, lo: u32, hi: u32) -> Result<BTreeSet<u32>, String> {
+fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<BTreeSet<u32>, String> {
+    // A name is its number: months count from 1 (`jan`), days from 0 (`sun`).
+    let value = |t: &str| match names.iter().position(|n| n.eq_ignore_ascii_case(t)) {
+        Some(i) => Ok(lo + i as u32),
+        None => number(t, !names.is_empty()),
+    };
     let mut out = BTreeSet::new();
     for item in text.split(',') {
         let (range, step) = match item.split_once('/') {
-            Some((r, s)) => (r, Some(number(s)?)),
+            Some((r, s)) => (r, Some(number(s, false)?)),
             None => (item, None),
         };
         let (start, end) = if range == "*" {
             (lo, hi)
         } else if let Some((a, b)) = range.split_once('-') {
-            (number(a)?, number(b)?)
+            (value(a)?, value(b)?)
         } else {
-            let n = number(range)?;
+            let n = value(range)?;
             // `5/15` means from 5 to the end of the field, every 15.
             (n, if step.is_some() { hi } else { n })
         };
@@ -82,9 +93,14 @@ fn field(text: &str, lo: u32, hi: u32) -> Result<BTreeSet<u32>, String> {
     Ok(out)
 }
 
-fn number(text: &str) -> Result<u32, String> {
+fn number(text: &str, named: bool) -> Result<u32, String> {
     if text.is_empty() || text.len() > 2 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("use numbers, `*`, lists `a,b`, ranges `a-b` and steps `/n` (no names)".into());
+        return Err(if named {
+            "use numbers or three-letter names (jan, mon), `*`, lists `a,b`, ranges `a-b` and steps `/n`"
+        } else {
+            "use numbers, `*`, lists `a,b`, ranges `a-b` and steps `/n`"
+        }
+        .into());
     }
     text.parse().map_err(|_| "not a number".to_string())
 }
@@ -185,14 +201,27 @@ mod tests {
             "*/0 * * * *",
             "5-1 * * * *",
             "@daily",
-            "0 6 * * mon",
-            "0 6 * jan *",
+            "0 6 * * monday",
+            "0 6 * * jan",
+            "0 6 * mon *",
+            "0 6 * * fri-mon",
+            "0 mon * * *",
             "a b c d e",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} should be refused");
         }
-        let err = parse("0 6 * * mon").expect_err("names");
+        let err = parse("0 6 * * xyz").expect_err("not a name");
         assert!(err.contains("day of week"), "{err}");
-        assert!(!err.contains("mon"), "{err}");
+        assert!(!err.contains("xyz"), "{err}");
+    }
+
+    #[test]
+    fn names_of_days_and_months_are_their_numbers() {
+        assert_eq!(cal("0 6 * * mon"), cal("0 6 * * 1"));
+        assert_eq!(cal("0 6 * * MON-FRI"), cal("0 6 * * 1-5"));
+        assert_eq!(cal("0 6 * * sun,Sat"), cal("0 6 * * 0,6"));
+        assert_eq!(cal("0 6 1 jan,Jul *"), cal("0 6 1 1,7 *"));
+        assert_eq!(cal("0 6 * mar-may/2 *"), cal("0 6 * 3-5/2 *"));
+        assert_eq!(cal("0 6 * * mon"), vec!["Mon *-*-* 06:00:00 UTC"]);
     }
 }

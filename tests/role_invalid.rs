@@ -833,8 +833,8 @@ fn cases() -> Vec<Case> {
             S,
         ),
         case(
-            "run schedule names a weekday",
-            &[("run.schedule", "'0 6 * * mon'")],
+            "run schedule names no weekday",
+            &[("run.schedule", "'0 6 * * mond'")],
             "run.schedule",
             "day of week field",
             None,
