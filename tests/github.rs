@@ -185,7 +185,8 @@ fn api_writes_are_checked_counted_journaled_and_the_token_revoked_at_run_end() {
     let writes: Vec<&Value> = reqs
         .iter()
         .filter(|q| q["method"] != "GET" && q["cred"] == "token" && q["deleted"].is_null())
-        .filter(|q| q["path"] != "/graphql")
+        // Not the GraphQL reads, nor the clones' fetches (git-upload-pack is a POST).
+        .filter(|q| q["path"] != "/graphql" && q["git"] != true)
         .collect();
     assert_eq!(writes.len(), 3, "exactly the allowed writes: {writes:?}");
     for w in &writes {
@@ -484,7 +485,8 @@ fn a_fire_revokes_the_token_at_github_and_the_run_token_is_refused_at_once() {
     let reads = || {
         gh.requests()
             .iter()
-            .filter(|q| q["method"] == "GET" && q["cred"] == "token")
+            // The run's own reads, not airlockd's clones at launch.
+            .filter(|q| q["method"] == "GET" && q["cred"] == "token" && q["git"] != true)
             .count()
     };
     assert!(
@@ -645,6 +647,34 @@ fn run_clone_repositories_are_in_the_workspace_at_launch_with_origin_through_the
         .requests()
         .iter()
         .any(|q| q["git"] == true && q["path"].as_str().unwrap_or("").contains("git-upload-pack")));
+}
+
+/// Seed 000: `run.clone` absent means `writes.repos`; an empty `run.clone` means none.
+#[test]
+fn without_run_clone_the_runs_workspace_holds_its_writes_repos_and_with_an_empty_one_none() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let listing =
+        "import os; print(sorted(os.listdir('repos')) if os.path.isdir('repos') else 'none')";
+    for (tail, want) in [
+        (
+            "run:\n  model: claude-sonnet-4-5\n",
+            "['example-repo', 'scratch']",
+        ),
+        ("run:\n  model: claude-sonnet-4-5\n  clone: []\n", "none"),
+    ] {
+        let text = role_with(3, tail)
+            .replace("kind: workflow", "kind: agent")
+            .replace("tools: {}", "tools: {board: [board_read]}");
+        let h = host_with(&gh, &text);
+        let o = h
+            .launch("ghprobe", "gina", &[], &["/usr/bin/python3", "-c", listing])
+            .output()
+            .unwrap();
+        let out = stdout(&o);
+        assert!(o.status.success(), "{out}\n{}", stderr(&o));
+        assert_eq!(out.trim(), want, "{tail}");
+    }
 }
 
 #[test]

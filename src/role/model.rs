@@ -279,4 +279,14 @@ impl Role {
     pub fn bash_prefixes(&self) -> &[String] {
         self.run.as_ref().map(|r| r.bash.as_slice()).unwrap_or(&[])
     }
+
+    /// The repositories checked out for a run, and the key they come from: `run.clone` as
+    /// written (an empty list: none), or `writes.repos` when the role names no `run.clone`
+    /// (seed 000's default).
+    pub fn clone_repos(&self) -> (&'static str, &[String]) {
+        match self.run.as_ref().and_then(|r| r.clone.as_ref()) {
+            Some(c) => ("run.clone", c),
+            None => ("writes.repos", &self.writes.repos),
+        }
+    }
 }

@@ -59,12 +59,7 @@ pub fn mint(
     let client_tls =
         crate::gateway::provider::tls_config(None).map_err(|e| format!("{at}: github: {e}"))?;
     let mut repos: Vec<String> = role.writes.repos.clone();
-    repos.extend(
-        role.run
-            .iter()
-            .flat_map(|r| r.clone.iter().flatten())
-            .cloned(),
-    );
+    repos.extend(role.clone_repos().1.iter().cloned());
     // A repository both written and cloned is named once.
     repos.sort();
     repos.dedup();
@@ -157,10 +152,11 @@ pub fn env(token: &str) -> Vec<(String, String)> {
 /// read, within the token's scope), `origin` then pointed at
 /// `https://github.com/OWNER/NAME.git`, which the run reaches through its gateway, and the
 /// tree handed to the instance. Whether anything was cloned. The token goes to git in its
-/// environment only. A workspace given with `--workspace` keeps what it holds.
+/// environment only. A workspace given with `--workspace` keeps what it holds. `key`: where
+/// the list came from (`run.clone`, or `writes.repos` as its default), for errors.
 pub fn clone_into(
     plan: &GithubPlan,
-    repos: &[String],
+    (key, repos): (&str, &[String]),
     workspace: &std::path::Path,
     owner_ids: (u32, u32),
 ) -> Result<bool, String> {
@@ -171,19 +167,19 @@ pub fn clone_into(
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(workspace)
-        .map_err(|e| format!("run.clone: {}: {}", workspace.display(), e.kind()))?;
+        .map_err(|e| format!("{key}: {}: {}", workspace.display(), e.kind()))?;
     let base = &plan.git;
     let scheme = if base.https { "https" } else { "http" };
     for (i, repo) in repos.iter().enumerate() {
         let Some((owner, name)) = repo.split_once('/') else {
-            return Err(format!("run.clone[{i}]: not OWNER/REPO"));
+            return Err(format!("{key}[{i}]: not OWNER/REPO"));
         };
         let token = plan
             .tokens
             .iter()
             .find(|(o, _)| *o == owner.to_ascii_lowercase())
             .map(|(_, t)| t)
-            .ok_or_else(|| format!("run.clone[{i}]: no installation token for its owner"))?;
+            .ok_or_else(|| format!("{key}[{i}]: no installation token for its owner"))?;
         let basic = github_app::b64std(format!("x-access-token:{}", token.expose()).as_bytes());
         let url = format!("{scheme}://{}{}/{repo}.git", base.authority, base.base_path);
         let public = format!("https://{}/{repo}.git", tls::GIT_HOST);
@@ -213,7 +209,7 @@ pub fn clone_into(
                 Ok(o) if o.status.success() => Ok(()),
                 // git's last line says why (it never prints the header it was given).
                 Ok(o) => Err(format!(
-                    "run.clone[{i}]: git of {repo} failed: {}",
+                    "{key}[{i}]: git of {repo} failed: {}",
                     crate::gateway::clip(
                         String::from_utf8_lossy(&o.stderr)
                             .lines()
@@ -222,7 +218,7 @@ pub fn clone_into(
                         200
                     )
                 )),
-                Err(e) => Err(format!("run.clone[{i}]: git: {}", e.kind())),
+                Err(e) => Err(format!("{key}[{i}]: git: {}", e.kind())),
             }
         };
         let os = |s: &str| std::ffi::OsString::from(s);
@@ -259,7 +255,7 @@ pub fn clone_into(
         })
         .map_err(|e| {
             format!(
-                "run.clone: the clones could not be given to the instance: {}",
+                "{key}: the clones could not be given to the instance: {}",
                 e.kind()
             )
         })?;

@@ -677,15 +677,9 @@ pub fn prepare_in(
         // Cloned where only root reaches (the run's directory), then placed.
         let staged = match (&github, &workspace) {
             (Some(m), None) => {
-                let clone: Vec<String> = loaded
-                    .role
-                    .run
-                    .iter()
-                    .flat_map(|r| r.clone.iter().flatten())
-                    .cloned()
-                    .collect();
                 let dir = run_dir.join("clone");
-                github_plan::clone_into(&m.plan, &clone, &dir, (inst.uid, inst.gid))
+                let clone = loaded.role.clone_repos();
+                github_plan::clone_into(&m.plan, clone, &dir, (inst.uid, inst.gid))
                     .map_err(|e| refused(format!("{}: {e}", loaded.file.display())))?
                     .then_some(dir)
             }

@@ -1,6 +1,6 @@
-//! A stand-in GitHub for the tests (tests/agents/standin_github.py): an App key pair, one
-//! bare repository (example-org/example-repo, with a README and a workflow on main), the
-//! server on loopback, and what it logged.
+//! A stand-in GitHub for the tests (tests/agents/standin_github.py): an App key pair, two
+//! bare repositories (example-org/example-repo, with a README and a workflow on main, and
+//! example-org/scratch with the same tree), the server on loopback, and what it logged.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -74,6 +74,12 @@ impl StandInGithub {
             ),
             &seed,
         );
+        // The installation's second repository (example-org/scratch), with the same tree:
+        // a role writing both clones both when it names no run.clone.
+        let scratch = d.join("repos/example-org/scratch.git");
+        std::fs::create_dir_all(&scratch).unwrap();
+        sh("git init -q --bare -b main .", &scratch);
+        sh(&format!("git push -q {} main", scratch.display()), &seed);
         let child = Command::new("/usr/bin/python3")
             .arg(Path::new(REPO).join("tests/agents/standin_github.py"))
             .arg(d)
