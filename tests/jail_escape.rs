@@ -629,7 +629,11 @@ fn the_brief_and_the_claude_configuration_are_in_the_jail() {
         mcp,
         agent_config::claude_mcp_config(&loaded.role, &gateway).unwrap()
     );
-    assert_eq!(got(2), loaded.brief_text);
+    // The brief, then the role's floors (seed 000).
+    assert_eq!(
+        got(2),
+        airlock::policy::brief::with_floors(&loaded.brief_text, &loaded.role.floors)
+    );
     assert_eq!(got(3), "unset");
     assert_eq!(got(4), airlock::sandbox::env::gateway_url());
     assert_eq!(
@@ -726,7 +730,9 @@ fn a_brief_of_a_mebibyte_reaches_the_jail_whole() {
         .unwrap();
     assert_ok(&o);
     use sha2::Digest;
-    let want: String = sha2::Sha256::digest(brief.as_bytes())
+    let floors = shipped_role("code").role.floors;
+    let given = airlock::policy::brief::with_floors(&brief, &floors);
+    let want: String = sha2::Sha256::digest(given.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();

@@ -5,6 +5,7 @@
 pub mod agent_config;
 pub mod autonomy;
 pub mod bash;
+pub mod brief;
 pub mod budget;
 pub mod classes;
 pub mod decision;

@@ -59,7 +59,10 @@ pub fn agent_files(
     gateway: &GatewayEndpoints,
 ) -> Result<AgentFiles, AgentConfigError> {
     let role = &loaded.role;
-    let mut files = vec![file(BRIEF_PATH, loaded.brief_text.clone())];
+    let mut files = vec![file(
+        BRIEF_PATH,
+        crate::policy::brief::with_floors(&loaded.brief_text, &role.floors),
+    )];
     if let Some(goals) = &loaded.goals_text {
         files.push(file(GOALS_PATH, goals.clone()));
     }
@@ -167,7 +170,15 @@ mod tests {
         let argv = f.argv.as_ref().unwrap();
         assert!(!argv.iter().any(|a| a.contains(&loaded.brief_text)));
         assert!(argv.iter().all(|a| a.len() < 128 << 10));
-        assert_eq!(content(&f, BRIEF_PATH), loaded.brief_text);
+        // The role's floors travel with its brief (seed 000), each on a line of its own.
+        let brief = content(&f, BRIEF_PATH);
+        assert!(brief.starts_with(&loaded.brief_text), "{brief}");
+        let tail = &brief[loaded.brief_text.len()..];
+        assert!(!loaded.role.floors.is_empty());
+        for floor in &loaded.role.floors {
+            assert!(tail.contains(&format!("\n- {floor}\n")), "{tail}");
+        }
+        assert!(tail.contains("never do"), "{tail}");
         let settings: serde_json::Value =
             serde_json::from_str(content(&f, CLAUDE_MANAGED_SETTINGS_PATH)).unwrap();
         assert_eq!(settings["permissions"]["defaultMode"], "dontAsk");
@@ -249,7 +260,10 @@ mod tests {
             Some(&[WORKFLOW_SHELL.to_string(), WORKFLOW_PATH.to_string()][..])
         );
         assert_eq!(content(&f, WORKFLOW_PATH), script);
-        assert_eq!(content(&f, BRIEF_PATH), loaded.brief_text);
+        assert_eq!(
+            content(&f, BRIEF_PATH),
+            crate::policy::brief::with_floors(&loaded.brief_text, &loaded.role.floors)
+        );
         assert_eq!(f.files.len(), 2, "no agent configuration for a workflow");
         assert!(f.env.is_empty());
         assert!(f.files.iter().all(|x| x.mode == 0o444));

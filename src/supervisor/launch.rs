@@ -1025,7 +1025,10 @@ mod tests {
             .iter()
             .find(|f| f.path == Path::new(BRIEF_PATH))
             .unwrap();
-        assert_eq!(brief.contents, loaded.brief_text);
+        assert_eq!(
+            brief.contents,
+            crate::policy::brief::with_floors(&loaded.brief_text, &loaded.role.floors)
+        );
         assert!(p
             .spec
             .files
