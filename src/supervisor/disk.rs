@@ -522,17 +522,6 @@ fn mke2fs_on(
     priority: Priority,
 ) -> Result<(), String> {
     let mut cmd = Command::new(mke2fs()?);
-    if priority == Priority::Idle {
-        // SAFETY: between fork and exec only sched_setscheduler, async-signal-safe, on
-        // the child itself; its failure leaves the child at normal priority.
-        unsafe {
-            cmd.pre_exec(|| {
-                let param = libc::sched_param { sched_priority: 0 };
-                libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
-                Ok(())
-            });
-        }
-    }
     cmd.env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .args(["-q", "-F", "-t", "ext4", "-m", "0", "-b", "4096"])
@@ -553,7 +542,7 @@ fn mke2fs_on(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run mke2fs: {e}"))?;
+    let mut child = spawn_at(&mut cmd, priority).map_err(|e| format!("cannot run mke2fs: {e}"))?;
     let mut err = String::new();
     if let Some(mut s) = child.stderr.take() {
         let _ = s.read_to_string(&mut err);
@@ -569,6 +558,22 @@ fn mke2fs_on(
         ));
     }
     Ok(())
+}
+
+/// Start `cmd`; at [`Priority::Idle`], lowered to `SCHED_IDLE` once it runs its program.
+/// Never before: between fork and exec the child holds a copy of every descriptor of
+/// airlockd's (the ledger's lock among them, closed only by exec), and a child at idle
+/// priority on a busy host could wait there for seconds, past airlockd's own exit, so that
+/// the next airlockd found its ledger held. `spawn` returns once the program is running;
+/// a failure to lower leaves it at normal priority.
+fn spawn_at(cmd: &mut Command, priority: Priority) -> std::io::Result<std::process::Child> {
+    let child = cmd.spawn()?;
+    if priority == Priority::Idle {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_setscheduler on our own unreaped child's pid, with a valid param.
+        unsafe { libc::sched_setscheduler(child.id() as libc::pid_t, libc::SCHED_IDLE, &param) };
+    }
+    Ok(child)
 }
 
 /// Remove what a run whose supervisor died left of its disks: its workspace image (its
@@ -701,6 +706,36 @@ mod tests {
     }
 
     use super::*;
+
+    /// The idle child runs its program at `SCHED_IDLE` (policy 5 in /proc/PID/stat), and
+    /// holds none of the spawner's descriptors by then (each was close-on-exec).
+    #[test]
+    fn an_idle_child_is_lowered_after_exec_holding_no_descriptor_of_ours() {
+        let held = fs::File::open("/proc/self/stat").unwrap();
+        let mut cmd = Command::new("/bin/sleep");
+        cmd.arg("5");
+        let mut child = spawn_at(&mut cmd, Priority::Idle).unwrap();
+        let pid = child.id();
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Field 41 (policy), counted after the parenthesized command name.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let policy = after.split(' ').nth(38).unwrap();
+        let fds: Vec<String> = fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter_map(|e| fs::read_link(e.path()).ok())
+            .map(|p| p.display().to_string())
+            .collect();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        drop(held);
+        assert_eq!(policy, libc::SCHED_IDLE.to_string(), "{stat}");
+        assert!(
+            !fds.iter()
+                .any(|f| f.contains("/proc/") && f.ends_with("/stat")),
+            "{fds:?}"
+        );
+    }
 
     #[test]
     fn project_quotas_are_read_from_the_mount_of_the_path() {
