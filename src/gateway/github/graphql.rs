@@ -133,6 +133,37 @@ pub fn operations(doc: &str) -> Result<Vec<Op>, &'static str> {
     Ok(ops)
 }
 
+/// What a document holds that a mutation may not (the mutation reader refuses each at any
+/// depth), seen by this lexer alone: a second reading, for the fuzz target to hold the
+/// parser-based walk to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// `name: field` outside parentheses: an alias (arguments, variable definitions and
+    /// object values are inside parentheses).
+    pub alias: bool,
+    /// `...`: a fragment spread or an inline fragment.
+    pub fragment: bool,
+    /// `@`: a directive.
+    pub directive: bool,
+}
+
+/// The [`Marks`] of `doc`.
+pub fn marks(doc: &str) -> Result<Marks, &'static str> {
+    let mut m = Marks::default();
+    let mut parens = 0usize;
+    for t in lex(doc)? {
+        match t {
+            Token::Punct('(') => parens += 1,
+            Token::Punct(')') => parens = parens.checked_sub(1).ok_or("unbalanced ( )")?,
+            Token::Punct(':') if parens == 0 => m.alias = true,
+            Token::Punct('.') => m.fragment = true,
+            Token::Punct('@') => m.directive = true,
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
 /// Past the selection set of the definition starting at `i`: its head (name, variables,
 /// type condition, directives: brackets in it balanced) up to its first `{` outside
 /// parentheses, then the braces balanced.
@@ -167,6 +198,27 @@ fn past_definition(t: &[Token<'_>], mut i: usize) -> Result<usize, &'static str>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marks_see_aliases_fragments_and_directives_but_not_arguments_or_strings() {
+        let none = Marks::default();
+        assert_eq!(
+            marks("mutation M($i: CreateIssueInput!) { createIssue(input: {title: \"a: ... @x\", body: $i}) { issue { id } } }"),
+            Ok(none)
+        );
+        let alias = marks("mutation { createIssue(input: {}) { issue { id: title } } }").unwrap();
+        assert!(alias.alias && !alias.fragment && !alias.directive);
+        assert!(
+            marks("mutation { a { ... on Issue { id } } }")
+                .unwrap()
+                .fragment
+        );
+        assert!(
+            marks("mutation { a { id @include(if: true) } }")
+                .unwrap()
+                .directive
+        );
+    }
 
     #[test]
     fn queries_fragments_and_the_shorthand_are_queries() {
