@@ -4,7 +4,7 @@
 //! broad grant (`github_*`, `git log`) could still reach.
 
 use super::bash::{lex, BashPolicy};
-use super::rails::{Rails, ToolRail};
+use super::rails::{glob_match, Rails, ToolRail};
 use super::resource::ResourcePolicy;
 use super::tool::ToolPolicy;
 use super::{Decision, Policies};
@@ -18,6 +18,18 @@ pub struct RolePolicy {
     resource: ResourcePolicy,
     /// The host's, shared by every role's policy (compiled once per policy load).
     rails: Arc<CompiledRails>,
+    /// The protected authorities the role's class does not hold, with their tool globs
+    /// (`policies/classes.yaml`), for the per-call check: a broad grant (`*`) passes the
+    /// load-time check, so a tool name it reaches is checked on every call as well.
+    unheld: Vec<Unheld>,
+}
+
+/// A protected authority a role's class does not hold.
+#[derive(Debug, Clone)]
+struct Unheld {
+    name: String,
+    holder: String,
+    globs: Vec<String>,
 }
 
 /// The host's rails with their tool globs compiled.
@@ -76,6 +88,27 @@ impl ToolRailSet {
     }
 }
 
+/// The authorities of `policies/classes.yaml` that the role's canonical class (its name,
+/// which is its folder's) does not hold.
+fn unheld(role: &Role, policies: &Policies) -> Vec<Unheld> {
+    let held = policies.classes.authority_of(&role.role);
+    policies
+        .classes
+        .authorities
+        .values()
+        .filter(|a| !a.tools.is_empty() && !held.contains(&a.name))
+        .map(|a| Unheld {
+            name: a.name.clone(),
+            holder: policies
+                .classes
+                .holder_of(&a.name)
+                .unwrap_or("no class")
+                .to_string(),
+            globs: a.tools.clone(),
+        })
+        .collect()
+}
+
 /// A rail glob (`*` any run, `?` one character) as an anchored regular expression.
 fn glob_regex(glob: &str) -> String {
     let mut re = String::from("^");
@@ -97,7 +130,30 @@ impl RolePolicy {
             tool: ToolPolicy::compile(role),
             resource: ResourcePolicy::compile(role),
             rails: policies.compiled_rails(),
+            unheld: unheld(role, policies),
         }
+    }
+
+    /// The rail or protected authority a call of `tool` would cross, as its refusal.
+    fn forbidden_tool(&self, tool: &str) -> Option<Decision> {
+        if let Some(rail) = self.rails.tools.find(&self.rails.rails, tool) {
+            return Some(Decision::deny(
+                format!("rail: {}", rail.rule),
+                rail.reason.clone(),
+            ));
+        }
+        self.unheld
+            .iter()
+            .find(|a| a.globs.iter().any(|g| glob_match(g, tool)))
+            .map(|a| {
+                Decision::deny(
+                    format!("authority: {}", a.name),
+                    format!(
+                        "this tool exercises protected authority `{}`, held only by class {}",
+                        a.name, a.holder
+                    ),
+                )
+            })
     }
 
     /// An agent's bash command string, as it sent it.
@@ -127,8 +183,8 @@ impl RolePolicy {
 
     /// An MCP tool call through the gateway.
     pub fn tool(&self, connector: &str, tool: &str, args: &serde_json::Value) -> Decision {
-        match self.rails.tools.find(&self.rails.rails, tool) {
-            Some(rail) => Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
+        match self.forbidden_tool(tool) {
+            Some(refused) => refused,
             None => self.tool.decide(connector, tool, args),
         }
     }
@@ -136,8 +192,8 @@ impl RolePolicy {
     /// Whether a filtered tools/list shows `tool` of `connector`: listed by the role, not
     /// denied, no rail against it. Its calls are still decided by [`RolePolicy::tool`].
     pub fn tool_listed(&self, connector: &str, tool: &str) -> Decision {
-        match self.rails.tools.find(&self.rails.rails, tool) {
-            Some(rail) => Decision::deny(format!("rail: {}", rail.rule), rail.reason.clone()),
+        match self.forbidden_tool(tool) {
+            Some(refused) => refused,
             None => self.tool.listed(connector, tool),
         }
     }
@@ -145,7 +201,7 @@ impl RolePolicy {
     /// The grant that lists `tool` of `connector` ([`ToolPolicy::grant`]); none when
     /// [`RolePolicy::tool_listed`] refuses it.
     pub fn tool_grant(&self, connector: &str, tool: &str) -> Option<String> {
-        match self.rails.tools.find(&self.rails.rails, tool) {
+        match self.forbidden_tool(tool) {
             Some(_) => None,
             None => self.tool.grant(connector, tool),
         }
@@ -166,6 +222,46 @@ impl RolePolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A broad grant passes load (it does not plainly reach a protected glob), so every
+    /// call is checked too: a tool name that exercises an authority the role's class does
+    /// not hold is refused on any connector, and allowed to the class that holds it.
+    #[test]
+    fn a_broad_grant_reaches_no_protected_authority_of_another_class() {
+        let policies =
+            Policies::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies"))
+                .expect("shipped policies");
+        let role = |name: &str| {
+            let text = format!(
+                "schema: 1\nrole: {name}\nlevel: L1\nbrief: brief.md\nkind: agent\nidentity: {{board_name: 'x:{name}', key_store: airlock}}\nwrites: {{repos: []}}\ntools: {{ops: ['*'], board: [board_read, roster_list]}}\nbudget: {{runs_per_week: 1, minutes_per_run: 1}}\n"
+            );
+            crate::role::parse_role(std::path::Path::new("role.yaml"), &text)
+                .map(|(r, _)| r)
+                .unwrap_or_else(|p| panic!("{p:?}"))
+        };
+        let code = RolePolicy::compile(&role("code"), &policies);
+        let args = serde_json::json!({});
+        for (conn, tool) in [
+            ("ops", "roster_add"),
+            ("ops", "assign_role_x"),
+            ("board", "roster_list"),
+            ("ops", "Issue_Lease"),
+        ] {
+            let d = code.tool(conn, tool, &args);
+            assert!(!d.allow, "{conn}/{tool}");
+            assert!(
+                d.rule.starts_with("authority: "),
+                "{conn}/{tool}: {}",
+                d.rule
+            );
+            assert!(!code.tool_listed(conn, tool).allow, "{conn}/{tool} listed");
+            assert_eq!(code.tool_grant(conn, tool), None);
+        }
+        assert!(code.tool("ops", "read_file", &args).allow);
+        let orchestrator = RolePolicy::compile(&role("orchestrator"), &policies);
+        assert!(orchestrator.tool("ops", "roster_add", &args).allow);
+        assert!(!orchestrator.tool("ops", "merge_pull_request", &args).allow);
+    }
 
     #[test]
     fn the_regex_set_agrees_with_the_glob_matcher() {
