@@ -253,6 +253,8 @@ fn opened(run: &str) -> LedgerEvent {
         budgets: json!({}),
         started_at: 1_700_000_000_000,
         deadline_s: 60,
+        role_sha256: None,
+        rev: None,
     })
 }
 
@@ -676,7 +678,8 @@ fn show_and_instances_and_confirmations() {
         h.join().unwrap(),
         Op::Hire {
             instance: "bob".into(),
-            role: "review".into()
+            role: "review".into(),
+            decision: None,
         }
     );
     let (_d, socket, h) = fake_daemon(vec![ok(json!({"message": "stopping r-1"}))]);

@@ -22,6 +22,8 @@ fn opened(run: &str, instance: &str, started_at: u64) -> LedgerEvent {
         budgets: json!({"minutes": 30, "runs_per_week": 20, "writes": {"max": 100, "files": null}}),
         started_at,
         deadline_s: 1800,
+        role_sha256: None,
+        rev: None,
     })
 }
 

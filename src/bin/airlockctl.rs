@@ -6,7 +6,7 @@ use airlock::cli::check::Query;
 use airlock::cli::remote::Ctx;
 use airlock::cli::sources::SourceArgs;
 use airlock::cli::{
-    check, connector, explain, fleet, instances, logs, runs, status, timers, validate,
+    check, connector, decisions, explain, fleet, instances, logs, runs, status, timers, validate,
     verify_ledger,
 };
 use clap::{Args, Parser, Subcommand};
@@ -108,11 +108,49 @@ enum Cmd {
     /// Stop a run: SIGTERM, a grace period, then kill (needs airlockd; a standalone run is
     /// stopped with Ctrl-C or SIGTERM to its `launch --standalone`).
     Stop { run: String },
-    /// Hire an instance of ROLE with its own uid (admin; needs airlockd).
+    /// Hire an instance of ROLE with its own uid: a decision raised and approved at once
+    /// (admin; one with flagged or credential lines waits for an owner; needs airlockd).
     Hire {
         name: String,
         #[arg(long)]
         role: String,
+        /// Why, kept with the decision.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Decisions waiting for a person (hires, fires, changes); --all: resolved ones too.
+    Decisions {
+        #[arg(long)]
+        all: bool,
+    },
+    /// One decision in full: the role, its lines, its digest.
+    Decision {
+        #[command(subcommand)]
+        what: DecisionCmd,
+    },
+    /// Approve decision ID; --digest must be its current digest (`decision show ID`).
+    Approve {
+        id: String,
+        #[arg(long)]
+        digest: String,
+    },
+    /// Deny decision ID.
+    Deny {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Move an instance to its role's template as it is now (a decision).
+    Change {
+        name: String,
+        /// The only change a person asks for here: the template as it is now.
+        #[arg(long, required = true)]
+        to_template: bool,
+    },
+    /// An instance's frozen role against its template.
+    Role {
+        #[command(subcommand)]
+        what: RoleCmd,
     },
     /// Fire an instance: it may not run again (admin; needs airlockd).
     Fire { name: String },
@@ -144,6 +182,18 @@ enum Cmd {
         #[arg(long, value_name = "DIR", default_value = timers::DEFAULT_OUTPUT)]
         output: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum DecisionCmd {
+    /// The decision in full.
+    Show { id: String },
+}
+
+#[derive(Subcommand)]
+enum RoleCmd {
+    /// What changed in the template since the instance's frozen revision.
+    Diff { name: String },
 }
 
 #[derive(Subcommand)]
@@ -251,7 +301,17 @@ fn main() {
         Cmd::Show { run } => runs::show(&ctx, run),
         Cmd::Logs { run, follow, raw } => logs::logs(&ctx, run, *follow, *raw),
         Cmd::Stop { run } => runs::stop(&ctx, run),
-        Cmd::Hire { name, role } => instances::hire(&ctx, name, role),
+        Cmd::Hire { name, role, reason } => instances::hire(&ctx, name, role, reason.as_deref()),
+        Cmd::Decisions { all } => decisions::list(&ctx, *all),
+        Cmd::Decision {
+            what: DecisionCmd::Show { id },
+        } => decisions::show(&ctx, id),
+        Cmd::Approve { id, digest } => decisions::approve(&ctx, id, digest),
+        Cmd::Deny { id, reason } => decisions::deny(&ctx, id, reason.as_deref()),
+        Cmd::Change { name, .. } => decisions::change(&ctx, name),
+        Cmd::Role {
+            what: RoleCmd::Diff { name },
+        } => decisions::role_diff(&ctx, name),
         Cmd::Fire { name } => instances::fire(&ctx, name),
         Cmd::Instances => instances::list(&ctx),
         Cmd::Status => status::status(&ctx),

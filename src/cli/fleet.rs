@@ -380,6 +380,7 @@ fn assemble(
                     l.revoke_reason = Some(v.reason);
                 }
             }
+            LedgerEvent::Decision(_) => {}
         }
     }
     Ok(opened.map(|(host, o)| (host, (o, closed), leases)))

@@ -7,13 +7,20 @@ use super::table::{self, clean};
 use crate::cli::output::out;
 use crate::control::protocol::{InstanceInfo, Op};
 
-pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
+pub fn hire(ctx: &Ctx, name: &str, role: &str, reason: Option<&str>) -> i32 {
     let op = Op::Hire {
         instance: name.into(),
         role: role.into(),
+        decision: reason.map(|r| crate::control::protocol::DecisionArgs {
+            reason: Some(r.to_string()),
+            ..Default::default()
+        }),
     };
     match ctx.call(op) {
         Ok(data) => {
+            if let Some(code) = super::decisions::pending(ctx, &data) {
+                return code;
+            }
             let uid = data
                 .get("uid")
                 .and_then(|u| u.as_u64())
@@ -54,8 +61,12 @@ pub fn hire(ctx: &Ctx, name: &str, role: &str) -> i32 {
 pub fn fire(ctx: &Ctx, name: &str) -> i32 {
     match ctx.call(Op::Fire {
         instance: name.into(),
+        decision: None,
     }) {
         Ok(data) => {
+            if let Some(code) = super::decisions::pending(ctx, &data) {
+                return code;
+            }
             let ids = |k: &str| -> Vec<String> {
                 data.get(k)
                     .and_then(|v| v.as_array())

@@ -3,6 +3,7 @@
 pub mod agent_events;
 pub mod check;
 pub mod connector;
+pub mod decisions;
 pub mod detach;
 pub mod explain;
 pub mod fleet;

@@ -122,15 +122,29 @@ fn instances_now(cfg: &Config) -> Result<Vec<InstanceInfo>, ErrorBody> {
     let mut leases = open_leases(&cfg.state_dir);
     Ok(list
         .into_iter()
-        .map(|e| InstanceInfo {
-            leases: leases.remove(&e.name).unwrap_or_default(),
-            active_runs: active.iter().filter(|r| r.instance == e.name).count(),
-            // 0: a config instance whose uid is allocated on its first run.
-            uid: e.uid.unwrap_or(0),
-            instance: e.name,
-            role: e.role,
-            source: e.source.as_str().to_string(),
-            fired: e.fired,
+        .map(|e| {
+            let (role_sha256, rev, template_changed) =
+                crate::supervisor::decisions::pins::revision_of(&cfg.state_dir, &e.name, |role| {
+                    // The last layer holding the role decides, as in the catalog.
+                    cfg.roles
+                        .iter()
+                        .rev()
+                        .map(|d| d.join(role))
+                        .find(|d| d.join("role.yaml").is_file())
+                });
+            InstanceInfo {
+                role_sha256,
+                rev,
+                template_changed,
+                leases: leases.remove(&e.name).unwrap_or_default(),
+                active_runs: active.iter().filter(|r| r.instance == e.name).count(),
+                // 0: a config instance whose uid is allocated on its first run.
+                uid: e.uid.unwrap_or(0),
+                instance: e.name,
+                role: e.role,
+                source: e.source.as_str().to_string(),
+                fired: e.fired,
+            }
         })
         .collect())
 }

@@ -128,6 +128,9 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
         ("state", clean(&info.state)),
         ("started", format!("{} UTC", table::utc(info.started_at))),
     ]);
+    if let (Some(sha), Some(rev)) = (&info.role_sha256, info.rev) {
+        pairs.push(("role revision", format!("{rev} ({})", clean(sha))));
+    }
     if let Some(end) = info.ended_at {
         pairs.push(("ended", format!("{} UTC", table::utc(end))));
     }

@@ -29,6 +29,7 @@
 
 pub mod connectors;
 pub mod credentials;
+pub mod decisions;
 pub mod egress;
 pub mod github;
 pub mod groups;
@@ -126,6 +127,8 @@ pub struct Config {
     pub agents: BTreeMap<String, PathBuf>,
     /// The fleet's shared store (`store:`); `None`: this host's files alone.
     pub store: Option<store::StoreConf>,
+    /// `decisions`: who approves hires, fires and changes (see [`decisions`]).
+    pub decisions: decisions::DecisionsConf,
 }
 
 /// Where scripts/install-agents.sh puts the pinned agent CLIs.
@@ -213,6 +216,7 @@ const TOP_KEYS: &[&str] = &[
     "metrics",
     "tracing",
     "store",
+    "decisions",
 ];
 impl Parser<'_> {
     fn problem(&mut self, path: &str, msg: &str) {
@@ -397,7 +401,11 @@ impl Parser<'_> {
                 problems.push(Problem::new(file, p, m))
             })
         });
+        let decisions = get("decisions")
+            .map(|v| decisions::parse(self.file, v, &mut self.problems))
+            .unwrap_or_default();
         Some(Config {
+            decisions,
             metrics,
             tracing,
             store,

@@ -74,6 +74,7 @@ pub fn required(op: &Op) -> Access {
     match op {
         Op::Hire { .. }
         | Op::Fire { .. }
+        | Op::Change { .. }
         | Op::Reload
         | Op::ConnectorLogin { .. }
         | Op::ConnectorLoginFinish { .. }
@@ -85,6 +86,12 @@ pub fn required(op: &Op) -> Access {
         | Op::Show { .. }
         | Op::Instances
         | Op::Status
+        | Op::RoleDiff { .. }
+        // Who may resolve which decision is decided by decisions.approvers and owners.
+        | Op::Decisions { .. }
+        | Op::DecisionShow { .. }
+        | Op::Approve { .. }
+        | Op::Deny { .. }
         | Op::ConnectorStatus => Access::Operator,
     }
 }
@@ -174,7 +181,8 @@ mod tests {
             &p,
             &GROUPS,
             &Op::Fire {
-                instance: "tess".into()
+                instance: "tess".into(),
+                decision: None,
             }
         )
         .is_err());

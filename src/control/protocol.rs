@@ -46,11 +46,40 @@ pub enum Op {
     },
     Instances,
     Status,
+    /// A person's hire: a decision raised and, when the person may approve it, approved at
+    /// once.
     Hire {
         instance: String,
         role: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<DecisionArgs>,
     },
     Fire {
+        instance: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<DecisionArgs>,
+    },
+    /// Decisions: pending ones, or all (`decision.all`).
+    Decisions {
+        decision: DecisionArgs,
+    },
+    DecisionShow {
+        decision: DecisionArgs,
+    },
+    Approve {
+        decision: DecisionArgs,
+    },
+    Deny {
+        decision: DecisionArgs,
+    },
+    /// Move an instance to its template as it is now: a decision.
+    Change {
+        instance: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<DecisionArgs>,
+    },
+    /// The instance's frozen revision against its template now.
+    RoleDiff {
         instance: String,
     },
     Reload,
@@ -87,6 +116,12 @@ impl Op {
             Op::Status => "status",
             Op::Hire { .. } => "hire",
             Op::Fire { .. } => "fire",
+            Op::Decisions { .. } => "decisions",
+            Op::DecisionShow { .. } => "decision-show",
+            Op::Approve { .. } => "approve",
+            Op::Deny { .. } => "deny",
+            Op::Change { .. } => "change",
+            Op::RoleDiff { .. } => "role-diff",
             Op::Reload => "reload",
             Op::ConnectorLogin { .. } => "connector-login",
             Op::ConnectorLoginFinish { .. } => "connector-login-finish",
@@ -94,6 +129,21 @@ impl Op {
             Op::ConnectorLogout { .. } => "connector-logout",
         }
     }
+}
+
+/// What a decision operation names: which decision, the digest approved, a reason, and
+/// for `decisions` whether resolved ones are listed too.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionArgs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
 }
 
 /// One request: the protocol version and the operation, flattened into one JSON object
@@ -231,6 +281,7 @@ struct Wire {
     connector: Option<String>,
     login: Option<String>,
     redirected: Option<String>,
+    decision: Option<DecisionArgs>,
 }
 
 impl Wire {
@@ -248,7 +299,15 @@ impl Wire {
             connector,
             login,
             redirected,
+            decision,
         } = self;
+        let decision_op = matches!(
+            op.as_str(),
+            "hire" | "fire" | "change" | "decisions" | "decision-show" | "approve" | "deny"
+        );
+        if decision.is_some() && !decision_op {
+            return None;
+        }
         let launch_only =
             workspace.is_some() || max_seconds.is_some() || command.is_some() || wait.is_some();
         // Taken by `runs` only; refused by every other operation below.
@@ -295,10 +354,34 @@ impl Wire {
             "hire" if only(true, true, false) => Some(Op::Hire {
                 instance: instance?,
                 role: role?,
+                decision,
             }),
             "fire" if only(false, true, false) => Some(Op::Fire {
                 instance: instance?,
+                decision,
             }),
+            "change" if only(false, true, false) => Some(Op::Change {
+                instance: instance?,
+                decision,
+            }),
+            "role-diff" if only(false, true, false) => Some(Op::RoleDiff {
+                instance: instance?,
+            }),
+            "decisions" if only(false, false, false) => Some(Op::Decisions {
+                decision: decision.unwrap_or_default(),
+            }),
+            "decision-show" | "approve" | "deny" if only(false, false, false) => {
+                let decision = decision?;
+                decision.id.as_ref()?;
+                Some(match op.as_str() {
+                    "decision-show" => Op::DecisionShow { decision },
+                    "approve" => {
+                        decision.digest.as_ref()?;
+                        Op::Approve { decision }
+                    }
+                    _ => Op::Deny { decision },
+                })
+            }
             "ps" if only(false, false, false) => Some(Op::Ps),
             "runs" if only(false, false, false) => Some(Op::Runs { last }),
             "instances" if only(false, false, false) => Some(Op::Instances),
@@ -430,6 +513,11 @@ pub struct RunInfo {
     pub reason: Option<String>,
     /// Seconds the run may last from its start (0: no deadline).
     pub deadline_s: u64,
+    /// The frozen revision of its role the run ran (absent for older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<u32>,
     /// Calls through the run's gateway, allowed and refused, once the run is closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<crate::supervisor::ledger::CallCounts>,
@@ -463,6 +551,14 @@ pub struct InstanceInfo {
     pub source: String,
     pub fired: bool,
     pub active_runs: usize,
+    /// The frozen revision of its role it runs (none until its hire or first run).
+    #[serde(default)]
+    pub role_sha256: Option<String>,
+    #[serde(default)]
+    pub rev: Option<u32>,
+    /// Whether its role's template changed since that revision (`airlockctl role diff`).
+    #[serde(default)]
+    pub template_changed: bool,
     /// Leases of the instance's runs not yet revoked (active, or revoke-pending).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leases: Vec<crate::credentials::leases::Lease>,

@@ -10,6 +10,7 @@
 
 pub mod cgroup;
 pub mod connectors;
+pub mod decisions;
 pub mod events;
 pub mod fleet;
 pub mod peer;

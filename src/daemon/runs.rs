@@ -127,12 +127,16 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     }
     let set = d.set();
     let cfg = &set.config;
-    let entry = set.catalog.resolve(&a.role).ok_or_else(|| {
-        err(
-            ErrorCode::NotFound,
-            "the requested role is not in the catalog (missing, or it failed validation); see `airlockctl validate`",
-        )
-    })?;
+    // The instance's frozen revision of its role, never roles/ as it is now (seed 003).
+    let (entry, pin) = super::decisions::entry_for_launch(d, &a.role, &a.instance)
+        .map_err(|m| err(ErrorCode::Refused, m))?
+        .ok_or_else(|| {
+            err(
+                ErrorCode::NotFound,
+                "the requested role is not in the catalog (missing, or it failed validation); see `airlockctl validate`",
+            )
+        })?;
+    let entry = &entry;
     let role = &entry.loaded.role;
     if !crate::sandbox::spec::valid_name(&a.instance) {
         return Err(err(
@@ -176,7 +180,14 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         launch::Resolved {
             role: &entry.loaded,
             policies: &set.policies,
-            policy: set.role_policy(entry),
+            // A frozen revision is compiled for itself: the set's cache holds the templates.
+            policy: match &pin {
+                Some(_) => std::sync::Arc::new(crate::policy::RolePolicy::compile(
+                    &entry.loaded.role,
+                    &set.policies,
+                )),
+                None => set.role_policy(entry),
+            },
         },
         runner.slot.clone(),
         d.images.as_ref(),
@@ -227,6 +238,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         uid: prepared.spec.uid,
         level: role.level,
         budgets: budget::budgets_json(role, a.max_seconds, deadline_s),
+        role_sha256: pin.as_ref().map(|p| p.sha256.clone()),
+        rev: pin.as_ref().map(|p| p.rev),
         started_at: now,
         deadline_s,
     };
@@ -277,6 +290,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         signal: None,
         reason: None,
         deadline_s,
+        role_sha256: pin.as_ref().map(|p| p.sha256.clone()),
+        rev: pin.as_ref().map(|p| p.rev),
         calls: None,
         spend: None,
         github: None,
@@ -765,6 +780,8 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         signal: None,
         reason: None,
         deadline_s: o.deadline_s,
+        role_sha256: o.role_sha256,
+        rev: o.rev,
         calls: None,
         spend: None,
         github: None,

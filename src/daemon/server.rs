@@ -323,15 +323,22 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                     let mut leases = runs::open_leases(&set.config.state_dir);
                     let infos: Vec<InstanceInfo> = list
                         .into_iter()
-                        .map(|e| InstanceInfo {
-                            leases: leases.remove(&e.name).unwrap_or_default(),
-                            active_runs: active.iter().filter(|r| r.instance == e.name).count(),
-                            // 0: a config instance whose uid is allocated on its first run.
-                            uid: e.uid.unwrap_or(0),
-                            instance: e.name,
-                            role: e.role,
-                            source: e.source.as_str().to_string(),
-                            fired: e.fired,
+                        .map(|e| {
+                            let (role_sha256, rev, template_changed) =
+                                super::decisions::revision_of(&set, &e.name);
+                            InstanceInfo {
+                                role_sha256,
+                                rev,
+                                template_changed,
+                                leases: leases.remove(&e.name).unwrap_or_default(),
+                                active_runs: active.iter().filter(|r| r.instance == e.name).count(),
+                                // 0: a config instance whose uid is allocated on its first run.
+                                uid: e.uid.unwrap_or(0),
+                                instance: e.name,
+                                role: e.role,
+                                source: e.source.as_str().to_string(),
+                                fired: e.fired,
+                            }
                         })
                         .collect();
                     ok(serde_json::json!({ "instances": infos }))
@@ -339,154 +346,22 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                 Err(e) => Response::err(ErrorCode::Internal, e.to_string()),
             }
         }
-        Op::Hire { instance, role } => {
-            let set = d.set();
-            let Some(entry) = set.catalog.resolve(&role) else {
-                return Response::err(
-                    ErrorCode::NotFound,
-                    "the requested role is not in the catalog (missing, or it failed validation); see `airlockctl validate`",
-                );
-            };
-            // Every credential the role's runs will use must be configured here, and the
-            // reply lists each (seed 003).
-            let lines = match crate::policy::hire::credential_lines(&entry.loaded.role, &set.config)
-            {
-                Ok(l) => l,
-                Err(missing) => {
-                    return Response::err(
-                        ErrorCode::Refused,
-                        format!(
-                            "role {} needs credentials this host does not configure in {}: {}",
-                            entry.class,
-                            set.config.file.display(),
-                            missing.join("; ")
-                        ),
-                    )
-                }
-            };
-            match super::fleet::hire(
-                d,
-                &set.config,
-                &instance,
-                &entry.class,
-                peer_uid,
-                ledger::now_ms(),
-            ) {
-                Ok(i) => {
-                    d.events.log(
-                        EventKind::InstanceHired,
-                        &format!(
-                            "instance `{}` hired for role {} as uid {} by uid {peer_uid}",
-                            i.name, i.role, i.uid
-                        ),
-                        &[("AIRLOCK_SUBJECT_INSTANCE", &i.name)],
-                    );
-                    let egress: Vec<String> = crate::policy::egress::destinations::granted(
-                        &set.config.egress.lists,
-                        &entry.loaded.role.role,
-                        &entry.class,
-                        &set.config.egress.ports,
-                    )
-                    .iter()
-                    .map(crate::policy::egress::destinations::describe)
-                    .collect();
-                    ok(serde_json::json!({
-                    "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired",
-                    "credentials": lines, "egress": egress,
-                    }))
-                }
-                Err(e) => Response::err(ErrorCode::Refused, e.to_string()),
-            }
+        Op::Hire {
+            instance,
+            role,
+            decision,
+        } => super::decisions::person_hire(d, peer, &instance, &role, decision),
+        Op::Fire { instance, decision } => {
+            super::decisions::person_fire(d, peer, &instance, decision)
         }
-        Op::Fire { instance } => {
-            let set = d.set();
-            // Under the ledger lock, which a launch holds from its last checks (this
-            // instance not fired included) until its run is in the active table: no launch
-            // can slip between the fire and the stop. The fire is recorded first, so a crash
-            // from here on still ends in every lease revoked (airlockd's start sweeps them).
-            let order = crate::store::pending::PendingFire {
-                instance: instance.clone(),
-                by_uid: peer_uid,
-                at_ms: ledger::now_ms(),
-            };
-            let fired = {
-                let mut ledger = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
-                instances::fire(&set.config, &instance, order.at_ms).map(|_| {
-                    // Queued for the fleet before anything is answered, so it survives a
-                    // store that is away and a crash; sent below, outside the lock.
-                    let queued = super::fleet::queue_fire(d, &set.config.state_dir, &order);
-                    // Tokens stop working at once, before the runs have even stopped.
-                    runs::revoke_live_instance(d, &instance);
-                    let n = runs::stop_instance(d, &instance, "the instance was fired");
-                    let store = LeaseStore::new(&set.config.state_dir);
-                    let why = format!("instance `{instance}` was fired by uid {peer_uid}");
-                    let mut append = |e| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
-                    (
-                        n,
-                        lease_records::revoke_instance(&store, &mut append, &instance, &why),
-                        queued,
-                    )
-                })
-            };
-            let fired = fired.map(|(n, revoked, queued)| {
-                let fleet = super::fleet::tell_fleet(d, &set.config.state_dir, &order, queued);
-                if let super::fleet::FleetFire::Pending(e) | super::fleet::FleetFire::Lost(e) = &fleet {
-                    d.events.log(
-                        EventKind::InstanceFired,
-                        &format!("instance `{instance}`: the fire is not in the fleet store yet ({}): {e}", fleet.word()),
-                        &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
-                    );
-                }
-                (n, revoked, fleet)
-            });
-            match fired {
-                Ok((n, revoked, fleet)) => {
-                    let (revoked, pending, error) = match revoked {
-                        Ok(r) => (r.revoked, r.pending, None),
-                        Err(e) => (Vec::new(), Vec::new(), Some(e)),
-                    };
-                    for id in &revoked {
-                        d.events.log(
-                            EventKind::Lease,
-                            &format!("lease {id} revoked: instance `{instance}` was fired"),
-                            &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
-                        );
-                    }
-                    d.events.log(
-                        EventKind::InstanceFired,
-                        &format!(
-                            "instance `{instance}` fired by uid {peer_uid}; {n} active run(s) stopped; {} lease(s) revoked{}{}",
-                            revoked.len(),
-                            if pending.is_empty() { String::new() } else { format!(", {} pending at their source", pending.len()) },
-                            match &error { Some(e) => format!("; the rest could not be revoked now ({e}) and is revoked at airlockd's next start"), None => String::new() }
-                        ),
-                        &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
-                    );
-                    let mut reply = serde_json::json!({
-                        "instance": instance,
-                        "fired": true,
-                        "stopped_runs": n,
-                        "revoked": revoked,
-                        "pending": pending,
-                    });
-                    if let Some(e) = error {
-                        reply["revocation_error"] = e.into();
-                    }
-                    reply["fleet"] = fleet.word().into();
-                    if let super::fleet::FleetFire::Pending(e) | super::fleet::FleetFire::Lost(e) =
-                        fleet
-                    {
-                        reply["fleet_error"] = e.into();
-                    }
-                    ok(reply)
-                }
-                Err(instances::InstanceError::Unknown(_)) => Response::err(
-                    ErrorCode::NotFound,
-                    "no such instance; `airlockctl instances` lists them",
-                ),
-                Err(e) => Response::err(ErrorCode::Refused, e.to_string()),
-            }
+        Op::Change { instance, decision } => {
+            super::decisions::person_change(d, peer, &instance, decision)
         }
+        Op::RoleDiff { instance } => super::decisions::role_diff(d, &instance),
+        Op::Decisions { decision } => super::decisions::list(d, decision.all),
+        Op::DecisionShow { decision } => super::decisions::show(d, decision),
+        Op::Approve { decision } => super::decisions::approve(d, peer, decision),
+        Op::Deny { decision } => super::decisions::deny(d, peer, decision),
         Op::Reload => match reload_now(d) {
             Ok(at) => ok(serde_json::json!({ "loaded_at": at })),
             Err(problems) => Response::err(
@@ -544,4 +419,159 @@ pub fn reload_now(d: &Daemon) -> Result<u64, Vec<String>> {
     };
     crate::supervisor::notify::ready(&d.status_line());
     out
+}
+
+/// Hire `instance` for role `role` now (an approved decision's effect): the registry, the
+/// journal, and the answer listing its credentials and egress.
+pub(super) fn hire_now(
+    d: &Arc<Daemon>,
+    instance: String,
+    entry: &crate::catalog::CatalogEntry,
+    peer_uid: u32,
+) -> Response {
+    let ok = |v: serde_json::Value| Response::ok(v);
+    let set = d.set();
+    // Every credential the role's runs will use must be configured here, and the
+    // reply lists each (seed 003).
+    let lines = match crate::policy::hire::credential_lines(&entry.loaded.role, &set.config) {
+        Ok(l) => l,
+        Err(missing) => {
+            return Response::err(
+                ErrorCode::Refused,
+                format!(
+                    "role {} needs credentials this host does not configure in {}: {}",
+                    entry.class,
+                    set.config.file.display(),
+                    missing.join("; ")
+                ),
+            )
+        }
+    };
+    match super::fleet::hire(
+        d,
+        &set.config,
+        &instance,
+        &entry.class,
+        peer_uid,
+        ledger::now_ms(),
+    ) {
+        Ok(i) => {
+            d.events.log(
+                EventKind::InstanceHired,
+                &format!(
+                    "instance `{}` hired for role {} as uid {} by uid {peer_uid}",
+                    i.name, i.role, i.uid
+                ),
+                &[("AIRLOCK_SUBJECT_INSTANCE", &i.name)],
+            );
+            let egress: Vec<String> = crate::policy::egress::destinations::granted(
+                &set.config.egress.lists,
+                &entry.loaded.role.role,
+                &entry.class,
+                &set.config.egress.ports,
+            )
+            .iter()
+            .map(crate::policy::egress::destinations::describe)
+            .collect();
+            ok(serde_json::json!({
+            "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired",
+            "credentials": lines, "egress": egress,
+            }))
+        }
+        Err(e) => Response::err(ErrorCode::Refused, e.to_string()),
+    }
+}
+
+/// Fire `instance` now (an approved decision's effect): stop its runs, revoke its leases.
+pub(super) fn fire_now(d: &Arc<Daemon>, instance: String, peer_uid: u32) -> Response {
+    let ok = |v: serde_json::Value| Response::ok(v);
+
+    let set = d.set();
+    // Under the ledger lock, which a launch holds from its last checks (this
+    // instance not fired included) until its run is in the active table: no launch
+    // can slip between the fire and the stop. The fire is recorded first, so a crash
+    // from here on still ends in every lease revoked (airlockd's start sweeps them).
+    let order = crate::store::pending::PendingFire {
+        instance: instance.clone(),
+        by_uid: peer_uid,
+        at_ms: ledger::now_ms(),
+    };
+    let fired = {
+        let mut ledger = d.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        instances::fire(&set.config, &instance, order.at_ms).map(|_| {
+            // Queued for the fleet before anything is answered, so it survives a
+            // store that is away and a crash; sent below, outside the lock.
+            let queued = super::fleet::queue_fire(d, &set.config.state_dir, &order);
+            // Tokens stop working at once, before the runs have even stopped.
+            runs::revoke_live_instance(d, &instance);
+            let n = runs::stop_instance(d, &instance, "the instance was fired");
+            let store = LeaseStore::new(&set.config.state_dir);
+            let why = format!("instance `{instance}` was fired by uid {peer_uid}");
+            let mut append = |e| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+            (
+                n,
+                lease_records::revoke_instance(&store, &mut append, &instance, &why),
+                queued,
+            )
+        })
+    };
+    let fired = fired.map(|(n, revoked, queued)| {
+        let fleet = super::fleet::tell_fleet(d, &set.config.state_dir, &order, queued);
+        if let super::fleet::FleetFire::Pending(e) | super::fleet::FleetFire::Lost(e) = &fleet {
+            d.events.log(
+                EventKind::InstanceFired,
+                &format!(
+                    "instance `{instance}`: the fire is not in the fleet store yet ({}): {e}",
+                    fleet.word()
+                ),
+                &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
+            );
+        }
+        (n, revoked, fleet)
+    });
+    match fired {
+        Ok((n, revoked, fleet)) => {
+            let (revoked, pending, error) = match revoked {
+                Ok(r) => (r.revoked, r.pending, None),
+                Err(e) => (Vec::new(), Vec::new(), Some(e)),
+            };
+            for id in &revoked {
+                d.events.log(
+                    EventKind::Lease,
+                    &format!("lease {id} revoked: instance `{instance}` was fired"),
+                    &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
+                );
+            }
+            d.events.log(
+                    EventKind::InstanceFired,
+                    &format!(
+                        "instance `{instance}` fired by uid {peer_uid}; {n} active run(s) stopped; {} lease(s) revoked{}{}",
+                        revoked.len(),
+                        if pending.is_empty() { String::new() } else { format!(", {} pending at their source", pending.len()) },
+                        match &error { Some(e) => format!("; the rest could not be revoked now ({e}) and is revoked at airlockd's next start"), None => String::new() }
+                    ),
+                    &[("AIRLOCK_SUBJECT_INSTANCE", &instance)],
+                );
+            let mut reply = serde_json::json!({
+                "instance": instance,
+                "fired": true,
+                "stopped_runs": n,
+                "revoked": revoked,
+                "pending": pending,
+            });
+            if let Some(e) = error {
+                reply["revocation_error"] = e.into();
+            }
+            reply["fleet"] = fleet.word().into();
+            if let super::fleet::FleetFire::Pending(e) | super::fleet::FleetFire::Lost(e) = fleet {
+                reply["fleet_error"] = e.into();
+            }
+            ok(reply)
+        }
+        Err(instances::InstanceError::Unknown(_)) => Response::err(
+            ErrorCode::NotFound,
+            "no such instance; `airlockctl instances` lists them",
+        ),
+        Err(e) => Response::err(ErrorCode::Refused, e.to_string()),
+    }
 }

@@ -11,6 +11,7 @@ pub mod classes;
 pub mod decision;
 pub mod egress;
 pub mod engine;
+pub mod flagged;
 pub mod fold;
 pub mod git_overrides;
 pub mod github;

@@ -8,7 +8,7 @@
 
 pub mod pending;
 pub mod pg;
-mod private_file;
+pub mod private_file;
 pub mod schema;
 pub mod signing;
 pub mod skew;

@@ -73,6 +73,12 @@ pub struct RunOpened {
     /// Unix milliseconds.
     pub started_at: u64,
     pub deadline_s: u64,
+    /// The frozen revision of the role the run ran: the sha256 of its folder and the
+    /// instance's revision number. Absent in older records and for one-off runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<u32>,
 }
 
 /// A run ended (or was refused before it started).
@@ -222,6 +228,31 @@ pub struct CallCounts {
     pub bash: Option<u64>,
 }
 
+/// One step of a decision (seed 003): `raise`, `approve`, `deny`, `expire`, `withdraw`,
+/// and what an approval did: `hire`, `fire`, `change`. No free text (a reason could hold
+/// anything): who, what, and the digest that was decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionStep {
+    pub decision: String,
+    pub step: String,
+    /// `hire`, `fire` or `change`.
+    pub op: String,
+    pub name: String,
+    pub role: String,
+    /// `uid N`, `instance NAME` or `airlockd` (an expiry).
+    pub by: String,
+    pub digest: String,
+    /// Unix milliseconds.
+    pub at: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flagged: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<u32>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LedgerEvent {
@@ -229,6 +260,7 @@ pub enum LedgerEvent {
     RunClosed(RunClosed),
     LeaseIssued(LeaseIssued),
     LeaseRevoked(LeaseRevoked),
+    Decision(DecisionStep),
 }
 
 /// One ledger line.
@@ -861,7 +893,9 @@ fn scan_runs(path: &Path, mut visit: impl FnMut(RunRecords) -> bool) -> Result<(
             let closed = closings.remove(&o.run);
             visit((o, closed))
         }
-        LedgerEvent::LeaseIssued(_) | LedgerEvent::LeaseRevoked(_) => true,
+        LedgerEvent::LeaseIssued(_) | LedgerEvent::LeaseRevoked(_) | LedgerEvent::Decision(_) => {
+            true
+        }
     })?;
     Ok(())
 }

@@ -4,6 +4,7 @@ pub mod agent_files;
 pub mod alive;
 pub mod as_user;
 pub mod connector;
+pub mod decisions;
 pub mod disk;
 pub mod egress_plan;
 pub mod exec_set;

@@ -250,6 +250,8 @@ pub fn run(
         uid: prepared.spec.uid,
         level: role.role.level,
         budgets: budget::budgets_json(&role.role, req.max_seconds, deadline_s),
+        role_sha256: None,
+        rev: None,
         started_at: now,
         deadline_s,
     };
