@@ -491,3 +491,125 @@ fn approvers_owners_digests_and_expiry() {
     assert_eq!(steps, ["raise", "approve", "hire", "raise", "expire"]);
     assert!(env.ctl(&["verify-ledger"]).status.success());
 }
+
+/// A chief's run (a `-- CMD` agent speaking MCP to its gateway) asks for a hire of an
+/// inline role with one grant above its own: pending, that grant flagged; an approver who
+/// is not an owner and a wrong digest are refused, an owner approves, the new instance's
+/// run records its frozen revision. An invalid inline role is refused naming the key; a
+/// non-chief's `hire_request` is refused whatever it asks.
+#[test]
+fn a_chief_asks_and_a_person_decides() {
+    let probe = Env::new("");
+    let (person, admin, approvers) = (probe.base + 7, probe.base + 8, probe.base + 9);
+    drop(probe);
+    let mut env = Env::new(&format!(
+        "admin_group: {admin}\nsocket_group: {admin}\ndecisions: {{approvers: {approvers}}}\nproviders:\n  claude: {{url: \"http://127.0.0.1:9\"}}\nmcp_connectors:\n  board: {{url: \"http://127.0.0.1:9/mcp\"}}\n  github: {{url: \"http://127.0.0.1:9/mcp\"}}\n"
+    ));
+    let f = env.roles.join("code/role.yaml");
+    let t = std::fs::read_to_string(&f).unwrap();
+    std::fs::write(&f, t.replace("key_store: airlock", "key_store: github")).unwrap();
+    env.start();
+    let r = env.one(json!({"v":1,"op":"hire","instance":"boss","role":"chief"}));
+    assert_eq!(r["ok"], true, "{r}");
+
+    let helper = "schema: 1\nrole: helper\nlevel: L1\nbrief: brief.md\nkind: workflow\nwrites: {}\ntools: {}\nbudget: {runs_per_week: 500, minutes_per_run: 1, github_writes_per_run: 0, spend_usd: 0}\ndigest: none\nfloors: [never writes outside its workspace]\n";
+    let argv = common::mcp_agent(&json!([
+        {"list": "tools"},
+        {"call": "hire_request", "args": {"name": "nova", "reason": "more hands",
+            "role": {"inline": {"role_yaml": helper, "brief": "# Helper\nHelps.\n"}}}},
+        {"call": "hire_request", "args": {"name": "vega", "reason": "x",
+            "role": {"inline": {"role_yaml": format!("{helper}colour: blue\n"), "brief": "b"}}}},
+    ]));
+    let r = request(
+        &env.sock,
+        &json!({"v":1,"op":"launch","role":"chief","instance":"boss","command":argv,"wait":true}),
+    )
+    .unwrap();
+    let lines: Vec<Value> = stdout_of(&r)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let tools = common::step(&lines, 0)["tools"].clone();
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "hire_request"),
+        "{tools}"
+    );
+    let asked = common::step(&lines, 1);
+    assert_eq!(asked["isError"], false, "{asked}");
+    let s = &asked["structured"];
+    assert_eq!(s["state"], "pending", "{s}");
+    assert_eq!(s["flagged"], json!(["budget.runs_per_week: 500"]), "{s}");
+    let (id, digest) = (
+        s["decision"].as_str().unwrap().to_string(),
+        s["digest"].as_str().unwrap().to_string(),
+    );
+    let bad = common::step(&lines, 2);
+    assert_eq!(bad["isError"], true, "{bad}");
+    let text = bad["text"].as_str().unwrap();
+    assert!(text.contains("colour") && !text.contains("blue"), "{text}");
+
+    let pending = env.ctl_json(&["decisions", "--json"]);
+    assert_eq!(pending.as_array().unwrap().len(), 1, "{pending}");
+    assert_eq!(pending[0]["raised_by"], "instance boss");
+    assert_eq!(pending[0]["flagged"], json!(["budget.runs_per_week: 500"]));
+    let r = request_as(
+        &env.sock,
+        person,
+        &[admin, approvers],
+        json!({"v":1,"op":"approve","decision":{"id": id, "digest": digest}}),
+    );
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only an owner"),
+        "{r}"
+    );
+    let wrong = env.ctl(&["approve", &id, "--digest", &"a".repeat(64)]);
+    assert!(!wrong.status.success());
+    let ok = env.ctl_json(&["approve", &id, "--digest", &digest, "--json"]);
+    let sha = ok["role_sha256"].as_str().unwrap().to_string();
+    let r = request(&env.sock, &json!({"v":1,"op":"launch","role":"helper","instance":"nova","command":["/usr/bin/python3","-c","print('helping')"],"wait":true})).unwrap();
+    assert_eq!(stdout_of(&r), "helping\n", "{r:?}");
+    let run = r[0]["data"]["run"].as_str().unwrap().to_string();
+    let opened = ledger::records(&env.ledger())
+        .unwrap()
+        .into_iter()
+        .find_map(|x| match x.event {
+            ledger::LedgerEvent::RunOpened(o) if o.run == run => Some(o),
+            _ => None,
+        });
+    assert_eq!(opened.unwrap().role_sha256.as_deref(), Some(sha.as_str()));
+
+    // tess (role code) is no chief: its hire_request is refused, and no decision is raised.
+    let argv = common::mcp_agent(&json!([
+        {"call": "hire_request", "args": {"name": "rex", "role": {"template": "hello"}, "reason": "x"}},
+    ]));
+    let r = request(
+        &env.sock,
+        &json!({"v":1,"op":"launch","role":"code","instance":"tess","command":argv,"wait":true}),
+    )
+    .unwrap();
+    let lines: Vec<Value> = stdout_of(&r)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let refused = common::step(&lines, 0);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused["text"].as_str().unwrap().contains("hire"),
+        "{refused}"
+    );
+    assert_eq!(
+        env.ctl_json(&["decisions", "--all", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(env.ctl(&["verify-ledger"]).status.success());
+}

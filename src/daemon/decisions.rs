@@ -924,3 +924,20 @@ pub fn chief_request(
         other => Err(format!("{other}: not one of Airlock's decision tools")),
     }
 }
+
+/// A chief run's desk: its gateway's decision tools, answered by this airlockd for that
+/// instance and the role revision it runs.
+#[derive(Debug)]
+pub struct ChiefDesk {
+    pub daemon: std::sync::Weak<Daemon>,
+    pub instance: String,
+    pub role: Role,
+    pub class: String,
+}
+
+impl crate::gateway::mcp::decisions::DecisionDesk for ChiefDesk {
+    fn request(&self, tool: &str, args: &Value) -> Result<Value, String> {
+        let d = self.daemon.upgrade().ok_or("airlockd is shutting down")?;
+        chief_request(&d, &self.instance, &self.role, &self.class, tool, args)
+    }
+}

@@ -174,7 +174,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     // Prepared without the ledger lock (instance registry, NSS, run directory): launches
     // and run closings do not wait for each other's preparation. The image it may have
     // taken from the pool is made again off this launch's path.
-    let prepared = match launch::prepare_in(
+    let mut prepared = match launch::prepare_in(
         cfg,
         &req,
         launch::Resolved {
@@ -202,6 +202,19 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             return Err(err(ErrorCode::Refused, e.to_string()));
         }
     };
+    // A chief's run may ask for decisions through its gateway (its class holds `hire`).
+    if entry
+        .authority
+        .iter()
+        .any(|a| a == super::decisions::HIRE_AUTHORITY)
+    {
+        prepared.gateway.desk = Some(Arc::new(super::decisions::ChiefDesk {
+            daemon: Arc::downgrade(d),
+            instance: a.instance.clone(),
+            role: entry.loaded.role.clone(),
+            class: entry.class.clone(),
+        }));
+    }
     // Nothing of a refused run stays behind: its directory, its helper, its cgroups.
     let refuse = |runner: Taken, r: Response| {
         let _ = std::fs::remove_dir_all(&prepared.run_dir);

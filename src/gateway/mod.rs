@@ -71,6 +71,8 @@ pub struct GatewayPlan {
     pub egress: egress::EgressPlan,
     /// The GitHub route, when the role's key store is Airlock's and its tokens were minted.
     pub github: Option<github::GithubPlan>,
+    /// Where a chief's decision tools go; only a run whose class holds `hire` has one.
+    pub desk: Option<Arc<dyn mcp::decisions::DecisionDesk>>,
 }
 
 /// A connector's upstream, as the gateway will reach it.

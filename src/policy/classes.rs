@@ -316,6 +316,23 @@ fn parse_authority(
     })
 }
 
+/// Airlock's own decision tools on its `airlock` connector (seed 003): exercised under the
+/// `hire` authority, which classes.yaml gives the chief alone. The no-hire-chains rail is
+/// about upstream tools and Airlock's control surface for humans; these five are governed
+/// by the authority instead (checked at load and at every call).
+pub const DECISION_TOOLS: [&str; 5] = [
+    "hire_request",
+    "fire_request",
+    "change_request",
+    "withdraw_request",
+    "decision_status",
+];
+
+/// Whether `tool` of `connector` is one of [`DECISION_TOOLS`] on Airlock's own connector.
+pub fn is_decision_tool(connector: &str, tool: &str) -> bool {
+    connector == crate::policy::agent_config::BASH_SERVER && DECISION_TOOLS.contains(&tool)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

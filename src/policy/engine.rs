@@ -135,8 +135,12 @@ impl RolePolicy {
     }
 
     /// The rail or protected authority a call of `tool` would cross, as its refusal.
-    fn forbidden_tool(&self, tool: &str) -> Option<Decision> {
-        if let Some(rail) = self.rails.tools.find(&self.rails.rails, tool) {
+    fn forbidden_tool(&self, connector: &str, tool: &str) -> Option<Decision> {
+        let rail = match crate::policy::classes::is_decision_tool(connector, tool) {
+            true => None,
+            false => self.rails.tools.find(&self.rails.rails, tool),
+        };
+        if let Some(rail) = rail {
             return Some(Decision::deny(
                 format!("rail: {}", rail.rule),
                 rail.reason.clone(),
@@ -183,7 +187,7 @@ impl RolePolicy {
 
     /// An MCP tool call through the gateway.
     pub fn tool(&self, connector: &str, tool: &str, args: &serde_json::Value) -> Decision {
-        match self.forbidden_tool(tool) {
+        match self.forbidden_tool(connector, tool) {
             Some(refused) => refused,
             None => self.tool.decide(connector, tool, args),
         }
@@ -192,7 +196,7 @@ impl RolePolicy {
     /// Whether a filtered tools/list shows `tool` of `connector`: listed by the role, not
     /// denied, no rail against it. Its calls are still decided by [`RolePolicy::tool`].
     pub fn tool_listed(&self, connector: &str, tool: &str) -> Decision {
-        match self.forbidden_tool(tool) {
+        match self.forbidden_tool(connector, tool) {
             Some(refused) => refused,
             None => self.tool.listed(connector, tool),
         }
@@ -201,7 +205,7 @@ impl RolePolicy {
     /// The grant that lists `tool` of `connector` ([`ToolPolicy::grant`]); none when
     /// [`RolePolicy::tool_listed`] refuses it.
     pub fn tool_grant(&self, connector: &str, tool: &str) -> Option<String> {
-        match self.forbidden_tool(tool) {
+        match self.forbidden_tool(connector, tool) {
             Some(_) => None,
             None => self.tool.grant(connector, tool),
         }

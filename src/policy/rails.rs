@@ -477,6 +477,9 @@ pub fn check_role(loaded: &LoadedRole, policies: &Policies) -> Vec<Problem> {
     for (conn, patterns) in &role.tools {
         let conn_path = classes::tool_conn_path(conn);
         for (i, p) in patterns.iter().enumerate() {
+            if classes::is_decision_tool(conn, p) {
+                continue;
+            }
             if let Some((rail, g)) = policies.rails.tool_grant_refusal(p) {
                 problems.push(Problem::new(
                     file,

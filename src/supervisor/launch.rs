@@ -828,6 +828,7 @@ pub fn prepare_in(
                 leases: issued.live,
                 egress,
                 github,
+                desk: None,
             },
             leases: issued.records,
             deadline,

@@ -3,6 +3,7 @@
 //! stdio in a jail of their own ([`stdio_upstream`]), their OAuth ([`oauth`] and the
 //! modules beside it) and the JSON-RPC framing both speak ([`jsonrpc`]).
 
+pub mod decisions;
 pub mod jsonrpc;
 pub mod oauth;
 pub mod oauth_login;

@@ -82,7 +82,11 @@ async fn answer(
     let done = |r: Value| rpc_result(id, if stateless { complete(r) } else { r });
     match method {
         "ping" if !stateless => done(json!({})),
-        "tools/list" => done(json!({"tools": [bash::definition()]})),
+        "tools/list" => {
+            let mut tools = vec![bash::definition()];
+            tools.extend(super::decisions::definitions(gw));
+            done(json!({ "tools": tools }))
+        }
         "tools/call" => match tool_call(gw, params).await {
             Ok(result) => done(result),
             Err(why) => rpc_error(id, INVALID_PARAMS, &why),
@@ -124,9 +128,14 @@ async fn tool_call(gw: &RunGateway, params: &Value) -> Result<Value, String> {
         .get("name")
         .and_then(Value::as_str)
         .ok_or("params.name: required, a string")?;
-    if name != bash::NAME {
-        return Err("params.name: Airlock's server has one tool, bash".into());
-    }
     let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+    if super::decisions::TOOLS.contains(&name) {
+        return Ok(super::decisions::call(gw, name, &args).await);
+    }
+    if name != bash::NAME {
+        return Err(
+            "params.name: Airlock's server has the bash tool (and a chief's decision tools)".into(),
+        );
+    }
     Ok(bash::call(gw, &args).await)
 }
