@@ -585,6 +585,60 @@ fn a_chief_asks_and_a_person_decides() {
         });
     assert_eq!(opened.unwrap().role_sha256.as_deref(), Some(sha.as_str()));
 
+    // The chief follows up: the state of its request, and a withdrawal of a new one.
+    let argv = common::mcp_agent(&json!([
+        {"call": "decision_status", "args": {"decision": id}},
+        {"call": "hire_request", "args": {"name": "orion", "role": {"template": "hello"}, "reason": "later"}},
+        {"call": "withdraw_request", "args": {"decision": "d-3"}},
+        {"call": "withdraw_request", "args": {"decision": "d-3"}},
+    ]));
+    let r = request(
+        &env.sock,
+        &json!({"v":1,"op":"launch","role":"chief","instance":"boss","command":argv,"wait":true}),
+    )
+    .unwrap();
+    let lines: Vec<Value> = stdout_of(&r)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(
+        common::step(&lines, 0)["structured"]["state"],
+        "approved",
+        "{lines:?}"
+    );
+    assert_eq!(
+        common::step(&lines, 1)["structured"]["decision"],
+        "d-3",
+        "{lines:?}"
+    );
+    assert_eq!(
+        common::step(&lines, 2)["structured"]["state"],
+        "withdrawn",
+        "{lines:?}"
+    );
+    let again = common::step(&lines, 3);
+    assert_eq!(again["isError"], true, "{again}");
+    assert!(
+        again["text"]
+            .as_str()
+            .unwrap()
+            .contains("withdrawn already"),
+        "{again}"
+    );
+    let all = env.ctl_json(&["decisions", "--all", "--json"]);
+    let orion = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "orion")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (orion["state"].as_str(), orion["resolved_by"].as_str()),
+        (Some("withdrawn"), Some("instance boss")),
+        "{orion}"
+    );
+
     // tess (role code) is no chief: its hire_request is refused, and no decision is raised.
     let argv = common::mcp_agent(&json!([
         {"call": "hire_request", "args": {"name": "rex", "role": {"template": "hello"}, "reason": "x"}},
@@ -609,7 +663,7 @@ fn a_chief_asks_and_a_person_decides() {
             .as_array()
             .unwrap()
             .len(),
-        2
+        3
     );
     assert!(env.ctl(&["verify-ledger"]).status.success());
 }
