@@ -344,7 +344,20 @@ fn a_fired_uid_is_never_handed_out_again() {
     std::fs::write(&h.cfg, format!("{head}instances: {{}}\n")).unwrap();
     let o = ctl_as(&h, &admin, &["reload"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // An admin who is not an owner raises the hire; its credential lines wait for an owner
+    // (root), who approves it against its digest (seed 003).
     let o = ctl_as(&h, &admin, &["hire", "newbie", "--role", "code", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let raised: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(raised["state"], "pending", "{raised}");
+    let d = &raised["decision"];
+    let o = h.ctl(&[
+        "approve",
+        d["id"].as_str().unwrap(),
+        "--digest",
+        d["digest"].as_str().unwrap(),
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let hired: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(hired["uid"], old_uid + 1, "{hired}");
