@@ -255,6 +255,8 @@ fn opened(run: &str) -> LedgerEvent {
         deadline_s: 60,
         role_sha256: None,
         rev: None,
+        image: None,
+        image_digest: None,
     })
 }
 

@@ -836,6 +836,7 @@ impl Direct {
             exec: None,
             stdio: false,
             disks: Vec::new(),
+            image: None,
         };
         Direct { _dir: dir, spec }
     }

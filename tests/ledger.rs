@@ -24,6 +24,8 @@ fn opened(run: &str, instance: &str, started_at: u64) -> LedgerEvent {
         deadline_s: 1800,
         role_sha256: None,
         rev: None,
+        image: None,
+        image_digest: None,
     })
 }
 

@@ -176,6 +176,12 @@ enum Cmd {
         #[command(subcommand)]
         what: ConnectorCmd,
     },
+    /// The host's OCI images, the roots of runs' command sides (`images`, `environments`;
+    /// root only).
+    Image {
+        #[command(subcommand)]
+        what: ImageCmd,
+    },
     /// Write systemd timers for hired instances whose role has run.schedule.
     Timers {
         /// Where to write the units.
@@ -194,6 +200,20 @@ enum DecisionCmd {
 enum RoleCmd {
     /// What changed in the template since the instance's frozen revision.
     Diff { name: String },
+}
+
+#[derive(Subcommand)]
+enum ImageCmd {
+    /// Import an OCI layout (a folder), an OCI archive or a `docker save` tar as NAME.
+    Import {
+        path: PathBuf,
+        #[arg(long)]
+        name: String,
+    },
+    /// Every image: name, digest, size, the roles whose environment it is.
+    Ls,
+    /// Remove NAME (refused while an environment names it or a run uses it).
+    Rm { name: String },
 }
 
 #[derive(Subcommand)]
@@ -322,6 +342,11 @@ fn main() {
             ConnectorCmd::Login { name } => connector::login(&ctx, name),
             ConnectorCmd::Status => connector::status(&ctx),
             ConnectorCmd::Logout { name } => connector::logout(&ctx, name),
+        },
+        Cmd::Image { what } => match what {
+            ImageCmd::Import { path, name } => airlock::cli::image::import(&ctx, path, name),
+            ImageCmd::Ls => airlock::cli::image::ls(&ctx),
+            ImageCmd::Rm { name } => airlock::cli::image::rm(&ctx, name),
         },
         Cmd::Timers { output } => timers::run(&ctx, &sources.args(), Some(output)),
     };

@@ -7,6 +7,7 @@ pub mod decisions;
 pub mod detach;
 pub mod explain;
 pub mod fleet;
+pub mod image;
 pub mod instances;
 pub mod interrupt;
 pub mod launch;

@@ -131,6 +131,10 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
     if let (Some(sha), Some(rev)) = (&info.role_sha256, info.rev) {
         pairs.push(("role revision", format!("{rev} ({})", clean(sha))));
     }
+    if let Some(name) = &info.image {
+        let digest = info.image_digest.as_deref().unwrap_or("?");
+        pairs.push(("image", format!("{} ({})", clean(name), clean(digest))));
+    }
     if let Some(end) = info.ended_at {
         pairs.push(("ended", format!("{} UTC", table::utc(end))));
     }

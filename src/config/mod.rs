@@ -33,6 +33,7 @@ pub mod decisions;
 pub mod egress;
 pub mod github;
 pub mod groups;
+pub mod images;
 pub mod instances;
 pub mod limits;
 pub mod metrics;
@@ -129,6 +130,8 @@ pub struct Config {
     pub store: Option<store::StoreConf>,
     /// `decisions`: who approves hires, fires and changes (see [`decisions`]).
     pub decisions: decisions::DecisionsConf,
+    /// `images`, `environments`, `registries`: the command side's OCI images.
+    pub images: images::ImagesConf,
 }
 
 /// Where scripts/install-agents.sh puts the pinned agent CLIs.
@@ -217,6 +220,9 @@ const TOP_KEYS: &[&str] = &[
     "tracing",
     "store",
     "decisions",
+    "images",
+    "environments",
+    "registries",
 ];
 impl Parser<'_> {
     fn problem(&mut self, path: &str, msg: &str) {
@@ -404,8 +410,17 @@ impl Parser<'_> {
         let decisions = get("decisions")
             .map(|v| decisions::parse(self.file, v, &mut self.problems))
             .unwrap_or_default();
+        let images = images::parse(
+            self.file,
+            get("images"),
+            get("environments"),
+            get("registries"),
+            &|c: &str| credentials.contains_key(c),
+            &mut self.problems,
+        );
         Some(Config {
             decisions,
+            images,
             metrics,
             tracing,
             store,

@@ -497,6 +497,11 @@ pub struct RunInfo {
     pub instance: String,
     pub uid: u32,
     pub launched_by_uid: u32,
+    /// The image its command side was rooted in, and the image's manifest digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
     /// `running`, or the outcome once closed: exited, killed, timed_out, stopped,
     /// interrupted, aborted, refused; read without airlockd, `unsupervised` for an open
     /// record whose supervisor is gone.

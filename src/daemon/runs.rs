@@ -255,6 +255,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         rev: pin.as_ref().map(|p| p.rev),
         started_at: now,
         deadline_s,
+        image: prepared.spec.image.as_ref().map(|i| i.name.clone()),
+        image_digest: prepared.spec.image.as_ref().map(|i| i.digest.clone()),
     };
     // Made before the opening record, so a record whose file is missing was never this
     // build's; held and touched for as long as this process supervises the run.
@@ -296,6 +298,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         instance: a.instance.clone(),
         uid: prepared.spec.uid,
         launched_by_uid: a.peer_uid,
+        image: prepared.spec.image.as_ref().map(|i| i.name.clone()),
+        image_digest: prepared.spec.image.as_ref().map(|i| i.digest.clone()),
         state: "running".into(),
         started_at: now,
         ended_at: None,
@@ -786,6 +790,8 @@ pub fn run_info((o, closed): ledger::RunRecords) -> RunInfo {
         instance: o.instance,
         uid: o.uid,
         launched_by_uid: o.launched_by_uid,
+        image: o.image,
+        image_digest: o.image_digest,
         state: "running".into(),
         started_at: o.started_at,
         ended_at: None,

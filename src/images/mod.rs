@@ -3,8 +3,8 @@
 //! layout, an OCI archive or a `docker save` tar, and safe unpacking of the layers into
 //! one read-only tree per image, shared by every run that uses it.
 //!
-//! Architecture invariant: a service the supervisor and the CLI use; it imports only
-//! leaves (no config, supervisor, sandbox or gateway). Nothing here follows a path out of
+//! Architecture invariant: a service the supervisor and the CLI use; it imports only what
+//! is below it (the config's image names), never the supervisor, sandbox or gateway. Nothing here follows a path out of
 //! the tree being built: every entry is resolved inside it, as a container's root would
 //! resolve it.
 
@@ -18,7 +18,7 @@ pub use digest::Digest;
 pub use store::{ImageRecord, Store};
 
 /// Default bound on the store (`images.max_bytes`): blobs and unpacked trees together.
-pub const DEFAULT_MAX_BYTES: u64 = 20 << 30;
+pub use crate::config::images::DEFAULT_MAX_BYTES;
 
 /// Why an image was refused: which image, which layer and which entry, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]

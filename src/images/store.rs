@@ -395,12 +395,4 @@ fn flock(f: &fs::File, op: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-/// An image name: `[a-z0-9][a-z0-9._-]*`, at most 64 characters.
-pub fn valid_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 64
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(c))
-}
+pub use crate::config::images::valid_name;

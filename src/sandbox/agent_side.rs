@@ -28,6 +28,9 @@ pub struct Side {
     pub notify: RawFd,
     pub start: Instant,
     pub spec_at: Instant,
+    /// The image's tree, when the side's program (a workflow role's command) is rooted in
+    /// one ([`image_root`](super::image_root)).
+    pub image: Option<OwnedFd>,
 }
 
 /// In the child pid 1 of the run started in a new pid namespace: become the agent side's
@@ -58,12 +61,19 @@ fn run(
         notify,
         start,
         spec_at,
+        image,
     } = side;
     cgroups.enter(born_in)?;
     // Nothing of pid 1's stays open here: not its lifeline, not the sides' cgroups.
-    fds::close_all_except(&[status.raw(), go_r.as_raw_fd(), notify])?;
+    let mut keep = vec![status.raw(), go_r.as_raw_fd(), notify];
+    keep.extend(image.as_ref().map(AsRawFd::as_raw_fd));
+    fds::close_all_except(&keep)?;
     namespaces::unshare_side()?;
     rootfs::side_view(spec, false)?;
+    // A workflow role's command rooted in an image (see `image_root`).
+    if let Some(tree) = image {
+        super::image_root::enter(spec, tree)?;
+    }
     // Every mount noexec but the files of its exec set; a workflow role's command (on the
     // command side) keeps the jail's view.
     if let Some(x) = &spec.exec {
@@ -82,6 +92,7 @@ fn run(
                 notify,
                 start,
                 spec_at,
+                image: None,
             };
             let err = match helper::agent(spec, status, side) {
                 Ok(never) => match never {},

@@ -62,6 +62,7 @@ pub fn start(
     notify: RawFd,
     cgroups: &SideFds,
     handover: CommandSideFds,
+    image: Option<OwnedFd>,
 ) -> Result<Runner, SandboxError> {
     const STEP: &str = "start the gateway";
     // std's listener: close-on-exec, and listening with a backlog of 128.
@@ -80,7 +81,11 @@ pub fn start(
             let entered = cgroups
                 .enter(born_in)
                 .and_then(|()| namespaces::unshare_side())
-                .and_then(|()| rootfs::side_view(spec, true));
+                .and_then(|()| rootfs::side_view(spec, true))
+                .and_then(|()| match image {
+                    Some(tree) => super::image_root::enter(spec, tree),
+                    None => Ok(()),
+                });
             let served = entered.and_then(|()| runner_child(spec, status, notify, theirs, ready_w));
             let code = match served {
                 Ok(code) => code,
@@ -93,7 +98,7 @@ pub fn start(
             unsafe { libc::_exit(code) }
         }
         Forked::Parent { child, .. } => {
-            drop((theirs, ready_w));
+            drop((theirs, ready_w, image));
             let (tags, cgroup_fds) = handover.tagged();
             let mut message = HANDOVER.to_vec();
             message.extend_from_slice(&tags);
@@ -174,7 +179,7 @@ fn become_runner(
     nix::unistd::chdir(&spec.jail_workspace())
         .map_err(|e| SandboxError::errno("chdir workspace (runner)", e))?;
     let report = landlock::apply(&helper::command_side_rules(spec))?;
-    let envp = env::to_cstrings(&env::build(spec))?;
+    let envp = env::to_cstrings(&env::build_command_side(spec))?;
     let listener = seccomp::install(seccomp::Side::Command)?;
     listen_notify::send_listener(notify, listener)?;
     Ok((envp, report))

@@ -36,6 +36,30 @@ pub fn build(spec: &RunSpec) -> Vec<(String, String)> {
     env
 }
 
+/// The command side's environment: with an image, its `Env` first, then every variable
+/// Airlock sets itself (which replaces the image's of the same name) except `PATH` and
+/// `LANG`, which the image's win (its programs live where its PATH says).
+pub fn build_command_side(spec: &RunSpec) -> Vec<(String, String)> {
+    let ours = build(spec);
+    let Some(image) = &spec.image else {
+        return ours;
+    };
+    let theirs: Vec<(String, String)> = image
+        .env
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let image_wins = |k: &str| matches!(k, "PATH" | "LANG") && theirs.iter().any(|(n, _)| n == k);
+    let mut env: Vec<(String, String)> = theirs
+        .iter()
+        .filter(|(k, _)| image_wins(k) || !ours.iter().any(|(n, _)| n == k))
+        .cloned()
+        .collect();
+    env.extend(ours.into_iter().filter(|(k, _)| !image_wins(k)));
+    env
+}
+
 /// `AIRLOCK_GATEWAY`: the base URL of the run's gateway, inside its network namespace.
 pub fn gateway_url() -> String {
     format!("http://127.0.0.1:{}", super::runner::GATEWAY_PORT)
@@ -58,11 +82,30 @@ pub fn proxy_env() -> Vec<(String, String)> {
 
 /// Where to look for a program: as given when it has a slash, else on [`JAIL_PATH`].
 pub fn program_candidates(prog: &str) -> Vec<CString> {
+    program_candidates_on(prog, JAIL_PATH)
+}
+
+/// Where to look for a program on `path` (an image's PATH): only its folders in the
+/// read-only system folders (/usr, /bin, /sbin, /opt) count, never one a run can write.
+pub fn program_candidates_on(prog: &str, path: &str) -> Vec<CString> {
+    let trusted = |d: &&str| {
+        let p = std::path::Path::new(d);
+        p.is_absolute()
+            && !p.components().any(|c| {
+                matches!(
+                    c,
+                    std::path::Component::ParentDir | std::path::Component::CurDir
+                )
+            })
+            && ["/usr", "/bin", "/sbin", "/opt"]
+                .iter()
+                .any(|t| p.starts_with(t))
+    };
     let paths: Vec<std::path::PathBuf> = if prog.contains('/') {
         vec![std::path::PathBuf::from(prog)]
     } else {
-        JAIL_PATH
-            .split(':')
+        path.split(':')
+            .filter(trusted)
             .map(|d| std::path::Path::new(d).join(prog))
             .collect()
     };

@@ -45,8 +45,8 @@ use super::spec::{DiskTarget, ExecAllow, DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, 
 use super::status::StatusFd;
 use super::watch::Watch;
 use super::{
-    agent_side, command_side, disk, env, fdpass, fds, identity, init, namespaces, rootfs, seccomp,
-    RunSpec, SandboxError,
+    agent_side, command_side, disk, env, fdpass, fds, identity, image_root, init, namespaces,
+    rootfs, seccomp, RunSpec, SandboxError,
 };
 
 /// Exit code of the helper (and of pid 1) when the jail could not be built.
@@ -491,6 +491,20 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
     let sources = rootfs::Sources::open(spec)?;
     rootfs::finish(spec, &sources)?;
     drop(sources);
+    // The image's tree for each side rooted in it, taken while the host's root is in view:
+    // the command side's, and a workflow role's command's (on a side of its own).
+    if spec.image.is_some() && !spec.gateway {
+        return Err(SandboxError::Invalid {
+            step: "open the image's tree",
+            why: "an image roots the command side, and this run has none (no gateway)".into(),
+        }
+        .into());
+    }
+    let image_command = image_root::open_tree(spec)?;
+    let image_agent = match spec.exec {
+        None => image_root::open_tree(spec)?,
+        Some(_) => None,
+    };
     // In the run's cgroups (made meanwhile) before anything of the run starts, so every
     // later process is counted: the helper has put this process in the v2 one, and names
     // the v1 ones to join while their host paths are still visible (before the pivot).
@@ -526,6 +540,12 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
     let mut keep = vec![status.raw(), life_r.as_raw_fd(), notify.as_raw_fd()];
     keep.extend(gateway.as_ref().map(AsRawFd::as_raw_fd));
     keep.extend(sides.raw_fds());
+    keep.extend(
+        image_command
+            .iter()
+            .chain(&image_agent)
+            .map(AsRawFd::as_raw_fd),
+    );
     fds::close_all_except(&keep)?;
     init::block_signals()?;
     // The command side first, before the agent's Landlock domain exists: the runner's own
@@ -544,6 +564,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
             notify.as_raw_fd(),
             &command_fds,
             handover,
+            image_command,
         )?),
         (true, None) => {
             return Err(SandboxError::Invalid {
@@ -578,6 +599,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
                 notify: notify.as_raw_fd(),
                 start,
                 spec_at,
+                image: image_agent,
             };
             let err = match agent_cgroups {
                 Some(fds) => agent_side::init(spec, status, side, fds, born_in),
@@ -588,7 +610,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
             unsafe { libc::_exit(EXIT_SETUP_FAILED) }
         }
         Forked::Parent { child, .. } => {
-            drop((agent_fds, command_fds, notify));
+            drop((agent_fds, command_fds, notify, image_agent));
             drop(go_r);
             let ready = identity::reduce_init().and_then(|()| match runner {
                 Some(r) => r.wait_ready(),
@@ -623,8 +645,13 @@ fn helper_gone(life_r: &OwnedFd) -> bool {
 /// the gateway only. The spec's jail files live in /etc, so they are readable and never
 /// writable or executable.
 pub fn command_side_rules(spec: &RunSpec) -> LandlockRules {
+    let mut read_exec = existing(&system_dirs());
+    if spec.image.is_some() {
+        // The image's /opt (its own, read-only): the host's is never in the jail.
+        read_exec.extend(existing(&["/opt"]));
+    }
     LandlockRules {
-        read_exec: existing(&system_dirs()),
+        read_exec,
         read_only: existing(&["/etc", "/proc", "/dev"]),
         read_write: writable(spec),
         read_write_noexec: Vec::new(),
@@ -724,6 +751,7 @@ pub fn agent(
         notify,
         start,
         spec_at,
+        image: _,
     } = side;
     init::reset_signals()?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid agent", e))?;
@@ -766,7 +794,10 @@ pub fn agent(
         None => format!("agent on the command side: {report}"),
     });
 
-    let env_pairs = env::build(spec);
+    let env_pairs = match spec.exec {
+        Some(_) => env::build(spec),
+        None => env::build_command_side(spec),
+    };
     let envp = env::to_cstrings(&env_pairs)?;
     let argv: Vec<CString> = spec
         .argv
@@ -777,7 +808,12 @@ pub fn agent(
             step: "exec",
             why: "an argument contains a NUL byte".to_string(),
         })?;
-    let candidates = env::program_candidates(&spec.argv[0]);
+    let path = env_pairs
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or(env::JAIL_PATH);
+    let candidates = env::program_candidates_on(&spec.argv[0], path);
 
     // A program on the command side (a workflow role's command) gets that side's filter.
     let listener = seccomp::install(match spec.exec {

@@ -11,6 +11,7 @@ pub mod fdpass;
 pub mod fds;
 pub mod helper;
 pub mod identity;
+pub mod image_root;
 pub mod init;
 pub mod landlock;
 pub mod limits;

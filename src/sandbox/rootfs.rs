@@ -30,7 +30,7 @@ pub const BUILD_DIR: &str = "/run/airlock/jail";
 /// Host /etc entries the jail may see (read-only). passwd, group, hosts and hostname are
 /// generated instead, so host account names stay private. Nothing for logins (PAM,
 /// login.defs): no_new_privs keeps setuid programs from gaining anything in the jail.
-const ETC_ALLOW: &[&str] = &[
+pub(super) const ETC_ALLOW: &[&str] = &[
     "alternatives",
     "bash.bashrc",
     "ca-certificates",

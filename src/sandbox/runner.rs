@@ -339,7 +339,13 @@ fn shepherd(
         .iter()
         .map(|r| r.as_os_str().as_encoded_bytes().to_vec())
         .collect();
-    let candidates = env::program_candidates(program);
+    // The environment's PATH (the image's, when the side has one), trusted folders only.
+    let path = envp
+        .iter()
+        .find_map(|kv| kv.to_bytes().strip_prefix(b"PATH="))
+        .and_then(|p| std::str::from_utf8(p).ok())
+        .unwrap_or(env::JAIL_PATH);
+    let candidates = env::program_candidates_on(program, path);
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
     let (Ok((out_r, out_w)), Ok((err_r, err_w)), Ok((exec_r, exec_w))) = (pipe(), pipe(), pipe())
     else {

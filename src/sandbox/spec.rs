@@ -62,6 +62,25 @@ pub struct RunSpec {
     /// there. Absent in older specs: nothing is mounted, the host's own limits apply.
     #[serde(default)]
     pub disks: Vec<DiskMount>,
+    /// The command side's root from an OCI image (and a workflow role's command's): see
+    /// [`super::image_root`]. Absent: the host's system folders, as for the agent side.
+    #[serde(default)]
+    pub image: Option<ImageRoot>,
+}
+
+/// An image the command side is rooted in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageRoot {
+    /// The image's name in `images` and its manifest digest (for the run's records).
+    pub name: String,
+    pub digest: String,
+    /// Its unpacked tree on the host (the image store's, root's and read-only).
+    pub tree: PathBuf,
+    /// The image config's `Env` (`NAME=value`), applied to the command side under the
+    /// variables Airlock sets itself.
+    #[serde(default)]
+    pub env: Vec<String>,
 }
 
 /// Which of the run's writable trees a [`DiskMount`] bounds.
@@ -344,6 +363,25 @@ impl RunSpec {
         if self.uid == 65534 || self.gid == 65534 {
             return Err(invalid(STEP, "uid and gid must not be the nobody account"));
         }
+        if let Some(image) = &self.image {
+            if !plain_absolute(&image.tree) {
+                return Err(invalid(
+                    STEP,
+                    "image.tree must be an absolute path without . or .. components",
+                ));
+            }
+            if image.env.len() > 256
+                || image
+                    .env
+                    .iter()
+                    .any(|kv| !kv.contains('=') || kv.contains('\0'))
+            {
+                return Err(invalid(
+                    STEP,
+                    "image.env must be at most 256 NAME=value entries",
+                ));
+            }
+        }
         for (key, p) in [("workspace", &self.workspace), ("home", &self.home)] {
             if !plain_absolute(p) {
                 return Err(invalid(
@@ -564,6 +602,7 @@ pub(crate) mod tests {
             exec: None,
             stdio: false,
             disks: Vec::new(),
+            image: None,
         }
     }
 

@@ -84,6 +84,7 @@ pub fn prepare(
         exec: None,
         stdio: true,
         disks: Vec::new(),
+        image: None,
     };
     spec.validate()
         .map_err(|e| refused(format!(": the connector's jail: {e}")))?;

@@ -92,6 +92,8 @@ pub struct Prepared {
     pub leases: Vec<crate::credentials::leases::Lease>,
     /// The run's bounded filesystems, held until the run is over (dropped: released).
     pub disks: std::sync::Arc<RunDisks>,
+    /// The pin on the run's image (`environments`), held until the run is over.
+    pub image_pin: Option<std::sync::Arc<std::fs::File>>,
 }
 
 fn refused(msg: impl Into<String>) -> LaunchError {
@@ -750,8 +752,20 @@ pub fn prepare_in(
             Vec::new(),
         )
         .map_err(refused)?;
+        // The image the host grants the role, as the root of its command side.
+        let chosen = crate::supervisor::image_env::choose(
+            cfg,
+            &loaded.role.role,
+            &crate::supervisor::egress_plan::class_of(&loaded.dir),
+        )
+        .map_err(refused)?;
+        let (image, image_pin) = match chosen {
+            Some(c) => (Some(c.root), Some(std::sync::Arc::new(c.pin))),
+            None => (None, None),
+        };
         let mut env = given.env;
         let spec = RunSpec {
+            image,
             run_id,
             role: loaded.role.role.clone(),
             instance: inst.name.clone(),
@@ -814,10 +828,11 @@ pub fn prepare_in(
         spec.env = env;
         spec.validate()
             .map_err(|e| refused(format!("run spec refused before start: {e}")))?;
-        Ok((spec, deadline, upstreams, issued, github, egress))
+        Ok((spec, deadline, upstreams, issued, github, egress, image_pin))
     })();
     match built {
-        Ok((spec, deadline, upstreams, issued, github, egress)) => Ok(Prepared {
+        Ok((spec, deadline, upstreams, issued, github, egress, image_pin)) => Ok(Prepared {
+            image_pin,
             gateway: GatewayPlan {
                 policy,
                 workspace: spec.jail_workspace(),

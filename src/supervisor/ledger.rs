@@ -79,6 +79,12 @@ pub struct RunOpened {
     pub role_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rev: Option<u32>,
+    /// The image the run's command side was rooted in (`environments`) and its manifest
+    /// digest. Absent: the host's system folders (and in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
 }
 
 /// A run ended (or was refused before it started).

@@ -10,6 +10,7 @@ pub mod egress_plan;
 pub mod exec_set;
 pub mod github_plan;
 pub mod host_addrs;
+pub mod image_env;
 pub mod image_pool;
 pub mod instances;
 pub mod launch;

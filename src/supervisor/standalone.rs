@@ -254,6 +254,8 @@ pub fn run(
         rev: None,
         started_at: now,
         deadline_s,
+        image: prepared.spec.image.as_ref().map(|i| i.name.clone()),
+        image_digest: prepared.spec.image.as_ref().map(|i| i.digest.clone()),
     };
     if let Err(e) = lease_records::record_opening(&store, &mut ledger, &prepared.leases, opened) {
         prepared.gateway.leases.revoke_all();
