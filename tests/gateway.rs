@@ -175,7 +175,7 @@ fn messages_outside_the_protocol_are_refused_before_anything_runs() {
     assert_eq!(status(8), 200);
     assert!(body(8).contains("-32601"), "{}", body(8));
     assert!(
-        body(9).contains("-32602") && body(9).contains("one tool"),
+        body(9).contains("-32602") && body(9).contains("has the bash tool"),
         "{}",
         body(9)
     );
