@@ -21,8 +21,9 @@ need=()
 # (libfaketime): the fleet test whose one host's clock runs eight days ahead; umoci,
 # busybox-static, skopeo and docker-registry: the image tests build OCI images of a small
 # root with umoci, push them with skopeo to a registry (the CNCF distribution server) they
-# start on loopback, and pull and import them.
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus postgresql gdb faketime umoci busybox-static skopeo docker-registry; do
+# start on loopback, and pull and import them; python3-cryptography: the registry's token
+# service in tests/images_pull.rs signs the tokens the registry checks.
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus postgresql gdb faketime umoci busybox-static skopeo docker-registry python3-cryptography; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 

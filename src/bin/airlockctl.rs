@@ -210,6 +210,13 @@ enum ImageCmd {
         #[arg(long)]
         name: String,
     },
+    /// Pull REF (registry.example/team/image:tag or @sha256:...) from its registry as NAME,
+    /// with the credential and CA `registries` names for its host.
+    Pull {
+        reference: String,
+        #[arg(long)]
+        name: String,
+    },
     /// Every image: name, digest, size, the roles whose environment it is.
     Ls,
     /// Remove NAME (refused while an environment names it or a run uses it).
@@ -345,6 +352,7 @@ fn main() {
         },
         Cmd::Image { what } => match what {
             ImageCmd::Import { path, name } => airlock::cli::image::import(&ctx, path, name),
+            ImageCmd::Pull { reference, name } => airlock::cli::image::pull(&ctx, reference, name),
             ImageCmd::Ls => airlock::cli::image::ls(&ctx),
             ImageCmd::Rm { name } => airlock::cli::image::rm(&ctx, name),
         },

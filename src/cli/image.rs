@@ -1,4 +1,4 @@
-//! `airlockctl image import|ls|rm`: the host's image store (`<state_dir>/images/`, root's).
+//! `airlockctl image import|pull|ls|rm`: the host's image store (`<state_dir>/images/`, root's).
 //! Changing it is an administrator's act on the host: the store is root's alone, so these
 //! run as root (sudo), never as the operator group, and never through a run.
 
@@ -10,7 +10,7 @@ use super::output;
 use super::remote::Ctx;
 use super::table;
 use crate::config::Config;
-use crate::images::{import, Store};
+use crate::images::{import, pull, reference::Reference, Store};
 
 fn must_be_root(what: &str) -> Result<(), i32> {
     if nix::unistd::geteuid().is_root() {
@@ -53,6 +53,68 @@ pub fn import(ctx: &Ctx, path: &Path, name: &str) -> i32 {
         }
         Err(e) => {
             eprintln!("airlockctl image import: {e}");
+            output::NO
+        }
+    }
+}
+
+/// `image pull REF --name NAME`: over the host's network, with what `registries` names
+/// for the reference's host (its credential, read here, and its CA).
+pub fn pull(ctx: &Ctx, reference: &str, name: &str) -> i32 {
+    let cfg = match config(ctx, "pull") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let host = match Reference::parse(reference) {
+        Ok(r) => r.host,
+        Err(why) => {
+            eprintln!("airlockctl image pull: {why}");
+            return output::ERROR;
+        }
+    };
+    let mut access = pull::Access::default();
+    if let Some(reg) = cfg.images.registries.get(&host) {
+        access.ca_file = reg.ca_file.clone();
+        if let Some(cred) = &reg.credential {
+            let secret = cfg
+                .credentials
+                .get(cred)
+                .ok_or_else(|| format!("credentials.{cred}: not configured"))
+                .and_then(|src| crate::credentials::read(cred, src));
+            match secret {
+                Ok(s) if s.expose().contains(':') => {
+                    access.credential = Some((cred.clone(), s.expose().to_string()))
+                }
+                Ok(_) => {
+                    eprintln!("airlockctl image pull: registries.{host}.credential: the credential `{cred}` must hold USER:PASSWORD (or USER:TOKEN), as `docker login` takes them");
+                    return output::ERROR;
+                }
+                Err(e) => {
+                    eprintln!("airlockctl image pull: registries.{host}.credential: {e}");
+                    return output::ERROR;
+                }
+            }
+        }
+    }
+    let store = match Store::open(&cfg.state_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("airlockctl image pull: {e}");
+            return output::ERROR;
+        }
+    };
+    match pull::pull(&store, name, reference, &access, cfg.images.max_bytes) {
+        Ok(rec) => {
+            if ctx.json {
+                return output::json(
+                    &json!({"name": name, "digest": rec.digest, "size": rec.size, "source": rec.source}),
+                );
+            }
+            println!("{name} {} ({} bytes)", rec.digest, rec.size);
+            output::OK
+        }
+        Err(e) => {
+            eprintln!("airlockctl image pull: {e}");
             output::NO
         }
     }

@@ -33,8 +33,16 @@ pub struct ImagesConf {
     pub max_bytes: u64,
     /// Role name or class -> image name.
     pub environments: BTreeMap<String, String>,
-    /// Registry host -> the credential airlockd sends it.
-    pub registries: BTreeMap<String, String>,
+    /// Registry host -> how `image pull` reaches it.
+    pub registries: BTreeMap<String, RegistryConf>,
+}
+
+/// `registries.HOST`: the credential sent to it (`USER:PASSWORD`, as `docker login` takes
+/// it) and a private CA to verify it with instead of the system's.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RegistryConf {
+    pub credential: Option<String>,
+    pub ca_file: Option<PathBuf>,
 }
 
 impl ImagesConf {
@@ -117,6 +125,19 @@ fn who(k: &str) -> bool {
         && k.len() <= 64
         && k.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// A CA file whoever writes decides which registries are trusted: root's (or this
+/// process's user's), a regular file no one else may write.
+fn ca_file_ok(p: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    p.starts_with('/')
+        && !p.contains('\0')
+        && std::fs::metadata(p).is_ok_and(|m| {
+            m.is_file()
+                && (m.uid() == 0 || m.uid() == nix::unistd::geteuid().as_raw())
+                && m.mode() & 0o022 == 0
+        })
 }
 
 /// Parse the three keys (each absent or null: none), adding what is wrong to `problems`.
@@ -218,7 +239,7 @@ pub fn parse(
         match m.as_mapping() {
             None => problem(
                 "registries",
-                "must be a mapping of registry hosts to {credential: NAME}",
+                "must be a mapping of registry hosts to {credential: NAME, ca_file: /PATH}",
             ),
             Some(m) => {
                 for (k, v) in m {
@@ -230,20 +251,33 @@ pub fn parse(
                         continue;
                     };
                     let at = key("registries", host);
-                    let cred = v
-                        .as_mapping()
-                        .filter(|e| e.len() == 1)
-                        .and_then(|e| e.get(Value::from("credential")))
-                        .and_then(Value::as_str);
-                    match cred {
-                        Some(c) if credential(c) => {
-                            out.registries.insert(host.into(), c.into());
+                    let Some(entry) = v.as_mapping() else {
+                        problem(
+                            &at,
+                            "must be {credential: NAME, ca_file: /PATH} (either or both)",
+                        );
+                        continue;
+                    };
+                    let mut conf = RegistryConf::default();
+                    for (k, v) in entry {
+                        match (k.as_str(), v.as_str()) {
+                            (Some("credential"), Some(c)) if credential(c) => {
+                                conf.credential = Some(c.into())
+                            }
+                            (Some("credential"), _) => {
+                                problem(&key(&at, "credential"), "names no entry of credentials")
+                            }
+                            (Some("ca_file"), Some(p)) if ca_file_ok(p) => {
+                                conf.ca_file = Some(p.into())
+                            }
+                            (Some("ca_file"), _) => problem(
+                                &key(&at, "ca_file"),
+                                "must be an absolute path to a PEM file of CA certificates that only root may write",
+                            ),
+                            _ => problem(&at, "takes only credential and ca_file"),
                         }
-                        Some(_) => {
-                            problem(&key(&at, "credential"), "names no entry of credentials")
-                        }
-                        None => problem(&at, "must be {credential: NAME}"),
                     }
+                    out.registries.insert(host.into(), conf);
                 }
             }
         }
@@ -285,7 +319,10 @@ mod tests {
             Some(("test-engineer", "py312"))
         );
         assert_eq!(c.users_of("py312"), vec!["test-engineer"]);
-        assert_eq!(c.registries["localhost:5000"], "registry-token");
+        assert_eq!(
+            c.registries["localhost:5000"].credential.as_deref(),
+            Some("registry-token")
+        );
     }
 
     #[test]
@@ -333,6 +370,18 @@ mod tests {
                 "{}",
                 "{r.example: {credential: sk-ant-api03-secretvalue}}",
                 "registries.r.example.credential: names no entry of credentials",
+            ),
+            (
+                "{}",
+                "{}",
+                "{r.example: {ca_file: relative.pem}}",
+                "registries.r.example.ca_file: must be an absolute path",
+            ),
+            (
+                "{}",
+                "{}",
+                "{r.example: {token: sk-ant-api03-secretvalue}}",
+                "registries.r.example: takes only credential and ca_file",
             ),
         ] {
             let (_, p) = run(i, e, r);

@@ -296,7 +296,7 @@ fn oci_layout(
 
 /// The image manifest an index names for this host: the only one, or the one for
 /// linux on this architecture.
-fn pick(image: &str, ds: &[Descriptor]) -> Result<Descriptor, ImageError> {
+pub(super) fn pick(image: &str, ds: &[Descriptor]) -> Result<Descriptor, ImageError> {
     let usable: Vec<&Descriptor> = ds
         .iter()
         .filter(|d| {
@@ -358,7 +358,7 @@ fn from_manifest(
     parts(image, manifest, config, layers, &cfg, bytes)
 }
 
-fn parts(
+pub(super) fn parts(
     image: &str,
     manifest: Digest,
     config: Digest,

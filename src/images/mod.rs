@@ -1,6 +1,7 @@
 //! OCI images for the command side of runs: a content-addressed store under the state
 //! directory (each blob verified against its digest before it is kept), import of an OCI
-//! layout, an OCI archive or a `docker save` tar, and safe unpacking of the layers into
+//! layout, an OCI archive or a `docker save` tar, a pull from a registry over the OCI
+//! distribution API, and safe unpacking of the layers into
 //! one read-only tree per image, shared by every run that uses it.
 //!
 //! Architecture invariant: a service the supervisor and the CLI use; it imports only what
@@ -8,9 +9,13 @@
 //! the tree being built: every entry is resolved inside it, as a container's root would
 //! resolve it.
 
+pub mod auth;
 pub mod digest;
+pub mod http;
 pub mod import;
 pub mod layout;
+pub mod pull;
+pub mod reference;
 pub mod store;
 pub mod unpack;
 

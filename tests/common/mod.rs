@@ -12,6 +12,7 @@ use serde_json::Value;
 
 pub mod github;
 pub mod netns;
+pub mod oci;
 pub mod pg;
 pub mod tls;
 
