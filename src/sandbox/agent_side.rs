@@ -72,7 +72,7 @@ fn run(
     rootfs::side_view(spec, false)?;
     // A workflow role's command rooted in an image (see `image_root`).
     if let Some(tree) = image {
-        super::image_root::enter(spec, tree)?;
+        super::image_root::enter(tree)?;
     }
     // Every mount noexec but the files of its exec set; a workflow role's command (on the
     // command side) keeps the jail's view.

@@ -83,7 +83,7 @@ pub fn start(
                 .and_then(|()| namespaces::unshare_side())
                 .and_then(|()| rootfs::side_view(spec, true))
                 .and_then(|()| match image {
-                    Some(tree) => super::image_root::enter(spec, tree),
+                    Some(tree) => super::image_root::enter(tree),
                     None => Ok(()),
                 });
             let served = entered.and_then(|()| runner_child(spec, status, notify, theirs, ready_w));

@@ -179,7 +179,7 @@ fn place(src: &Path, target: &Path, step: &'static str) -> Res {
 
 /// In the side's first process, in its own mount namespace, after [`super::rootfs::side_view`]:
 /// build the image-rooted view and pivot into it. `tree`: from [`open_tree`].
-pub fn enter(spec: &RunSpec, tree: OwnedFd) -> Res {
+pub fn enter(tree: OwnedFd) -> Res {
     let new = Path::new(NEW_ROOT);
     mount(
         Some("tmpfs"),
@@ -195,7 +195,7 @@ pub fn enter(spec: &RunSpec, tree: OwnedFd) -> Res {
     for d in IMAGE_DIRS {
         place(&image.join(d), &new.join(d), "bind the image's folders")?;
     }
-    etc(spec, &image, new)?;
+    etc(&image, new)?;
     // Everything else of the side's current root, as it is: /dev, /proc, /tmp, /home, the
     // workspace, with whatever is mounted below them.
     let skip = |n: &str| IMAGE_DIRS.contains(&n) || n == "etc" || n == "run";
@@ -227,8 +227,7 @@ pub fn enter(spec: &RunSpec, tree: OwnedFd) -> Res {
 /// The image root's /etc: a small tmpfs with the image's allowlisted entries and the run's
 /// own files (accounts, host names, the jail files: whatever of the jail's /etc is not a
 /// host entry), all read-only.
-fn etc(spec: &RunSpec, image: &Path, new: &Path) -> Res {
-    let _ = spec;
+fn etc(image: &Path, new: &Path) -> Res {
     let etc = new.join("etc");
     mkdir(&etc, "create the image's /etc")?;
     mount(
