@@ -22,8 +22,9 @@ need=()
 # busybox-static, skopeo and docker-registry: the image tests build OCI images of a small
 # root with umoci, push them with skopeo to a registry (the CNCF distribution server) they
 # start on loopback, and pull and import them; python3-cryptography: the registry's token
-# service in tests/images_pull.rs signs the tokens the registry checks.
-for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus postgresql gdb faketime umoci busybox-static skopeo docker-registry python3-cryptography; do
+# service in tests/images_pull.rs signs the tokens the registry checks; tmux: the
+# interactive-run tests drive `launch --tty` and `attach` in its panes (send-keys, capture-pane).
+for pkg in systemd passwd iproute2 openssl python3 procps util-linux e2fsprogs mount bubblewrap hyperfine git gh unicode-data gnupg stunnel4 prometheus postgresql gdb faketime umoci busybox-static skopeo docker-registry python3-cryptography tmux; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 

@@ -578,6 +578,7 @@ fn launch_wait_streams_output_and_exits_with_the_run_code() {
             max_seconds: Some(5),
             command: Some(vec!["/bin/echo".into(), "hi".into()]),
             wait: true,
+            tty: None,
         }
     );
 

@@ -835,6 +835,7 @@ impl Direct {
             gateway: false,
             exec: None,
             stdio: false,
+            tty: false,
             disks: Vec::new(),
             image: None,
         };

@@ -73,6 +73,15 @@ enum Cmd {
     },
     /// Start a run of ROLE as a hired instance (through airlockd unless --standalone).
     Launch(airlock::cli::launch::LaunchArgs),
+    /// Attach this terminal to a `launch --tty` run: as its one writer (its launcher or an
+    /// admin), or --read-only (any operator). Ctrl-] then d detaches. Exit 1 for an ended,
+    /// unknown or someone else's run, 5 without a terminal, 6 while another person types.
+    Attach {
+        run: String,
+        /// Watch only; keys other than the detach key are ignored.
+        #[arg(long)]
+        read_only: bool,
+    },
     /// Active runs (read from the files when airlockd is not running).
     Ps,
     /// Running runs with what they have done so far: age, CPU, memory, tool calls, spend,
@@ -328,6 +337,7 @@ fn main() {
         Cmd::Show { run } => runs::show(&ctx, run),
         Cmd::Logs { run, follow, raw } => logs::logs(&ctx, run, *follow, *raw),
         Cmd::Stop { run } => runs::stop(&ctx, run),
+        Cmd::Attach { run, read_only } => airlock::cli::tty::attach(&ctx, run, *read_only),
         Cmd::Hire { name, role, reason } => instances::hire(&ctx, name, role, reason.as_deref()),
         Cmd::Decisions { all } => decisions::list(&ctx, *all),
         Cmd::Decision {

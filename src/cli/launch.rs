@@ -44,6 +44,12 @@ pub struct LaunchArgs {
     /// 128 + the signal.
     #[arg(long)]
     pub standalone: bool,
+    /// Run the agent on a pseudo-terminal and relay this terminal to it (raw mode; keys,
+    /// window size, exit code); the role's agent starts in its interactive form with the
+    /// brief as its first message. Ctrl-] then d detaches (`airlockctl attach RUN`).
+    /// Needs a terminal on stdin and stdout (exit 5 otherwise) and airlockd.
+    #[arg(long, conflicts_with_all = ["wait", "raw", "standalone"])]
+    pub tty: bool,
     /// Replace the role's agent command, under the same jail and budgets.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -104,6 +110,7 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         workspace: args.workspace.clone(),
         max_seconds: args.max_seconds,
         command: args.command.clone(),
+        tty: false,
     };
     // The same rules `validate` checks (rails, classes, canonical names, layers), for the
     // one role this launch needs.

@@ -34,6 +34,9 @@ pub fn run(ctx: &Ctx, args: &LaunchArgs) -> i32 {
             }
         },
     };
+    if args.tty {
+        return super::tty::launch(ctx, args, workspace);
+    }
     let op = Op::Launch {
         role: args.role.clone(),
         instance: args.instance.clone(),
@@ -41,6 +44,7 @@ pub fn run(ctx: &Ctx, args: &LaunchArgs) -> i32 {
         max_seconds: args.max_seconds,
         command: (!args.command.is_empty()).then(|| args.command.clone()),
         wait: args.wait,
+        tty: None,
     };
     let socket = match ctx.socket_path() {
         Ok(s) => s,
@@ -282,6 +286,7 @@ mod tests {
                 max_seconds: None,
                 command: None,
                 wait: true,
+                tty: None,
             }))
             .unwrap();
         let code = follow(&mut client, true, Show::Safe, None, &|_| true).unwrap();

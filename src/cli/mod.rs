@@ -22,5 +22,6 @@ pub mod status;
 pub mod table;
 pub mod timers;
 pub mod top;
+pub mod tty;
 pub mod validate;
 pub mod verify_ledger;

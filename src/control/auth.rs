@@ -80,6 +80,7 @@ pub fn required(op: &Op) -> Access {
         | Op::ConnectorLoginFinish { .. }
         | Op::ConnectorLogout { .. } => Access::Admin,
         Op::Launch { .. }
+        | Op::Attach { .. }
         | Op::Stop { .. }
         | Op::Ps
         | Op::Runs { .. }

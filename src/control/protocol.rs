@@ -30,6 +30,18 @@ pub enum Op {
         /// Keep the connection open and stream the run's output, then its exit.
         #[serde(default)]
         wait: bool,
+        /// `--tty`: the agent runs on a pseudo-terminal of this window size, and the
+        /// connection carries its output and the person's keys (see [`TtyMsg`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<TtySize>,
+    },
+    /// Attach to a `--tty` run's terminal: as its one writer, or `read_only`.
+    Attach {
+        run: String,
+        #[serde(default)]
+        read_only: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<TtySize>,
     },
     Stop {
         run: String,
@@ -108,6 +120,7 @@ impl Op {
     pub fn name(&self) -> &'static str {
         match self {
             Op::Launch { .. } => "launch",
+            Op::Attach { .. } => "attach",
             Op::Stop { .. } => "stop",
             Op::Ps => "ps",
             Op::Runs { .. } => "runs",
@@ -168,6 +181,41 @@ impl Request {
         }
         value.to_string()
     }
+}
+
+/// A terminal's window size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TtySize {
+    pub rows: u16,
+    pub cols: u16,
+}
+
+/// What a client sends on a terminal session's connection after its request (`launch
+/// --tty`, `attach`): keys (hex, so any byte travels) and window sizes. A reader's are
+/// ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "tty", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TtyMsg {
+    Keys { hex: String },
+    Resize { rows: u16, cols: u16 },
+}
+
+/// Longest line a terminal session's client may send (a paste of 16 KiB, in hex).
+pub const MAX_TTY_LINE: usize = 64 * 1024;
+
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// Machine-readable error codes; the message says what to do next.
@@ -282,6 +330,8 @@ struct Wire {
     login: Option<String>,
     redirected: Option<String>,
     decision: Option<DecisionArgs>,
+    tty: Option<TtySize>,
+    read_only: Option<bool>,
 }
 
 impl Wire {
@@ -300,6 +350,8 @@ impl Wire {
             login,
             redirected,
             decision,
+            tty,
+            read_only,
         } = self;
         let decision_op = matches!(
             op.as_str(),
@@ -308,8 +360,31 @@ impl Wire {
         if decision.is_some() && !decision_op {
             return None;
         }
-        let launch_only =
-            workspace.is_some() || max_seconds.is_some() || command.is_some() || wait.is_some();
+        if op == "attach" {
+            let clean = role.is_none()
+                && instance.is_none()
+                && workspace.is_none()
+                && max_seconds.is_none()
+                && command.is_none()
+                && wait.is_none()
+                && last.is_none()
+                && connector.is_none()
+                && login.is_none()
+                && redirected.is_none();
+            return clean.then_some(Op::Attach {
+                run: run?,
+                read_only: read_only.unwrap_or(false),
+                tty,
+            });
+        }
+        if read_only.is_some() {
+            return None;
+        }
+        let launch_only = workspace.is_some()
+            || max_seconds.is_some()
+            || command.is_some()
+            || wait.is_some()
+            || tty.is_some();
         // Taken by `runs` only; refused by every other operation below.
         let runs_only = last.is_some();
         // Taken by the connector operations only.
@@ -348,6 +423,7 @@ impl Wire {
                 max_seconds,
                 command,
                 wait: wait.unwrap_or(false),
+                tty,
             }),
             "stop" if only(false, false, true) => Some(Op::Stop { run: run? }),
             "show" if only(false, false, true) => Some(Op::Show { run: run? }),
@@ -395,6 +471,46 @@ impl Wire {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attach_and_a_tty_launch_take_their_fields_only() {
+        let parse = |line: &str| parse_request(line.as_bytes()).map(|r| r.op);
+        assert_eq!(
+            parse(r#"{"v":1,"op":"attach","run":"r-1","read_only":true}"#).ok(),
+            Some(Op::Attach {
+                run: "r-1".into(),
+                read_only: true,
+                tty: None
+            })
+        );
+        let launch = Op::Launch {
+            role: "code".into(),
+            instance: "tess".into(),
+            workspace: None,
+            max_seconds: None,
+            command: None,
+            wait: false,
+            tty: Some(TtySize { rows: 24, cols: 80 }),
+        };
+        assert_eq!(
+            parse(&Request::new(launch.clone()).to_line()).ok(),
+            Some(launch)
+        );
+        for bad in [
+            r#"{"v":1,"op":"attach","run":"r-1","wait":true}"#,
+            r#"{"v":1,"op":"ps","read_only":true}"#,
+            r#"{"v":1,"op":"stop","run":"r-1","tty":{"rows":1,"cols":1}}"#,
+            r#"{"v":1,"op":"launch","role":"code","instance":"tess","tty":{"rows":1,"cols":1,"x":1}}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            from_hex(&to_hex(b"\x03\x1d\xff")),
+            Some(b"\x03\x1d\xff".to_vec())
+        );
+        assert_eq!(from_hex("0"), None);
+        assert_eq!(from_hex("zz"), None);
+    }
 
     #[test]
     fn only_runs_takes_last() {
@@ -459,6 +575,7 @@ mod tests {
             max_seconds: Some(5),
             command: Some(vec!["/bin/true".into()]),
             wait: true,
+            tty: None,
         });
         assert_eq!(parse_request(req.to_line().as_bytes()), Ok(req));
         let ps = Request::new(Op::Ps);

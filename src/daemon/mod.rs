@@ -21,6 +21,7 @@ pub mod scrape;
 pub mod server;
 pub mod standby;
 mod trim;
+pub mod tty;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

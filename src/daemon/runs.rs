@@ -22,6 +22,7 @@ use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened
 use crate::supervisor::outcome::{outcome_str, with_lost, NOT_STARTED};
 use crate::supervisor::process::{self, RunControl};
 use crate::supervisor::run_output::{JournaledRun, Tee};
+use crate::supervisor::tty::{Session, TtyHub, TtyRun};
 
 /// Output frames buffered for a `--wait` client. A client that reads slower than the run
 /// writes loses frames beyond this (counted and journaled); the journal keeps every line.
@@ -35,12 +36,16 @@ pub struct ActiveRun {
     pub leases: Arc<crate::credentials::leases::LiveLeases>,
     /// Its tallies so far, for `ps` and `top`.
     pub live: Arc<crate::metrics::live::LiveCounts>,
+    /// A `--tty` run's terminal, for `attach`.
+    pub tty: Option<Arc<TtyHub>>,
 }
 
 /// What a launch hands the connection: the run id, and for `--wait` its frames.
 pub struct Started {
     pub run: String,
     pub frames: Option<(mpsc::Receiver<Frame>, oneshot::Receiver<Frame>)>,
+    /// A `--tty` run: the launcher attached as its writer.
+    pub tty: Option<Session>,
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> Response {
@@ -62,6 +67,8 @@ pub struct LaunchArgs {
     pub max_seconds: Option<u64>,
     pub command: Option<Vec<String>>,
     pub wait: bool,
+    /// `--tty`: the launcher's window size (rows, cols).
+    pub tty: Option<(u16, u16)>,
 }
 
 /// Check, record and start one run. Blocking (ledger fsync, NSS, mkdir): call from a
@@ -165,12 +172,25 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         workspace: a.workspace.as_ref().map(Into::into),
         max_seconds: a.max_seconds,
         command: a.command.clone().unwrap_or_default(),
+        tty: a.tty.is_some(),
     };
 
     // The jail helper was started already (a standby) or starts now, so its start
     // overlaps preparing and recording the run; it gets its spec only once the record
     // below is durable.
-    let runner = Standby::take(d);
+    // A `--tty` run's helper is its own: its stdio socket brings the pty's master back.
+    let tty_sock = match a.tty {
+        None => None,
+        Some(_) => {
+            Some(crate::supervisor::tty::socket_pair().map_err(|e| err(ErrorCode::Internal, e))?)
+        }
+    };
+    let runner = match &tty_sock {
+        Some((_, theirs)) => Standby::take_with_stdio(d, theirs),
+        None => Standby::take(d),
+    };
+    // The jail's end lives in its helper alone, so the run's end closes the socket.
+    let tty_sock = tty_sock.map(|(ours, _theirs)| ours);
     // Prepared without the ledger lock (instance registry, NSS, run directory): launches
     // and run closings do not wait for each other's preparation. The image it may have
     // taken from the pool is made again off this launch's path.
@@ -318,6 +338,12 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         live: None,
     };
     let live = Arc::new(crate::metrics::live::LiveCounts::default());
+    // The launcher holds the keyboard from the start.
+    let hub = a.tty.map(|_| TtyHub::new());
+    let session = match &hub {
+        Some(h) => h.attach(a.peer_uid, true).ok(),
+        None => None,
+    };
     lock(&d.active).insert(
         run.clone(),
         Arc::new(ActiveRun {
@@ -325,12 +351,13 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             control: control.clone(),
             leases: prepared.gateway.leases.clone(),
             live: live.clone(),
+            tty: hub.clone(),
         }),
     );
     drop(ledger);
     d.changed.notify_one();
 
-    let (frames, client) = if a.wait {
+    let (frames, client) = if a.wait || a.tty.is_some() {
         let (tx, rx) = mpsc::channel(FRAME_BUFFER);
         let (etx, erx) = oneshot::channel();
         (Some((tx, etx)), Some((rx, erx)))
@@ -346,6 +373,11 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         control,
         frames,
         heartbeat,
+        tty: tty_sock.zip(hub.clone()).map(|(sock, hub)| TtyRun {
+            sock,
+            hub,
+            size: a.tty,
+        }),
     };
     if !runner.start(d, go) {
         // No runtime took the run (and its heartbeat went with the `Go` it was handed):
@@ -368,6 +400,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     Ok(Started {
         run,
         frames: client,
+        tty: session,
     })
 }
 
@@ -415,6 +448,8 @@ pub struct Go {
     frames: Option<ClientFrames>,
     /// The run's [`alive`] file, touched while the run is supervised.
     heartbeat: Option<Beating>,
+    /// A `--tty` run: the jail's socket, the terminal's hub and the first window size.
+    tty: Option<TtyRun>,
 }
 
 /// The supervision of one run, a task of airlockd's runtime, once the run's record is
@@ -433,6 +468,7 @@ pub(super) async fn supervise_run(
         control,
         frames,
         heartbeat,
+        tty,
     } = go;
     let fields = RunFields {
         run: info.run.clone(),
@@ -482,7 +518,12 @@ pub(super) async fn supervise_run(
                 None => (None, None),
             };
             exit_tx = etx;
-            supervised(&d, &info, &prepared, &control, journal, helper, frame_tx).await
+            // A terminal's output goes to its hub, not to frames of lines.
+            let frame_tx = if tty.is_some() { None } else { frame_tx };
+            supervised(
+                &d, &info, &prepared, &control, journal, helper, frame_tx, tty,
+            )
+            .await
         }
     };
     settle(heartbeat, closed).await;
@@ -502,6 +543,7 @@ pub(super) async fn supervise_run(
 
 /// The run itself, once its journal is open: returns whether its record was closed, and
 /// the last frame for a waiting client.
+#[allow(clippy::too_many_arguments)]
 async fn supervised(
     d: &Arc<Daemon>,
     info: &RunInfo,
@@ -510,6 +552,7 @@ async fn supervised(
     journal: JournaledRun,
     helper: Result<process::Spawned, LaunchError>,
     frame_tx: Option<mpsc::Sender<Frame>>,
+    tty: Option<TtyRun>,
 ) -> (bool, Frame) {
     journal.event(
         EventKind::RunStarted,
@@ -537,9 +580,29 @@ async fn supervised(
     };
     let tees = [tee(), tee()];
     drop(frame_tx);
+    let relay = tty.map(|t| {
+        tokio::spawn(crate::supervisor::tty::relay(
+            t.sock,
+            t.hub,
+            journal.tty_sink(),
+            t.size,
+        ))
+    });
     let end = journal
         .supervise(prepared, helper, control, tees, info.deadline_s)
         .await;
+    // The terminal's last output reaches the journal before the run's last records: the
+    // pty reads end of file once the run's last process is gone.
+    if let Some(r) = relay {
+        match tokio::time::timeout(Duration::from_secs(2), r).await {
+            Ok(Ok(Err(why))) => journal.event(EventKind::JailReport, &format!("terminal: {why}")),
+            Ok(_) => {}
+            Err(_) => journal.event(
+                EventKind::JailReport,
+                "terminal: its output did not end within 2 s of the run",
+            ),
+        }
+    }
     let n = dropped.load(Ordering::Relaxed);
     // The leases, the journal's last records and the closing record on the blocking pool
     // (GitHub's DELETEs, fsync).

@@ -156,6 +156,7 @@ async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: Slot) {
             max_seconds,
             command,
             wait,
+            tty,
         } => {
             let requester = crate::supervisor::workspace::Requester {
                 ids: crate::supervisor::as_user::Ids {
@@ -174,6 +175,7 @@ async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: Slot) {
                 max_seconds,
                 command,
                 wait,
+                tty: tty.map(|t| (t.rows, t.cols)),
             };
             let d2 = d.clone();
             let started = match tokio::task::spawn_blocking(move || runs::launch(&d2, args)).await {
@@ -184,12 +186,36 @@ async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: Slot) {
                 Err(resp) => {
                     send(&mut w, &resp).await;
                 }
-                Ok(s) => {
+                Ok(mut s) => {
                     drop(slot);
-                    stream_run(&mut w, s).await
+                    match s.tty.take() {
+                        Some(session) => {
+                            let exit = s.frames.take().map(|(_, e)| e);
+                            // What the client sends from here on is keys and sizes.
+                            reader.get_mut().set_limit(u64::MAX);
+                            super::tty::serve(reader, &mut w, s.run, session, exit, None, false)
+                                .await
+                        }
+                        None => stream_run(&mut w, s).await,
+                    }
                 }
             }
         }
+        Op::Attach {
+            run,
+            read_only,
+            tty,
+        } => match super::tty::attach(&d, &peer, &set.groups, &run, read_only) {
+            Err(resp) => {
+                send(&mut w, &resp).await;
+            }
+            Ok(session) => {
+                drop(slot);
+                reader.get_mut().set_limit(u64::MAX);
+                let size = tty.filter(|_| session.writer);
+                super::tty::serve(reader, &mut w, run, session, None, size, true).await
+            }
+        },
         // Asynchronous: they talk to an authorization server (a device login waits for the
         // operator's approval).
         op @ (Op::ConnectorLogin { .. }
@@ -373,6 +399,7 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
             ),
         },
         Op::Launch { .. }
+        | Op::Attach { .. }
         | Op::ConnectorLogin { .. }
         | Op::ConnectorLoginFinish { .. }
         | Op::ConnectorStatus

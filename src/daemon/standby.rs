@@ -63,6 +63,14 @@ impl Standby {
         }
     }
 
+    /// A helper of its own for a `--tty` launch: `stdio` becomes the jail's socket the
+    /// pty's master comes back on (a standby has none). Blocking (a spawn).
+    pub fn take_with_stdio(d: &Arc<Daemon>, stdio: &std::os::fd::OwnedFd) -> Taken {
+        let slot = launch::new_slot(d.cgroup_parent.clone());
+        let helper = process::spawn_helper(Some(&slot), Some(stdio));
+        Taken { slot, helper }
+    }
+
     /// Start a standby if there is none and the daemon is not draining. Best effort: when
     /// it cannot start, the next launch starts its own helper. Blocking (a spawn).
     pub fn refill(d: &Arc<Daemon>) {

@@ -292,6 +292,29 @@ pub fn brief_prompt(brief_path: &str) -> String {
 ///
 /// The prompt only points at `brief_path` (see [`brief_prompt`]). The program is the bare
 /// name (`claude`, `codex`); the launch puts the path airlockd's config gives (`agents`).
+/// The interactive form of an unattended agent command (`launch --tty`): the same
+/// configuration, model, tools and gateway, the brief offered as the first message, but
+/// the agent's own terminal interface: Claude Code without `-p` and its stream-json
+/// output, Codex without `exec --json`. Any other argv is returned as it is.
+pub fn interactive_command(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut args = argv.iter().enumerate().peekable();
+    let mode = argv.get(1).map(String::as_str);
+    while let Some((i, a)) = args.next() {
+        match (mode, a.as_str()) {
+            (Some("-p"), "-p") if i == 1 => {}
+            (Some("-p"), "--max-turns" | "--output-format") => {
+                args.next();
+            }
+            (Some("-p"), "--verbose") => {}
+            (Some("exec"), "exec") if i == 1 => {}
+            (Some("exec"), "--json" | "--skip-git-repo-check") => {}
+            _ => out.push(a.clone()),
+        }
+    }
+    out
+}
+
 pub fn agent_command(
     role: &Role,
     brief_path: &str,
@@ -327,4 +350,58 @@ pub fn agent_command(
         ],
     };
     Ok(argv)
+}
+
+#[cfg(test)]
+mod interactive_tests {
+    use super::interactive_command;
+
+    #[test]
+    fn the_interactive_command_drops_only_the_unattended_flags() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let claude = v(&[
+            "/opt/claude",
+            "-p",
+            "Read the brief",
+            "--settings",
+            "/s.json",
+            "--model",
+            "m",
+            "--max-turns",
+            "30",
+            "--permission-mode",
+            "dontAsk",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ]);
+        assert_eq!(
+            interactive_command(&claude),
+            v(&[
+                "/opt/claude",
+                "Read the brief",
+                "--settings",
+                "/s.json",
+                "--model",
+                "m",
+                "--permission-mode",
+                "dontAsk",
+            ])
+        );
+        let codex = v(&[
+            "codex",
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--model",
+            "m",
+            "go",
+        ]);
+        assert_eq!(
+            interactive_command(&codex),
+            v(&["codex", "--model", "m", "go"])
+        );
+        let other = v(&["/bin/true", "x"]);
+        assert_eq!(interactive_command(&other), other);
+    }
 }

@@ -477,7 +477,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
     let spec = &spec;
     // Fail closed on a mismatch: a stdio program must not talk to /dev/null, and an agent
     // must never get a launcher's socket as its stdin.
-    if spec.stdio != has_stdio {
+    if (spec.stdio || spec.tty) != has_stdio {
         return Err(SandboxError::Invalid {
             step: "stdio",
             why: "the spec's stdio and the helper's --stdio-fd disagree".into(),
@@ -760,7 +760,10 @@ pub fn agent(
         // Closed by the exec itself: end-of-file tells the launcher the agent started.
         fds::set_cloexec(status.raw())?;
     }
-    if spec.stdio {
+    if spec.tty {
+        // The launcher's socket at fd 0 takes the master; the slave becomes 0, 1 and 2.
+        super::pty::take_terminal(0, spec.uid, spec.gid)?;
+    } else if spec.stdio {
         // Stdout is the same socket as stdin.
         nix::unistd::dup2(0, 1).map_err(|e| SandboxError::errno("stdio", e))?;
     }

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod listen_notify;
 pub mod namespaces;
 pub mod noexec_view;
+pub mod pty;
 pub mod rootfs;
 pub mod runner;
 pub mod seccomp;

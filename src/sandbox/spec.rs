@@ -57,6 +57,10 @@ pub struct RunSpec {
     /// the output pipe. Absent in older specs.
     #[serde(default)]
     pub stdio: bool,
+    /// `launch --tty`: the agent runs on a pseudo-terminal of the run's own devpts; its
+    /// master goes to the launcher over the helper's `--stdio-fd`. Absent in older specs.
+    #[serde(default)]
+    pub tty: bool,
     /// Filesystems of fixed size that pid 1 mounts over the workspace or home before
     /// binding them (see [`super::disk`]): the kernel bounds the run's bytes and inodes
     /// there. Absent in older specs: nothing is mounted, the host's own limits apply.
@@ -601,6 +605,7 @@ pub(crate) mod tests {
             gateway: false,
             exec: None,
             stdio: false,
+            tty: false,
             disks: Vec::new(),
             image: None,
         }

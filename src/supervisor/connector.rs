@@ -83,6 +83,7 @@ pub fn prepare(
         gateway: false,
         exec: None,
         stdio: true,
+        tty: false,
         disks: Vec::new(),
         image: None,
     };

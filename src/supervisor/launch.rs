@@ -45,6 +45,9 @@ pub struct LaunchRequest {
     pub max_seconds: Option<u64>,
     /// Replaces the role's agent command when not empty.
     pub command: Vec<String>,
+    /// `--tty`: the agent runs on a pseudo-terminal (the role's own agent in its
+    /// interactive form).
+    pub tty: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -612,6 +615,9 @@ pub fn prepare_in(
             if let Some(program) = agent_program(cfg, &loaded.role)? {
                 argv[0] = program;
             }
+            if req.tty {
+                argv = crate::policy::agent_config::interactive_command(&argv);
+            }
         }
         argv
     } else {
@@ -783,6 +789,7 @@ pub fn prepare_in(
             gateway: true,
             exec,
             stdio: false,
+            tty: req.tty,
             disks: disks.mounts.clone(),
         };
         let upstreams = upstream_plans(cfg, &spec, &loaded.role, endpoints.mcp.keys())?;
@@ -916,6 +923,7 @@ mod tests {
             role: role.into(),
             instance: "tess".into(),
             command: command.iter().map(|s| s.to_string()).collect(),
+            tty: false,
             ..Default::default()
         };
         let policies = Policies::load(&Path::new(repo).join("policies")).unwrap();

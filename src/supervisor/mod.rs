@@ -29,4 +29,5 @@ pub mod run_output;
 pub mod scope;
 pub mod spawn;
 pub mod standalone;
+pub mod tty;
 pub mod workspace;

@@ -174,6 +174,17 @@ impl JournaledRun {
     }
 
     /// Records lost so far.
+    /// A sink for a `--tty` run's terminal output: its lines into the journal as stdout,
+    /// exactly as written (`logs` shows them escaped).
+    pub fn tty_sink(&self) -> Box<dyn OutputSink> {
+        Box::new(JournalSink::new(
+            Stream::Stdout,
+            self.journal.clone(),
+            self.lost.clone(),
+            None,
+        ))
+    }
+
     pub fn lost(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
     }

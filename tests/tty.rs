@@ -1,0 +1,335 @@
+//! Interactive runs for real: `airlockctl launch --tty` and `attach` in tmux panes (a real
+//! terminal emulator: `send-keys` types, `capture-pane` reads the screen), through a real
+//! airlockd, the agent on a pty of its jail's own devpts.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+
+use common::{poll, require_journald, Airlockd, Host};
+
+/// The agent: says what its terminal is, tries the clipboard and the title, then echoes
+/// lines until `quit` (exit 7). SIGWINCH and SIGINT are reported, not fatal.
+const AGENT: &str = r#"
+import os, sys, signal, termios, fcntl, struct
+def size():
+    r = fcntl.ioctl(1, termios.TIOCGWINSZ, b"\0" * 8)
+    rows, cols = struct.unpack("HHHH", r)[:2]
+    return f"{rows}x{cols}"
+signal.signal(signal.SIGWINCH, lambda s, f: print("WINCH " + size(), flush=True))
+signal.signal(signal.SIGINT, lambda s, f: print("GOT-SIGINT", flush=True))
+print(f"ISATTY {os.isatty(0)} {os.isatty(1)} {os.isatty(2)} SIZE {size()}", flush=True)
+sys.stdout.write("\x1b]52;c;U0VDUkVU\x07\x1b]2;PWNED-TITLE\x07\x1b[6n\x1b[cCLIP-DONE\n")
+sys.stdout.flush()
+for line in sys.stdin:
+    line = line.strip()
+    print("ECHO " + line, flush=True)
+    if line == "quit":
+        sys.exit(7)
+"#;
+
+/// One tmux server of this test's own.
+struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    fn new(tag: &str) -> Tmux {
+        let name = format!("airlock-{tag}-{}", std::process::id());
+        Tmux { name }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(["-L", &self.name, "-f", "/dev/null"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("tmux runs (scripts/install-deps.sh installs it)")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.cmd(args);
+        assert!(o.status.success(), "tmux {args:?}: {}", common::stderr(&o));
+        common::stdout(&o)
+    }
+
+    fn screen(&self, target: &str) -> String {
+        self.ok(&["capture-pane", "-p", "-J", "-S", "-200", "-t", target])
+    }
+
+    /// Wait until the pane shows `want`; the screen on failure.
+    fn wait_for(&self, target: &str, want: &str) -> String {
+        poll(30, || {
+            let s = self.screen(target);
+            s.contains(want).then_some(s)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{want:?} never showed in {target}:\n{}",
+                self.screen(target)
+            )
+        })
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+fn quoted(args: &[String]) -> String {
+    args.iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A shell script that runs airlockctl with `args`, then says its exit code and stays.
+fn wrapper(h: &Host, name: &str, args: &[&str]) -> String {
+    let mut argv = vec![
+        env!("CARGO_BIN_EXE_airlockctl").to_string(),
+        "--config".into(),
+        h.cfg.display().to_string(),
+    ];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    let path = h.root.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n{}\necho \"EXIT=$?\"\nexec sleep 600\n",
+            quoted(&argv)
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+fn run_id(screen: &str) -> String {
+    screen
+        .split_whitespace()
+        .find(|w| w.starts_with("r-") && airlock::sandbox::spec::valid_run_id(w))
+        .unwrap_or_else(|| panic!("no run id on the screen:\n{screen}"))
+        .to_string()
+}
+
+#[test]
+fn a_tty_run_gets_a_terminal_its_size_resizes_and_ctrl_c_and_no_osc_reaches_the_pane() {
+    require_journald();
+    let h = Host::new(&[("tess", "code")], "");
+    let _d = Airlockd::start(&h);
+    let t = Tmux::new("tty");
+    let launch = wrapper(
+        &h,
+        "launch.sh",
+        &[
+            "launch",
+            "code",
+            "--instance",
+            "tess",
+            "--tty",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            AGENT,
+        ],
+    );
+    t.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "ctl",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sleep 600",
+    ]);
+    // OSC 52 from an application would make a tmux buffer (and OSC 2 the pane's title).
+    t.ok(&["set-option", "-g", "set-clipboard", "on"]);
+    t.ok(&["set-option", "-g", "status", "off"]);
+    t.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &launch,
+    ]);
+    let s = t.wait_for("t", "CLIP-DONE");
+    let size = t.ok(&[
+        "display-message",
+        "-p",
+        "-t",
+        "t",
+        "#{pane_height}x#{pane_width}",
+    ]);
+    assert!(
+        s.contains(&format!("ISATTY True True True SIZE {}", size.trim())),
+        "{s}"
+    );
+    let run = run_id(&s);
+    assert_eq!(t.ok(&["list-buffers"]).trim(), "", "OSC 52 reached tmux");
+    let title = t.ok(&["display-message", "-p", "-t", "t", "#{pane_title}"]);
+    assert!(!title.contains("PWNED"), "the agent set the title: {title}");
+
+    // The check above can fail: the same bytes from a program outside Airlock do.
+    let probe = h.root.join("osc52.sh");
+    std::fs::write(
+        &probe,
+        "#!/bin/sh\nprintf '\\033]52;c;U0VDUkVU\\007'\nexec sleep 600\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&probe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    t.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "control",
+        &probe.display().to_string(),
+    ]);
+    let reached = poll(10, || {
+        let b = t.ok(&["list-buffers"]);
+        (!b.trim().is_empty()).then_some(b)
+    });
+    assert!(reached.is_some(), "tmux takes OSC 52 from a plain program");
+    t.ok(&["delete-buffer"]);
+
+    // A resize reaches the agent as SIGWINCH with the new size.
+    t.ok(&["resize-window", "-t", "t", "-x", "90", "-y", "25"]);
+    let size = t.ok(&[
+        "display-message",
+        "-p",
+        "-t",
+        "t",
+        "#{pane_height}x#{pane_width}",
+    ]);
+    t.wait_for("t", &format!("WINCH {}", size.trim()));
+    // Ctrl-C is a character for the agent's pty, which makes it SIGINT; airlockctl lives on.
+    t.ok(&["send-keys", "-t", "t", "C-c"]);
+    t.wait_for("t", "GOT-SIGINT");
+    t.ok(&["send-keys", "-t", "t", "hello", "Enter"]);
+    t.wait_for("t", "ECHO hello");
+
+    // Detach: the run goes on, airlockctl exits 0 saying how to attach.
+    t.ok(&["send-keys", "-t", "t", "C-]", "d"]);
+    let s = t.wait_for("t", "EXIT=0");
+    assert!(s.contains(&format!("airlockctl attach {run}")), "{s}");
+    let ps = h.ctl(&["ps"]);
+    assert!(
+        common::stdout(&ps).contains(&run),
+        "{}",
+        common::stdout(&ps)
+    );
+
+    // Attach again: the ring redraws what the agent wrote; a second writer is refused
+    // naming the first; a reader may watch.
+    let attach = wrapper(&h, "attach.sh", &["attach", &run]);
+    t.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "a",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &attach,
+    ]);
+    t.wait_for("a", "ECHO hello");
+    let second = wrapper(&h, "second.sh", &["attach", &run]);
+    t.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "b",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &second,
+    ]);
+    let s = t.wait_for("b", "EXIT=6");
+    assert!(s.contains("uid 0") && s.contains("holds"), "{s}");
+    let reader = wrapper(&h, "reader.sh", &["attach", &run, "--read-only"]);
+    t.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "r",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &reader,
+    ]);
+    t.wait_for("r", "ECHO hello");
+    // Keys from the reader are not the agent's.
+    t.ok(&["send-keys", "-t", "r", "ignored", "Enter"]);
+    t.ok(&["send-keys", "-t", "a", "quit", "Enter"]);
+    t.wait_for("a", "ECHO quit");
+    let s = t.wait_for("a", "EXIT=0");
+    assert!(!s.contains("ECHO ignored"), "{s}");
+    assert_eq!(
+        t.ok(&["list-buffers"]).trim(),
+        "",
+        "OSC 52 reached tmux on attach"
+    );
+
+    // The run's record: exit 7. The journal has the text, its escapes escaped.
+    let closed = poll(30, || {
+        let s = h.show(&run);
+        s.contains("exit").then_some(s)
+    })
+    .unwrap();
+    assert!(closed.contains('7'), "{closed}");
+    let journal = common::journal_text(&run);
+    assert!(journal.contains("\"MESSAGE\":\"ECHO hello\""), "{journal}");
+    assert!(journal.contains("\\\\u{1b}]52;c;"), "{journal}");
+    assert!(!journal.contains("ECHO ignored"), "{journal}");
+
+    // An ended run cannot be attached.
+    let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args(["attach", &run])
+        .output()
+        .unwrap();
+    // Without a terminal first of all.
+    assert_eq!(o.status.code(), Some(5), "{}", common::stderr(&o));
+    let ended = wrapper(&h, "ended.sh", &["attach", &run]);
+    t.ok(&["new-session", "-d", "-s", "e", &ended]);
+    let s = t.wait_for("e", "EXIT=1");
+    assert!(s.contains("not running"), "{s}");
+}
+
+#[test]
+fn launch_tty_without_a_terminal_is_refused_with_its_own_exit_code() {
+    let h = Host::new(&[("tess", "code")], "");
+    let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args([
+            "launch",
+            "code",
+            "--instance",
+            "tess",
+            "--tty",
+            "--",
+            "/bin/true",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(5), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("terminal"),
+        "{}",
+        common::stderr(&o)
+    );
+}
