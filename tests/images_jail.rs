@@ -152,3 +152,30 @@ fn a_launch_whose_environment_names_no_imported_image_is_refused_naming_both() {
         "{e}"
     );
 }
+
+#[test]
+fn explain_names_the_environment_a_role_gets() {
+    let h = Host::new(
+        &[("tess", "code")],
+        "images: {rust-dev: {ref: registry.example/acme/rust-dev:1.83}}\nenvironments: {code: rust-dev}\n",
+    );
+    let o = h.ctl(&["explain", "code", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["environment"]["image"], "rust-dev", "{v}");
+    assert_eq!(v["environment"]["granted_by"], "environments.code", "{v}");
+    assert_eq!(
+        v["environment"]["ref"], "registry.example/acme/rust-dev:1.83",
+        "{v}"
+    );
+    let o = h.ctl(&["explain", "code"]);
+    assert!(
+        stdout(&o).contains("rooted in image `rust-dev` (environments.code"),
+        "{}",
+        stdout(&o)
+    );
+    let o = h.ctl(&["explain", "review", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["environment"].is_null(), "{v}");
+    assert!(stdout(&h.ctl(&["explain", "review"])).contains("the host's system folders"));
+}

@@ -35,6 +35,7 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, as_json: bool) -> i32
         &config.egress.ports,
     );
     report["egress"]["destinations"] = destinations_json(&granted);
+    report["environment"] = environment_json(config, &entry.loaded.role.role, &entry.class);
     if as_json {
         return output::json(&report);
     }
@@ -42,7 +43,34 @@ pub fn run(args: &SourceArgs, config: &Config, name: &str, as_json: bool) -> i32
     for line in limits_lines(config) {
         outln!("{line}");
     }
+    outln!("{}", environment_line(&report["environment"]));
     output::OK
+}
+
+/// The image the host grants the role's command side (`environments`, by role name, then
+/// class), or null: the host's own system folders.
+pub fn environment_json(config: &Config, role: &str, class: &str) -> Value {
+    use crate::config::images::ImageSource;
+    let Some((key, image)) = config.images.environment_of(role, class) else {
+        return Value::Null;
+    };
+    let mut v = json!({"image": image, "granted_by": format!("environments.{key}")});
+    match config.images.images.get(image) {
+        Some(ImageSource::Ref(r)) => v["ref"] = json!(r),
+        Some(ImageSource::Path(p)) => v["path"] = json!(p.display().to_string()),
+        None => {}
+    }
+    v
+}
+
+fn environment_line(env: &Value) -> String {
+    match env["image"].as_str() {
+        Some(image) => format!(
+            "environment the command side is rooted in image `{image}` ({}; airlockctl image ls shows its digest)",
+            env["granted_by"].as_str().unwrap_or("environments")
+        ),
+        None => "environment the host's system folders (no environments entry names this role or its class)".into(),
+    }
 }
 
 /// The destinations the host grants the role (`egress.grants`), each with its grant.
