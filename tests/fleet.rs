@@ -1518,3 +1518,71 @@ fn rows_rewritten_with_a_valid_chain_but_not_the_hosts_signature_fail_verify() {
         "{err}"
     );
 }
+
+/// The decision steps of `host`'s mirrored ledger about instance `name`, in order.
+fn mirrored_steps(pg: &Postgres, host: &str, name: &str) -> Vec<String> {
+    pg.psql(&format!(
+        "SELECT line FROM airlock_ledger WHERE host_id = '{host}' ORDER BY seq"
+    ))
+    .lines()
+    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    .filter(|v| v["event"]["kind"] == "decision" && v["event"]["name"] == name)
+    .filter_map(|v| v["event"]["step"].as_str().map(String::from))
+    .collect()
+}
+
+/// Issue 45: a decision's trail reaches the fleet store with the ledger's mirror, and the
+/// frozen revision an approval pins is the fleet's: another host runs that revision, not
+/// its own roles/ as they are now.
+#[test]
+fn a_decisions_trail_and_frozen_revision_reach_every_host() {
+    let pg = Postgres::start();
+    let base = uid_base();
+    let mut a = Node::new(&pg, "node-a", base, None, HIRE_EXTRA);
+    let mut b = Node::new(&pg, "node-b", base, None, HIRE_EXTRA);
+    a.start();
+    b.start();
+    // A person's hire on A: a decision raised and approved at once (root is an owner).
+    let r = a.one(json!({"v":1,"op":"hire","instance":"nova","role":HIRED_ROLE}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["decision"]["state"], "approved", "{r}");
+    let sha = r["data"]["role_sha256"].as_str().unwrap().to_string();
+    let steps = poll(15, || {
+        let s = mirrored_steps(&pg, "node-a", "nova");
+        (s.len() >= 3).then_some(s)
+    });
+    assert_eq!(
+        steps,
+        Some(vec!["raise".into(), "approve".into(), "hire".into()]),
+        "the decision's records in the store"
+    );
+    // B's template of the role differs from what A froze; B runs A's frozen revision.
+    let role = b.root.join("roles").join(HIRED_ROLE).join("role.yaml");
+    let text = std::fs::read_to_string(&role).unwrap();
+    std::fs::write(&role, format!("{text}# edited on node-b after the hire\n")).unwrap();
+    b.without_github(); // reloads B with its edited template
+    let r = b.launch_as(HIRED_ROLE, "nova", &["/bin/true"]);
+    assert_eq!(outcome(&r), Ok(0), "{r:?}");
+    let run = run_of(&r);
+    let (code, out) = show(&b, &run, true);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{code}: {out}"));
+    assert_eq!(
+        v["run"]["role_sha256"].as_str(),
+        Some(sha.as_str()),
+        "{out}"
+    );
+    assert_eq!(v["run"]["rev"], 1, "{out}");
+    // A fire decided on A: its steps reach the store too, and verify-ledger --fleet holds.
+    let r = a.one(json!({"v":1,"op":"fire","instance":"nova"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let steps = poll(15, || {
+        let s = mirrored_steps(&pg, "node-a", "nova");
+        (s.len() >= 6).then_some(s)
+    });
+    assert_eq!(
+        steps.as_deref().map(|s| &s[3..]),
+        Some(&["raise".to_string(), "approve".into(), "fire".into()][..])
+    );
+    let (code, out) = verify_fleet(&b);
+    assert_eq!(code, 0, "{out}");
+}

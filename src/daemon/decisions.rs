@@ -424,7 +424,31 @@ fn approve_locked(d: &Arc<Daemon>, id: &str, digest: &str, right: Right, by_uid:
                 Ok(r) => r,
                 Err(e) => return refuse(ErrorCode::Internal, e),
             };
+            // The fleet's pin from now on (its rev counted fleet-wide); a store away now is
+            // said in the answer, and this host runs the approved revision all the same.
+            let local = pins::Pin {
+                role: dec.role.clone(),
+                sha256: sha.clone(),
+                rev,
+                source: dec.source.clone(),
+            };
+            let (rev, unshared) = match super::fleet_revisions::publish(
+                d,
+                &state,
+                &dec.name,
+                &local,
+                crate::store::pins::PinWrite::Approved,
+            ) {
+                Ok(p) => (p.rev, None),
+                Err(e) => (rev, Some(e)),
+            };
             effect.rev = Some(rev);
+            if let (Some(m), Some(e)) = (data.as_object_mut(), unshared) {
+                m.insert(
+                    "fleet_error".into(),
+                    format!("the revision is not in the fleet store yet: {e}").into(),
+                );
+            }
             if let Some(m) = data.as_object_mut() {
                 m.insert("rev".into(), rev.into());
                 m.insert("role_sha256".into(), sha.into());
@@ -737,6 +761,8 @@ pub fn entry_for_launch(
     let state = &cfg.state_dir;
     let class = crate::policy::classes::canonicalize(requested);
     let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // The fleet's pin first: an approval on another host decides what runs here too.
+    super::fleet_revisions::sync_pin(d, state, instance)?;
     let pin = match pins::get(state, instance)? {
         Some(p) if p.role == class => p,
         Some(p) => {
@@ -770,12 +796,19 @@ pub fn entry_for_launch(
                 &format!("instance `{instance}`: frozen at its role's template as revision {rev} ({sha}) at its first run"),
                 &[("AIRLOCK_SUBJECT_INSTANCE", instance)],
             );
-            pins::Pin {
-                role: entry.class.clone(),
-                sha256: sha,
-                rev,
-                source,
-            }
+            // The first host to freeze it decides for the fleet.
+            super::fleet_revisions::publish(
+                d,
+                state,
+                instance,
+                &pins::Pin {
+                    role: entry.class.clone(),
+                    sha256: sha,
+                    rev,
+                    source,
+                },
+                crate::store::pins::PinWrite::FirstFreeze,
+            )?
         }
     };
     let layer = revisions::root(state).join(&pin.sha256);

@@ -13,6 +13,7 @@ pub mod connectors;
 pub mod decisions;
 pub mod events;
 pub mod fleet;
+pub mod fleet_revisions;
 pub mod peer;
 pub mod recovery;
 pub mod reload;

@@ -8,6 +8,7 @@
 
 pub mod pending;
 pub mod pg;
+pub mod pins;
 pub mod private_file;
 pub mod schema;
 pub mod signing;
@@ -15,3 +16,4 @@ pub mod skew;
 
 pub use crate::config::store::{self as conf, StoreConf};
 pub use pg::{Fleet, FleetInstance, MirrorWrite, StoreError};
+pub use pins::FleetPin;

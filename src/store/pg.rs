@@ -256,18 +256,18 @@ impl Fleet {
         self.rt.block_on(f)
     }
 
-    fn down(&self, e: impl std::fmt::Display) -> StoreError {
+    pub(super) fn down(&self, e: impl std::fmt::Display) -> StoreError {
         StoreError::Unavailable(self.name.clone(), e.to_string())
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
+    pub(super) async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
         if !self.lease.load(Ordering::SeqCst) {
             return Err(self.down("this host does not hold its host lease right now"));
         }
         self.pool.get().await.map_err(|e| self.down(e))
     }
 
-    async fn bounded<T>(
+    pub(super) async fn bounded<T>(
         &self,
         f: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {

@@ -84,6 +84,27 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE airlock_hosts ADD COLUMN public_key text;
     ALTER TABLE airlock_ledger ADD COLUMN sig text;
     ",
+    // 5: frozen role revisions (issue 45) are the fleet's: each revision's files by the
+    // sha256 that names them, and the revision each instance runs (`rev` counts up
+    // fleet-wide), so every host runs what an approval froze, whichever host approved it.
+    "
+    CREATE TABLE airlock_revisions (
+        sha256 text NOT NULL,
+        role   text NOT NULL,
+        path   text NOT NULL,
+        bytes  bytea NOT NULL,
+        PRIMARY KEY (sha256, role, path)
+    );
+    CREATE TABLE airlock_pins (
+        instance  text PRIMARY KEY,
+        role      text NOT NULL,
+        sha256    text NOT NULL,
+        rev       integer NOT NULL,
+        source    text NOT NULL,
+        set_on    text NOT NULL,
+        set_at_ms bigint NOT NULL
+    );
+    ",
 ];
 
 /// The schema version this build writes.

@@ -66,6 +66,18 @@ pub fn set(
     Ok(rev)
 }
 
+/// Pin `instance` to exactly `pin` (as the fleet store has it). The caller holds the
+/// decisions lock.
+pub fn put(state: &Path, instance: &str, pin: &Pin) -> Result<(), String> {
+    let mut pins = all(state)?;
+    if pins.get(instance) == Some(pin) {
+        return Ok(());
+    }
+    pins.insert(instance.to_string(), pin.clone());
+    let bytes = serde_json::to_vec_pretty(&pins).map_err(|e| e.to_string())?;
+    crate::store::private_file::write(&super::revisions::root(state), &file(state), &bytes)
+}
+
 /// `role_sha256`, `rev` and `template_changed` of `instance` against its template as it is
 /// in `template_dir` now (for `instances`).
 pub fn revision_of(
