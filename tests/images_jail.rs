@@ -179,3 +179,52 @@ fn explain_names_the_environment_a_role_gets() {
     assert!(v["environment"].is_null(), "{v}");
     assert!(stdout(&h.ctl(&["explain", "review"])).contains("the host's system folders"));
 }
+
+/// The escape battery, sent through the bash tool, on a command side rooted in an image of
+/// python3 (the image's own, not the host's): every class holds as without an image. One
+/// check is left out and why: `setuid_binary` needs a setuid program, and an image cannot
+/// carry one (the unpacker refuses setuid files: tests/images.rs).
+#[test]
+fn the_escape_battery_holds_on_an_image_rooted_command_side() {
+    require_journald();
+    let work = tempfile::tempdir_in("/var/tmp").unwrap();
+    let root = work.path().join("root");
+    python_root(&root);
+    let layout = umoci_image(work.path(), &root, &["PATH=/usr/bin:/bin"]);
+    let h = host_with_image(&layout, &["python3 escape_battery.py"]);
+    let ws = h.workspace("ws", h.uids[0]);
+    battery_into(&ws, h.uids[0]);
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port().to_string();
+    let marker = format!("m{}", std::process::id());
+    let command = format!(
+        "python3 escape_battery.py --host-port {port} --host-path {} --host-path {} --max-procs 64 --daemon {marker} --skip setuid_binary",
+        h.state.display(),
+        h.cfg.display()
+    );
+    let o = h
+        .launch(
+            "code",
+            "tess",
+            &["--workspace", ws.to_str().unwrap(), "--max-seconds", "300"],
+            &["/usr/bin/python3", "-c", AGENT, &command],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    assert_eq!(r.len(), 1, "{out}");
+    let said = r[0]["result"]["stdout"].as_str().unwrap_or("");
+    assert!(
+        said.contains("BATTERY "),
+        "{}\n{}",
+        r[0],
+        r[0]["result"]["stderr"]
+    );
+    assert_battery_held(said, &["setuid_binary"]);
+    assert!(
+        !battery_daemon_alive(&marker),
+        "the battery's daemon outlived the run"
+    );
+}

@@ -159,6 +159,12 @@ fn touch(p: &Path, step: &'static str) -> Res {
 
 /// Bind `src` (a file or folder, or recreate a symlink) at `target`, read-only.
 fn place(src: &Path, target: &Path, step: &'static str) -> Res {
+    place_with(src, target, ro(), step)
+}
+
+/// [`place`] with the bind's own flags (each bind mount carries its own: the /etc tmpfs's
+/// noexec does not reach the files bound onto it).
+fn place_with(src: &Path, target: &Path, flags: MsFlags, step: &'static str) -> Res {
     let Ok(meta) = fs::symlink_metadata(src) else {
         return Ok(());
     };
@@ -174,7 +180,7 @@ fn place(src: &Path, target: &Path, step: &'static str) -> Res {
     } else {
         return Ok(());
     }
-    bind(src, target, ro(), false, step)
+    bind(src, target, flags, false, step)
 }
 
 /// In the side's first process, in its own mount namespace, after [`super::rootfs::side_view`]:
@@ -242,9 +248,10 @@ fn etc(image: &Path, new: &Path) -> Res {
     let image_etc = resolve_in(image, Path::new("etc"));
     for name in super::rootfs::ETC_ALLOW {
         if let Some(src) = &image_etc {
-            place(
+            place_with(
                 &src.join(name),
                 &etc.join(name),
+                ro() | MsFlags::MS_NOEXEC,
                 "bind the image's /etc entries",
             )?;
         }
@@ -258,9 +265,10 @@ fn etc(image: &Path, new: &Path) -> Res {
         {
             continue;
         }
-        place(
+        place_with(
             &Path::new("/etc").join(&name),
             &etc.join(&name),
+            ro() | MsFlags::MS_NOEXEC,
             "bind the run's /etc files",
         )?;
     }

@@ -96,3 +96,69 @@ pub fn results(out: &str) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// Copy the host's `bin` into the root `at` at the same path, with every library ldd names
+/// for it (at the paths ldd gives).
+fn copy_with_libs(at: &Path, bin: &Path) {
+    let put = |from: &Path| {
+        let to = at.join(from.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        if !to.exists() {
+            std::fs::copy(from, &to).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        }
+    };
+    put(bin);
+    let o = Command::new("ldd").arg(bin).output().unwrap();
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let lib = match l.split_once("=>") {
+            Some((_, r)) => r.split_whitespace().next(),
+            None => l.split_whitespace().next(),
+        };
+        if let Some(lib) = lib.filter(|p| p.starts_with('/')) {
+            put(Path::new(lib));
+        }
+    }
+}
+
+/// A root with the host's python3 (its binary, standard library and C extensions, with the
+/// libraries they link), util-linux's unshare and busybox-static for the rest, and its own
+/// os-release: enough for tests/agents/escape_battery.py.
+pub fn python_root(at: &Path) {
+    busybox_root(at);
+    // Real programs, not busybox applets: the battery runs them under other argv[0]s.
+    for prog in ["/bin/true", "/bin/sleep"] {
+        copy_with_libs(at, &std::fs::canonicalize(prog).unwrap());
+        let name = Path::new(prog).file_name().unwrap();
+        if !at.join("bin").join(name).exists() {
+            let real = std::fs::canonicalize(prog).unwrap();
+            std::os::unix::fs::symlink(&real, at.join("bin").join(name)).unwrap();
+        }
+    }
+    let python = std::fs::canonicalize("/usr/bin/python3").unwrap();
+    copy_with_libs(at, &python);
+    std::os::unix::fs::symlink(python.file_name().unwrap(), at.join("usr/bin/python3")).unwrap();
+    copy_with_libs(at, Path::new("/usr/bin/unshare"));
+    let name = python.file_name().unwrap().to_str().unwrap().to_string();
+    let stdlib = Path::new("/usr/lib").join(&name);
+    sh(Command::new("cp")
+        .arg("-a")
+        .arg(&stdlib)
+        .arg(at.join("usr/lib")));
+    // What the battery never loads, left out to keep the image small.
+    for big in [
+        "test",
+        "idlelib",
+        "tkinter",
+        "ensurepip",
+        "lib2to3",
+        "pydoc_data",
+    ] {
+        let _ = std::fs::remove_dir_all(at.join("usr/lib").join(&name).join(big));
+    }
+    for so in std::fs::read_dir(stdlib.join("lib-dynload"))
+        .unwrap()
+        .flatten()
+    {
+        copy_with_libs(at, &so.path());
+    }
+}
