@@ -667,3 +667,68 @@ fn a_chief_asks_and_a_person_decides() {
     );
     assert!(env.ctl(&["verify-ledger"]).status.success());
 }
+
+/// Issue 45: `launch --standalone` of a hired instance runs its frozen revision, as airlockd
+/// does, and records it; never `roles/` as it is now.
+#[test]
+fn a_standalone_launch_runs_the_instances_frozen_revision() {
+    let mut env = Env::new("");
+    env.start();
+    let r = env.one(json!({"v":1,"op":"hire","instance":"hi","role":"hello"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let sha = r["data"]["role_sha256"].as_str().unwrap().to_string();
+    let wf = env.roles.join("hello/workflow.sh");
+    let text = std::fs::read_to_string(&wf).unwrap();
+    std::fs::write(
+        &wf,
+        text.replace("echo \"hello: done\"", "echo \"EDITED TEMPLATE\""),
+    )
+    .unwrap();
+    // No daemon: the launch supervises the run itself.
+    if let Some(mut c) = env.child.take() {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    let o = env.ctl(&[
+        "launch",
+        "hello",
+        "--instance",
+        "hi",
+        "--standalone",
+        "--wait",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success() && out.ends_with("hello: done\n") && !out.contains("EDITED"),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let opened = ledger::records(&env.ledger())
+        .unwrap()
+        .into_iter()
+        .rev()
+        .find_map(|x| match x.event {
+            ledger::LedgerEvent::RunOpened(o) if o.instance == "hi" => Some(o),
+            _ => None,
+        })
+        .expect("the standalone run's opening record");
+    assert_eq!(
+        (opened.role_sha256.as_deref(), opened.rev),
+        (Some(sha.as_str()), Some(1))
+    );
+    // A launch naming another role than the one it was hired for is refused.
+    let o = env.ctl(&[
+        "launch",
+        "code",
+        "--instance",
+        "hi",
+        "--standalone",
+        "--wait",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("hired for role hello"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

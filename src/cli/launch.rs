@@ -122,10 +122,24 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
             return EXIT_REFUSED;
         }
     };
-    let entry = match Catalog::load_one(&cfg.roles, &policies, &args.role) {
-        Ok(Some(entry)) => entry,
-        Ok(None) => return explain::not_found(&args.role, &[]),
-        Err(problems) => return explain::not_found(&args.role, &problems),
+    // A hired instance runs its frozen revision, never roles/ as it is now (seed 003).
+    let pinned = crate::supervisor::decisions::launch_role::pinned(
+        &cfg.state_dir,
+        &policies,
+        &args.instance,
+        &args.role,
+    );
+    let (entry, revision) = match pinned {
+        Ok(Some((entry, pin))) => (entry, Some((pin.sha256, pin.rev))),
+        Ok(None) => match Catalog::load_one(&cfg.roles, &policies, &args.role) {
+            Ok(Some(entry)) => (entry, None),
+            Ok(None) => return explain::not_found(&args.role, &[]),
+            Err(problems) => return explain::not_found(&args.role, &problems),
+        },
+        Err(e) => {
+            eprintln!("airlockctl launch: {e}; nothing was started");
+            return EXIT_REFUSED;
+        }
     };
     let wait = args.wait;
     let resolved = launch::Resolved::compile(&entry.loaded, &policies);
@@ -138,6 +152,7 @@ pub fn run(ctx: &super::remote::Ctx, args: &LaunchArgs) -> i32 {
         standalone::Caller {
             stream: wait.then_some(args.show()),
             interrupt: &interrupt,
+            revision,
         },
         |run_id| {
             // The run id once its record is open; with --wait stdout is the agent's.

@@ -127,12 +127,15 @@ pub fn signal_name(sig: i32) -> String {
 }
 
 /// What the launching process adds to its run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Caller<'a> {
     /// Copy the agent's output to this process's stdout and stderr, shown so.
     pub stream: Option<Show>,
     /// Signals to this process: they stop the run.
     pub interrupt: &'a Interrupt,
+    /// The instance's frozen revision the role came from (`role_sha256`, `rev`), recorded
+    /// in the opening record.
+    pub revision: Option<(String, u32)>,
 }
 
 /// How a standalone run ended.
@@ -164,7 +167,11 @@ pub fn run(
     caller: Caller<'_>,
     started: impl FnOnce(&str),
 ) -> Result<Finished, LaunchError> {
-    let Caller { stream, interrupt } = caller;
+    let Caller {
+        stream,
+        interrupt,
+        revision,
+    } = caller;
     let role = resolved.role;
     // Root runs what these files say: only if no one else could have written them.
     if nix::unistd::geteuid().is_root() {
@@ -250,8 +257,8 @@ pub fn run(
         uid: prepared.spec.uid,
         level: role.role.level,
         budgets: budget::budgets_json(&role.role, req.max_seconds, deadline_s),
-        role_sha256: None,
-        rev: None,
+        role_sha256: revision.as_ref().map(|r| r.0.clone()),
+        rev: revision.as_ref().map(|r| r.1),
         started_at: now,
         deadline_s,
         image: prepared.spec.image.as_ref().map(|i| i.name.clone()),

@@ -2,6 +2,7 @@
 //! each step a record in the ledger's hash chain; and the frozen role revisions an approval
 //! makes. [`model`] is pure, [`store`] keeps the decisions, [`revisions`] the frozen roles.
 
+pub mod launch_role;
 pub mod model;
 pub mod pins;
 pub mod revisions;
