@@ -143,7 +143,15 @@ enum Cmd {
         #[arg(long)]
         digest: String,
     },
-    /// Deny decision ID.
+    /// Requests waiting for a person: a run's role grants no match for them.
+    Asks,
+    /// Let ask ID through; --for-run: and the same request for the rest of its run.
+    Allow {
+        id: String,
+        #[arg(long)]
+        for_run: bool,
+    },
+    /// Deny decision ID (d-N) or ask ID (a-N).
     Deny {
         id: String,
         #[arg(long)]
@@ -344,7 +352,12 @@ fn main() {
             what: DecisionCmd::Show { id },
         } => decisions::show(&ctx, id),
         Cmd::Approve { id, digest } => decisions::approve(&ctx, id, digest),
+        Cmd::Deny { id, .. } if airlock::cli::asks::is_ask_id(id) => {
+            airlock::cli::asks::deny(&ctx, id)
+        }
         Cmd::Deny { id, reason } => decisions::deny(&ctx, id, reason.as_deref()),
+        Cmd::Asks => airlock::cli::asks::list(&ctx),
+        Cmd::Allow { id, for_run } => airlock::cli::asks::allow(&ctx, id, *for_run),
         Cmd::Change { name, .. } => decisions::change(&ctx, name),
         Cmd::Role {
             what: RoleCmd::Diff { name },

@@ -1,6 +1,7 @@
 //! What `airlockctl` does, one module per subcommand; the binary only parses arguments.
 
 pub mod agent_events;
+pub mod asks;
 pub mod check;
 pub mod connector;
 pub mod decisions;

@@ -27,6 +27,7 @@
 //! below systemd's foreign range (2147352576-2147418111) and below 2^31, so no signed
 //! 32-bit uid handling breaks. Every uid is still checked against NSS before use.
 
+pub mod asks;
 pub mod connectors;
 pub mod credentials;
 pub mod decisions;
@@ -132,6 +133,8 @@ pub struct Config {
     pub decisions: decisions::DecisionsConf,
     /// `images`, `environments`, `registries`: the command side's OCI images.
     pub images: images::ImagesConf,
+    /// `asks`: which roles' runs may wait for a person's answer (see [`asks`]).
+    pub asks: asks::AsksConf,
 }
 
 /// Where scripts/install-agents.sh puts the pinned agent CLIs.
@@ -223,6 +226,7 @@ const TOP_KEYS: &[&str] = &[
     "images",
     "environments",
     "registries",
+    "asks",
 ];
 impl Parser<'_> {
     fn problem(&mut self, path: &str, msg: &str) {
@@ -418,7 +422,11 @@ impl Parser<'_> {
             &|c: &str| credentials.contains_key(c),
             &mut self.problems,
         );
+        let asks = get("asks")
+            .map(|v| asks::parse(self.file, v, &mut self.problems))
+            .unwrap_or_default();
         Some(Config {
+            asks,
             decisions,
             images,
             metrics,

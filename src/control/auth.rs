@@ -93,6 +93,9 @@ pub fn required(op: &Op) -> Access {
         | Op::DecisionShow { .. }
         | Op::Approve { .. }
         | Op::Deny { .. }
+        // Who may answer which ask (its run's launcher or an admin) is decided per ask.
+        | Op::Asks
+        | Op::Allow { .. }
         | Op::ConnectorStatus => Access::Operator,
     }
 }

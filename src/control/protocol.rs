@@ -84,6 +84,13 @@ pub enum Op {
     Deny {
         decision: DecisionArgs,
     },
+    /// Asks waiting for a person.
+    Asks,
+    /// Let ask `decision.id` through (`decision.for_run`: and the same for the rest of its
+    /// run). `deny` refuses an ask as it does a decision, by the id's shape.
+    Allow {
+        decision: DecisionArgs,
+    },
     /// Move an instance to its template as it is now: a decision.
     Change {
         instance: String,
@@ -133,6 +140,8 @@ impl Op {
             Op::DecisionShow { .. } => "decision-show",
             Op::Approve { .. } => "approve",
             Op::Deny { .. } => "deny",
+            Op::Asks => "asks",
+            Op::Allow { .. } => "allow",
             Op::Change { .. } => "change",
             Op::RoleDiff { .. } => "role-diff",
             Op::Reload => "reload",
@@ -157,6 +166,9 @@ pub struct DecisionArgs {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all: bool,
+    /// `allow --for-run`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub for_run: bool,
 }
 
 /// One request: the protocol version and the operation, flattened into one JSON object
@@ -355,7 +367,14 @@ impl Wire {
         } = self;
         let decision_op = matches!(
             op.as_str(),
-            "hire" | "fire" | "change" | "decisions" | "decision-show" | "approve" | "deny"
+            "hire"
+                | "fire"
+                | "change"
+                | "decisions"
+                | "decision-show"
+                | "approve"
+                | "deny"
+                | "allow"
         );
         if decision.is_some() && !decision_op {
             return None;
@@ -446,11 +465,16 @@ impl Wire {
             "decisions" if only(false, false, false) => Some(Op::Decisions {
                 decision: decision.unwrap_or_default(),
             }),
-            "decision-show" | "approve" | "deny" if only(false, false, false) => {
+            "asks" if only(false, false, false) => Some(Op::Asks),
+            "decision-show" | "approve" | "deny" | "allow" if only(false, false, false) => {
                 let decision = decision?;
                 decision.id.as_ref()?;
+                if decision.for_run && op != "allow" {
+                    return None;
+                }
                 Some(match op.as_str() {
                     "decision-show" => Op::DecisionShow { decision },
+                    "allow" => Op::Allow { decision },
                     "approve" => {
                         decision.digest.as_ref()?;
                         Op::Approve { decision }

@@ -8,6 +8,7 @@
 //! helper, cgroup and disk clean-up) goes to its bounded blocking pool. The daemon itself
 //! never forks.
 
+pub mod asks;
 pub mod cgroup;
 pub mod connectors;
 pub mod decisions;

@@ -235,6 +235,18 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             class: entry.class.clone(),
         }));
     }
+    // A run of a role the host's `asks` names may put a refusal for want of a grant to a
+    // person (its launcher or an admin) instead of failing at once.
+    if cfg.asks.covers(&role.role, &entry.class) {
+        prepared.gateway.asks = Some(Arc::new(super::asks::RunAsks {
+            daemon: Arc::downgrade(d),
+            run: prepared.spec.run_id.clone(),
+            instance: a.instance.clone(),
+            launched_by: a.peer_uid,
+            wait: std::time::Duration::from_secs(cfg.asks.wait_seconds),
+            grants: Default::default(),
+        }));
+    }
     // Nothing of a refused run stays behind: its directory, its helper, its cgroups.
     let refuse = |runner: Taken, r: Response| {
         let _ = std::fs::remove_dir_all(&prepared.run_dir);

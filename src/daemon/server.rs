@@ -387,7 +387,25 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
         Op::Decisions { decision } => super::decisions::list(d, decision.all),
         Op::DecisionShow { decision } => super::decisions::show(d, decision),
         Op::Approve { decision } => super::decisions::approve(d, peer, decision),
-        Op::Deny { decision } => super::decisions::deny(d, peer, decision),
+        Op::Deny { decision } => match decision.id.as_deref() {
+            Some(id) if super::asks::is_ask_id(id) => {
+                super::asks::answer(d, peer, id, super::asks::How::Deny)
+            }
+            Some(id) if id.starts_with("d-") => super::decisions::deny(d, peer, decision),
+            _ => Response::err(
+                ErrorCode::BadRequest,
+                "deny takes a decision id (d-N, `airlockctl decisions`) or an ask id (a-N, `airlockctl asks`)",
+            ),
+        },
+        Op::Asks => super::asks::list(),
+        Op::Allow { decision } => {
+            let how = if decision.for_run {
+                super::asks::How::AllowForRun
+            } else {
+                super::asks::How::Allow
+            };
+            super::asks::answer(d, peer, decision.id.as_deref().unwrap_or_default(), how)
+        }
         Op::Reload => match reload_now(d) {
             Ok(at) => ok(serde_json::json!({ "loaded_at": at })),
             Err(problems) => Response::err(

@@ -17,6 +17,7 @@
 //!
 //! [`GATEWAY_PORT`]: crate::sandbox::runner::GATEWAY_PORT
 
+pub mod asks;
 pub mod bash;
 pub mod egress;
 pub mod github;
@@ -73,6 +74,9 @@ pub struct GatewayPlan {
     pub github: Option<github::GithubPlan>,
     /// Where a chief's decision tools go; only a run whose class holds `hire` has one.
     pub desk: Option<Arc<dyn mcp::decisions::DecisionDesk>>,
+    /// Where requests refused for want of a grant wait for a person (`asks` names the
+    /// role); none: such a refusal is final at once.
+    pub asks: Option<Arc<dyn asks::AskDesk>>,
 }
 
 /// A connector's upstream, as the gateway will reach it.
@@ -225,6 +229,8 @@ pub trait CallLog: Send + Sync {
     fn egress(&self, record: egress::EgressRecord);
     /// A GitHub write, or a refused GitHub request.
     fn github(&self, record: github::GithubRecord);
+    /// An ask raised, or its answer (`ask`); nothing by default (a log without a journal).
+    fn ask(&self, _record: asks::AskRecord) {}
     /// An upstream's answer that echoed the run's secrets, withheld.
     fn withheld(&self, record: withhold::WithheldRecord);
 }

@@ -140,10 +140,12 @@ pub enum EventKind {
     Withheld,
     /// An OAuth connector's login, or logout, by an operator (`connector_auth`).
     ConnectorAuth,
+    /// A request that waited for a person (`ask`): raised, and how it was answered.
+    Ask,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 23] = [
+    pub const ALL: [EventKind; 24] = [
         EventKind::RunStarted,
         EventKind::RunExited,
         EventKind::RunKilled,
@@ -167,6 +169,7 @@ impl EventKind {
         EventKind::GithubWrite,
         EventKind::Withheld,
         EventKind::ConnectorAuth,
+        EventKind::Ask,
     ];
 
     /// The `AIRLOCK_EVENT` value.
@@ -195,6 +198,7 @@ impl EventKind {
             EventKind::GithubWrite => "github_write",
             EventKind::Withheld => "withheld",
             EventKind::ConnectorAuth => "connector_auth",
+            EventKind::Ask => "ask",
         }
     }
 
@@ -228,6 +232,7 @@ impl EventKind {
             EventKind::GithubWrite => "c3e81f0a5b6d4f2a9e7c1b8d0a4f6e29",
             EventKind::Withheld => "be5dc193c2cc4ac786c56eb246cb14b9",
             EventKind::ConnectorAuth => "5d0c9e2f7a8b4c61b3e4f1a2d7c8e903",
+            EventKind::Ask => "0e8a5c3d6f2b4a719c1d7e6b5a4f3c28",
         }
     }
 
@@ -249,7 +254,8 @@ impl EventKind {
             | EventKind::InstanceHired
             | EventKind::InstanceFired
             | EventKind::Lease
-            | EventKind::ConnectorAuth => 5,
+            | EventKind::ConnectorAuth
+            | EventKind::Ask => 5,
             EventKind::RunStarted
             | EventKind::RunExited
             | EventKind::JailReport

@@ -185,6 +185,19 @@ impl RolePolicy {
         }
     }
 
+    /// The argv of a command a person allowed after it was refused for want of a prefix
+    /// ([`crate::policy::asks`]): the rails still hold, so a rail refuses it here.
+    pub fn bash_answered(&self, command: &str) -> Result<Vec<String>, Decision> {
+        let argv = lex(command).map_err(|_| self.bash.decide(command))?;
+        match self.rails.rails.forbidden_argv(&argv) {
+            Some(rail) => Err(Decision::deny(
+                format!("rail: {}", rail.rule),
+                rail.reason.clone(),
+            )),
+            None => Ok(argv),
+        }
+    }
+
     /// An MCP tool call through the gateway.
     pub fn tool(&self, connector: &str, tool: &str, args: &serde_json::Value) -> Decision {
         match self.forbidden_tool(connector, tool) {

@@ -3,6 +3,7 @@
 //! function of its inputs; the gateway and `airlockctl check` call the same code.
 
 pub mod agent_config;
+pub mod asks;
 pub mod autonomy;
 pub mod bash;
 pub mod brief;

@@ -851,6 +851,7 @@ pub fn prepare_in(
                 egress,
                 github,
                 desk: None,
+                asks: None,
             },
             leases: issued.records,
             deadline,

@@ -427,6 +427,7 @@ enum Entry {
     Withheld(crate::gateway::withhold::WithheldRecord),
     Egress(EgressRecord),
     Github(crate::gateway::github::GithubRecord),
+    Ask(crate::gateway::asks::AskRecord),
 }
 
 /// Call records waiting for the journal, at most.
@@ -491,6 +492,7 @@ impl JournalCallLog {
                             Entry::Egress(r) => write_egress(&j, &l, r),
                             Entry::Github(r) => write_github(&j, &l, r),
                             Entry::Withheld(r) => write_withheld(&j, &l, r),
+                            Entry::Ask(r) => write_ask(&j, &l, r),
                         }
                     }
                 })
@@ -589,6 +591,12 @@ impl CallLog for JournalCallLog {
 
     fn withheld(&self, r: crate::gateway::withhold::WithheldRecord) {
         if self.tx.try_send(Entry::Withheld(r)).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn ask(&self, r: crate::gateway::asks::AskRecord) {
+        if self.tx.try_send(Entry::Ask(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -798,6 +806,32 @@ fn write_withheld(
         .event(EventKind::Withheld, &msg, &fields)
         .is_err()
     {
+        lost.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn write_ask(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &crate::gateway::asks::AskRecord) {
+    let kind = r.kind.as_str();
+    let msg = match &r.by {
+        Some(by) => format!(
+            "ask {} {}: {kind} {} (refused by {}), by {by}",
+            r.id, r.state, r.what, r.rule
+        ),
+        None => format!(
+            "ask {} {}: {kind} {} (refused by {})",
+            r.id, r.state, r.what, r.rule
+        ),
+    };
+    let mut fields: Vec<(&str, &str)> = vec![
+        ("AIRLOCK_ASK", &r.id),
+        ("AIRLOCK_ASK_KIND", kind),
+        ("AIRLOCK_ASK_STATE", r.state),
+        ("AIRLOCK_RULE", &r.rule),
+    ];
+    if let Some(by) = &r.by {
+        fields.push(("AIRLOCK_ANSWERED_BY", by));
+    }
+    if lock(journal).event(EventKind::Ask, &msg, &fields).is_err() {
         lost.fetch_add(1, Ordering::Relaxed);
     }
 }
