@@ -228,3 +228,23 @@ fn the_escape_battery_holds_on_an_image_rooted_command_side() {
         "the battery's daemon outlived the run"
     );
 }
+
+/// `hire` says which image the new instance's commands run in, and where that is granted.
+#[test]
+fn hire_names_the_environment_of_the_new_instance() {
+    require_journald();
+    let h = Host::new(
+        &[("tess", "code")],
+        "images: {rust-dev: {ref: registry.example/acme/rust-dev:1.83}}\nenvironments: {hello: rust-dev}\n",
+    );
+    // The shipped smoke role: it needs no credential, so this host can hire it.
+    let _d = Airlockd::start(&h);
+    let o = h.ctl(&["hire", "rhea", "--role", "hello"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o)
+            .contains("environment: its commands run in image `rust-dev` (environments.hello)"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -52,6 +52,13 @@ pub fn hire(ctx: &Ctx, name: &str, role: &str, reason: Option<&str>) -> i32 {
                     msg.push_str(&format!("\n  {l}"));
                 }
             }
+            if let Some(env) = data.get("environment").filter(|e| !e.is_null()) {
+                msg.push_str(&format!(
+                    "\nenvironment: its commands run in image `{}` ({})",
+                    clean(env["image"].as_str().unwrap_or("?")),
+                    clean(env["granted_by"].as_str().unwrap_or("environments"))
+                ));
+            }
             remote::confirm(ctx, &data, &msg)
         }
         Err(code) => code,

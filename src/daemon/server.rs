@@ -518,9 +518,16 @@ pub(super) fn hire_now(
             .iter()
             .map(crate::policy::egress::destinations::describe)
             .collect();
+            let environment = set
+                .config
+                .images
+                .environment_of(&entry.loaded.role.role, &entry.class)
+                .map(|(key, image)| {
+                    serde_json::json!({"image": image, "granted_by": format!("environments.{key}")})
+                });
             ok(serde_json::json!({
             "instance": i.name, "role": i.role, "uid": i.uid, "source": "hired",
-            "credentials": lines, "egress": egress,
+            "credentials": lines, "egress": egress, "environment": environment,
             }))
         }
         Err(e) => Response::err(ErrorCode::Refused, e.to_string()),
