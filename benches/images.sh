@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Images (release build, as root), two figures:
+# Images (release build, as root), three figures:
 #  1. import: `airlockctl image import` of an OCI layout the script builds with umoci (busybox
 #     and a copy of the host's Python standard library, tens of MB), store emptied before
 #     each (`image rm`), against `skopeo copy oci:… oci:…` of the same layout (a copy with
 #     digests checked, no unpacking): wall time and MB/s of the layout's blobs.
-#  2. launch: `airlockctl launch code --standalone --wait -- /bin/true` with the command
+#  2. pull: `airlockctl image pull` of that image from Debian's docker-registry on loopback
+#     (TLS from a CA made here; registry.example resolved by a hosts file bound over
+#     /etc/hosts in a mount namespace of the two clients alone), store emptied before each,
+#     against `skopeo copy docker://… oci:…` of the same reference.
+#  3. launch: `airlockctl launch code --standalone --wait -- /bin/true` with the command
 #     side rooted in that image and without (the host's system folders), alternated run by
 #     run so drift hits both alike. Target (issue 46): the image within 1.1x.
 # N runs of each (default 20). AIRLOCK_BIN: the binaries to measure (another build);
@@ -13,7 +17,7 @@ set -euo pipefail
 N=${N:-20}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "benches/images.sh: run as root" >&2; exit 1; }
-for p in umoci skopeo busybox; do
+for p in umoci skopeo busybox docker-registry openssl; do
   command -v "$p" >/dev/null || { echo "benches/images.sh: $p is missing: run scripts/install-deps.sh" >&2; exit 1; }
 done
 if [ -n "${AIRLOCK_BIN:-}" ]; then
@@ -24,7 +28,8 @@ else
 fi
 W=$(mktemp -d /var/tmp/airlock-imagebench.XXXXXX)
 chmod 0755 "$W"
-trap 'rm -rf "$W"' EXIT
+REG=
+trap 'kill $REG 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$W"' EXIT
 
 # The image: busybox applets and the host's Python standard library as plain files.
 R="$W/root"
@@ -81,6 +86,45 @@ for i in $(seq 1 "$N"); do
   imports+=("$(ms "$t0" "$t1")"); copies+=("$(ms "$t2" "$t3")")
 done
 
+# The registry: TLS on loopback, anonymous, the image pushed once.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=airlock-bench-ca \
+  -addext basicConstraints=critical,CA:TRUE -keyout "$W/ca.key" -out "$W/ca.pem" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj /CN=registry.example -keyout "$W/leaf.key" \
+  -out "$W/leaf.csr" 2>/dev/null
+printf 'subjectAltName=DNS:registry.example\n' >"$W/san"
+openssl x509 -req -in "$W/leaf.csr" -CA "$W/ca.pem" -CAkey "$W/ca.key" -CAcreateserial \
+  -days 2 -extfile "$W/san" -out "$W/leaf.pem" 2>/dev/null
+chmod 0644 "$W/ca.pem"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$W/registry.yml" <<YAML
+version: 0.1
+log: {level: error}
+storage: {filesystem: {rootdirectory: $W/registry}}
+http: {addr: 127.0.0.1:$PORT, secret: bench, tls: {certificate: $W/leaf.pem, key: $W/leaf.key}}
+YAML
+docker-registry serve "$W/registry.yml" >/dev/null 2>&1 &
+REG=$!
+for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
+printf '127.0.0.1 localhost registry.example\n' >"$W/hosts"
+mkdir -p "$W/certs"; cp "$W/ca.pem" "$W/certs/ca.crt"
+hosts() { unshare -m --propagation private -- /bin/sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$W/hosts" "$@"; }
+REF="registry.example:$PORT/bench/image:1"
+hosts skopeo --insecure-policy copy -q --dest-cert-dir "$W/certs" "oci:$L:t" "docker://$REF"
+sed -e "s|^state_dir: .*|state_dir: $W/state-pull|" "$W/plain.yaml" >"$W/pull.yaml"
+echo "registries: {'registry.example:$PORT': {ca_file: $W/ca.pem}}" >>"$W/pull.yaml"
+pulls=(); spulls=()
+for i in $(seq 1 "$N"); do
+  "$CTL" --config "$W/pull.yaml" image rm pulled >/dev/null 2>&1 || true
+  t0=$(date +%s%N)
+  hosts "$CTL" --config "$W/pull.yaml" image pull "$REF" --name pulled >/dev/null
+  t1=$(date +%s%N)
+  rm -rf "$W/spull"
+  t2=$(date +%s%N)
+  hosts skopeo --insecure-policy copy -q --src-cert-dir "$W/certs" "docker://$REF" "oci:$W/spull:t" >/dev/null
+  t3=$(date +%s%N)
+  pulls+=("$(ms "$t0" "$t1")"); spulls+=("$(ms "$t2" "$t3")")
+done
+
 with=(); without=()
 for i in $(seq 1 "$N"); do
   for which in image plain; do
@@ -92,14 +136,16 @@ for i in $(seq 1 "$N"); do
   done
 done
 
-python3 - "$blob_bytes" "$tree_bytes" "${imports[*]}" "${copies[*]}" "${with[*]}" "${without[*]}" <<'PY'
+python3 - "$blob_bytes" "$tree_bytes" "${imports[*]}" "${copies[*]}" "${with[*]}" "${without[*]}" "${pulls[*]}" "${spulls[*]}" <<'PY'
 import sys, statistics as st
 blob, tree = int(sys.argv[1]), int(sys.argv[2])
-imp, cop, w, wo = ([int(x) for x in a.split()] for a in sys.argv[3:7])
+imp, cop, w, wo, pul, spul = ([int(x) for x in a.split()] for a in sys.argv[3:9])
 p = lambda xs: f"p50 {st.median(xs):7.1f}  min {min(xs):7.1f}  max {max(xs):7.1f}"
 print(f"image: {blob/1e6:.1f} MB of blobs, {tree/1e6:.1f} MB unpacked; {len(imp)} runs each")
 print(f"image import (ms)          {p(imp)}   {blob/1e6/(st.median(imp)/1000):6.1f} MB/s")
 print(f"skopeo copy oci->oci (ms)  {p(cop)}   {blob/1e6/(st.median(cop)/1000):6.1f} MB/s")
+print(f"image pull (ms)            {p(pul)}   {blob/1e6/(st.median(pul)/1000):6.1f} MB/s")
+print(f"skopeo copy docker->oci    {p(spul)}   {blob/1e6/(st.median(spul)/1000):6.1f} MB/s")
 print(f"launch with image (ms)     {p(w)}")
 print(f"launch without (ms)        {p(wo)}")
 print(f"ratio with/without (p50)   {st.median(w)/st.median(wo):.3f}  (target <= 1.1)")
