@@ -732,3 +732,75 @@ fn a_standalone_launch_runs_the_instances_frozen_revision() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// Issue 45: a change decision that only narrows reaches the instance's live run at its next
+/// gateway call: a bash prefix allowed at the run's first call is refused at its second,
+/// once the change removing it is approved between the two; `show` says so.
+#[test]
+fn a_narrowing_change_reaches_a_live_run_at_its_next_call() {
+    let mut env = Env::new("providers:\n  claude: {url: \"http://127.0.0.1:9\"}\nmcp_connectors:\n  board: {url: \"http://127.0.0.1:9/mcp\"}\n  github: {url: \"http://127.0.0.1:9/mcp\"}\n");
+    let f = env.roles.join("code/role.yaml");
+    let t = std::fs::read_to_string(&f).unwrap();
+    let t = t
+        .replace("key_store: airlock", "key_store: github")
+        .replace(
+            "  clone:\n    - example-org/example-repo\n",
+            "  clone: []\n",
+        )
+        .replace("  bash:\n", "  bash:\n    - id\n    - uname\n");
+    std::fs::write(&f, &t).unwrap();
+    env.start();
+    let ws = env.root.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The agent: `id -u`, then it says so and waits for the word to go on, then `id -u`.
+    let argv = common::mcp_agent(&json!([
+        {"call": "bash", "args": {"command": "id -u"}},
+        {"js": "fs.writeFileSync(process.cwd() + '/first-done', ''); while (!fs.existsSync(process.cwd() + '/go')) { await new Promise((r) => setTimeout(r, 100)); } return 1;"},
+        {"call": "bash", "args": {"command": "id -u"}},
+    ]));
+    let sock = env.sock.clone();
+    let wsd = ws.display().to_string();
+    let agent = std::thread::spawn(move || {
+        request(
+            &sock,
+            &json!({"v":1,"op":"launch","role":"code","instance":"tess","workspace":wsd,"command":argv,"wait":true}),
+        )
+        .unwrap()
+    });
+    let first = poll(60, || ws.join("first-done").exists().then_some(()));
+    if first.is_none() {
+        std::fs::write(ws.join("go"), "").unwrap();
+        panic!("the agent never made its first call: {:?}", agent.join());
+    }
+    // The template drops `id`: a change that only narrows, approved while the run lives.
+    std::fs::write(&f, t.replace("    - id\n", "")).unwrap();
+    assert_eq!(env.one(json!({"v":1,"op":"reload"}))["ok"], true);
+    let r = env.one(json!({"v":1,"op":"change","instance":"tess"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["data"]["decision"]["state"], "approved", "{r}");
+    assert_eq!(r["data"]["rev"], 2, "{r}");
+    let narrowed = r["data"]["narrowed_runs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(narrowed.len(), 1, "{r}");
+    let run = narrowed[0].as_str().unwrap().to_string();
+    let show = env.ctl(&["show", &run]);
+    let text = String::from_utf8_lossy(&show.stdout).into_owned();
+    assert!(text.contains("(narrowed live to rev 2)"), "{text}");
+    std::fs::write(ws.join("go"), "").unwrap();
+    let frames = agent.join().unwrap();
+    let lines: Vec<Value> = stdout_of(&frames)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let before = common::step(&lines, 0);
+    assert_eq!(before["isError"], false, "{before}");
+    let after = common::step(&lines, 2);
+    assert_eq!(after["isError"], true, "{after}");
+    // Once the run has ended, show tells where the instance is now.
+    let show = env.ctl(&["show", &run]);
+    let text = String::from_utf8_lossy(&show.stdout).into_owned();
+    assert!(text.contains("(instance now at rev 2)"), "{text}");
+}

@@ -129,7 +129,15 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
         ("started", format!("{} UTC", table::utc(info.started_at))),
     ]);
     if let (Some(sha), Some(rev)) = (&info.role_sha256, info.rev) {
-        pairs.push(("role revision", format!("{rev} ({})", clean(sha))));
+        // Where the instance is now, when a change moved it since this run started.
+        let now = data.get("instance_rev").and_then(Value::as_u64);
+        let narrowed = data.get("narrowed_to").and_then(Value::as_u64);
+        let note = match (narrowed, now) {
+            (Some(n), _) => format!(" (narrowed live to rev {n})"),
+            (None, Some(n)) => format!(" (instance now at rev {n})"),
+            _ => String::new(),
+        };
+        pairs.push(("role revision", format!("{rev} ({}){note}", clean(sha))));
     }
     if let Some(name) = &info.image {
         let digest = info.image_digest.as_deref().unwrap_or("?");

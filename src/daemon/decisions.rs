@@ -420,6 +420,7 @@ fn approve_locked(d: &Arc<Daemon>, id: &str, digest: &str, right: Right, by_uid:
                     _ => return r,
                 }
             }
+            let before = pins::get(&state, &dec.name).ok().flatten();
             let rev = match pins::set(&state, &dec.name, &dec.role, &sha, &dec.source) {
                 Ok(r) => r,
                 Err(e) => return refuse(ErrorCode::Internal, e),
@@ -455,6 +456,13 @@ fn approve_locked(d: &Arc<Daemon>, id: &str, digest: &str, right: Right, by_uid:
             } else {
                 data =
                     json!({"instance": dec.name, "role": dec.role, "role_sha256": sha, "rev": rev});
+            }
+            if dec.op == Op::Change {
+                let runs =
+                    super::live_change::apply(d, &state, &dec.name, before.as_ref(), &entry, rev);
+                if let Some(m) = data.as_object_mut() {
+                    m.insert("narrowed_runs".into(), runs.into());
+                }
             }
             data
         }

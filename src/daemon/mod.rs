@@ -15,6 +15,7 @@ pub mod decisions;
 pub mod events;
 pub mod fleet;
 pub mod fleet_revisions;
+pub mod live_change;
 pub mod peer;
 pub mod recovery;
 pub mod reload;

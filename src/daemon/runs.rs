@@ -36,6 +36,10 @@ pub struct ActiveRun {
     pub leases: Arc<crate::credentials::leases::LiveLeases>,
     /// Its tallies so far, for `ps` and `top`.
     pub live: Arc<crate::metrics::live::LiveCounts>,
+    /// Its gateway's role decisions: a change decision that only narrows replaces them.
+    pub policy: crate::gateway::live_policy::LivePolicy,
+    /// The revision a narrowing change moved its decisions to, if one did.
+    pub narrowed_to: Mutex<Option<u32>>,
     /// A `--tty` run's terminal, for `attach`.
     pub tty: Option<Arc<TtyHub>>,
 }
@@ -364,6 +368,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             leases: prepared.gateway.leases.clone(),
             live: live.clone(),
             tty: hub.clone(),
+            policy: prepared.gateway.policy.clone(),
+            narrowed_to: Mutex::new(None),
         }),
     );
     drop(ledger);

@@ -294,7 +294,7 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
             }
         }
         Op::Show { run } => match runs::one(d, &run) {
-            Ok(Some(r)) => ok(serde_json::json!({ "run": r })),
+            Ok(Some(r)) => ok(super::live_change::show(d, r)),
             Ok(None) => Response::err(
                 ErrorCode::NotFound,
                 "no run with this id in the ledger; `airlockctl runs` lists them",

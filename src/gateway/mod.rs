@@ -23,6 +23,7 @@ pub mod egress;
 pub mod github;
 pub mod headers;
 pub mod http;
+pub mod live_policy;
 pub mod mcp;
 pub mod provider;
 pub mod run_tls;
@@ -38,8 +39,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::policy::RolePolicy;
-
 /// The body of every gateway response: whole (a message) or streamed (a provider's answer).
 pub type GwBody = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, std::io::Error>;
 
@@ -54,7 +53,8 @@ pub fn full(b: bytes::Bytes) -> GwBody {
 /// What the gateway of one run enforces, decided before the run starts.
 #[derive(Debug, Clone)]
 pub struct GatewayPlan {
-    pub policy: Arc<RolePolicy>,
+    /// The role's decisions; narrowed in place by a change decision (issue 45).
+    pub policy: live_policy::LivePolicy,
     /// The run's workspace and the instance's home inside the jail: the bash tool's cwd
     /// must be inside one of them.
     pub workspace: PathBuf,

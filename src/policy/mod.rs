@@ -18,6 +18,7 @@ pub mod git_overrides;
 pub mod github;
 pub mod hire;
 pub mod levels;
+pub mod narrowing;
 pub use crate::pattern;
 pub mod prices;
 pub mod provider_keys;

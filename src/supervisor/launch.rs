@@ -841,7 +841,7 @@ pub fn prepare_in(
         Ok((spec, deadline, upstreams, issued, github, egress, image_pin)) => Ok(Prepared {
             image_pin,
             gateway: GatewayPlan {
-                policy,
+                policy: crate::gateway::live_policy::LivePolicy::new(policy),
                 workspace: spec.jail_workspace(),
                 home: spec.jail_home(),
                 connectors: endpoints.mcp.keys().cloned().collect(),

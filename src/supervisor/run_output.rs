@@ -343,7 +343,7 @@ impl JournaledRun {
             metrics: c.metrics.clone(),
             role: c.role.clone(),
             connectors: prepared.gateway.connectors.clone(),
-            policy: prepared.gateway.policy.clone(),
+            policy: prepared.gateway.policy.get(),
             model: prepared.gateway.provider.as_ref().map(|p| p.model.clone()),
             live: c.live.clone(),
             trace: c.trace.clone(),

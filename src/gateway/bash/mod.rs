@@ -207,7 +207,7 @@ async fn run(gw: &RunGateway, args: &Value, rec: &mut CallRecord) -> Value {
             return error_result(&why);
         }
     };
-    let (decision, argv) = gw.plan.policy.bash_command(&input.command);
+    let (decision, argv) = gw.plan.policy.get().bash_command(&input.command);
     rec.decided(&decision);
     let argv = match argv.filter(|_| decision.allow) {
         Some(argv) => argv,
@@ -282,7 +282,7 @@ async fn ask(
     if !askable(AskKind::Bash, &d.rule, gw.plan.asks.is_some(), false) {
         return Err(refused);
     }
-    let argv = match gw.plan.policy.bash_answered(command) {
+    let argv = match gw.plan.policy.get().bash_answered(command) {
         Ok(argv) => argv,
         Err(rail) => return Err(format!("refused by {}: {}", rail.rule, rail.reason)),
     };

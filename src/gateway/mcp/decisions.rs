@@ -27,7 +27,7 @@ pub fn definitions(gw: &RunGateway) -> Vec<Value> {
     }
     TOOLS
         .iter()
-        .filter(|t| gw.plan.policy.tool_listed(BASH_SERVER, t).allow)
+        .filter(|t| gw.plan.policy.get().tool_listed(BASH_SERVER, t).allow)
         .map(|t| {
             json!({
                 "name": t,
@@ -49,7 +49,7 @@ pub async fn call(gw: &RunGateway, name: &str, args: &Value) -> Value {
     let started = Instant::now();
     let mut rec = CallRecord::new(BASH_SERVER, name);
     rec.detail = crate::gateway::mcp::jsonrpc::shape(args);
-    let d = gw.plan.policy.tool(BASH_SERVER, name, args);
+    let d = gw.plan.policy.get().tool(BASH_SERVER, name, args);
     rec.decided(&d);
     let result = match (&gw.plan.desk, d.allow) {
         (_, false) => error_result(&format!("refused by {}: {}", d.rule, d.reason)),

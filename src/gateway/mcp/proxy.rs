@@ -277,21 +277,21 @@ async fn answer(
         "ping" => Ok(json!({})),
         // Each listing's items, kept when the role grants the name or URI they carry.
         "tools/list" => {
-            let policy = &gw.plan.policy;
+            let policy = &gw.plan.policy.get();
             list(c, session, method, p, "tools", "name", |n| {
                 policy.tool_listed(&c.name, n).allow
             })
             .await
         }
         "resources/list" => {
-            let policy = &gw.plan.policy;
+            let policy = &gw.plan.policy.get();
             list(c, session, method, p, "resources", "uri", |u| {
                 policy.resource(&c.name, u).allow
             })
             .await
         }
         "resources/templates/list" => {
-            let policy = &gw.plan.policy;
+            let policy = &gw.plan.policy.get();
             list(
                 c,
                 session,
@@ -559,7 +559,7 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
     let args = p.get("arguments").cloned().unwrap_or(json!({}));
     let mut rec = CallRecord::new(&c.name, if name.is_empty() { "(none)" } else { name });
     rec.detail = jsonrpc::shape(&args);
-    let mut d = gw.plan.policy.tool(&c.name, name, &args);
+    let mut d = gw.plan.policy.get().tool(&c.name, name, &args);
     // The GitHub connector's writes are GitHub writes: the same checks and budget.
     let mut github = None;
     if let (true, Some(gh)) = (
@@ -616,7 +616,7 @@ async fn resource(
     let mut rec = CallRecord::new(&c.name, method);
     // A URI may carry anything: the journal keeps its scheme only.
     rec.detail = format!("{}:…", uri.split(':').next().unwrap_or_default());
-    let (d, canonical) = gw.plan.policy.resource_read(&c.name, uri);
+    let (d, canonical) = gw.plan.policy.get().resource_read(&c.name, uri);
     rec.decided(&d);
     let reply = match canonical.filter(|_| d.allow) {
         None => rpc_error(id, REFUSED, &format!("refused by {}: {}", d.rule, d.reason)),
@@ -670,7 +670,7 @@ fn hold_structured(gw: &RunGateway, c: &Connector, tool: &str, result: &mut Valu
     resources_in(sc, &mut named);
     let mut notices: Vec<String> = Vec::new();
     for (uri, is_object) in named {
-        let d = gw.plan.policy.resource(&c.name, &uri);
+        let d = gw.plan.policy.get().resource(&c.name, &uri);
         if d.allow || !(is_object || d.rule.starts_with("deny.")) {
             continue;
         }
@@ -743,7 +743,7 @@ fn hold_contents(gw: &RunGateway, c: &Connector, asked: &str, result: &mut Value
 /// The notice standing in for a resource the role may not read, journaled as a refused
 /// call of `tool` (the URI by its scheme only); None when the role may read it.
 fn withheld(gw: &RunGateway, c: &Connector, tool: &str, uri: &str) -> Option<String> {
-    let d = gw.plan.policy.resource(&c.name, uri);
+    let d = gw.plan.policy.get().resource(&c.name, uri);
     if d.allow {
         return None;
     }
