@@ -191,3 +191,96 @@ fn an_ask_nobody_answers_is_refused_after_wait_seconds() {
     let late = h.ctl(&["allow", a["id"].as_str().unwrap()]);
     assert_eq!(late.status.code(), Some(4), "{}", stderr(&late));
 }
+
+/// The reference MCP server (tests/agents/reference_server.js) on the host's loopback.
+struct Upstream(Child, u16);
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn reference_server() -> Upstream {
+    use std::io::BufRead;
+    require_npm("@modelcontextprotocol/sdk");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new("node")
+        .arg(std::path::Path::new(REPO).join("tests/agents/reference_server.js"))
+        .arg(port.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening"), "{line}");
+    Upstream(child, port)
+}
+
+#[test]
+fn an_mcp_tool_no_pattern_lists_is_asked_and_a_deny_entry_never() {
+    require_journald();
+    let up = reference_server();
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "asks: {{roles: [code], wait_seconds: 60}}\nmcp_connectors:\n  reference: {{url: \"http://127.0.0.1:{}/mcp\"}}\n",
+            up.1
+        ),
+    );
+    h.local_role("code", |t| {
+        t.replacen("tools:\n", "tools:\n  reference: [echo]\n", 1)
+            .replacen("deny:\n", "deny:\n  reference: [forbidden_*]\n", 1)
+            .replacen(
+                "  mcp:\n",
+                "  mcp:\n    reference:\n      via: airlock\n",
+                1,
+            )
+    });
+    let _d = Airlockd::start(&h);
+    let ws = h.workspace("ws", h.uids[0]);
+    let steps = json!({"server": "reference", "steps": [
+        {"call": "hidden_tool"},
+        {"call": "hidden_tool"},
+        {"call": "forbidden_tool"},
+    ]});
+    let child = start_agent(&h, &ws, &steps);
+    let a = ask_for(&h, "reference/hidden_tool");
+    assert_eq!(a["kind"], "tool");
+    assert_eq!(a["rule"], "default: tool not listed");
+    let o = h.ctl(&["allow", a["id"].as_str().unwrap(), "--for-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    for i in [0, 1] {
+        assert_eq!(step(&lines, i)["text"], "hidden", "step {i}");
+    }
+    let denied = step(&lines, 2);
+    assert_eq!(denied["isError"], true);
+    assert!(
+        denied["text"]
+            .as_str()
+            .unwrap()
+            .contains("deny.reference[0]"),
+        "{denied}"
+    );
+    let run = run_id_of(&o);
+    let states: Vec<String> = events(&run, "ask", 3)
+        .iter()
+        .map(|r| {
+            r["AIRLOCK_ASK_STATE"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(states, ["waiting", "allowed_for_run", "granted_for_run"]);
+}

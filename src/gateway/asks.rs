@@ -146,3 +146,30 @@ async fn put_to(
     };
     ((id, r.0), r.1, r.2)
 }
+
+/// An MCP tool call refused by `d`: put to a person when it is askable (no pattern of the
+/// role lists the tool). `Ok(by)`: allowed; `Err(text)`: the refusal's text.
+pub async fn tool(
+    gw: &RunGateway,
+    connector: &str,
+    tool: &str,
+    d: &crate::policy::Decision,
+) -> Result<String, String> {
+    let refused = format!("refused by {}: {}", d.rule, d.reason);
+    // GitHub's tools are GitHub writes and merges: never put to a person.
+    let github = connector == crate::gateway::github::mcp::CONNECTOR;
+    if github
+        || !crate::policy::asks::askable(AskKind::Tool, &d.rule, gw.plan.asks.is_some(), false)
+    {
+        return Err(refused);
+    }
+    // A tool name is 1 to 128 plain characters (checked before "not listed").
+    let what = format!("{connector}/{tool}");
+    let req = AskRequest {
+        kind: AskKind::Tool,
+        what: what.clone(),
+        key: what,
+        rule: d.rule.clone(),
+    };
+    put(gw, req, &refused).await
+}

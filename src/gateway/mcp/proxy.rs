@@ -560,6 +560,19 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
     let mut rec = CallRecord::new(&c.name, if name.is_empty() { "(none)" } else { name });
     rec.detail = jsonrpc::shape(&args);
     let mut d = gw.plan.policy.get().tool(&c.name, name, &args);
+    // A tool no pattern lists may be put to a person; the GitHub checks below still hold.
+    let mut refusal = None;
+    if !d.allow {
+        match crate::gateway::asks::tool(gw, &c.name, name, &d).await {
+            Ok(by) => {
+                d = crate::policy::Decision::allow(
+                    format!("ask: allowed by {by}"),
+                    "a person allowed it",
+                )
+            }
+            Err(text) => refusal = Some(text),
+        }
+    }
     // The GitHub connector's writes are GitHub writes: the same checks and budget.
     let mut github = None;
     if let (true, Some(gh)) = (
@@ -578,7 +591,7 @@ async fn tool_call(gw: &RunGateway, c: &Connector, session: &str, id: &Value, p:
         rpc_result(
             id,
             json!({
-                "content": [{"type": "text", "text": format!("refused by {}: {}", d.rule, d.reason)}],
+                "content": [{"type": "text", "text": refusal.filter(|_| !d.allow && d.rule != "github").unwrap_or_else(|| format!("refused by {}: {}", d.rule, d.reason))}],
                 "isError": true,
             }),
         )
