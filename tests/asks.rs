@@ -161,6 +161,12 @@ fn an_ask_waits_for_allow_for_run_lets_the_same_through_and_rails_are_refused_at
     );
     assert_eq!(recs[1]["AIRLOCK_ANSWERED_BY"], "uid 0");
     assert_eq!(recs[1]["AIRLOCK_ASK"], id.as_str());
+    // And the run's closing ledger record counts them.
+    let shown = h.show(&run);
+    assert!(
+        shown.contains("3 asked: 2 allowed, 1 denied, 0 unanswered"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -190,6 +196,11 @@ fn an_ask_nobody_answers_is_refused_after_wait_seconds() {
     assert!(asks(&h).is_empty());
     let late = h.ctl(&["allow", a["id"].as_str().unwrap()]);
     assert_eq!(late.status.code(), Some(4), "{}", stderr(&late));
+    let shown = h.show(&run_id_of(&o));
+    assert!(
+        shown.contains("1 asked: 0 allowed, 0 denied, 1 unanswered"),
+        "{shown}"
+    );
 }
 
 /// The reference MCP server (tests/agents/reference_server.js) on the host's loopback.

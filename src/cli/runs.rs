@@ -169,6 +169,15 @@ pub fn show(ctx: &Ctx, run: &str) -> i32 {
         if let Some(n) = c.bash {
             pairs.push(("bash commands", format!("{n} run")));
         }
+        if let Some(a) = &c.asks {
+            pairs.push((
+                "asks",
+                format!(
+                    "{} asked: {} allowed, {} denied, {} unanswered",
+                    a.asked, a.allowed, a.denied, a.unanswered
+                ),
+            ));
+        }
     }
     if let Some(s) = &info.spend {
         use crate::policy::prices::usd;

@@ -232,6 +232,21 @@ pub struct CallCounts {
     /// never written back: a record reads back byte for byte or the chain breaks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bash: Option<u64>,
+    /// The requests put to a person (asks), when the run asked any; absent otherwise and
+    /// in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asks: Option<AskCounts>,
+}
+
+/// A run's asks by how they ended: `allowed` counts `--for-run` answers too, and
+/// `unanswered` those that expired or were withdrawn with the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskCounts {
+    pub asked: u64,
+    pub allowed: u64,
+    pub denied: u64,
+    pub unanswered: u64,
 }
 
 /// One step of a decision (seed 003): `raise`, `approve`, `deny`, `expire`, `withdraw`,

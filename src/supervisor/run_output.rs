@@ -446,14 +446,29 @@ struct Counts {
     egress_refused: AtomicU64,
     bytes_up: AtomicU64,
     bytes_down: AtomicU64,
+    asked: AtomicU64,
+    asks_allowed: AtomicU64,
+    asks_denied: AtomicU64,
+    asks_unanswered: AtomicU64,
 }
 
 impl Counts {
+    fn asks(&self) -> Option<crate::supervisor::ledger::AskCounts> {
+        let asked = self.asked.load(Ordering::Relaxed);
+        (asked > 0).then(|| crate::supervisor::ledger::AskCounts {
+            asked,
+            allowed: self.asks_allowed.load(Ordering::Relaxed),
+            denied: self.asks_denied.load(Ordering::Relaxed),
+            unanswered: self.asks_unanswered.load(Ordering::Relaxed),
+        })
+    }
+
     fn get(&self) -> crate::supervisor::ledger::CallCounts {
         crate::supervisor::ledger::CallCounts {
             allowed: self.allowed.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             bash: Some(self.bash.load(Ordering::Relaxed)),
+            asks: self.asks(),
         }
     }
 
@@ -596,6 +611,16 @@ impl CallLog for JournalCallLog {
     }
 
     fn ask(&self, r: crate::gateway::asks::AskRecord) {
+        let n = match r.state {
+            "waiting" => Some(&self.counts.asked),
+            "allowed" | "allowed_for_run" => Some(&self.counts.asks_allowed),
+            "denied" => Some(&self.counts.asks_denied),
+            "expired" | "withdrawn" => Some(&self.counts.asks_unanswered),
+            _ => None,
+        };
+        if let Some(n) = n {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
         if self.tx.try_send(Entry::Ask(r)).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
