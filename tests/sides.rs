@@ -167,3 +167,66 @@ fn sysv_ipc_is_each_sides_own() {
     );
     assert_eq!(r["command"]["msg"], "ENOENT", "{r}");
 }
+
+/// The per-user kernel counts are each side's own (issue 43): a command holding every
+/// inotify instance the kernel gives it (fs.inotify.max_user_instances) leaves the agent
+/// able to open one, and the other way round. The command side runs in a user namespace
+/// of its own that maps the instance uid onto itself, so it counts apart.
+#[test]
+fn a_side_exhausting_its_per_user_counts_leaves_the_other_its_own() {
+    let out = run(&["inotify"]);
+    let r = seen(&out, "inotify");
+    let cmd = &r["cmd_holding"];
+    assert_eq!(r["cmd_held_in_time"], true, "{r}");
+    assert_eq!(cmd["agent_done"], true, "{r}");
+    // The command reached the kernel's per-user bound, not its descriptor limit.
+    assert_eq!(cmd["stopped_by"], "EMFILE", "{r}");
+    let max: u64 = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(cmd["held"].as_u64().unwrap() + 8 >= max, "{r}");
+    assert_eq!(
+        r["agent_while_cmd_holds"], "ok",
+        "the command's inotify instances were counted against the agent: {r}"
+    );
+    // The other way round.
+    assert_eq!(r["agent_holding"]["stopped_by"], "EMFILE", "{r}");
+    assert!(
+        r["agent_holding"]["held"].as_u64().unwrap() + 8 >= max,
+        "{r}"
+    );
+    assert_eq!(
+        r["cmd_while_agent_holds"]["try"], "ok",
+        "the agent's inotify instances were counted against its commands: {r}"
+    );
+    // The command's user namespace maps the instance uid onto itself and nothing else, so
+    // its files are the agent's and the workspace is shared as before.
+    let map: Vec<&str> = cmd["uid_map"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(map.len(), 3, "{r}");
+    assert_eq!(map[0], map[1], "{r}");
+    assert_eq!(map[2], "1", "{r}");
+}
+
+/// Pending signals too: a command keeping 64 real-time signals pending does not count
+/// against the agent, whose own RLIMIT_SIGPENDING is lowered to 32 and which then queues
+/// one (sigqueue refuses with EAGAIN once the user's count reaches the limit).
+#[test]
+fn pending_signals_of_one_side_do_not_count_against_the_other() {
+    let out = run(&["sigpending"]);
+    let r = seen(&out, "sigpending");
+    assert_eq!(r["cmd_held_in_time"], true, "{r}");
+    assert_eq!(r["cmd"]["pending"], 64, "{r}");
+    assert_eq!(r["cmd"]["agent_done"], true, "{r}");
+    assert_eq!(r["agent_limit_lowered"], true, "{r}");
+    assert_eq!(
+        r["agent_queued"], 1,
+        "the command's pending signals were counted against the agent: {r}"
+    );
+}

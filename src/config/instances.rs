@@ -21,13 +21,13 @@ pub struct InstanceConf {
 
 impl Parser<'_> {
     pub(super) fn uid_range(&mut self, v: &Value) -> Option<UidRange> {
-        const MSG: &str = "must be FIRST-LAST with 1000 <= FIRST <= LAST < 2147483648";
+        const MSG: &str = "must be FIRST-LAST with 1000 <= FIRST <= LAST < 2147483647";
         let parsed = v.as_str().and_then(|s| {
             let (a, b) = s.split_once('-')?;
             Some((a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?))
         });
         match parsed {
-            Some((first, last)) if first >= 1000 && first <= last && last < 1 << 31 => {
+            Some((first, last)) if first >= 1000 && first <= last && last < (1 << 31) - 1 => {
                 if (first..=last).contains(&65534) || (first..=last).contains(&65535) {
                     self.problem("uid_range", "must not contain 65534 (nobody) or 65535");
                     return None;
@@ -56,9 +56,9 @@ impl Parser<'_> {
         let uid = match m.get(Value::from("uid")) {
             None => None,
             Some(u) => match u.as_u64() {
-                Some(n) if n < 1 << 31 => Some(n as u32),
+                Some(n) if n < (1 << 31) - 1 => Some(n as u32),
                 _ => {
-                    self.problem(&key(at, "uid"), "must be an integer below 2147483648");
+                    self.problem(&key(at, "uid"), "must be an integer below 2147483647");
                     return None;
                 }
             },

@@ -11,7 +11,7 @@
 //! (so no socket of one side is where the other can connect to it) and its own SysV IPC.
 
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::sys::socket::SockType;
 use nix::unistd::Pid;
@@ -21,8 +21,8 @@ use super::runner::{self, GATEWAY_PORT};
 use super::sides::{CommandSideFds, SideFds};
 use super::status::StatusFd;
 use super::{
-    env, fdpass, fds, helper, identity, init, landlock, listen_notify, namespaces, noexec_view,
-    rootfs, seccomp, RunSpec, SandboxError,
+    command_userns, env, fdpass, fds, helper, identity, init, landlock, listen_notify, namespaces,
+    noexec_view, rootfs, seccomp, RunSpec, SandboxError,
 };
 
 /// The byte pid 1 sends with the listener and the runner's channel; the command side's
@@ -114,9 +114,10 @@ pub fn start(
     }
 }
 
-/// The runner: the instance uid, no capabilities, the command side's Landlock rules, the
-/// run's seccomp filter; then it serves the supervisor until its channel closes. Before it
-/// drops root it forks the noexec runner, which it hands every command with an exec limit.
+/// The runner: the instance uid in a user namespace of the command side's own
+/// ([`command_userns`]), no capabilities, the command side's Landlock rules, the run's
+/// seccomp filter; then it serves the supervisor until its channel closes. Before it drops
+/// root it forks the noexec runner, which it hands every command with an exec limit.
 fn runner_child(
     spec: &RunSpec,
     status: StatusFd,
@@ -126,11 +127,13 @@ fn runner_child(
 ) -> Result<i32, SandboxError> {
     init::reset_signals()?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid runner", e))?;
+    let userns = command_userns::make(spec.uid, spec.gid)?;
     let noexec = start_noexec(
         spec,
         status,
         notify,
         &[channel.as_raw_fd(), ready.as_raw_fd()],
+        userns.as_raw_fd(),
     )?;
     fds::close_all_except(&[
         status.raw(),
@@ -139,8 +142,9 @@ fn runner_child(
         ready.as_raw_fd(),
         noexec.channel.as_raw_fd(),
         noexec.ready.as_raw_fd(),
+        userns.as_raw_fd(),
     ])?;
-    let (envp, report) = become_runner(spec, notify)?;
+    let (envp, report) = become_runner(spec, notify, userns)?;
     let mut b = [0u8; 1];
     std::fs::File::from(noexec.ready)
         .read_exact(&mut b)
@@ -149,7 +153,7 @@ fn runner_child(
             why: "it did not finish its setup".into(),
         })?;
     status.info(&format!(
-        "command side: runner ready, {report}; its own pid, mount and IPC namespaces, /tmp and /dev/shm; commands with an exec limit run where every writable mount is noexec"
+        "command side: runner ready, {report}; its own user (per-user counts apart), pid, mount and IPC namespaces, /tmp and /dev/shm; commands with an exec limit run where every writable mount is noexec"
     ));
     nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("runner ready", e))?;
     drop(ready);
@@ -167,14 +171,16 @@ fn runner_roots(spec: &RunSpec) -> Vec<std::path::PathBuf> {
     vec![spec.jail_workspace(), spec.jail_home()]
 }
 
-/// The runner's setup once its descriptors are its own: the instance uid, the workspace
-/// as cwd, the command side's Landlock rules, the run's seccomp filter (its notification
+/// The runner's setup once its descriptors are its own: the command side's user namespace
+/// and the instance uid in it, the workspace as cwd, the command side's Landlock rules, the run's seccomp filter (its notification
 /// descriptor handed to the helper). Returns the commands' environment and Landlock's
 /// report.
 fn become_runner(
     spec: &RunSpec,
     notify: RawFd,
+    userns: OwnedFd,
 ) -> Result<(Vec<std::ffi::CString>, landlock::LandlockReport), SandboxError> {
+    command_userns::enter(userns)?;
     identity::become_instance(spec.uid, spec.gid)?;
     nix::unistd::chdir(&spec.jail_workspace())
         .map_err(|e| SandboxError::errno("chdir workspace (runner)", e))?;
@@ -193,13 +199,15 @@ struct Noexec {
 }
 
 /// Fork the noexec runner ([`noexec_view`]): a runner like this one, in a copy of the
-/// command side's mount namespace where every writable mount is noexec. `theirs`: the
-/// runner's own descriptors, which the child closes first.
+/// command side's mount namespace where every writable mount is noexec, and in the same
+/// user namespace (`userns`, which the child takes over). `theirs`: the runner's own
+/// descriptors, which the child closes first.
 fn start_noexec(
     spec: &RunSpec,
     status: StatusFd,
     notify: RawFd,
     theirs: &[RawFd],
+    userns: RawFd,
 ) -> Result<Noexec, SandboxError> {
     const STEP: &str = "start the noexec runner";
     let (ours, channel) =
@@ -213,7 +221,7 @@ fn start_noexec(
                 let _ = nix::unistd::close(*fd);
             }
             drop((ours, ready_r));
-            let served = noexec_child(spec, status, notify, channel, ready_w);
+            let served = noexec_child(spec, status, notify, channel, ready_w, userns);
             let code = match served {
                 Ok(code) => code,
                 Err(e) => {
@@ -237,6 +245,7 @@ fn noexec_child(
     notify: RawFd,
     channel: OwnedFd,
     ready: OwnedFd,
+    userns: RawFd,
 ) -> Result<i32, SandboxError> {
     let exec = crate::policy::git_overrides::EXEC
         .iter()
@@ -244,8 +253,17 @@ fn noexec_child(
         .copied()
         .collect::<Vec<_>>();
     noexec_view::enter(&exec)?;
-    fds::close_all_except(&[status.raw(), notify, channel.as_raw_fd(), ready.as_raw_fd()])?;
-    let (envp, _) = become_runner(spec, notify)?;
+    fds::close_all_except(&[
+        status.raw(),
+        notify,
+        channel.as_raw_fd(),
+        ready.as_raw_fd(),
+        userns,
+    ])?;
+    // SAFETY: the runner's descriptor, inherited by the fork; the runner's copy is never
+    // dropped in this process (it leaves by _exit), so this is its only owner here.
+    let userns = unsafe { OwnedFd::from_raw_fd(userns) };
+    let (envp, _) = become_runner(spec, notify, userns)?;
     nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("noexec runner ready", e))?;
     drop(ready);
     let _ = nix::unistd::close(status.raw());

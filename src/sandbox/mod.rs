@@ -4,6 +4,7 @@
 pub mod agent_side;
 pub mod command_cgroup;
 pub mod command_side;
+pub mod command_userns;
 pub mod disk;
 pub mod env;
 pub mod error;

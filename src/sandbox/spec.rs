@@ -358,10 +358,12 @@ impl RunSpec {
             return Err(invalid(STEP, "role must match [a-z][a-z0-9_-]{0,31}"));
         }
         // Never run an agent as root or as a system account.
-        if self.uid < 1000 || self.gid < 1000 || self.uid >= 1 << 31 || self.gid >= 1 << 31 {
+        // Below 2^31 - 1: the command side's user namespace is owned by the uid with the
+        // top bit set (command_userns::owner_of), which must not be -1.
+        if self.uid < 1000 || self.gid < 1000 || self.uid >= (1 << 31) - 1 || self.gid >= 1 << 31 {
             return Err(invalid(
                 STEP,
-                "uid and gid must be between 1000 and 2147483647",
+                "uid must be between 1000 and 2147483646, gid between 1000 and 2147483647",
             ));
         }
         if self.uid == 65534 || self.gid == 65534 {

@@ -20,6 +20,7 @@ use nix::unistd::{chown, Gid, Group, Uid, User};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
+use crate::sandbox::command_userns;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {
@@ -479,6 +480,16 @@ pub fn check_config(cfg: &Config) -> Vec<String> {
             "{file}: uid_range: holds id {id}, which an account or group of this host (/etc/passwd, /etc/group) has; instance uids must belong to no account: pick a range clear of the host's users and groups"
         ));
     }
+    // Each instance's command side runs in a user namespace owned by its uid with the top
+    // bit set (sandbox::command_userns): an account with such an id would hold every
+    // capability over the commands of that instance's runs.
+    let owners = command_userns::owner_of(cfg.uid_range.first)
+        .zip(command_userns::owner_of(cfg.uid_range.last));
+    if let Some(id) = owners.and_then(|(first, last)| account_in_range(&accounts, first, last)) {
+        problems.push(format!(
+            "{file}: uid_range: an account or group of this host has id {id}, the owner of some instance's command-side user namespace (instance uid + 2147483648); remove that account or pick another range"
+        ));
+    }
     let sub = sub_ranges_text();
     let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
     for (name, c) in &cfg.instances {
@@ -490,6 +501,10 @@ pub fn check_config(cfg: &Config) -> Vec<String> {
         } else if id_in_use(uid) {
             problems.push(format!(
                 "{file}: instances.{name}.uid: belongs to an existing account or group of this host; an instance's uid must be its own: pick one no account or group uses"
+            ));
+        } else if command_userns::owner_of(uid).is_some_and(id_in_use) {
+            problems.push(format!(
+                "{file}: instances.{name}.uid: an account or group of this host has this uid + 2147483648, the owner of the instance's command-side user namespace; pick another uid"
             ));
         } else if let Some(other) = seen.insert(uid, name) {
             problems.push(format!(

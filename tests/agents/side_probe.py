@@ -15,6 +15,7 @@ other's file. Nothing here is an assertion: tests/sides.rs reads what was seen.
 import ctypes
 import errno
 import json
+import signal
 import os
 import socket
 import struct
@@ -162,6 +163,62 @@ def cmd_fdpass():
     print(json.dumps(r))
 
 
+def inotify_hold():
+    """Open inotify instances until the kernel refuses one: (descriptors, errno name)."""
+    fds = []
+    while len(fds) < 4096:
+        fd = libc.inotify_init1(0o2000000)  # IN_CLOEXEC
+        if fd < 0:
+            return fds, err()
+        fds.append(fd)
+    return fds, "none"
+
+
+def inotify_try():
+    fd = libc.inotify_init1(0o2000000)
+    if fd < 0:
+        return err()
+    os.close(fd)
+    return "ok"
+
+
+def cmd_inotify_hold():
+    """Hold every inotify instance the kernel gives this side until the agent has tried
+    one of its own."""
+    fds, stop = inotify_hold()
+    touch("cmd-inotify-held")
+    ok = wait_file("agent-inotify-tried")
+    print(json.dumps({"held": len(fds), "stopped_by": stop, "agent_done": ok,
+                      "uid_map": open("/proc/self/uid_map").read().split()}))
+
+
+def cmd_inotify_try():
+    print(json.dumps({"try": inotify_try()}))
+
+
+RLIMIT_SIGPENDING = 11
+
+
+def queue_own(n):
+    """Queue `n` real-time signals to this process, blocked (a handler, not ignored, so
+    each is kept pending and counted): how many the kernel took, and why it stopped."""
+    signal.signal(signal.SIGRTMIN, lambda *_: None)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMIN})
+    libc.sigqueue.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    for i in range(n):
+        if libc.sigqueue(os.getpid(), signal.SIGRTMIN, None) != 0:
+            return i, err()
+    return n, "none"
+
+
+def cmd_sig_hold(n):
+    """Keep `n` signals pending until the agent has queued one of its own."""
+    took, stop = queue_own(int(n))
+    touch("cmd-sig-held")
+    ok = wait_file("agent-sig-tried")
+    print(json.dumps({"pending": took, "stopped_by": stop, "agent_done": ok}))
+
+
 def cmd_sysv(key):
     shm = libc.shmget(int(key), 0, 0)
     msg = libc.msgget(int(key), 0)
@@ -287,13 +344,48 @@ def agent_sysv():
     return r
 
 
+def agent_inotify():
+    """Both ways: the command holds every inotify instance it can get while the agent opens
+    one; then the agent holds every one it can get while a command opens one."""
+    t, box = in_background("python3 side_probe.py cmd inotify_hold")
+    held = wait_file("cmd-inotify-held")
+    r = {"cmd_held_in_time": held, "agent_while_cmd_holds": inotify_try()}
+    touch("agent-inotify-tried")
+    t.join()
+    r["cmd_holding"] = last_json(box.get("result", {}).get("stdout"))
+    fds, stop = inotify_hold()
+    r["agent_holding"] = {"held": len(fds), "stopped_by": stop}
+    r["cmd_while_agent_holds"] = last_json(bash("python3 side_probe.py cmd inotify_try").get("stdout"))
+    for fd in fds:
+        os.close(fd)
+    return r
+
+
+def agent_sigpending():
+    """The command keeps 64 signals pending while the agent, its own RLIMIT_SIGPENDING
+    lowered to 32, queues one: counted per user, the command's 64 would refuse it."""
+    t, box = in_background("python3 side_probe.py cmd sig_hold 64")
+    held = wait_file("cmd-sig-held")
+    hard = Rlimit()
+    libc.syscall(SYS_PRLIMIT64, 0, RLIMIT_SIGPENDING, None, ctypes.byref(hard))
+    low = Rlimit(32, hard.max)
+    set_low = libc.syscall(SYS_PRLIMIT64, 0, RLIMIT_SIGPENDING, ctypes.byref(low), None) == 0
+    took, stop = queue_own(1)
+    touch("agent-sig-tried")
+    t.join()
+    return {"cmd_held_in_time": held, "agent_limit_lowered": set_low,
+            "agent_queued": took, "agent_stopped_by": stop,
+            "cmd": last_json(box.get("result", {}).get("stdout"))}
+
+
 def main():
     if sys.argv[1] == "cmd":
         {"prlimit": cmd_prlimit, "blind": cmd_blind, "fdpass": cmd_fdpass,
-         "sysv": cmd_sysv}[sys.argv[2]](*sys.argv[3:])
+         "sysv": cmd_sysv, "inotify_hold": cmd_inotify_hold,
+         "inotify_try": cmd_inotify_try, "sig_hold": cmd_sig_hold}[sys.argv[2]](*sys.argv[3:])
         return
     scenarios = {"prlimit": agent_prlimit, "blind": agent_blind, "fdpass": agent_fdpass,
-                 "sysv": agent_sysv}
+                 "sysv": agent_sysv, "inotify": agent_inotify, "sigpending": agent_sigpending}
     for s in sys.argv[2:]:
         name, _, arg = s.partition("=")
         try:
