@@ -343,6 +343,15 @@ fn a_persons_hire_freezes_the_role_and_every_step_is_on_the_ledger() {
     .map(|(a, b)| (a.to_string(), b.to_string()))
     .collect();
     assert_eq!(steps, want);
+    // A fired instance's name is retired: hiring it again is refused, naming why, and
+    // raises nothing (the counts below and the trail stay as they are).
+    let again = env.ctl(&["hire", "hi", "--role", "hello"]);
+    assert!(!again.status.success(), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("names are never reused"),
+        "{again:?}"
+    );
+    assert_eq!(env.steps().len(), want.len());
     let all = env.ctl_json(&["decisions", "--all", "--json"]);
     assert_eq!(all.as_array().unwrap().len(), 3, "{all}");
     assert!(env
