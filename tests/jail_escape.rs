@@ -838,6 +838,7 @@ impl Direct {
             tty: false,
             disks: Vec::new(),
             image: None,
+            home_state: None,
         };
         Direct { _dir: dir, spec }
     }

@@ -4,8 +4,9 @@
 
 mod common;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
+use common::tmux::{run_id, wrapper, Tmux};
 use common::{poll, require_journald, Airlockd, Host};
 
 /// The agent: says what its terminal is, tries the clipboard and the title, then echoes
@@ -27,93 +28,6 @@ for line in sys.stdin:
     if line == "quit":
         sys.exit(7)
 "#;
-
-/// One tmux server of this test's own.
-struct Tmux {
-    name: String,
-}
-
-impl Tmux {
-    fn new(tag: &str) -> Tmux {
-        let name = format!("airlock-{tag}-{}", std::process::id());
-        Tmux { name }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .args(["-L", &self.name, "-f", "/dev/null"])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("tmux runs (scripts/install-deps.sh installs it)")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.cmd(args);
-        assert!(o.status.success(), "tmux {args:?}: {}", common::stderr(&o));
-        common::stdout(&o)
-    }
-
-    fn screen(&self, target: &str) -> String {
-        self.ok(&["capture-pane", "-p", "-J", "-S", "-200", "-t", target])
-    }
-
-    /// Wait until the pane shows `want`; the screen on failure.
-    fn wait_for(&self, target: &str, want: &str) -> String {
-        poll(30, || {
-            let s = self.screen(target);
-            s.contains(want).then_some(s)
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "{want:?} never showed in {target}:\n{}",
-                self.screen(target)
-            )
-        })
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
-
-fn quoted(args: &[String]) -> String {
-    args.iter()
-        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// A shell script that runs airlockctl with `args`, then says its exit code and stays.
-fn wrapper(h: &Host, name: &str, args: &[&str]) -> String {
-    let mut argv = vec![
-        env!("CARGO_BIN_EXE_airlockctl").to_string(),
-        "--config".into(),
-        h.cfg.display().to_string(),
-    ];
-    argv.extend(args.iter().map(|s| s.to_string()));
-    let path = h.root.join(name);
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\n{}\necho \"EXIT=$?\"\nexec sleep 600\n",
-            quoted(&argv)
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    path.display().to_string()
-}
-
-fn run_id(screen: &str) -> String {
-    screen
-        .split_whitespace()
-        .find(|w| w.starts_with("r-") && airlock::sandbox::spec::valid_run_id(w))
-        .unwrap_or_else(|| panic!("no run id on the screen:\n{screen}"))
-        .to_string()
-}
 
 #[test]
 fn a_tty_run_gets_a_terminal_its_size_resizes_and_ctrl_c_and_no_osc_reaches_the_pane() {

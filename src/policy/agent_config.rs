@@ -11,6 +11,7 @@
 //! Everything here is pure: no I/O. The supervisor writes the files into the run's jail.
 
 mod claude;
+pub mod claude_state;
 mod codex;
 mod toml_text;
 

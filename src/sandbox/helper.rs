@@ -771,6 +771,13 @@ pub fn agent(
     identity::become_instance(spec.uid, spec.gid)?;
     nix::unistd::chdir(&spec.jail_workspace())
         .map_err(|e| SandboxError::errno("chdir workspace", e))?;
+    if let Some(state) = &spec.home_state {
+        // Only the agent's first-run screens are at stake: say so and start it anyway.
+        match super::home_state::apply(&spec.jail_home(), state) {
+            Ok(()) => status.info(&format!("home: {} prepared for the agent", state.file)),
+            Err(why) => status.info(&format!("home: {} not prepared: {why}", state.file)),
+        }
+    }
 
     let rules = match &spec.exec {
         Some(x) => agent_side_rules(spec, x),

@@ -11,6 +11,7 @@ pub mod error;
 pub mod fdpass;
 pub mod fds;
 pub mod helper;
+pub mod home_state;
 pub mod identity;
 pub mod image_root;
 pub mod init;

@@ -70,7 +70,25 @@ pub struct RunSpec {
     /// [`super::image_root`]. Absent: the host's system folders, as for the agent side.
     #[serde(default)]
     pub image: Option<ImageRoot>,
+    /// An agent's state file in the home, merged with a seed before the agent starts
+    /// (`launch --tty` of Claude Code: its first-run screens answered). Absent in older
+    /// specs.
+    #[serde(default)]
+    pub home_state: Option<HomeState>,
 }
+
+/// A JSON state file of the agent's own, directly in the instance's home.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HomeState {
+    /// A plain name starting with `.` (`.claude.json`).
+    pub file: String,
+    /// What is merged in (see [`crate::policy::agent_config::claude_state::merged`]).
+    pub seed: serde_json::Value,
+}
+
+/// The largest seed a spec may carry.
+pub const MAX_HOME_SEED_BYTES: usize = 64 << 10;
 
 /// An image the command side is rooted in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -369,6 +387,27 @@ impl RunSpec {
         if self.uid == 65534 || self.gid == 65534 {
             return Err(invalid(STEP, "uid and gid must not be the nobody account"));
         }
+        if let Some(h) = &self.home_state {
+            let plain = h.file.len() <= 64
+                && h.file.starts_with('.')
+                && h.file != "."
+                && h.file != ".."
+                && h.file
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+            if !plain {
+                return Err(invalid(
+                    STEP,
+                    "home_state.file must be a plain name starting with . (A-Za-z0-9._-, at most 64)",
+                ));
+            }
+            if !h.seed.is_object() || h.seed.to_string().len() > MAX_HOME_SEED_BYTES {
+                return Err(invalid(
+                    STEP,
+                    "home_state.seed must be a JSON object of at most 64 KiB",
+                ));
+            }
+        }
         if let Some(image) = &self.image {
             if !plain_absolute(&image.tree) {
                 return Err(invalid(
@@ -610,6 +649,7 @@ pub(crate) mod tests {
             tty: false,
             disks: Vec::new(),
             image: None,
+            home_state: None,
         }
     }
 
@@ -643,6 +683,25 @@ pub(crate) mod tests {
             s.workspace = ws.into();
             assert!(s.validate().is_err(), "{ws} accepted");
         }
+    }
+
+    #[test]
+    fn a_home_state_file_is_a_plain_dot_name_and_its_seed_an_object() {
+        let with = |file: &str, seed: serde_json::Value| {
+            let mut s = sample();
+            s.home_state = Some(HomeState {
+                file: file.into(),
+                seed,
+            });
+            s.validate()
+        };
+        assert!(with(".claude.json", serde_json::json!({"a": 1})).is_ok());
+        for bad in ["claude.json", "..", ".", "../.x", ".a/b", ".x\0"] {
+            assert!(with(bad, serde_json::json!({})).is_err(), "{bad}");
+        }
+        assert!(with(".x", serde_json::json!([1])).is_err());
+        let big = "x".repeat(MAX_HOME_SEED_BYTES);
+        assert!(with(".x", serde_json::json!({ "a": big })).is_err());
     }
 
     #[test]

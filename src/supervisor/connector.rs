@@ -86,6 +86,7 @@ pub fn prepare(
         tty: false,
         disks: Vec::new(),
         image: None,
+        home_state: None,
     };
     spec.validate()
         .map_err(|e| refused(format!(": the connector's jail: {e}")))?;

@@ -791,6 +791,7 @@ pub fn prepare_in(
             stdio: false,
             tty: req.tty,
             disks: disks.mounts.clone(),
+            home_state: None,
         };
         let upstreams = upstream_plans(cfg, &spec, &loaded.role, endpoints.mcp.keys())?;
         // The run's leases, and the provider's run token in the agent's key variable.
@@ -831,6 +832,20 @@ pub fn prepare_in(
                 provider_env(run.provider).0.to_string(),
                 token.expose().to_string(),
             ));
+        }
+        // Claude Code's own interface: its first-run screens answered for this run.
+        if let (Some(run), true, true) = (&loaded.role.run, req.tty, req.command.is_empty()) {
+            if run.provider == crate::role::Provider::Claude {
+                use crate::policy::agent_config::claude_state::{tty_seed, STATE_FILE};
+                let key = provider.as_ref().and(issued.tokens.first());
+                spec.home_state = Some(crate::sandbox::spec::HomeState {
+                    file: STATE_FILE.to_string(),
+                    seed: tty_seed(
+                        &spec.jail_workspace().to_string_lossy(),
+                        key.map(|t| t.expose()),
+                    ),
+                });
+            }
         }
         spec.env = env;
         spec.validate()

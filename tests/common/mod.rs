@@ -15,6 +15,7 @@ pub mod netns;
 pub mod oci;
 pub mod pg;
 pub mod tls;
+pub mod tmux;
 
 static NEXT_UID: AtomicU32 = AtomicU32::new(0);
 

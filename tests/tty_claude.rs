@@ -1,0 +1,144 @@
+//! The real Claude Code TUI in a `launch --tty` run (no `-- CMD`: the role's own agent in
+//! its interactive form), in a tmux pane, against the scripted stand-in model
+//! (tests/agents/standin_provider.py): the brief is its first message, a person types a
+//! request, the model asks for a bash command the role lacks, `airlockctl allow` from
+//! another process lets it run, the answer shows; detach and attach redraw the screen, a
+//! resize reaches the TUI, `/exit` ends the run with its ledger record closed.
+
+mod common;
+
+use std::path::Path;
+
+use common::tmux::{run_id, wrapper, Tmux};
+use common::*;
+use serde_json::{json, Value};
+
+const CLAUDE: &str =
+    "/usr/local/lib/airlock-agents/node_modules/@anthropic-ai/claude-code-linux-x64/claude";
+
+/// The ask waiting for `what`, once `airlockctl asks --json` lists it.
+fn ask_for(h: &Host, what: &str) -> Value {
+    let list = || -> Vec<Value> {
+        let o = h.ctl(&["--json", "asks"]);
+        serde_json::from_str::<Value>(&stdout(&o))
+            .ok()
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+    };
+    poll(90, || list().into_iter().find(|a| a["what"] == what))
+        .unwrap_or_else(|| panic!("no ask for {what}: {:?}", list()))
+}
+
+/// A line of the visible screen that is a rule exactly `cols` wide (Claude Code draws its
+/// prompt box's rules across the whole window).
+fn has_rule(screen: &str, cols: usize) -> bool {
+    screen
+        .lines()
+        .any(|l| l.trim_end().chars().count() == cols && l.trim_end().chars().all(|c| c == '─'))
+}
+
+#[test]
+fn claude_codes_own_tui_works_through_launch_tty_asks_detach_attach_resize_and_exit() {
+    require_journald();
+    assert!(
+        Path::new(CLAUDE).is_file(),
+        "{CLAUDE} is missing: run scripts/install-agents.sh (scripts/install-deps.sh runs it)"
+    );
+    let si = StandIn::scripted(&json!([
+        {"text": "READY-FOR-WORK"},
+        {"tool": "bash", "input": {"command": "touch asked-file"}},
+        {"text": "MADE-THE-FILE"}
+    ]));
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!(
+            "{}asks: {{roles: [code], wait_seconds: 120}}\n",
+            si.config()
+        ),
+    );
+    // The GitHub identity is left to GitHub: this test is of the terminal.
+    h.local_role("code", |t| {
+        t.replacen("key_store: airlock", "key_store: github", 1)
+    });
+    let ws = h.workspace("ws", h.uids[0]);
+    let _d = Airlockd::start(&h);
+    let t = Tmux::new("claude");
+    let launch = wrapper(
+        &h,
+        "launch.sh",
+        &[
+            "launch",
+            "code",
+            "--instance",
+            "tess",
+            "--tty",
+            "--workspace",
+            ws.to_str().unwrap(),
+        ],
+    );
+    t.session("t", 120, 40, &launch);
+    t.ok(&["set-option", "-g", "status", "off"]);
+
+    // No first-run screen stands in the way: the brief is the first message, answered.
+    let s = t.wait_secs("t", "READY-FOR-WORK", 90);
+    assert!(
+        s.contains("Your standing brief is in the file /etc/airlock/brief.md"),
+        "{s}"
+    );
+    // The TUI cleared the line airlockctl printed; the run is the host's only one.
+    let run = run_id(&stdout(&h.ctl(&["ps"])));
+
+    // The person types a request; the model asks for a command no run.bash prefix grants.
+    t.ok(&["send-keys", "-t", "t", "-l", "please make the file"]);
+    t.ok(&["send-keys", "-t", "t", "Enter"]);
+    let a = ask_for(&h, "touch asked-file");
+    assert_eq!(a["run"], run.as_str(), "{a}");
+    assert!(!ws.join("asked-file").exists(), "it ran before the answer");
+    let o = h.ctl(&["allow", a["id"].as_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    t.wait_secs("t", "MADE-THE-FILE", 60);
+    assert!(
+        ws.join("asked-file").exists(),
+        "the allowed command did not run"
+    );
+
+    // Detach: the run goes on.
+    t.ok(&["send-keys", "-t", "t", "C-]", "d"]);
+    let s = t.wait_for("t", "EXIT=0");
+    assert!(s.contains(&format!("airlockctl attach {run}")), "{s}");
+
+    // Attach from another terminal: the screen is drawn again, the answer on it.
+    let attach = wrapper(&h, "attach.sh", &["attach", &run]);
+    t.session("a", 120, 40, &attach);
+    poll(30, || {
+        t.visible("a").contains("MADE-THE-FILE").then_some(())
+    })
+    .unwrap_or_else(|| panic!("no redraw on attach:\n{}", t.visible("a")));
+    poll(30, || has_rule(&t.visible("a"), 120).then_some(()))
+        .unwrap_or_else(|| panic!("no prompt box on attach:\n{}", t.visible("a")));
+
+    // A resize reaches the TUI: it draws its prompt box to the new width.
+    t.ok(&["resize-window", "-t", "a", "-x", "140", "-y", "40"]);
+    assert_eq!(t.size("a"), "40x140");
+    poll(30, || has_rule(&t.visible("a"), 140).then_some(()))
+        .unwrap_or_else(|| panic!("the TUI never drew at 140 columns:\n{}", t.visible("a")));
+
+    // `/exit` ends the run; the attached terminal says so and the ledger record closes.
+    t.ok(&["send-keys", "-t", "a", "-l", "/exit"]);
+    t.ok(&["send-keys", "-t", "a", "Enter"]);
+    let s = t.wait_secs("a", "EXIT=", 60);
+    assert!(s.contains("EXIT=0"), "{s}");
+    let shown = poll(30, || {
+        let s = h.show(&run);
+        s.lines().any(|l| l.starts_with("ended")).then_some(s)
+    })
+    .unwrap_or_else(|| panic!("the run's record never closed:\n{}", h.show(&run)));
+    assert!(
+        shown.contains("1 asked: 1 allowed, 0 denied, 0 unanswered"),
+        "{shown}"
+    );
+    // The allow is the run's, journaled with who answered.
+    let recs = events(&run, "ask", 2);
+    assert_eq!(recs[1]["AIRLOCK_ASK_STATE"], "allowed", "{recs:?}");
+    assert_eq!(recs[1]["AIRLOCK_ANSWERED_BY"], "uid 0", "{recs:?}");
+}
