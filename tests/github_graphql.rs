@@ -980,3 +980,159 @@ fn at_l3_the_merge_gate_reads_the_reviews_of_the_pull_request_the_merge_names() 
     assert!(!merged_pull(&gh, 2), "the unreviewed pull request landed");
     assert!(!merged_pull(&gh, 3));
 }
+
+/// Issue 41's second attack from inside a jail: an agent (tests/agents/github_attack.py)
+/// with writes to example-org/example-repo and run.clone covering example-org/other sends
+/// raw requests through its gateway: GraphQL batches, persisted-query bodies,
+/// operationName, comments ended at other line terminators, string escapes, variables
+/// typed differently or twinned by escapes, ids of other types (an IssueComment, a
+/// PullRequestReview, a repository) as subjects, GraphQL by GET, form, gzip and other
+/// paths, and REST paths encoded, dotted or absolute, approvals and merges, method
+/// overrides, and `PATCH /issues/N` of a person's pull request's number. Every write is
+/// refused; GitHub sees the two writes the role may make and nothing else.
+#[test]
+fn a_second_attack_from_inside_the_jail_finds_every_write_refused() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let other = gh.dir.path().join("repos/example-org/other.git");
+    let c = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(gh.bare())
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(c.status.success(), "{}", stderr(&c));
+    let seed = std::process::Command::new("git")
+        .args(["branch", "theirs", "main"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    assert!(seed.status.success(), "{}", stderr(&seed));
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &gh.mint_token(),
+        r#"{"title":"theirs","head":"theirs","base":"main","standin_author":"octo-human"}"#,
+    );
+    assert_eq!(opened["number"], 2, "{opened}");
+    let text = role(30)
+        .replace("kind: workflow", "kind: agent")
+        .replace("tools: {}", "tools: {board: [board_read]}")
+        .replace(
+            "issues: [create, comment, label]",
+            "issues: [create, comment, label, close, reopen, edit_body]",
+        )
+        + "run:\n  model: claude-sonnet-4-5\n  clone: [example-org/other]\n";
+    let h = Host::new(&[("gina", "ghprobe")], &gh.config());
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), text).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    let probe = include_str!("agents/github_attack.py");
+    let before = gh.requests().len();
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/usr/bin/python3", "-c", probe])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+    eprintln!("{}", serde_json::to_string_pretty(&v).unwrap());
+    // Queries whose every reader here reads no mutation: forwarded as reads or refused,
+    // never executed as a write (checked below against what GitHub ran).
+    let reads = [
+        "g_string_escape_quote",
+        "g_string_backslash_quote",
+        "g_unicode_brace_escape",
+        "g_comment_nel",
+        "g_comment_ls",
+        "g_comment_ff",
+        "g_comment_nul",
+        "g_persisted_beside_a_query",
+    ];
+    let obj = v.as_object().unwrap();
+    assert!(obj.len() > 60, "{v}");
+    for (k, a) in obj {
+        if reads.contains(&k.as_str()) {
+            continue;
+        }
+        let status = a[0].as_u64().unwrap_or(0);
+        let body = &a[1];
+        let refused = match status {
+            200 => {
+                body["data"].is_null()
+                    && body["errors"][0]["type"] == "FORBIDDEN"
+                    && body["errors"][0]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("Airlock refused"))
+            }
+            401 | 403 => true,
+            // hyper's own refusal of a request target it cannot read.
+            400 => k == "r_backslash",
+            _ => false,
+        };
+        assert!(refused, "{k} was not refused: {a}");
+    }
+    // A person's pull request, by its issue number: refused as an edit of a pull request
+    // the run did not open.
+    for k in ["r_issue_patch_closes_pr", "r_issue_patch_retitles_pr"] {
+        let m = v[k][1]["message"].as_str().unwrap_or("");
+        assert!(
+            m.contains("pull_requests.open") && m.contains("is a pull request"),
+            "{k}: {}",
+            v[k]
+        );
+    }
+    // GitHub ran the two writes of the setup and no other; nothing reached the other
+    // repository or the person's pull request.
+    let reqs = gh.requests().split_off(before);
+    // A persisted query's id and extensions beside a query are not passed on: GitHub reads
+    // the document the gateway read.
+    let persisted: Vec<&Value> = reqs
+        .iter()
+        .filter(|q| q["graphql"]["fields"] == serde_json::json!(["viewer"]))
+        .filter(|q| {
+            let b = q["body"].as_str().unwrap_or("");
+            b.contains("persistedQuery") || b.contains("documentId")
+        })
+        .collect();
+    assert!(persisted.is_empty(), "{persisted:?}");
+    let mutations: Vec<&Value> = reqs
+        .iter()
+        .filter(|q| q["graphql"]["type"] == "mutation")
+        .collect();
+    assert_eq!(mutations.len(), 2, "{mutations:?}");
+    for q in &reqs {
+        let (m, p) = (
+            q["method"].as_str().unwrap_or(""),
+            q["path"].as_str().unwrap_or(""),
+        );
+        assert!(
+            m == "GET"
+                || p == "/graphql"
+                || p.ends_with("/git-upload-pack")
+                || p.starts_with("/app/")
+                || p == "/installation/token",
+            "a write reached GitHub: {q}"
+        );
+    }
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
+            .unwrap();
+    let theirs = &state["repos"]["example-org/example-repo"]["items"][1];
+    assert_eq!(theirs["title"], "theirs", "{theirs}");
+    assert_eq!(theirs["state"], "OPEN", "{theirs}");
+    assert_eq!(
+        state["repos"]["example-org/other"]["items"][0]["comments"],
+        serde_json::json!([]),
+        "a comment reached another repository's issue"
+    );
+    let ev = events(&run_id_of(&o), "github_write", 20);
+    let denied = |rule: &str| {
+        ev.iter()
+            .filter(|e| e["AIRLOCK_DECISION"] == "deny" && e["AIRLOCK_RULE"] == rule)
+            .count()
+    };
+    assert!(denied("pull_requests.open") >= 4, "{ev:?}");
+    assert!(denied("writes.repos") >= 1, "{ev:?}");
+    assert!(denied("github: node id") >= 4, "{ev:?}");
+}

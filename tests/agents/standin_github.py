@@ -323,6 +323,9 @@ class H(BaseHTTPRequestHandler):
                 return self.reply(404, {"message": "Not Found"})
             self.log(200, "token")
             return self.reply(200, {"total_count": len(runs[key]), "workflow_runs": runs[key]})
+        if parts[0] == "repos" and len(parts) == 5 and parts[3] == "issues" and parts[4].isdigit() \
+                and self.command in ("GET", "PATCH"):
+            return self.issue(parts[1] + "/" + parts[2], int(parts[4]), body)
         if parts[0] == "repos" and len(parts) in (5, 6) and parts[3] == "pulls" \
                 and self.command == "GET" and parts[4].isdigit():
             return self.pull_or_reviews(parts[1] + "/" + parts[2], int(parts[4]), len(parts) == 6)
@@ -339,6 +342,31 @@ class H(BaseHTTPRequestHandler):
         self.log(status, "token", {"body": body.decode(errors="replace")[:200],
                                    "content_encoding": self.headers.get("Content-Encoding")})
         return self.reply(status, {"ok": True, "method": self.command, "path": path})
+
+    def issue(self, repo, number, body):
+        """GET or PATCH /repos/O/R/issues/N, as GitHub answers it: every pull request is an
+        issue too (its issue carries `pull_request`), and a PATCH edits either's title,
+        body and state."""
+        with standin_graphql.LOCK:
+            r = GRAPHQL.repos.get(repo)
+            i = next((i for i in (r["items"] if r else []) if i["number"] == number), None)
+            if i is None:
+                self.log(404, "token")
+                return self.reply(404, {"message": "Not Found"})
+            if self.command == "PATCH":
+                a = json.loads(body or b"{}")
+                for k in ("title", "body"):
+                    if a.get(k) is not None:
+                        i[k] = a[k]
+                if a.get("state") in ("open", "closed"):
+                    i["state"] = a["state"].upper()
+                GRAPHQL.save()
+            out = {"number": number, "node_id": i["id"], "title": i["title"],
+                   "state": i["state"].lower()}
+            if i["__typename"] == "PullRequest":
+                out["pull_request"] = {"url": "https://api.github.com/repos/%s/pulls/%d" % (repo, number)}
+        self.log(200, "token", {"body": body.decode(errors="replace")[:200]})
+        return self.reply(200, out)
 
     def pull_or_reviews(self, repo, number, reviews):
         """GET /repos/O/R/pulls/N (head sha, author) or .../reviews: the pull requests of

@@ -501,6 +501,23 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     // read by GitHub as the JSON it is, whatever the client said.
     let body = match (&json_body, host) {
         (Some(v), Host::Api) => {
+            // A GraphQL body goes on as its three keys the gateway read (a persisted
+            // query's id or extensions would be a document it never saw).
+            let kept;
+            let v = match v.as_object() {
+                Some(o) if path == "/graphql" => {
+                    kept = Value::Object(
+                        o.iter()
+                            .filter(|(k, _)| {
+                                matches!(k.as_str(), "query" | "variables" | "operationName")
+                            })
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                    );
+                    &kept
+                }
+                _ => v,
+            };
             let Ok(read) = serde_json::to_vec(v) else {
                 return refusal(
                     StatusCode::BAD_REQUEST,
@@ -606,6 +623,36 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                     );
                 }
             }
+            // Every pull request is an issue too: GitHub takes `PATCH /repos/O/R/issues/N`
+            // of a pull request's number as an edit of the pull request (its title, body,
+            // state), which is allowed only on one this run opened, as `PATCH .../pulls/N`.
+            if let Some(n) = issue_edit(&method, &path, actions) {
+                let name = write_name(actions);
+                if let Err(d) = gh.decide(repo, actions, &name, &endpoint, started) {
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                    );
+                }
+                let token = gh.token_for(Some(repo)).cloned();
+                let why = match get_json(gh, &format!("/repos/{repo}/issues/{n}"), token).await {
+                    None => Some("GitHub could not be asked whether the issue is a pull request, so the edit does not go on"),
+                    Some(v)
+                        if v.get("pull_request").is_some_and(|p| !p.is_null())
+                            && !gh.nodes.opened_number(repo, n) =>
+                    {
+                        Some("the issue is a pull request, and only a pull request this run opened may be edited")
+                    }
+                    Some(_) => None,
+                };
+                if let Some(msg) = why {
+                    record(repo, &name, false, "pull_requests.open", msg, 403);
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by pull_requests.open: {msg}"),
+                    );
+                }
+            }
             Some((repo.clone(), actions.clone()))
         }
         Kind::Push { repo } => {
@@ -685,6 +732,22 @@ fn merge_number(path: &str) -> Option<u64> {
     let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match seg.as_slice() {
         ["repos", _, _, "pulls", n, "merge"] => n.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The number of the issue a request edits the title, body or state of (`PATCH
+/// /repos/O/R/issues/N`), which may be a pull request's.
+fn issue_edit(method: &str, path: &str, actions: &[Action]) -> Option<u64> {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let edits = actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::Issue("close") | Action::Issue("reopen") | Action::Issue("edit_body")
+        )
+    });
+    match (method, seg.as_slice()) {
+        ("PATCH", ["repos", _, _, "issues", n]) if edits => n.parse().ok(),
         _ => None,
     }
 }
