@@ -461,3 +461,289 @@ fn every_git_subcommand_a_shipped_role_grants_works_in_the_noexec_view() {
     assert!(out[1].1.contains("+world"), "{:?}", out[1].1);
     assert!(out2[0].1.contains("README:2:world"), "{:?}", out2[0].1);
 }
+
+/// The git subcommands the battery below is granted, beyond the code role's own.
+const MORE_GIT: &[&str] = &[
+    "git init",
+    "git clone",
+    "git fetch",
+    "git ls-remote",
+    "git merge",
+    "git checkout",
+    "git restore",
+    "git stash",
+    "git rebase",
+    "git cherry-pick",
+    "git gc",
+    "git maintenance",
+    "git worktree",
+    "git tag",
+    "git verify-commit",
+    "git archive",
+    "git notes",
+    "git st",
+    "git x",
+    "git difftool",
+    "git mergetool",
+    "git submodule",
+    "git help",
+];
+
+/// Issue 43's second attack on git, through the bash tool as the agent would: every key,
+/// attribute, include, template, hook and alias by which git starts a program, pointed at
+/// the run's own ELF (a copy of `id`) or `#!` script (which runs `id` and leaves a file),
+/// in the repository's config, a file it includes, the persistent home's `~/.gitconfig`,
+/// `~/.config/git/config` and `~/.config/git/attributes`, and a template directory; then
+/// the subcommands that would start each (status -v, diff, add, commit, commit -v, log
+/// --show-signature, switch, checkout, merge with a merge driver, stash, rebase, gc,
+/// maintenance, worktree, signed tag, verify-commit, archive with a tar filter, notes,
+/// fetch, ls-remote and clone over ext::, a remote helper and file://, init from the
+/// template, aliases, difftool, mergetool, submodule, help through a man viewer), and
+/// the options and environment that would set one (`-c`, `--config-env`, `--exec-path`,
+/// `GIT_PAGER=`, the loader as a command). Nothing of the run's may run: no `uid=` in any
+/// output, no file left by a script, no blob cleaned by a filter.
+#[test]
+fn no_git_path_of_the_second_attack_runs_a_program_of_the_runs() {
+    require_journald();
+    let h = Host::new(&[("tess", "code")], "");
+    let prefixes: String = MORE_GIT.iter().map(|p| format!("    - {p}\n")).collect();
+    h.local_role("code", |t| {
+        t.replacen("  bash:\n", &format!("  bash:\n{prefixes}"), 1)
+    });
+    let ws = h.root.join("ws");
+    let w = ws.display().to_string();
+    std::fs::create_dir_all(ws.join("d/hooks")).unwrap();
+    std::fs::create_dir_all(ws.join("tmpl/hooks")).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("README"), "x\n").unwrap();
+    std::fs::write(ws.join("file.x"), "base\n").unwrap();
+    git(&ws, &["add", "README", "file.x"]);
+    git(&ws, &["commit", "-q", "-m", "first"]);
+    git(&ws, &["branch", "b"]);
+    git(&ws, &["switch", "-q", "b"]);
+    std::fs::write(ws.join("file.x"), "theirs\n").unwrap();
+    git(&ws, &["commit", "-q", "-am", "theirs"]);
+    git(&ws, &["switch", "-q", "main"]);
+    std::fs::write(ws.join("file.x"), "ours\n").unwrap();
+    git(&ws, &["commit", "-q", "-am", "ours"]);
+    // Another repository for file:// and a clone.
+    let other = ws.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    git(&other, &["init", "-q", "-b", "main"]);
+    std::fs::write(other.join("o"), "o\n").unwrap();
+    git(&other, &["add", "o"]);
+    git(&other, &["commit", "-q", "-m", "o"]);
+    // The run's programs: an ELF and a script, as hooks too, and a link to the system's
+    // id named as git's help would name a page (for the loader as a man viewer's path).
+    use std::os::unix::fs::PermissionsExt;
+    let exe = |p: &std::path::Path| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap()
+    };
+    std::fs::copy("/usr/bin/id", ws.join("d/id-elf")).unwrap();
+    let script = format!("#!/bin/sh\nid\ntouch {w}/RAN-$(basename $0)\ncat\n");
+    std::fs::write(ws.join("d/id.sh"), &script).unwrap();
+    exe(&ws.join("d/id.sh"));
+    for hook in [
+        "pre-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "post-commit",
+        "post-checkout",
+        "post-merge",
+        "pre-rebase",
+        "post-rewrite",
+        "post-index-change",
+        "reference-transaction",
+        "pre-auto-gc",
+        "pre-merge-commit",
+        "fsmonitor-watchman",
+        "push-to-checkout",
+    ] {
+        for dir in ["d/hooks", ".git/hooks", "tmpl/hooks"] {
+            std::fs::write(ws.join(dir).join(hook), &script).unwrap();
+            exe(&ws.join(dir).join(hook));
+        }
+        std::fs::copy(
+            "/usr/bin/id",
+            ws.join("d/hooks").join(format!("{hook}.elf")),
+        )
+        .unwrap();
+    }
+    std::os::unix::fs::symlink("/usr/bin/id", ws.join("git-status")).unwrap();
+    std::fs::write(ws.join("new.x"), "new\n").unwrap();
+    std::fs::write(
+        ws.join(".gitattributes"),
+        "*.x diff=x merge=m filter=f\n*.tar export-subst\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("inc"),
+        format!("[diff \"x\"]\n\tcommand = {w}/d/id-elf\n[core]\n\tpager = {w}/d/id.sh\n"),
+    )
+    .unwrap();
+    let keys = format!(
+        "[user]\n\tname = T\n\temail = t@example.invalid\n\
+         [core]\n\tfsmonitor = {w}/d/id-elf\n\thooksPath = {w}/d/hooks\n\tpager = {w}/d/id.sh\n\
+         \teditor = {w}/d/id.sh\n\tsshCommand = {w}/d/id.sh\n\taskPass = {w}/d/id.sh\n\
+         \talternateRefsCommand = {w}/d/id.sh\n\tgitProxy = {w}/d/id.sh\n\
+         [sequence]\n\teditor = {w}/d/id.sh\n\
+         [credential]\n\thelper = !{w}/d/id.sh\n\
+         [credential \"https://github.com\"]\n\thelper = {w}/d/id-elf\n\
+         [gpg]\n\tprogram = {w}/d/id-elf\n[gpg \"ssh\"]\n\tprogram = {w}/d/id-elf\n\
+         [commit]\n\tgpgSign = true\n\tverbose = true\n[tag]\n\tgpgSign = true\n\
+         [log]\n\tshowSignature = true\n\
+         [alias]\n\tst = !id\n\tx = !{w}/d/id.sh\n\
+         [pager]\n\tstatus = {w}/d/id.sh\n\tlog = {w}/d/id.sh\n\
+         [uploadpack]\n\tpackObjectsHook = {w}/d/id.sh\n\
+         [protocol]\n\tallow = always\n[protocol \"ext\"]\n\tallow = always\n\
+         [remote \"evil\"]\n\turl = ext::{w}/d/id.sh\n\
+         [remote \"helper\"]\n\turl = x\n\tvcs = id\n\
+         [remote \"file\"]\n\turl = file://{w}/other\n\tuploadpack = {w}/d/id.sh\n\
+         [include]\n\tpath = {w}/inc\n[includeIf \"gitdir:{w}/\"]\n\tpath = {w}/inc\n\
+         [diff]\n\texternal = {w}/d/id-elf\n\ttool = t\n[difftool \"t\"]\n\tcmd = {w}/d/id.sh\n\
+         [merge]\n\ttool = t\n[mergetool \"t\"]\n\tcmd = {w}/d/id.sh\n\
+         [diff \"x\"]\n\ttextconv = {w}/d/id-elf\n\
+         [filter \"f\"]\n\tclean = {w}/d/id.sh\n\tsmudge = {w}/d/id-elf\n\tprocess = {w}/d/id-elf\n\
+         [merge \"m\"]\n\tname = m\n\tdriver = {w}/d/id-elf %O %A %B\n\
+         [init]\n\ttemplateDir = {w}/tmpl\n\
+         [gc]\n\tauto = 1\n\tautoDetach = false\n[maintenance]\n\tauto = true\n\
+         [interactive]\n\tdiffFilter = {w}/d/id-elf\n\
+         [tar \"evil\"]\n\tcommand = {w}/d/id-elf\n\
+         [help]\n\tformat = man\n[man]\n\tviewer = v\n[man \"v\"]\n\tcmd = {w}/d/id.sh\n\
+         [man \"man\"]\n\tpath = /lib64/ld-linux-x86-64.so.2\n\
+         [submodule]\n\trecurse = true\n"
+    );
+    let mut config = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    config.push_str(&keys);
+    std::fs::write(ws.join(".git/config"), config).unwrap();
+    chown_tree(&ws, h.uids[0]);
+    // The persistent home's config and attributes, as the run would leave them.
+    let home_steps = {
+        let home = "/home/tess";
+        let gc = keys
+            .replace('\n', "\\n")
+            .replace('\t', "\\t")
+            .replace('"', "\\\"");
+        format!(
+            "fs.mkdirSync('{home}/.config/git', {{recursive: true}});\
+             fs.writeFileSync('{home}/.gitconfig', \"{gc}\");\
+             fs.writeFileSync('{home}/.config/git/config', \"{gc}\");\
+             fs.writeFileSync('{home}/.config/git/attributes', '* diff=x merge=m filter=f\\n');\
+             return 'planted';"
+        )
+    };
+    let commands = [
+        "git status -v",
+        "git diff",
+        "git diff --cached",
+        "git add new.x file.x",
+        "git commit -m staged",
+        "git commit -v --allow-empty",
+        "git log -p -2",
+        "git show HEAD",
+        "git switch -c c",
+        "git switch main",
+        "git checkout b -- file.x",
+        "git restore --source=b file.x",
+        "git merge b",
+        "git merge --abort",
+        "git stash",
+        "git stash show -p",
+        "git stash pop",
+        "git rebase b",
+        "git rebase --abort",
+        "git cherry-pick b",
+        "git cherry-pick --abort",
+        "git gc",
+        "git maintenance run",
+        "git worktree add ../wt-x b",
+        "git tag -s -m t t1",
+        "git verify-commit HEAD",
+        "git archive --format=evil HEAD",
+        "git notes add -m n HEAD",
+        "git fetch evil",
+        "git fetch helper",
+        "git fetch file",
+        "git ls-remote evil",
+        "git clone other cl",
+        "git clone ext::sh cl2",
+        "git init fresh",
+        "git st",
+        "git x",
+        "git difftool HEAD~1",
+        "git mergetool",
+        "git submodule status",
+        "git help status",
+        "git status --help",
+        "git -c core.pager=d/id.sh status",
+        "git --config-env=core.pager=HOME status",
+        "git --exec-path=d status",
+        "GIT_PAGER=d/id.sh git status",
+        "env GIT_PAGER=d/id.sh git status",
+        "/lib64/ld-linux-x86-64.so.2 d/id-elf",
+        "git status",
+    ];
+    let mut steps = vec![json!({"js": home_steps})];
+    steps.extend(
+        commands
+            .iter()
+            .map(|c| json!({"call": "bash", "args": {"command": c}})),
+    );
+    let argv = mcp_agent(&Value::Array(steps));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = h
+        .launch(
+            "code",
+            "tess",
+            &["--workspace", ws.to_str().unwrap()],
+            &argv,
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    assert_eq!(step(&lines, 0)["value"], "planted", "{lines:#?}");
+    let mut ran = Vec::new();
+    let mut report = String::new();
+    for (i, c) in commands.iter().enumerate() {
+        let s = step(&lines, i + 1);
+        let text = printed(&lines, i + 1);
+        let said = if text.is_empty() {
+            s.to_string()
+        } else {
+            text.clone()
+        };
+        let code = s["structured"]["exit_code"].as_i64().unwrap_or(-1);
+        report.push_str(&format!(
+            "{c} => {code} {}\n",
+            said.chars()
+                .take(300)
+                .collect::<String>()
+                .replace('\n', " | ")
+        ));
+        if said.contains("uid=") {
+            ran.push(c.to_string());
+        }
+    }
+    eprintln!("{report}");
+    let left: Vec<String> = std::fs::read_dir(&ws)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("RAN-"))
+        .collect();
+    assert!(
+        ran.is_empty() && left.is_empty(),
+        "a program of the run's ran through git: {ran:?}, files left: {left:?}\n{report}"
+    );
+    // No blob was cleaned by the filter (its output would be id's).
+    let blob = std::process::Command::new("git")
+        .args(["cat-file", "-p", ":new.x"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(!stdout(&blob).contains("uid="), "{}", stdout(&blob));
+    // git still did its work: the last plain status answered.
+    let last = step(&lines, commands.len());
+    assert_eq!(last["structured"]["exit_code"], 0, "{last}\n{report}");
+}

@@ -230,3 +230,143 @@ fn pending_signals_of_one_side_do_not_count_against_the_other() {
         "the command's pending signals were counted against the agent: {r}"
     );
 }
+
+/// POSIX message queue bytes (RLIMIT_MSGQUEUE, counted per user and, since Linux 5.14,
+/// per user namespace), both ways: a command holding queues until the kernel refuses one
+/// leaves the agent able to open one, and the other way round.
+#[test]
+fn message_queue_bytes_of_one_side_do_not_count_against_the_other() {
+    let out = run(&["mqueue"]);
+    let r = seen(&out, "mqueue");
+    let cmd = &r["cmd_holding"];
+    assert_eq!(r["cmd_held_in_time"], true, "{r}");
+    assert_eq!(cmd["agent_done"], true, "{r}");
+    if cmd["held"] == 0 && r["agent_holding"]["held"] == 0 {
+        // Neither side may make a queue at all (Landlock refuses the mqueue file system's
+        // paths: EACCES), so neither holds a byte of the other's.
+        for v in [
+            &cmd["stopped_by"],
+            &r["agent_holding"]["stopped_by"],
+            &r["agent_while_cmd_holds"],
+            &r["cmd_while_agent_holds"]["try"],
+        ] {
+            assert_eq!(v, "EACCES", "{r}");
+        }
+        return;
+    }
+    // Stopped by the per-user byte limit (EMFILE), having held some.
+    assert_eq!(cmd["stopped_by"], "EMFILE", "{r}");
+    assert!(cmd["held"].as_u64().unwrap() >= 2, "{r}");
+    assert_eq!(
+        r["agent_while_cmd_holds"], "ok",
+        "the command's queues were counted against the agent: {r}"
+    );
+    assert_eq!(r["agent_holding"]["stopped_by"], "EMFILE", "{r}");
+    assert_eq!(
+        r["cmd_while_agent_holds"]["try"], "ok",
+        "the agent's queues were counted against its commands: {r}"
+    );
+}
+
+/// Processes (RLIMIT_NPROC), both ways: a command keeping 40 children does not count
+/// against the agent, whose own RLIMIT_NPROC (in a child of it) is lowered to the tasks it
+/// sees of its own plus 20 and which then forks; and the other way round (a command's
+/// fork under the same lowered limit with nothing held is the control).
+#[test]
+fn processes_of_one_side_do_not_count_against_the_other() {
+    let out = run(&["nproc"]);
+    let r = seen(&out, "nproc");
+    assert_eq!(r["cmd_control"]["fork"], "ok", "{r}");
+    // The probe sees a count where one is shared: a second command, beside the first's
+    // 40 children on the same side, is refused.
+    assert_eq!(r["cmd_beside_cmd"]["fork"], "EAGAIN", "{r}");
+    assert_eq!(r["cmd_held_in_time"], true, "{r}");
+    assert_eq!(r["cmd_holding"]["children"], 40, "{r}");
+    assert_eq!(r["cmd_holding"]["agent_done"], true, "{r}");
+    let a = &r["agent_while_cmd_holds"];
+    assert_eq!(a["lowered"], true, "{r}");
+    assert_eq!(
+        a["fork"], "ok",
+        "the command's processes were counted against the agent: {r}"
+    );
+    assert_eq!(r["agent_children"], 40, "{r}");
+    let c = &r["cmd_while_agent_holds"];
+    assert_eq!(c["lowered"], true, "{r}");
+    assert_eq!(
+        c["fork"], "ok",
+        "the agent's processes were counted against its commands: {r}"
+    );
+}
+
+/// What the command side's own user namespace gives a command: nothing. It holds no
+/// capability, may not unshare or join a namespace, write its maps or setgroups, change
+/// its ids (to root, or to the namespace's owner uid, which nothing runs as), or give a
+/// file to that owner; its maps name the instance uid alone; and the agent, outside that
+/// namespace, holds none over it either.
+#[test]
+fn the_command_sides_user_namespace_gives_a_command_nothing() {
+    let out = run(&["userns"]);
+    let r = seen(&out, "userns");
+    let c = &r["command"];
+    let a = &r["agent"];
+    let uid = a["status"]["Uid"][0].as_str().unwrap().to_string();
+    assert_ne!(
+        c["ns_user"], a["ns_user"],
+        "one user namespace for both: {r}"
+    );
+    assert_eq!(c["uid_map"], json!([uid, uid, "1"]), "{r}");
+    for side in [c, a] {
+        for cap in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+            assert_eq!(
+                side["status"][cap],
+                json!(["0000000000000000"]),
+                "{cap}: {r}"
+            );
+        }
+        assert_eq!(side["status"]["NoNewPrivs"], json!(["1"]), "{r}");
+        for k in [
+            "unshare_user",
+            "unshare_mount",
+            "unshare_net",
+            "setns_own_user",
+            "setns_pid1_user",
+            "write_uid_map",
+            "write_setgroups",
+            "setgroups",
+            "setresuid_root",
+            "setresuid_owner",
+            "chown_to_owner",
+        ] {
+            let v = side[k].as_str().unwrap_or("missing");
+            assert!(v != "ok" && v != "missing", "{k} went through: {r}");
+        }
+    }
+}
+
+/// Inotify watches too (fs.inotify.max_user_watches, a per-user count like the
+/// instances), both ways: a command adding watches on system files until the kernel
+/// refuses one (ENOSPC) leaves the agent able to add one, and the other way round.
+#[test]
+fn inotify_watches_of_one_side_do_not_count_against_the_other() {
+    let out = run(&["watches"]);
+    let r = seen(&out, "watches");
+    let max: u64 = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let cmd = &r["cmd_holding"];
+    assert_eq!(r["cmd_held_in_time"], true, "{r}");
+    assert_eq!(cmd["agent_done"], true, "{r}");
+    assert_eq!(cmd["stopped_by"], "ENOSPC", "{r}");
+    assert!(cmd["watches"].as_u64().unwrap() + 64 >= max, "{r}");
+    assert_eq!(
+        r["agent_while_cmd_holds"], "ok",
+        "the command's watches were counted against the agent: {r}"
+    );
+    assert_eq!(r["agent_holding"]["stopped_by"], "ENOSPC", "{r}");
+    assert_eq!(
+        r["cmd_while_agent_holds"]["try"], "ok",
+        "the agent's watches were counted against its commands: {r}"
+    );
+}

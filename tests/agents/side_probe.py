@@ -192,6 +192,62 @@ def cmd_inotify_hold():
                       "uid_map": open("/proc/self/uid_map").read().split()}))
 
 
+def watch_paths(n):
+    """`n` paths of distinct system files to watch."""
+    out = []
+    for top in ("/usr/share", "/usr/lib"):
+        for d, _, files in os.walk(top):
+            for f in files:
+                out.append(os.path.join(d, f))
+                if len(out) >= n:
+                    return out
+    return out
+
+
+IN_MODIFY = 2
+
+
+def watches_hold(instances=64, per=4000):
+    """Watches on `per` system files from up to `instances` inotify instances, until the
+    kernel refuses one (ENOSPC past fs.inotify.max_user_watches, counted per user and
+    user namespace): (watches, errno name, descriptors)."""
+    paths = [p.encode() for p in watch_paths(per)]
+    fds, n = [], 0
+    for _ in range(instances):
+        fd = libc.inotify_init1(0o2000000)
+        if fd < 0:
+            return n, err(), fds
+        fds.append(fd)
+        for p in paths:
+            if libc.inotify_add_watch(fd, p, IN_MODIFY) < 0:
+                e = err()
+                if e in ("EACCES", "ENOENT"):
+                    continue
+                return n, e, fds
+            n += 1
+    return n, "none", fds
+
+
+def watch_try():
+    fd = libc.inotify_init1(0o2000000)
+    if fd < 0:
+        return err()
+    r = "ok" if libc.inotify_add_watch(fd, b"/usr/bin", IN_MODIFY) >= 0 else err()
+    os.close(fd)
+    return r
+
+
+def cmd_watches_hold():
+    n, stop, fds = watches_hold()
+    touch("cmd-watches-held")
+    ok = wait_file("agent-watches-tried")
+    print(json.dumps({"watches": n, "stopped_by": stop, "agent_done": ok}))
+
+
+def cmd_watch_try():
+    print(json.dumps({"try": watch_try()}))
+
+
 def cmd_inotify_try():
     print(json.dumps({"try": inotify_try()}))
 
@@ -223,6 +279,273 @@ def cmd_sysv(key):
     shm = libc.shmget(int(key), 0, 0)
     msg = libc.msgget(int(key), 0)
     print(json.dumps({"shm": "found" if shm >= 0 else err(), "msg": "found" if msg >= 0 else err()}))
+
+
+# Issue 43's second attack: the other per-user counts, and what the command side's own user
+# namespace gives a command.
+
+O_CREAT, O_RDWR, O_EXCL = 0o100, 0o2, 0o200
+
+
+class MqAttr(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long),
+                ("msgsize", ctypes.c_long), ("curmsgs", ctypes.c_long),
+                ("pad", ctypes.c_long * 4)]
+
+
+def mq_lib():
+    try:
+        rt = ctypes.CDLL("librt.so.1", use_errno=True)
+    except OSError:
+        rt = libc
+    rt.mq_open.restype = ctypes.c_int
+    rt.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(MqAttr)]
+    return rt
+
+
+def mq_hold(tag):
+    """Open POSIX message queues of 10 messages of 8 KiB until the kernel refuses one (past
+    RLIMIT_MSGQUEUE, counted per user): (queues, errno name). Each is unlinked at once,
+    held by its descriptor."""
+    rt = mq_lib()
+    held = []
+    while len(held) < 512:
+        name = ("/airlock-%s-%d-%d" % (tag, os.getpid(), len(held))).encode()
+        a = MqAttr(0, 10, 8192, 0)
+        fd = rt.mq_open(name, O_CREAT | O_RDWR | O_EXCL, 0o600, ctypes.byref(a))
+        if fd < 0:
+            return held, err()
+        rt.mq_unlink(name)
+        held.append(fd)
+    return held, "none"
+
+
+def mq_try(tag):
+    held, stop = mq_hold_one(tag)
+    return stop
+
+
+def mq_hold_one(tag):
+    rt = mq_lib()
+    name = ("/airlock-%s-%d-try" % (tag, os.getpid())).encode()
+    a = MqAttr(0, 10, 8192, 0)
+    fd = rt.mq_open(name, O_CREAT | O_RDWR | O_EXCL, 0o600, ctypes.byref(a))
+    if fd < 0:
+        return [], err()
+    rt.mq_unlink(name)
+    os.close(fd)
+    return [fd], "ok"
+
+
+def cmd_mq_hold():
+    held, stop = mq_hold("cmd")
+    touch("cmd-mq-held")
+    ok = wait_file("agent-mq-tried")
+    print(json.dumps({"held": len(held), "stopped_by": stop, "agent_done": ok}))
+
+
+def cmd_mq_try():
+    print(json.dumps({"try": mq_try("cmd")}))
+
+
+RLIMIT_NPROC = 6
+
+
+def tasks_of(uid):
+    """Tasks (threads too: RLIMIT_NPROC counts them) of `uid` this side's /proc shows."""
+    n = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            for tid in os.listdir("/proc/%s/task" % pid):
+                with open("/proc/%s/task/%s/status" % (pid, tid)) as f:
+                    for line in f:
+                        if line.startswith("Uid:") and int(line.split()[1]) == uid:
+                            n += 1
+        except OSError:
+            continue
+    return n
+
+
+def fork_under(limit_above):
+    """RLIMIT_NPROC lowered to this side's own tasks plus `limit_above`, then one fork:
+    ("ok" or the errno name, whether the limit was lowered, the limit)."""
+    own = tasks_of(os.getuid())
+    hard = Rlimit()
+    libc.syscall(SYS_PRLIMIT64, 0, RLIMIT_NPROC, None, ctypes.byref(hard))
+    low = Rlimit(own + limit_above, hard.max)
+    lowered = libc.syscall(SYS_PRLIMIT64, 0, RLIMIT_NPROC, ctypes.byref(low), None) == 0
+    try:
+        pid = os.fork()
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno)), lowered, own + limit_above
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return "ok", lowered, own + limit_above
+
+
+def hold_children(n):
+    """`n` children that sleep until their parent's pipe closes."""
+    rd, wr = os.pipe()
+    pids = []
+    for _ in range(n):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            os.close(wr)
+            os.read(rd, 1)
+            os._exit(0)
+        pids.append(pid)
+    os.close(rd)
+    return pids, wr
+
+
+def cmd_nproc_hold(n):
+    pids, wr = hold_children(int(n))
+    touch("cmd-nproc-held")
+    ok = wait_file("agent-nproc-tried")
+    os.close(wr)
+    for p in pids:
+        os.waitpid(p, 0)
+    print(json.dumps({"children": len(pids), "agent_done": ok}))
+
+
+def cmd_nproc_try():
+    r, lowered, limit = fork_under(20)
+    print(json.dumps({"fork": r, "lowered": lowered, "limit": limit}))
+
+
+F_SETPIPE_SZ, F_GETPIPE_SZ = 1031, 1032
+
+
+def pipes_hold():
+    """Pipes grown to 1 MiB until the kernel refuses to grow one (past
+    fs.pipe-user-pages-soft, counted per user): (pipes, why it stopped)."""
+    import fcntl
+    held = []
+    while len(held) < 200:
+        r, w = os.pipe()
+        try:
+            fcntl.fcntl(w, F_SETPIPE_SZ, 1 << 20)
+        except OSError as e:
+            os.close(r)
+            os.close(w)
+            return held, errno.errorcode.get(e.errno, str(e.errno))
+        held.append((r, w))
+    return held, "none"
+
+
+def pipes_past_soft(held):
+    """Past the soft limit: plain pipes until the kernel gives one its least (2 pages) or
+    40 more were made: the size of the last."""
+    size = 0
+    for _ in range(40):
+        r, w = os.pipe()
+        held.append((r, w))
+        import fcntl
+        size = fcntl.fcntl(w, F_GETPIPE_SZ)
+        if size < 65536:
+            break
+    return size
+
+
+def pipe_size():
+    import fcntl
+    r, w = os.pipe()
+    n = fcntl.fcntl(w, F_GETPIPE_SZ)
+    os.close(r)
+    os.close(w)
+    return n
+
+
+def cmd_pipes_hold():
+    held, stop = pipes_hold()
+    last = pipes_past_soft(held)
+    touch("cmd-pipes-held")
+    ok = wait_file("agent-pipes-tried")
+    print(json.dumps({"held": len(held), "stopped_by": stop, "agent_done": ok,
+                      "last_pipe_size": last, "new_pipe_size": pipe_size()}))
+
+
+CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000, 0x20000000, 0x40000000
+SYS_SETRESUID, SYS_SETGROUPS, SYS_UNSHARE, SYS_SETNS = 117, 116, 272, 308
+PTRACE_ATTACH = 16
+
+
+def status_fields(pid="self"):
+    out = {}
+    with open("/proc/%s/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+                     "NoNewPrivs", "Seccomp"):
+                out[k] = v.split()
+    return out
+
+
+def attempt(fn):
+    ctypes.set_errno(0)
+    try:
+        r = fn()
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+    if isinstance(r, int) and r < 0:
+        return err()
+    return "ok"
+
+
+def write_file(path, text):
+    def f():
+        with open(path, "w") as fh:
+            fh.write(text)
+    return f
+
+
+def userns_report(owner):
+    """What this process may do with user namespaces and ids: its credentials, its maps,
+    and each attempt's result."""
+    uid = os.getuid()
+    r = {"status": status_fields()}
+    for f in ("uid_map", "gid_map", "setgroups"):
+        try:
+            r[f] = open("/proc/self/" + f).read().split()
+        except OSError as e:
+            r[f] = errno.errorcode.get(e.errno, str(e.errno))
+    r["ns_user"] = os.readlink("/proc/self/ns/user")
+    r["unshare_user"] = attempt(lambda: libc.syscall(SYS_UNSHARE, CLONE_NEWUSER))
+    r["unshare_mount"] = attempt(lambda: libc.syscall(SYS_UNSHARE, CLONE_NEWNS))
+    r["unshare_net"] = attempt(lambda: libc.syscall(SYS_UNSHARE, CLONE_NEWNET))
+    fd = os.open("/proc/self/ns/user", os.O_RDONLY)
+    r["setns_own_user"] = attempt(lambda: libc.syscall(SYS_SETNS, fd, CLONE_NEWUSER))
+    os.close(fd)
+    try:
+        fd = os.open("/proc/1/ns/user", os.O_RDONLY)
+        r["setns_pid1_user"] = attempt(lambda: libc.syscall(SYS_SETNS, fd, CLONE_NEWUSER))
+        os.close(fd)
+    except OSError as e:
+        r["setns_pid1_user"] = "open " + errno.errorcode.get(e.errno, str(e.errno))
+    r["write_uid_map"] = attempt(write_file("/proc/self/uid_map", "0 %d 1\n" % uid))
+    r["write_setgroups"] = attempt(write_file("/proc/self/setgroups", "deny"))
+    r["setgroups"] = attempt(lambda: libc.syscall(SYS_SETGROUPS, 0, None))
+    r["setresuid_root"] = attempt(lambda: libc.syscall(SYS_SETRESUID, 0, 0, 0))
+    r["setresuid_owner"] = attempt(lambda: libc.syscall(SYS_SETRESUID, owner, owner, owner))
+    r["chown_to_owner"] = attempt(lambda: os.chown(os.path.join(WS, "side_probe.py"), owner, -1))
+    # Every other process of this side's /proc: ptrace and a signal 0.
+    others = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) not in (os.getpid(), os.getppid()):
+            others[pid] = {"kill0": attempt(lambda: os.kill(int(pid), 0)),
+                           "ptrace": attempt(lambda: libc.ptrace(PTRACE_ATTACH, int(pid), None, None))}
+    r["others"] = others
+    return r
+
+
+def cmd_userns(owner):
+    print(json.dumps(userns_report(int(owner))))
 
 
 # ------------------------------------------------------------------- the agent side's half
@@ -378,14 +701,111 @@ def agent_sigpending():
             "cmd": last_json(box.get("result", {}).get("stdout"))}
 
 
+def agent_mqueue():
+    """Both ways: the command holds POSIX message queues up to its RLIMIT_MSGQUEUE while the
+    agent opens one; then the agent holds them while a command opens one."""
+    t, box = in_background("python3 side_probe.py cmd mq_hold")
+    held = wait_file("cmd-mq-held")
+    r = {"cmd_held_in_time": held, "agent_while_cmd_holds": mq_try("agent")}
+    touch("agent-mq-tried")
+    t.join()
+    r["cmd_holding"] = last_json(box.get("result", {}).get("stdout"))
+    fds, stop = mq_hold("agent")
+    r["agent_holding"] = {"held": len(fds), "stopped_by": stop}
+    r["cmd_while_agent_holds"] = last_json(bash("python3 side_probe.py cmd mq_try").get("stdout"))
+    for fd in fds:
+        os.close(fd)
+    return r
+
+
+def agent_nproc():
+    """Both ways: the command keeps 40 children while the agent, its RLIMIT_NPROC lowered
+    to the tasks it sees of its own plus 20, forks one; then the agent keeps 40 while a
+    command does the same (and once before, with nothing held: tasks of a side that its
+    /proc does not show, the runner's, count too). Counted per user, the other side's 40
+    would refuse the fork (EAGAIN)."""
+    control = last_json(bash("python3 side_probe.py cmd nproc_try").get("stdout"))
+    t, box = in_background("python3 side_probe.py cmd nproc_hold 40")
+    held = wait_file("cmd-nproc-held")
+    pid = os.fork()
+    if pid == 0:
+        # In a child, so the agent's own limit stays as it was.
+        res, lowered, limit = fork_under(20)
+        with open(os.path.join(WS, "agent-nproc.json"), "w") as f:
+            json.dump({"fork": res, "lowered": lowered, "limit": limit}, f)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    # The probe sees a shared count where there is one: a second command, on the same
+    # side as the 40 children, under the same lowered limit.
+    same_side = last_json(bash("python3 side_probe.py cmd nproc_try").get("stdout"))
+    r = {"cmd_held_in_time": held, "cmd_control": control, "cmd_beside_cmd": same_side,
+         "agent_while_cmd_holds": json.load(open(os.path.join(WS, "agent-nproc.json")))}
+    touch("agent-nproc-tried")
+    t.join()
+    r["cmd_holding"] = last_json(box.get("result", {}).get("stdout"))
+    pids, wr = hold_children(40)
+    r["agent_children"] = len(pids)
+    r["cmd_while_agent_holds"] = last_json(bash("python3 side_probe.py cmd nproc_try").get("stdout"))
+    os.close(wr)
+    for p in pids:
+        os.waitpid(p, 0)
+    return r
+
+
+def agent_watches():
+    """Both ways: the command adds inotify watches until the kernel refuses one while the
+    agent adds one; then the agent holds them while a command adds one."""
+    t, box = in_background("python3 side_probe.py cmd watches_hold", timeout_ms=300000)
+    held = wait_file("cmd-watches-held", seconds=280)
+    r = {"cmd_held_in_time": held, "agent_while_cmd_holds": watch_try()}
+    touch("agent-watches-tried")
+    t.join()
+    r["cmd_holding"] = last_json(box.get("result", {}).get("stdout"))
+    n, stop, fds = watches_hold()
+    r["agent_holding"] = {"watches": n, "stopped_by": stop}
+    r["cmd_while_agent_holds"] = last_json(bash("python3 side_probe.py cmd watch_try").get("stdout"))
+    for fd in fds:
+        os.close(fd)
+    return r
+
+
+def agent_pipes():
+    """Pipe buffer pages (fs.pipe-user-pages-soft) are counted per kernel uid, not per
+    user namespace: what a new pipe of the agent's gets while a command holds past the
+    soft limit. Not separated (the manual says so); run by hand, no test asserts it."""
+    before = pipe_size()
+    t, box = in_background("python3 side_probe.py cmd pipes_hold")
+    held = wait_file("cmd-pipes-held")
+    r = {"before": before, "cmd_held_in_time": held, "agent_while_cmd_holds": pipe_size()}
+    touch("agent-pipes-tried")
+    t.join()
+    r["cmd_holding"] = last_json(box.get("result", {}).get("stdout"))
+    return r
+
+
+def agent_userns():
+    """What the command side's own user namespace gives a command (and what the agent side
+    has, to compare): credentials, maps, unshare/setns, the maps and setgroups written,
+    ids changed (root, the namespace's owner uid), ptrace and signals of what it sees."""
+    owner = os.getuid() | 1 << 31
+    out = bash("python3 side_probe.py cmd userns %d" % owner)
+    return {"agent": userns_report(owner), "command": last_json(out.get("stdout")),
+            "stderr": out.get("stderr")}
+
+
 def main():
     if sys.argv[1] == "cmd":
         {"prlimit": cmd_prlimit, "blind": cmd_blind, "fdpass": cmd_fdpass,
          "sysv": cmd_sysv, "inotify_hold": cmd_inotify_hold,
-         "inotify_try": cmd_inotify_try, "sig_hold": cmd_sig_hold}[sys.argv[2]](*sys.argv[3:])
+         "inotify_try": cmd_inotify_try, "sig_hold": cmd_sig_hold,
+         "mq_hold": cmd_mq_hold, "mq_try": cmd_mq_try, "nproc_hold": cmd_nproc_hold,
+         "nproc_try": cmd_nproc_try, "pipes_hold": cmd_pipes_hold, "userns": cmd_userns,
+         "watches_hold": cmd_watches_hold, "watch_try": cmd_watch_try}[sys.argv[2]](*sys.argv[3:])
         return
     scenarios = {"prlimit": agent_prlimit, "blind": agent_blind, "fdpass": agent_fdpass,
-                 "sysv": agent_sysv, "inotify": agent_inotify, "sigpending": agent_sigpending}
+                 "sysv": agent_sysv, "inotify": agent_inotify, "sigpending": agent_sigpending,
+                 "mqueue": agent_mqueue, "nproc": agent_nproc, "pipes": agent_pipes,
+                 "userns": agent_userns, "watches": agent_watches}
     for s in sys.argv[2:]:
         name, _, arg = s.partition("=")
         try:
