@@ -247,3 +247,121 @@ fn launch_tty_without_a_terminal_is_refused_with_its_own_exit_code() {
         common::stderr(&o)
     );
 }
+
+/// The last line of the pane's visible screen that holds anything.
+fn last_line(t: &Tmux, target: &str) -> String {
+    t.visible(target)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Wait until the pane's last line holds `want`.
+fn wait_last_line(t: &Tmux, target: &str, want: &str) -> String {
+    poll(60, || {
+        let l = last_line(t, target);
+        l.contains(want).then_some(l)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{want:?} never on the last line of {target}:\n{}",
+            t.visible(target)
+        )
+    })
+}
+
+#[test]
+fn an_ask_shows_on_the_status_line_and_the_writer_answers_it_there() {
+    require_journald();
+    let h = Host::new(
+        &[("tess", "code")],
+        "asks: {roles: [code], wait_seconds: 120}\n",
+    );
+    let _d = Airlockd::start(&h);
+    let ws = h.workspace("ws", h.uids[0]);
+    let steps = serde_json::json!([
+        {"call": "bash", "args": {"command": "touch from-tty"}},
+        {"call": "bash", "args": {"command": "touch denied-tty"}},
+    ]);
+    let mut args = vec![
+        "launch".to_string(),
+        "code".into(),
+        "--instance".into(),
+        "tess".into(),
+        "--tty".into(),
+        "--workspace".into(),
+        ws.display().to_string(),
+        "--".into(),
+    ];
+    args.extend(common::mcp_agent(&steps));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let launch = wrapper(&h, "launch.sh", &args);
+    let t = Tmux::new("asks");
+    t.session("t", 120, 30, &launch);
+    t.ok(&["set-option", "-g", "status", "off"]);
+
+    // The ask is on the writer's last line, with the keys that answer it.
+    let line = wait_last_line(&t, "t", "touch from-tty");
+    assert!(
+        line.contains("ask a-") && line.contains("Ctrl-] a allow"),
+        "{line}"
+    );
+    assert!(line.contains("default: no prefix matches"), "{line}");
+    let run = run_id(&t.screen("t"));
+
+    // A reader sees it too, and may not answer it.
+    let reader = wrapper(&h, "reader.sh", &["attach", &run, "--read-only"]);
+    t.session("r", 120, 30, &reader);
+    let line = wait_last_line(&t, "r", "touch from-tty");
+    assert!(
+        line.contains("read-only: airlockctl allow|deny a-"),
+        "{line}"
+    );
+    t.ok(&["send-keys", "-t", "r", "C-]", "a"]);
+    wait_last_line(&t, "r", "a read-only terminal cannot answer");
+    assert!(
+        !ws.join("from-tty").exists(),
+        "a reader's key answered the ask"
+    );
+
+    // The writer allows it with Ctrl-] a; the next ask takes the line, Ctrl-] n denies it.
+    t.ok(&["send-keys", "-t", "t", "C-]", "a"]);
+    wait_last_line(&t, "t", "touch denied-tty");
+    assert!(
+        ws.join("from-tty").exists(),
+        "the allowed command did not run"
+    );
+    t.ok(&["send-keys", "-t", "t", "C-]", "n"]);
+    let s = t.wait_for("t", "EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+    assert!(!ws.join("denied-tty").exists());
+    // The agent got both answers: the first ran, the second was refused by uid 0.
+    assert!(s.contains("\"exit_code\":0"), "{s}");
+    assert!(s.contains("denied by uid 0"), "{s}");
+    // The status line is gone with the asks.
+    assert!(!last_line(&t, "t").contains("ask a-"), "{}", t.visible("t"));
+
+    // Journaled as `airlockctl allow|deny` would be: who answered.
+    let recs = common::events(&run, "ask", 4);
+    let states: Vec<(&str, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["AIRLOCK_ASK_STATE"].as_str().unwrap_or_default(),
+                r["AIRLOCK_ANSWERED_BY"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("waiting", ""),
+            ("allowed", "uid 0"),
+            ("waiting", ""),
+            ("denied", "uid 0")
+        ],
+        "{recs:?}"
+    );
+}

@@ -195,6 +195,8 @@ fn follow(
                 client.set_timeout(None)?;
                 run = Some(id);
             }
+            // A terminal session's frames: not sent to a `--wait` launch.
+            Frame::Asks { .. } | Frame::Notice { .. } => {}
             Frame::Output { stream, data } => {
                 if stream == "stderr" {
                     let _ = stdout.flush();

@@ -24,5 +24,6 @@ pub mod table;
 pub mod timers;
 pub mod top;
 pub mod tty;
+pub mod tty_status;
 pub mod validate;
 pub mod verify_ledger;

@@ -1,7 +1,9 @@
 //! `airlockctl launch --tty` and `airlockctl attach`: this terminal, in raw mode, relayed
 //! to a run's pseudo-terminal through airlockd. Keys go as they are (Ctrl-C reaches the
 //! agent as a character; its pty makes it SIGINT), window sizes follow SIGWINCH, and the
-//! run's exit code is ours at the end. `Ctrl-]` then `d` detaches: the run goes on.
+//! run's exit code is ours at the end. `Ctrl-]` then `d` detaches: the run goes on. An
+//! ask of the run shows on the status line ([`super::tty_status`]); `Ctrl-]` then `a`, `r`
+//! or `n` answers it.
 //! What airlockd sends was filtered already (`terminal::filter`): no OSC, DCS, APC and no
 //! request that would make this terminal answer into the agent's input.
 
@@ -13,7 +15,10 @@ use std::sync::{Arc, Mutex};
 
 use super::remote::{self, Ctx};
 use super::table::clean;
-use crate::control::protocol::{to_hex, ErrorCode, Frame, Op, Request, Response, TtyMsg, TtySize};
+use super::tty_status;
+use crate::control::protocol::{
+    to_hex, AskHow, AskShown, ErrorCode, Frame, Op, Request, Response, TtyMsg, TtySize,
+};
 
 /// `--tty` (or `attach`) without a terminal on stdin and stdout.
 pub const EXIT_NO_TERMINAL: i32 = 5;
@@ -22,22 +27,53 @@ pub const EXIT_WRITER_BUSY: i32 = 6;
 /// The detach key: `Ctrl-]`, then `d`.
 pub const DETACH_PREFIX: u8 = 0x1d;
 
-/// What the keys read so far mean: bytes for the agent, or a detach.
+/// What the person typed, in order.
+#[derive(Debug, PartialEq, Eq)]
+pub enum KeyEvent {
+    /// For the agent.
+    Bytes(Vec<u8>),
+    /// `Ctrl-]` `d`: what follows is not read.
+    Detach,
+    /// `Ctrl-]` `a` (allow), `r` (allow for the run), `n` (deny): for the ask on the
+    /// status line; with none there, `key` goes to the agent after `Ctrl-]`.
+    Answer { how: AskHow, key: u8 },
+}
+
+/// What the keys read so far mean: bytes for the agent, a detach, or an answer.
 #[derive(Debug, Default)]
 pub struct Keys {
     prefix: bool,
 }
 
 impl Keys {
-    /// Split `input` into what goes to the agent and whether `Ctrl-]` `d` was typed (what
-    /// follows it is not sent). `Ctrl-]` followed by anything else sends both.
-    pub fn feed(&mut self, input: &[u8]) -> (Vec<u8>, bool) {
+    /// Split `input` into events. `Ctrl-]` followed by anything but `d`, `a`, `r`, `n`
+    /// sends both keys; a `Ctrl-]` at the end of `input` waits for the next key.
+    pub fn feed(&mut self, input: &[u8]) -> Vec<KeyEvent> {
+        let mut events = Vec::new();
         let mut out = Vec::with_capacity(input.len());
+        let flush = |out: &mut Vec<u8>, events: &mut Vec<KeyEvent>| {
+            if !out.is_empty() {
+                events.push(KeyEvent::Bytes(std::mem::take(out)));
+            }
+        };
         for &b in input {
             if self.prefix {
                 self.prefix = false;
-                if b == b'd' {
-                    return (out, true);
+                let how = match b {
+                    b'd' => {
+                        flush(&mut out, &mut events);
+                        events.push(KeyEvent::Detach);
+                        return events;
+                    }
+                    b'a' => Some(AskHow::Allow),
+                    b'r' => Some(AskHow::AllowForRun),
+                    b'n' => Some(AskHow::Deny),
+                    _ => None,
+                };
+                if let Some(how) = how {
+                    flush(&mut out, &mut events);
+                    events.push(KeyEvent::Answer { how, key: b });
+                    continue;
                 }
                 out.push(DETACH_PREFIX);
                 if b == DETACH_PREFIX {
@@ -51,7 +87,8 @@ impl Keys {
                 out.push(b);
             }
         }
-        (out, false)
+        flush(&mut out, &mut events);
+        events
     }
 }
 
@@ -97,7 +134,7 @@ pub fn launch(ctx: &Ctx, args: &super::launch::LaunchArgs, workspace: Option<Str
         wait: false,
         tty: Some(window_size()),
     };
-    session(ctx, op, "launch")
+    session(ctx, op, "launch", false)
 }
 
 /// `attach RUN [--read-only]`.
@@ -110,7 +147,7 @@ pub fn attach(ctx: &Ctx, run: &str, read_only: bool) -> i32 {
         read_only,
         tty: Some(window_size()),
     };
-    session(ctx, op, "attach")
+    session(ctx, op, "attach", read_only)
 }
 
 /// Raw mode while it lives.
@@ -161,7 +198,83 @@ fn refused(what: &str, run: Option<&str>, resp: &Response) -> i32 {
     }
 }
 
-fn session(ctx: &Ctx, op: Op, what: &str) -> i32 {
+/// What the keys and resize threads need of the status line.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The ask the keys answer: the first on the status line.
+    ask: Option<String>,
+    /// Whether the last row is the status line's (the agent is told one row less).
+    reserved: bool,
+}
+
+/// The status line (see [`tty_status`]), drawn by the thread that writes the screen.
+struct Status {
+    asks: Vec<AskShown>,
+    notice: Option<String>,
+    read_only: bool,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl Status {
+    fn reserved(&self) -> bool {
+        self.shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .reserved
+    }
+
+    /// Draw the line, taking the last row (and telling the agent) when an ask first
+    /// shows, giving it back when none is left.
+    fn show(&mut self, out: &mut impl Write, w: &Mutex<UnixStream>) {
+        let size = window_size();
+        let line = tty_status::text(
+            &self.asks,
+            self.notice.as_deref(),
+            size.cols,
+            self.read_only,
+        );
+        let mut sh = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        sh.ask = self.asks.first().map(|a| a.id.clone());
+        let was = sh.reserved;
+        sh.reserved = line.is_some();
+        drop(sh);
+        match line {
+            Some(text) => {
+                let _ = out.write_all(&tty_status::draw(size, &text));
+                if !was {
+                    resize(w, tty_status::agent_size(size, true));
+                }
+            }
+            None if was => {
+                let _ = out.write_all(&tty_status::clear(size));
+                resize(w, size);
+            }
+            None => {}
+        }
+    }
+}
+
+fn resize(w: &Mutex<UnixStream>, s: TtySize) {
+    send_msg(
+        w,
+        &TtyMsg::Resize {
+            rows: s.rows,
+            cols: s.cols,
+        },
+    );
+}
+
+/// Leave the session's screen: the last row given back, raw mode off.
+fn leave(raw: &mut Option<Raw>, status: &mut Status, out: &mut impl Write, w: &Mutex<UnixStream>) {
+    if status.reserved() {
+        status.asks.clear();
+        status.show(out, w);
+    }
+    let _ = out.flush();
+    drop(raw.take());
+}
+
+fn session(ctx: &Ctx, op: Op, what: &str, read_only: bool) -> i32 {
     let socket = match ctx.socket_path() {
         Ok(s) => s,
         Err(code) => return code,
@@ -192,11 +305,17 @@ fn session(ctx: &Ctx, op: Op, what: &str) -> i32 {
     let mut run: Option<String> = None;
     let mut raw: Option<Raw> = None;
     let mut out = std::io::stdout().lock();
+    let mut status = Status {
+        asks: Vec::new(),
+        notice: None,
+        read_only,
+        shared: Arc::new(Mutex::new(Shared::default())),
+    };
     loop {
         let mut l = Vec::new();
         let n = reader.read_until(b'\n', &mut l).unwrap_or(0);
         if n == 0 {
-            drop(raw.take());
+            leave(&mut raw, &mut status, &mut out, &writer);
             let _ = out.flush();
             return match &run {
                 Some(id) if detached.load(Ordering::SeqCst) => {
@@ -220,12 +339,12 @@ fn session(ctx: &Ctx, op: Op, what: &str) -> i32 {
             };
         }
         let Ok(resp) = serde_json::from_slice::<Response>(&l) else {
-            drop(raw.take());
+            leave(&mut raw, &mut status, &mut out, &writer);
             eprintln!("\r\nairlockctl {what}: airlockd sent something that is not an answer");
             return super::output::ERROR;
         };
         if !resp.ok {
-            drop(raw.take());
+            leave(&mut raw, &mut status, &mut out, &writer);
             let _ = out.flush();
             if run.is_some() {
                 eprint!("\r\n");
@@ -243,12 +362,29 @@ fn session(ctx: &Ctx, op: Op, what: &str) -> i32 {
                 let id = clean(&id);
                 eprintln!("airlockctl: run {id} on this terminal; Ctrl-] then d detaches");
                 raw = Raw::enter();
-                start_input(writer.clone(), detached.clone());
-                start_resizes(writer.clone());
+                start_input(writer.clone(), detached.clone(), status.shared.clone());
+                start_resizes(writer.clone(), status.shared.clone());
                 run = Some(id);
             }
             Frame::Output { data, .. } => {
                 let _ = out.write_all(data.as_bytes());
+                // Whatever the agent wrote may have covered the status line.
+                if status.reserved() {
+                    status.show(&mut out, &writer);
+                }
+                let _ = out.flush();
+            }
+            Frame::Asks { asks } => {
+                if asks.first().map(|a| &a.id) != status.asks.first().map(|a| &a.id) {
+                    status.notice = None;
+                }
+                status.asks = asks;
+                status.show(&mut out, &writer);
+                let _ = out.flush();
+            }
+            Frame::Notice { text } => {
+                status.notice = Some(text);
+                status.show(&mut out, &writer);
                 let _ = out.flush();
             }
             Frame::Exited {
@@ -257,7 +393,7 @@ fn session(ctx: &Ctx, op: Op, what: &str) -> i32 {
                 outcome,
                 reason,
             } => {
-                drop(raw.take());
+                leave(&mut raw, &mut status, &mut out, &writer);
                 let _ = out.flush();
                 if outcome != "exited" {
                     eprintln!(
@@ -274,8 +410,8 @@ fn session(ctx: &Ctx, op: Op, what: &str) -> i32 {
 }
 
 /// Keys from stdin to airlockd until `Ctrl-]` `d` (then the connection is shut, which
-/// ends the main loop) or end of input.
-fn start_input(w: Arc<Mutex<UnixStream>>, detached: Arc<AtomicBool>) {
+/// ends the main loop) or end of input; an answer key for the ask on the status line.
+fn start_input(w: Arc<Mutex<UnixStream>>, detached: Arc<AtomicBool>, shared: Arc<Mutex<Shared>>) {
     let _ = std::thread::Builder::new()
         .name("keys".into())
         .spawn(move || {
@@ -287,29 +423,38 @@ fn start_input(w: Arc<Mutex<UnixStream>>, detached: Arc<AtomicBool>) {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
                 };
-                let (bytes, detach) = keys.feed(&buf[..n]);
-                if !bytes.is_empty()
-                    && !send_msg(
-                        &w,
-                        &TtyMsg::Keys {
+                for event in keys.feed(&buf[..n]) {
+                    let msg = match event {
+                        KeyEvent::Bytes(bytes) => TtyMsg::Keys {
                             hex: to_hex(&bytes),
                         },
-                    )
-                {
-                    return;
-                }
-                if detach {
-                    detached.store(true, Ordering::SeqCst);
-                    let s = w.lock().unwrap_or_else(|e| e.into_inner());
-                    let _ = s.shutdown(std::net::Shutdown::Both);
-                    return;
+                        KeyEvent::Answer { how, key } => {
+                            let ask = shared.lock().unwrap_or_else(|e| e.into_inner()).ask.clone();
+                            match ask {
+                                Some(ask) => TtyMsg::Answer { ask, how },
+                                None => TtyMsg::Keys {
+                                    hex: to_hex(&[DETACH_PREFIX, key]),
+                                },
+                            }
+                        }
+                        KeyEvent::Detach => {
+                            detached.store(true, Ordering::SeqCst);
+                            let s = w.lock().unwrap_or_else(|e| e.into_inner());
+                            let _ = s.shutdown(std::net::Shutdown::Both);
+                            return;
+                        }
+                    };
+                    if !send_msg(&w, &msg) {
+                        return;
+                    }
                 }
             }
         });
 }
 
-/// The window's new size to airlockd on every SIGWINCH.
-fn start_resizes(w: Arc<Mutex<UnixStream>>) {
+/// The window's new size to airlockd on every SIGWINCH (a row less while the status
+/// line holds the last).
+fn start_resizes(w: Arc<Mutex<UnixStream>>, shared: Arc<Mutex<Shared>>) {
     let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGWINCH])
     else {
         return;
@@ -318,7 +463,8 @@ fn start_resizes(w: Arc<Mutex<UnixStream>>) {
         .name("winch".into())
         .spawn(move || {
             for _ in signals.forever() {
-                let s = window_size();
+                let reserved = shared.lock().unwrap_or_else(|e| e.into_inner()).reserved;
+                let s = tty_status::agent_size(window_size(), reserved);
                 if !send_msg(
                     &w,
                     &TtyMsg::Resize {
@@ -338,12 +484,39 @@ mod tests {
 
     #[test]
     fn ctrl_bracket_d_detaches_and_anything_else_passes() {
+        use KeyEvent::*;
         let mut k = Keys::default();
-        assert_eq!(k.feed(b"ab\x03"), (b"ab\x03".to_vec(), false));
-        assert_eq!(k.feed(b"x\x1d"), (b"x".to_vec(), false));
-        assert_eq!(k.feed(b"dzz"), (Vec::new(), true));
+        assert_eq!(k.feed(b"ab\x03"), vec![Bytes(b"ab\x03".to_vec())]);
+        assert_eq!(k.feed(b"x\x1d"), vec![Bytes(b"x".to_vec())]);
+        assert_eq!(k.feed(b"dzz"), vec![Detach]);
         let mut k = Keys::default();
-        assert_eq!(k.feed(b"\x1dq"), (b"\x1dq".to_vec(), false));
-        assert_eq!(k.feed(b"\x1d\x1dd"), (b"\x1d".to_vec(), true));
+        assert_eq!(k.feed(b"\x1dq"), vec![Bytes(b"\x1dq".to_vec())]);
+        assert_eq!(k.feed(b"\x1d\x1dd"), vec![Bytes(b"\x1d".to_vec()), Detach]);
+    }
+
+    #[test]
+    fn ctrl_bracket_a_r_n_answer_in_order_with_the_keys_around_them() {
+        use KeyEvent::*;
+        let mut k = Keys::default();
+        assert_eq!(
+            k.feed(b"x\x1day\x1drz\x1dn"),
+            vec![
+                Bytes(b"x".to_vec()),
+                Answer {
+                    how: AskHow::Allow,
+                    key: b'a'
+                },
+                Bytes(b"y".to_vec()),
+                Answer {
+                    how: AskHow::AllowForRun,
+                    key: b'r'
+                },
+                Bytes(b"z".to_vec()),
+                Answer {
+                    how: AskHow::Deny,
+                    key: b'n'
+                },
+            ]
+        );
     }
 }

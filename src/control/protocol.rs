@@ -209,8 +209,37 @@ pub struct TtySize {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "tty", rename_all = "snake_case", deny_unknown_fields)]
 pub enum TtyMsg {
-    Keys { hex: String },
-    Resize { rows: u16, cols: u16 },
+    Keys {
+        hex: String,
+    },
+    Resize {
+        rows: u16,
+        cols: u16,
+    },
+    /// The writer answers an ask of its own run from the terminal (`Ctrl-]` then `a`,
+    /// `r` or `n`), as `airlockctl allow|deny` would.
+    Answer {
+        ask: String,
+        how: AskHow,
+    },
+}
+
+/// How a person answers an ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskHow {
+    Allow,
+    AllowForRun,
+    Deny,
+}
+
+/// An ask as a terminal session shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskShown {
+    pub id: String,
+    pub kind: String,
+    pub what: String,
+    pub rule: String,
 }
 
 /// Longest line a terminal session's client may send (a paste of 16 KiB, in hex).
@@ -760,5 +789,15 @@ pub enum Frame {
         /// exited, killed, timed_out, stopped, aborted.
         outcome: String,
         reason: String,
+    },
+    /// On a terminal session: the asks of its run waiting now, sent whenever they change
+    /// (empty: none waits any more).
+    Asks {
+        asks: Vec<AskShown>,
+    },
+    /// On a terminal session: one line for its status line (how an answer given there
+    /// went).
+    Notice {
+        text: String,
     },
 }

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::Daemon;
 use crate::control::auth::{self, Peer};
-use crate::control::protocol::{ErrorCode, Response};
+use crate::control::protocol::{AskHow, AskShown, ErrorCode, Response};
 use crate::gateway::asks::{AskAnswer, AskDesk, AskRequest, Waiting};
 use crate::policy::asks::AskKind;
 use crate::supervisor::instances;
@@ -159,6 +159,22 @@ pub fn list() -> Response {
     Response::ok(json!({ "asks": asks }))
 }
 
+/// The asks of run `run` waiting now, oldest first (a terminal session's status line).
+pub fn of_run(run: &str) -> Vec<AskShown> {
+    with(|reg| {
+        reg.pending
+            .iter()
+            .filter(|(_, p)| p.run == run)
+            .map(|(id, p)| AskShown {
+                id: format!("{PREFIX}{id}"),
+                kind: p.kind.as_str().to_string(),
+                what: p.what.clone(),
+                rule: p.rule.clone(),
+            })
+            .collect()
+    })
+}
+
 /// `allow ID [--for-run]` and `deny ID`: the run's launcher or an admin answers.
 pub fn answer(d: &Daemon, peer: &Peer, id: &str, how: How) -> Response {
     let shown = crate::terminal::escaped(id);
@@ -232,4 +248,14 @@ pub enum How {
     Allow,
     AllowForRun,
     Deny,
+}
+
+impl From<AskHow> for How {
+    fn from(h: AskHow) -> How {
+        match h {
+            AskHow::Allow => How::Allow,
+            AskHow::AllowForRun => How::AllowForRun,
+            AskHow::Deny => How::Deny,
+        }
+    }
 }

@@ -193,8 +193,11 @@ async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: Slot) {
                             let exit = s.frames.take().map(|(_, e)| e);
                             // What the client sends from here on is keys and sizes.
                             reader.get_mut().set_limit(u64::MAX);
-                            super::tty::serve(reader, &mut w, s.run, session, exit, None, false)
-                                .await
+                            let who = super::tty::Answerer {
+                                daemon: &d,
+                                peer: &peer,
+                            };
+                            super::tty::serve(reader, &mut w, s.run, session, exit, None, who).await
                         }
                         None => stream_run(&mut w, s).await,
                     }
@@ -213,7 +216,11 @@ async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: Slot) {
                 drop(slot);
                 reader.get_mut().set_limit(u64::MAX);
                 let size = tty.filter(|_| session.writer);
-                super::tty::serve(reader, &mut w, run, session, None, size, true).await
+                let who = super::tty::Answerer {
+                    daemon: &d,
+                    peer: &peer,
+                };
+                super::tty::serve(reader, &mut w, run, session, None, size, who).await
             }
         },
         // Asynchronous: they talk to an authorization server (a device login waits for the

@@ -12,11 +12,41 @@ use tokio::sync::{mpsc, oneshot};
 use super::Daemon;
 use crate::control::auth::{self, AccessGroups, Peer};
 use crate::control::protocol::{
-    from_hex, ErrorCode, Frame, Response, TtyMsg, TtySize, MAX_TTY_LINE,
+    from_hex, AskHow, ErrorCode, Frame, Response, TtyMsg, TtySize, MAX_TTY_LINE,
 };
 use crate::supervisor::tty::{Input, Refused, Session};
 
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a session looks for a change in its run's asks (a person's pace).
+const ASKS_EVERY: Duration = Duration::from_millis(200);
+
+/// Who is at the terminal, for answering its run's asks there.
+pub struct Answerer<'a> {
+    pub daemon: &'a Daemon,
+    pub peer: &'a Peer,
+}
+
+/// An answer typed on the terminal: only the writer's, only to an ask of its own run;
+/// otherwise as `airlockctl allow|deny` (the launcher or an admin, journaled by uid).
+fn answer(who: &Answerer<'_>, writer: bool, run: &str, ask: &str, how: AskHow) -> String {
+    if !writer {
+        return "a read-only terminal cannot answer; `airlockctl allow|deny ID` does".into();
+    }
+    let shown = crate::terminal::escaped(ask);
+    if !super::asks::of_run(run).iter().any(|a| a.id == ask) {
+        return format!("ask {shown} no longer waits on this run");
+    }
+    let resp = super::asks::answer(who.daemon, who.peer, ask, how.into());
+    match (resp.ok, resp.data, resp.error) {
+        (true, Some(d), _) => d
+            .get("message")
+            .and_then(|m| m.as_str())
+            .unwrap_or("answered")
+            .to_string(),
+        (_, _, Some(e)) => e.message,
+        _ => format!("ask {shown}: no answer from airlockd"),
+    }
+}
 
 /// The terminal of live run `run` for `peer`: as its writer (the launcher or an admin),
 /// or `read_only` (any operator). A second writer is refused naming the first.
@@ -142,23 +172,24 @@ async fn read_msgs<R: AsyncBufRead + Unpin>(mut reader: R, tx: mpsc::Sender<Resu
 }
 
 /// Serve one terminal session until the run's terminal closes (then the launcher gets the
-/// run's exit) or the client leaves (a detach). `size`: the client's window; the writer's
-/// is set on the pty, twice when `redraw` (a different size first, so the agent's TUI
-/// gets SIGWINCH and draws its screen again).
+/// run's exit) or the client leaves (a detach). `redraw`: the writer's window on attach,
+/// set on the pty twice (a different size first, so the agent's TUI gets SIGWINCH and
+/// draws its screen again). The run's asks go to the client as they change, and the
+/// writer may answer them (see [`answer`]).
 pub async fn serve<R: AsyncBufRead + Unpin + Send + 'static>(
     reader: R,
     w: &mut OwnedWriteHalf,
     run: String,
     mut session: Session,
     exit: Option<oneshot::Receiver<Frame>>,
-    size: Option<TtySize>,
-    redraw: bool,
+    redraw: Option<TtySize>,
+    who: Answerer<'_>,
 ) {
     if !send(w, &frame(&Frame::Started { run: run.clone() })).await {
         return;
     }
-    if let Some(s) = size {
-        if redraw && s.cols > 1 {
+    if let Some(s) = redraw {
+        if s.cols > 1 {
             session
                 .send(Input::Resize {
                     rows: s.rows,
@@ -177,8 +208,21 @@ pub async fn serve<R: AsyncBufRead + Unpin + Send + 'static>(
     let reading = tokio::spawn(read_msgs(reader, tx));
     let mut carry = Vec::new();
     let mut client_gone = false;
+    let mut asks_tick = tokio::time::interval(ASKS_EVERY);
+    asks_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut shown = Vec::new();
     loop {
         tokio::select! {
+            _ = asks_tick.tick() => {
+                let now = super::asks::of_run(&run);
+                if now != shown {
+                    shown = now;
+                    if !send(w, &frame(&Frame::Asks { asks: shown.clone() })).await {
+                        client_gone = true;
+                        break;
+                    }
+                }
+            },
             out = session.output.recv() => match out {
                 Some(bytes) => {
                     carry.extend_from_slice(&bytes);
@@ -205,6 +249,13 @@ pub async fn serve<R: AsyncBufRead + Unpin + Send + 'static>(
                 },
                 Some(Ok(TtyMsg::Resize { rows, cols })) => {
                     session.send(Input::Resize { rows, cols }).await;
+                }
+                Some(Ok(TtyMsg::Answer { ask, how })) => {
+                    let text = answer(&who, session.writer, &run, &ask, how);
+                    if !send(w, &frame(&Frame::Notice { text })).await {
+                        client_gone = true;
+                        break;
+                    }
                 }
                 Some(Err(())) => {
                     send(w, &Response::err(ErrorCode::BadRequest, "a terminal session takes one JSON object per line: {\"tty\":\"keys\",\"hex\":...} or {\"tty\":\"resize\",\"rows\":...,\"cols\":...}")).await;
