@@ -1159,6 +1159,84 @@ fn delegated_cgroup_layout_and_recovery() {
     remove_delegated(&base);
 }
 
+/// A run's cgroup kept from removal by a tmpfs on its agent cgroup; let go when dropped.
+struct Pinned(PathBuf);
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.join("agent")).status();
+        let _ = airlock::sandbox::limits::kill_and_remove(&self.0);
+    }
+}
+
+/// The client's answer and the closing record come once every process of the run is gone,
+/// not after the run's cgroups are removed: a teardown that cannot finish (here a tmpfs
+/// mounted on the run's agent cgroup, so it cannot be removed) neither holds the answer
+/// back nor turns a clean exit into `aborted`; it is journaled once it has failed, and
+/// the run's record says how the agent ended. Before the change the answer waited for the
+/// helper's and then airlockd's own removal attempts and the record said `aborted`.
+#[test]
+fn the_answer_does_not_wait_for_the_teardown() {
+    let (mut env, base) = delegated_env("teardown");
+    env.start();
+    let sock = env.sock.clone();
+    let waiting = std::thread::spawn(move || {
+        try_request(
+            &sock,
+            &json!({"v":1,"op":"launch","role":"code","instance":"tess","wait":true,
+                    "command":["/usr/bin/python3","-c","import sys, time\ntime.sleep(5)\nsys.exit(7)"]}),
+        )
+    });
+    // The run's agent cgroup, once its agent is in it (a standby's cgroups have no sides).
+    let agent_cg = poll(20, || {
+        std::fs::read_dir(base.join("airlock"))
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("agent"))
+            .find(|a| {
+                std::fs::read_to_string(a.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+            })
+    });
+    let Some(agent_cg) = agent_cg else {
+        panic!("no agent cgroup; the launch answered {:?}", waiting.join());
+    };
+    let run_cg = agent_cg.parent().unwrap().to_path_buf();
+    let run = run_cg.file_name().unwrap().to_string_lossy().into_owned();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4k", "airlock-test-pin"])
+        .arg(&agent_cg)
+        .status()
+        .unwrap();
+    let pin = Pinned(run_cg.clone());
+    assert!(
+        mounted.success(),
+        "mount a tmpfs on {}: the launch answered {:?}",
+        agent_cg.display(),
+        waiting.join()
+    );
+    let answer = waiting.join().unwrap().unwrap();
+    let end = exited(&answer);
+    assert_eq!(end["exit_code"], 7, "{end}");
+    assert_eq!(end["outcome"], "exited", "{end}");
+    let closed = ledger_closed(&env.ledger(), &run).expect("the run's closing record");
+    assert_eq!(closed.outcome, ledger::Outcome::Exited, "{closed:?}");
+    assert_eq!(closed.exit_code, Some(7));
+    // The teardown's failure is told once airlockd has given up on it.
+    let told = poll(60, || {
+        env.daemon_fallback()
+            .lines()
+            .find(|l| l.contains(&run) && l.contains("removing what was left of it failed"))
+            .map(str::to_string)
+    });
+    drop(pin);
+    assert!(told.is_some(), "{}", env.daemon_fallback());
+    env.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(env.wait_exit(30), Some(0));
+    let left = run_cgroups_left(&base);
+    assert!(left.is_empty(), "cgroups left: {left:?}");
+    remove_delegated(&base);
+}
+
 /// Launches still being decided when the drain starts end before airlockd exits: refused
 /// ones remove what they made (run directory, helper, cgroups), started ones are stopped
 /// and closed. Without the wait, a runner abandoned by a late refusal was cut off by the

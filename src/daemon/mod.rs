@@ -67,6 +67,8 @@ pub struct Daemon {
     draining: AtomicBool,
     /// Launches being decided (see [`Daemon::launch_in_flight`]).
     launches: AtomicUsize,
+    /// Runs being supervised or torn down (see [`Daemon::run_in_flight`]).
+    supervising: AtomicUsize,
     pub events: Events,
     /// Parent of every run's cgroup, settled once at startup.
     pub cgroup_parent: Option<PathBuf>,
@@ -95,12 +97,13 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// A launch being decided; see [`Daemon::launch_in_flight`].
-pub struct InFlight<'a>(&'a Daemon);
+/// A launch being decided ([`Daemon::launch_in_flight`]) or a run being supervised
+/// ([`Daemon::run_in_flight`]): counted until it drops.
+pub struct InFlight<'a>(&'a AtomicUsize);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.launches.fetch_sub(1, Ordering::SeqCst);
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -127,7 +130,15 @@ impl Daemon {
     /// that started its run has it in the active table for the drain to stop.
     pub fn launch_in_flight(&self) -> InFlight<'_> {
         self.launches.fetch_add(1, Ordering::SeqCst);
-        InFlight(self)
+        InFlight(&self.launches)
+    }
+
+    /// Count a run as supervised until the guard drops, past its closing record: what
+    /// follows it (the helper's exit, the cgroups' removal, the disks let go) is waited
+    /// for by the drain too, so airlockd exits with nothing of a run left behind.
+    pub fn run_in_flight(&self) -> InFlight<'_> {
+        self.supervising.fetch_add(1, Ordering::SeqCst);
+        InFlight(&self.supervising)
     }
 
     pub fn active_count(&self) -> usize {
@@ -398,6 +409,7 @@ pub fn main(config_path: &Path) -> i32 {
         changed: Notify::new(),
         draining: AtomicBool::new(false),
         launches: AtomicUsize::new(0),
+        supervising: AtomicUsize::new(0),
         events,
         cgroup_parent,
         standby: standby::Standby::default(),
@@ -594,6 +606,15 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
         tokio::select! {
             _ = d.changed.notified() => notify::status(&d.status_line()),
             _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
+        }
+    }
+    // Their records are closed; what is left of them is torn down after. Bounded: the
+    // helpers remove their runs' cgroups and exit on their own.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    while d.supervising.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < until {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(5)) => {}
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
         }
     }

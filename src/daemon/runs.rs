@@ -21,6 +21,7 @@ use crate::supervisor::lease_records;
 use crate::supervisor::ledger::{self, LedgerEvent, Outcome, RunClosed, RunOpened};
 use crate::supervisor::outcome::{outcome_str, with_lost, NOT_STARTED};
 use crate::supervisor::process::{self, RunControl};
+use crate::supervisor::run_end::Teardown;
 use crate::supervisor::run_output::{JournaledRun, Tee};
 use crate::supervisor::tty::{Session, TtyHub, TtyRun};
 
@@ -478,6 +479,7 @@ pub(super) async fn supervise_run(
     go: Go,
     helper: Result<process::Spawned, LaunchError>,
 ) {
+    let _supervising = d.run_in_flight();
     let Go {
         requested,
         live,
@@ -494,6 +496,7 @@ pub(super) async fn supervise_run(
         instance: info.instance.clone(),
     };
     let exit_tx;
+    let mut teardown = None;
     let (closed, frame) = match RunJournal::open_with(fields, &d.journal_dir, d.journal_config()) {
         Err(e) => {
             exit_tx = frames.map(|(_, e)| e);
@@ -538,15 +541,31 @@ pub(super) async fn supervise_run(
             exit_tx = etx;
             // A terminal's output goes to its hub, not to frames of lines.
             let frame_tx = if tty.is_some() { None } else { frame_tx };
-            supervised(
+            let (closed, frame, rest) = supervised(
                 &d, &info, &prepared, &control, journal, helper, frame_tx, tty,
             )
-            .await
+            .await;
+            teardown = rest;
+            (closed, frame)
         }
     };
     settle(heartbeat, closed).await;
     if let Some(exit) = exit_tx {
         let _ = exit.send(frame);
+    }
+    // Nothing of the run runs any more; its helper's exit and the removal of its cgroups
+    // come after its end is recorded and answered. What could not be removed is told.
+    if let Some(t) = teardown {
+        if let Err(e) = t.finish().await {
+            d.events.log(
+                EventKind::JailReport,
+                &format!(
+                    "run {}: after its end was recorded, removing what was left of it failed: {e}",
+                    info.run
+                ),
+                &[("AIRLOCK_SUBJECT_RUN", info.run.as_str())],
+            );
+        }
     }
     // The run's disks go on the blocking pool (unlinking a large image takes a while), and
     // the next standby is started once this run is over, so building it never slows the
@@ -571,7 +590,7 @@ async fn supervised(
     helper: Result<process::Spawned, LaunchError>,
     frame_tx: Option<mpsc::Sender<Frame>>,
     tty: Option<TtyRun>,
-) -> (bool, Frame) {
+) -> (bool, Frame, Option<Teardown>) {
     journal.event(
         EventKind::RunStarted,
         &format!(
@@ -606,8 +625,8 @@ async fn supervised(
             t.size,
         ))
     });
-    let end = journal
-        .supervise(prepared, helper, control, tees, info.deadline_s)
+    let (end, teardown) = journal
+        .supervise_until_end(prepared, helper, control, tees, info.deadline_s)
         .await;
     // The terminal's last output reaches the journal before the run's last records: the
     // pty reads end of file once the run's last process is gone.
@@ -625,7 +644,7 @@ async fn supervised(
     // The leases, the journal's last records and the closing record on the blocking pool
     // (GitHub's DELETEs, fsync).
     let (d2, info2) = (d.clone(), info.clone());
-    blocking(move || {
+    let (closed, frame) = blocking(move || {
         if n > 0 {
             journal.event(
                 EventKind::OutputDropped,
@@ -659,7 +678,8 @@ async fn supervised(
                 "airlockd could not close the run's record; its next start closes it",
             ),
         )
-    })
+    });
+    (closed, frame, teardown)
 }
 
 /// The closing record is durable: the run's alive file goes. Not closed: it stays, touched

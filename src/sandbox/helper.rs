@@ -277,20 +277,53 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
     let result = body();
     drop(guard);
     drop(life_w);
+    let mut end = launch.end.take();
     // What the run's cgroups counted, told before they go.
-    if let (Some(end), Some(c)) = (launch.end.take(), cgroups.as_ref()) {
-        let _ = nix::unistd::write(&end, c.oom_kill_line().as_bytes());
+    if let (Some(end), Some(c)) = (&end, cgroups.as_ref()) {
+        let _ = nix::unistd::write(end, c.oom_kill_line().as_bytes());
     }
+    // Pid 1 is reaped (by the watch, or by the guard above), so its pid namespace is empty:
+    // the run is over. With an end pipe the launcher hears its exit code now and may answer
+    // while the cgroups below are removed; the helper's own output ends first, so the
+    // run's output streams reach end of file with the answer.
+    let told = match (&end, &result) {
+        (Some(e), Ok(code)) => end_run(e, *code),
+        _ => false,
+    };
     // Backstop: nothing of the run survives pid 1, whatever it did. Pid 1's exit already
     // killed every process of its pid namespace; this also frees the cgroups.
     if let Some(Err(e)) = cgroups.as_ref().map(RunCgroups::kill_and_remove) {
         match &result {
+            // Told its end, the launcher removes them itself once the helper has exited,
+            // and journals what it could not.
+            Ok(_) if told => {}
             // The status fd is closed once pid 1 runs; the run's stderr is what is left.
             Ok(_) => eprintln!("airlock-jail: {e}"),
             Err(_) => status.error(&e),
         }
     }
+    drop(end.take());
     result
+}
+
+/// The line on the end pipe that tells the run's exit code (as the helper exits with it)
+/// once pid 1 has been reaped: `EXIT N`.
+pub const END_EXIT: &str = "EXIT";
+
+/// End the helper's part in the run's output (stdout and stderr become /dev/null), then
+/// tell the launcher the exit code. Whether it was told: if the output could not be let
+/// go, the launcher waits for the helper's exit as before.
+fn end_run(end: &OwnedFd, code: i32) -> bool {
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
+        return false;
+    };
+    for fd in [1, 2] {
+        if nix::unistd::dup2(null.as_raw_fd(), fd).is_err() {
+            return false;
+        }
+    }
+    let line = format!("{END_EXIT} {code}\n");
+    matches!(nix::unistd::write(end, line.as_bytes()), Ok(n) if n == line.len())
 }
 
 /// Wait until the spec starts to come on stdin (or stdin closes), watching pid 1 meanwhile:

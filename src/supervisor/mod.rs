@@ -25,6 +25,7 @@ pub mod process;
 pub mod reap;
 pub mod reserve;
 pub mod run_ca;
+pub mod run_end;
 pub mod run_output;
 pub mod scope;
 pub mod spawn;

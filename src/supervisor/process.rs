@@ -27,6 +27,7 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 
 use super::launch::LaunchError;
+use super::run_end::{EndPipe, Teardown};
 use super::spawn::{spawn_process, Child};
 use crate::gateway::GatewayFds;
 use crate::sandbox::command_cgroup::CommandCgroups;
@@ -584,17 +585,25 @@ pub fn pids_of_uid(uid: u32) -> Vec<i32> {
 
 fn exit_of(status: &ExitStatus) -> (i32, Option<i32>) {
     match (status.code(), status.signal()) {
-        // The helper passes on the agent's status shell style: above 128 is a signal.
-        (Some(c), _) if c > 128 && c <= 128 + 64 => (c, Some(c - 128)),
-        (Some(c), _) => (c, None),
+        (Some(c), _) => exit_of_code(c),
         (None, Some(s)) => (128 + s, Some(s)),
         (None, None) => (125, None),
     }
 }
 
+/// The helper passes on the agent's status shell style: above 128 is a signal.
+fn exit_of_code(c: i32) -> (i32, Option<i32>) {
+    if c > 128 && c <= 128 + 64 {
+        (c, Some(c - 128))
+    } else {
+        (c, None)
+    }
+}
+
 /// Run a spawned jail to its end, as a task of the caller's runtime. `on` hears about
 /// milestones as they happen (it runs on the runtime: it must not block for long). The
-/// whole run is killed before this returns, and both output streams are drained.
+/// whole run is killed before this returns, its cgroups are removed, and both output
+/// streams are drained.
 pub async fn supervise(
     spec: &RunSpec,
     sp: Spawned,
@@ -603,6 +612,25 @@ pub async fn supervise(
     stderr: Box<dyn OutputSink>,
     on: &mut (dyn FnMut(Milestone<'_>) + Send),
 ) -> Result<Supervised, LaunchError> {
+    let (mut s, teardown) = supervise_until_end(spec, sp, ctl, stdout, stderr, on).await?;
+    if let Some(t) = teardown {
+        s.cleanup_error = t.finish().await.err();
+    }
+    Ok(s)
+}
+
+/// [`supervise`] until the run has ended: every process of it is gone and both output
+/// streams are drained. When the helper told the end before exiting, what is left (its
+/// exit, the cgroups' removal) comes back as a [`Teardown`] for the caller to finish once
+/// it has recorded and answered the run's end.
+pub async fn supervise_until_end(
+    spec: &RunSpec,
+    sp: Spawned,
+    ctl: &RunControl,
+    stdout: Box<dyn OutputSink>,
+    stderr: Box<dyn OutputSink>,
+    on: &mut (dyn FnMut(Milestone<'_>) + Send),
+) -> Result<(Supervised, Option<Teardown>), LaunchError> {
     let Spawned {
         mut child,
         pidfd,
@@ -610,8 +638,8 @@ pub async fn supervise(
         stdin,
         stdout: out_pipe,
         stderr: err_pipe,
-        // Held until this function returns: the run lives while we supervise it.
-        lifeline: _lifeline,
+        // Held until the helper has exited: the run lives while we supervise it.
+        lifeline,
         ahead: _,
         gateway,
         end,
@@ -652,6 +680,8 @@ pub async fn supervise(
             return Err(abort_start(spec, child, e).await);
         }
     };
+    // Without it (out of descriptors) the run's end is known at the helper's exit, as before.
+    let mut end = EndPipe::new(pipe::Receiver::from_file(end).ok());
 
     // The status pipe reaches EOF when the agent is exec'd or setup failed. It is read in
     // the loop below, so the jail's report is told while the run goes on, not after it.
@@ -687,17 +717,26 @@ pub async fn supervise(
     let waited = loop {
         let kill_at = term_at.filter(|_| !killed).map(|t| t + ctl.grace);
         tokio::select! {
+            // In this order: a helper that told the end and exited since is taken at its
+            // word, so the answer does not wait for the backstop.
+            biased;
+            // The helper reaped pid 1 and told the exit code: nothing of the run runs.
+            told = end.read_some(), if end.open() => {
+                if let Some(code) = told {
+                    break Ok(Ended::Told(code));
+                }
+            }
             // The helper exited (or, without a pidfd, it is time to look).
             _ = readable(pidfd.as_ref()) => {
                 match child.try_wait() {
-                    Ok(Some(st)) => break Ok(st),
+                    Ok(Some(st)) => break Ok(Ended::Exited(st)),
                     Ok(None) => {}
                     Err(e) => break Err(e),
                 }
             }
             _ = tokio::time::sleep(TICK), if pidfd.is_none() => {
                 match child.try_wait() {
-                    Ok(Some(st)) => break Ok(st),
+                    Ok(Some(st)) => break Ok(Ended::Exited(st)),
                     Ok(None) => {}
                     Err(e) => break Err(e),
                 }
@@ -752,8 +791,13 @@ pub async fn supervise(
         }
     };
     // Whatever is left (double-forked processes, a stuck init) dies now, which also closes
-    // every copy of the pipes so the pumps and the status reader reach EOF.
-    let cleanup_error = cleanup(spec).await.err();
+    // every copy of the pipes so the pumps and the status reader reach EOF. A helper that
+    // told the end has let go of its copies, and its pid 1 is reaped: the backstop waits
+    // for its exit, after the run's end is answered.
+    let cleanup_error = match &waited {
+        Ok(Ended::Told(_)) => None,
+        _ => cleanup(spec).await.err(),
+    };
     for h in pumps {
         let _ = h.await;
     }
@@ -772,17 +816,47 @@ pub async fn supervise(
             r
         }
     };
-    let status = waited.map_err(|e| LaunchError::Io(format!("wait for the jail helper: {e}")))?;
-    let (exit_code, signal) = exit_of(&status);
-    let oom = OomKills::parse(&read_end(end), MainSide::of(spec));
-    Ok(Supervised {
-        report,
-        exit_code,
-        signal,
-        ending,
-        cleanup_error,
-        oom,
-    })
+    let ended = waited.map_err(|e| LaunchError::Io(format!("wait for the jail helper: {e}")))?;
+    if let (Ended::Exited(_), Some(fd)) = (&ended, end.take_fd()) {
+        end.text.push_str(&read_end(fs::File::from(fd)));
+    }
+    let oom = OomKills::parse(&end.text, MainSide::of(spec));
+    let (exit_code, signal, teardown) = match ended {
+        Ended::Exited(st) => {
+            let (code, signal) = exit_of(&st);
+            (code, signal, None)
+        }
+        Ended::Told(code) => {
+            let (code, signal) = exit_of_code(code);
+            let teardown = Teardown {
+                spec: spec.clone(),
+                child,
+                pidfd,
+                end,
+                lifeline,
+            };
+            (code, signal, Some(teardown))
+        }
+    };
+    Ok((
+        Supervised {
+            report,
+            exit_code,
+            signal,
+            ending,
+            cleanup_error,
+            oom,
+        },
+        teardown,
+    ))
+}
+
+/// How the supervision loop saw the run end.
+enum Ended {
+    /// The helper exited.
+    Exited(ExitStatus),
+    /// The helper told the exit code on its end pipe; it is removing the cgroups.
+    Told(i32),
 }
 
 /// Most bytes read from the helper's end pipe.
@@ -805,7 +879,7 @@ fn read_end(end: fs::File) -> String {
 }
 
 /// [`backstop`] on the blocking pool (cgroup files).
-async fn cleanup(spec: &RunSpec) -> Result<(), String> {
+pub(super) async fn cleanup(spec: &RunSpec) -> Result<(), String> {
     let spec = spec.clone();
     tokio::task::spawn_blocking(move || backstop(&spec))
         .await

@@ -10,6 +10,7 @@ use super::connector;
 use super::launch::{LaunchError, Prepared};
 use super::outcome::{self, Closing};
 use super::process::{self, Milestone, OutputSink, RunControl, Spawned};
+use super::run_end::Teardown;
 use crate::gateway::egress::EgressRecord;
 use crate::gateway::provider::ProviderRecord;
 use crate::gateway::{CallLog, CallRecord, Gateway, UpstreamPlan};
@@ -199,7 +200,8 @@ impl JournaledRun {
     /// Run a spawned jail to its end, as a task of the caller's runtime: its output into
     /// the journal (and a copy to `tees`, stdout's then stderr's), the jail's report and
     /// the deadline as events, its gateway served from the jail's hand-over until the run
-    /// is over. Then an event counting lost records, if any. Returns how the run ended.
+    /// is over. Then an event counting lost records, if any. Returns how the run ended,
+    /// once its cgroups are removed too.
     pub async fn supervise(
         &self,
         prepared: &Prepared,
@@ -208,6 +210,35 @@ impl JournaledRun {
         tees: [Option<Box<dyn Tee>>; 2],
         deadline_s: u64,
     ) -> Closing {
+        self.supervise_run(prepared, helper, ctl, tees, deadline_s, false)
+            .await
+            .0
+    }
+
+    /// [`JournaledRun::supervise`] until every process of the run is gone: what is left
+    /// of its teardown, if anything, is for the caller to finish once it has recorded and
+    /// answered the run's end ([`Teardown::finish`]).
+    pub async fn supervise_until_end(
+        &self,
+        prepared: &Prepared,
+        helper: Result<Spawned, LaunchError>,
+        ctl: &RunControl,
+        tees: [Option<Box<dyn Tee>>; 2],
+        deadline_s: u64,
+    ) -> (Closing, Option<Teardown>) {
+        self.supervise_run(prepared, helper, ctl, tees, deadline_s, true)
+            .await
+    }
+
+    async fn supervise_run(
+        &self,
+        prepared: &Prepared,
+        helper: Result<Spawned, LaunchError>,
+        ctl: &RunControl,
+        tees: [Option<Box<dyn Tee>>; 2],
+        deadline_s: u64,
+        early: bool,
+    ) -> (Closing, Option<Teardown>) {
         let [out_tee, err_tee] = tees;
         let sink = |stream, tee| {
             Box::new(JournalSink::new(
@@ -278,8 +309,19 @@ impl JournaledRun {
                     }
                 }
                 };
-                process::supervise(&prepared.spec, sp, ctl, out, errs, &mut on).await
+                let spec = &prepared.spec;
+                if early {
+                    process::supervise_until_end(spec, sp, ctl, out, errs, &mut on).await
+                } else {
+                    process::supervise(spec, sp, ctl, out, errs, &mut on)
+                        .await
+                        .map(|s| (s, None))
+                }
             }
+        };
+        let (result, teardown) = match result {
+            Ok((s, t)) => (Ok(s), t),
+            Err(e) => (Err(e), None),
         };
         let mut counted = None;
         let mut egress = None;
@@ -327,7 +369,7 @@ impl JournaledRun {
                     .unwrap_or_default(),
             });
         }
-        closing
+        (closing, teardown)
     }
 
     /// Serve the run's gateway from the jail's hand-over: its stdio connectors' jails
