@@ -473,3 +473,103 @@ fn explain_says_what_a_role_may_reach() {
     let j: Value = serde_json::from_str(&explain("code", true)).unwrap();
     assert_eq!(j["egress"]["public_web"], Value::Null);
 }
+
+/// The asks waiting, as `airlockctl asks --json` lists them.
+fn asks_listed(h: &Host) -> Vec<Value> {
+    let o = h.ctl(&["--json", "asks"]);
+    serde_json::from_str::<Value>(&stdout(&o))
+        .ok()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+}
+
+/// Answer the ask for `what` (`allow` or `deny`) once it waits.
+fn answer(h: &Host, what: &str, how: &str) {
+    let a = poll(60, || {
+        asks_listed(h).into_iter().find(|a| a["what"] == what)
+    })
+    .unwrap_or_else(|| panic!("no ask for {what}: {:?}", asks_listed(h)));
+    assert_eq!(a["kind"], "egress", "{a}");
+    assert_eq!(a["rule"], "egress: no grant", "{a}");
+    let o = h.ctl(&[how, a["id"].as_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{how} {what}: {}", stderr(&o));
+}
+
+/// For a role the host's `asks` names, a destination no grant names waits for a person:
+/// allowed, it is reached; denied, it is refused naming who; allowed, an address inside
+/// is still refused (an ask answers "no grant", never the address check).
+#[test]
+fn an_egress_host_no_grant_names_waits_for_a_person_and_its_addresses_are_still_checked() {
+    require_journald();
+    let net = TestNet::new();
+    let dns = dns_stub(vec![
+        ("allowed.test", net.public),
+        ("denied.test", net.public),
+        ("inside.test", Ipv4Addr::new(10, 1, 2, 3)),
+    ]);
+    let h = Host::new(
+        &[("tess", "code")],
+        &format!("egress: {{nameservers: ['{dns}']}}\nasks: {{roles: [code], wait_seconds: 60}}\n"),
+    );
+    let _d = Airlockd::start(&h);
+    let probes = json!([
+        {"url": "https://allowed.test/"},
+        {"connect": "denied.test:443", "sni": "denied.test"},
+        {"connect": "inside.test:443", "sni": "inside.test"},
+    ]);
+    let child = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
+        .arg("--config")
+        .arg(&h.cfg)
+        .args(["launch", "code", "--instance", "tess", "--wait", "--"])
+        .args(probe_agent(&probes))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    answer(&h, "allowed.test:443", "allow");
+    answer(&h, "denied.test:443", "deny");
+    answer(&h, "inside.test:443", "allow");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let lines = agent_lines(&o);
+    let tls = step(&lines, 0);
+    assert_eq!(tls["status"], 200, "{tls}");
+    assert_eq!(tls["body"], "tls-ok GET / HTTP/1.1", "{tls}");
+    let denied = step(&lines, 1);
+    assert_403(denied, "egress: no grant");
+    assert!(
+        denied["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("denied by uid 0"),
+        "{denied}"
+    );
+    let inside = step(&lines, 2);
+    assert_eq!(inside["status"], 403, "{inside}");
+    assert!(
+        inside["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("refused by address: "),
+        "{inside}"
+    );
+
+    let run = run_id_of(&o);
+    let recs = events(&run, "egress", 3);
+    let r = record(&recs, "allowed.test", 443);
+    assert_eq!(field(r, "AIRLOCK_DECISION"), "allow", "{r:#}");
+    assert_eq!(field(r, "AIRLOCK_RULE"), "ask: allowed by uid 0", "{r:#}");
+    assert_refused(&recs, "denied.test", 443, "egress: no grant");
+    let r = record(&recs, "inside.test", 443);
+    assert_eq!(field(r, "AIRLOCK_DECISION"), "deny", "{r:#}");
+    assert!(field(r, "AIRLOCK_RULE").starts_with("address: "), "{r:#}");
+    let states: Vec<String> = events(&run, "ask", 6)
+        .iter()
+        .map(|r| field(r, "AIRLOCK_ASK_STATE"))
+        .collect();
+    assert_eq!(
+        states,
+        ["waiting", "allowed", "waiting", "denied", "waiting", "allowed"]
+    );
+}

@@ -133,12 +133,26 @@ fn claude_codes_own_tui_works_through_launch_tty_asks_detach_attach_resize_and_e
         s.lines().any(|l| l.starts_with("ended")).then_some(s)
     })
     .unwrap_or_else(|| panic!("the run's record never closed:\n{}", h.show(&run)));
+    // Claude Code's own tries at hosts no grant names (its downloads host) are asks too,
+    // left unanswered here: what was asked is what was answered or not.
+    let asks = shown
+        .lines()
+        .find(|l| l.starts_with("asks"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    let n: Vec<u64> = asks
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
     assert!(
-        shown.contains("1 asked: 1 allowed, 0 denied, 0 unanswered"),
-        "{shown}"
+        n.len() == 4 && n[1] == 1 && n[2] == 0 && n[0] == n[1] + n[3],
+        "{asks}"
     );
     // The allow is the run's, journaled with who answered.
     let recs = events(&run, "ask", 2);
-    assert_eq!(recs[1]["AIRLOCK_ASK_STATE"], "allowed", "{recs:?}");
-    assert_eq!(recs[1]["AIRLOCK_ANSWERED_BY"], "uid 0", "{recs:?}");
+    assert!(
+        recs.iter().any(|r| r["AIRLOCK_ASK"] == a["id"]
+            && r["AIRLOCK_ASK_STATE"] == "allowed"
+            && r["AIRLOCK_ANSWERED_BY"] == "uid 0"),
+        "{recs:?}"
+    );
 }

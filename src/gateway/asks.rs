@@ -71,7 +71,17 @@ pub struct AskRecord {
 /// Put a refused request to a person. `Ok(by)`: allowed (by whom, or by an earlier
 /// `--for-run` answer); `Err(text)`: the tool result's refusal.
 pub async fn put(gw: &RunGateway, req: AskRequest, refused: &str) -> Result<String, String> {
-    let Some(desk) = gw.plan.asks.clone() else {
+    put_via(gw.plan.asks.clone(), gw.log.as_ref(), req, refused).await
+}
+
+/// [`put`] for a route that holds the run's desk and log itself (egress).
+pub async fn put_via(
+    desk: Option<Arc<dyn AskDesk>>,
+    log: &dyn crate::gateway::CallLog,
+    req: AskRequest,
+    refused: &str,
+) -> Result<String, String> {
+    let Some(desk) = desk else {
         return Err(refused.to_string());
     };
     let record = |id: &str, state: &'static str, by: Option<&str>| AskRecord {
@@ -83,16 +93,35 @@ pub async fn put(gw: &RunGateway, req: AskRequest, refused: &str) -> Result<Stri
         by: by.map(str::to_string),
     };
     if desk.granted(req.kind, &req.key) {
-        gw.log.ask(record("-", "granted_for_run", None));
+        log.ask(record("-", "granted_for_run", None));
         return Ok("an earlier answer for this run".into());
     }
+    // A wait cut short (the run ends and its tasks are dropped mid-wait) is still
+    // recorded, as withdrawn.
+    let guard = std::sync::Mutex::new(Withdrawn { log, rec: None });
     let (outcome, state, by) = put_to(desk.clone(), &req, refused, &|id| {
-        gw.log.ask(record(id, "waiting", None))
+        log.ask(record(id, "waiting", None));
+        guard.lock().unwrap_or_else(|e| e.into_inner()).rec = Some(record(id, "withdrawn", None));
     })
     .await;
+    guard.lock().unwrap_or_else(|e| e.into_inner()).rec = None;
     let id = outcome.0;
-    gw.log.ask(record(&id, state, by.as_deref()));
+    log.ask(record(&id, state, by.as_deref()));
     outcome.1
+}
+
+/// Records a raised ask as withdrawn when its wait is dropped before an outcome.
+struct Withdrawn<'a> {
+    log: &'a dyn crate::gateway::CallLog,
+    rec: Option<AskRecord>,
+}
+
+impl Drop for Withdrawn<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = self.rec.take() {
+            self.log.ask(r);
+        }
+    }
 }
 
 type Outcome = (
@@ -172,4 +201,27 @@ pub async fn tool(
         rule: d.rule.clone(),
     };
     put(gw, req, &refused).await
+}
+
+/// An egress destination refused by `d`: put to a person when it is askable (no grant of
+/// the role names the host). `Ok(by)`: allowed; the addresses are still checked after.
+pub async fn egress(
+    desk: Option<Arc<dyn AskDesk>>,
+    log: &dyn crate::gateway::CallLog,
+    host: &str,
+    port: u16,
+    d: &crate::policy::Decision,
+) -> Result<String, String> {
+    let refused = format!("refused by {}: {}", d.rule, d.reason);
+    if !crate::policy::asks::askable(AskKind::Egress, &d.rule, desk.is_some(), false) {
+        return Err(refused);
+    }
+    let what = format!("{host}:{port}");
+    let req = AskRequest {
+        kind: AskKind::Egress,
+        what: what.clone(),
+        key: what,
+        rule: d.rule.clone(),
+    };
+    put_via(desk, log, req, &refused).await
 }

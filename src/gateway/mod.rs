@@ -360,7 +360,10 @@ impl Gateway {
         let state = Arc::new(RunGateway {
             github,
             provider,
-            egress: Arc::new(egress::Egress::new(plan.egress.clone(), scope.clone())),
+            egress: Arc::new(
+                egress::Egress::new(plan.egress.clone(), scope.clone())
+                    .with_asks(plan.asks.clone()),
+            ),
             connectors,
             plan,
             deadline,

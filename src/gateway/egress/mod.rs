@@ -115,6 +115,8 @@ pub struct Egress {
     dns: resolve::Cache,
     /// The run's tasks: tunnels and forwarded connections end with the run.
     scope: super::scope::Scope,
+    /// Where a destination no grant names is put to a person (the host's `asks`).
+    asks: Option<Arc<dyn super::asks::AskDesk>>,
 }
 
 impl Egress {
@@ -124,7 +126,14 @@ impl Egress {
             slots: Arc::new(Semaphore::new(MAX_TUNNELS)),
             dns: resolve::Cache::default(),
             scope,
+            asks: None,
         }
+    }
+
+    /// The run's ask desk, when the host's `asks` names its role.
+    pub fn with_asks(mut self, asks: Option<Arc<dyn super::asks::AskDesk>>) -> Egress {
+        self.asks = asks;
+        self
     }
 }
 
@@ -268,7 +277,23 @@ pub(crate) async fn open(
 ) -> Result<Opened, Response<Body>> {
     j.target(t);
     let host = t.host.text();
-    let (d, dest) = route(&eg.plan.grants, &host, t.port, via);
+    let (mut d, dest) = route(&eg.plan.grants, &host, t.port, via);
+    if !d.allow && eg.asks.is_some() {
+        // Only "no grant" is put to a person; the addresses are checked after an allow.
+        match super::asks::egress(eg.asks.clone(), j.log.as_ref(), &host, t.port, &d).await {
+            Ok(by) => {
+                d = Decision::allow(
+                    format!("ask: allowed by {by}"),
+                    "a person allowed this destination",
+                )
+            }
+            Err(why) => {
+                d.reason = why
+                    .trim_start_matches(&format!("refused by {}: ", d.rule))
+                    .to_string()
+            }
+        }
+    }
     j.decided(&d);
     if !d.allow {
         return Err(j.refuse(StatusCode::FORBIDDEN, &d.rule, &d.reason));
