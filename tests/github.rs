@@ -827,6 +827,77 @@ fn the_github_connector_uses_the_run_token_and_the_same_write_checks() {
     assert!(!journal_text(&run).contains(&token));
 }
 
+/// Issue 41's second attack, the connector's way: GitHub's MCP `update_issue` given a
+/// person's pull request's number (every pull request is an issue; GitHub closes or
+/// retitles the pull request) is refused as an edit of a pull request the run did not
+/// open; the same tool on an issue goes on.
+#[test]
+fn the_github_connector_edits_no_pull_request_through_its_issue_number() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let seed = std::process::Command::new("git")
+        .args(["branch", "theirs", "main"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    assert!(seed.status.success(), "{}", stderr(&seed));
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &gh.mint_token(),
+        r#"{"title":"theirs","head":"theirs","base":"main","standin_author":"octo-human"}"#,
+    );
+    assert_eq!(opened["number"], 2, "{opened}");
+    let h = Host::new(&[("gina", "ghprobe")], &gh.config());
+    let text = role_with(
+        4,
+        "run:\n  model: claude-sonnet-4-5\n  mcp:\n    github: {via: airlock}\n",
+    )
+    .replace("kind: workflow", "kind: agent")
+    .replace(
+        "issues: [comment, label]",
+        "issues: [comment, label, close, edit_body]",
+    )
+    .replace(
+        "tools: {}",
+        "tools:\n  board: [board_read]\n  github: [update_issue]",
+    );
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), text).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    let edit = |n: u64, k: &str, v: &str| serde_json::json!({"owner": "example-org", "repo": "example-repo", "issue_number": n, k: v});
+    let calls = serde_json::json!([
+        ["update_issue", edit(2, "state", "closed")],
+        ["update_issue", edit(2, "title", "mine-now")],
+        ["update_issue", edit(1, "state", "closed")],
+    ]);
+    let o = h
+        .launch(
+            "ghprobe",
+            "gina",
+            &[],
+            &["/usr/bin/python3", "-c", MCP_AGENT, &calls.to_string()],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let lines = agent_lines(&o);
+    for i in [0, 1] {
+        let s = step(&lines, i);
+        assert_eq!(s["error"], true, "step {i}: {lines:?}");
+        let t = s["text"].as_str().unwrap_or("");
+        assert!(
+            t.contains("pull_requests.open") && t.contains("is a pull request"),
+            "step {i}: {t}"
+        );
+    }
+    assert_eq!(step(&lines, 2)["error"], false, "{lines:?}");
+    let seen = gh.mcp_calls();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["arguments"]["issue_number"], 1, "{seen:?}");
+}
+
 const FILTER_SCRIPT: &str = r#"
 api=https://api.github.com
 R=example-org/example-repo

@@ -1136,3 +1136,121 @@ fn a_second_attack_from_inside_the_jail_finds_every_write_refused() {
     assert!(denied("writes.repos") >= 1, "{ev:?}");
     assert!(denied("github: node id") >= 4, "{ev:?}");
 }
+
+/// At L3, the merge lands only the head the gate read an approval of: the run opens a pull
+/// request from its own branch, a person approves its head H1 (a commit whose dates the run
+/// fixes, so the test knows its id), the run asks for the merge and, while the gate waits
+/// for GitHub's reviews (a slow GitHub: 5 s), pushes H2 to the branch. The merge GitHub
+/// runs carries `expectedHeadOid` H1 (GitHub refuses it once the head moved), so H2 never
+/// lands unreviewed.
+const RACE: &str = r#"
+git config --global user.name agent && git config --global user.email agent@example.com
+export GIT_AUTHOR_DATE='2026-01-01T00:00:00Z' GIT_COMMITTER_DATE='2026-01-01T00:00:00Z'
+git clone -q https://github.com/example-org/example-repo.git repo && cd repo || exit 1
+git checkout -q -b airlock/race && echo approved > race.txt && git add race.txt && git commit -qm approved
+echo "R h1 $(git rev-parse HEAD)"
+x push git push -q origin HEAD:refs/heads/airlock/race
+x open gh pr create -R example-org/example-repo --head airlock/race --base main --title Race --body B
+(gh pr merge 3 -R example-org/example-repo --merge > "$HOME/merge.out" 2>&1; echo $? > "$HOME/merge.rc") &
+sleep 2
+echo unreviewed > race.txt && git commit -qam unreviewed
+echo "R h2 $(git rev-parse HEAD)"
+x push2 git push -q origin HEAD:refs/heads/airlock/race
+wait
+echo "R merge $(cat "$HOME/merge.rc") $(tr '\n' ' ' < "$HOME/merge.out")"
+"#;
+
+#[test]
+fn at_l3_a_push_while_the_gate_reads_the_reviews_does_not_land_unreviewed() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host(&gh, "L3");
+    let role_file = h.root.join("roles.local/merge-gate/role.yaml");
+    let text = std::fs::read_to_string(&role_file).unwrap();
+    let text = text
+        .replace(
+            "pull_requests: [merge, review, comment]",
+            "pull_requests: [open, merge, review, comment]",
+        )
+        .replace("github_writes_per_run: 3", "github_writes_per_run: 8");
+    std::fs::write(&role_file, text).unwrap();
+    // H1 as the run will make it: the same parent, tree, names and dates.
+    let scratch = tempfile::tempdir().unwrap();
+    let c = std::process::Command::new("git")
+        .args(["clone", "-q"])
+        .arg(gh.bare())
+        .arg(scratch.path().join("r"))
+        .output()
+        .unwrap();
+    assert!(c.status.success(), "{}", stderr(&c));
+    let r = scratch.path().join("r");
+    std::fs::write(r.join("race.txt"), "approved\n").unwrap();
+    let sh = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=agent",
+                "-c",
+                "user.email=agent@example.com",
+            ])
+            .args(args)
+            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+            .current_dir(&r)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o).trim().to_string()
+    };
+    sh(&["add", "race.txt"]);
+    sh(&["commit", "-qm", "approved"]);
+    let h1 = sh(&["rev-parse", "HEAD"]);
+    std::fs::write(
+        gh.dir.path().join("reviews.json"),
+        serde_json::json!({"example-org/example-repo#3": [{"user": {"login": "octo-human", "type": "User"}, "state": "APPROVED", "commit_id": h1}]}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(gh.dir.path().join("slow_reviews"), "5").unwrap();
+    let script = format!("set -u\n{GQL_HELPER}{RACE}");
+    let o = h
+        .launch("merge-gate", "mona", &[], &["/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let res = results(&out);
+    let get = |k: &str| res.get(k).map(String::as_str).unwrap_or("missing");
+    assert_eq!(get("h1"), h1, "the run's H1 is not the test's: {out}");
+    assert!(get("push").starts_with("ok"), "{out}");
+    assert!(get("open").starts_with("ok"), "{out}");
+    assert!(get("push2").starts_with("ok"), "{out}");
+    let h2 = get("h2").to_string();
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(gh.dir.path().join("graphql.json")).unwrap())
+            .unwrap();
+    let pr = state["repos"]["example-org/example-repo"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["number"] == 3)
+        .cloned()
+        .unwrap_or_default();
+    eprintln!("merge: {}\npull: {pr}", get("merge"));
+    assert!(
+        !(pr["state"] == "MERGED" && pr["mergedOid"] == h2.as_str()),
+        "the unreviewed head {h2} landed: {pr}\n{out}"
+    );
+    // The merge GitHub was asked for names the head the gate read the approval of.
+    let merges: Vec<Value> = gh
+        .requests()
+        .into_iter()
+        .filter(|q| q["graphql"]["fields"] == serde_json::json!(["mergePullRequest"]))
+        .collect();
+    assert_eq!(merges.len(), 1, "{merges:?}");
+    assert!(
+        merges[0]["body"]
+            .as_str()
+            .is_some_and(|b| b.contains(&format!("\"expectedHeadOid\":\"{h1}\""))),
+        "{merges:?}"
+    );
+}

@@ -179,6 +179,7 @@ MCP_TOOLS = {
     "add_issue_comment": ["owner", "repo", "issue_number", "body"],
     "create_issue": ["owner", "repo", "title"],
     "fork_repository": ["owner", "repo"],
+    "update_issue": ["owner", "repo", "issue_number"],
 }
 
 
@@ -372,7 +373,11 @@ class H(BaseHTTPRequestHandler):
         """GET /repos/O/R/pulls/N (head sha, author) or .../reviews: the pull requests of
         the GraphQL state; reviews made through it, then those a test put in
         DIR/reviews.json ({"O/R#N": [{"login", "type", "state", "commit_id"}]}: what people
-        did on GitHub meanwhile)."""
+        did on GitHub meanwhile). With DIR/slow_reviews, a slow GitHub: the reviews come
+        after the seconds it holds."""
+        held = os.path.join(DIR, "slow_reviews")
+        if reviews and os.path.exists(held):
+            time.sleep(float(open(held).read() or "0"))
         with standin_graphql.LOCK:
             r = GRAPHQL.repos.get(repo)
             p = next((i for i in (r["items"] if r else []) if i["number"] == number

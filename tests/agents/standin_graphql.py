@@ -549,7 +549,12 @@ def root(st, token_repos):
     def merge(a):
         p = node(a["pullRequestId"], ["PullRequest"])
         writable(p)
+        head = st.head_of(p["repo"], p["headRefName"])
+        if a.get("expectedHeadOid") and a["expectedHeadOid"] != head:
+            raise Refused("Head branch was modified. Review and try the merge again.")
         p["state"] = "MERGED"
+        # What landed: the head the branch had when GitHub merged it.
+        p["mergedOid"] = head
         return {"pullRequest": p}
 
     def set_state(kind, state):

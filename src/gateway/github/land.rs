@@ -60,12 +60,14 @@ fn reviews(v: &Value) -> Vec<Review> {
 }
 
 /// Whether the merge of pull request `number` of `repo` may go on: what to journal (the
-/// approver and the head commit), or the rule and why not.
+/// approver and the head commit) and the head commit the decision was made on (the merge
+/// GitHub is asked for must name it, or a push meanwhile would land unreviewed), or the
+/// rule and why not.
 pub async fn gate(
     gh: &Github,
     repo: &str,
     number: Option<u64>,
-) -> Result<String, (&'static str, String)> {
+) -> Result<(String, String), (&'static str, String)> {
     let landing = gh.plan.policy.landing(repo);
     if landing == Landing::Never {
         return Err(("land: never", "no change lands at this level".into()));
@@ -103,13 +105,38 @@ pub async fn gate(
     .await
     .ok_or_else(unread)?;
     match human_approval(&reviews(&list), &head, &author) {
-        Ok(approver) => Ok(format!("approved by {approver} on {head}")),
+        Ok(approver) => Ok((format!("approved by {approver} on {head}"), head)),
         Err(why) if landing == Landing::ByRatchet => match judged(gh, repo, &pull).await {
-            Ok(ran) => Ok(format!("by-ratchet: {ran}; head {head}")),
+            Ok(ran) => Ok((format!("by-ratchet: {ran}; head {head}"), head)),
             Err(e) => Err(("judge-missing", format!("{why}, and {e}; head {head}"))),
         },
         Err(why) => Err((rule, format!("{why}; head {head}"))),
     }
+}
+
+/// `body` (a JSON object, or none) with `key` naming `head`: the head commit the gate
+/// decided on, so GitHub merges only that (its answer is an error once the branch moved).
+/// `Err` when the run's own value names another commit.
+pub fn pin_head(body: Option<&Value>, key: &str, head: &str) -> Result<Value, String> {
+    let mut v = match body {
+        Some(Value::Object(o)) => Value::Object(o.clone()),
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(_) => return Err("the merge's body is not a JSON object".into()),
+    };
+    let o = v
+        .as_object_mut()
+        .ok_or("the merge's body is not a JSON object")?;
+    match o.get(key) {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.eq_ignore_ascii_case(head) => {}
+        Some(_) => {
+            return Err(format!(
+            "the merge names another head commit ({key}) than {head}, the one the gate decided on"
+        ))
+        }
+    }
+    o.insert(key.to_string(), Value::String(head.to_string()));
+    Ok(v)
 }
 
 /// Whether the judge of the role that opened `pull` (of `repo`) ran within its
@@ -229,4 +256,32 @@ fn query(v: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod pin_tests {
+    use super::pin_head;
+    use serde_json::json;
+
+    #[test]
+    fn a_merge_names_the_head_the_gate_decided_on_or_is_refused() {
+        let h = "a".repeat(40);
+        assert_eq!(
+            pin_head(Some(&json!({})), "sha", &h).unwrap(),
+            json!({"sha": h})
+        );
+        assert_eq!(pin_head(None, "sha", &h).unwrap(), json!({"sha": h}));
+        assert_eq!(
+            pin_head(
+                Some(&json!({"pullRequestId": "PR_1", "expectedHeadOid": h.to_uppercase()})),
+                "expectedHeadOid",
+                &h
+            )
+            .unwrap(),
+            json!({"pullRequestId": "PR_1", "expectedHeadOid": h})
+        );
+        assert!(pin_head(Some(&json!({"sha": "b".repeat(40)})), "sha", &h).is_err());
+        assert!(pin_head(Some(&json!({"sha": 1})), "sha", &h).is_err());
+        assert!(pin_head(Some(&json!([])), "sha", &h).is_err());
+    }
 }

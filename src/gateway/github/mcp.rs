@@ -196,11 +196,38 @@ pub async fn check(gh: &Github, tool: &str, args: &Value) -> Result<Option<Passe
                 }
                 let number = args.get("pullNumber").and_then(Value::as_u64);
                 match super::land::gate(gh, &repo, number).await {
-                    Ok(note) => landed = format!("; {note}"),
+                    // GitHub's MCP merge tool names no head commit: the head is not
+                    // pinned on this path (the manual says so).
+                    Ok((note, _head)) => landed = format!("; {note}"),
                     Err((rule, why)) => {
                         gh.journal(&repo, &name, &endpoint, (false, rule, &why), 403, started);
                         return Err(format!("{rule}: {why}"));
                     }
+                }
+            }
+            // An issue's number may be a pull request's: editing it edits the pull request,
+            // allowed only on one this run opened (as REST `PATCH .../issues/N`).
+            if tool == "update_issue"
+                && actions.iter().any(|a| {
+                    matches!(
+                        a,
+                        Action::Issue("close")
+                            | Action::Issue("reopen")
+                            | Action::Issue("edit_body")
+                    )
+                })
+            {
+                if let Err(d) = gh.decide(&repo, &actions, &name, &endpoint, started) {
+                    return Err(format!("{}: {}", d.rule, d.reason));
+                }
+                let why = match args.get("issue_number").and_then(Value::as_u64) {
+                    None => Some("update_issue names its issue_number"),
+                    Some(n) => super::issue_is_anothers_pull(gh, &repo, n).await,
+                };
+                if let Some(why) = why {
+                    let rule = "pull_requests.open";
+                    gh.journal(&repo, &name, &endpoint, (false, rule, why), 403, started);
+                    return Err(format!("{rule}: {why}"));
                 }
             }
             match gh.authorize(&repo, &actions, &name, &endpoint, started) {

@@ -499,7 +499,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
         .flatten();
     // An API body goes on as the gateway read it (the value it classified, re-serialized),
     // read by GitHub as the JSON it is, whatever the client said.
-    let body = match (&json_body, host) {
+    let mut body = match (&json_body, host) {
         (Some(v), Host::Api) => {
             // A GraphQL body goes on as its three keys the gateway read (a persisted
             // query's id or extensions would be a document it never saw).
@@ -596,7 +596,28 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                     );
                 }
                 match land::gate(gh, repo, merge_number(&path)).await {
-                    Ok(note) => landed = format!("; {note}"),
+                    Ok((note, head)) => {
+                        landed = format!("; {note}");
+                        // GitHub merges the head the gate decided on (`sha`), or nothing.
+                        let pinned = land::pin_head(json_body.as_ref(), "sha", &head)
+                            .and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string()));
+                        match pinned {
+                            Ok(b) => {
+                                body = Bytes::from(b);
+                                parts.headers.insert(
+                                    CONTENT_TYPE,
+                                    HeaderValue::from_static("application/json"),
+                                );
+                            }
+                            Err(msg) => {
+                                record(repo, &name, false, "land: head", &msg, 403);
+                                return refusal(
+                                    StatusCode::FORBIDDEN,
+                                    &format!("Airlock refused {name} by land: head: {msg}"),
+                                );
+                            }
+                        }
+                    }
                     Err((rule, msg)) => {
                         record(repo, &name, false, rule, &msg, 403);
                         return refusal(
@@ -634,18 +655,7 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                         &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
                     );
                 }
-                let token = gh.token_for(Some(repo)).cloned();
-                let why = match get_json(gh, &format!("/repos/{repo}/issues/{n}"), token).await {
-                    None => Some("GitHub could not be asked whether the issue is a pull request, so the edit does not go on"),
-                    Some(v)
-                        if v.get("pull_request").is_some_and(|p| !p.is_null())
-                            && !gh.nodes.opened_number(repo, n) =>
-                    {
-                        Some("the issue is a pull request, and only a pull request this run opened may be edited")
-                    }
-                    Some(_) => None,
-                };
-                if let Some(msg) = why {
+                if let Some(msg) = issue_is_anothers_pull(gh, repo, n).await {
                     record(repo, &name, false, "pull_requests.open", msg, 403);
                     return refusal(
                         StatusCode::FORBIDDEN,
@@ -733,6 +743,23 @@ fn merge_number(path: &str) -> Option<u64> {
     match seg.as_slice() {
         ["repos", _, _, "pulls", n, "merge"] => n.parse().ok(),
         _ => None,
+    }
+}
+
+/// Why an edit of issue `n` of `repo` (its title, body or state) may not go on: GitHub
+/// says it is a pull request this run did not open (GitHub takes the edit as one of the
+/// pull request), or GitHub could not be asked.
+async fn issue_is_anothers_pull(gh: &Github, repo: &str, n: u64) -> Option<&'static str> {
+    let token = gh.token_for(Some(repo)).cloned();
+    match get_json(gh, &format!("/repos/{repo}/issues/{n}"), token).await {
+        None => Some("GitHub could not be asked whether the issue is a pull request, so the edit does not go on"),
+        Some(v)
+            if v.get("pull_request").is_some_and(|p| !p.is_null())
+                && !gh.nodes.opened_number(repo, n) =>
+        {
+            Some("the issue is a pull request, and only a pull request this run opened may be edited")
+        }
+        Some(_) => None,
     }
 }
 

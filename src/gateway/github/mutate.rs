@@ -222,12 +222,20 @@ pub async fn handle(
         }
     }
     let mut landed = String::new();
+    let mut body = body;
     if writes
         .actions
         .contains(&crate::policy::github::Action::PullRequest("merge"))
     {
         match super::land::gate(gh, &repo, subject.number).await {
-            Ok(note) => landed = format!("; {note}"),
+            Ok((note, head)) => {
+                landed = format!("; {note}");
+                // GitHub merges the head the gate decided on, or nothing.
+                match pin_merge_head(&body, &head) {
+                    Ok(b) => body = b,
+                    Err(msg) => return refuse(&repo, &name, "land: head", &msg),
+                }
+            }
             Err((rule, msg)) => return refuse(&repo, &name, rule, &msg),
         }
     }
@@ -269,6 +277,22 @@ pub async fn handle(
         }
     }
     Response::from_parts(rparts, crate::gateway::full(bytes))
+}
+
+/// A `mergePullRequest` body (its one variable, the input) with `expectedHeadOid` naming
+/// `head`, re-serialized.
+fn pin_merge_head(body: &Bytes, head: &str) -> Result<Bytes, String> {
+    let mut v: Value = serde_json::from_slice(body)
+        .map_err(|_| "the merge's body could not be read again".to_string())?;
+    let input = v
+        .get_mut("variables")
+        .and_then(Value::as_object_mut)
+        .and_then(|vars| vars.values_mut().next())
+        .ok_or("the merge names no input")?;
+    *input = super::land::pin_head(Some(input), "expectedHeadOid", head)?;
+    serde_json::to_vec(&v)
+        .map(Bytes::from)
+        .map_err(|_| "the merge could not be written again".to_string())
 }
 
 /// Remember pull request `id` as one this run opened in `repo` from branch `head` (`None`:
