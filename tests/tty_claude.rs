@@ -2,8 +2,9 @@
 //! its interactive form), in a tmux pane, against the scripted stand-in model
 //! (tests/agents/standin_provider.py): the brief is its first message, a person types a
 //! request, the model asks for a bash command the role lacks, `airlockctl allow` from
-//! another process lets it run, the answer shows; detach and attach redraw the screen, a
-//! resize reaches the TUI, `/exit` ends the run with its ledger record closed.
+//! another process lets it run, the answer shows; its `/copy` (OSC 52) never reaches the
+//! pane; detach and attach redraw the screen, a resize reaches the TUI, `/exit` ends the
+//! run with its ledger record closed.
 
 mod common;
 
@@ -100,6 +101,19 @@ fn claude_codes_own_tui_works_through_launch_tty_asks_detach_attach_resize_and_e
     assert!(
         ws.join("asked-file").exists(),
         "the allowed command did not run"
+    );
+
+    // Claude Code's /copy writes its last answer to the clipboard with OSC 52: it never
+    // reaches the pane (tmux, told to take the clipboard, would make a buffer of it).
+    t.ok(&["set-option", "-g", "set-clipboard", "on"]);
+    t.ok(&["send-keys", "-t", "t", "-l", "/copy"]);
+    t.ok(&["send-keys", "-t", "t", "Enter"]);
+    t.wait_for("t", "Sent to your terminal's clipboard");
+    // (Without the filter, tmux holds a buffer of "MADE-THE-FILE" at this point.)
+    assert_eq!(
+        t.ok(&["list-buffers"]).trim(),
+        "",
+        "OSC 52 reached the pane"
     );
 
     // Detach: the run goes on.
