@@ -689,6 +689,8 @@ fn no_git_path_of_the_second_attack_runs_a_program_of_the_runs() {
             .iter()
             .map(|c| json!({"call": "bash", "args": {"command": c}})),
     );
+    // The tool takes no environment of the caller's: an `env` argument is refused.
+    steps.push(json!({"call": "bash", "args": {"command": "git status", "env": {"GIT_PAGER": format!("{w}/d/id.sh"), "GIT_EXEC_PATH": format!("{w}/d")}}}));
     let argv = mcp_agent(&Value::Array(steps));
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let o = h
@@ -746,4 +748,7 @@ fn no_git_path_of_the_second_attack_runs_a_program_of_the_runs() {
     // git still did its work: the last plain status answered.
     let last = step(&lines, commands.len());
     assert_eq!(last["structured"]["exit_code"], 0, "{last}\n{report}");
+    let env = step(&lines, commands.len() + 1);
+    assert_eq!(env["isError"], true, "{env}");
+    assert!(env.to_string().contains("arguments.env: unknown"), "{env}");
 }
