@@ -1254,3 +1254,47 @@ fn at_l3_a_push_while_the_gate_reads_the_reviews_does_not_land_unreviewed() {
         "{merges:?}"
     );
 }
+
+/// At L4, a person's pull request from a fork since deleted (GitHub answers its head's
+/// repository as null) whose head branch has the name of a branch a run here created is
+/// not that run's: the ratchet finds no opener for it (judge-missing), and it does not
+/// land without a human even though the judge of the run's role ran yesterday.
+#[test]
+fn at_l4_a_deleted_forks_pull_request_named_like_a_runs_branch_is_not_the_runs() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host_hiring(&gh, "L4", &[("gina", "ghprobe")]);
+    let dir = h.root.join("roles.local/ghprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("role.yaml"), format!("{}{JUDGED}", role(5))).unwrap();
+    std::fs::write(dir.join("brief.md"), "# GitHub probe\n").unwrap();
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", OPEN])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(out.contains("/pull/3"), "{out}");
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &gh.mint_token(),
+        r#"{"title":"from a fork","head":"airlock/judged","base":"main","standin_author":"octo-forker","standin_fork_deleted":true}"#,
+    );
+    assert_eq!(opened["number"], 4, "{opened}");
+    let run = |id: u64, conclusion: &str, d: u64| serde_json::json!({"id": id, "status": "completed", "conclusion": conclusion, "head_branch": "main", "updated_at": days_ago(d)});
+    actions(&gh, serde_json::json!([run(72, "success", 1)]));
+    let (g, rest, _) = merge_pull(&gh, &h, 4, serde_json::json!([]));
+    for said in [&g, &rest] {
+        assert!(
+            said.contains("judge-missing") && said.contains("repository"),
+            "{said}"
+        );
+    }
+    assert!(
+        !merged_pull(&gh, 4),
+        "the fork's pull request landed by the run's judge"
+    );
+    // The run's own pull request still lands by its judge.
+    let (g, _, _) = merge_pull(&gh, &h, 3, serde_json::json!([]));
+    assert!(g.starts_with("ok"), "{g}");
+}

@@ -304,6 +304,10 @@ class H(BaseHTTPRequestHandler):
                     g = GRAPHQL.add_pull(GRAPHQL.repo(repo), {
                         "title": pr["title"], "body": pr["body"], "headRefName": pr["head"],
                         "baseRefName": pr["base"]}, author)
+                    # A person's pull request from a fork since deleted: GitHub answers its
+                    # head's repo as null.
+                    if a.get("standin_fork_deleted"):
+                        g["headRepoDeleted"] = True
                     GRAPHQL.save()
                 pr = {**pr, "number": g["number"], "node_id": g["id"],
                       "html_url": "https://github.com/%s/pull/%d" % (repo, g["number"])}
@@ -391,7 +395,9 @@ class H(BaseHTTPRequestHandler):
                 a = p["author"]
                 return self.reply(200, {"number": number, "state": p["state"].lower(),
                                         "merged": p["state"] == "MERGED", "node_id": p["id"],
-                                        "head": {"ref": p["headRefName"], "sha": head},
+                                        "head": {"ref": p["headRefName"], "sha": head,
+                                                 "repo": None if p.get("headRepoDeleted")
+                                                 else {"full_name": repo}},
                                         "user": {"login": a["login"], "type": a["__typename"]}})
             out = []
             for rid in p.get("reviews", []):

@@ -152,8 +152,19 @@ async fn judged(gh: &Github, repo: &str, pull: &Value) -> Result<String, String>
         .and_then(|h| h.get("repo"))
         .and_then(|r| r.get("full_name"))
         .and_then(Value::as_str);
-    if from.is_some_and(|f| !f.eq_ignore_ascii_case(repo)) {
-        return Err("its head branch is in another repository, which no run here created".into());
+    match from {
+        Some(f) if f.eq_ignore_ascii_case(repo) => {}
+        Some(_) => {
+            return Err(
+                "its head branch is in another repository, which no run here created".into(),
+            )
+        }
+        // GitHub answers a deleted fork's head repository as null: a branch of that name
+        // here says nothing of who wrote its commits.
+        None => return Err(
+            "its head branch's repository is not named (a deleted fork), so no run here created it"
+                .into(),
+        ),
     }
     let openers: Arc<dyn Openers> = gh
         .plan
