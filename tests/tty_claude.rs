@@ -1,8 +1,9 @@
 //! The real Claude Code TUI in a `launch --tty` run (no `-- CMD`: the role's own agent in
 //! its interactive form), in a tmux pane, against the scripted stand-in model
 //! (tests/agents/standin_provider.py): the brief is its first message, a person types a
-//! request, the model asks for a bash command the role lacks, `airlockctl allow` from
-//! another process lets it run, the answer shows; its `/copy` (OSC 52) never reaches the
+//! request, the model asks for a bash command the role lacks, the ask shows on the
+//! terminal's status line (Claude Code's own egress asks are denied there with Ctrl-] n),
+//! `airlockctl allow` from another process lets it run, the answer shows; its `/copy` (OSC 52) never reaches the
 //! pane; detach and attach redraw the screen, a resize reaches the TUI, `/exit` ends the
 //! run with its ledger record closed.
 
@@ -28,6 +29,32 @@ fn ask_for(h: &Host, what: &str) -> Value {
     };
     poll(90, || list().into_iter().find(|a| a["what"] == what))
         .unwrap_or_else(|| panic!("no ask for {what}: {:?}", list()))
+}
+
+/// The last line of the pane's visible screen that holds anything.
+fn last_line(t: &Tmux, target: &str) -> String {
+    t.visible(target)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The ask a status line shows (`[notice · ]ask a-N: what...`): its id and the rest.
+fn shown_ask(line: &str) -> Option<(String, &str)> {
+    let mut from = 0;
+    while let Some(i) = line[from..].find("ask a-") {
+        let digits = &line[from + i + 6..];
+        let n = digits.bytes().take_while(u8::is_ascii_digit).count();
+        if n > 0 {
+            if let Some(rest) = digits[n..].strip_prefix(": ") {
+                return Some((format!("a-{}", &digits[..n]), rest));
+            }
+        }
+        from += i + 6;
+    }
+    None
 }
 
 /// A line of the visible screen that is a rule exactly `cols` wide (Claude Code draws its
@@ -95,6 +122,32 @@ fn claude_codes_own_tui_works_through_launch_tty_asks_detach_attach_resize_and_e
     let a = ask_for(&h, "touch asked-file");
     assert_eq!(a["run"], run.as_str(), "{a}");
     assert!(!ws.join("asked-file").exists(), "it ran before the answer");
+    // The ask is on the terminal's status line too (the last row, below Claude Code's
+    // screen). Claude Code's own tries at its vendor's hosts come first, as egress asks:
+    // the person denies those there, with Ctrl-] n.
+    let mut denied: Vec<String> = Vec::new();
+    let line = poll(60, || {
+        let l = last_line(&t, "t");
+        let (id, what) = shown_ask(&l)?;
+        if what.starts_with("bash `touch asked-file`") {
+            return Some(l);
+        }
+        if what.starts_with("egress `") && !denied.contains(&id) {
+            denied.push(id);
+            t.ok(&["send-keys", "-t", "t", "C-]", "n"]);
+        }
+        None
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the ask never showed on the status line:\n{}",
+            t.visible("t")
+        )
+    });
+    assert!(
+        line.contains("Ctrl-] a allow, r for the run, n deny"),
+        "{line}"
+    );
     let o = h.ctl(&["allow", a["id"].as_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     t.wait_secs("t", "MADE-THE-FILE", 60);
@@ -102,6 +155,11 @@ fn claude_codes_own_tui_works_through_launch_tty_asks_detach_attach_resize_and_e
         ws.join("asked-file").exists(),
         "the allowed command did not run"
     );
+    // The line went with the ask (Claude Code's later tries, if any, may show again).
+    poll(10, || {
+        (!last_line(&t, "t").contains("touch asked-file")).then_some(())
+    })
+    .unwrap_or_else(|| panic!("the answered ask stayed:\n{}", t.visible("t")));
 
     // Claude Code's /copy writes its last answer to the clipboard with OSC 52: it never
     // reaches the pane (tmux, told to take the clipboard, would make a buffer of it).
@@ -158,11 +216,19 @@ fn claude_codes_own_tui_works_through_launch_tty_asks_detach_attach_resize_and_e
         .filter_map(|w| w.parse().ok())
         .collect();
     assert!(
-        n.len() == 4 && n[1] == 1 && n[2] == 0 && n[0] == n[1] + n[3],
-        "{asks}"
+        n.len() == 4 && n[1] == 1 && n[2] == denied.len() as u64 && n[0] == n[1] + n[2] + n[3],
+        "{asks} (denied on the terminal: {denied:?})"
     );
-    // The allow is the run's, journaled with who answered.
-    let recs = events(&run, "ask", 2);
+    // The terminal's denials and the allow are the run's, journaled with who answered.
+    let recs = events(&run, "ask", 2 + 2 * denied.len());
+    for id in &denied {
+        assert!(
+            recs.iter().any(|r| r["AIRLOCK_ASK"] == id.as_str()
+                && r["AIRLOCK_ASK_STATE"] == "denied"
+                && r["AIRLOCK_ANSWERED_BY"] == "uid 0"),
+            "{id}: {recs:?}"
+        );
+    }
     assert!(
         recs.iter().any(|r| r["AIRLOCK_ASK"] == a["id"]
             && r["AIRLOCK_ASK_STATE"] == "allowed"

@@ -252,7 +252,13 @@ pub async fn serve<R: AsyncBufRead + Unpin + Send + 'static>(
                 }
                 Some(Ok(TtyMsg::Answer { ask, how })) => {
                     let text = answer(&who, session.writer, &run, &ask, how);
-                    if !send(w, &frame(&Frame::Notice { text })).await {
+                    // The asks as they are now, so the line never shows an answered one.
+                    let now = super::asks::of_run(&run);
+                    let changed = now != shown;
+                    shown = now;
+                    let sent = send(w, &frame(&Frame::Notice { text })).await
+                        && (!changed || send(w, &frame(&Frame::Asks { asks: shown.clone() })).await);
+                    if !sent {
                         client_gone = true;
                         break;
                     }
