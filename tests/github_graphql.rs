@@ -1298,3 +1298,27 @@ fn at_l4_a_deleted_forks_pull_request_named_like_a_runs_branch_is_not_the_runs()
     let (g, _, _) = merge_pull(&gh, &h, 3, serde_json::json!([]));
     assert!(g.starts_with("ok"), "{g}");
 }
+
+/// At L3, the gate reads every page of a pull request's reviews: a person's approval of
+/// the head, 120 comments of others, then the same person's change request (GitHub lists
+/// reviews oldest first, 100 a page at most). Read to the last page, the person changed
+/// their mind and the merge is refused; read to the first, it would land.
+#[test]
+fn at_l3_the_merge_gate_reads_every_page_of_the_reviews() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host(&gh, "L3");
+    let head = head_of(&gh, "feature");
+    let review = |login: &str, state: &str| serde_json::json!({"user": {"login": login, "type": "User"}, "state": state, "commit_id": head});
+    let mut reviews = vec![review("octo-human", "APPROVED")];
+    reviews.extend((0..120).map(|i| review(&format!("octo-{i}"), "COMMENTED")));
+    reviews.push(review("octo-human", "CHANGES_REQUESTED"));
+    let (g, rest, _) = merge_once(&gh, &h, Value::Array(reviews));
+    for said in [&g, &rest] {
+        assert!(
+            said.contains("land: after-human-approval") && said.contains("no review approves"),
+            "the approval its author took back on page 2 landed the merge: {said}"
+        );
+    }
+    assert!(!merged(&gh), "a refused merge reached GitHub");
+}

@@ -28,6 +28,7 @@ so), at most 30 s.
 
 import base64
 import json
+import urllib.parse
 import os
 import secrets
 import subprocess
@@ -408,8 +409,12 @@ class H(BaseHTTPRequestHandler):
         extra = os.path.join(DIR, "reviews.json")
         if os.path.exists(extra):
             out += json.load(open(extra)).get("%s#%d" % (repo, number), [])
+        # Paged as GitHub pages them: per_page (30 unless asked, at most 100), page from 1.
+        q = urllib.parse.parse_qs(self.path.split("?", 1)[1] if "?" in self.path else "")
+        per = min(int(q.get("per_page", ["30"])[0]), 100)
+        page = int(q.get("page", ["1"])[0])
         self.log(200, "token")
-        return self.reply(200, out)
+        return self.reply(200, out[(page - 1) * per:page * per])
 
     def mcp(self, t, body):
         """GitHub's MCP server (streamable HTTP, JSON answers), for token `t`."""

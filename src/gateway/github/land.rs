@@ -42,6 +42,10 @@ pub fn checks_of(c: Option<&JudgeChecks>) -> Vec<JudgeCheck> {
     }
 }
 
+/// Reviews asked for a page, and pages read at most (past them the merge is refused).
+const PER_PAGE: usize = 100;
+const MAX_REVIEW_PAGES: u32 = 30;
+
 /// The reviews GitHub lists for a pull request.
 fn reviews(v: &Value) -> Vec<Review> {
     let s = |r: &Value, k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -97,13 +101,34 @@ pub async fn gate(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let list = get_json(
-        gh,
-        &format!("/repos/{repo}/pulls/{number}/reviews?per_page=100"),
-        token,
-    )
-    .await
-    .ok_or_else(unread)?;
+    // Every page: GitHub lists reviews oldest first, so a person's later change of mind
+    // may be past the first hundred.
+    let mut all = Vec::new();
+    for page in 1..=MAX_REVIEW_PAGES {
+        let got = get_json(
+            gh,
+            &format!("/repos/{repo}/pulls/{number}/reviews?per_page={PER_PAGE}&page={page}"),
+            token.clone(),
+        )
+        .await
+        .ok_or_else(unread)?;
+        let items = got.as_array().cloned().ok_or_else(unread)?;
+        let last = items.len() < PER_PAGE;
+        all.extend(items);
+        if last {
+            break;
+        }
+        if page == MAX_REVIEW_PAGES {
+            return Err((
+                rule,
+                format!(
+                    "the pull request has more than {} reviews, more than the gate reads",
+                    PER_PAGE * MAX_REVIEW_PAGES as usize
+                ),
+            ));
+        }
+    }
+    let list = Value::Array(all);
     match human_approval(&reviews(&list), &head, &author) {
         Ok(approver) => Ok((format!("approved by {approver} on {head}"), head)),
         Err(why) if landing == Landing::ByRatchet => match judged(gh, repo, &pull).await {
