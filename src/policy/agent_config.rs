@@ -308,7 +308,9 @@ pub fn interactive_command(argv: &[String]) -> Vec<String> {
                 args.next();
             }
             (Some("-p"), "--verbose") => {}
-            (Some("exec"), "exec") if i == 1 => {}
+            // Codex's interactive form would start a shared background server (a program
+            // of its own beside the TUI), which the jail refuses; it runs in-process.
+            (Some("exec"), "exec") if i == 1 => out.push("--no-daemon".into()),
             (Some("exec"), "--json" | "--skip-git-repo-check") => {}
             _ => out.push(a.clone()),
         }
@@ -400,7 +402,7 @@ mod interactive_tests {
         ]);
         assert_eq!(
             interactive_command(&codex),
-            v(&["codex", "--model", "m", "go"])
+            v(&["codex", "--no-daemon", "--model", "m", "go"])
         );
         let other = v(&["/bin/true", "x"]);
         assert_eq!(interactive_command(&other), other);

@@ -1,5 +1,5 @@
-//! The real Claude Code TUI in a `launch --tty` run (no `-- CMD`: the role's own agent in
-//! its interactive form), in a tmux pane, against the scripted stand-in model
+//! The agents' own TUIs in `launch --tty` runs. The real Claude Code TUI in a run (no
+//! `-- CMD`: the role's own agent in its interactive form), in a tmux pane, against the scripted stand-in model
 //! (tests/agents/standin_provider.py): the brief is its first message, a person types a
 //! request, the model asks for a bash command the role lacks, the ask shows on the
 //! terminal's status line (Claude Code's own egress asks are denied there with Ctrl-] n),
@@ -235,4 +235,85 @@ fn claude_codes_own_tui_works_through_launch_tty_asks_detach_attach_resize_and_e
             && r["AIRLOCK_ANSWERED_BY"] == "uid 0"),
         "{recs:?}"
     );
+}
+
+const CODEX: &str = "/usr/local/lib/airlock-agents/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+
+/// Codex's own TUI in a `launch --tty` run (it starts with `--no-daemon`: its shared
+/// background server would be a program of its own, which the jail refuses): the brief is
+/// its first message, a typed request's bash command waits as an ask, `airlockctl allow`
+/// lets it run, the answer shows, `/quit` ends the run with its record closed.
+#[test]
+fn codexs_own_tui_works_through_launch_tty_and_an_ask() {
+    require_journald();
+    assert!(
+        Path::new(CODEX).is_file(),
+        "{CODEX} is missing: run scripts/install-agents.sh (scripts/install-deps.sh runs it)"
+    );
+    let si = StandIn::scripted(&json!([
+        {"text": "CODEX-READY"},
+        {"tool": "bash", "input": {"command": "touch codex-asked"}},
+        {"text": "CODEX-MADE-IT"}
+    ]));
+    let h = Host::new(
+        &[("rex", "review")],
+        &format!(
+            "{}asks: {{roles: [review], wait_seconds: 120}}\n",
+            si.config()
+        ),
+    );
+    h.local_role("review", |t| {
+        t.replacen("key_store: airlock", "key_store: github", 1)
+    });
+    let ws = h.workspace("ws", h.uids[0]);
+    let _d = Airlockd::start(&h);
+    let t = Tmux::new("codex");
+    let launch = wrapper(
+        &h,
+        "launch.sh",
+        &[
+            "launch",
+            "review",
+            "--instance",
+            "rex",
+            "--tty",
+            "--workspace",
+            ws.to_str().unwrap(),
+        ],
+    );
+    t.session("t", 120, 40, &launch);
+    t.ok(&["set-option", "-g", "status", "off"]);
+    let s = t.wait_secs("t", "CODEX-READY", 90);
+    assert!(
+        s.contains("Your standing brief is in the file /etc/airlock/brief.md"),
+        "{s}"
+    );
+    let run = run_id(&stdout(&h.ctl(&["ps"])));
+    // Codex takes keys that come in a burst as a paste (an Enter in it is a newline): the
+    // request is typed, seen in its composer, then sent with Enter.
+    t.ok(&["send-keys", "-t", "t", "-l", "please make the file"]);
+    t.wait_for("t", "› please make the file");
+    t.ok(&["send-keys", "-t", "t", "Enter"]);
+    let a = ask_for(&h, "touch codex-asked");
+    assert_eq!(a["run"], run.as_str(), "{a}");
+    assert!(!ws.join("codex-asked").exists(), "it ran before the answer");
+    let o = h.ctl(&["allow", a["id"].as_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    t.wait_secs("t", "CODEX-MADE-IT", 60);
+    assert!(
+        ws.join("codex-asked").exists(),
+        "the allowed command did not run"
+    );
+    t.ok(&["send-keys", "-t", "t", "-l", "/quit"]);
+    t.wait_for("t", "› /quit");
+    t.ok(&["send-keys", "-t", "t", "Enter"]);
+    let s = t.wait_secs("t", "EXIT=", 60);
+    assert!(s.contains("EXIT=0"), "{s}");
+    poll(30, || {
+        h.show(&run)
+            .lines()
+            .any(|l| l.starts_with("ended"))
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("the run's record never closed:\n{}", h.show(&run)));
 }
