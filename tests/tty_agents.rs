@@ -1,11 +1,12 @@
-//! The agents' own TUIs in `launch --tty` runs. The real Claude Code TUI in a run (no
-//! `-- CMD`: the role's own agent in its interactive form), in a tmux pane, against the scripted stand-in model
-//! (tests/agents/standin_provider.py): the brief is its first message, a person types a
-//! request, the model asks for a bash command the role lacks, the ask shows on the
-//! terminal's status line (Claude Code's own egress asks are denied there with Ctrl-] n),
-//! `airlockctl allow` from another process lets it run, the answer shows; its `/copy` (OSC 52) never reaches the
-//! pane; detach and attach redraw the screen, a resize reaches the TUI, `/exit` ends the
-//! run with its ledger record closed.
+//! The agents' own TUIs in `launch --tty` runs (no `-- CMD`: the role's own agent in its
+//! interactive form), in tmux panes, against the scripted stand-in model
+//! (tests/agents/standin_provider.py). Claude Code: the brief is its first message, a
+//! person types a request, the model asks for a bash command the role lacks, the ask shows
+//! on the terminal's status line (Claude Code's own egress asks are denied there with
+//! Ctrl-] n), `airlockctl allow` from another process lets it run, the answer shows; its
+//! `/copy` (OSC 52) never reaches the pane; detach and attach redraw the screen, a resize
+//! reaches the TUI, `/exit` ends the run with its ledger record closed. Codex: the brief,
+//! an ask allowed, `/quit`.
 
 mod common;
 
