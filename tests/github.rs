@@ -858,8 +858,12 @@ fn the_github_connector_edits_no_pull_request_through_its_issue_number() {
         "issues: [comment, label, close, edit_body]",
     )
     .replace(
+        "pull_requests: [open, comment, review]",
+        "pull_requests: [open, review]",
+    )
+    .replace(
         "tools: {}",
-        "tools:\n  board: [board_read]\n  github: [update_issue]",
+        "tools:\n  board: [board_read]\n  github: [update_issue, add_issue_comment]",
     );
     let dir = h.root.join("roles.local/ghprobe");
     std::fs::create_dir_all(&dir).unwrap();
@@ -870,6 +874,8 @@ fn the_github_connector_edits_no_pull_request_through_its_issue_number() {
         ["update_issue", edit(2, "state", "closed")],
         ["update_issue", edit(2, "title", "mine-now")],
         ["update_issue", edit(1, "state", "closed")],
+        ["add_issue_comment", edit(2, "body", "hi")],
+        ["add_issue_comment", edit(1, "body", "hi")],
     ]);
     let o = h
         .launch(
@@ -893,9 +899,86 @@ fn the_github_connector_edits_no_pull_request_through_its_issue_number() {
         );
     }
     assert_eq!(step(&lines, 2)["error"], false, "{lines:?}");
+    // A comment through #2's issue number is the pull request's: this role has none.
+    let c = step(&lines, 3);
+    assert_eq!(c["error"], true, "{lines:?}");
+    assert!(
+        c["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("writes.pull_requests"),
+        "{c}"
+    );
+    assert_eq!(step(&lines, 4)["error"], false, "{lines:?}");
     let seen = gh.mcp_calls();
-    assert_eq!(seen.len(), 1, "{seen:?}");
-    assert_eq!(seen[0]["arguments"]["issue_number"], 1, "{seen:?}");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter().all(|c| c["arguments"]["issue_number"] == 1),
+        "{seen:?}"
+    );
+}
+
+/// Issue 41's second attack: a comment or a label given through a pull request's issue
+/// number is the pull request's write. A role with `issues: [comment, label]` and no
+/// comment or label of pull requests comments and labels issue #1, and is refused both on
+/// #2, a person's pull request (`writes.pull_requests`), which GitHub never hears of.
+#[test]
+fn a_pull_requests_issue_number_is_written_as_the_pull_request() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let seed = std::process::Command::new("git")
+        .args(["branch", "theirs", "main"])
+        .current_dir(gh.bare())
+        .output()
+        .unwrap();
+    assert!(seed.status.success(), "{}", stderr(&seed));
+    let opened = gh.post(
+        "/repos/example-org/example-repo/pulls",
+        &gh.mint_token(),
+        r#"{"title":"theirs","head":"theirs","base":"main","standin_author":"octo-human"}"#,
+    );
+    assert_eq!(opened["number"], 2, "{opened}");
+    let h = host_with(
+        &gh,
+        &role_with(5, "").replace(
+            "pull_requests: [open, comment, review]",
+            "pull_requests: [open]",
+        ),
+    );
+    let script = r#"
+api=https://api.github.com/repos/example-org/example-repo
+c() { curl -s -w " %{http_code}" -H "Authorization: token $GH_TOKEN" "$@" | tr '\n' ' '; }
+echo "R issue_comment $(c -X POST -d '{"body":"hi"}' $api/issues/1/comments)"
+echo "R issue_label $(c -X POST -d '{"labels":["bug"]}' $api/issues/1/labels)"
+echo "R pull_comment $(c -X POST -d '{"body":"hi"}' $api/issues/2/comments)"
+echo "R pull_label $(c -X POST -d '{"labels":["bug"]}' $api/issues/2/labels)"
+"#;
+    let o = h
+        .launch("ghprobe", "gina", &[], &["/bin/sh", "-c", script])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let r = results(&out);
+    let get = |k: &str| r.get(k).map(String::as_str).unwrap_or("missing");
+    for k in ["issue_comment", "issue_label"] {
+        assert!(get(k).ends_with(" 201"), "{k}: {}\n{out}", get(k));
+    }
+    for k in ["pull_comment", "pull_label"] {
+        assert!(
+            get(k).ends_with(" 403") && get(k).contains("writes.pull_requests"),
+            "{k}: {}\n{out}",
+            get(k)
+        );
+    }
+    assert!(
+        !gh.requests()
+            .iter()
+            .any(|q| q["method"] == "POST"
+                && q["path"].as_str().unwrap_or("").contains("/issues/2/")),
+        "{:?}",
+        gh.requests()
+    );
 }
 
 const FILTER_SCRIPT: &str = r#"

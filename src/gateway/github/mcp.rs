@@ -172,6 +172,39 @@ pub async fn check(gh: &Github, tool: &str, args: &Value) -> Result<Option<Passe
             actions,
             branch,
         } => {
+            // A comment or a label given through a pull request's issue number is the pull
+            // request's write, as on the REST issues API.
+            let number = args.get("issue_number").and_then(Value::as_u64);
+            let actions = match number.filter(|_| {
+                actions
+                    .iter()
+                    .any(|a| matches!(a, Action::Issue("comment") | Action::Issue("label")))
+            }) {
+                None => actions,
+                Some(n) => {
+                    let name = super::write_name(&actions);
+                    if let Err(d) = gh.decide(&repo, &actions, &name, &endpoint, started) {
+                        return Err(format!("{}: {}", d.rule, d.reason));
+                    }
+                    match super::is_pull(gh, &repo, n).await {
+                        None => {
+                            let why = "GitHub could not be asked whether the issue is a pull request, so the write does not go on";
+                            let rule = "github: unknown write";
+                            gh.journal(&repo, &name, &endpoint, (false, rule, why), 403, started);
+                            return Err(format!("{rule}: {why}"));
+                        }
+                        Some(false) => actions,
+                        Some(true) => actions
+                            .into_iter()
+                            .map(|a| match a {
+                                Action::Issue("comment") => Action::PullRequest("comment"),
+                                Action::Issue("label") => Action::PullRequest("label"),
+                                other => other,
+                            })
+                            .collect(),
+                    }
+                }
+            };
             let name = super::write_name(&actions);
             // Committing files or making a branch: the push rules (a branch named, not the
             // default one, and one this run made, unless this makes it).

@@ -566,6 +566,51 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
     let write = match &kind {
         Kind::Read => None,
         Kind::Write { repo, actions } => {
+            // Every pull request is an issue too: a comment, a label or an assignee given
+            // through an issue's number that is a pull request's is the pull request's
+            // write (`pull_requests.comment`, `pull_requests.label`), as GraphQL names it.
+            let remapped;
+            let actions = match issue_sub(&method, &path) {
+                None => actions,
+                Some(n) => {
+                    // The role's own rules first (writes.repos, the issue's action): GitHub
+                    // is asked only for a write that could go on.
+                    let name = write_name(actions);
+                    if let Err(d) = gh.decide(repo, actions, &name, &endpoint, started) {
+                        return refusal(
+                            StatusCode::FORBIDDEN,
+                            &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                        );
+                    }
+                    let pull = is_pull(gh, repo, n).await;
+                    match pull {
+                        None => {
+                            let msg = "GitHub could not be asked whether the issue is a pull request, so the write does not go on";
+                            record(
+                                repo,
+                                &write_name(actions),
+                                false,
+                                "github: unknown write",
+                                msg,
+                                403,
+                            );
+                            return refusal(StatusCode::FORBIDDEN, &format!("Airlock: {msg}"));
+                        }
+                        Some(false) => actions,
+                        Some(true) => {
+                            remapped = actions
+                                .iter()
+                                .map(|a| match a {
+                                    Action::Issue("comment") => Action::PullRequest("comment"),
+                                    Action::Issue("label") => Action::PullRequest("label"),
+                                    other => other.clone(),
+                                })
+                                .collect::<Vec<_>>();
+                            &remapped
+                        }
+                    }
+                }
+            };
             // A contents write commits to a branch: the push rules hold for it too.
             if actions
                 .iter()
@@ -750,16 +795,34 @@ fn merge_number(path: &str) -> Option<u64> {
 /// says it is a pull request this run did not open (GitHub takes the edit as one of the
 /// pull request), or GitHub could not be asked.
 async fn issue_is_anothers_pull(gh: &Github, repo: &str, n: u64) -> Option<&'static str> {
-    let token = gh.token_for(Some(repo)).cloned();
-    match get_json(gh, &format!("/repos/{repo}/issues/{n}"), token).await {
+    match is_pull(gh, repo, n).await {
         None => Some("GitHub could not be asked whether the issue is a pull request, so the edit does not go on"),
-        Some(v)
-            if v.get("pull_request").is_some_and(|p| !p.is_null())
-                && !gh.nodes.opened_number(repo, n) =>
-        {
+        Some(true) if !gh.nodes.opened_number(repo, n) => {
             Some("the issue is a pull request, and only a pull request this run opened may be edited")
         }
         Some(_) => None,
+    }
+}
+
+/// Whether issue `n` of `repo` is a pull request, as GitHub answers the gateway (its issue
+/// carries `pull_request`); none when GitHub could not be asked.
+async fn is_pull(gh: &Github, repo: &str, n: u64) -> Option<bool> {
+    let token = gh.token_for(Some(repo)).cloned();
+    let v = get_json(gh, &format!("/repos/{repo}/issues/{n}"), token).await?;
+    Some(v.get("pull_request").is_some_and(|p| !p.is_null()))
+}
+
+/// The issue number of a comment, label or assignee write through the issues API
+/// (`POST .../issues/N/comments`, `POST|PUT|DELETE .../issues/N/labels[/NAME]`,
+/// `POST|DELETE .../issues/N/assignees`).
+fn issue_sub(method: &str, path: &str) -> Option<u64> {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (method, seg.as_slice()) {
+        ("POST", ["repos", _, _, "issues", n, "comments"])
+        | ("POST" | "PUT", ["repos", _, _, "issues", n, "labels"])
+        | ("DELETE", ["repos", _, _, "issues", n, "labels", ..])
+        | ("POST" | "DELETE", ["repos", _, _, "issues", n, "assignees"]) => n.parse().ok(),
+        _ => None,
     }
 }
 
