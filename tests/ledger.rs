@@ -585,3 +585,39 @@ fn a_closing_record_of_an_older_airlock_still_verifies() {
     let calls = c.calls.unwrap();
     assert_eq!((calls.allowed, calls.refused, calls.bash), (2, 1, None));
 }
+
+/// Group commit: appenders write under the ledger's lock and wait for durability after
+/// releasing it. Many at once, interleaved with appends that wait under the lock: every
+/// record is there once its wait returned, in one chain that verifies, each run's opening
+/// before its closing.
+#[test]
+fn appends_waited_for_outside_the_lock_all_land_in_one_chain() {
+    let (_d, path) = setup();
+    let ledger = std::sync::Mutex::new(Ledger::open(&path).unwrap());
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let ledger = &ledger;
+            s.spawn(move || {
+                for i in 0..10 {
+                    let run = format!("run-{t}-{i}");
+                    let (records, pending) = ledger
+                        .lock()
+                        .unwrap()
+                        .append_all_pending(vec![opened(&run, "tess", 1000)])
+                        .unwrap();
+                    assert_eq!(records.len(), 1);
+                    pending.wait().unwrap();
+                    ledger.lock().unwrap().append(closed(&run)).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(ledger.lock().unwrap().len(), 160);
+    drop(ledger);
+    assert_eq!(ledger::verify(&path).unwrap(), 160);
+    assert!(ledger::open_runs(&path).unwrap().is_empty());
+    // Reopened, the chain goes on from the last record.
+    let mut l = Ledger::open(&path).unwrap();
+    l.append(opened("run-last", "tess", 2000)).unwrap();
+    assert_eq!(ledger::verify(&path).unwrap(), 161);
+}

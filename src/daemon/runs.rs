@@ -312,19 +312,21 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     };
     // The leases' records and the opening record in one write and one fsync.
     let store = LeaseStore::new(&cfg.state_dir);
-    let opened = lease_records::record_opening(&store, &mut ledger, &prepared.leases, opened);
-    if let Err(e) = opened {
-        prepared.gateway.leases.revoke_all();
-        let mut append = |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
-        let _ = lease_records::revoke_run(&store, &mut append, &run, "the run was not started");
-        drop(ledger);
-        held.remove();
-        let r = err(ErrorCode::Internal, format!("the run was not started: {e}"));
-        return Err(refuse(runner, r));
-    }
-    // Without a heartbeat the file still tells that the run is supervised; only the time
-    // it was last alive is lost.
-    let heartbeat = held.beat().ok();
+    let opened =
+        lease_records::record_opening_pending(&store, &mut ledger, &prepared.leases, opened);
+    let pending = match opened {
+        Ok(p) => p,
+        Err(e) => {
+            prepared.gateway.leases.revoke_all();
+            let mut append =
+                |e: LedgerEvent| ledger.append(e).map(|_| ()).map_err(|e| e.to_string());
+            let _ = lease_records::revoke_run(&store, &mut append, &run, "the run was not started");
+            drop(ledger);
+            held.remove();
+            let r = err(ErrorCode::Internal, format!("the run was not started: {e}"));
+            return Err(refuse(runner, r));
+        }
+    };
     let control = Arc::new(RunControl::new(
         prepared.deadline,
         Duration::from_secs(cfg.grace_seconds),
@@ -375,6 +377,19 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
     );
     drop(ledger);
     d.changed.notify_one();
+    // The opening record is durable before the run starts or the launch is answered; the
+    // sync is shared with the launches and closings that wrote meanwhile.
+    if let Err(e) = pending.wait() {
+        lock(&d.active).remove(&run);
+        d.changed.notify_one();
+        prepared.gateway.leases.revoke_all();
+        held.remove();
+        let r = err(ErrorCode::Internal, format!("the run was not started: {e}"));
+        return Err(refuse(runner, r));
+    }
+    // Without a heartbeat the file still tells that the run is supervised; only the time
+    // it was last alive is lost.
+    let heartbeat = held.beat().ok();
 
     let (frames, client) = if a.wait || a.tty.is_some() {
         let (tx, rx) = mpsc::channel(FRAME_BUFFER);
@@ -779,7 +794,10 @@ fn close(
     tally: ledger::Tally,
 ) -> bool {
     let closed = RunClosed::new(&info.run, outcome, exit_code, signal, reason, tally);
-    let appended = lock(&d.ledger).append(LedgerEvent::RunClosed(closed));
+    // Written under the lock, made durable after it (one sync for the closings and
+    // launches writing meanwhile).
+    let written = lock(&d.ledger).append_all_pending(vec![LedgerEvent::RunClosed(closed)]);
+    let appended = written.and_then(|(_, pending)| pending.wait());
     let ok = appended.is_ok();
     let seconds = ledger::now_ms().saturating_sub(info.started_at) as f64 / 1000.0;
     d.metrics

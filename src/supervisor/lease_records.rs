@@ -50,6 +50,19 @@ pub fn record_opening(
     leases: &[Lease],
     opened: ledger::RunOpened,
 ) -> Result<(), String> {
+    record_opening_pending(store, ledger, leases, opened)?
+        .wait()
+        .map_err(|e| e.to_string())
+}
+
+/// [`record_opening`], the records written and not yet known durable: the caller waits
+/// for them ([`ledger::Pending::wait`]) once it has released the ledger's lock.
+pub fn record_opening_pending(
+    store: &LeaseStore,
+    ledger: &mut ledger::Ledger,
+    leases: &[Lease],
+    opened: ledger::RunOpened,
+) -> Result<ledger::Pending, String> {
     let mut batch = Vec::with_capacity(leases.len() + 1);
     record_issued(
         store,
@@ -61,8 +74,8 @@ pub fn record_opening(
     )?;
     batch.push(LedgerEvent::RunOpened(opened));
     ledger
-        .append_all(batch)
-        .map(|_| ())
+        .append_all_pending(batch)
+        .map(|(_, pending)| pending)
         .map_err(|e| e.to_string())
 }
 

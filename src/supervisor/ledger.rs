@@ -1,5 +1,7 @@
 //! The write-once run ledger: `<state_dir>/ledger.jsonl`, one JSON record per line, each
-//! appended with a single `O_APPEND` write and fsync'd before the append returns.
+//! appended with a single `O_APPEND` write and fsync'd before the append returns (or, with
+//! [`Ledger::append_all_pending`], before its [`Pending::wait`] does: appenders that
+//! arrive together share one sync, see [`super::ledger_sync`]).
 //!
 //! Records are hash-chained: `seq` counts from 1, `prev` is the `hash` of the previous
 //! record (64 zeros for the first), and `hash` is the hex SHA-256 of the record's canonical
@@ -31,6 +33,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::ledger_sync::GroupSync;
 use crate::role::model::Level;
 
 /// `prev` of the first record.
@@ -617,6 +620,30 @@ pub struct Ledger {
     /// The record count, for readers that must not wait on the ledger's lock (the fleet
     /// mirror's async task, `status`).
     count: Arc<AtomicU64>,
+    /// The file's durability, shared with appenders waiting outside the lock.
+    sync: Arc<GroupSync>,
+}
+
+/// Records written and not yet known durable: [`Pending::wait`] until they are. Got from
+/// [`Ledger::append_all_pending`], waited for once the ledger's lock is released.
+#[must_use = "a record is durable only once waited for"]
+pub struct Pending {
+    sync: Arc<GroupSync>,
+    end: u64,
+    path: PathBuf,
+}
+
+impl Pending {
+    /// Until the records are durable (one sync for every appender waiting meanwhile).
+    pub fn wait(self) -> Result<(), LedgerError> {
+        self.sync.wait(self.end).map_err(io_err(&self.path, "sync"))
+    }
+}
+
+/// The ledger file's [`GroupSync`], on a descriptor of its own (the file stays locked).
+fn group_sync(file: &File, path: &Path, len: u64) -> Result<Arc<GroupSync>, LedgerError> {
+    let dup = file.try_clone().map_err(io_err(path, "open for syncing"))?;
+    Ok(Arc::new(GroupSync::new(dup, len)))
 }
 
 impl Ledger {
@@ -650,6 +677,7 @@ impl Ledger {
         }
         let ledger = Ledger {
             path: path.to_path_buf(),
+            sync: group_sync(&file, path, keep as u64)?,
             file,
             next_seq: chain.next_seq,
             last_hash: chain.last_hash,
@@ -709,6 +737,7 @@ impl Ledger {
         };
         Ok(Ledger {
             path: path.to_path_buf(),
+            sync: group_sync(&file, path, keep)?,
             file,
             next_seq,
             last_hash,
@@ -762,6 +791,25 @@ impl Ledger {
     /// closing one), each chained to the one before as if appended alone. A crash leaves
     /// the ledger ending at one of them (a torn last line is cut back at the next open).
     pub fn append_all(&mut self, events: Vec<LedgerEvent>) -> Result<Vec<Record>, LedgerError> {
+        let (records, pending) = self.append_all_pending(events)?;
+        if let Err(e) = pending.wait() {
+            self.poison();
+            return Err(e);
+        }
+        Ok(records)
+    }
+
+    /// [`Ledger::append_all`] without the wait for durability: the records are written
+    /// (later appends chain on them) and durable once [`Pending::wait`] returns, which the
+    /// caller does after releasing the ledger's lock, so appenders that arrive together
+    /// share one sync. Nothing may act on the records, or tell of them, before that.
+    pub fn append_all_pending(
+        &mut self,
+        events: Vec<LedgerEvent>,
+    ) -> Result<(Vec<Record>, Pending), LedgerError> {
+        if self.sync.failed() {
+            self.poison();
+        }
         if self.poisoned {
             return Err(LedgerError::Poisoned {
                 path: self.path.clone(),
@@ -790,13 +838,15 @@ impl Ledger {
                 hash,
             });
         }
+        let pending = Pending {
+            sync: self.sync.clone(),
+            end: self.len,
+            path: self.path.clone(),
+        };
         if sealed.is_empty() {
-            return Ok(sealed);
+            return Ok((sealed, pending));
         }
-        let written = self
-            .file
-            .write_all(&bytes)
-            .and_then(|_| self.file.sync_data());
+        let written = self.file.write_all(&bytes);
         if let Err(e) = written {
             // The tail is unknown now: try to cut back to the last good record, and refuse
             // further appends until a reopen has checked the file.
@@ -808,6 +858,7 @@ impl Ledger {
             return Err(io_err(&self.path, "append")(e));
         }
         self.len += bytes.len() as u64;
+        self.sync.wrote(self.len);
         self.next_seq = check.next_seq;
         self.last_hash = check.last_hash;
         self.count.store(self.next_seq - 1, Ordering::SeqCst);
@@ -818,7 +869,25 @@ impl Ledger {
                 forget_old_starts(v, o.started_at);
             }
         }
-        Ok(sealed)
+        Ok((
+            sealed,
+            Pending {
+                end: self.len,
+                ..pending
+            },
+        ))
+    }
+
+    /// A sync failed: what the file holds past the last durable byte is unknown. Cut back
+    /// to it, and refuse appends until a reopen has checked the file.
+    fn poison(&mut self) {
+        if !self.poisoned {
+            self.poisoned = true;
+            let _ = self
+                .file
+                .set_len(self.sync.synced())
+                .and_then(|_| self.file.sync_all());
+        }
     }
 }
 

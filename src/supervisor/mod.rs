@@ -16,6 +16,7 @@ pub mod instances;
 pub mod launch;
 pub mod lease_records;
 pub mod ledger;
+pub mod ledger_sync;
 pub mod loopdev;
 pub mod mount_hold;
 pub mod notify;
