@@ -863,7 +863,7 @@ fn the_github_connector_edits_no_pull_request_through_its_issue_number() {
     )
     .replace(
         "tools: {}",
-        "tools:\n  board: [board_read]\n  github: [update_issue, add_issue_comment]",
+        "tools:\n  board: [board_read]\n  github: [update_issue, add_issue_comment, create_pull_request]",
     );
     let dir = h.root.join("roles.local/ghprobe");
     std::fs::create_dir_all(&dir).unwrap();
@@ -876,6 +876,8 @@ fn the_github_connector_edits_no_pull_request_through_its_issue_number() {
         ["update_issue", edit(1, "state", "closed")],
         ["add_issue_comment", edit(2, "body", "hi")],
         ["add_issue_comment", edit(1, "body", "hi")],
+        ["create_pull_request", {"owner": "example-org", "repo": "example-repo", "title": "t", "head": "theirs", "base": "main"}],
+        ["create_pull_request", {"owner": "example-org", "repo": "example-repo", "title": "t", "head": "main", "base": "main"}],
     ]);
     let o = h
         .launch(
@@ -910,6 +912,13 @@ fn the_github_connector_edits_no_pull_request_through_its_issue_number() {
         "{c}"
     );
     assert_eq!(step(&lines, 4)["error"], false, "{lines:?}");
+    // A pull request opened through the connector meets createPullRequest's rules: its
+    // head a branch this run created, never the default branch.
+    for (i, rule) in [(5, "push: branch"), (6, "push: default branch")] {
+        let c = step(&lines, i);
+        assert_eq!(c["error"], true, "{lines:?}");
+        assert!(c["text"].as_str().unwrap_or("").contains(rule), "{c}");
+    }
     let seen = gh.mcp_calls();
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert!(

@@ -280,6 +280,9 @@ echo "R rest_edit $(curl -s -X PATCH -H "Authorization: token $GH_TOKEN" -d '{"t
 git config --global user.name agent && git config --global user.email agent@example.com
 git clone -q https://github.com/example-org/example-repo.git repo && cd repo
 git checkout -q -b airlock/rest && echo more >> README.md && git commit -qam change && git push -q origin HEAD:refs/heads/airlock/rest
+echo "R rest_open_theirs $(curl -s -w ' %{http_code}' -H "Authorization: token $GH_TOKEN" -d '{"title":"t","head":"theirs","base":"main"}' https://api.github.com/repos/example-org/example-repo/pulls)"
+echo "R rest_open_main $(curl -s -w ' %{http_code}' -H "Authorization: token $GH_TOKEN" -d '{"title":"t","head":"example-org:main","base":"main"}' https://api.github.com/repos/example-org/example-repo/pulls)"
+echo "R rest_open_fork $(curl -s -w ' %{http_code}' -H "Authorization: token $GH_TOKEN" -d '{"title":"t","head":"octo-forker:airlock/rest","base":"main"}' https://api.github.com/repos/example-org/example-repo/pulls)"
 echo "R rest_open $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: token $GH_TOKEN" -d '{"title":"ours","head":"airlock/rest","base":"main"}' https://api.github.com/repos/example-org/example-repo/pulls)"
 echo "R rest_own_edit $(curl -s -o /dev/null -w '%{http_code}' -X PATCH -H "Authorization: token $GH_TOKEN" -d '{"body":"edited"}' https://api.github.com/repos/example-org/example-repo/pulls/3)"
 x gql_own_edit gh pr edit 3 -R example-org/example-repo --title ours-renamed
@@ -310,6 +313,16 @@ fn a_pull_request_the_run_did_not_open_is_not_edited() {
         .unwrap();
     let out = stdout(&o);
     let r = results(&out);
+    // Opening one by REST meets createPullRequest's rules: a person's branch, the default
+    // branch and another owner's branch are refused as heads.
+    for (k, rule) in [
+        ("rest_open_theirs", "push: branch"),
+        ("rest_open_main", "push: default branch"),
+        ("rest_open_fork", "push: branch"),
+    ] {
+        let v = r.get(k).map(String::as_str).unwrap_or("missing");
+        assert!(v.ends_with(" 403") && v.contains(rule), "{k}: {v}\n{out}");
+    }
     for k in ["gql_edit", "rest_edit"] {
         let v = r.get(k).map(String::as_str).unwrap_or("missing");
         assert!(

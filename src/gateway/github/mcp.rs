@@ -222,6 +222,16 @@ pub async fn check(gh: &Github, tool: &str, args: &Value) -> Result<Option<Passe
                     return Err(format!("{rule}: {why}"));
                 }
             }
+            if tool == "create_pull_request" {
+                if let Err(d) = gh.decide(&repo, &actions, &name, &endpoint, started) {
+                    return Err(format!("{}: {}", d.rule, d.reason));
+                }
+                if let Err((rule, why)) = super::open_head_rules(gh, &repo, s(args, "head")).await {
+                    let why = format!("head: {why}");
+                    gh.journal(&repo, &name, &endpoint, (false, rule, &why), 403, started);
+                    return Err(format!("{rule}: {why}"));
+                }
+            }
             let mut landed = String::new();
             if actions.contains(&Action::PullRequest("merge")) {
                 if let Err(d) = gh.decide(&repo, &actions, &name, &endpoint, started) {

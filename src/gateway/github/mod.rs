@@ -672,6 +672,29 @@ pub async fn handle(gh: &Github, host: Host, req: Request<Incoming>) -> Response
                     }
                 }
             }
+            // Opening a pull request by REST meets createPullRequest's rules: its head a
+            // branch of this repository this run created, never the default branch.
+            if opening_pull(&method, &path) {
+                let name = write_name(actions);
+                if let Err(d) = gh.decide(repo, actions, &name, &endpoint, started) {
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by {}: {}", d.rule, d.reason),
+                    );
+                }
+                let head = json_body
+                    .as_ref()
+                    .and_then(|b| b.get("head"))
+                    .and_then(serde_json::Value::as_str);
+                if let Err((rule, msg)) = open_head_rules(gh, repo, head).await {
+                    let msg = format!("head: {msg}");
+                    record(repo, &name, false, rule, &msg, 403);
+                    return refusal(
+                        StatusCode::FORBIDDEN,
+                        &format!("Airlock refused {name} by {rule}: {msg}"),
+                    );
+                }
+            }
             if let Some(n) = pull_edit(&method, &path) {
                 let name = write_name(actions);
                 if let Err(d) = gh.decide(repo, actions, &name, &endpoint, started) {
@@ -788,6 +811,33 @@ fn merge_number(path: &str) -> Option<u64> {
     match seg.as_slice() {
         ["repos", _, _, "pulls", n, "merge"] => n.parse().ok(),
         _ => None,
+    }
+}
+
+/// Whether a pull request opened in `repo` by REST or the MCP `create_pull_request` may have
+/// `head` (`BRANCH` or `OWNER:BRANCH`): a branch of `repo` this run created, never the
+/// default branch, as `createPullRequest`'s `headRefName`.
+async fn open_head_rules(
+    gh: &Github,
+    repo: &str,
+    head: Option<&str>,
+) -> Result<(), (&'static str, String)> {
+    let owner = repo.split('/').next().unwrap_or_default();
+    let branch = head.map(|h| match h.split_once(':') {
+        Some((o, b)) if o.eq_ignore_ascii_case(owner) => Some(b),
+        Some(_) => None,
+        None => Some(h),
+    });
+    match branch {
+        None => Err((
+            "push: branch",
+            "a pull request's head names a branch of this repository".into(),
+        )),
+        Some(None) => Err((
+            "push: branch",
+            "a pull request's head is a branch of another owner's repository, which no run here created".into(),
+        )),
+        Some(Some(b)) => gh.branch_rules(repo, Some(b), false).await,
     }
 }
 
