@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::github::StandInGithub;
+use common::github::{StandInGithub, MCP_AGENT};
 use common::*;
 use serde_json::Value;
 
@@ -537,6 +537,63 @@ fn at_l3_a_merge_lands_only_after_a_humans_approval_of_the_head() {
         reason.contains(&format!("approved by octo-human on {head}")),
         "{reason}"
     );
+}
+
+/// GitHub's MCP `merge_pull_request` names no head commit, so the gateway cannot pin the
+/// head the gate approved (a push meanwhile would land unreviewed; issue 41's second
+/// attack): even with a person's approval of the head, the MCP merge is refused
+/// (`land: head`, naming the merges that pin it) and nothing reaches GitHub.
+#[test]
+fn at_l3_the_mcp_merge_is_refused_since_it_cannot_name_the_head() {
+    require_journald();
+    let gh = StandInGithub::start();
+    let h = gate_host(&gh, "L3");
+    let head = head_of(&gh, "feature");
+    std::fs::write(
+        gh.dir.path().join("reviews.json"),
+        serde_json::json!({"example-org/example-repo#2": [{"user": {"login": "octo-human", "type": "User"}, "state": "APPROVED", "commit_id": head}]}).to_string(),
+    )
+    .unwrap();
+    // The merge-gate role as an agent holding GitHub's connector and its merge tool.
+    let file = h.root.join("roles.local/merge-gate/role.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let agent = text
+        .replace(
+            "kind: workflow",
+            "kind: agent\nrun:\n  model: claude-sonnet-4-5\n  mcp:\n    github: {via: airlock}",
+        )
+        .replace(
+            "tools: {}",
+            "tools:\n  board: [board_read]\n  github: [merge_pull_request]",
+        );
+    assert_ne!(agent, text);
+    std::fs::write(&file, agent).unwrap();
+    let calls = serde_json::json!([["merge_pull_request", {"owner": "example-org", "repo": "example-repo", "pullNumber": 2}]]);
+    let o = h
+        .launch(
+            "merge-gate",
+            "mona",
+            &[],
+            &["/usr/bin/python3", "-c", MCP_AGENT, &calls.to_string()],
+        )
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let answer: Value = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["step"] == 0)
+        .unwrap_or_else(|| panic!("no answer in {out}"));
+    assert_eq!(answer["error"], true, "{answer}");
+    let said = answer["text"].as_str().unwrap_or("");
+    assert!(
+        said.contains("land: head") && said.contains("gh pr merge"),
+        "{said}"
+    );
+    assert!(!merged(&gh), "the MCP merge reached GitHub");
+    let seen = gh.mcp_calls();
+    assert!(seen.is_empty(), "the MCP merge reached GitHub: {seen:?}");
 }
 
 #[test]

@@ -209,3 +209,29 @@ impl Drop for StandInGithub {
         let _ = self.child.wait();
     }
 }
+
+/// An MCP client on the agent side (GitHub's connector through the run's gateway): initialize, then each tools/call of its argument
+/// (a JSON list of [name, arguments]), printing each result as a JSON line.
+pub const MCP_AGENT: &str = r#"
+import json, os, sys, urllib.request
+url = os.environ["AIRLOCK_GATEWAY"] + "/mcp/github"
+V = "2025-06-18"
+def post(msg, session=None):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if session:
+        h["Mcp-Session-Id"] = session
+        h["MCP-Protocol-Version"] = V
+    req = urllib.request.Request(url, data=json.dumps(msg).encode(), headers=h, method="POST")
+    with urllib.request.urlopen(req) as r:
+        body = r.read()
+        return r.headers.get("Mcp-Session-Id"), (json.loads(body) if body else None)
+s, init = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": V, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+post({"jsonrpc": "2.0", "method": "notifications/initialized"}, s)
+for i, (name, args) in enumerate(json.loads(sys.argv[1])):
+    _, r = post({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                 "params": {"name": name, "arguments": args}}, s)
+    res = r.get("result", {})
+    print(json.dumps({"step": i, "error": res.get("isError", False),
+                      "text": res.get("content", [{}])[0].get("text", "")}))
+"#;

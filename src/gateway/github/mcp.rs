@@ -232,16 +232,22 @@ pub async fn check(gh: &Github, tool: &str, args: &Value) -> Result<Option<Passe
                     return Err(format!("{rule}: {why}"));
                 }
             }
-            let mut landed = String::new();
             if actions.contains(&Action::PullRequest("merge")) {
                 if let Err(d) = gh.decide(&repo, &actions, &name, &endpoint, started) {
                     return Err(format!("{}: {}", d.rule, d.reason));
                 }
                 let number = args.get("pullNumber").and_then(Value::as_u64);
                 match super::land::gate(gh, &repo, number).await {
-                    // GitHub's MCP merge tool names no head commit: the head is not
-                    // pinned on this path (the manual says so).
-                    Ok((note, _head)) => landed = format!("; {note}"),
+                    // GitHub's MCP merge tool names no head commit, so a push between the
+                    // gate's read and the merge would land a head nobody approved or
+                    // judged: refused, pointing at the paths the gateway pins (REST `sha`,
+                    // GraphQL `expectedHeadOid`, which `gh pr merge` sends).
+                    Ok(_) => {
+                        let rule = "land: head";
+                        let why = "merge_pull_request names no head commit, so the head the gate decided on cannot be pinned: merge with `gh pr merge` or the REST or GraphQL merge, which name it";
+                        gh.journal(&repo, &name, &endpoint, (false, rule, why), 403, started);
+                        return Err(format!("{rule}: {why}"));
+                    }
                     Err((rule, why)) => {
                         gh.journal(&repo, &name, &endpoint, (false, rule, &why), 403, started);
                         return Err(format!("{rule}: {why}"));
@@ -279,7 +285,7 @@ pub async fn check(gh: &Github, tool: &str, args: &Value) -> Result<Option<Passe
                     repo,
                     name,
                     rule: d.rule,
-                    reason: format!("{}{landed}", d.reason),
+                    reason: d.reason,
                     started,
                 })),
                 Err(d) => Err(format!("{}: {}", d.rule, d.reason)),
