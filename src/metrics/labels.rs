@@ -9,7 +9,7 @@ pub const UNKNOWN_CONNECTOR: &str = "(unknown)";
 /// A model other than the run's own (`run.model`), or an action the gateway has no name for.
 pub const OTHER: &str = "(other)";
 
-/// Airlock's own MCP server, and the only tool it serves.
+/// Airlock's own MCP server, and its bash tool (beside it: the chief's decision tools).
 pub const AIRLOCK_CONNECTOR: &str = crate::policy::agent_config::BASH_SERVER;
 pub const BASH_TOOL: &str = crate::policy::agent_config::BASH_TOOL;
 
@@ -34,17 +34,18 @@ pub const RESOURCE_METHODS: [&str; 3] = [
 /// (`grant`: its `tools` pattern, `get_*`, or the exact name), never the name the agent
 /// sent, so a role's file bounds the series however many names an agent makes up;
 /// [`NOT_GRANTED`] when nothing grants it. A resource call is its method; on Airlock's
-/// own server only `bash` exists.
+/// own server only `bash` and the decision tools exist.
 pub fn tool<'a>(connector_label: &str, name: &'a str, grant: Option<&'a str>) -> &'a str {
     if connector_label == UNKNOWN_CONNECTOR {
         return NOT_GRANTED;
     }
     if connector_label == AIRLOCK_CONNECTOR {
-        return if name == BASH_TOOL {
-            BASH_TOOL
-        } else {
-            NOT_GRANTED
-        };
+        // Its tools are a fixed set: bash, and the chief's decision tools.
+        return std::iter::once(&BASH_TOOL)
+            .chain(crate::policy::classes::DECISION_TOOLS.iter())
+            .find(|t| **t == name)
+            .copied()
+            .unwrap_or(NOT_GRANTED);
     }
     if let Some(m) = RESOURCE_METHODS.iter().find(|m| **m == name) {
         return m;
@@ -112,9 +113,10 @@ mod tests {
         let c = connector(&run, "ghost-AKIA1234");
         assert_eq!(c, UNKNOWN_CONNECTOR);
         assert_eq!(tool(c, "anything", Some("any*")), NOT_GRANTED);
-        // Airlock's own server serves bash alone.
+        // Airlock's own server serves bash and the chief's decision tools alone.
         let c = connector(&run, "airlock");
         assert_eq!(tool(c, "bash", None), "bash");
+        assert_eq!(tool(c, "hire_request", None), "hire_request");
         assert_eq!(tool(c, "rm -rf /", None), NOT_GRANTED);
         assert_eq!(method("tools/call"), "tools/call");
         assert_eq!(method("made/up"), OTHER);
