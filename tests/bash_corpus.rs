@@ -217,7 +217,9 @@ const CORPUS: &[(&str, bool, &str)] = &[
     ("git diff --output /tmp/x", D, "guard: git --output"),
     ("git diff --ext-diff", D, "guard: git --ext-diff"),
     ("git diff --textconv", D, "guard: git --textconv"),
-    ("git log '-c'", D, "guard: git -c"),
+    ("git '-c' core.pager=x log", D, "guard: git -c"),
+    // After the subcommand, log's own -c (combined diff), never git's config.
+    ("git log '-c'", A, "run.bash[0]"),
     ("git log \"--git-dir=/x\"", D, "guard: git --git-dir"),
     // Path programs.
     ("/usr/bin/git log", D, "program: not a bare name"),

@@ -445,6 +445,9 @@ fn every_git_subcommand_a_shipped_role_grants_works_in_the_noexec_view() {
         "git commit -q --allow-empty -m second",
         "git diff --cached",
         "git switch main",
+        // switch's own -c (the argument guard reads -c as git's only before a subcommand).
+        "git switch -c topic",
+        "git switch main",
     ];
     let out = run_git(&h, "code", "tess", &h.root.join("ws-code"), &code);
     let scout = ["git grep -n world", "git ls-files", "git show HEAD:README"];

@@ -15,6 +15,8 @@
 //!   program that does not start with `-` or `+` is one of them.
 //! - `old_style_first_arg`: the first argument is also read as a short cluster even without
 //!   a leading `-` (`tar xIf`).
+//! - `short_free_after` (built-in only): subcommands after which `short` is no longer read,
+//!   because there the letters are the subcommand's own (`git switch -c`).
 //!
 //! Wrappers are programs that run another command (`env`, `sudo`, `xargs`, shells); no
 //! prefix can allow them as the program word.
@@ -33,6 +35,9 @@ pub struct Guard {
     pub word_prefixes: Vec<String>,
     pub words: Vec<String>,
     pub old_style_first_arg: bool,
+    /// Subcommands after which `short` is not read (their own options of those letters
+    /// mean something else: `git switch -c` creates a branch, `git -c` sets config).
+    pub short_free_after: Vec<String>,
 }
 
 /// The guard list: wrapper programs and per-program guards.
@@ -119,6 +124,7 @@ struct BuiltinGuard {
     word_prefixes: &'static [&'static str],
     words: &'static [&'static str],
     old_style_first_arg: bool,
+    short_free_after: &'static [&'static str],
 }
 
 const NONE: &[&str] = &[];
@@ -149,11 +155,34 @@ const BUILTIN: &[BuiltinGuard] = &[
             "--server-option",
             "--upload-archive",
             "--remote",
+            // Take their value as the next word: refused (as are -c, -C and the ones
+            // above), so the first word that is no option is always the subcommand, which
+            // short_free_after relies on.
+            "--attr-source",
+            "--shallow-file",
         ],
-        short: "cCO",
+        // `-c` and `-C` before the subcommand are git's own (config, directory). After
+        // these subcommands they are theirs: create a branch, reuse a commit's message
+        // (its editor, like any program a run names, cannot run in the noexec view), find
+        // copies, context lines.
+        short: "cC",
         word_prefixes: &["!"],
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: &[
+            "switch", "commit", "diff", "log", "show", "blame", "apply", "am",
+        ],
+    },
+    // `git grep -O` opens the matching files in a pager program.
+    BuiltinGuard {
+        program: "git",
+        subcommands: &["grep"],
+        options: NONE,
+        short: "O",
+        word_prefixes: NONE,
+        words: NONE,
+        old_style_first_arg: false,
+        short_free_after: NONE,
     },
     // Short options that only mean "run a program" or "write elsewhere" in some subcommands.
     BuiltinGuard {
@@ -172,6 +201,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "git",
@@ -188,6 +218,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "cargo",
@@ -209,6 +240,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: &["+"],
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "rustup",
@@ -218,6 +250,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: &["+"],
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "find",
@@ -230,6 +263,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "rg",
@@ -241,6 +275,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "sed",
@@ -250,6 +285,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "tar",
@@ -268,6 +304,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: true,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "sort",
@@ -277,6 +314,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "make",
@@ -286,6 +324,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "go",
@@ -304,6 +343,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "rsync",
@@ -313,6 +353,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "ssh",
@@ -322,6 +363,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "scp",
@@ -331,6 +373,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "curl",
@@ -353,6 +396,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "wget",
@@ -371,6 +415,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "man",
@@ -380,6 +425,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "less",
@@ -389,6 +435,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "zip",
@@ -398,6 +445,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "npm",
@@ -413,6 +461,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     // Inline code from the command line; a role that means to run scripts names them.
     BuiltinGuard {
@@ -423,6 +472,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     // Inline code from the command line; a role that means to run scripts names them.
     BuiltinGuard {
@@ -433,6 +483,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     // Inline code from the command line; a role that means to run scripts names them.
     BuiltinGuard {
@@ -443,6 +494,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     // Inline code from the command line; a role that means to run scripts names them.
     BuiltinGuard {
@@ -453,6 +505,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     // Inline code from the command line; a role that means to run scripts names them.
     BuiltinGuard {
@@ -463,6 +516,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         word_prefixes: NONE,
         words: NONE,
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
     BuiltinGuard {
         program: "gh",
@@ -474,6 +528,7 @@ const BUILTIN: &[BuiltinGuard] = &[
         // `gh extension exec`, `gh alias set --shell`: both run arbitrary code.
         words: &["extension", "extensions", "ext", "alias"],
         old_style_first_arg: false,
+        short_free_after: NONE,
     },
 ];
 
@@ -494,6 +549,7 @@ impl ArgGuards {
                     word_prefixes: b.word_prefixes.iter().map(|s| s.to_string()).collect(),
                     words: b.words.iter().map(|s| s.to_string()).collect(),
                     old_style_first_arg: b.old_style_first_arg,
+                    short_free_after: b.short_free_after.iter().map(|s| s.to_string()).collect(),
                 },
             );
         }
@@ -585,17 +641,22 @@ impl ArgGuards {
         }
         let guards = self.guards.get(program.as_str())?;
         let args = &argv[1..];
-        let sub = args
+        let sub_at = args
             .iter()
-            .find(|w| !w.starts_with('-') && !w.starts_with('+'))
-            .map(String::as_str);
+            .position(|w| !w.starts_with('-') && !w.starts_with('+'));
+        let sub = sub_at.map(|i| args[i].as_str());
         for g in guards {
             if !g.subcommands.is_empty()
                 && !sub.is_some_and(|s| g.subcommands.iter().any(|c| c == s))
             {
                 continue;
             }
-            if let Some(what) = g.trips(args) {
+            // Where the short letters stop being read: after a subcommand of short_free_after.
+            let short_until = match (sub_at, sub) {
+                (Some(i), Some(s)) if g.short_free_after.iter().any(|c| c == s) => i,
+                _ => args.len(),
+            };
+            if let Some(what) = g.trips(args, short_until) {
                 return Some(GuardHit {
                     program: program.clone(),
                     what,
@@ -607,7 +668,9 @@ impl ArgGuards {
 }
 
 impl Guard {
-    fn trips(&self, args: &[String]) -> Option<String> {
+    /// The first word of `args` that trips this guard; short clusters are read only in
+    /// `args[..short_until]`.
+    fn trips(&self, args: &[String], short_until: usize) -> Option<String> {
         for (i, w) in args.iter().enumerate() {
             for p in &self.word_prefixes {
                 if w.starts_with(p.as_str()) {
@@ -633,7 +696,7 @@ impl Guard {
             } else {
                 None
             };
-            if let Some(cluster) = cluster {
+            if let Some(cluster) = cluster.filter(|_| i < short_until) {
                 if let Some(c) = cluster.chars().find(|c| self.short.contains(c)) {
                     return Some(format!("-{c}"));
                 }
@@ -844,6 +907,34 @@ mod tests {
         assert_eq!(hit(&g, "git status -uno"), None);
         assert_eq!(hit(&g, "git log --oneline -n 5"), None);
         assert_eq!(hit(&g, "git diff --no-ext-diff"), None);
+        // After these subcommands -c and -C are theirs; before any subcommand, git's.
+        assert_eq!(hit(&g, "git switch -c topic"), None);
+        assert_eq!(hit(&g, "git --no-pager switch -C topic main"), None);
+        assert_eq!(hit(&g, "git commit -C HEAD --amend"), None);
+        assert_eq!(hit(&g, "git diff -C HEAD~1"), None);
+        assert_eq!(hit(&g, "git log -O order.txt"), None);
+        assert_eq!(hit(&g, "git -c x=y switch -c t").as_deref(), Some("git -c"));
+        assert_eq!(hit(&g, "git -cx=y switch").as_deref(), Some("git -c"));
+        assert_eq!(
+            hit(&g, "git -C /etc switch -c t").as_deref(),
+            Some("git -C")
+        );
+        assert_eq!(hit(&g, "git status -c").as_deref(), Some("git -c"));
+        assert_eq!(
+            hit(&g, "git clone -c core.pager=x u").as_deref(),
+            Some("git -c")
+        );
+        // Options whose value is the next word cannot make git's subcommand another word
+        // than the one the guard reads.
+        assert_eq!(
+            hit(&g, "git --shallow-file switch -c core.pager=x log").as_deref(),
+            Some("git --shallow-file")
+        );
+        assert_eq!(
+            hit(&g, "git --attr-source switch -c core.pager=x log").as_deref(),
+            Some("git --attr-source")
+        );
+        assert_eq!(hit(&g, "git grep -O todo").as_deref(), Some("git -O"));
         assert_eq!(hit(&g, "cargo +nightly test").as_deref(), Some("cargo +"));
         assert_eq!(
             hit(&g, "cargo test -Zbuild-std").as_deref(),
