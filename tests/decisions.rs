@@ -528,6 +528,9 @@ fn a_chief_asks_and_a_person_decides() {
             "role": {"inline": {"role_yaml": helper, "brief": "# Helper\nHelps.\n"}}}},
         {"call": "hire_request", "args": {"name": "vega", "reason": "x",
             "role": {"inline": {"role_yaml": format!("{helper}colour: blue\n"), "brief": "b"}}}},
+        // The helper's runs use no credential: naming one is refused, naming the entry.
+        {"call": "hire_request", "args": {"name": "lyra", "reason": "x", "credentials": ["github"],
+            "role": {"inline": {"role_yaml": helper, "brief": "# Helper\nHelps.\n"}}}},
     ]));
     let r = request(
         &env.sock,
@@ -560,6 +563,13 @@ fn a_chief_asks_and_a_person_decides() {
     assert_eq!(bad["isError"], true, "{bad}");
     let text = bad["text"].as_str().unwrap();
     assert!(text.contains("colour") && !text.contains("blue"), "{text}");
+    let named = common::step(&lines, 3);
+    assert_eq!(named["isError"], true, "{named}");
+    let text = named["text"].as_str().unwrap();
+    assert!(
+        text.contains("credentials[0]") && text.contains("they use: none"),
+        "{text}"
+    );
 
     let pending = env.ctl_json(&["decisions", "--json"]);
     assert_eq!(pending.as_array().unwrap().len(), 1, "{pending}");

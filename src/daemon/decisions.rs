@@ -213,6 +213,7 @@ pub fn raise(
     spec: Option<RoleSpec>,
     reason: &str,
     by: &Raiser,
+    wanted: &[String],
 ) -> Result<Decision, Response> {
     let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let set = d.set();
@@ -357,6 +358,9 @@ pub fn raise(
                     ),
                 )
             })?;
+        // What the chief said the hire needs must be among what Airlock computed.
+        crate::policy::hire::check_requested(wanted, &dec.credential_lines)
+            .map_err(|e| refuse(ErrorCode::BadRequest, e))?;
         dec.role = entry.class.clone();
         dec.role_sha256 = Some(sha);
         dec.source = source;
@@ -517,7 +521,7 @@ fn person(
     args: Option<DecisionArgs>,
 ) -> Response {
     let reason = args.and_then(|a| a.reason).unwrap_or_default();
-    let dec = match raise(d, op, name, spec, &reason, &Raiser::Person(peer.uid)) {
+    let dec = match raise(d, op, name, spec, &reason, &Raiser::Person(peer.uid), &[]) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -847,6 +851,26 @@ pub fn revision_of(
 /// The chief's Airlock tools (`hire_request`, `fire_request`, `change_request`,
 /// `withdraw_request`, `decision_status`), answered for the instance `chief` of class
 /// `class` whose role (its frozen revision) is `role`.
+/// A hire or change request's `credentials` (seed 003: each service the agent needs): a
+/// list of service names, or of `{service, scope?}` (the scope is Airlock's to state: its
+/// credential line says it). Absent is none.
+fn requested_credentials(v: Option<&Value>) -> Result<Vec<String>, String> {
+    const WHAT: &str = "credentials: a list of the services the role's runs need, each a name (\"github\", \"connector docs\") or {service, scope}";
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let list = v.as_array().filter(|l| l.len() <= 64).ok_or(WHAT)?;
+    list.iter()
+        .map(|e| {
+            e.as_str()
+                .or_else(|| e.get("service").and_then(Value::as_str))
+                .filter(|s| !s.is_empty() && s.len() <= 200)
+                .map(str::to_string)
+                .ok_or_else(|| WHAT.to_string())
+        })
+        .collect()
+}
+
 pub fn chief_request(
     d: &Daemon,
     chief: &str,
@@ -913,13 +937,14 @@ pub fn chief_request(
             } else {
                 Op::Change
             };
-            raise(d, op, name, spec, reason, &by)
+            let wanted = requested_credentials(args.get("credentials"))?;
+            raise(d, op, name, spec, reason, &by, &wanted)
                 .map(|x| answer(&x))
                 .map_err(err)
         }
         "fire_request" => {
             let name = s("name").ok_or("name: required, a string")?;
-            raise(d, Op::Fire, name, None, reason, &by)
+            raise(d, Op::Fire, name, None, reason, &by, &[])
                 .map(|x| answer(&x))
                 .map_err(err)
         }

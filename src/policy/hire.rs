@@ -95,6 +95,37 @@ pub fn credential_lines(role: &Role, cfg: &Config) -> Result<Vec<String>, Vec<St
     }
 }
 
+/// The service a credential line is for: its text before the first `: ` (`provider claude`,
+/// `connector docs`, `github`).
+fn service_of(line: &str) -> &str {
+    line.split_once(": ").map_or(line, |(s, _)| s)
+}
+
+/// Check the credentials a chief's hire request names (`credentials`: services, seed 003)
+/// against the lines Airlock computed for the role: each must be one of them, by its full
+/// service (`connector docs`) or its last word (`docs`). The lines stay Airlock's either
+/// way (a service the chief left out is still a line); the error names the entry's index
+/// and the services the role's runs use, never the value sent (it may be anything).
+pub fn check_requested(requested: &[String], lines: &[String]) -> Result<(), String> {
+    let services: Vec<&str> = lines.iter().map(|l| service_of(l)).collect();
+    for (i, r) in requested.iter().enumerate() {
+        let known = services
+            .iter()
+            .any(|s| *s == r || s.rsplit(' ').next() == Some(r.as_str()));
+        if !known {
+            return Err(format!(
+                "credentials[{i}]: the role's runs use no such credential; they use: {}",
+                if services.is_empty() {
+                    "none".to_string()
+                } else {
+                    services.join(", ")
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The credentials entry holding the bearer of a role's direct connector (`run.mcp.<name>:
 /// {url, header}`): `ROLE_<ROLE>_<CONNECTOR>_TOKEN`, upper case, `-` as `_` (seed 000).
 pub fn direct_credential(role: &str, connector: &str) -> String {
@@ -238,5 +269,25 @@ github: {app_id: 42, private_key: gh}\n",
             text.contains("connector tracker: credentials.ROLE_CODE_TRACKER_TOKEN, sent by the run's gateway only to https://mcp.example/mcp in Authorization"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_requested_credential_must_be_one_of_the_roles_lines_and_is_never_echoed() {
+        let lines = vec![
+            "provider claude: key credentials.k, sent only to https://x".to_string(),
+            "connector docs: credentials.t, used by the run's gateway only".to_string(),
+            "github: an installation token per run".to_string(),
+        ];
+        let ok = |r: &[&str]| {
+            check_requested(&r.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &lines)
+        };
+        assert!(ok(&[]).is_ok());
+        assert!(ok(&["github", "connector docs", "docs", "claude"]).is_ok());
+        let e = ok(&["github", "ghp_SECRET"]).unwrap_err();
+        assert!(e.starts_with("credentials[1]:"), "{e}");
+        assert!(e.contains("provider claude, connector docs, github"), "{e}");
+        assert!(!e.contains("SECRET"), "{e}");
+        let none = check_requested(&["github".to_string()], &[]).unwrap_err();
+        assert!(none.ends_with("they use: none"), "{none}");
     }
 }

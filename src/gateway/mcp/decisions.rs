@@ -32,7 +32,7 @@ pub fn definitions(gw: &RunGateway) -> Vec<Value> {
             json!({
                 "name": t,
                 "description": match *t {
-                    "hire_request" => "Ask a person to approve hiring an instance: {name, role: {template: NAME} | {inline: {role_yaml, brief}}, reason}. Airlock computes the flagged and credential lines and the digest.",
+                    "hire_request" => "Ask a person to approve hiring an instance: {name, role: {template: NAME} | {inline: {role_yaml, brief}}, reason, credentials?: [service]}. Airlock computes the flagged and credential lines and the digest; each service named in credentials must be one the role's runs use.",
                     "fire_request" => "Ask a person to approve firing an instance: {name, reason}.",
                     "change_request" => "Ask a person to approve changing an instance's role: {name, role?, reason}.",
                     "withdraw_request" => "Withdraw a pending decision this instance raised: {decision}.",
