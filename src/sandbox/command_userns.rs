@@ -129,14 +129,17 @@ fn hold(child: i32, report: OwnedFd, uid: u32, gid: u32) -> Result<OwnedFd, Sand
         [MADE] => {}
         [FAILED, at, errno @ ..] if errno.len() == 4 => {
             let errno = i32::from_ne_bytes([errno[0], errno[1], errno[2], errno[3]]);
-            let what = match at {
-                0 => "switch to the namespace owner's uid",
-                1 => "raise the effective capabilities",
-                _ => "unshare the user namespace (see user.max_user_namespaces)",
+            let errno = nix::errno::Errno::from_raw(errno);
+            let what = match (at, errno) {
+                (0, _) => "switch to the namespace owner's uid",
+                (1, _) => "raise the effective capabilities",
+                (_, nix::errno::Errno::EPERM) => "unshare the user namespace (the kernel makes none for a chrooted process: run airlockd outside a chroot; or a seccomp filter or security module around airlockd forbids it)",
+                (_, nix::errno::Errno::ENOSPC) => "unshare the user namespace (user.max_user_namespaces, or the owner's share of it, is reached)",
+                _ => "unshare the user namespace",
             };
             return Err(SandboxError::Unsupported {
                 step: STEP,
-                why: format!("{what}: {}", nix::errno::Errno::from_raw(errno).desc()),
+                why: format!("{what}: {}", errno.desc()),
             });
         }
         _ => {
