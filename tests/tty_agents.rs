@@ -16,6 +16,10 @@ use common::tmux::{run_id, wrapper, Tmux};
 use common::*;
 use serde_json::{json, Value};
 
+/// These tests drive terminals in real time (tmux, TUIs, resizes): one at a time, so a
+/// loaded machine does not make one starve another.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const CLAUDE: &str =
     "/usr/local/lib/airlock-agents/node_modules/@anthropic-ai/claude-code-linux-x64/claude";
 
@@ -68,6 +72,7 @@ fn has_rule(screen: &str, cols: usize) -> bool {
 
 #[test]
 fn claude_codes_own_tui_works_through_launch_tty_asks_detach_attach_resize_and_exit() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     require_journald();
     assert!(
         Path::new(CLAUDE).is_file(),
@@ -246,6 +251,7 @@ const CODEX: &str = "/usr/local/lib/airlock-agents/node_modules/@openai/codex-li
 /// lets it run, the answer shows, `/quit` ends the run with its record closed.
 #[test]
 fn codexs_own_tui_works_through_launch_tty_and_an_ask() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     require_journald();
     assert!(
         Path::new(CODEX).is_file(),
