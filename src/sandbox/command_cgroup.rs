@@ -10,7 +10,6 @@
 //! so the bash tool can say what happened to a command.
 
 use std::ffi::{CStr, CString};
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,12 +45,45 @@ impl Refusals {
 #[derive(Debug)]
 pub struct CommandCgroups {
     side: Option<Arc<OwnedFd>>,
-    memory: Option<OwnedFd>,
-    pids: Option<OwnedFd>,
+    /// The counter files of [`Refusals`], opened once and read again from their start.
+    oom_kills: Option<Counter>,
+    forks: Option<Counter>,
     next: AtomicU64,
-    /// Commands' cgroups killed whose folders were still busy; tried again later (the
-    /// run's end removes whatever is left).
+    /// The next command's cgroup, made while the previous command ran
+    /// ([`CommandCgroups::prepare`]).
+    ready: Mutex<Option<CommandCgroup>>,
+    /// Commands' cgroups killed, to remove (the next [`CommandCgroups::prepare`] does, and
+    /// the run's end removes whatever is left).
     pending: Mutex<Vec<CString>>,
+}
+
+/// One counter of a cgroup's flat keyed file, its file held open.
+#[derive(Debug)]
+struct Counter {
+    file: std::fs::File,
+    key: &'static str,
+}
+
+impl Counter {
+    /// The first of `files` (name, key) in `dir` that opens.
+    fn open(dir: Option<&OwnedFd>, files: &[(&CStr, &'static str)]) -> Option<Counter> {
+        let dir = dir?;
+        files.iter().find_map(|(f, key)| {
+            let fd = openat(dir, f, libc::O_RDONLY | libc::O_CLOEXEC).ok()?;
+            Some(Counter {
+                file: std::fs::File::from(fd),
+                key,
+            })
+        })
+    }
+
+    /// The counter now: a read from offset 0 makes the kernel write the file anew.
+    fn read(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 4096];
+        let n = self.file.read_at(&mut buf, 0).ok()?;
+        keyed(std::str::from_utf8(buf.get(..n)?).ok()?, self.key)
+    }
 }
 
 /// One command's cgroup.
@@ -61,13 +93,6 @@ pub struct CommandCgroup {
     name: CString,
     procs: OwnedFd,
     kill: OwnedFd,
-}
-
-fn read_at(dir: &OwnedFd, name: &CStr) -> Option<String> {
-    let mut f = std::fs::File::from(openat(dir, name, libc::O_RDONLY).ok()?);
-    let mut s = String::new();
-    f.read_to_string(&mut s).ok()?;
-    Some(s)
 }
 
 /// The value of `key` in a cgroup's flat keyed file (`oom_kill 3`).
@@ -82,9 +107,17 @@ impl CommandCgroups {
     pub fn new(fds: CommandSideFds) -> CommandCgroups {
         CommandCgroups {
             side: fds.v2.map(Arc::new),
-            memory: fds.memory,
-            pids: fds.pids,
+            // v2 memory.events, v1 memory.oom_control.
+            oom_kills: Counter::open(
+                fds.memory.as_ref(),
+                &[
+                    (c"memory.events", "oom_kill"),
+                    (c"memory.oom_control", "oom_kill"),
+                ],
+            ),
+            forks: Counter::open(fds.pids.as_ref(), &[(c"pids.events", "max")]),
             next: AtomicU64::new(0),
+            ready: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
         }
     }
@@ -95,9 +128,29 @@ impl CommandCgroups {
         CommandCgroups::new(CommandSideFds::default())
     }
 
-    /// Make the next command's cgroup; None when there is no cgroup v2 to make it in.
+    /// The next command's cgroup: the one made ahead, else one made now; None when there
+    /// is no cgroup v2 to make it in.
     pub fn command(&self) -> std::io::Result<Option<CommandCgroup>> {
+        if let Some(cg) = self.ready.lock().ok().and_then(|mut r| r.take()) {
+            return Ok(Some(cg));
+        }
+        self.make()
+    }
+
+    /// Off a command's path (while one runs): remove the cgroups of commands that ended,
+    /// and make the next command's cgroup. A failure here is met again, and refused, by
+    /// [`CommandCgroups::command`].
+    pub fn prepare(&self) {
         self.sweep();
+        let Ok(mut ready) = self.ready.lock() else {
+            return;
+        };
+        if ready.is_none() {
+            *ready = self.make().ok().flatten();
+        }
+    }
+
+    fn make(&self) -> std::io::Result<Option<CommandCgroup>> {
         let Some(side) = &self.side else {
             return Ok(None);
         };
@@ -130,33 +183,20 @@ impl CommandCgroups {
 
     /// What the command side's limits have refused so far.
     pub fn refusals(&self) -> Refusals {
-        let count = |dir: &Option<OwnedFd>, files: &[(&CStr, &str)]| {
-            let dir = dir.as_ref()?;
-            files
-                .iter()
-                .find_map(|(f, k)| read_at(dir, f).and_then(|t| keyed(&t, k)))
-        };
         Refusals {
-            // v2 memory.events, v1 memory.oom_control.
-            oom_kills: count(
-                &self.memory,
-                &[
-                    (c"memory.events", "oom_kill"),
-                    (c"memory.oom_control", "oom_kill"),
-                ],
-            ),
-            forks: count(&self.pids, &[(c"pids.events", "max")]),
+            oom_kills: self.oom_kills.as_ref().and_then(Counter::read),
+            forks: self.forks.as_ref().and_then(Counter::read),
         }
     }
 
-    /// End a command's cgroup: kill everything in it and remove it (now, or on a later
-    /// sweep once its processes are gone).
+    /// End a command's cgroup: kill everything in it now; its folder is removed by the
+    /// next [`CommandCgroups::prepare`] (once its processes are gone) or the run's end.
     pub fn end(&self, cg: CommandCgroup) {
         cg.kill();
-        if !rmdir_at(&cg.side, &cg.name) {
-            if let Ok(mut p) = self.pending.lock() {
-                p.push(cg.name);
-            }
+        if let Ok(mut p) = self.pending.lock() {
+            p.push(cg.name);
+        } else {
+            rmdir_at(&cg.side, &cg.name);
         }
     }
 

@@ -231,44 +231,89 @@ pub fn scope_only(guarded: &[i32]) -> Result<(), SandboxError> {
 /// start no other program but the few listed (git, see
 /// [`crate::policy::git_overrides`]).
 pub fn scope_exec_only(exec: Option<&[PathBuf]>, guarded: &[i32]) -> Result<(), SandboxError> {
-    let abi = probe_abi();
-    if abi < MIN_ABI {
-        return Err(unsupported("the kernel has no Landlock"));
-    }
-    let scoped = abi >= 6;
-    let mut ruleset = landlock::Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
-    // A domain must handle something: Execute, with every file allowed it when `exec` is
-    // not given.
-    ruleset = ruleset
-        .handle_access(AccessFs::Execute)
-        .map_err(rule_error)?;
-    if scoped {
+    ExecScope::build(exec, guarded)?
+        .enter()
+        .map_err(|e| SandboxError::sys(STEP, std::io::Error::from_raw_os_error(e)))
+}
+
+/// [`scope_exec_only`] in two halves: the ruleset (and, below ABI 6, the signal guard's
+/// compiled filter) built ahead, by a process that stays unrestricted, and entered by the
+/// command's child with system calls alone: that child shares its shepherd's memory until
+/// it execs ([`runner`](super::runner)), so it must not allocate.
+pub struct ExecScope {
+    ruleset: std::os::fd::OwnedFd,
+    guard: Option<seccompiler::BpfProgram>,
+}
+
+impl ExecScope {
+    pub fn build(exec: Option<&[PathBuf]>, guarded: &[i32]) -> Result<ExecScope, SandboxError> {
+        let abi = probe_abi();
+        if abi < MIN_ABI {
+            return Err(unsupported("the kernel has no Landlock"));
+        }
+        let scoped = abi >= 6;
+        let mut ruleset =
+            landlock::Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+        // A domain must handle something: Execute, with every file allowed it when `exec`
+        // is not given.
         ruleset = ruleset
-            .scope(Scope::AbstractUnixSocket | Scope::Signal)
+            .handle_access(AccessFs::Execute)
             .map_err(rule_error)?;
-    }
-    let mut created = ruleset.create().map_err(rule_error)?;
-    let all = [PathBuf::from("/")];
-    for p in exec.unwrap_or(&all) {
-        let Ok(file) = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-            .open(p)
-        else {
-            continue;
+        if scoped {
+            ruleset = ruleset
+                .scope(Scope::AbstractUnixSocket | Scope::Signal)
+                .map_err(rule_error)?;
+        }
+        let mut created = ruleset.create().map_err(rule_error)?;
+        let all = [PathBuf::from("/")];
+        for p in exec.unwrap_or(&all) {
+            let Ok(file) = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+                .open(p)
+            else {
+                continue;
+            };
+            created = created
+                .add_rule(PathBeneath::new(file, AccessFs::Execute))
+                .map_err(rule_error)?;
+        }
+        // Hard requirement: a ruleset the kernel could not give in full is an error above,
+        // so one with a descriptor is enforced in full once entered.
+        let Some(ruleset) = Option::<std::os::fd::OwnedFd>::from(created) else {
+            return Err(unsupported("the command's domain was not enforced"));
         };
-        created = created
-            .add_rule(PathBeneath::new(file, AccessFs::Execute))
-            .map_err(rule_error)?;
+        let guard = if scoped {
+            None
+        } else {
+            Some(super::seccomp::guard_program(guarded)?)
+        };
+        Ok(ExecScope { ruleset, guard })
     }
-    let status = created.restrict_self().map_err(rule_error)?;
-    if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(unsupported("the command's domain was not enforced"));
+
+    /// Restrict the calling thread: no_new_privs, the domain, then the signal guard where
+    /// the kernel has no scoping. System calls only; the errno of a failure.
+    pub fn enter(&self) -> Result<(), i32> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: prctl and landlock_restrict_self take integers (a descriptor we hold).
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(
+                    libc::SYS_landlock_restrict_self,
+                    self.ruleset.as_raw_fd(),
+                    0u32,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EPERM));
+            }
+        }
+        match &self.guard {
+            Some(p) => super::seccomp::load_raw(p),
+            None => Ok(()),
+        }
     }
-    if !scoped {
-        super::seccomp::guard_signals(guarded)?;
-    }
-    Ok(())
 }
 
 /// Restrict the calling thread and its future children to `rules`.

@@ -28,6 +28,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 use serde::{Deserialize, Serialize};
 
+use super::landlock::ExecScope;
 use super::{env, fdpass, fds};
 
 /// The port the run's gateway listens on, on 127.0.0.1 of the run's own network namespace
@@ -146,7 +147,7 @@ pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>, route: R
             match unsafe { fork() } {
                 Ok(ForkResult::Child) => {
                     drop(channel);
-                    run_request(&buf[..n], fds, &envp, &roots)
+                    run_request(&buf[..n], fds, &envp, &roots, None)
                 }
                 Ok(ForkResult::Parent { .. }) => {}
                 Err(e) => {
@@ -181,11 +182,19 @@ fn fork_spare(channel: &OwnedFd, envp: &[CString], roots: &[PathBuf]) -> Option<
             // supervisor, and the runner's end of this socket (so the runner's exit is seen).
             let _ = nix::unistd::close(channel.as_raw_fd());
             drop(ours);
+            // The command's Landlock domain as most commands have it (no exec limit), made
+            // while there is nothing to wait for.
+            let guarded = [
+                std::process::id() as i32,
+                1,
+                nix::unistd::getppid().as_raw(),
+            ];
+            let scope = super::landlock::ExecScope::build(None, &guarded).ok();
             let mut buf = vec![0u8; MAX_REQUEST_BYTES];
             match fdpass::recv(theirs.as_fd(), &mut buf) {
                 Ok((n, fds)) if n > 0 && !fds.is_empty() => {
                     drop(theirs);
-                    run_request(&buf[..n], fds, envp, roots)
+                    run_request(&buf[..n], fds, envp, roots, scope)
                 }
                 // SAFETY: leave without running the runner's destructors.
                 _ => unsafe { libc::_exit(0) },
@@ -198,8 +207,15 @@ fn fork_spare(channel: &OwnedFd, envp: &[CString], roots: &[PathBuf]) -> Option<
 
 /// In a shepherd: run the request whose message is `bytes` (its descriptors: the result
 /// socket, then the command's cgroup.procs and cgroup.kill when the supervisor made one),
-/// write its result and exit.
-fn run_request(bytes: &[u8], fds: Vec<OwnedFd>, envp: &[CString], roots: &[PathBuf]) -> ! {
+/// write its result and exit. `scope`: the domain of a command without an exec limit,
+/// when it was made ahead.
+fn run_request(
+    bytes: &[u8],
+    fds: Vec<OwnedFd>,
+    envp: &[CString],
+    roots: &[PathBuf],
+    scope: Option<ExecScope>,
+) -> ! {
     let mut fds = fds.into_iter();
     let Some(reply) = fds.next() else {
         // No result socket: nobody to answer (callers never send one without).
@@ -213,7 +229,7 @@ fn run_request(bytes: &[u8], fds: Vec<OwnedFd>, envp: &[CString], roots: &[PathB
     let result = match serde_json::from_slice::<CommandRequest>(bytes) {
         Ok(req) => {
             let envp = env::with_command_env(envp, &req.env, &req.git_config);
-            shepherd(&req, &reply, cgroup.as_ref(), &envp, roots)
+            shepherd(&req, &reply, cgroup.as_ref(), &envp, roots, scope)
         }
         Err(_) => CommandResult {
             error: Some("the request is not a valid command".into()),
@@ -302,6 +318,7 @@ fn shepherd(
     cgroup: Option<&Cgroup>,
     envp: &[CString],
     roots: &[PathBuf],
+    scope: Option<ExecScope>,
 ) -> CommandResult {
     let started = Instant::now();
     let fail = |why: String| CommandResult {
@@ -346,34 +363,75 @@ fn shepherd(
         .and_then(|p| std::str::from_utf8(p).ok())
         .unwrap_or(env::JAIL_PATH);
     let candidates = env::program_candidates_on(program, path);
+    // The command's own Landlock domain: it keeps the command from signalling or tracing
+    // its shepherd (this process: the child's parent), the runner (pid 1 of the command
+    // side's pid namespace) and the noexec runner (the shepherd's parent, when the command
+    // is one of its). Made here, entered by the child.
+    let scope = match (scope, req.exec_only.as_deref()) {
+        (Some(s), None) => s,
+        (_, exec_only) => {
+            let guarded = [std::process::id() as i32, 1, runner];
+            match ExecScope::build(exec_only, &guarded) {
+                Ok(s) => s,
+                Err(_) => {
+                    return fail(format!(
+                        "the command could not start: {}",
+                        Errno::EPERM.desc()
+                    ))
+                }
+            }
+        }
+    };
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
     let (Ok((out_r, out_w)), Ok((err_r, err_w)), Ok((exec_r, exec_w))) = (pipe(), pipe(), pipe())
     else {
         return fail("the runner could not make pipes".into());
     };
-    // SAFETY: the shepherd is single-threaded, so its child may run any code (it
-    // allocates for its cwd check and Landlock) before execve or _exit.
-    let child = match unsafe { fork() } {
-        Err(e) => return fail(fork_failed(e)),
-        Ok(ForkResult::Child) => {
-            let errno = exec_child(
-                runner,
-                &argv,
-                req.exec_only.as_deref(),
-                &cwd,
-                &roots,
-                &candidates,
-                envp,
-                cgroup.map(|c| &c.procs),
-                &out_w,
-                &err_w,
-            );
-            let _ = nix::unistd::write(&exec_w, &errno.to_ne_bytes());
-            // SAFETY: leave without running the shepherd's destructors.
-            unsafe { libc::_exit(127) }
-        }
-        Ok(ForkResult::Parent { child }) => child,
+    // Everything the child needs, made here: it shares this process's memory until it
+    // execs, so it allocates nothing.
+    let nul_ended = |v: &[CString]| -> Vec<*const libc::c_char> {
+        v.iter()
+            .map(|c| c.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
     };
+    let (argv_p, envp_p) = (nul_ended(&argv), nul_ended(envp));
+    let mut stack = vec![0u8; CHILD_STACK];
+    let child_main = Box::new(|| {
+        let errno = exec_child(
+            &argv_p,
+            &scope,
+            &cwd,
+            &roots,
+            &candidates,
+            &envp_p,
+            cgroup.map(|c| &c.procs),
+            &out_w,
+            &err_w,
+        );
+        let _ = nix::unistd::write(&exec_w, &errno.to_ne_bytes());
+        // SAFETY: leave without running any destructor (the memory is the shepherd's).
+        unsafe { libc::_exit(127) }
+    });
+    // The command's process shares the shepherd's memory and the shepherd waits until it
+    // has exec'd or failed (vfork's semantics, on a stack of its own): no copy of the
+    // shepherd's page tables to make and tear down again at exec, on the path of every
+    // command. It has its own descriptors, cwd, credentials and signal dispositions.
+    // SAFETY: the shepherd is single-threaded and suspended until the child execs or
+    // _exits; the child runs exec_child, which makes system calls only, on `stack`.
+    let cloned = unsafe {
+        nix::sched::clone(
+            child_main,
+            &mut stack,
+            nix::sched::CloneFlags::CLONE_VM | nix::sched::CloneFlags::CLONE_VFORK,
+            Some(libc::SIGCHLD),
+        )
+    };
+    let child = match cloned {
+        Err(e) => return fail(fork_failed(e)),
+        Ok(child) => child,
+    };
+    drop(stack);
     drop((out_w, err_w, exec_w));
     // The exec-error pipe closes on a successful exec: four bytes mean it failed.
     let mut word = [0u8; 4];
@@ -420,27 +478,32 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The command's stack until it execs (it uses a few KiB).
+const CHILD_STACK: usize = 256 << 10;
+
 /// In the command's child: its own cgroup (when it has one: failing closed), its own
 /// process group and session, stdio, cwd (resolved by the kernel, it must still be inside
-/// one of `roots`: a symlink does not lead out), a Landlock domain of its own that keeps it
-/// from signalling or tracing its shepherd, exec. Returns the errno of the failure (EXDEV:
-/// the cwd resolved outside).
+/// one of `roots`: a symlink does not lead out), a Landlock domain of its own (`scope`)
+/// that keeps it from signalling or tracing its shepherd, exec. System calls only: it
+/// shares the shepherd's memory. `argv` and `envp` end with a null pointer. Returns the
+/// errno of the failure (EXDEV: the cwd resolved outside).
 #[allow(clippy::too_many_arguments)]
 fn exec_child(
-    runner: i32,
-    argv: &[CString],
-    exec_only: Option<&[PathBuf]>,
+    argv: &[*const libc::c_char],
+    scope: &ExecScope,
     cwd: &CString,
     roots: &[Vec<u8>],
     candidates: &[CString],
-    envp: &[CString],
+    envp: &[*const libc::c_char],
     cgroup_procs: Option<&OwnedFd>,
     out_w: &OwnedFd,
     err_w: &OwnedFd,
 ) -> i32 {
     if let Some(procs) = cgroup_procs {
-        if let Err(e) = super::sides::write_zero(procs) {
-            return e.raw_os_error().unwrap_or(libc::EIO);
+        match nix::unistd::write(procs, b"0") {
+            Ok(1) => {}
+            Ok(_) => return libc::EIO,
+            Err(e) => return e as i32,
         }
     }
     let _ = nix::unistd::setsid();
@@ -462,26 +525,29 @@ fn exec_child(
             return Errno::last_raw();
         }
     }
-    let Ok(real) = std::env::current_dir() else {
+    let mut at = [0u8; libc::PATH_MAX as usize];
+    // SAFETY: getcwd writes at most `at.len()` bytes, NUL included, into `at`.
+    if unsafe { libc::getcwd(at.as_mut_ptr().cast(), at.len()) }.is_null() {
+        return libc::ENOENT;
+    }
+    let Ok(real) = std::ffi::CStr::from_bytes_until_nul(&at) else {
         return libc::ENOENT;
     };
-    let real = real.as_os_str().as_encoded_bytes();
+    let real = real.to_bytes();
     let inside = roots.iter().any(|r| {
         real.starts_with(r) && (real.len() == r.len() || real.get(r.len()) == Some(&b'/'))
     });
     if !inside {
         return libc::EXDEV;
     }
-    // Its shepherd, the runner (pid 1 of the command side's pid namespace) and the
-    // noexec runner (the shepherd's parent, when the command is one of its).
-    let guarded = [nix::unistd::getppid().as_raw(), 1, runner];
-    let scoped = super::landlock::scope_exec_only(exec_only, &guarded);
-    if scoped.is_err() {
+    if scope.enter().is_err() {
         return libc::EPERM;
     }
     let mut last = Errno::ENOENT;
     for prog in candidates {
-        let Err(e) = nix::unistd::execve(prog, argv, envp);
+        // SAFETY: NUL-terminated strings and null-ended arrays of them, alive here.
+        unsafe { libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+        let e = Errno::last();
         if e != Errno::ENOENT || last == Errno::ENOENT {
             last = e;
         }

@@ -198,7 +198,7 @@ pub fn guard_signals(guarded: &[i32]) -> Result<(), SandboxError> {
     load(&guard_program(guarded)?)
 }
 
-fn guard_program(guarded: &[i32]) -> Result<BpfProgram, SandboxError> {
+pub(super) fn guard_program(guarded: &[i32]) -> Result<BpfProgram, SandboxError> {
     let eq = |arg: u8, v: i32| -> Result<SeccompRule, SandboxError> {
         // Compared as 32 bits, as the kernel reads a pid_t.
         SeccompRule::new(vec![cond(arg, SeccompCmpOp::Eq, v as u32 as u64)?]).map_err(build_error)
@@ -434,6 +434,39 @@ pub fn arch_and_numbers_program(side: Side, f: Fallbacks) -> Result<BpfProgram, 
     }
     p.push(ins(RET_K, 0, 0, RET_ALLOW));
     Ok(p)
+}
+
+/// Load `program` with system calls only (no allocation, for a child that shares its
+/// parent's memory); the errno of a failure.
+pub(super) fn load_raw(program: &BpfProgram) -> Result<(), i32> {
+    if program.is_empty() {
+        return Err(libc::EINVAL);
+    }
+    let Ok(len) = u16::try_from(program.len()) else {
+        return Err(libc::E2BIG);
+    };
+    let prog = libc::sock_fprog {
+        len,
+        // seccompiler's sock_filter is the kernel's struct, field for field.
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prctl takes integers; the kernel copies `prog` and its program, alive here.
+    let rc = unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            -1
+        } else {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &prog as *const libc::sock_fprog,
+            )
+        }
+    };
+    if rc != 0 {
+        return Err(nix::errno::Errno::last_raw());
+    }
+    Ok(())
 }
 
 fn load(program: &BpfProgram) -> Result<(), SandboxError> {

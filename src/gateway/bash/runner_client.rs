@@ -92,6 +92,8 @@ impl RunnerClient {
             }
         })?;
         drop(theirs);
+        // While the command runs: the next command's cgroup, and the last ones removed.
+        self.cgroups.prepare();
         let std_stream = std::os::unix::net::UnixStream::from(ours);
         std_stream
             .set_nonblocking(true)
