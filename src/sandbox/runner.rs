@@ -373,12 +373,9 @@ fn shepherd(
             let guarded = [std::process::id() as i32, 1, runner];
             match ExecScope::build(exec_only, &guarded) {
                 Ok(s) => s,
-                Err(_) => {
-                    return fail(format!(
-                        "the command could not start: {}",
-                        Errno::EPERM.desc()
-                    ))
-                }
+                // Which step and why (a kernel without Landlock, a rule refused): no value
+                // of the request's is in it.
+                Err(e) => return fail(format!("the command could not start: {e}")),
             }
         }
     };
