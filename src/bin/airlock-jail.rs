@@ -5,7 +5,7 @@
 //! may start a helper before it knows the run.
 //!
 //! ```text
-//! airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--end-fd E] [--run-id ID [--cgroup-parent DIR]] < spec.json
+//! airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--end-fd E] [--run-id ID [--cgroup-parent DIR]] [--idle] < spec.json
 //! ```
 //!
 //! - `--status-fd N` (default 2): where setup reports go (`INFO ...` lines, one `ERR ...`
@@ -29,6 +29,8 @@
 //! - `--run-id ID` and `--cgroup-parent DIR` (optional): the run the helper is started
 //!   for, when the launcher knows it ahead of the spec. The helper then makes the run's
 //!   cgroups while it waits, and refuses a spec for another run.
+//! - `--idle` (optional): build what comes before the spec at the lowest CPU priority
+//!   (nice 19), raised to nice 0 when the spec comes (a jail kept warm by airlockd).
 //!
 //! The run's deadline (`limits.deadline_ms`, grace `limits.grace_ms`) is enforced here, so
 //! it holds even when the launcher's own watcher is gone.
@@ -41,7 +43,7 @@ use airlock::sandbox::spec::{valid_cgroup_parent, valid_run_id};
 use airlock::sandbox::status::StatusFd;
 use airlock::sandbox::{fds, helper, watch, SandboxError};
 
-const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--end-fd E] [--run-id ID [--cgroup-parent DIR]] < spec.json";
+const USAGE: &str = "usage: airlock-jail [--status-fd N] [--lifeline-fd M] [--gateway-fd G] [--stdio-fd S] [--end-fd E] [--run-id ID [--cgroup-parent DIR]] [--idle] < spec.json";
 
 struct Args {
     status: i32,
@@ -51,6 +53,7 @@ struct Args {
     end: Option<i32>,
     run_id: Option<String>,
     cgroup_parent: Option<PathBuf>,
+    idle: bool,
 }
 
 fn main() {
@@ -85,10 +88,15 @@ fn parse_args(args: Vec<String>) -> Option<Args> {
         end: None,
         run_id: None,
         cgroup_parent: None,
+        idle: false,
     };
     let mut it = args.into_iter();
     let mut seen_status = false;
     while let Some(flag) = it.next() {
+        if flag == "--idle" && !out.idle {
+            out.idle = true;
+            continue;
+        }
         let value = it.next()?;
         let fd = || value.parse::<i32>().ok();
         match flag.as_str() {
@@ -186,6 +194,7 @@ fn prepare(args: &Args, start: Instant) -> Result<helper::Launch, SandboxError> 
             cgroup_parent: args.cgroup_parent.clone(),
         }),
         end,
+        idle: args.idle,
     })
 }
 

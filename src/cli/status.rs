@@ -44,6 +44,7 @@ pub fn status(ctx: &Ctx) -> i32 {
         ("roles", s.roles.to_string()),
         ("loaded", format!("{} UTC", table::utc(s.loaded_at))),
         ("ledger records", s.ledger_records.to_string()),
+        ("warm jails", warm_line(&s.warm)),
     ];
     if let Some(f) = &s.fleet {
         pairs.push(("fleet host", clean(&f.host_id)));
@@ -64,6 +65,24 @@ pub fn status(ctx: &Ctx) -> i32 {
     }
     out!("{}", table::render_pairs(&pairs));
     output::OK
+}
+
+/// `2 (code 1, review 1)`, the shared jail counted as `any role`.
+fn warm_line(w: &crate::control::protocol::WarmStatus) -> String {
+    let mut parts: Vec<String> = w
+        .roles
+        .iter()
+        .map(|(r, n)| format!("{} {n}", clean(r)))
+        .collect();
+    if w.shared > 0 {
+        parts.push(format!("any role {}", w.shared));
+    }
+    let total = w.shared + w.roles.values().sum::<usize>();
+    if parts.is_empty() {
+        "0".to_string()
+    } else {
+        format!("{total} ({})", parts.join(", "))
+    }
 }
 
 /// Reload roles, policies and config; airlockd keeps the old set when the new one is invalid.

@@ -40,6 +40,7 @@ pub mod limits;
 pub mod metrics;
 pub mod providers;
 pub mod store;
+pub mod warm;
 
 pub use connectors::{ConnectorConf, OAuthConf, OAuthGrant, UpstreamConf, DEFAULT_REDIRECT_URI};
 pub use credentials::{credential_name, CredentialSource};
@@ -135,6 +136,8 @@ pub struct Config {
     pub images: images::ImagesConf,
     /// `asks`: which roles' runs may wait for a person's answer (see [`asks`]).
     pub asks: asks::AsksConf,
+    /// Jails built ahead of launches (`warm`, `warm_max`).
+    pub warm: warm::WarmConf,
 }
 
 /// Where scripts/install-agents.sh puts the pinned agent CLIs.
@@ -227,6 +230,8 @@ const TOP_KEYS: &[&str] = &[
     "environments",
     "registries",
     "asks",
+    "warm",
+    "warm_max",
 ];
 impl Parser<'_> {
     fn problem(&mut self, path: &str, msg: &str) {
@@ -425,8 +430,10 @@ impl Parser<'_> {
         let asks = get("asks")
             .map(|v| asks::parse(self.file, v, &mut self.problems))
             .unwrap_or_default();
+        let warm = warm::parse(self.file, get("warm"), get("warm_max"), &mut self.problems);
         Some(Config {
             asks,
+            warm,
             decisions,
             images,
             metrics,

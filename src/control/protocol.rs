@@ -754,6 +754,16 @@ pub struct StatusInfo {
     /// With a fleet store: what this host wrote that the store does not have yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetStatus>,
+    /// Jails built ahead of launches, waiting.
+    #[serde(default)]
+    pub warm: WarmStatus,
+}
+
+/// The warm jails waiting now: the shared one (0 or 1) and each role's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarmStatus {
+    pub shared: usize,
+    pub roles: std::collections::BTreeMap<String, usize>,
 }
 
 /// `status` of a host of a fleet: its writes the fleet store does not have yet.

@@ -22,9 +22,9 @@ pub mod reload;
 pub mod runs;
 pub mod scrape;
 pub mod server;
-pub mod standby;
 mod trim;
 pub mod tty;
+pub mod warm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,8 +72,8 @@ pub struct Daemon {
     pub events: Events,
     /// Parent of every run's cgroup, settled once at startup.
     pub cgroup_parent: Option<PathBuf>,
-    /// A jail helper started ahead of the next launch.
-    pub standby: standby::Standby,
+    /// Jails built ahead of launches (see [`warm`]).
+    pub warm: warm::WarmPool,
     /// Empty workspace images made ahead of launches (`None`: its directory could not be
     /// made; every launch makes its own).
     pub images: Option<crate::supervisor::image_pool::ImagePool>,
@@ -412,7 +412,7 @@ pub fn main(config_path: &Path) -> i32 {
         supervising: AtomicUsize::new(0),
         events,
         cgroup_parent,
-        standby: standby::Standby::default(),
+        warm: warm::WarmPool::default(),
         images,
         homes: mount_hold::KeptHomes::default(),
         metrics,
@@ -490,7 +490,7 @@ async fn main_loop(
     }
     let watchdog = notify::watchdog_interval();
     let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
-    let mut standby_tick = tokio::time::interval(standby::MAX_AGE / 4);
+    let mut warm_tick = tokio::time::interval(warm::MAX_AGE / 4);
     // Revocations pending at their source (a GitHub DELETE that failed) are tried again.
     let mut pending_tick = tokio::time::interval(runs::PENDING_RETRY);
     // Connections being served at once, decided per peer (see control::slots).
@@ -506,7 +506,7 @@ async fn main_loop(
         tokio::spawn(fleet::beat_runs(d.clone()));
     }
     let d2 = d.clone();
-    let _ = tokio::task::spawn_blocking(move || standby::Standby::refill(&d2)).await;
+    let _ = tokio::task::spawn_blocking(move || warm::WarmPool::refill(&d2)).await;
     d.refill_images();
     notify::ready(&d.status_line());
     d.events.log(
@@ -545,10 +545,10 @@ async fn main_loop(
                 _ => break,
             },
             _ = tick.tick(), if watchdog.is_some() => notify::watchdog(),
-            _ = standby_tick.tick() => {
+            _ = warm_tick.tick() => {
                 let d2 = d.clone();
                 tokio::task::spawn_blocking(move || {
-                    d2.standby.expire();
+                    warm::WarmPool::expire(&d2);
                     d2.homes.sweep(mount_hold::LINGER);
                 });
             }
@@ -595,7 +595,7 @@ async fn drain(d: &Arc<Daemon>, watchdog: Option<Duration>) {
     }
     let d2 = d.clone();
     let _ = tokio::task::spawn_blocking(move || {
-        d2.standby.clear();
+        d2.warm.clear();
         if let Some(p) = &d2.images {
             p.clear();
         }

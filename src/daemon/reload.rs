@@ -60,6 +60,11 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
         }
     }
     problems.extend(crate::supervisor::instances::check_config(&cfg));
+    problems.extend(crate::config::warm::unknown_roles(
+        &cfg.file,
+        &cfg.warm,
+        &|class| loaded.catalog.resolve(class).is_some(),
+    ));
     let policies = match loaded.policies {
         Some(p) if problems.is_empty() => p,
         Some(_) => return Err(problems),

@@ -1,5 +1,6 @@
 //! The run manager: launch checks, the ledger's opening and closing records, one supervisor
-//! thread per run (taken from the [`standby`](super::standby) when one is ready) (over the shared launch path in [`crate::supervisor::process`]), the
+//! thread per run (its jail taken from the [`warm`](super::warm) pool when one is ready)
+//! (over the shared launch path in [`crate::supervisor::process`]), the
 //! active table behind `ps`, `stop` and fire, and the per-run journal.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::standby::{Standby, Taken};
+use super::warm::{Taken, WarmPool, Warmth};
 use super::Daemon;
 use crate::control::protocol::{ErrorCode, Frame, Response, RunInfo};
 use crate::credentials::leases::LeaseStore;
@@ -81,11 +82,11 @@ pub struct LaunchArgs {
 pub fn launch(d: &Arc<Daemon>, a: LaunchArgs) -> Result<Started, Response> {
     let _deciding = d.launch_in_flight();
     let r = launch_inner(d, &a);
-    // A standby taken by a launch that then failed ran nothing; have one for the next. (A
-    // launch that started its run gets the next one started when the run ends, so that
+    // A warm jail taken by a launch that then failed ran nothing; have one for the next. (A
+    // launch that started its run gets the shared one rebuilt when the run ends, so that
     // building it does not compete with this run's start.)
     if r.is_err() {
-        Standby::refill(d);
+        WarmPool::refill(d);
     }
     if let Err(resp) = &r {
         if let Some(e) = &resp.error {
@@ -180,7 +181,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         tty: a.tty.is_some(),
     };
 
-    // The jail helper was started already (a standby) or starts now, so its start
+    // The jail helper was started already (a warm jail) or starts now, so its start
     // overlaps preparing and recording the run; it gets its spec only once the record
     // below is durable.
     // A `--tty` run's helper is its own: its stdio socket brings the pty's master back.
@@ -191,8 +192,8 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         }
     };
     let runner = match &tty_sock {
-        Some((_, theirs)) => Standby::take_with_stdio(d, theirs),
-        None => Standby::take(d),
+        Some((_, theirs)) => WarmPool::take_with_stdio(d, theirs),
+        None => WarmPool::take(d, &entry.class),
     };
     // The jail's end lives in its helper alone, so the run's end closes the socket.
     let tty_sock = tty_sock.map(|(ours, _theirs)| ours);
@@ -412,6 +413,7 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
             hub,
             size: a.tty,
         }),
+        jail: runner.warmth,
     };
     if !runner.start(d, go) {
         // No runtime took the run (and its heartbeat went with the `Go` it was handed):
@@ -484,6 +486,8 @@ pub struct Go {
     heartbeat: Option<Beating>,
     /// A `--tty` run: the jail's socket, the terminal's hub and the first window size.
     tty: Option<TtyRun>,
+    /// Where its jail came from.
+    jail: Warmth,
 }
 
 /// The supervision of one run, a task of airlockd's runtime, once the run's record is
@@ -504,6 +508,7 @@ pub(super) async fn supervise_run(
         frames,
         heartbeat,
         tty,
+        jail,
     } = go;
     let fields = RunFields {
         run: info.run.clone(),
@@ -557,7 +562,7 @@ pub(super) async fn supervise_run(
             // A terminal's output goes to its hub, not to frames of lines.
             let frame_tx = if tty.is_some() { None } else { frame_tx };
             let (closed, frame, rest) = supervised(
-                &d, &info, &prepared, &control, journal, helper, frame_tx, tty,
+                &d, &info, &prepared, &control, journal, helper, frame_tx, tty, jail,
             )
             .await;
             teardown = rest;
@@ -583,12 +588,12 @@ pub(super) async fn supervise_run(
         }
     }
     // The run's disks go on the blocking pool (unlinking a large image takes a while), and
-    // the next standby is started once this run is over, so building it never slows the
-    // run down.
+    // the shared warm jail is built again once this run is over, so building it never
+    // slows the run down.
     let d2 = d.clone();
     let _ = blocking(move || {
         drop(prepared);
-        Standby::refill(&d2);
+        WarmPool::refill(&d2);
     })
     .await;
 }
@@ -605,11 +610,17 @@ async fn supervised(
     helper: Result<process::Spawned, LaunchError>,
     frame_tx: Option<mpsc::Sender<Frame>>,
     tty: Option<TtyRun>,
+    jail: Warmth,
 ) -> (bool, Frame, Option<Teardown>) {
-    journal.event(
+    // Which jail helper serves the run, and whether it was built ahead (a warm jail).
+    let helper_pid = helper
+        .as_ref()
+        .map(|h| h.pid().to_string())
+        .unwrap_or_default();
+    journal.event_with(
         EventKind::RunStarted,
         &format!(
-            "run started: role {}, instance {} (uid {}), launched by uid {}, deadline {}",
+            "run started: role {}, instance {} (uid {}), launched by uid {}, deadline {}, jail {} (helper pid {})",
             info.role,
             info.instance,
             info.uid,
@@ -618,8 +629,11 @@ async fn supervised(
                 "none".to_string()
             } else {
                 format!("{} s", info.deadline_s)
-            }
+            },
+            jail.as_str(),
+            if helper_pid.is_empty() { "none" } else { &helper_pid },
         ),
+        &[("AIRLOCK_JAIL", jail.as_str()), ("AIRLOCK_HELPER_PID", &helper_pid)],
     );
     let dropped = Arc::new(AtomicU64::new(0));
     let tee = || {

@@ -338,6 +338,7 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
                 loaded_at: set.loaded_at,
                 ledger_records: d.ledger_len(),
                 fleet: super::fleet::status(d, &set.config.state_dir),
+                warm: d.warm.status(),
             };
             ok(serde_json::to_value(info).unwrap_or_default())
         }
@@ -434,7 +435,7 @@ fn answer(d: &Arc<Daemon>, peer: &Peer, op: Op) -> Response {
 
 /// Reload (SIGHUP or `reload`): RELOADING=1, load anew, swap whole or keep the old set,
 /// READY=1 again.
-pub fn reload_now(d: &Daemon) -> Result<u64, Vec<String>> {
+pub fn reload_now(d: &Arc<Daemon>) -> Result<u64, Vec<String>> {
     crate::supervisor::notify::reloading();
     let _one = d.reload_lock.lock().unwrap_or_else(|e| e.into_inner());
     let old = d.set();
@@ -450,9 +451,13 @@ pub fn reload_now(d: &Daemon) -> Result<u64, Vec<String>> {
                 d.events.log(EventKind::Reloaded, &e, &[]);
             }
             d.swap(new);
+            // A warm jail was built for the set that was in force: none is given after a
+            // reload; the pool is built again for the new one.
+            d.warm.clear();
+            super::warm::WarmPool::kick(d);
             d.events.log(
                 EventKind::Reloaded,
-                &format!("reloaded config, policies and {roles} roles"),
+                &format!("reloaded config, policies and {roles} roles; warm jails built again"),
                 &[],
             );
             Ok(at)

@@ -46,7 +46,7 @@ use super::status::StatusFd;
 use super::watch::Watch;
 use super::{
     agent_side, command_side, disk, env, fdpass, fds, identity, image_root, init, namespaces,
-    rootfs, seccomp, RunSpec, SandboxError,
+    priority, rootfs, seccomp, RunSpec, SandboxError,
 };
 
 /// Exit code of the helper (and of pid 1) when the jail could not be built.
@@ -69,6 +69,8 @@ pub struct Launch {
     pub ahead: Option<Ahead>,
     /// The launcher's end pipe (see `airlock-jail --end-fd`), if it passed one.
     pub end: Option<OwnedFd>,
+    /// Built ahead at the lowest CPU priority (`airlock-jail --idle`), raised for the run.
+    pub idle: bool,
 }
 
 /// What a launcher tells a helper it starts ahead of its run: the run's id and the parent
@@ -134,6 +136,9 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
     } else {
         " only (no lifeline fd)"
     };
+    if launch.idle {
+        priority::lower()?;
+    }
     namespaces::unshare_pid()?;
     let pipe =
         || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("helper pipe", e));
@@ -212,6 +217,11 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
         // Handed to pid 1 as read (it is building the common root meanwhile), then checked
         // here; pid 1 parses the same bytes.
         wait_for_spec(child)?;
+        // Raised before pid 1 has the spec: whatever of the common part it is still
+        // building is the run's own start now.
+        if launch.idle {
+            priority::restore(child)?;
+        }
         let text = read_spec_bytes(&mut std::io::stdin().lock())?;
         let handed = spec_w
             .take()
@@ -508,6 +518,11 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
     let spec_at = Instant::now();
     let spec = parse_spec(&text).map_err(|_| Pid1Error::NoSpec)?;
     let spec = &spec;
+    // A warm jail's maker child was forked at the lowest priority; it gets pid 1's, raised
+    // by now. Best effort: a maker that failed has exited, and `enter` below says why.
+    if let Some(maker) = net.maker() {
+        let _ = priority::share_with(maker);
+    }
     // Fail closed on a mismatch: a stdio program must not talk to /dev/null, and an agent
     // must never get a launcher's socket as its stdin.
     if (spec.stdio || spec.tty) != has_stdio {

@@ -20,6 +20,7 @@ pub mod limits;
 pub mod listen_notify;
 pub mod namespaces;
 pub mod noexec_view;
+pub mod priority;
 pub mod pty;
 pub mod rootfs;
 pub mod runner;

@@ -58,6 +58,11 @@ const NET_UNSHARE_FAILED: u8 = 1;
 const NET_LO_FAILED: u8 = 2;
 
 impl NetNs {
+    /// The child holding the namespace until pid 1 joins it.
+    pub fn maker(&self) -> Option<Pid> {
+        self.child
+    }
+
     /// Fork the child that unshares a network namespace and brings up `lo` in it, then
     /// waits to be killed. Pid 1 must be single-threaded.
     pub fn start() -> Result<NetNs, SandboxError> {

@@ -268,6 +268,11 @@ impl Spawned {
 
     /// Give up a helper that was never handed a spec (the launch was refused after it was
     /// started): it has run nothing, so killing and reaping it is all there is to do.
+    /// The helper's pid (in airlockd's pid namespace).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn abandon(self) {
         let Spawned {
             mut child,
@@ -332,6 +337,20 @@ pub fn spawn_helper(
     ahead: Option<&Ahead>,
     stdio: Option<&OwnedFd>,
 ) -> Result<Spawned, LaunchError> {
+    spawn(ahead, stdio, false)
+}
+
+/// [`spawn_helper`] for a jail kept warm: it builds at the lowest CPU priority until its
+/// run's spec comes (`airlock-jail --idle`).
+pub fn spawn_warm_helper(ahead: &Ahead) -> Result<Spawned, LaunchError> {
+    spawn(Some(ahead), None, true)
+}
+
+fn spawn(
+    ahead: Option<&Ahead>,
+    stdio: Option<&OwnedFd>,
+    idle: bool,
+) -> Result<Spawned, LaunchError> {
     let jail = jail_binary()?;
     let pipe = |what: &str| {
         nix::unistd::pipe2(OFlag::O_CLOEXEC)
@@ -357,6 +376,9 @@ pub fn spawn_helper(
     ];
     if stdio.is_some() {
         args.extend(["--stdio-fd", "6"]);
+    }
+    if idle {
+        args.push("--idle");
     }
     if let Some(a) = ahead {
         args.extend(["--run-id", a.run_id.as_str()]);

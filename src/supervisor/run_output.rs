@@ -156,7 +156,12 @@ impl JournaledRun {
 
     /// Journal an event of the run (counted as lost if it reached nowhere).
     pub fn event(&self, kind: EventKind, msg: &str) {
-        if lock(&self.journal).event(kind, msg, &[]).is_err() {
+        self.event_with(kind, msg, &[]);
+    }
+
+    /// [`JournaledRun::event`] with more fields of its own.
+    pub fn event_with(&self, kind: EventKind, msg: &str, fields: &[(&str, &str)]) {
+        if lock(&self.journal).event(kind, msg, fields).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
