@@ -1,0 +1,365 @@
+//! Warm jails (issue 48), for real as root through airlockd: jails built ahead of launches
+//! (`warm: {probe: N}`), each serving one run only, thrown away by a reload, carrying
+//! nothing of a fired instance, leaving nothing when airlockd is killed, and holding the
+//! escape battery like any other jail.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Output;
+
+use common::{poll, run_id_of, stderr, stdout, Airlockd, Host};
+
+/// A host with `hires` of the workflow role `probe` (its command runs on the command side)
+/// and `warm` (config lines) for the pool.
+fn probe_host(hires: &[&str], warm: &str) -> Host {
+    let hires: Vec<(&str, &str)> = hires.iter().map(|n| (*n, "probe")).collect();
+    let h = Host::new(&hires, warm);
+    common::write_probe_role(&h.root.join("roles.local"));
+    h
+}
+
+/// The warm jails airlockd `daemon` keeps now: (helper pid, run id it was started for),
+/// from the helpers it started with `--idle`.
+fn warm_helpers(daemon: u32) -> BTreeSet<(u32, String)> {
+    let mut out = BTreeSet::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // The parent pid is the second field after the command's closing parenthesis.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid != Some(daemon) {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmd
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if !args.iter().any(|a| a == "--idle") {
+            continue;
+        }
+        if let Some(i) = args.iter().position(|a| a == "--run-id") {
+            out.insert((pid, args[i + 1].clone()));
+        }
+    }
+    out
+}
+
+/// Until airlockd keeps `n` warm jails, which it returns.
+fn wait_warm(d: &Airlockd, n: usize) -> BTreeSet<(u32, String)> {
+    poll(30, || {
+        let w = warm_helpers(d.pid());
+        (w.len() == n).then_some(w)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "airlockd does not keep {n} warm jails: {:?}",
+            warm_helpers(d.pid())
+        )
+    })
+}
+
+/// Where the run's jail came from and its helper's pid, as its journal tells.
+fn jail_of(run: &str) -> (String, u32) {
+    let recs = common::events(run, "run_started", 1);
+    let r = recs
+        .first()
+        .unwrap_or_else(|| panic!("run {run} journaled no run_started"));
+    let kind = r["AIRLOCK_JAIL"].as_str().unwrap_or_default().to_string();
+    let pid = r["AIRLOCK_HELPER_PID"]
+        .as_str()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("run {run}: no helper pid in {r}"));
+    (kind, pid)
+}
+
+fn sh(h: &Host, instance: &str, script: &str) -> Output {
+    Airlockd::launch(h, "probe", instance, &["--", "/bin/sh", "-c", script])
+}
+
+fn assert_ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "the run failed: {}\n{}",
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// A burst of launches: the warm jails go to one run each (no helper serves two), the
+/// runs that found none got a jail of their own, and the pool is built again after.
+#[test]
+fn a_warm_jail_serves_one_run_only_and_the_pool_is_built_again() {
+    let names = ["w0", "w1", "w2", "w3", "w4"];
+    let h = probe_host(&names, "warm: {probe: 2}\nwarm_max: 3\n");
+    let d = Airlockd::start(&h);
+    // The role's two and the shared one.
+    let before = wait_warm(&d, 3);
+    let status = h.ctl(&["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    assert_eq!(s["warm"]["roles"]["probe"], 2, "{s}");
+    assert_eq!(s["warm"]["shared"], 1, "{s}");
+
+    let outs: Vec<Output> = std::thread::scope(|scope| {
+        let hs: Vec<_> = names
+            .iter()
+            .map(|n| {
+                let h = &h;
+                scope.spawn(move || sh(h, n, "id -u"))
+            })
+            .collect();
+        hs.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let mut helpers = BTreeSet::new();
+    let mut warm_role = 0;
+    for (i, o) in outs.iter().enumerate() {
+        assert_ok(o);
+        assert!(
+            stdout(o).contains(&h.uids[i].to_string()),
+            "run {i} ran as another uid: {}",
+            stdout(o)
+        );
+        let (kind, pid) = jail_of(&run_id_of(o));
+        assert!(
+            ["warm-role", "warm-shared", "cold"].contains(&kind.as_str()),
+            "{kind}"
+        );
+        warm_role += usize::from(kind == "warm-role");
+        assert!(helpers.insert(pid), "helper {pid} served two runs");
+    }
+    let warm_pids: BTreeSet<u32> = before.iter().map(|(p, _)| *p).collect();
+    let used: BTreeSet<u32> = helpers.intersection(&warm_pids).copied().collect();
+    assert!(
+        warm_role >= 2 && used.len() >= 2,
+        "the burst did not get the role's warm jails: {warm_role} warm-role, used {used:?} of {warm_pids:?}"
+    );
+    // Used, a jail is gone for good; the pool is whole again with new ones.
+    let after = wait_warm(&d, 3);
+    assert!(
+        after.iter().all(|(p, _)| !helpers.contains(p)),
+        "a helper that served a run waits as a warm jail again: {after:?}"
+    );
+    // One more run: a warm jail no run had.
+    let o = sh(&h, "w0", "true");
+    assert_ok(&o);
+    let (kind, pid) = jail_of(&run_id_of(&o));
+    assert_eq!(kind, "warm-role");
+    assert!(!helpers.contains(&pid), "helper {pid} served a second run");
+}
+
+/// `reload` throws every warm jail away (it was built for the set in force before) and
+/// builds the pool again; the next run gets a new one.
+#[test]
+fn a_reload_discards_the_warm_jails() {
+    let h = probe_host(&["r0"], "warm: {probe: 2}\n");
+    let d = Airlockd::start(&h);
+    let old = wait_warm(&d, 3);
+    // The role changes on disk: a run's minutes.
+    let role = h.root.join("roles.local/probe/role.yaml");
+    let text = std::fs::read_to_string(&role).unwrap();
+    std::fs::write(&role, text.replace("minutes_per_run: 30", "minutes_per_run: 20")).unwrap();
+    let o = h.ctl(&["reload"]);
+    assert!(o.status.success(), "reload: {}", stderr(&o));
+    let old_pids: BTreeSet<u32> = old.iter().map(|(p, _)| *p).collect();
+    let renewed = poll(30, || {
+        let now = warm_helpers(d.pid());
+        (now.len() == 3 && now.iter().all(|(p, _)| !old_pids.contains(p))).then_some(now)
+    });
+    assert!(
+        renewed.is_some(),
+        "the warm jails were not all replaced: before {old:?}, now {:?}",
+        warm_helpers(d.pid())
+    );
+    for (pid, run) in &old {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "helper {pid} outlived the reload"
+        );
+        assert!(
+            cgroups_of(run).is_empty(),
+            "the cgroups of discarded jail {run} are left: {:?}",
+            cgroups_of(run)
+        );
+    }
+    let o = sh(&h, "r0", "true");
+    assert_ok(&o);
+    let (kind, pid) = jail_of(&run_id_of(&o));
+    assert_eq!(kind, "warm-role");
+    assert!(!old_pids.contains(&pid), "a discarded jail served a run");
+}
+
+/// An instance is fired: the role's warm jails still serve its other instances, and a run
+/// in one sees nothing of the fired instance's (its uid's files, in home, /tmp, /dev/shm
+/// or anywhere else in its view).
+#[test]
+fn a_fired_instances_role_is_still_served_warm_with_nothing_of_it() {
+    let h = probe_host(&["fa", "fb"], "warm: {probe: 2}\n");
+    let d = Airlockd::start(&h);
+    wait_warm(&d, 3);
+    let marks = "for d in \"$HOME\" /tmp /dev/shm; do echo left > \"$d/airlock-mark-fa\"; done; id -u";
+    let o = sh(&h, "fa", marks);
+    assert_ok(&o);
+    assert_eq!(jail_of(&run_id_of(&o)).0, "warm-role");
+    let f = h.ctl(&["fire", "fa"]);
+    assert!(f.status.success(), "fire: {}\n{}", stdout(&f), stderr(&f));
+    wait_warm(&d, 3);
+    let a_uid = h.uids[0];
+    let look = format!(
+        "id -u; ls -A \"$HOME\" /tmp /dev/shm; find / -xdev \\( -uid {a_uid} -o -name 'airlock-mark-*' \\) -print 2>/dev/null; echo END"
+    );
+    let o = sh(&h, "fb", &look);
+    assert_ok(&o);
+    assert_eq!(jail_of(&run_id_of(&o)).0, "warm-role");
+    let out = stdout(&o);
+    assert!(
+        out.starts_with(&h.uids[1].to_string()),
+        "not the second instance's uid: {out}"
+    );
+    assert!(out.contains("END"), "{out}");
+    assert!(
+        !out.contains("airlock-mark") && !out.contains(&format!("/{a_uid}")),
+        "the fired instance's files reached the next run: {out}"
+    );
+    // And the fired one gets no run at all.
+    let o = sh(&h, "fa", "true");
+    assert!(!o.status.success(), "a fired instance ran");
+}
+
+/// Killed with warm jails waiting, airlockd leaves nothing of them: their helpers end with
+/// it, and after the next start no process, mount, loop device or cgroup of theirs is left.
+#[test]
+fn killing_airlockd_leaves_nothing_of_its_warm_jails() {
+    let h = probe_host(&["k0"], "warm: {probe: 3}\n");
+    let d = Airlockd::start(&h);
+    let old = wait_warm(&d, 4);
+    for (_, run) in &old {
+        assert!(
+            !cgroups_of(run).is_empty(),
+            "warm jail {run} has no cgroups: the test would see nothing"
+        );
+    }
+    d.kill9();
+    let d = Airlockd::start(&h);
+    let new = wait_warm(&d, 4);
+    let left = poll(20, || {
+        let l: Vec<String> = old.iter().flat_map(|(p, r)| leftovers(*p, r)).collect();
+        l.is_empty().then_some(())
+    });
+    assert!(
+        left.is_some(),
+        "left of the killed airlockd's warm jails: {:?}",
+        old.iter()
+            .flat_map(|(p, r)| leftovers(*p, r))
+            .collect::<Vec<_>>()
+    );
+    assert!(old.is_disjoint(&new), "{old:?} {new:?}");
+    let o = sh(&h, "k0", "true");
+    assert_ok(&o);
+}
+
+/// What is left on the host of a warm jail: its helper, mounts, loop devices, cgroups.
+fn leftovers(pid: u32, run: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    if Path::new(&format!("/proc/{pid}")).exists() {
+        left.push(format!("helper {pid}"));
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    left.extend(
+        mounts
+            .lines()
+            .filter(|l| l.contains(run))
+            .map(|m| format!("mount {m}")),
+    );
+    let loops = std::process::Command::new("losetup")
+        .args(["--list", "--noheadings", "-O", "NAME,BACK-FILE"])
+        .output()
+        .unwrap();
+    left.extend(
+        stdout(&loops)
+            .lines()
+            .filter(|l| l.contains(run))
+            .map(|l| format!("loop device {l}")),
+    );
+    left.extend(cgroups_of(run).into_iter().map(|c| format!("cgroup {c}")));
+    left
+}
+
+/// Every cgroup directory whose name holds `run`, to a few levels.
+fn cgroups_of(run: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![(std::path::PathBuf::from("/sys/fs/cgroup"), 0)];
+    while let Some((d, depth)) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let p = e.path();
+                if e.file_name().to_string_lossy().contains(run) {
+                    found.push(p.display().to_string());
+                }
+                if depth < 5 {
+                    dirs.push((p, depth + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The whole escape battery in a run that got a warm jail: every class holds, and the
+/// daemon it leaves does not outlive the run.
+#[test]
+fn the_escape_battery_holds_in_a_warm_jail() {
+    let h = probe_host(&["eb"], "warm: {probe: 1}\n");
+    let d = Airlockd::start(&h);
+    wait_warm(&d, 2);
+    let ws = h.workspace("ws", h.uids[0]);
+    common::battery_into(&ws, h.uids[0]);
+    let port_holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = port_holder.local_addr().unwrap().port().to_string();
+    let marker = format!("w{}", std::process::id());
+    let state = h.state.display().to_string();
+    let cfg = h.cfg.display().to_string();
+    let o = Airlockd::launch(
+        &h,
+        "probe",
+        "eb",
+        &[
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--",
+            "/usr/bin/python3",
+            "escape_battery.py",
+            "--host-port",
+            &port,
+            "--host-path",
+            &state,
+            "--host-path",
+            &cfg,
+            "--max-procs",
+            "64",
+            "--daemon",
+            &marker,
+        ],
+    );
+    assert_ok(&o);
+    assert_eq!(jail_of(&run_id_of(&o)).0, "warm-role");
+    common::assert_battery_held(&stdout(&o), &[]);
+    assert!(
+        !common::battery_daemon_alive(&marker)
+            && airlock::supervisor::process::pids_of_uid(h.uids[0]).is_empty(),
+        "the battery's daemon (or another process of the instance uid) outlived the run"
+    );
+}
