@@ -11,6 +11,8 @@
 #   burst: ROUNDS rounds (default 3) of BURST launches at once (default 100) through A,
 #          then through B (order alternating): each client's latency p50/p99, and whether
 #          all exited 0.
+# CONFIG_A, CONFIG_B: more top-level config lines for that side's daemon (for example
+# "warm: {code: 8}"), to compare one build under two configs (BIN_A = BIN_B).
 # Root only.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "$0: run as root (airlockd builds jails)" >&2; exit 1; }
@@ -27,7 +29,7 @@ PIDS=()
 
 # start NAME BIN UID0: a daemon with its own config under $W/NAME.
 start() {
-  local name="$1" bin="$2" uid0="$3" d="$W/$1"
+  local name="$1" bin="$2" uid0="$3" extra="$4" d="$W/$1"
   mkdir -p "$d"
   cp -R "$REPO/roles" "$d/roles"
   sed -i 's/^\(  runs_per_week:\) .*/\1 100000/' "$d"/roles/*/role.yaml
@@ -39,6 +41,7 @@ start() {
     echo "uid_range: $uid0-$((uid0 + 999))"
     echo "max_concurrent_runs: 256"
     echo "grace_seconds: 2"
+    [ -n "$extra" ] && printf '%s\n' "$extra"
     echo "instances:"
     for i in $(seq 0 $((INSTANCES - 1))); do
       echo "  b$i: {role: code, uid: $((uid0 + i))}"
@@ -64,8 +67,8 @@ stop() {
 }
 trap stop EXIT
 # Clear of the other benches' and the test suites' uids.
-start a "$BIN_A" 1880093000
-start b "$BIN_B" 1880094000
+start a "$BIN_A" 1880093000 "${CONFIG_A:-}"
+start b "$BIN_B" 1880094000 "${CONFIG_B:-}"
 
 ctl() { local n="$1" bin="$2"; shift 2; "$bin/airlockctl" --config "$W/$n/airlock.yaml" --socket "$W/$n/sock" "$@"; }
 cpu() { awk '{print $14 + $15 + $16 + $17}' "/proc/$(cat "$W/$1/pid")/stat"; }
