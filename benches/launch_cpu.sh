@@ -10,9 +10,11 @@ N="${N:-50}"
 INSTANCES=1
 source "$(dirname "$0")/daemon_env.sh"
 cpu() { awk '{print $14 + $15 + $16 + $17}' "/proc/$DPID/stat"; }
+own() { awk '{print $14 + $15}' "/proc/$DPID/stat"; }
 ctl launch --wait code --instance b0 -- /bin/true >/dev/null 2>&1
 sleep 1
 c0="$(cpu)"
+o0="$(own)"
 t0="$(date +%s%N)"
 for _ in $(seq 1 "$N"); do
   ctl launch --wait code --instance b0 -- /bin/true >/dev/null 2>&1 \
@@ -22,11 +24,13 @@ t1="$(date +%s%N)"
 # The standby helper and pool images made after the last run are counted once they end.
 sleep 2
 c1="$(cpu)"
+o1="$(own)"
 hz="$(getconf CLK_TCK)"
-python3 - "$c0" "$c1" "$hz" "$N" "$t0" "$t1" <<'PY'
+python3 - "$c0" "$c1" "$hz" "$N" "$t0" "$t1" "$o0" "$o1" <<'PY'
 import sys
-c0, c1, hz, n, t0, t1 = (int(x) for x in sys.argv[1:])
+c0, c1, hz, n, t0, t1, o0, o1 = (int(x) for x in sys.argv[1:])
 print(f"launch_cpu: {n} sequential launches of /bin/true")
 print(f"  CPU per launch (airlockd and what it reaped): {(c1 - c0) / hz / n * 1000:.1f} ms")
+print(f"    of which airlockd's own threads:            {(o1 - o0) / hz / n * 1000:.1f} ms")
 print(f"  wall per launch:                             {(t1 - t0) / n / 1e6:.1f} ms")
 PY

@@ -111,12 +111,18 @@ fn a_warm_jail_serves_one_run_only_and_the_pool_is_built_again() {
     assert_eq!(s["warm"]["roles"]["probe"], 2, "{s}");
     assert_eq!(s["warm"]["shared"], 1, "{s}");
 
+    // Waiting, a warm jail's helper builds and waits under SCHED_IDLE.
+    for (pid, _) in &before {
+        assert_eq!(policy_of(&format!("/proc/{pid}/stat")), "5", "helper {pid}");
+    }
+    // The run's own processes are back under SCHED_OTHER (policy 0 in field 41).
+    let script = "id -u; awk '{print \"policy\", $41}' /proc/self/stat";
     let outs: Vec<Output> = std::thread::scope(|scope| {
         let hs: Vec<_> = names
             .iter()
             .map(|n| {
                 let h = &h;
-                scope.spawn(move || sh(h, n, "id -u"))
+                scope.spawn(move || sh(h, n, script))
             })
             .collect();
         hs.into_iter().map(|t| t.join().unwrap()).collect()
@@ -128,6 +134,11 @@ fn a_warm_jail_serves_one_run_only_and_the_pool_is_built_again() {
         assert!(
             stdout(o).contains(&h.uids[i].to_string()),
             "run {i} ran as another uid: {}",
+            stdout(o)
+        );
+        assert!(
+            stdout(o).contains("policy 0"),
+            "run {i} is not under SCHED_OTHER: {}",
             stdout(o)
         );
         let (kind, pid) = jail_of(&run_id_of(o));
@@ -158,6 +169,15 @@ fn a_warm_jail_serves_one_run_only_and_the_pool_is_built_again() {
     assert!(!helpers.contains(&pid), "helper {pid} served a second run");
 }
 
+/// The scheduling policy (field 41) in a `/proc/PID/stat` file.
+fn policy_of(stat: &str) -> String {
+    let text = std::fs::read_to_string(stat).unwrap_or_default();
+    text.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(38))
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// `reload` throws every warm jail away (it was built for the set in force before) and
 /// builds the pool again; the next run gets a new one.
 #[test]
@@ -168,7 +188,11 @@ fn a_reload_discards_the_warm_jails() {
     // The role changes on disk: a run's minutes.
     let role = h.root.join("roles.local/probe/role.yaml");
     let text = std::fs::read_to_string(&role).unwrap();
-    std::fs::write(&role, text.replace("minutes_per_run: 30", "minutes_per_run: 20")).unwrap();
+    std::fs::write(
+        &role,
+        text.replace("minutes_per_run: 30", "minutes_per_run: 20"),
+    )
+    .unwrap();
     let o = h.ctl(&["reload"]);
     assert!(o.status.success(), "reload: {}", stderr(&o));
     let old_pids: BTreeSet<u32> = old.iter().map(|(p, _)| *p).collect();
@@ -207,7 +231,8 @@ fn a_fired_instances_role_is_still_served_warm_with_nothing_of_it() {
     let h = probe_host(&["fa", "fb"], "warm: {probe: 2}\n");
     let d = Airlockd::start(&h);
     wait_warm(&d, 3);
-    let marks = "for d in \"$HOME\" /tmp /dev/shm; do echo left > \"$d/airlock-mark-fa\"; done; id -u";
+    let marks =
+        "for d in \"$HOME\" /tmp /dev/shm; do echo left > \"$d/airlock-mark-fa\"; done; id -u";
     let o = sh(&h, "fa", marks);
     assert_ok(&o);
     assert_eq!(jail_of(&run_id_of(&o)).0, "warm-role");

@@ -29,8 +29,8 @@
 //! - `--run-id ID` and `--cgroup-parent DIR` (optional): the run the helper is started
 //!   for, when the launcher knows it ahead of the spec. The helper then makes the run's
 //!   cgroups while it waits, and refuses a spec for another run.
-//! - `--idle` (optional): build what comes before the spec at the lowest CPU priority
-//!   (nice 19), raised to nice 0 when the spec comes (a jail kept warm by airlockd).
+//! - `--idle` (optional): build what comes before the spec under SCHED_IDLE, put back
+//!   under SCHED_OTHER when the spec comes (a jail kept warm by airlockd).
 //!
 //! The run's deadline (`limits.deadline_ms`, grace `limits.grace_ms`) is enforced here, so
 //! it holds even when the launcher's own watcher is gone.

@@ -9,7 +9,7 @@
 //! A jail serves one run only: taking it moves it out of the pool. One older than
 //! [`MAX_AGE`], or built before the last reload, is dropped and never given; dropping it
 //! kills its helper and removes its cgroups. Refills build one jail at a time, each helper
-//! at the lowest CPU priority until its run comes (`airlock-jail --idle`). A warm jail
+//! under SCHED_IDLE until its run comes (`airlock-jail --idle`). A warm jail
 //! holds no ledger record, no credential and nothing of any instance: the run's identity,
 //! home, workspace, limits and policy come with its spec. The run it gets is supervised by
 //! a task of airlockd's runtime ([`runs::supervise_run`]).
@@ -29,6 +29,9 @@ use crate::supervisor::process::{self, Spawned};
 /// is, and its pid 1 holds a copy of the host's mounts (a file system unmounted on the
 /// host stays busy there until the jail goes).
 pub const MAX_AGE: Duration = Duration::from_secs(30);
+
+/// How long after a launch took a role's warm jail its place is built again.
+pub const REFILL_DELAY: Duration = Duration::from_millis(250);
 
 /// Where a launch's jail came from, as the run's journal tells it (`AIRLOCK_JAIL`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,11 +169,10 @@ impl WarmPool {
         abandon_all(stale);
         match found {
             Some((r, warmth)) => {
-                // A role's place is built again at once, at the lowest priority, so a long
-                // run does not leave its role without one; the shared jail is rebuilt when
-                // a run ends, off the path of a burst of launches of any role.
+                // A role's place is built again shortly, so a long run does not leave its
+                // role without one; the shared jail is rebuilt when a run ends.
                 if warmth == Warmth::Role {
-                    WarmPool::kick(d);
+                    WarmPool::kick_later(d);
                 }
                 Taken {
                     slot: r.slot,
@@ -209,6 +211,22 @@ impl WarmPool {
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn_blocking(move || WarmPool::refill(&d2));
+            }
+            Err(_) => WarmPool::refill(&d2),
+        }
+    }
+
+    /// [`WarmPool::kick`] after [`REFILL_DELAY`]: building a jail takes kernel locks the
+    /// launch that just took one needs for its own setup (the mount and network namespace
+    /// locks know no CPU priority), so the refill waits until that setup is done.
+    fn kick_later(d: &Arc<Daemon>) {
+        let d2 = d.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    tokio::time::sleep(REFILL_DELAY).await;
+                    WarmPool::kick(&d2);
+                });
             }
             Err(_) => WarmPool::refill(&d2),
         }

@@ -69,7 +69,7 @@ pub struct Launch {
     pub ahead: Option<Ahead>,
     /// The launcher's end pipe (see `airlock-jail --end-fd`), if it passed one.
     pub end: Option<OwnedFd>,
-    /// Built ahead at the lowest CPU priority (`airlock-jail --idle`), raised for the run.
+    /// Built ahead under SCHED_IDLE (`airlock-jail --idle`), put back for the run.
     pub idle: bool,
 }
 
@@ -518,7 +518,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
     let spec_at = Instant::now();
     let spec = parse_spec(&text).map_err(|_| Pid1Error::NoSpec)?;
     let spec = &spec;
-    // A warm jail's maker child was forked at the lowest priority; it gets pid 1's, raised
+    // A warm jail's maker child was forked under SCHED_IDLE; it gets pid 1's policy, put back
     // by now. Best effort: a maker that failed has exited, and `enter` below says why.
     if let Some(maker) = net.maker() {
         let _ = priority::share_with(maker);

@@ -340,7 +340,7 @@ pub fn spawn_helper(
     spawn(ahead, stdio, false)
 }
 
-/// [`spawn_helper`] for a jail kept warm: it builds at the lowest CPU priority until its
+/// [`spawn_helper`] for a jail kept warm: it builds under SCHED_IDLE until its
 /// run's spec comes (`airlock-jail --idle`).
 pub fn spawn_warm_helper(ahead: &Ahead) -> Result<Spawned, LaunchError> {
     spawn(Some(ahead), None, true)
