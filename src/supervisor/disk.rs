@@ -428,6 +428,13 @@ pub enum Priority {
 /// needs no durability: a workspace lives for one run, and whatever a crash leaves of one
 /// (in the pool or a run's directory) is removed at the next start.
 fn make_image_in_memory(img: &Path, bound: Bound, priority: Priority) -> Result<(), String> {
+    let mem = empty_template(bound, priority)?;
+    image_from(&mem, img, bound)
+}
+
+/// An empty workspace filesystem of `bound`, formatted in memory (a memfd): what
+/// [`image_from`] copies into an image file. Errors name no file: nothing is on disk yet.
+pub fn empty_template(bound: Bound, priority: Priority) -> Result<File, String> {
     // SAFETY: memfd_create with a NUL-terminated name; the fd it returns is ours.
     let raw = unsafe { libc::memfd_create(c"airlock-image".as_ptr(), libc::MFD_CLOEXEC) };
     if raw < 0 {
@@ -443,9 +450,16 @@ fn make_image_in_memory(img: &Path, bound: Bound, priority: Priority) -> Result<
     // mke2fs (root) opens it through /proc, so the descriptor stays close-on-exec: no
     // program this process starts meanwhile inherits it.
     let at = PathBuf::from(format!("/proc/{}/fd/{raw}", std::process::id()));
-    mke2fs_on(&at, img, bound, (0, 0), false, None, priority)?;
+    let named = Path::new("a workspace image in memory");
+    mke2fs_on(&at, named, bound, (0, 0), false, None, priority)?;
+    Ok(mem)
+}
+
+/// A new image file at `img` holding what `template` (an [`empty_template`] of the same
+/// bound) holds: only its data ranges are written, without a flush.
+pub fn image_from(template: &File, img: &Path, bound: Bound) -> Result<(), String> {
     let out = new_image(img, bound)?;
-    copy_data(&mem, &out).map_err(|e| format!("{}: cannot write the image: {e}", img.display()))
+    copy_data(template, &out).map_err(|e| format!("{}: cannot write the image: {e}", img.display()))
 }
 
 /// An empty workspace image: made in memory, or in place where that cannot be done (no
