@@ -546,7 +546,10 @@ fn mke2fs_on(
             "nodiscard,lazy_itable_init=1,lazy_journal_init=1,root_owner={uid}:{gid}"
         ));
     if !journal {
-        cmd.args(["-O", "^has_journal"]);
+        // A run's workspace: no journal, and no blocks reserved for growing the filesystem
+        // while mounted (none is ever grown), which leaves 228 KiB of metadata to write
+        // instead of 4.3 MiB for the default 10 GiB bound.
+        cmd.args(["-O", "^has_journal,^resize_inode"]);
     }
     if let Some(dir) = populate {
         cmd.arg("-d").arg(dir);
