@@ -995,6 +995,12 @@ fn concurrency_cap_refuses_then_frees() {
     assert_eq!(ps["data"]["runs"][0]["state"], "running");
     assert_eq!(env.one(json!({"v":1,"op":"stop","run":run}))["ok"], true);
     assert!(poll(30, || ledger_closed(&env.ledger(), &run)).is_some());
+    // The record is in the file before its sync is done; the run leaves the active table
+    // (and frees its slot) after.
+    let freed = poll(30, || {
+        (env.one(json!({"v":1,"op":"status"}))["data"]["active_runs"] == 0).then_some(())
+    });
+    assert!(freed.is_some(), "the stopped run kept its slot");
     let r = env.launch("max", &["/bin/true"], json!({"wait": true}));
     assert_eq!(exited(&r)["exit_code"], 0);
     let st = env.one(json!({"v":1,"op":"status"}));
