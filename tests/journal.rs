@@ -376,6 +376,106 @@ fn extra_fields_cannot_override_fixed_ones() {
     }
 }
 
+/// A datagram's `AIRLOCK_SEQ`.
+fn seq_of(dgram: &[u8]) -> u64 {
+    String::from_utf8_lossy(dgram)
+        .lines()
+        .find_map(|l| l.strip_prefix("AIRLOCK_SEQ="))
+        .expect("every record has AIRLOCK_SEQ")
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn event_now_writes_only_what_journald_takes_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("now.sock");
+    let receiver = UnixDatagram::bind(&sock_path).unwrap();
+    let run = unique_run("now");
+    let config = JournalConfig {
+        socket: sock_path,
+        send_timeout: Duration::from_millis(20),
+        retry_interval: Duration::from_secs(60),
+    };
+    let mut j = RunJournal::open_with(fields(&run), dir.path(), config).unwrap();
+    // Nobody reads: the socket's queue fills, and then event_now takes nothing.
+    let mut taken = 0u64;
+    while j
+        .event_now(EventKind::ToolCall, "call", &[("AIRLOCK_TOOL", "echo")])
+        .unwrap()
+    {
+        taken += 1;
+        assert!(taken < 100_000, "the receiver's queue never filled");
+    }
+    assert_eq!(j.sent_to_journald(), taken);
+    assert!(!j.falling_back(), "a full queue is no reason to fall back");
+    assert!(
+        !j.fallback_path().exists(),
+        "event_now never writes the file"
+    );
+    // The refused record spent no sequence number: the sure write that follows has the
+    // next one (in the fallback file: the queue is still full after the send timeout).
+    j.event(EventKind::ToolCall, "call", &[("AIRLOCK_TOOL", "echo")])
+        .unwrap();
+    let fallback = fallback_records(j.fallback_path());
+    assert_eq!(fallback.len(), 1);
+    assert_eq!(text(&fallback[0], "AIRLOCK_SEQ"), (taken + 1).to_string());
+    // While falling back, event_now leaves retries and the file to the sure writer.
+    assert!(!j
+        .event_now(EventKind::ToolCall, "call", &[("AIRLOCK_TOOL", "echo")])
+        .unwrap());
+    assert_eq!(j.sent_to_fallback(), 1);
+    receiver.set_nonblocking(true).unwrap();
+    let mut buf = vec![0u8; 70_000];
+    let mut seqs = Vec::new();
+    while let Ok(n) = receiver.recv(&mut buf) {
+        seqs.push(seq_of(&buf[..n]));
+    }
+    assert_eq!(seqs, (1..=taken).collect::<Vec<_>>());
+}
+
+#[test]
+fn event_now_follows_a_journald_that_came_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("back.sock");
+    let receiver = UnixDatagram::bind(&sock_path).unwrap();
+    let config = JournalConfig {
+        socket: sock_path.clone(),
+        ..JournalConfig::default()
+    };
+    let mut j = RunJournal::open_with(fields("r-back"), dir.path(), config).unwrap();
+    assert!(j.event_now(EventKind::ToolCall, "one", &[]).unwrap());
+    // journald restarts with a new socket at the same path.
+    drop(receiver);
+    fs::remove_file(&sock_path).unwrap();
+    let receiver = UnixDatagram::bind(&sock_path).unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    // The send to the old socket is refused (nothing written); the next reaches the new one.
+    assert!(!j.event_now(EventKind::ToolCall, "two", &[]).unwrap());
+    assert!(j.event_now(EventKind::ToolCall, "two", &[]).unwrap());
+    assert_eq!(recv_message(&receiver), Some("two".to_string()));
+    assert_eq!((j.sent_to_journald(), j.sent_to_fallback()), (2, 0));
+}
+
+#[test]
+fn event_now_with_no_journald_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = JournalConfig {
+        socket: dir.path().join("none"),
+        ..JournalConfig::default()
+    };
+    let mut j = RunJournal::open_with(fields("r-now"), dir.path(), config).unwrap();
+    assert!(!j.event_now(EventKind::ToolCall, "call", &[]).unwrap());
+    assert_eq!((j.sent_to_journald(), j.sent_to_fallback()), (0, 0));
+    assert!(!j.fallback_path().exists());
+    j.event_unsynced(EventKind::ToolCall, "call", &[]).unwrap();
+    j.sync().unwrap();
+    let fallback = fallback_records(j.fallback_path());
+    assert_eq!(text(&fallback[0], "AIRLOCK_SEQ"), "1");
+}
+
 /// Reference split: by newline, each line cut into pieces of `max`.
 fn reference(input: &[u8], max: usize) -> Vec<Vec<u8>> {
     let mut out = Vec::new();

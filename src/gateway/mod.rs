@@ -201,8 +201,28 @@ impl CallRecord {
     /// Close the record with the reply the agent gets, and journal it.
     pub fn finish(mut self, started: Instant, reply: &serde_json::Value, log: &dyn CallLog) {
         self.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.result_bytes = reply.to_string().len() as u64;
+        // Counted as serialized, without making the text (the reply is sent as it is).
+        let mut n = ByteCount(0);
+        self.result_bytes = match serde_json::to_writer(&mut n, reply) {
+            Ok(()) => n.0,
+            // A Value always serializes; were it not to, the count is only a journal figure.
+            Err(_) => 0,
+        };
         log.call(self);
+    }
+}
+
+/// A writer that only counts what it is given.
+struct ByteCount(u64);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

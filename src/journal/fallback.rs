@@ -32,6 +32,9 @@ pub struct FallbackFile {
     /// Where the file ends after its last whole record.
     len: u64,
     line: Vec<u8>,
+    /// Written since the last sync (a sync with nothing to flush costs a disk trip all
+    /// the same).
+    dirty: bool,
 }
 
 impl FallbackFile {
@@ -41,6 +44,7 @@ impl FallbackFile {
             file: None,
             len: 0,
             line: Vec::new(),
+            dirty: false,
         }
     }
 
@@ -67,6 +71,7 @@ impl FallbackFile {
         let Some(f) = self.file.as_mut() else {
             return Err(io::Error::other("fallback file not open"));
         };
+        self.dirty = true;
         match f.write_all(&self.line) {
             Ok(()) => {
                 self.len += self.line.len() as u64;
@@ -82,8 +87,12 @@ impl FallbackFile {
     /// Flush to stable storage (events and close; not every output line).
     pub fn sync(&mut self) -> io::Result<()> {
         match self.file.as_ref() {
-            Some(f) => f.sync_data(),
-            None => Ok(()),
+            Some(f) if self.dirty => {
+                f.sync_data()?;
+                self.dirty = false;
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 }

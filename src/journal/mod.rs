@@ -15,6 +15,10 @@
 //! again. A record that reached neither is reported as an error to the caller, never dropped
 //! silently. journald's own rate limit can still discard accepted records; the reader
 //! reports such holes through gaps in `AIRLOCK_SEQ`.
+//!
+//! A writer on an async thread offers an event with [`RunJournal::event_now`] first: sent
+//! only if journald's socket takes it without waiting, else nothing is written and the
+//! writer hands the record to a thread that writes it with [`RunJournal::event`] as above.
 
 pub mod fallback;
 pub mod fields;
@@ -82,6 +86,15 @@ fn invalid(what: &str) -> io::Error {
 enum Route {
     Journald,
     Fallback { last_try: Instant },
+}
+
+/// How [`RunJournal::write`] delivers a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// To journald (waiting up to the send timeout), else to the fallback file.
+    Sure,
+    /// To journald if its socket takes it at once, else nowhere.
+    Now,
 }
 
 /// The journal writer of one run. Not shared between threads: the supervisor owns one per
@@ -170,7 +183,9 @@ impl RunJournal {
             &prio,
             &[(fields::AIRLOCK_STREAM, stream.as_str().as_bytes())],
             &[],
+            Delivery::Sure,
         )
+        .map(|_| ())
     }
 
     /// A daemon event about this run. `extra` adds fields; their names must be valid journald
@@ -181,6 +196,46 @@ impl RunJournal {
         message: &str,
         extra: &[(&str, &str)],
     ) -> io::Result<()> {
+        self.event_unsynced(kind, message, extra)?;
+        // Events are rare and matter: make fallback copies durable right away.
+        if self.falling_back() {
+            self.fallback.sync()?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::event`] without making a fallback copy durable: for a writer of many
+    /// records at once, which calls [`Self::sync`] after the last of them.
+    pub fn event_unsynced(
+        &mut self,
+        kind: EventKind,
+        message: &str,
+        extra: &[(&str, &str)],
+    ) -> io::Result<()> {
+        self.event_with(kind, message, extra, Delivery::Sure)
+            .map(|_| ())
+    }
+
+    /// [`Self::event`] only if journald's socket takes it at once: `Ok(false)` when it did
+    /// not (full, missing, falling back, a record too big for one datagram), and then
+    /// nothing was written and no sequence number spent; the caller writes it with
+    /// [`Self::event`] (off its async thread: that may wait or write a file).
+    pub fn event_now(
+        &mut self,
+        kind: EventKind,
+        message: &str,
+        extra: &[(&str, &str)],
+    ) -> io::Result<bool> {
+        self.event_with(kind, message, extra, Delivery::Now)
+    }
+
+    fn event_with(
+        &mut self,
+        kind: EventKind,
+        message: &str,
+        extra: &[(&str, &str)],
+        delivery: Delivery,
+    ) -> io::Result<bool> {
         for (name, _) in extra {
             if !fields::valid_name(name) {
                 return Err(invalid(
@@ -192,7 +247,7 @@ impl RunJournal {
             }
         }
         let prio = [b'0' + kind.priority()];
-        let result = self.write(
+        self.write(
             message.as_bytes(),
             &prio,
             &[
@@ -200,12 +255,8 @@ impl RunJournal {
                 (fields::MESSAGE_ID, kind.message_id().as_bytes()),
             ],
             extra,
-        );
-        // Events are rare and matter: make fallback copies durable right away.
-        if result.is_ok() && self.falling_back() {
-            self.fallback.sync()?;
-        }
-        result
+            delivery,
+        )
     }
 
     fn write(
@@ -214,17 +265,25 @@ impl RunJournal {
         priority: &[u8],
         kind_fields: &[(&str, &[u8])],
         extra: &[(&str, &str)],
-    ) -> io::Result<()> {
-        self.seq += 1;
+        delivery: Delivery,
+    ) -> io::Result<bool> {
+        if delivery == Delivery::Now && self.falling_back() {
+            // Retrying journald and the fallback file are the sure writer's business.
+            return Ok(false);
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)
             .unwrap_or(0);
         // Never decreasing, so (time, seq) orders one writer's records even if the clock
         // steps back.
-        self.last_time_us = self.last_time_us.max(now);
-        let seq = self.seq.to_string();
-        let time = self.last_time_us.to_string();
+        let (next_seq, next_time) = (self.seq + 1, self.last_time_us.max(now));
+        if delivery == Delivery::Sure {
+            // Spent even if the record then reaches neither place: the reader sees the gap.
+            (self.seq, self.last_time_us) = (next_seq, next_time);
+        }
+        let seq = next_seq.to_string();
+        let time = next_time.to_string();
 
         let mut all: Vec<(&str, &[u8])> = Vec::with_capacity(10 + kind_fields.len() + extra.len());
         all.push((fields::MESSAGE, message));
@@ -247,11 +306,19 @@ impl RunJournal {
             for (name, value) in &all {
                 native::encode_field(&mut self.datagram, name, value);
             }
+            if delivery == Delivery::Now {
+                if !self.sender.send_now(&self.datagram) {
+                    return Ok(false);
+                }
+                (self.seq, self.last_time_us) = (next_seq, next_time);
+                self.to_journald += 1;
+                return Ok(true);
+            }
             match self.sender.send(&self.datagram) {
                 Ok(()) => {
                     self.route = Route::Journald;
                     self.to_journald += 1;
-                    return Ok(());
+                    return Ok(true);
                 }
                 Err(_) => {
                     // Why journald failed does not matter to the record: it goes to the
@@ -267,7 +334,7 @@ impl RunJournal {
         if let Some(c) = &self.fallback_counter {
             c.inc();
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Flush fallback records to stable storage (call when the run ends).

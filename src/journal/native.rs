@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use nix::fcntl::{fcntl, FcntlArg, SealFlag};
 use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
-use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
+use nix::sys::socket::{send, sendmsg, ControlMessage, MsgFlags, UnixAddr};
 
 /// Where journald listens for native-protocol datagrams.
 pub const DEFAULT_SOCKET: &str = "/run/systemd/journal/socket";
@@ -44,6 +44,10 @@ fn needs_binary(value: &[u8]) -> bool {
 pub struct NativeSender {
     socket: UnixDatagram,
     path: PathBuf,
+    /// A second socket, connected to `path`, for [`NativeSender::send_now`]: a send then
+    /// looks no path up. Dropped when a send on it fails otherwise than for room (journald
+    /// gone, or restarted with a new socket), connected again by the next one.
+    connected: Option<UnixDatagram>,
 }
 
 impl NativeSender {
@@ -55,7 +59,44 @@ impl NativeSender {
         Ok(NativeSender {
             socket,
             path: path.to_path_buf(),
+            connected: None,
         })
+    }
+
+    /// Deliver one encoded record only if journald's socket takes it at once (never waits
+    /// for room in its queue). False when it did not take it, whatever the reason (full,
+    /// missing, too big for one datagram): the caller then sends it with [`Self::send`],
+    /// which waits, passes a large record in a memfd, and reports the error.
+    pub fn send_now(&mut self, datagram: &[u8]) -> bool {
+        if self.connected.is_none() {
+            let socket = UnixDatagram::unbound().and_then(|s| {
+                s.connect(&self.path)?;
+                Ok(s)
+            });
+            match socket {
+                Ok(s) => self.connected = Some(s),
+                Err(_) => return false,
+            }
+        }
+        let Some(socket) = &self.connected else {
+            return false;
+        };
+        loop {
+            match send(
+                socket.as_raw_fd(),
+                datagram,
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+            ) {
+                // A datagram is taken whole or not at all.
+                Ok(n) => return n == datagram.len(),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(nix::errno::Errno::EAGAIN) => return false,
+                Err(_) => {
+                    self.connected = None;
+                    return false;
+                }
+            }
+        }
     }
 
     /// Deliver one encoded record. `Ok` means journald's socket accepted the whole record.

@@ -455,8 +455,8 @@ impl Served {
 }
 
 /// The run's gateway calls, as journal events (`AIRLOCK_EVENT=tool_call`, `egress`),
-/// written in order by a task of their own (its writes on the blocking pool) so no call
-/// waits for journald.
+/// written in order by a task of their own so no call waits for journald: sent from the
+/// task while journald's socket takes them at once, else written on the blocking pool.
 struct JournalCallLog {
     tx: tokio::sync::mpsc::Sender<Entry>,
     counts: Arc<Counts>,
@@ -544,18 +544,32 @@ impl JournalCallLog {
             // Grown as records come: an idle run holds no batch.
             let mut batch = Vec::new();
             while rx.recv_many(&mut batch, CALL_BATCH).await > 0 {
+                // Straight to journald while its socket takes records at once: no trip to
+                // the blocking pool per call, and the calls of one turn of the runtime go
+                // back to back (journald is woken once for them, not once each).
+                let sent = send_now(&j, &batch);
+                batch.drain(..sent);
+                if batch.is_empty() {
+                    continue;
+                }
+                // The rest, in order, by a thread that may wait for journald or write the
+                // fallback file.
                 let (j, l) = (j.clone(), l.clone());
                 let b = std::mem::take(&mut batch);
                 let written = tokio::task::spawn_blocking(move || {
+                    let mut unsynced = 0;
                     for e in &b {
-                        match e {
-                            Entry::Call(r) => write_call(&j, &l, r),
-                            Entry::Provider(r) => write_provider(&j, &l, r),
-                            Entry::Egress(r) => write_egress(&j, &l, r),
-                            Entry::Github(r) => write_github(&j, &l, r),
-                            Entry::Withheld(r) => write_withheld(&j, &l, r),
-                            Entry::Ask(r) => write_ask(&j, &l, r),
-                        }
+                        let mut out = Out::Sure {
+                            journal: &j,
+                            lost: &l,
+                            unsynced: &mut unsynced,
+                        };
+                        e.write(&mut out);
+                    }
+                    // One trip to the disk for the batch's fallback copies, not one each:
+                    // they were only in memory while queued anyway.
+                    if unsynced > 0 && lock(&j).sync().is_err() {
+                        l.fetch_add(unsynced, Ordering::Relaxed);
                     }
                 })
                 .await;
@@ -571,6 +585,80 @@ impl JournalCallLog {
             lost,
             writer: Mutex::new(Some(writer)),
         })
+    }
+
+    /// Queue `e` for the writer (a full queue loses it, counted).
+    fn record(&self, e: Entry) {
+        if self.tx.try_send(e).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How many of `batch`, from its first, journald's socket took at once (never waiting,
+/// for the journal's lock either: its holder may be waiting for journald).
+fn send_now(journal: &Mutex<RunJournal>, batch: &[Entry]) -> usize {
+    let mut j = match journal.try_lock() {
+        Ok(j) => j,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return 0,
+    };
+    batch
+        .iter()
+        .take_while(|e| e.write(&mut Out::Now(&mut j)))
+        .count()
+}
+
+/// Where an entry's journal event goes.
+enum Out<'a> {
+    /// Written for sure: to journald, else the fallback file (not synced: the writer syncs
+    /// once per batch, counting here what is left to sync), else counted in `lost`.
+    Sure {
+        journal: &'a Mutex<RunJournal>,
+        lost: &'a AtomicU64,
+        unsynced: &'a mut u64,
+    },
+    /// To journald only if its socket takes it at once; else not at all.
+    Now(&'a mut RunJournal),
+}
+
+impl Out<'_> {
+    /// True when the event is done with: journaled, or counted lost (always, for
+    /// [`Out::Sure`]); false when [`Out::Now`] wrote nothing.
+    fn event(&mut self, kind: EventKind, msg: &str, fields: &[(&str, &str)]) -> bool {
+        match self {
+            Out::Sure {
+                journal,
+                lost,
+                unsynced,
+            } => {
+                let mut j = lock(journal);
+                let before = j.sent_to_fallback();
+                match j.event_unsynced(kind, msg, fields) {
+                    Ok(()) if j.sent_to_fallback() > before => **unsynced += 1,
+                    Ok(()) => {}
+                    Err(_) => {
+                        lost.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                true
+            }
+            // An error (a bad field name) is the sure writer's to count.
+            Out::Now(j) => j.event_now(kind, msg, fields).unwrap_or(false),
+        }
+    }
+}
+
+impl Entry {
+    fn write(&self, out: &mut Out<'_>) -> bool {
+        match self {
+            Entry::Call(r) => write_call(out, r),
+            Entry::Provider(r) => write_provider(out, r),
+            Entry::Egress(r) => write_egress(out, r),
+            Entry::Github(r) => write_github(out, r),
+            Entry::Withheld(r) => write_withheld(out, r),
+            Entry::Ask(r) => write_ask(out, r),
+        }
     }
 }
 
@@ -602,9 +690,7 @@ impl CallLog for JournalCallLog {
                 request_id: rpc.and_then(|m| m.request_id.as_deref()),
             });
         }
-        if self.tx.try_send(Entry::Call(r)).is_err() {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
+        self.record(Entry::Call(r));
     }
 
     fn provider(&self, r: ProviderRecord) {
@@ -620,9 +706,7 @@ impl CallLog for JournalCallLog {
                 duration_ms: r.duration_ms,
             });
         }
-        if self.tx.try_send(Entry::Provider(r)).is_err() {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
+        self.record(Entry::Provider(r));
     }
 
     fn egress(&self, r: EgressRecord) {
@@ -637,24 +721,18 @@ impl CallLog for JournalCallLog {
         } else {
             c.egress_refused.fetch_add(1, Ordering::Relaxed);
         }
-        if self.tx.try_send(Entry::Egress(r)).is_err() {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
+        self.record(Entry::Egress(r));
     }
 
     fn github(&self, r: crate::gateway::github::GithubRecord) {
         if let Some(m) = &self.metrics {
             m.github(&r.action, r.allow, r.writes);
         }
-        if self.tx.try_send(Entry::Github(r)).is_err() {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
+        self.record(Entry::Github(r));
     }
 
     fn withheld(&self, r: crate::gateway::withhold::WithheldRecord) {
-        if self.tx.try_send(Entry::Withheld(r)).is_err() {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
+        self.record(Entry::Withheld(r));
     }
 
     fn ask(&self, r: crate::gateway::asks::AskRecord) {
@@ -668,68 +746,59 @@ impl CallLog for JournalCallLog {
         if let Some(n) = n {
             n.fetch_add(1, Ordering::Relaxed);
         }
-        if self.tx.try_send(Entry::Ask(r)).is_err() {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
+        self.record(Entry::Ask(r));
     }
 }
 
-fn write_call(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &CallRecord) {
-    {
-        let decision = if r.allow { "allow" } else { "deny" };
-        let exit = r.exit_code.map(|c| c.to_string());
-        let duration = r.duration_ms.to_string();
-        let bytes = r.result_bytes.to_string();
-        let mut msg = format!("{}/{} {decision} by {}", r.connector, r.tool, r.rule);
-        if r.allow {
-            msg.push_str(&format!(": {}", r.detail));
-            match &exit {
-                Some(c) => msg.push_str(&format!(" -> exit {c}")),
-                None if r.is_error => msg.push_str(" -> error"),
-                // A command with no exit code was killed; an MCP call has none to give.
-                None if r.program.is_some() => msg.push_str(" -> killed"),
-                None => msg.push_str(" -> ok"),
-            }
-            msg.push_str(&format!(", {duration} ms"));
-        } else {
-            msg.push_str(&format!(": {}", r.reason));
+fn write_call(out: &mut Out<'_>, r: &CallRecord) -> bool {
+    let decision = if r.allow { "allow" } else { "deny" };
+    let exit = r.exit_code.map(|c| c.to_string());
+    let duration = r.duration_ms.to_string();
+    let bytes = r.result_bytes.to_string();
+    let mut msg = format!("{}/{} {decision} by {}", r.connector, r.tool, r.rule);
+    if r.allow {
+        msg.push_str(&format!(": {}", r.detail));
+        match &exit {
+            Some(c) => msg.push_str(&format!(" -> exit {c}")),
+            None if r.is_error => msg.push_str(" -> error"),
+            // A command with no exit code was killed; an MCP call has none to give.
+            None if r.program.is_some() => msg.push_str(" -> killed"),
+            None => msg.push_str(" -> ok"),
         }
-        // Named by Airlock (a few fixed texts), whatever the call's decision or outcome.
-        let asked = r.asked.join(", ");
-        if !asked.is_empty() {
-            msg.push_str(&format!("; the upstream asked its client: {asked}"));
-        }
-        let mut fields: Vec<(&str, &str)> = vec![
-            ("AIRLOCK_CONNECTOR", &r.connector),
-            ("AIRLOCK_TOOL", &r.tool),
-            ("AIRLOCK_DECISION", decision),
-            ("AIRLOCK_RULE", &r.rule),
-            ("AIRLOCK_DURATION_MS", &duration),
-            ("AIRLOCK_RESULT_BYTES", &bytes),
-            ("AIRLOCK_IS_ERROR", if r.is_error { "1" } else { "0" }),
-        ];
-        if let Some(p) = &r.program {
-            fields.push(("AIRLOCK_PROGRAM", p));
-        }
-        if !r.detail.is_empty() {
-            fields.push(("AIRLOCK_ARGS", &r.detail));
-        }
-        if let Some(c) = &exit {
-            fields.push(("AIRLOCK_EXIT_CODE", c));
-        }
-        if !asked.is_empty() {
-            fields.push(("AIRLOCK_UPSTREAM_ASKED", &asked));
-        }
-        if lock(journal)
-            .event(EventKind::ToolCall, &msg, &fields)
-            .is_err()
-        {
-            lost.fetch_add(1, Ordering::Relaxed);
-        }
+        msg.push_str(&format!(", {duration} ms"));
+    } else {
+        msg.push_str(&format!(": {}", r.reason));
     }
+    // Named by Airlock (a few fixed texts), whatever the call's decision or outcome.
+    let asked = r.asked.join(", ");
+    if !asked.is_empty() {
+        msg.push_str(&format!("; the upstream asked its client: {asked}"));
+    }
+    let mut fields: Vec<(&str, &str)> = vec![
+        ("AIRLOCK_CONNECTOR", &r.connector),
+        ("AIRLOCK_TOOL", &r.tool),
+        ("AIRLOCK_DECISION", decision),
+        ("AIRLOCK_RULE", &r.rule),
+        ("AIRLOCK_DURATION_MS", &duration),
+        ("AIRLOCK_RESULT_BYTES", &bytes),
+        ("AIRLOCK_IS_ERROR", if r.is_error { "1" } else { "0" }),
+    ];
+    if let Some(p) = &r.program {
+        fields.push(("AIRLOCK_PROGRAM", p));
+    }
+    if !r.detail.is_empty() {
+        fields.push(("AIRLOCK_ARGS", &r.detail));
+    }
+    if let Some(c) = &exit {
+        fields.push(("AIRLOCK_EXIT_CODE", c));
+    }
+    if !asked.is_empty() {
+        fields.push(("AIRLOCK_UPSTREAM_ASKED", &asked));
+    }
+    out.event(EventKind::ToolCall, &msg, &fields)
 }
 
-fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRecord) {
+fn write_provider(out: &mut Out<'_>, r: &ProviderRecord) -> bool {
     use crate::policy::prices::usd;
     let decision = if r.allow { "allow" } else { "deny" };
     let model = r.model.as_deref().unwrap_or("-");
@@ -807,19 +876,10 @@ fn write_provider(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &ProviderRec
     if !r.reason.is_empty() {
         fields.push(("AIRLOCK_REASON", &r.reason));
     }
-    if lock(journal)
-        .event(EventKind::Provider, &msg, &fields)
-        .is_err()
-    {
-        lost.fetch_add(1, Ordering::Relaxed);
-    }
+    out.event(EventKind::Provider, &msg, &fields)
 }
 
-fn write_github(
-    journal: &Mutex<RunJournal>,
-    lost: &AtomicU64,
-    r: &crate::gateway::github::GithubRecord,
-) {
+fn write_github(out: &mut Out<'_>, r: &crate::gateway::github::GithubRecord) -> bool {
     let decision = if r.allow { "allow" } else { "deny" };
     let msg = if r.allow {
         format!(
@@ -850,19 +910,10 @@ fn write_github(
         ("AIRLOCK_STATUS", &status),
         ("AIRLOCK_DURATION_MS", &dur),
     ];
-    if lock(journal)
-        .event(EventKind::GithubWrite, &msg, &fields)
-        .is_err()
-    {
-        lost.fetch_add(1, Ordering::Relaxed);
-    }
+    out.event(EventKind::GithubWrite, &msg, &fields)
 }
 
-fn write_withheld(
-    journal: &Mutex<RunJournal>,
-    lost: &AtomicU64,
-    r: &crate::gateway::withhold::WithheldRecord,
-) {
+fn write_withheld(out: &mut Out<'_>, r: &crate::gateway::withhold::WithheldRecord) -> bool {
     let msg = format!(
         "{} {}: the upstream's answer echoed a secret of the run; {} copies withheld from its headers and {} from its body",
         r.route, r.endpoint, r.in_headers, r.in_body
@@ -874,15 +925,10 @@ fn write_withheld(
         ("AIRLOCK_WITHHELD_HEADERS", &h),
         ("AIRLOCK_WITHHELD_BODY", &b),
     ];
-    if lock(journal)
-        .event(EventKind::Withheld, &msg, &fields)
-        .is_err()
-    {
-        lost.fetch_add(1, Ordering::Relaxed);
-    }
+    out.event(EventKind::Withheld, &msg, &fields)
 }
 
-fn write_ask(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &crate::gateway::asks::AskRecord) {
+fn write_ask(out: &mut Out<'_>, r: &crate::gateway::asks::AskRecord) -> bool {
     let kind = r.kind.as_str();
     let msg = match &r.by {
         Some(by) => format!(
@@ -903,12 +949,10 @@ fn write_ask(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &crate::gateway::
     if let Some(by) = &r.by {
         fields.push(("AIRLOCK_ANSWERED_BY", by));
     }
-    if lock(journal).event(EventKind::Ask, &msg, &fields).is_err() {
-        lost.fetch_add(1, Ordering::Relaxed);
-    }
+    out.event(EventKind::Ask, &msg, &fields)
 }
 
-fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord) {
+fn write_egress(out: &mut Out<'_>, r: &EgressRecord) -> bool {
     let decision = if r.allow { "allow" } else { "deny" };
     let (port, status) = (r.port.to_string(), r.status.to_string());
     let (up, down) = (r.bytes_up.to_string(), r.bytes_down.to_string());
@@ -946,12 +990,7 @@ fn write_egress(journal: &Mutex<RunJournal>, lost: &AtomicU64, r: &EgressRecord)
     if !r.path.is_empty() {
         fields.push(("AIRLOCK_EGRESS_PATH", &r.path));
     }
-    if lock(journal)
-        .event(EventKind::Egress, &msg, &fields)
-        .is_err()
-    {
-        lost.fetch_add(1, Ordering::Relaxed);
-    }
+    out.event(EventKind::Egress, &msg, &fields)
 }
 
 /// The agent's raw bytes to a writer (a standalone `--wait` launch: the terminal, through
