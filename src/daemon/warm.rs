@@ -271,12 +271,12 @@ impl WarmPool {
                 generation,
             };
             let mut p = d.warm.lock();
-            // Built across a reload or into a drain: not for any launch.
+            // Built across a reload or into a drain: not for any launch. After a reload the
+            // loop goes on for the new set (the reload's own refill found this one under way).
             if p.generation != generation || d.is_draining() {
-                p.refilling = false;
                 drop(p);
                 ready.helper.abandon();
-                return;
+                continue;
             }
             match place {
                 Place::Shared => p.shared = Some(ready),
