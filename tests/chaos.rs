@@ -54,29 +54,6 @@ fn token_works(gh: &StandInGithub, token: &str) -> bool {
     stdout(&o) != "401"
 }
 
-/// Every cgroup directory whose name holds `run`, to a few levels.
-fn cgroups_of(run: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut dirs = vec![(std::path::PathBuf::from("/sys/fs/cgroup"), 0)];
-    while let Some((d, depth)) = dirs.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                let p = e.path();
-                if e.file_name().to_string_lossy().contains(run) {
-                    found.push(p.display().to_string());
-                }
-                if depth < 5 {
-                    dirs.push((p, depth + 1));
-                }
-            }
-        }
-    }
-    found
-}
-
 /// Kill airlockd with SIGKILL, restart it, and check what is left of `run`.
 fn kill9_and_recover(h: &Host, d: Airlockd, gh: &StandInGithub, run: &str, uid: u32) {
     let tokens = gh.tokens();

@@ -1431,24 +1431,9 @@ fn the_escape_battery_holds_on_the_command_side() {
     let marker = format!("m{}", std::process::id());
     let state = env.state.display().to_string();
     let cfg = env.cfg.display().to_string();
-    let o = env.run(
-        "tess",
-        &["--workspace", ws.to_str().unwrap()],
-        &[
-            "/usr/bin/python3",
-            "escape_battery.py",
-            "--host-port",
-            &port,
-            "--host-path",
-            &state,
-            "--host-path",
-            &cfg,
-            "--max-procs",
-            "64",
-            "--daemon",
-            &marker,
-        ],
-    );
+    let battery = common::battery_argv(&port, &state, &cfg, &marker);
+    let argv: Vec<&str> = battery.iter().map(String::as_str).collect();
+    let o = env.run("tess", &["--workspace", ws.to_str().unwrap()], &argv);
     assert_ok(&o);
     common::assert_battery_held(&text(&o), &[]);
     assert!(

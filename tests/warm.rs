@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Output;
 
-use common::{poll, run_id_of, stderr, stdout, Airlockd, Host};
+use common::{cgroups_of, poll, run_id_of, stderr, stdout, Airlockd, Host};
 
 /// A host with `hires` of the workflow role `probe` (its command runs on the command side)
 /// and `warm` (config lines) for the pool.
@@ -322,29 +322,6 @@ fn leftovers(pid: u32, run: &str) -> Vec<String> {
     left
 }
 
-/// Every cgroup directory whose name holds `run`, to a few levels.
-fn cgroups_of(run: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut dirs = vec![(std::path::PathBuf::from("/sys/fs/cgroup"), 0)];
-    while let Some((d, depth)) = dirs.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                let p = e.path();
-                if e.file_name().to_string_lossy().contains(run) {
-                    found.push(p.display().to_string());
-                }
-                if depth < 5 {
-                    dirs.push((p, depth + 1));
-                }
-            }
-        }
-    }
-    found
-}
-
 /// The whole escape battery in a run that got a warm jail: every class holds, and the
 /// daemon it leaves does not outlive the run.
 #[test]
@@ -359,28 +336,10 @@ fn the_escape_battery_holds_in_a_warm_jail() {
     let marker = format!("w{}", std::process::id());
     let state = h.state.display().to_string();
     let cfg = h.cfg.display().to_string();
-    let o = Airlockd::launch(
-        &h,
-        "probe",
-        "eb",
-        &[
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--",
-            "/usr/bin/python3",
-            "escape_battery.py",
-            "--host-port",
-            &port,
-            "--host-path",
-            &state,
-            "--host-path",
-            &cfg,
-            "--max-procs",
-            "64",
-            "--daemon",
-            &marker,
-        ],
-    );
+    let mut args = vec!["--workspace", ws.to_str().unwrap(), "--"];
+    let battery = common::battery_argv(&port, &state, &cfg, &marker);
+    args.extend(battery.iter().map(String::as_str));
+    let o = Airlockd::launch(&h, "probe", "eb", &args);
     assert_ok(&o);
     assert_eq!(jail_of(&run_id_of(&o)).0, "warm-role");
     common::assert_battery_held(&stdout(&o), &[]);

@@ -548,6 +548,52 @@ pub fn battery_into(ws: &Path, uid: u32) {
     chown_tree(&to, uid);
 }
 
+/// The battery's command line in a run's workspace: the host's `port` and two host paths
+/// (`state`, `cfg`) it must not reach, a limit of 64 processes, and the `marker` of the
+/// daemon it leaves behind.
+pub fn battery_argv(port: &str, state: &str, cfg: &str, marker: &str) -> Vec<String> {
+    [
+        "/usr/bin/python3",
+        "escape_battery.py",
+        "--host-port",
+        port,
+        "--host-path",
+        state,
+        "--host-path",
+        cfg,
+        "--max-procs",
+        "64",
+        "--daemon",
+        marker,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Every cgroup directory whose name holds `run`, to a few levels.
+pub fn cgroups_of(run: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![(std::path::PathBuf::from("/sys/fs/cgroup"), 0)];
+    while let Some((d, depth)) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let p = e.path();
+                if e.file_name().to_string_lossy().contains(run) {
+                    found.push(p.display().to_string());
+                }
+                if depth < 5 {
+                    dirs.push((p, depth + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
 /// Whether a process whose argv holds the battery's daemon `marker` is still alive anywhere
 /// on the host (the battery leaves one behind with `--daemon MARKER`).
 pub fn battery_daemon_alive(marker: &str) -> bool {
