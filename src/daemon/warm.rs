@@ -100,11 +100,12 @@ impl Inner {
             return None;
         }
         let have = |r: &str| self.roles.get(r).map_or(0, VecDeque::len);
-        let wants = conf
+        let short = conf
             .roles
             .iter()
-            .map(|(r, n)| (crate::policy::classes::canonicalize(r), *n));
-        if let Some((class, _)) = wants.into_iter().find(|(c, n)| have(c) < *n) {
+            .map(|(r, n)| (crate::policy::classes::canonicalize(r), *n))
+            .find(|(c, n)| have(c) < *n);
+        if let Some((class, _)) = short {
             return Some(Place::Role(class.to_string()));
         }
         (self.shared.is_none() && conf.shared()).then_some(Place::Shared)
@@ -349,11 +350,6 @@ pub struct Taken {
 }
 
 impl Taken {
-    /// The helper's pid, when it started.
-    pub fn helper_pid(&self) -> Option<u32> {
-        self.helper.as_ref().ok().map(Spawned::pid)
-    }
-
     /// Hand the helper its run, supervised from here on by a task of airlockd's runtime.
     /// False: no runtime to supervise it on (the helper is gone, and the run with it).
     pub fn start(self, d: &Arc<Daemon>, go: Go) -> bool {

@@ -90,7 +90,8 @@ impl NativeSender {
                 // A datagram is taken whole or not at all.
                 Ok(n) => return n == datagram.len(),
                 Err(nix::errno::Errno::EINTR) => continue,
-                Err(nix::errno::Errno::EAGAIN) => return false,
+                // No room now, or a record for a memfd: the socket is still good.
+                Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EMSGSIZE) => return false,
                 Err(_) => {
                     self.connected = None;
                     return false;

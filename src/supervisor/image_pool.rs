@@ -147,17 +147,17 @@ impl ImagePool {
         let mut t = lock(&self.template);
         let fresh = matches!(&*t, Some((b, _, uses)) if *b == bound && *uses < TEMPLATE_USES);
         if !fresh {
-            *t = None;
-            match empty_template(bound, Priority::Idle) {
-                Ok(f) => *t = Some((bound, f, 0)),
-                Err(_) => return make_empty(img, bound, Priority::Idle),
-            }
+            *t = empty_template(bound, Priority::Idle)
+                .ok()
+                .map(|f| (bound, f, 0));
         }
-        let Some((_, file, uses)) = t.as_mut() else {
-            return make_empty(img, bound, Priority::Idle);
-        };
-        *uses += 1;
-        image_from(file, img, bound)
+        match t.as_mut() {
+            Some((_, file, uses)) => {
+                *uses += 1;
+                image_from(file, img, bound)
+            }
+            None => make_empty(img, bound, Priority::Idle),
+        }
     }
 
     pub fn clear(&self) {

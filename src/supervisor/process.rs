@@ -266,13 +266,13 @@ impl Spawned {
         }
     }
 
-    /// Give up a helper that was never handed a spec (the launch was refused after it was
-    /// started): it has run nothing, so killing and reaping it is all there is to do.
     /// The helper's pid (in airlockd's pid namespace).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// Give up a helper that was never handed a spec (the launch was refused after it was
+    /// started): it has run nothing, so killing and reaping it is all there is to do.
     pub fn abandon(self) {
         let Spawned {
             mut child,
