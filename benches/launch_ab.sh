@@ -9,8 +9,8 @@
 #          one through B and one bwrap run, in a rotating order: wall p50/p90 of each, and
 #          CPU per launch of each daemon (airlockd and everything it reaped).
 #   burst: ROUNDS rounds (default 3) of BURST launches at once (default 100) through A,
-#          then through B (order alternating): each client's latency p50/p99, and whether
-#          all exited 0.
+#          then through B (order alternating): each client's latency p50/p99. A launch
+#          that fails (here or in seq) ends the script non-zero, with no figure for it.
 # CONFIG_A, CONFIG_B: more top-level config lines for that side's daemon (for example
 # "warm: {code: 8}"), to compare one build under two configs (BIN_A = BIN_B). SETTLE
 # (default 5): seconds waited after the first runs, before anything is timed.
@@ -137,6 +137,11 @@ burst() {
   awk '{print $1}' "$out.all" >"$out.lat"
   local failed
   failed="$(awk '$2 != 0' "$out.all" | wc -l)"
+  # A round with a failed launch measures the failure, not a launch: no figure for it.
+  if [ "$failed" != 0 ]; then
+    echo "$0: round $r $n: $failed of $BURST launches failed" >&2
+    exit 1
+  fi
   echo "  round $r $n: $BURST at once, $((BURST - failed)) exited 0, p50 $(pct "$out.lat" 50) ms, p99 $(pct "$out.lat" 99) ms (load $(cut -d' ' -f1 /proc/loadavg))"
 }
 echo "launch_ab burst: $ROUNDS rounds of $BURST at once"
