@@ -12,9 +12,10 @@
 # boots the same kernel again) and powers it off at the end. The serial console streams
 # here, each line prefixed with the kernel, and to a log. A boot that does not reach the
 # suite, or a phase of the suite that does not finish, in time fails loudly, naming the
-# kernel and what timed out; a guest kernel panic fails at once. Under TCG alone, a panic
-# while the guest boots (before the suite starts in that boot) runs that kernel once more,
-# saying so, and the first try's logs are kept beside the second's.
+# kernel and what timed out; a guest kernel panic fails at once. Under TCG alone, an
+# emulator fault before the suite ever ran (a panic while the guest boots, or a first boot
+# that printed nothing at all on the console) runs that kernel once more, saying so, and
+# the first try's logs are kept beside the second's.
 #
 # Output: the suite's `ok:`/`FAIL:` lines as they happen (in the console stream), a
 # closing line per kernel, and last the totals alone on a line: `N passed, N failed`.
@@ -93,12 +94,13 @@ total_pass=0
 total_fail=0
 summary=()
 
-# One kernel: boot, watch, collect. Sets k_pass, k_fail, k_line and k_boot_panic (the
-# guest kernel panicked before the suite started in that boot).
+# One kernel: boot, watch, collect. Sets k_pass, k_fail, k_line and k_boot_fault (why
+# the guest never got to the suite in that boot, when the emulator is the likely cause:
+# a kernel panic while booting, or no console output at all; else empty).
 run_kernel() {
   local k="$1"
   local out="$outroot/$k"
-  k_boot_panic=0
+  k_boot_fault=
   rm -rf "$out"
   mkdir -p "$out/share/out"
   local share="$out/share"
@@ -160,7 +162,7 @@ run_kernel() {
     if grep -q 'Kernel panic - not syncing' "$serial" 2>/dev/null; then
       if [ "$phase_state" = booting ]; then
         status="kernel $k: the guest kernel panicked in boot $((${#boot_times[@]} + 1)), before the suite started"
-        k_boot_panic=1
+        k_boot_fault="panicked while booting"
       else
         status="kernel $k: the guest kernel panicked in phase ${#boot_times[@]} of the suite"
       fi
@@ -168,6 +170,10 @@ run_kernel() {
     fi
     if [ "$phase_state" = booting ] && [ $((now - last_event)) -gt "$boot_timeout" ]; then
       status="kernel $k: timed out: boot $((${#boot_times[@]} + 1)) did not reach the suite within ${boot_timeout} s"
+      # Not one byte from the guest: the emulator never started it (its first boot).
+      if [ "${#boot_times[@]}" = 0 ] && [ ! -s "$serial" ]; then
+        k_boot_fault="printed nothing on its console in its first boot"
+      fi
       break
     fi
     if [ "$phase_state" = running ] && [ $((now - last_event)) -gt "$phase_timeout" ]; then
@@ -220,13 +226,14 @@ run_kernel() {
 
 for k in "${kernels[@]}"; do
   run_kernel "$k"
-  if [ "$k_boot_panic" = 1 ] && [ "$accel" = tcg ]; then
+  if [ -n "$k_boot_fault" ] && [ "$accel" = tcg ]; then
     # An emulator fault, not a result: the suite had not started in that boot. Once only.
-    say "kernel $k panicked while booting under TCG: running kernel $k once more (first try's logs: $outroot/$k-panicked)"
-    rm -rf "$outroot/$k-panicked"
-    mv "$outroot/$k" "$outroot/$k-panicked"
+    first="$k_boot_fault"
+    say "kernel $k $first under TCG: running kernel $k once more (first try's logs: $outroot/$k-first)"
+    rm -rf "$outroot/$k-first"
+    mv "$outroot/$k" "$outroot/$k-first"
     run_kernel "$k"
-    k_line="$k_line (second try: the first panicked while booting)"
+    k_line="$k_line (second try: the first $first)"
   fi
   total_pass=$((total_pass + k_pass))
   total_fail=$((total_fail + k_fail))
