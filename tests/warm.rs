@@ -8,8 +8,18 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Output;
+use std::sync::{RwLock, RwLockReadGuard};
 
 use common::{cgroups_of, poll, run_id_of, stderr, stdout, Airlockd, Host};
+
+/// Held for reading by each test that asserts which kind of jail served a run, for writing
+/// by the one that mounts on the host: a mount throws every airlockd's warm jails away, so a
+/// test running beside it would see cold jails.
+static HOST_MOUNTS: RwLock<()> = RwLock::new(());
+
+fn no_host_mounts_meanwhile() -> RwLockReadGuard<'static, ()> {
+    HOST_MOUNTS.read().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A host with `hires` of the workflow role `probe` (its command runs on the command side)
 /// and `warm` (config lines) for the pool.
@@ -105,6 +115,7 @@ fn assert_ok(o: &Output) {
 /// runs that found none got a jail of their own, and the pool is built again after.
 #[test]
 fn a_warm_jail_serves_one_run_only_and_the_pool_is_built_again() {
+    let _mounts = no_host_mounts_meanwhile();
     let names = ["w0", "w1", "w2", "w3", "w4"];
     let h = probe_host(&names, "warm: {probe: 2}\nwarm_max: 3\n");
     let d = Airlockd::start(&h);
@@ -182,6 +193,7 @@ fn policy_of(stat: &str) -> String {
 /// builds the pool again; the next run gets a new one.
 #[test]
 fn a_reload_discards_the_warm_jails() {
+    let _mounts = no_host_mounts_meanwhile();
     let h = probe_host(&["r0"], "warm: {probe: 2}\n");
     let d = Airlockd::start(&h);
     let old = wait_warm(&d, 3);
@@ -228,6 +240,7 @@ fn a_reload_discards_the_warm_jails() {
 /// or anywhere else in its view).
 #[test]
 fn a_fired_instances_role_is_still_served_warm_with_nothing_of_it() {
+    let _mounts = no_host_mounts_meanwhile();
     let h = probe_host(&["fa", "fb"], "warm: {probe: 2}\n");
     let d = Airlockd::start(&h);
     wait_warm(&d, 3);
@@ -265,6 +278,7 @@ fn a_fired_instances_role_is_still_served_warm_with_nothing_of_it() {
 /// it, and after the next start no process, mount, loop device or cgroup of theirs is left.
 #[test]
 fn killing_airlockd_leaves_nothing_of_its_warm_jails() {
+    let _mounts = no_host_mounts_meanwhile();
     let h = probe_host(&["k0"], "warm: {probe: 3}\n");
     let d = Airlockd::start(&h);
     let old = wait_warm(&d, 4);
@@ -326,6 +340,7 @@ fn leftovers(pid: u32, run: &str) -> Vec<String> {
 /// daemon it leaves does not outlive the run.
 #[test]
 fn the_escape_battery_holds_in_a_warm_jail() {
+    let _mounts = no_host_mounts_meanwhile();
     let h = probe_host(&["eb"], "warm: {probe: 1}\n");
     let d = Airlockd::start(&h);
     wait_warm(&d, 2);
@@ -347,5 +362,91 @@ fn the_escape_battery_holds_in_a_warm_jail() {
         !common::battery_daemon_alive(&marker)
             && airlock::supervisor::process::pids_of_uid(h.uids[0]).is_empty(),
         "the battery's daemon (or another process of the instance uid) outlived the run"
+    );
+}
+
+/// Unmounts `0` when dropped (a test that fails leaves no mount on the host).
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A workspace on a file system mounted on the host after the warm jails were built: the
+/// run binds the mounted one, as the launch checked it, not the directory under the mount
+/// (a jail's mounts are a copy of the host's from its build, so the pool is thrown away at
+/// the host's mount); and an unmount throws away the jails that held the mount.
+#[test]
+fn a_mount_on_the_host_after_the_jails_were_built_is_what_the_run_gets() {
+    let _mounts = HOST_MOUNTS.write().unwrap_or_else(|e| e.into_inner());
+    let h = probe_host(&["mw"], "warm: {probe: 1}\n");
+    let d = Airlockd::start(&h);
+    let old = wait_warm(&d, 2);
+    let ws = h.workspace("mounted", h.uids[0]);
+    std::fs::write(ws.join("under-the-mount"), "").unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o"])
+        .arg(format!("uid={0},gid={0},mode=0755,size=1m", h.uids[0]))
+        .arg("airlock-warm-test")
+        .arg(&ws)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount a tmpfs on {}", ws.display());
+    let mounted = Mounted(ws.clone());
+    std::fs::write(ws.join("on-the-mount"), "").unwrap();
+    let script = "ls -A \"$AIRLOCK_WORKSPACE\"; touch \"$AIRLOCK_WORKSPACE/written-by-run\"";
+    let o = Airlockd::launch(
+        &h,
+        "probe",
+        "mw",
+        &[
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ],
+    );
+    assert_ok(&o);
+    let out = stdout(&o);
+    let (kind, pid) = jail_of(&run_id_of(&o));
+    assert!(
+        out.contains("on-the-mount") && !out.contains("under-the-mount"),
+        "the run ({kind} jail, helper {pid}) got the directory under the host's new mount: {out}"
+    );
+    assert!(ws.join("written-by-run").exists(), "{out}");
+    // Built again after the mount, with none of the jails from before it.
+    let old_pids: BTreeSet<u32> = old.iter().map(|(p, _)| *p).collect();
+    let fresh = |before: &BTreeSet<u32>| {
+        poll(30, || {
+            let now = wait_warm(&d, 2);
+            now.iter().all(|(p, _)| !before.contains(p)).then_some(now)
+        })
+    };
+    let new = fresh(&old_pids).unwrap_or_else(|| {
+        panic!(
+            "the jails from before the mount still wait: {:?}",
+            warm_helpers(d.pid())
+        )
+    });
+    drop(mounted);
+    assert!(
+        std::fs::read_dir(&ws).unwrap().flatten().count() == 1,
+        "the run wrote under the mount: {:?}",
+        std::fs::read_dir(&ws)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect::<Vec<_>>()
+    );
+    // The unmount: the jails that hold a copy of the mount are thrown away too.
+    let new_pids: BTreeSet<u32> = new.iter().map(|(p, _)| *p).collect();
+    assert!(
+        fresh(&new_pids).is_some(),
+        "the jails holding the unmounted file system still wait: {:?}",
+        warm_helpers(d.pid())
     );
 }

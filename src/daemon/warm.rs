@@ -22,12 +22,13 @@ use super::runs::{self, Go};
 use super::Daemon;
 use crate::control::protocol::WarmStatus;
 use crate::sandbox::helper::Ahead;
+use crate::sandbox::host_mounts::MountWatch;
 use crate::supervisor::launch::{self, LaunchError};
 use crate::supervisor::process::{self, Spawned};
 
 /// A jail older than this is replaced instead of used: its /etc is a copy as old as it
-/// is, and its pid 1 holds a copy of the host's mounts (a file system unmounted on the
-/// host stays busy there until the jail goes).
+/// is. (Its copy of the host's mounts is thrown away at the host's next mount or unmount,
+/// see [`Inner::host_mounts`].)
 pub const MAX_AGE: Duration = Duration::from_secs(30);
 
 /// How long after a launch took a role's warm jail its place is built again.
@@ -86,6 +87,8 @@ struct Inner {
     generation: u64,
     /// A refill is under way (one at a time builds the missing jails one by one).
     refilling: bool,
+    /// The host's mount table, watched from the first jail on (see [`Inner::host_mounts`]).
+    mounts: Option<MountWatch>,
 }
 
 impl Inner {
@@ -96,7 +99,8 @@ impl Inner {
     /// The next jail a refill should build under `conf`, if one is missing: the roles'
     /// first (in name order), then the shared one, within the bound.
     fn missing(&self, conf: &crate::config::warm::WarmConf) -> Option<Place> {
-        if self.len() >= conf.max {
+        // Without a watch on the host's mounts no jail could be told current: none is built.
+        if self.len() >= conf.max || self.mounts.is_none() {
             return None;
         }
         let have = |r: &str| self.roles.get(r).map_or(0, VecDeque::len);
@@ -109,6 +113,26 @@ impl Inner {
             return Some(Place::Role(class.to_string()));
         }
         (self.shared.is_none() && conf.shared()).then_some(Place::Shared)
+    }
+
+    /// Every jail out of the pool if the host's mounts changed since the last look (a new
+    /// generation): each jail's mount namespace is a copy of the host's as it was built, and
+    /// its run's workspace and home are opened through it, so after a mount or unmount it
+    /// would bind another directory than the one the launch checked. Not knowing (no
+    /// watch) counts as a change, and then [`Inner::missing`] builds nothing.
+    fn host_mounts(&mut self) -> Vec<Ready> {
+        let changed = match &self.mounts {
+            Some(w) => w.changed(),
+            None => {
+                self.mounts = MountWatch::open().ok();
+                true
+            }
+        };
+        if !changed {
+            return Vec::new();
+        }
+        self.generation += 1;
+        self.drain()
     }
 
     /// Every jail out of the pool (to be abandoned outside the lock).
@@ -141,9 +165,10 @@ impl WarmPool {
     /// A jail for one launch of role `class`: one kept for the role, else the shared one,
     /// else a new one started now. Blocking (stale jails are reaped, a new one spawned).
     pub fn take(d: &Arc<Daemon>, class: &str) -> Taken {
-        let mut stale = Vec::new();
+        let mut stale;
         let found = {
             let mut p = d.warm.lock();
+            stale = p.host_mounts();
             let generation = p.generation;
             let mut found = None;
             if let Some(q) = p.roles.get_mut(class) {
@@ -166,8 +191,13 @@ impl WarmPool {
             }
             found
         };
-        // One that died while waiting (killed by hand, say) is replaced too.
+        // One that died while waiting (killed by hand, say) is replaced too; after a change
+        // of the host's mounts the pool is built again for the new table.
+        let remounted = found.is_none() && !stale.is_empty();
         abandon_all(stale);
+        if remounted {
+            WarmPool::kick_later(d);
+        }
         match found {
             Some((r, warmth)) => {
                 // A role's place is built again shortly, so a long run does not leave its
@@ -249,6 +279,12 @@ impl WarmPool {
             let conf = d.set().config.warm.clone();
             let next = {
                 let mut p = d.warm.lock();
+                let stale = p.host_mounts();
+                if !stale.is_empty() {
+                    drop(p);
+                    abandon_all(stale);
+                    p = d.warm.lock();
+                }
                 match p.missing(&conf).filter(|_| !d.is_draining()) {
                     Some(place) => Some((place, p.generation)),
                     None => {
@@ -304,8 +340,8 @@ impl WarmPool {
     pub fn expire(d: &Arc<Daemon>) {
         let stale = {
             let mut p = d.warm.lock();
+            let mut stale = p.host_mounts();
             let generation = p.generation;
-            let mut stale = Vec::new();
             if p.shared.as_mut().is_some_and(|r| !r.usable(generation)) {
                 stale.extend(p.shared.take());
             }

@@ -12,6 +12,7 @@ pub mod fdpass;
 pub mod fds;
 pub mod helper;
 pub mod home_state;
+pub mod host_mounts;
 pub mod identity;
 pub mod image_root;
 pub mod init;
