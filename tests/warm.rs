@@ -336,14 +336,26 @@ fn leftovers(pid: u32, run: &str) -> Vec<String> {
     left
 }
 
-/// The whole escape battery in a run that got a warm jail: every class holds, and the
-/// daemon it leaves does not outlive the run.
+/// The whole escape battery in a run that got its role's warm jail: every class holds, and
+/// the daemon it leaves does not outlive the run.
 #[test]
 fn the_escape_battery_holds_in_a_warm_jail() {
+    battery_in("warm: {probe: 1}\n", 2, "warm-role");
+}
+
+/// The same in the shared warm jail (the one a launch of any role may take).
+#[test]
+fn the_escape_battery_holds_in_the_shared_warm_jail() {
+    battery_in("warm_max: 1\n", 1, "warm-shared");
+}
+
+/// The escape battery in a run of a host whose config adds `warm` (`jails` warm jails kept),
+/// served by a jail of kind `kind`.
+fn battery_in(warm: &str, jails: usize, kind: &str) {
     let _mounts = no_host_mounts_meanwhile();
-    let h = probe_host(&["eb"], "warm: {probe: 1}\n");
+    let h = probe_host(&["eb"], warm);
     let d = Airlockd::start(&h);
-    wait_warm(&d, 2);
+    wait_warm(&d, jails);
     let ws = h.workspace("ws", h.uids[0]);
     common::battery_into(&ws, h.uids[0]);
     let port_holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -356,7 +368,7 @@ fn the_escape_battery_holds_in_a_warm_jail() {
     args.extend(battery.iter().map(String::as_str));
     let o = Airlockd::launch(&h, "probe", "eb", &args);
     assert_ok(&o);
-    assert_eq!(jail_of(&run_id_of(&o)).0, "warm-role");
+    assert_eq!(jail_of(&run_id_of(&o)).0, kind);
     common::assert_battery_held(&stdout(&o), &[]);
     assert!(
         !common::battery_daemon_alive(&marker)
