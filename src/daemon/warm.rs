@@ -276,7 +276,6 @@ impl WarmPool {
             p.refilling = true;
         }
         loop {
-            let conf = d.set().config.warm.clone();
             let next = {
                 let mut p = d.warm.lock();
                 let stale = p.host_mounts();
@@ -285,6 +284,11 @@ impl WarmPool {
                     abandon_all(stale);
                     p = d.warm.lock();
                 }
+                // Read under the lock: a reload swaps the set before its `clear` takes the
+                // lock, so this is the set of the generation taken below (read before the
+                // lock, it could be the replaced one, built for under the new generation:
+                // a jail after a reload to `warm_max: 0`).
+                let conf = d.set().config.warm.clone();
                 match p.missing(&conf).filter(|_| !d.is_draining()) {
                     Some(place) => Some((place, p.generation)),
                     None => {
