@@ -462,3 +462,57 @@ fn a_mount_on_the_host_after_the_jails_were_built_is_what_the_run_gets() {
         warm_helpers(d.pid())
     );
 }
+
+/// The pids of `pid`'s children.
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// A waiting jail whose net namespace maker is killed (a stray kill from the host) could
+/// only fail the run it is given: it ends itself, leaving no cgroup, and the next launch
+/// runs.
+#[test]
+fn a_warm_jail_whose_net_namespace_maker_died_is_not_given() {
+    let _mounts = no_host_mounts_meanwhile();
+    let h = probe_host(&["nm"], "warm: {probe: 1}\nwarm_max: 1\n");
+    let d = Airlockd::start(&h);
+    let w = wait_warm(&d, 1);
+    let (helper, run) = w.iter().next().cloned().unwrap();
+    // The helper's child is the jail's pid 1; pid 1's first child makes the net namespace.
+    let maker = poll(30, || {
+        let pid1 = children(helper).first().copied()?;
+        children(pid1).first().copied()
+    })
+    .expect("the warm jail's pid 1 started no net namespace maker");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(maker as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // Exited (a zombie has no command line): not among the waiting helpers. Polled for less
+    // than warm::MAX_AGE (30 s), after which airlockd would throw the jail away itself.
+    let gone = poll(15, || {
+        (!warm_helpers(d.pid()).iter().any(|(p, _)| *p == helper)).then_some(())
+    });
+    assert!(
+        gone.is_some(),
+        "the jail whose maker {maker} died still waits (helper {helper})"
+    );
+    let o = sh(&h, "nm", "echo ran");
+    assert_ok(&o);
+    assert!(stdout(&o).contains("ran"), "{}", stdout(&o));
+    assert_ne!(
+        jail_of(&run_id_of(&o)).1,
+        helper,
+        "the broken jail served the run"
+    );
+    assert!(
+        poll(30, || cgroups_of(&run).is_empty().then_some(())).is_some(),
+        "the broken jail's cgroups are left: {:?}",
+        cgroups_of(&run)
+    );
+}

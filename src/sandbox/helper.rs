@@ -343,10 +343,25 @@ fn end_run(end: &OwnedFd, code: i32) -> bool {
 /// common build, a stray kill) must exit then, so its launcher sees it is not usable.
 fn wait_for_spec(pid1: Pid) -> Result<(), SandboxError> {
     const STEP: &str = "wait for the run spec";
-    let pidfd = fds::pidfd_open(pid1.as_raw()).map_err(|e| SandboxError::sys(STEP, e))?;
+    if wait_input_or_exit(0, pid1, STEP)? {
+        return Ok(());
+    }
+    Err(SandboxError::Invalid {
+        step: STEP,
+        why: "pid 1 exited before the run came".to_string(),
+    })
+}
+
+/// Wait until `input` is readable (or closed): true; false if `watched` exits first.
+fn wait_input_or_exit(
+    input: libc::c_int,
+    watched: Pid,
+    step: &'static str,
+) -> Result<bool, SandboxError> {
+    let pidfd = fds::pidfd_open(watched.as_raw()).map_err(|e| SandboxError::sys(step, e))?;
     let mut fds = [
         libc::pollfd {
-            fd: 0,
+            fd: input,
             events: libc::POLLIN,
             revents: 0,
         },
@@ -364,16 +379,13 @@ fn wait_for_spec(pid1: Pid) -> Result<(), SandboxError> {
             if e.raw_os_error() == Some(libc::EINTR) {
                 continue;
             }
-            return Err(SandboxError::sys(STEP, e));
+            return Err(SandboxError::sys(step, e));
         }
         if fds[1].revents != 0 {
-            return Err(SandboxError::Invalid {
-                step: STEP,
-                why: "pid 1 exited before the run came".to_string(),
-            });
+            return Ok(false);
         }
         if fds[0].revents != 0 {
-            return Ok(());
+            return Ok(true);
         }
     }
 }
@@ -513,9 +525,17 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
     namespaces::memfd_noexec_strict()?;
     // The network namespace is the slowest to make: a child makes it while this process
     // builds the root.
-    let net = namespaces::NetNs::start()?;
+    let mut net = namespaces::NetNs::start()?;
     namespaces::unshare_mount_ipc_uts()?;
     rootfs::build_common()?;
+    // A jail whose net namespace maker died while it waited (a stray kill) could only fail
+    // its run: pid 1 exits instead, and with it the helper, so its launcher does not hand it
+    // out. (Its run's spec may be on its way: the helper then reports the step.)
+    if let Some(maker) = net.maker() {
+        if !wait_input_or_exit(spec_r.as_raw_fd(), maker, "wait for the run spec")? {
+            return Err(net.why_gone().into());
+        }
+    }
     let text = read_spec_bytes(&mut std::fs::File::from(spec_r)).map_err(|_| Pid1Error::NoSpec)?;
     let spec_at = Instant::now();
     let spec = parse_spec(&text).map_err(|_| Pid1Error::NoSpec)?;

@@ -105,10 +105,20 @@ impl NetNs {
         }
     }
 
-    /// Wait for the child's namespace, join it (through a pidfd of the child, which needs
-    /// no /proc), then kill the child; pid 1's reaping loop collects it later. Any failure
-    /// fails the run.
-    pub fn enter(mut self) -> Result<(), SandboxError> {
+    /// Why the maker exited, once it has: the failure it reported, else that it died (a
+    /// stray kill while the jail waited for its run).
+    pub fn why_gone(&mut self) -> SandboxError {
+        match self.report() {
+            Err(e) => e,
+            Ok(()) => SandboxError::Invalid {
+                step: "join net namespace",
+                why: "the net namespace maker died".to_string(),
+            },
+        }
+    }
+
+    /// The maker's report: its namespace is ready, or the step it failed.
+    fn report(&mut self) -> Result<(), SandboxError> {
         const STEP: &str = "join net namespace";
         let mut msg = [0u8; 5];
         match std::io::Read::read_exact(&mut self.ready, &mut msg) {
@@ -134,6 +144,15 @@ impl NetNs {
                 })
             }
         }
+        Ok(())
+    }
+
+    /// Wait for the child's namespace, join it (through a pidfd of the child, which needs
+    /// no /proc), then kill the child; pid 1's reaping loop collects it later. Any failure
+    /// fails the run.
+    pub fn enter(mut self) -> Result<(), SandboxError> {
+        const STEP: &str = "join net namespace";
+        self.report()?;
         let child = self.child.ok_or_else(|| SandboxError::Invalid {
             step: STEP,
             why: "no net namespace maker".to_string(),
