@@ -22,6 +22,7 @@ pub mod reload;
 pub mod runs;
 pub mod scrape;
 pub mod server;
+mod shared_policy;
 mod trim;
 pub mod tty;
 pub mod warm;

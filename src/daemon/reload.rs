@@ -17,6 +17,8 @@ pub struct LoadedSet {
     pub catalog: Catalog,
     /// Each role's decisions, compiled once for this set, by canonical class.
     compiled: std::collections::BTreeMap<String, Arc<RolePolicy>>,
+    /// Frozen revisions' decisions, compiled once for all their live runs.
+    pinned: super::shared_policy::Shared<crate::role::Role, RolePolicy>,
     pub groups: AccessGroups,
     pub socket_gid: Option<u32>,
     /// Unix milliseconds of this load.
@@ -86,6 +88,7 @@ pub fn load(path: &Path) -> Result<LoadedSet, Vec<String>> {
         .collect();
     Ok(LoadedSet {
         compiled,
+        pinned: Default::default(),
         groups: AccessGroups {
             admin_gid: admin.ok().flatten(),
             operator_gid: operator.ok().flatten(),
@@ -136,5 +139,14 @@ impl LoadedSet {
             Some(p) => p.clone(),
             None => Arc::new(RolePolicy::compile(&entry.loaded.role, &self.policies)),
         }
+    }
+
+    /// The compiled decisions of `entry` loaded from the frozen revision `sha256`: shared
+    /// with the live runs of the same revision (see [`super::shared_policy`]).
+    pub fn pinned_policy(&self, entry: &CatalogEntry, sha256: &str) -> Arc<RolePolicy> {
+        let key = format!("{}@{sha256}", entry.class);
+        self.pinned.get(&key, &entry.loaded.role, || {
+            RolePolicy::compile(&entry.loaded.role, &self.policies)
+        })
     }
 }

@@ -206,12 +206,10 @@ fn launch_inner(d: &Arc<Daemon>, a: &LaunchArgs) -> Result<Started, Response> {
         launch::Resolved {
             role: &entry.loaded,
             policies: &set.policies,
-            // A frozen revision is compiled for itself: the set's cache holds the templates.
+            // A frozen revision is compiled once for its live runs; the set's cache holds
+            // the templates.
             policy: match &pin {
-                Some(_) => std::sync::Arc::new(crate::policy::RolePolicy::compile(
-                    &entry.loaded.role,
-                    &set.policies,
-                )),
+                Some(p) => set.pinned_policy(entry, &p.sha256),
                 None => set.role_policy(entry),
             },
         },

@@ -125,6 +125,8 @@ pub enum Milestone<'a> {
 /// How a supervised run ended.
 #[derive(Debug, Clone)]
 pub struct Supervised {
+    /// The jail's status: its error decides the outcome; its infos were handed to
+    /// `Milestone::Setup` as they came and are not kept here.
     pub report: StatusReport,
     /// The agent's exit code, shell style: 128 + signal when it was killed.
     pub exit_code: i32,
@@ -471,9 +473,11 @@ impl StatusPipe {
     }
 
     fn report(&mut self) -> StatusReport {
-        self.text.truncate(MAX_STATUS);
+        // Taken once: the raw lines are not kept for the rest of the run.
+        let mut bytes = std::mem::take(&mut self.text);
+        bytes.truncate(MAX_STATUS);
         // Not UTF-8 is not a status the helper sends: parse nothing from it.
-        let text = std::str::from_utf8(&self.text).unwrap_or_default();
+        let text = std::str::from_utf8(&bytes).unwrap_or_default();
         status::parse(text)
     }
 }
@@ -718,6 +722,8 @@ pub async fn supervise_until_end(
             let _ = w.write_all(&spec_json).await;
         }
     }
+    // Sent: not held for the run's life (kilobytes per live run).
+    drop(spec_json);
 
     // Without one (an old kernel, or out of descriptors), the helper is looked at each TICK.
     let pidfd = pidfd.and_then(|fd| watch(fd).ok());
@@ -765,8 +771,10 @@ pub async fn supervise_until_end(
             }
             done = status.read_some(), if status.pipe.is_some() => {
                 if done {
-                    let r = status.report();
+                    let mut r = status.report();
                     on(Milestone::Setup(&r));
+                    // Told now; for the rest of the run only its error decides anything.
+                    r.infos = Vec::new();
                     report = Some(r);
                 }
             }
