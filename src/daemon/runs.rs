@@ -491,9 +491,13 @@ pub struct Go {
 /// The supervision of one run, a task of airlockd's runtime, once the run's record is
 /// durable: journal, jail, gateway, output, deadline, then the leases revoked and the
 /// record closed. `helper` was started before that and has had no spec yet.
+///
+/// `go` comes boxed: this task lives as long as the run, and a `Go` taken by value was
+/// stored in it twice over (as the argument and as the fields moved out of it), 4.6 kB of
+/// every live run.
 pub(super) async fn supervise_run(
     d: Arc<Daemon>,
-    go: Go,
+    go: Box<Go>,
     helper: Result<process::Spawned, LaunchError>,
 ) {
     let _supervising = d.run_in_flight();
@@ -507,7 +511,7 @@ pub(super) async fn supervise_run(
         heartbeat,
         tty,
         jail,
-    } = go;
+    } = *go;
     let fields = RunFields {
         run: info.run.clone(),
         role: info.role.clone(),

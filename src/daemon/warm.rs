@@ -395,7 +395,7 @@ impl Taken {
     pub fn start(self, d: &Arc<Daemon>, go: Go) -> bool {
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                rt.spawn(runs::supervise_run(d.clone(), go, self.helper));
+                rt.spawn(runs::supervise_run(d.clone(), Box::new(go), self.helper));
                 true
             }
             Err(_) => {

@@ -35,13 +35,17 @@ pub async fn serve(
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     // At the run's end, the upstream sessions are ended too (bounded: the run is over).
-    let end = |gw: Arc<RunGateway>| async move {
-        let all = async {
-            for c in gw.connectors.values() {
-                c.end_all().await;
-            }
-        };
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), all).await;
+    // Boxed, made only then: inline, that future (3 kB) sized this task, which waits on
+    // `accept` for the whole life of every run.
+    let end = |gw: Arc<RunGateway>| {
+        Box::pin(async move {
+            let all = async {
+                for c in gw.connectors.values() {
+                    c.end_all().await;
+                }
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(3), all).await;
+        })
     };
     loop {
         let slot = tokio::select! {
