@@ -941,6 +941,31 @@ fn hire_and_fire() {
 /// credential or GitHub App): hired through airlockd, it lists no credential, and a launch
 /// without a command runs its own workflow.sh on the command side, as the instance's uid.
 #[test]
+fn the_jails_files_reach_every_run_though_airlockd_lets_go_of_them() {
+    // airlockd encodes a run's spec ahead and drops the files it carries (brief, agent
+    // configuration) before the run goes on: the jail still gets them whole, on the first
+    // run (which freezes the instance's revision) and on the next (which runs that frozen
+    // revision, its policy shared).
+    let mut env = Env::new(Opts::default());
+    env.start();
+    let brief = std::fs::read_to_string(env.roles.join("code/brief.md")).unwrap();
+    assert!(!brief.is_empty());
+    for _ in 0..2 {
+        let r = env.launch(
+            "tess",
+            &["/bin/cat", "/etc/airlock/brief.md"],
+            json!({"wait": true}),
+        );
+        let e = exited(&r);
+        assert_eq!(e["exit_code"], 0, "{e}");
+        // The role's brief, with the floors of its class added after it.
+        let out = stdout_of(&r);
+        assert!(out.starts_with(&brief), "{out}");
+        assert!(out.contains("## Floors"), "{out}");
+    }
+}
+
+#[test]
 fn the_smoke_role_is_hired_and_launched_with_nothing_configured() {
     let mut env = Env::new(Opts {
         no_journald: true,

@@ -248,6 +248,9 @@ pub struct Spawned {
     /// Read end of the helper's end pipe (`--end-fd`): what it read of the run's cgroups
     /// before removing them ([`END_OOM_KILL`]), read once the helper has exited.
     end: fs::File,
+    /// The run's spec, encoded ahead by [`Spawned::encode_spec`]; else it is encoded when
+    /// it is sent.
+    encoded: Option<Vec<u8>>,
 }
 
 impl Spawned {
@@ -266,6 +269,15 @@ impl Spawned {
             }
             None => matches!(self.child.try_wait(), Ok(None)),
         }
+    }
+
+    /// Encode the spec this helper is to be sent now, so the caller can let go of what
+    /// only the jail needs (the files it writes into the jail) instead of holding it for
+    /// the run's life. False when it cannot be encoded: it is then encoded, and the error
+    /// told, when it is sent.
+    pub fn encode_spec(&mut self, spec: &RunSpec) -> bool {
+        self.encoded = serde_json::to_vec(spec).ok();
+        self.encoded.is_some()
     }
 
     /// The helper's pid (in airlockd's pid namespace).
@@ -418,6 +430,7 @@ fn spawn(
         ahead: ahead.cloned(),
         gateway: gw_ours,
         end: fs::File::from(end_r),
+        encoded: None,
     })
 }
 
@@ -669,8 +682,9 @@ pub async fn supervise_until_end(
         ahead: _,
         gateway,
         end,
+        encoded,
     } = sp;
-    let spec_json = match serde_json::to_vec(spec) {
+    let spec_json = match encoded.map_or_else(|| serde_json::to_vec(spec), Ok) {
         Ok(j) => j,
         Err(e) => {
             // The helper got no spec and ran nothing: reap it.
