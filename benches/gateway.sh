@@ -9,9 +9,12 @@
 #      directly on the command side of a jail (fork + exec + wait from Python).
 # The client is the same plain Node program everywhere (benches/agents/bench_mcp.js); in
 # (1) and (2) it runs in the jail for the gateway path and on the host for the direct one.
-# N (default 2000) calls per latency series. Must run as root.
+# N (default 2000) calls per latency series. SECTIONS (default "1 2 3"): which of them to
+# run (e.g. SECTIONS=3 for the bash tool alone). Must run as root.
 set -euo pipefail
 N=${N:-2000}
+SECTIONS=${SECTIONS:-1 2 3}
+want() { case " $SECTIONS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 SECS=${SECS:-3}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "benches/gateway.sh: run as root" >&2; exit 1; }
@@ -67,6 +70,7 @@ fail() { echo "benches/gateway.sh: FAILED: $*" >&2; exit 1; }
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
 
 ARGS='{"message":"hello"}'
+if want 1; then
 echo "== (1) tools/call latency, $N sequential calls"
 direct=$(node "$JS" latency "http://127.0.0.1:$PORT/mcp" "$N" echo "$ARGS")
 # The gateway's own CPU per call: airlockctl's user+system time (the supervisor process
@@ -98,6 +102,9 @@ print(f"added p50 against one bare loopback round trip ({d['p50_us']:.1f} us): {
 PY
 python3 -c "print(f'gateway CPU per call (supervisor process, whole run incl. its start): {$ticks / $hz / ($N + 50) * 1e6:.1f} us')"
 
+fi
+
+if want 2; then
 echo "== (2) calls per second, 8 at once, ${SECS}s"
 rate_d=$(node "$JS" rate "http://127.0.0.1:$PORT/mcp" "$SECS" 8 echo "$ARGS")
 rate_t=$(jailed rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS") || fail "the calls-per-second run failed"
@@ -105,6 +112,9 @@ echo "straight to the upstream: $rate_d"
 echo "through the gateway:      $rate_t"
 python3 -c "import json; d, t = json.loads('$rate_d'), json.loads('$rate_t'); print(f\"through / straight: {t['per_second'] / d['per_second'] * 100:.0f}%\")"
 
+fi
+
+want 3 || exit 0
 echo "== (3) bash tool: \`ls -d .\`, $((N / 4)) calls"
 bash_t=$(jailed latency "http://127.0.0.1:4180/mcp/airlock" $((N / 4)) bash '{"command":"ls -d ."}') || fail "the bash tool run failed"
 exec_t=$(ctl launch probe --instance probe --standalone --wait -- /usr/bin/python3 -c "

@@ -301,9 +301,9 @@ impl Gateway {
             let _entered = runtime.enter();
             tokio::net::TcpListener::from_std(listener)?
         };
-        let runner = runner_client::RunnerClient::new(fds.runner, fds.commands);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let scope = scope::Scope::default();
+        let runner = runner_client::RunnerClient::new(fds.runner, fds.commands, scope.clone());
         let mut connectors = std::collections::BTreeMap::new();
         // The GitHub connector works with the run's installation token when the run has
         // a GitHub route (the first owner's: GitHub's MCP server takes one token).

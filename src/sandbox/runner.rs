@@ -17,7 +17,7 @@
 //! shepherd that could not do its part (killed, out of memory) leaves nothing behind.
 
 use std::ffi::CString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -97,17 +97,24 @@ fn has_exec_limit(bytes: &[u8]) -> bool {
 /// The runner's loop: one request (with its result socket) per message, until the
 /// supervisor's end closes. `envp` is the run's own environment for every command.
 ///
-/// The next command's shepherd is forked ahead: a spare that waits for its request on a
-/// socket of its own, so a command does not wait for the runner's fork. The runner hands
-/// each request to the spare, forks the next one while the command runs, and forks on the
-/// spot when there is no spare (its fork failed, or it was killed).
+/// The next command's shepherd is forked ahead: a spare that waits for the next request
+/// on the channel itself, so a command waits neither for the runner's fork nor for a hand
+/// over from the runner (one process woken per call, not two). The runner waits until the
+/// spare has taken a request (or is gone), then forks the next one at once, so that it is
+/// ready by the next call even when the host's cores are busy; it takes a request itself only when it has no spare (its fork failed), and forks
+/// for it on the spot.
 pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>, route: Route) -> i32 {
     // Shepherds are reaped by the kernel: the runner never waits for one.
     // SAFETY: SIG_IGN installs no handler code.
     let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigIgn) };
     let mut buf = vec![0u8; MAX_REQUEST_BYTES];
-    let mut spare = fork_spare(&channel, &envp, &roots);
     loop {
+        if let Some(taken) = fork_spare(&channel, &envp, &roots, &route) {
+            match spare_left(&taken) {
+                SpareLeft::Took => continue,
+                SpareLeft::ChannelEnded(code) => return code,
+            }
+        }
         let (n, fds) = match fdpass::recv(channel.as_fd(), &mut buf) {
             Ok((0, _)) => return 0,
             Ok(m) => m,
@@ -118,69 +125,89 @@ pub fn serve(channel: OwnedFd, envp: Vec<CString>, roots: Vec<PathBuf>, route: R
         if fds.is_empty() {
             continue;
         }
-        if let Route::Exec(noexec) = &route {
-            if has_exec_limit(&buf[..n]) {
-                let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-                if fdpass::send(noexec.as_fd(), &buf[..n], &raw).is_err() {
-                    // Fail closed: never run here what must run without exec on the
-                    // run's writable mounts.
-                    let result = CommandResult {
-                        error: Some("the runner for commands with an exec limit is gone".into()),
-                        ..Default::default()
-                    };
-                    if let Some(reply) = fds.into_iter().next() {
-                        let _ = write_result(reply, &result);
-                    }
-                }
-                continue;
+        let Some(fds) = route_here(&route, &buf[..n], fds) else {
+            continue;
+        };
+        // SAFETY: the runner is single-threaded, so the child may run any code; it
+        // _exits.
+        match unsafe { fork() } {
+            Ok(ForkResult::Child) => {
+                drop(channel);
+                run_request(&buf[..n], fds, &envp, &roots, Ahead::default())
             }
-        }
-        let handed = spare.take().is_some_and(|s| {
-            let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-            // A spare that is gone (or a request its socket cannot carry) fails here,
-            // atomically: the request is then run the other way.
-            fdpass::send(s.as_fd(), &buf[..n], &raw).is_ok()
-        });
-        if !handed {
-            // SAFETY: the runner is single-threaded, so the child may run any code; it
-            // _exits.
-            match unsafe { fork() } {
-                Ok(ForkResult::Child) => {
-                    drop(channel);
-                    run_request(&buf[..n], fds, &envp, &roots, None)
-                }
-                Ok(ForkResult::Parent { .. }) => {}
-                Err(e) => {
-                    let result = CommandResult {
-                        error: Some(fork_failed(e)),
-                        ..Default::default()
-                    };
-                    if let Some(reply) = fds.into_iter().next() {
-                        let _ = write_result(reply, &result);
-                    }
-                    continue;
+            // The descriptors are the shepherd's now; the runner's copies go.
+            Ok(ForkResult::Parent { .. }) => {}
+            Err(e) => {
+                let result = CommandResult {
+                    error: Some(fork_failed(e)),
+                    ..Default::default()
+                };
+                if let Some(reply) = fds.into_iter().next() {
+                    let _ = write_result(reply, &result);
                 }
             }
         }
-        // The descriptors are the shepherd's now. The runner's copies go before the next
-        // fork: a spare holding the result socket would keep the supervisor from seeing
-        // the result's end.
-        drop(fds);
-        spare = fork_spare(&channel, &envp, &roots);
     }
 }
 
-/// Fork a spare shepherd: it waits for one request on the socket returned, runs it and
-/// exits (at once, when the runner closes its end first). None when the fork fails (the
-/// command side at its process limit): the next request is forked for on the spot.
-fn fork_spare(channel: &OwnedFd, envp: &[CString], roots: &[PathBuf]) -> Option<OwnedFd> {
+/// The request's descriptors back when it runs here; None when it went to the noexec
+/// runner (or was answered, failing closed, because that one is gone).
+fn route_here(route: &Route, bytes: &[u8], fds: Vec<OwnedFd>) -> Option<Vec<OwnedFd>> {
+    let Route::Exec(noexec) = route else {
+        return Some(fds);
+    };
+    if !has_exec_limit(bytes) {
+        return Some(fds);
+    }
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    if fdpass::send(noexec.as_fd(), bytes, &raw).is_err() {
+        // Fail closed: never run here what must run without exec on the run's writable
+        // mounts.
+        let result = CommandResult {
+            error: Some("the runner for commands with an exec limit is gone".into()),
+            ..Default::default()
+        };
+        if let Some(reply) = fds.into_iter().next() {
+            let _ = write_result(reply, &result);
+        }
+    }
+    None
+}
+
+/// How a spare left the runner's wait: it took a request (or died: either way the next
+/// one is forked), or the channel ended (the runner ends, with this code).
+#[derive(Debug, PartialEq, Eq)]
+enum SpareLeft {
+    Took,
+    ChannelEnded(i32),
+}
+
+/// Wait on a spare's socket: it closes it once it has taken a request, or writes the
+/// runner's exit code when the supervisor's channel ended.
+fn spare_left(taken: &OwnedFd) -> SpareLeft {
+    let mut b = [0u8; 1];
+    loop {
+        match nix::unistd::read(taken.as_raw_fd(), &mut b) {
+            Err(Errno::EINTR) => continue,
+            Ok(1) => return SpareLeft::ChannelEnded(i32::from(b[0] != b'0')),
+            _ => return SpareLeft::Took,
+        }
+    }
+}
+
+/// Fork a spare shepherd: it takes the next request off the channel, runs it and exits;
+/// the socket returned tells the runner when it took one ([`spare_left`]). None when the
+/// fork fails (the command side at its process limit).
+fn fork_spare(
+    channel: &OwnedFd,
+    envp: &[CString],
+    roots: &[PathBuf],
+    route: &Route,
+) -> Option<OwnedFd> {
     let (ours, theirs) = fdpass::pair(nix::sys::socket::SockType::SeqPacket).ok()?;
     // SAFETY: the runner is single-threaded, so the child may run any code; it _exits.
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
-            // The runner's descriptors are not the shepherd's: the channel to the
-            // supervisor, and the runner's end of this socket (so the runner's exit is seen).
-            let _ = nix::unistd::close(channel.as_raw_fd());
             drop(ours);
             // The command's Landlock domain as most commands have it (no exec limit), made
             // while there is nothing to wait for.
@@ -189,32 +216,63 @@ fn fork_spare(channel: &OwnedFd, envp: &[CString], roots: &[PathBuf]) -> Option<
                 1,
                 nix::unistd::getppid().as_raw(),
             ];
-            let scope = super::landlock::ExecScope::build(None, &guarded).ok();
-            let mut buf = vec![0u8; MAX_REQUEST_BYTES];
-            match fdpass::recv(theirs.as_fd(), &mut buf) {
-                Ok((n, fds)) if n > 0 && !fds.is_empty() => {
-                    drop(theirs);
-                    run_request(&buf[..n], fds, envp, roots, scope)
-                }
-                // SAFETY: leave without running the runner's destructors.
-                _ => unsafe { libc::_exit(0) },
-            }
+            let ahead = Ahead {
+                scope: super::landlock::ExecScope::build(None, &guarded).ok(),
+                ready: Ready::make(),
+            };
+            spare(channel, theirs, envp, roots, route, ahead)
         }
         Ok(ForkResult::Parent { .. }) => Some(ours),
         Err(_) => None,
     }
 }
 
+/// In a spare: take one request off the channel and run it.
+fn spare(
+    channel: &OwnedFd,
+    taken: OwnedFd,
+    envp: &[CString],
+    roots: &[PathBuf],
+    route: &Route,
+    ahead: Ahead,
+) -> ! {
+    let leave = |code: &[u8]| -> ! {
+        let _ = nix::unistd::write(&taken, code);
+        // SAFETY: leave without running the runner's destructors.
+        unsafe { libc::_exit(0) }
+    };
+    let mut buf = vec![0u8; MAX_REQUEST_BYTES];
+    loop {
+        let (n, fds) = match fdpass::recv(channel.as_fd(), &mut buf) {
+            Ok((0, _)) => leave(b"0"),
+            Ok(m) => m,
+            Err(Errno::EMSGSIZE) => continue,
+            Err(_) => leave(b"1"),
+        };
+        if fds.is_empty() {
+            continue;
+        }
+        // The channel is the runner's: the shepherd and its command do not keep it.
+        let _ = nix::unistd::close(channel.as_raw_fd());
+        // Taken: the runner forks the next spare now.
+        drop(taken);
+        let Some(fds) = route_here(route, &buf[..n], fds) else {
+            // SAFETY: leave without running the runner's destructors.
+            unsafe { libc::_exit(0) }
+        };
+        run_request(&buf[..n], fds, envp, roots, ahead)
+    }
+}
+
 /// In a shepherd: run the request whose message is `bytes` (its descriptors: the result
 /// socket, then the command's cgroup.procs and cgroup.kill when the supervisor made one),
-/// write its result and exit. `scope`: the domain of a command without an exec limit,
-/// when it was made ahead.
+/// write its result and exit. `ahead`: what a spare made before the request came.
 fn run_request(
     bytes: &[u8],
     fds: Vec<OwnedFd>,
     envp: &[CString],
     roots: &[PathBuf],
-    scope: Option<ExecScope>,
+    ahead: Ahead,
 ) -> ! {
     let mut fds = fds.into_iter();
     let Some(reply) = fds.next() else {
@@ -229,7 +287,7 @@ fn run_request(
     let result = match serde_json::from_slice::<CommandRequest>(bytes) {
         Ok(req) => {
             let envp = env::with_command_env(envp, &req.env, &req.git_config);
-            shepherd(&req, &reply, cgroup.as_ref(), &envp, roots, scope)
+            shepherd(&req, &reply, cgroup.as_ref(), &envp, roots, ahead)
         }
         Err(_) => CommandResult {
             error: Some("the request is not a valid command".into()),
@@ -239,6 +297,41 @@ fn run_request(
     let code = i32::from(write_result(reply, &result).is_err());
     // SAFETY: leave without running the runner's destructors.
     unsafe { libc::_exit(code) }
+}
+
+/// What a spare makes while it waits for its request, off the command's path.
+#[derive(Default)]
+struct Ahead {
+    /// The Landlock domain of a command without an exec limit.
+    scope: Option<ExecScope>,
+    ready: Option<Ready>,
+}
+
+/// A shepherd made ready: a child subreaper that waits for its children, with the
+/// command's output pipes and the stack its child uses until it execs.
+struct Ready {
+    out: (OwnedFd, OwnedFd),
+    err: (OwnedFd, OwnedFd),
+    stack: Vec<u8>,
+}
+
+impl Ready {
+    /// None when a step fails (the shepherd then says which, as it tries them again).
+    fn make() -> Option<Ready> {
+        // SAFETY: SIG_DFL installs no handler code; the shepherd waits for its children.
+        let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigDfl) };
+        // SAFETY: prctl with an integer argument.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+            return None;
+        }
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).ok();
+        let (out, err) = (pipe()?, pipe()?);
+        Some(Ready {
+            out,
+            err,
+            stack: vec![0u8; CHILD_STACK],
+        })
+    }
 }
 
 /// A command's own cgroup, as its shepherd holds it.
@@ -318,7 +411,7 @@ fn shepherd(
     cgroup: Option<&Cgroup>,
     envp: &[CString],
     roots: &[PathBuf],
-    scope: Option<ExecScope>,
+    ahead: Ahead,
 ) -> CommandResult {
     let started = Instant::now();
     let fail = |why: String| CommandResult {
@@ -328,12 +421,15 @@ fn shepherd(
         ..Default::default()
     };
     let runner = nix::unistd::getppid().as_raw();
-    // SAFETY: SIG_DFL installs no handler code; the shepherd waits for its children.
-    let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigDfl) };
-    // SAFETY: prctl with an integer argument.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return fail("the runner could not become a subreaper".into());
-    }
+    let Ahead { scope, ready } = ahead;
+    let Some(Ready {
+        out: (out_r, out_w),
+        err: (err_r, err_w),
+        mut stack,
+    }) = ready.or_else(Ready::make)
+    else {
+        return fail("the runner could not become a subreaper or make its pipes".into());
+    };
     let Some(program) = req.argv.first() else {
         return fail("empty command".into());
     };
@@ -379,11 +475,10 @@ fn shepherd(
             }
         }
     };
-    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
-    let (Ok((out_r, out_w)), Ok((err_r, err_w)), Ok((exec_r, exec_w))) = (pipe(), pipe(), pipe())
-    else {
-        return fail("the runner could not make pipes".into());
-    };
+    // Why the child could not exec, written by it into this (shared) memory before it
+    // _exits; left 0 when it exec'd. No pipe to make and read: the shepherd resumes only
+    // once the child has exec'd or exited.
+    let exec_errno = std::sync::atomic::AtomicI32::new(0);
     // Everything the child needs, made here: it shares this process's memory until it
     // execs, so it allocates nothing.
     let nul_ended = |v: &[CString]| -> Vec<*const libc::c_char> {
@@ -393,7 +488,6 @@ fn shepherd(
             .collect()
     };
     let (argv_p, envp_p) = (nul_ended(&argv), nul_ended(envp));
-    let mut stack = vec![0u8; CHILD_STACK];
     let child_main = Box::new(|| {
         let errno = exec_child(
             &argv_p,
@@ -406,7 +500,10 @@ fn shepherd(
             &out_w,
             &err_w,
         );
-        let _ = nix::unistd::write(&exec_w, &errno.to_ne_bytes());
+        exec_errno.store(
+            if errno == 0 { libc::EIO } else { errno },
+            std::sync::atomic::Ordering::SeqCst,
+        );
         // SAFETY: leave without running any destructor (the memory is the shepherd's).
         unsafe { libc::_exit(127) }
     });
@@ -429,13 +526,12 @@ fn shepherd(
         Ok(child) => child,
     };
     drop(stack);
-    drop((out_w, err_w, exec_w));
-    // The exec-error pipe closes on a successful exec: four bytes mean it failed.
-    let mut word = [0u8; 4];
-    if std::fs::File::from(exec_r).read_exact(&mut word).is_ok() {
+    drop((out_w, err_w));
+    let failed = exec_errno.load(std::sync::atomic::Ordering::SeqCst);
+    if failed != 0 {
         let _ = waitpid(child, None);
         kill_descendants(cgroup);
-        let errno = Errno::from_raw(i32::from_ne_bytes(word));
+        let errno = Errno::from_raw(failed);
         return fail(match errno {
             Errno::ENOENT => "no such program on the jail's PATH".to_string(),
             Errno::EXDEV => {
@@ -447,11 +543,16 @@ fn shepherd(
     let deadline = started + Duration::from_millis(req.timeout_ms);
     let mut out = Capture::default();
     let mut err = Capture::default();
-    let (status, timed_out) = watch(child, &out_r, &err_r, reply, deadline, &mut out, &mut err);
+    let (status, timed_out, open) =
+        watch(child, &out_r, &err_r, reply, deadline, &mut out, &mut err);
     kill_descendants(cgroup);
-    // Every writer is dead now: drain what is left in the pipes.
-    drain(&out_r, &mut out);
-    drain(&err_r, &mut err);
+    // Every writer is dead now: drain what is left in the pipes not at their end yet.
+    if open[0] {
+        drain(&out_r, &mut out);
+    }
+    if open[1] {
+        drain(&err_r, &mut err);
+    }
     let (stdout, t1) = out.finish();
     let (stderr, t2) = err.finish();
     let (exit_code, signal) = match status {
@@ -553,8 +654,8 @@ fn exec_child(
 }
 
 /// Read both pipes until the command exits, the deadline passes or the supervisor
-/// cancels (closes `reply`). Returns the command's status (None when it had to be killed)
-/// and whether the deadline ended it.
+/// cancels (closes `reply`). Returns the command's status (None when it had to be killed),
+/// whether the deadline ended it, and which pipes (out, err) were not at their end.
 fn watch(
     child: Pid,
     out_r: &OwnedFd,
@@ -563,14 +664,14 @@ fn watch(
     deadline: Instant,
     out: &mut Capture,
     err: &mut Capture,
-) -> (Option<WaitStatus>, bool) {
+) -> (Option<WaitStatus>, bool, [bool; 2]) {
     let pidfd = fds::pidfd_open(child.as_raw()).ok();
     let mut open = [true, true];
     let mut buf = vec![0u8; 16 << 10];
     loop {
         let now = Instant::now();
         if now >= deadline {
-            return (stop(child), true);
+            return (stop(child), true, open);
         }
         let wait = deadline - now;
         let pfd = |fd: RawFd, events: libc::c_short| libc::pollfd {
@@ -590,7 +691,7 @@ fn watch(
         // SAFETY: poll on an array of valid (or negative, ignored) pollfds.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if rc < 0 && Errno::last() != Errno::EINTR {
-            return (stop(child), false);
+            return (stop(child), false, open);
         }
         for (i, (fd, cap)) in [(out_r, &mut *out), (err_r, &mut *err)]
             .into_iter()
@@ -604,14 +705,14 @@ fn watch(
             }
         }
         if fds[3].revents != 0 {
-            return (stop(child), false);
+            return (stop(child), false, open);
         }
         if pidfd.is_none() || fds[2].revents != 0 {
             match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::StillAlive) => {}
-                Ok(ws) => return (Some(ws), false),
+                Ok(ws) => return (Some(ws), false, open),
                 Err(Errno::EINTR) => {}
-                Err(_) => return (None, false),
+                Err(_) => return (None, false, open),
             }
         }
     }
@@ -728,6 +829,21 @@ mod tests {
             "{} bytes of output left out",
             big.len() - 2 * half
         )));
+    }
+
+    #[test]
+    fn a_spare_tells_the_runner_it_took_a_request_or_that_the_channel_ended() {
+        let pair = || fdpass::pair(nix::sys::socket::SockType::SeqPacket).unwrap();
+        // Closed (started its command, or died): the runner forks the next spare.
+        let (runner, spare) = pair();
+        drop(spare);
+        assert_eq!(spare_left(&runner), SpareLeft::Took);
+        // The supervisor's channel ended: the runner ends with the spare's code.
+        for (byte, code) in [(b"0", 0), (b"1", 1)] {
+            let (runner, spare) = pair();
+            nix::unistd::write(&spare, byte).unwrap();
+            assert_eq!(spare_left(&runner), SpareLeft::ChannelEnded(code));
+        }
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! The supervisor's end of the run's command runner: one request message per command,
 //! carrying a fresh socket on which the command's shepherd writes the result, and the
-//! command's own cgroup ([`CommandCgroups`]). Dropping a call (its HTTP request went away,
+//! command's own cgroup ([`CommandCgroups`]), made ahead: after a call's reply (a task of
+//! the run's gateway), the next command's. Dropping a call (its HTTP request went away,
 //! the gateway stopped) closes that socket, and the shepherd kills the command and
 //! everything it started; whatever happened, the call's end kills its cgroup from here.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 use nix::sys::socket::SockType;
 use tokio::io::AsyncReadExt;
 
+use crate::gateway::scope::Scope;
 use crate::sandbox::command_cgroup::{CommandCgroup, CommandCgroups};
 use crate::sandbox::fdpass;
 use crate::sandbox::runner::{CommandRequest, CommandResult, MAX_REQUEST_BYTES, MAX_STREAM_BYTES};
@@ -23,7 +26,9 @@ const MAX_RESULT_BYTES: u64 = (2 * 6 * MAX_STREAM_BYTES as u64) + (64 << 10);
 pub struct RunnerClient {
     channel: OwnedFd,
     permits: tokio::sync::Semaphore,
-    cgroups: CommandCgroups,
+    cgroups: Arc<CommandCgroups>,
+    /// The run's gateway tasks: the next command's cgroup is made in one of them.
+    scope: Scope,
 }
 
 /// A command's cgroup, ended when its call is over however it ends (a dropped future too).
@@ -56,12 +61,23 @@ pub enum RunnerError {
 const RESULT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl RunnerClient {
-    pub fn new(channel: OwnedFd, cgroups: CommandCgroups) -> RunnerClient {
+    pub fn new(channel: OwnedFd, cgroups: CommandCgroups, scope: Scope) -> RunnerClient {
+        // The first command's cgroup, made before any call comes.
+        cgroups.prepare();
         RunnerClient {
             channel,
             permits: tokio::sync::Semaphore::new(MAX_CONCURRENT),
-            cgroups,
+            cgroups: Arc::new(cgroups),
+            scope,
         }
+    }
+
+    /// Make the next command's cgroup (and remove ended ones) in a task of its own: it
+    /// runs once this call's task yields, after its reply is written, not while the
+    /// command starts (they would share the cores).
+    fn prepare_later(&self) {
+        let cgroups = self.cgroups.clone();
+        self.scope.spawn(async move { cgroups.prepare() });
     }
 
     /// Run one command on the command side and wait for its result.
@@ -92,14 +108,21 @@ impl RunnerClient {
             }
         })?;
         drop(theirs);
-        // While the command runs: the next command's cgroup, and the last ones removed.
-        self.cgroups.prepare();
+        // However the call ends (a dropped future too), the next command's cgroup.
+        struct Later<'a>(&'a RunnerClient);
+        impl Drop for Later<'_> {
+            fn drop(&mut self) {
+                self.0.prepare_later();
+            }
+        }
+        let _later = Later(self);
         let std_stream = std::os::unix::net::UnixStream::from(ours);
         std_stream
             .set_nonblocking(true)
             .map_err(|_| RunnerError::Gone)?;
         let stream = tokio::net::UnixStream::from_std(std_stream).map_err(|_| RunnerError::Gone)?;
-        let mut out = Vec::new();
+        // Most results are small: one read, not three growing ones.
+        let mut out = Vec::with_capacity(4096);
         let limit = std::time::Duration::from_millis(req.timeout_ms) + RESULT_GRACE;
         // Dropping the socket on overrun tells the shepherd (if alive) to kill the command.
         tokio::time::timeout(limit, stream.take(MAX_RESULT_BYTES).read_to_end(&mut out))
