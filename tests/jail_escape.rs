@@ -934,6 +934,35 @@ fn the_helper_enforces_the_spec_deadline_without_a_launcher_watcher() {
     );
 }
 
+/// A run without a gateway (a hosted MCP server's) sees pid 1's /proc, with its masks
+/// (/proc/keys and the like, bound over from /dev/null): each is read-only like the /proc
+/// it covers. A writable one was a writable mount outside the run's writable places, which
+/// a kernel whose Landlock cannot refuse truncation (Debian 12's 6.1) made the run refuse.
+#[test]
+fn the_masks_over_proc_entries_are_read_only() {
+    let d = Direct::new(&[
+        "/bin/sh",
+        "-c",
+        "while read -r _ _ _ _ mp opts _; do case \"$mp\" in /proc/*) echo \"$mp $opts\";; esac; done < /proc/self/mountinfo; cat /proc/keys; echo read-keys",
+    ]);
+    let o = output_within(d.jail(&[]).spawn().unwrap(), Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let out = text(&o);
+    let masks: Vec<&str> = out.lines().filter(|l| l.starts_with("/proc/")).collect();
+    // This host's /proc/keys is readable by others (so it is masked), as Debian's is.
+    let keys_masked = std::fs::metadata("/proc/keys")
+        .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o004 != 0);
+    if keys_masked {
+        assert!(masks.iter().any(|l| l.starts_with("/proc/keys ")), "{out}");
+    }
+    for m in &masks {
+        let opts = m.split(' ').nth(1).unwrap_or("");
+        assert!(opts.split(',').any(|o| o == "ro"), "a writable mask: {m}");
+    }
+    // Masked, still readable: empty.
+    assert!(out.ends_with("read-keys\n"), "{out}");
+}
+
 #[test]
 fn the_helper_removes_the_run_cgroup_itself() {
     let d = Direct::new(&[

@@ -695,6 +695,15 @@ fn proc(root: &Path) -> Res {
                 None::<&str>,
             )
             .map_err(sys("mask /proc files"))?;
+            // Read-only like the /proc it covers. A writable bind here is a writable mount
+            // outside the run's writable places, which a kernel whose Landlock cannot
+            // refuse truncation (before 6.2: Debian 12's 6.1) makes the run refuse.
+            // /dev/null stays a device: reading it still gives nothing.
+            remount_bind(
+                &p,
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+                "mask /proc files read-only",
+            )?;
         }
     }
     for name in PROC_MASK_DIRS {

@@ -441,6 +441,28 @@ t_watchdog() { # PID
 t_login_standalone() {
   su -l root -c 'echo "login shell cgroup: $(cut -d: -f3 /proc/self/cgroup)"; airlockctl launch hello --instance hello1 --standalone --wait'
 }
+# A jail without a gateway, as airlockd starts a stdio MCP connector's: the agent sees pid
+# 1's /proc with its masks (/proc/keys and the like). On a kernel whose Landlock cannot
+# refuse truncation (6.1), a writable mask made every such jail refuse to start.
+t_no_gateway_jail() {
+  local d=/tmp/suite/nogw uid=1880098800
+  rm -rf "$d"
+  mkdir -p "$d/home" "$d/ws"
+  chown "$uid:$uid" "$d/home" "$d/ws"
+  chmod 0700 "$d/home" "$d/ws"
+  cat >"$d/spec.json" <<JSON
+{"run_id":"r-suite-nogw","role":"hello","instance":"nogw","uid":$uid,"gid":$uid,
+ "home":"$d/home","workspace":"$d/ws","argv":["/bin/sh","-c","cat /proc/keys; grep ' /proc/keys ' /proc/self/mountinfo; echo started"],
+ "env":[],"hide":[],"connect_tcp":[],"limits":{"max_procs":64,"memory_bytes":null,"tmp_bytes":8388608,
+ "shm_bytes":8388608,"nofile":1024},"cgroup_parent":null}
+JSON
+  airlock-jail --status-fd 2 <"$d/spec.json" >"$d/out" 2>"$d/err"
+  local rc=$?
+  cat "$d/out" "$d/err"
+  [ "$rc" -eq 0 ] && grep -qx started "$d/out" || return 1
+  # The mask, when there is one (/proc/keys readable by others), is read-only.
+  ! grep ' /proc/keys ' "$d/out" | awk '{print $6}' | grep -qv '^ro\(,\|$\)'
+}
 t_runs_closed() { # RUN...
   local r
   for r in "$@"; do
@@ -462,7 +484,7 @@ t_instances() {
 export -f revive t_running t_battery_bash t_cgroup2 t_units_active t_launch_wait t_agent_identity t_bash_tool t_journal_fields \
   t_tool_calls t_ps t_top t_run_cgroups t_reload t_status_after_restart t_restarted t_live_ended \
   t_answers_fast t_waited_run_ended t_battery t_no_daemon t_watchdog t_login_standalone \
-  t_runs_closed t_prev_journal t_instances
+  t_no_gateway_jail t_runs_closed t_prev_journal t_instances
 
 phase1() {
   info "kernel" uname -a
@@ -640,6 +662,8 @@ s.bind(("127.0.0.1", 47123)); s.listen(16); time.sleep(3600)' &
   check "standalone: launch --standalone in a scope of its own (systemd-run --scope)" \
     systemd-run --quiet --scope airlockctl launch hello --instance hello1 --standalone --wait
   note_run "$OUT"
+  check "jail: a jail without a gateway (as a stdio MCP connector's) starts, /proc/keys masked read-only" \
+    t_no_gateway_jail
   check "standalone: systemctl start airlockd.socket airlockd.service again" \
     sh -c 'systemctl start airlockd.socket airlockd.service && airlockctl status'
 
