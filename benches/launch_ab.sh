@@ -13,7 +13,8 @@
 #          that fails (here or in seq) ends the script non-zero, with no figure for it.
 # CONFIG_A, CONFIG_B: more top-level config lines for that side's daemon (for example
 # "warm: {code: 8}"), to compare one build under two configs (BIN_A = BIN_B). SETTLE
-# (default 5): seconds waited after the first runs, before anything is timed.
+# (default 5): seconds waited after the first runs, before anything is timed. DAEMON_WRAP:
+# a program each airlockd runs under (as in daemon_env.sh).
 # Root only.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "$0: run as root (airlockd builds jails)" >&2; exit 1; }
@@ -48,7 +49,7 @@ start() {
       echo "  b$i: {role: code, uid: $((uid0 + i))}"
     done
   } >"$d/airlock.yaml"
-  "$bin/airlockd" --config "$d/airlock.yaml" </dev/null >"$d/out" 2>"$d/err" &
+  ${DAEMON_WRAP:-} "$bin/airlockd" --config "$d/airlock.yaml" </dev/null >"$d/out" 2>"$d/err" &
   PIDS+=($!)
   echo $! >"$d/pid"
   for _ in $(seq 1 300); do
@@ -79,12 +80,13 @@ bwrap_true() {
     --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc \
     --dev /dev /bin/true
 }
+# A launch's error output is kept, to be shown when it fails.
 one() {
   case "$1" in
-    a) ctl a "$BIN_A" launch --wait code --instance b0 -- /bin/true >/dev/null 2>&1 ;;
-    b) ctl b "$BIN_B" launch --wait code --instance b0 -- /bin/true >/dev/null 2>&1 ;;
-    bwrap) bwrap_true ;;
-  esac
+    a) ctl a "$BIN_A" launch --wait code --instance b0 -- /bin/true >/dev/null 2>"$W/one.err" ;;
+    b) ctl b "$BIN_B" launch --wait code --instance b0 -- /bin/true >/dev/null 2>"$W/one.err" ;;
+    bwrap) bwrap_true 2>"$W/one.err" ;;
+  esac || { echo "$0: a $1 launch failed:" >&2; cat "$W/one.err" >&2; return 1; }
 }
 # Both must work before they are timed, and the first runs (role frozen, homes made) are
 # not counted.
@@ -100,7 +102,7 @@ orders=("a b bwrap" "b bwrap a" "bwrap a b")
 for i in $(seq 1 "$N"); do
   for which in ${orders[$((i % 3))]}; do
     t0="$(now)"
-    one "$which" || { echo "$0: a $which launch failed" >&2; exit 1; }
+    one "$which" || exit 1
     t1="$(now)"
     echo $(((t1 - t0) / 1000)) >>"$W/seq.$which"
   done

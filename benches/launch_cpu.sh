@@ -11,7 +11,8 @@ INSTANCES=1
 source "$(dirname "$0")/daemon_env.sh"
 cpu() { awk '{print $14 + $15 + $16 + $17}' "/proc/$DPID/stat"; }
 own() { awk '{print $14 + $15}' "/proc/$DPID/stat"; }
-ctl launch --wait code --instance b0 -- /bin/true >/dev/null 2>&1
+ctl launch --wait code --instance b0 -- /bin/true >/dev/null 2>"$W/first.err" \
+  || { echo "launch_cpu: the first launch failed:" >&2; cat "$W/first.err" >&2; exit 1; }
 sleep 1
 c0="$(cpu)"
 o0="$(own)"

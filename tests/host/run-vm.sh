@@ -26,7 +26,9 @@
 # AIRLOCK_VM_BOOT_TIMEOUT (seconds from power-on or reboot to the suite's start; default
 # 120, TCG 300), AIRLOCK_VM_PHASE_TIMEOUT (seconds per phase of the suite; default 900,
 # TCG 1500; the guest stops a phase 60 s before, so its results still come back),
-# AIRLOCK_VM_ACCEL (kvm|tcg, to force one).
+# AIRLOCK_VM_ACCEL (kvm|tcg, to force one). For benches/vm.sh: AIRLOCK_VM_SUITE (a script
+# run in the suite's place), AIRLOCK_VM_FILES (paths copied into the share's files/),
+# AIRLOCK_VM_APPEND (more kernel arguments).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -70,7 +72,7 @@ if [ -z "$accel" ]; then
     fi
   fi
 fi
-kernel_args="root=/dev/vda rw console=ttyS0 loglevel=4"
+kernel_args="root=/dev/vda rw console=ttyS0 loglevel=4${AIRLOCK_VM_APPEND:+ $AIRLOCK_VM_APPEND}"
 if [ "$accel" = kvm ]; then
   accel_args=(-accel kvm -cpu host)
   boot_timeout="${AIRLOCK_VM_BOOT_TIMEOUT:-120}"
@@ -105,7 +107,13 @@ run_kernel() {
   mkdir -p "$out/share/out"
   local share="$out/share"
   cp "$deb" "$share/airlock.deb"
-  cp "$here/guest.sh" "$here/suite.sh" "$repo/tests/agents/escape_battery.py" "$share/"
+  cp "$here/guest.sh" "$repo/tests/agents/escape_battery.py" "$share/"
+  cp "${AIRLOCK_VM_SUITE:-$here/suite.sh}" "$share/suite.sh"
+  if [ -n "${AIRLOCK_VM_FILES:-}" ]; then
+    mkdir -p "$share/files"
+    # shellcheck disable=SC2086 # a list of paths, split on purpose
+    cp -RL $AIRLOCK_VM_FILES "$share/files/"
+  fi
   echo "$k" >"$share/kernel"
   echo "$accel" >"$share/accel"
   # The guest ends a phase itself a little before this side gives up on it.
