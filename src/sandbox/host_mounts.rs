@@ -52,9 +52,7 @@ mod tests {
     /// one change, seen once.
     #[test]
     fn a_mount_is_a_change_seen_once() {
-        if !nix::unistd::geteuid().is_root() {
-            return;
-        }
+        crate::require_root("a mount in a namespace of its own");
         let dir = tempfile::tempdir().unwrap();
         let target = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
         // SAFETY: the child only makes syscalls and leaves by _exit.
