@@ -5,7 +5,8 @@
 #
 # After sourcing: $BIN (release binaries), $W (work dir), $CFG, $SOCK, $STATE, $DPID
 # (airlockd's pid), ctl (airlockctl with this config), vmhwm_kb/vmrss_kb PID.
-# Set INSTANCES (default 10), MAX_RUNS (max_concurrent_runs, default 256) and EXTRA_CONFIG (more top-level config lines) before sourcing.
+# Set INSTANCES (default 10), MAX_RUNS (max_concurrent_runs, default 256), EXTRA_CONFIG (more
+# top-level config lines) and BENCH_DIR (default /tmp) before sourcing.
 
 [ "$(id -u)" = 0 ] || { echo "$0: run as root (airlockd builds jails)" >&2; exit 1; }
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,7 +19,10 @@ else
   BIN="${CARGO_TARGET_DIR:-$REPO/target}/release"
 fi
 
-W="$(mktemp -d /tmp/airlock-daemon-bench.XXXXXX)"
+# BENCH_DIR: where the work dir (and so the state dir: ledger, run dirs, workspace images)
+# goes; a file system other than /tmp's shows what the host's own costs (its journal, its
+# discard) add to a launch.
+W="$(mktemp -d "${BENCH_DIR:-/tmp}/airlock-daemon-bench.XXXXXX")"
 chmod 0755 "$W"
 CFG="$W/airlock.yaml"
 SOCK="$W/airlockd.sock"
