@@ -229,7 +229,14 @@ fn a_tty_run_gets_a_terminal_its_size_resizes_and_ctrl_c_and_no_osc_reaches_the_
     assert!(journal.contains("\\\\u{1b}]52;c;"), "{journal}");
     assert!(!journal.contains("ECHO ignored"), "{journal}");
 
-    // An ended run cannot be attached.
+    // An ended run cannot be attached. The closing record is in the ledger's file before
+    // its sync returns, and the run leaves airlockd's live table after it: until then an
+    // attach hears "the run is ending", so wait for `ps` to no longer list it.
+    let gone = poll(30, || {
+        let o = h.ctl(&["ps"]);
+        (o.status.success() && !common::stdout(&o).contains(run.as_str())).then_some(())
+    });
+    assert!(gone.is_some(), "run {run} stayed live after its record closed");
     let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
         .arg("--config")
         .arg(&h.cfg)
