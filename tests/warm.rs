@@ -516,3 +516,186 @@ fn a_warm_jail_whose_net_namespace_maker_died_is_not_given() {
         cgroups_of(&run)
     );
 }
+
+/// What one side of [`two_live_runs_in_warm_jails_reach_nothing_of_each_other`] runs (as
+/// python3's `-c`, on the command side): it leaves a mark in /tmp and /dev/shm, SysV
+/// objects and an abstract listener named `airlock-live-TAG`, prints its namespaces, says
+/// it is ready in its workspace and waits for the host's word there; then it looks for the
+/// other run's (`OTHER`) and prints what it found.
+const LIVE_RUN: &str = r#"
+import ctypes, os, socket, sys, time
+tag, other = sys.argv[1], sys.argv[2]
+ws = os.environ["AIRLOCK_WORKSPACE"]
+for d in ("/tmp", "/dev/shm"):
+    open(os.path.join(d, "airlock-live-" + tag), "w").write(tag)
+libc = ctypes.CDLL(None, use_errno=True)
+made = [libc.shmget(0, 4096, 0o1666), libc.msgget(0, 0o1666)]
+print("IPC-MADE", made, flush=True)
+for n in ("net", "uts", "ipc", "mnt", "pid"):
+    print("NS", n, os.readlink("/proc/self/ns/" + n), flush=True)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0airlock-live-" + tag)
+s.listen(1)
+open(os.path.join(ws, "ready"), "w").close()
+for _ in range(1200):
+    if os.path.exists(os.path.join(ws, "go")):
+        break
+    time.sleep(0.05)
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    c.connect("\0airlock-live-" + other)
+    print("REACHED the other's abstract socket")
+except OSError as e:
+    print("abstract refused", e.errno)
+for d in ("/tmp", "/dev/shm"):
+    for f in os.listdir(d):
+        if f.startswith("airlock-live-") and f != "airlock-live-" + tag:
+            print("MARK-FOUND", d, f)
+ipc = [l for f in ("shm", "msg", "sem") for l in open("/proc/sysvipc/" + f).read().splitlines()[1:]]
+print("IPC-SEEN", len(ipc))
+print("END", flush=True)
+"#;
+
+/// The namespaces `NS kind id` lines of a run's output name.
+fn namespaces_in(out: &str) -> std::collections::BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("NS "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The network and uts namespaces of the `n` jails airlockd `daemon` keeps waiting (its
+/// `--idle` helpers still under SCHED_IDLE: one that took its run is back under SCHED_OTHER):
+/// a jail's uts namespace is its pid 1's, its network namespace its maker's (pid 1's first
+/// child), which the run joins. Polled until `n` wait, each with its maker.
+fn waiting_namespaces(daemon: u32, n: usize) -> Vec<(u32, String, String)> {
+    let ns = |pid: u32, kind: &str| {
+        std::fs::read_link(format!("/proc/{pid}/ns/{kind}"))
+            .ok()
+            .map(|p| p.display().to_string())
+    };
+    poll(60, || {
+        let waiting: Vec<u32> = warm_helpers(daemon)
+            .iter()
+            .map(|(pid, _)| *pid)
+            .filter(|pid| policy_of(&format!("/proc/{pid}/stat")) == "5")
+            .collect();
+        if waiting.len() != n {
+            return None;
+        }
+        waiting
+            .iter()
+            .map(|helper| {
+                let pid1 = children(*helper).first().copied()?;
+                let maker = children(pid1).first().copied()?;
+                Some((*helper, ns(maker, "net")?, ns(pid1, "uts")?))
+            })
+            .collect::<Option<Vec<_>>>()
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "airlockd does not keep {n} waiting jails with their net namespace makers: {:?}",
+            warm_helpers(daemon)
+        )
+    })
+}
+
+/// Two instances' runs live at once, each in a warm jail of the role: neither reaches the
+/// other's abstract socket, sees its /tmp, /dev/shm or SysV objects, or shares a
+/// namespace with it; neither shares its network or uts namespace with any jail waiting
+/// meanwhile for a later run; and when they end nothing of either is left on the host.
+#[test]
+fn two_live_runs_in_warm_jails_reach_nothing_of_each_other() {
+    let _mounts = no_host_mounts_meanwhile();
+    let h = probe_host(&["la", "lb"], "warm: {probe: 2}\nwarm_max: 3\n");
+    let d = Airlockd::start(&h);
+    wait_warm(&d, 3);
+    let ws = [h.workspace("wa", h.uids[0]), h.workspace("wb", h.uids[1])];
+    let (outs, waiting) = std::thread::scope(|scope| {
+        let runs: Vec<_> = [("la", "a", "b", &ws[0]), ("lb", "b", "a", &ws[1])]
+            .into_iter()
+            .map(|(inst, tag, other, w)| {
+                let h = &h;
+                scope.spawn(move || {
+                    let args = [
+                        "--workspace",
+                        w.to_str().unwrap(),
+                        "--",
+                        "/usr/bin/python3",
+                        "-c",
+                        LIVE_RUN,
+                        tag,
+                        other,
+                    ];
+                    Airlockd::launch(h, "probe", inst, &args)
+                })
+            })
+            .collect();
+        let ready = poll(60, || {
+            ws.iter().all(|w| w.join("ready").exists()).then_some(())
+        });
+        // Both live: the pool has been built again meanwhile.
+        let waiting = ready.map(|()| waiting_namespaces(d.pid(), 3));
+        for w in &ws {
+            std::fs::write(w.join("go"), "").unwrap();
+        }
+        let outs: Vec<Output> = runs.into_iter().map(|t| t.join().unwrap()).collect();
+        (outs, waiting)
+    });
+    for o in &outs {
+        assert_ok(o);
+    }
+    let waiting = waiting.unwrap_or_else(|| {
+        panic!(
+            "the two runs were never live at once:\n{}\n{}",
+            stdout(&outs[0]),
+            stdout(&outs[1])
+        )
+    });
+    let runs: Vec<String> = outs.iter().map(run_id_of).collect();
+    for (o, run) in outs.iter().zip(&runs) {
+        assert_eq!(jail_of(run).0, "warm-role", "{}", stdout(o));
+        let out = stdout(o);
+        assert!(out.contains("END"), "{out}");
+        assert!(
+            out.contains("abstract refused")
+                && !out.contains("REACHED")
+                && !out.contains("MARK-FOUND")
+                && out.contains("IPC-SEEN 2"),
+            "a run reached or saw the other live run's: {out}"
+        );
+    }
+    let (a, b) = (
+        namespaces_in(&stdout(&outs[0])),
+        namespaces_in(&stdout(&outs[1])),
+    );
+    for kind in ["net", "uts", "ipc", "mnt", "pid"] {
+        assert!(
+            a.contains_key(kind) && a.get(kind) != b.get(kind),
+            "the two runs share their {kind} namespace: {a:?} {b:?}"
+        );
+    }
+    for (helper, net, uts) in &waiting {
+        for (run, ns) in runs.iter().zip([&a, &b]) {
+            assert!(
+                ns["net"] != *net && ns["uts"] != *uts,
+                "run {run} shares a namespace with the jail waiting in helper {helper}: {ns:?} {net} {uts}"
+            );
+        }
+    }
+    // Nothing of either run is left on the host: no process of its uid, no cgroup.
+    for (uid, run) in h.uids.iter().zip(&runs) {
+        let gone = poll(30, || {
+            (airlock::supervisor::process::pids_of_uid(*uid).is_empty()
+                && cgroups_of(run).is_empty())
+            .then_some(())
+        });
+        assert!(
+            gone.is_some(),
+            "run {run} left processes {:?} or cgroups {:?}",
+            airlock::supervisor::process::pids_of_uid(*uid),
+            cgroups_of(run)
+        );
+    }
+}
