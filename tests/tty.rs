@@ -236,7 +236,10 @@ fn a_tty_run_gets_a_terminal_its_size_resizes_and_ctrl_c_and_no_osc_reaches_the_
         let o = h.ctl(&["ps"]);
         (o.status.success() && !common::stdout(&o).contains(run.as_str())).then_some(())
     });
-    assert!(gone.is_some(), "run {run} stayed live after its record closed");
+    assert!(
+        gone.is_some(),
+        "run {run} stayed live after its record closed"
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_airlockctl"))
         .arg("--config")
         .arg(&h.cfg)
