@@ -13,21 +13,21 @@
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::time::Instant;
 
 use nix::unistd::{fork, ForkResult};
 
+use super::setup_marks::SetupMarks;
 use super::sides::SideFds;
 use super::status::StatusFd;
 use super::{fds, helper, identity, init, namespaces, rootfs, RunSpec, SandboxError};
 
 /// What the agent's process gets from pid 1: the word to exec, the helper's socket for its
-/// `listen` filter, and when the jail's setup started and its spec came (for the report).
+/// `listen` filter, and when the jail's setup started, its spec came and each step ended
+/// (for the report).
 pub struct Side {
     pub go_r: OwnedFd,
     pub notify: RawFd,
-    pub start: Instant,
-    pub spec_at: Instant,
+    pub marks: SetupMarks,
     /// The image's tree, when the side's program (a workflow role's command) is rooted in
     /// one ([`image_root`](super::image_root)).
     pub image: Option<OwnedFd>,
@@ -59,8 +59,7 @@ fn run(
     let Side {
         go_r,
         notify,
-        start,
-        spec_at,
+        mut marks,
         image,
     } = side;
     cgroups.enter(born_in)?;
@@ -79,6 +78,7 @@ fn run(
     if let Some(x) = &spec.exec {
         rootfs::agent_view(x)?;
     }
+    marks.mark("agent side");
     // The agent's word to exec comes from here, once this process has nothing worth
     // stealing either: pid 1's word, passed on after the reduction below.
     let (agent_go_r, agent_go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -90,8 +90,7 @@ fn run(
             let side = Side {
                 go_r: agent_go_r,
                 notify,
-                start,
-                spec_at,
+                marks,
                 image: None,
             };
             let err = match helper::agent(spec, status, side) {

@@ -40,6 +40,7 @@ use super::landlock::{self, LandlockRules};
 use super::limits::{self, Enforcement, Forked, ProcLimit, RunCgroups};
 use super::listen_notify::{self, Listeners};
 use super::runner::GATEWAY_PORT;
+use super::setup_marks::SetupMarks;
 use super::sides::{CgroupWord, OpenSides, SideFds};
 use super::spec::{DiskTarget, ExecAllow, DEFAULT_GRACE_MS, MAX_SPEC_JSON_BYTES, SYSTEM_DIRS};
 use super::status::StatusFd;
@@ -537,7 +538,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
         }
     }
     let text = read_spec_bytes(&mut std::fs::File::from(spec_r)).map_err(|_| Pid1Error::NoSpec)?;
-    let spec_at = Instant::now();
+    let mut marks = SetupMarks::new(start, Instant::now());
     let spec = parse_spec(&text).map_err(|_| Pid1Error::NoSpec)?;
     let spec = &spec;
     // A warm jail's maker child was forked under SCHED_IDLE; it gets pid 1's policy, put back
@@ -575,6 +576,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
         None => image_root::open_tree(spec)?,
         Some(_) => None,
     };
+    marks.mark("root");
     // In the run's cgroups (made meanwhile) before anything of the run starts, so every
     // later process is counted: the helper has put this process in the v2 one, and names
     // the v1 ones to join while their host paths are still visible (before the pivot).
@@ -593,6 +595,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
         Some(s) => OpenSides::open(s)?,
         None => OpenSides::default(),
     };
+    marks.mark("cgroups");
     rootfs::switch_root()?;
     // A run without sides is rooted in pid 1's cgroup. With sides, each side's first
     // process unshares its own once it is in its cgroup (`unshare_side`): pid 1 stays in
@@ -618,6 +621,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
     );
     fds::close_all_except(&keep)?;
     init::block_signals()?;
+    marks.mark("pivot");
     // The command side first, before the agent's Landlock domain exists: the runner's own
     // domain is then a sibling of the agent's, never nested under it.
     let OpenSides {
@@ -644,6 +648,9 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
             .into())
         }
     };
+    if runner.is_some() {
+        marks.mark("command side forked");
+    }
 
     let (go_r, go_w) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::errno("start pipe", e))?;
@@ -667,8 +674,7 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
             let side = agent_side::Side {
                 go_r,
                 notify: notify.as_raw_fd(),
-                start,
-                spec_at,
+                marks,
                 image: image_agent,
             };
             let err = match agent_cgroups {
@@ -819,8 +825,7 @@ pub fn agent(
     let agent_side::Side {
         go_r,
         notify,
-        start,
-        spec_at,
+        mut marks,
         image: _,
     } = side;
     init::reset_signals()?;
@@ -854,6 +859,7 @@ pub fn agent(
         None => command_side_rules(spec),
     };
     let report = landlock::apply(&rules)?;
+    marks.mark("agent's uid and Landlock");
     status.info(&match &spec.exec {
         Some(x) => format!(
             "agent side: {report}; exec only {} program(s), {} libraries and {} runtime folders, every other mount noexec, no memfd, {}{}",
@@ -901,6 +907,7 @@ pub fn agent(
         None => seccomp::Side::Command,
     })?;
     listen_notify::send_listener(notify, listener)?;
+    marks.mark("seccomp");
     // The agent is set up while pid 1 reduces itself; it execs only once pid 1 is done.
     let mut go = [0u8; 1];
     let went = std::fs::File::from(go_r).read_exact(&mut go);
@@ -910,12 +917,10 @@ pub fn agent(
             why: "pid 1 did not finish its own setup".to_string(),
         });
     }
+    // The word comes once the command side is ready and pid 1 has reduced itself.
+    marks.mark("go");
     // The jail's setup cost as benches/jail.sh reports it: helper start to the agent's exec.
-    status.info(&format!(
-        "setup: {} us from the helper's start to the agent's exec ({} us from the spec's arrival)",
-        start.elapsed().as_micros(),
-        spec_at.elapsed().as_micros()
-    ));
+    status.info(&marks.line(Instant::now()));
     let mut last = nix::errno::Errno::ENOENT;
     for prog in &candidates {
         match nix::unistd::execve(prog, &argv, &envp) {

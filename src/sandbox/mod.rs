@@ -27,6 +27,7 @@ pub mod rootfs;
 pub mod runner;
 pub mod seccomp;
 pub mod seccomp_table;
+pub mod setup_marks;
 pub mod sides;
 pub mod spec;
 pub mod status;
