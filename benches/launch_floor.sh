@@ -113,7 +113,8 @@ def count(path):
         if call == "seccomp" or (call == "prctl" and "PR_SET_SECCOMP" in args):
             add("seccomp filters")
         if call in ("fdatasync", "fsync"):
-            add("fdatasync/fsync")
+            f = re.search(r"<([^>]*)>", args)
+            add("syncs: " + (f.group(1).rsplit("/", 1)[-1] if f else "?"))
         if call == "execve":
             add("execs")
     return c
