@@ -107,10 +107,25 @@ fi
 if want 2; then
 echo "== (2) calls per second, 8 at once, ${SECS}s"
 rate_d=$(node "$JS" rate "http://127.0.0.1:$PORT/mcp" "$SECS" 8 echo "$ARGS")
-rate_t=$(jailed rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS") || fail "the calls-per-second run failed"
+# The gateway's CPU per call here too, sampled as in (1): the supervisor's user+system time
+# over the calls the run made (its 8 clients' warm-up and handshakes counted with them).
+( exec "$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait \
+    -- /usr/bin/node -e "$(cat "$JS")" -- rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS" \
+    >"$W/rate.out" 2>/dev/null ) &
+sup=$!
+ticks=0
+while kill -0 "$sup" 2>/dev/null; do
+  t=$(awk '{print $14 + $15}' "/proc/$sup/stat" 2>/dev/null || true)
+  [ -n "$t" ] && ticks=$t
+  sleep 0.05
+done
+wait "$sup" || fail "the calls-per-second run failed"
+rate_t=$(cat "$W/rate.out")
+[ -n "$rate_t" ] || fail "the calls-per-second run printed no figures"
 echo "straight to the upstream: $rate_d"
 echo "through the gateway:      $rate_t"
 python3 -c "import json; d, t = json.loads('$rate_d'), json.loads('$rate_t'); print(f\"through / straight: {t['per_second'] / d['per_second'] * 100:.0f}%\")"
+python3 -c "import json; t = json.loads('$rate_t'); print(f\"gateway CPU per call (supervisor process, whole run incl. its start): {$ticks / $(getconf CLK_TCK) / (t['calls'] + 2) * 1e6:.1f} us\")"
 
 fi
 
