@@ -153,6 +153,11 @@ impl Conn {
     }
 }
 
+/// The URI every request to the endpoint `url` goes to: its origin and path.
+fn endpoint_uri(url: &HttpUrl) -> Option<hyper::Uri> {
+    format!("{}{}", url.origin(), url.path).parse().ok()
+}
+
 /// Whether a failed request failed on the upstream's certificate (rustls said so).
 fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
@@ -174,7 +179,10 @@ fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
 
 pub struct HttpUpstream {
     conn: Conn,
-    url: HttpUrl,
+    /// The endpoint's URI, parsed once (a clone shares its bytes); `None` when the URL does
+    /// not parse as one, and then every request fails as malformed, as it did when each
+    /// request parsed it.
+    uri: Option<hyper::Uri>,
     auth: Option<(HeaderName, HeaderValue)>,
     /// An OAuth connector's shared access token (then `auth` is `None`).
     oauth: Option<std::sync::Arc<crate::gateway::mcp::oauth::TokenSource>>,
@@ -212,7 +220,7 @@ impl HttpUpstream {
         };
         Ok(HttpUpstream {
             conn,
-            url,
+            uri: endpoint_uri(&url),
             auth,
             oauth,
         })
@@ -296,10 +304,9 @@ impl HttpUpstream {
         version: Option<&str>,
         token: Option<&HeaderValue>,
     ) -> Option<Request<Full<Bytes>>> {
-        let uri = format!("{}{}", self.url.origin(), self.url.path);
         // No Host header: the client says it from the URI (HTTP/1.1 `Host`, HTTP/2
         // `:authority`, which a `host` header must not duplicate).
-        let mut b = Request::builder().uri(uri);
+        let mut b = Request::builder().uri(self.uri.clone()?);
         let body = match ask {
             Ask::Post(body) => {
                 b = b
@@ -707,6 +714,26 @@ fn next_event(buf: &[u8], searched: usize) -> Option<(SseEvent, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_endpoint_uri_is_the_urls_origin_and_path() {
+        let u = parse_http_url("http://127.0.0.1:3001/mcp/v1").unwrap();
+        let uri = endpoint_uri(&u).unwrap();
+        assert_eq!(uri.to_string(), "http://127.0.0.1:3001/mcp/v1");
+        assert_eq!(uri.authority().map(|a| a.as_str()), Some("127.0.0.1:3001"));
+        let tls = parse_http_url("https://mcp.example:8443/").unwrap();
+        assert_eq!(
+            endpoint_uri(&tls).unwrap().to_string(),
+            "https://mcp.example:8443/"
+        );
+        // A path no URI can carry: no URI, so every request fails as malformed.
+        let bad = HttpUrl {
+            https: false,
+            authority: "127.0.0.1:1".into(),
+            path: "/a b".into(),
+        };
+        assert!(endpoint_uri(&bad).is_none());
+    }
 
     #[test]
     fn urls_are_plain_http() {
