@@ -70,24 +70,31 @@ fail() { echo "benches/gateway.sh: FAILED: $*" >&2; exit 1; }
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
 
 ARGS='{"message":"hello"}'
+# Run the bench client with ARGS... in a standalone run calling through the gateway, its
+# figures into OUT; sets $ticks to the gateway's own CPU: the supervisor's (airlockctl's)
+# user+system time, its children not counted, sampled until it exits. WHAT names the run
+# in the failure message.
+through_gateway() {
+  local out="$1" what="$2" sup t
+  shift 2
+  ( exec "$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait \
+      -- /usr/bin/node -e "$(cat "$JS")" -- "$@" >"$out" 2>/dev/null ) &
+  sup=$!
+  ticks=0
+  while kill -0 "$sup" 2>/dev/null; do
+    t=$(awk '{print $14 + $15}' "/proc/$sup/stat" 2>/dev/null || true)
+    [ -n "$t" ] && ticks=$t
+    sleep 0.05
+  done
+  wait "$sup" || fail "$what failed"
+  [ -s "$out" ] || fail "$what printed no figures"
+}
 if want 1; then
 echo "== (1) tools/call latency, $N sequential calls"
 direct=$(node "$JS" latency "http://127.0.0.1:$PORT/mcp" "$N" echo "$ARGS")
-# The gateway's own CPU per call: airlockctl's user+system time (the supervisor process
-# serves the gateway; its children are not counted), sampled until it exits.
-( exec "$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait \
-    -- /usr/bin/node -e "$(cat "$JS")" -- latency "http://127.0.0.1:4180/mcp/bench" "$N" echo "$ARGS" \
-    >"$W/through.out" 2>/dev/null ) &
-sup=$!
-ticks=0
-while kill -0 "$sup" 2>/dev/null; do
-  t=$(awk '{print $14 + $15}' "/proc/$sup/stat" 2>/dev/null || true)
-  [ -n "$t" ] && ticks=$t
-  sleep 0.05
-done
-wait "$sup" || fail "the run calling through the gateway failed"
+through_gateway "$W/through.out" "the run calling through the gateway" \
+  latency "http://127.0.0.1:4180/mcp/bench" "$N" echo "$ARGS"
 through=$(cat "$W/through.out")
-[ -n "$through" ] || fail "the run calling through the gateway printed no figures"
 hz=$(getconf CLK_TCK)
 echo "straight to the upstream: $direct"
 echo "through the gateway:      $through"
@@ -107,21 +114,11 @@ fi
 if want 2; then
 echo "== (2) calls per second, 8 at once, ${SECS}s"
 rate_d=$(node "$JS" rate "http://127.0.0.1:$PORT/mcp" "$SECS" 8 echo "$ARGS")
-# The gateway's CPU per call here too, sampled as in (1): the supervisor's user+system time
-# over the calls the run made (its 8 clients' warm-up and handshakes counted with them).
-( exec "$BIN/airlockctl" --config "$W/airlock.yaml" launch code --instance bench --standalone --wait \
-    -- /usr/bin/node -e "$(cat "$JS")" -- rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS" \
-    >"$W/rate.out" 2>/dev/null ) &
-sup=$!
-ticks=0
-while kill -0 "$sup" 2>/dev/null; do
-  t=$(awk '{print $14 + $15}' "/proc/$sup/stat" 2>/dev/null || true)
-  [ -n "$t" ] && ticks=$t
-  sleep 0.05
-done
-wait "$sup" || fail "the calls-per-second run failed"
+# The gateway's CPU per call over the calls the run made (its 8 clients' warm-up and
+# handshakes counted with them).
+through_gateway "$W/rate.out" "the calls-per-second run" \
+  rate "http://127.0.0.1:4180/mcp/bench" "$SECS" 8 echo "$ARGS"
 rate_t=$(cat "$W/rate.out")
-[ -n "$rate_t" ] || fail "the calls-per-second run printed no figures"
 echo "straight to the upstream: $rate_d"
 echo "through the gateway:      $rate_t"
 python3 -c "import json; d, t = json.loads('$rate_d'), json.loads('$rate_t'); print(f\"through / straight: {t['per_second'] / d['per_second'] * 100:.0f}%\")"

@@ -4,7 +4,7 @@
 #
 # 1. CPU per launch, alternated in ROUNDS (default 3) of N (default 30) each:
 #    `launch --wait code -- /bin/true` through one airlockd with `warm_max: 0` (airlockd and what it reaped,
-#    as launch_cpu.sh counts it) and the bwrap command (what this shell reaped).
+#    as launch_cpu.sh counts it) and the bwrap command (what its Python driver reaped).
 # 2. The bill of materials of one launch of each, from `strace -f` (airlockd attached with
 #    all its threads and whatever they start): processes started, namespaces made by kind,
 #    mount calls, cgroups made and removed, other directories made, Landlock domains,
@@ -25,28 +25,28 @@ command -v strace >/dev/null || apt-get install -y strace >/dev/null
 command -v bwrap >/dev/null || apt-get install -y bubblewrap >/dev/null
 source "$(dirname "$0")/daemon_env.sh"
 
-bwrap_true() {
-  bwrap --unshare-all --die-with-parent --new-session --cap-drop ALL --ro-bind /usr /usr \
-    --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc \
-    --dev /dev /bin/true
+# The bare sandbox launch_ab.sh and daemon_e2e.sh compare with.
+BWRAP=(bwrap --unshare-all --die-with-parent --new-session --cap-drop ALL --ro-bind /usr /usr
+       --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc
+       --dev /dev /bin/true)
+# A launch that fails ends the bench (set -e) with its error, before any figure.
+launch() {
+  ctl launch --wait code --instance b0 -- /bin/true >"$W/launch.err" 2>&1 \
+    || { echo "launch_floor: a launch failed:" >&2; cat "$W/launch.err" >&2; return 1; }
 }
-launch() { ctl launch --wait code --instance b0 -- /bin/true >/dev/null 2>&1; }
 daemon_cpu() { awk '{print $14 + $15 + $16 + $17}' "/proc/$DPID/stat"; }
 # CPU of N bwrap runs (user + system of the reaped children), in seconds.
 bwrap_cpu() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "${BWRAP[@]}" <<'PY'
 import resource, subprocess, sys
-argv = ("bwrap --unshare-all --die-with-parent --new-session --cap-drop ALL --ro-bind /usr /usr"
-        " --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc"
-        " --dev /dev /bin/true").split()
 for _ in range(int(sys.argv[1])):
-    subprocess.run(argv, check=True)
+    subprocess.run(sys.argv[2:], check=True)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(r.ru_utime + r.ru_stime)
 PY
 }
 
-for _ in 1 2 3; do launch; bwrap_true; done
+for _ in 1 2 3; do launch; "${BWRAP[@]}"; done
 sleep 2
 hz="$(getconf CLK_TCK)"
 echo "launch_floor: CPU per launch, $ROUNDS rounds of $N, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -73,9 +73,7 @@ launch
 sleep 2
 kill -INT "$S"
 wait "$S" 2>/dev/null || true
-$trace -o "$W/bwrap.strace" bwrap --unshare-all --die-with-parent --new-session --cap-drop ALL \
-  --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 \
-  --proc /proc --dev /dev /bin/true
+$trace -o "$W/bwrap.strace" "${BWRAP[@]}"
 
 python3 - "$W/airlock.strace" "$W/bwrap.strace" <<'PY'
 import re, sys
@@ -88,7 +86,9 @@ def count(path):
         c[k] = c.get(k, 0) + n
     for line in open(path, errors="replace"):
         m = re.match(r"\d+\s+(\w+)\((.*)", line)
-        if not m or "= -1" in line or "resumed>" in line and "<unfinished" in line:
+        # A call strace splits shows its arguments on its first line (`<unfinished ...>`);
+        # the line with its result starts `<...` and matches nothing.
+        if not m or "= -1" in line:
             continue
         call, args = m.group(1), m.group(2)
         if call in ("clone", "clone3", "fork", "vfork"):
@@ -100,8 +100,8 @@ def count(path):
             for k in KINDS:
                 if "CLONE_" + k in args:
                     add("namespaces: " + k.lower().replace("new", ""))
-        if call == "mount" or call in ("move_mount", "fsmount", "open_tree", "mount_setattr"):
-            add("mount calls (" + call + ")" if call != "mount" else "mount calls (mount)")
+        if call in ("mount", "move_mount", "fsmount", "open_tree", "mount_setattr"):
+            add(f"mount calls ({call})")
         if call in ("umount2", "pivot_root"):
             add(call)
         if call in ("mkdir", "mkdirat"):

@@ -11,11 +11,16 @@ N="${N:-30}"
 INSTANCES=1
 source "$(dirname "$0")/daemon_env.sh"
 
-launch() { ctl launch --wait code --instance b0 -- /bin/true 2>&1 >/dev/null; }
+# Prints the run's id; a launch that fails ends the bench (set -e) with its error.
+launch() {
+  ctl launch --wait code --instance b0 -- /bin/true >"$W/launch.err" 2>&1 \
+    || { echo "run_part: a launch failed:" >&2; cat "$W/launch.err" >&2; return 1; }
+  grep -o 'r-[0-9a-f]*-[0-9a-f]*' "$W/launch.err" | head -n 1
+}
 for _ in 1 2 3; do launch >/dev/null; done
 sleep 2
 for _ in $(seq 1 "$N"); do
-  launch | grep -o 'r-[0-9a-f]*-[0-9a-f]*' | head -n 1
+  launch
   # Spaced out, so the shared jail is built again before the next launch takes it.
   sleep "${GAP:-0.3}"
 done >"$W/runs"
