@@ -369,12 +369,59 @@ for n in null zero full random urandom tty; do test -c /dev/$n || echo "NOT-CHAR
         .find_map(|l| l.strip_prefix("etc="))
         .unwrap_or_else(|| panic!("no counts: {out}{}", err(&o)));
     let (etc, dev) = counts.split_once(" dev=").unwrap();
-    // /etc itself plus host entries (ld.so.cache at least); /dev/shm and /dev/pts (the
-    // device nodes are made on /dev itself).
+    // /etc itself plus the host's folders (ssl at least: host files are copies, not
+    // mounts); /dev/shm and /dev/pts (the device nodes are made on /dev itself).
     assert!(etc.parse::<u32>().unwrap() >= 2, "{out}");
     assert!(dev.parse::<u32>().unwrap() >= 2, "{out}");
     assert!(out.contains("null-writable"), "{out}");
     assert!(!out.contains("NOT-CHAR"), "{out}");
+}
+
+/// The host's /etc files reach the jail as copies: the same bytes, owner, mode and
+/// modification time as on the host, read-only, and no mount of their own (each would be
+/// copied into every mount namespace of the run).
+#[test]
+fn host_etc_files_are_read_only_copies_as_the_host_has_them() {
+    use sha2::Digest;
+    use std::os::unix::fs::MetadataExt;
+    let (env, _) = Env::new(&["tess"]);
+    let names: Vec<&str> = ["os-release", "nsswitch.conf", "ld.so.cache", "host.conf"]
+        .into_iter()
+        .filter(|n| std::fs::metadata(format!("/etc/{n}")).is_ok_and(|m| m.is_file()))
+        .collect();
+    assert!(
+        names.len() >= 2,
+        "this host has too few of the /etc files probed"
+    );
+    let mut script = String::new();
+    for n in &names {
+        script.push_str(&format!(
+            "echo \"{n} $(stat -L -c '%s %a %u %g %Y' /etc/{n}) $(sha256sum < /etc/{n} | cut -c1-64)\"; \
+             (echo x >> /etc/{n}) 2>/dev/null && echo WROTE {n}; \
+             grep -q ' /etc/{n} ' /proc/self/mountinfo && echo MOUNTED {n}; "
+        ));
+    }
+    let o = env.sh("tess", &format!("{script}echo done"));
+    let out = text(&o);
+    assert!(out.contains("done"), "{out}{}", err(&o));
+    assert!(!out.contains("WROTE") && !out.contains("MOUNTED"), "{out}");
+    for n in names {
+        let host = std::fs::metadata(format!("/etc/{n}")).unwrap();
+        let bytes = std::fs::read(format!("/etc/{n}")).unwrap();
+        let sum: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let want = format!(
+            "{n} {} {:o} {} {} {} {sum}",
+            host.len(),
+            host.mode() & 0o7777,
+            host.uid(),
+            host.gid(),
+            host.mtime()
+        );
+        assert!(out.lines().any(|l| l == want), "want {want}\n{out}");
+    }
 }
 
 #[test]

@@ -525,35 +525,115 @@ fn jail_files(root: &Path, files: &[JailFile]) -> Res {
     Ok(())
 }
 
-/// The jail's /etc as a tmpfs with the host entries it may see bound in (still writable:
-/// [`etc_run`] adds the run's files and makes all of it read-only).
+/// Host /etc files up to this size are copied into the jail's /etc; folders and larger
+/// files are bound. A copy is no mount: every mount namespace of a run (pid 1's, each
+/// side's, the noexec runner's) would otherwise copy and tear down one mount per file, about
+/// twenty on a stock host, for files of a few KiB that the jail reads only.
+const ETC_COPY_MAX: u64 = 256 << 10;
+
+/// How a host /etc entry reaches the jail's /etc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EtcWay {
+    Copy,
+    Bind,
+}
+
+/// The way for an entry that is a folder (`dir`) or a file of `len` bytes; `None` for
+/// anything else (a socket, a device: the host entry is left out).
+fn etc_way(dir: bool, file: bool, len: u64) -> Option<EtcWay> {
+    match (dir, file) {
+        (true, _) => Some(EtcWay::Bind),
+        (false, true) if len <= ETC_COPY_MAX => Some(EtcWay::Copy),
+        (false, true) => Some(EtcWay::Bind),
+        _ => None,
+    }
+}
+
+/// Room for a copied file in a tmpfs: its size rounded up to 64 KiB, as in
+/// [`etc_tmpfs_bytes`].
+fn etc_copy_room(len: u64) -> u64 {
+    const PAGE: u64 = 64 << 10;
+    len.div_ceil(PAGE).max(1).saturating_mul(PAGE)
+}
+
+/// The jail's /etc as a tmpfs with the host entries it may see, copied or bound in (still
+/// writable: [`etc_run`] adds the run's files and makes all of it read-only). The jail gets
+/// what each host entry names (links followed), as its owner and mode on the host show it.
 fn etc_host(root: &Path) -> Res {
     let etc = root.join("etc");
     mkdir_p(&etc, "create /etc")?;
+    // Each entry opened once: what is copied is the file that was measured.
+    let mut plan = Vec::new();
+    for name in ETC_ALLOW {
+        let host = Path::new("/etc").join(name);
+        let Ok(file) = fs::File::open(&host) else {
+            continue;
+        };
+        let Ok(meta) = file.metadata() else {
+            continue;
+        };
+        if let Some(way) = etc_way(meta.is_dir(), meta.is_file(), meta.len()) {
+            plan.push((name, host, file, meta, way));
+        }
+    }
+    let copies: u64 = plan
+        .iter()
+        .filter(|p| p.4 == EtcWay::Copy)
+        .map(|p| etc_copy_room(p.3.len()))
+        .sum();
     tmpfs(
         &etc,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        &format!("mode=0755,size={}", etc_tmpfs_max_bytes()),
+        &format!("mode=0755,size={}", etc_tmpfs_max_bytes() + copies),
         "mount /etc",
     )?;
-    for name in ETC_ALLOW {
-        let host = Path::new("/etc").join(name);
-        // Follows links: the jail gets the file or directory the host entry names.
-        let Ok(meta) = fs::metadata(&host) else {
-            continue;
-        };
+    for (name, host, file, meta, way) in plan {
         let target = etc.join(name);
-        if meta.is_dir() {
-            mkdir_p(&target, "create /etc entry")?;
-        } else if meta.is_file() {
-            touch(&target, "create /etc entry")?;
-        } else {
-            continue;
+        match way {
+            EtcWay::Copy => copy_etc_file(file, &meta, &target)?,
+            EtcWay::Bind => {
+                if meta.is_dir() {
+                    mkdir_p(&target, "create /etc entry")?;
+                } else {
+                    touch(&target, "create /etc entry")?;
+                }
+                // Made read-only below, together with the rest of /etc, before anything
+                // runs here.
+                bind_plain(&host, &target, "bind /etc entry read-only")?;
+            }
         }
-        // Made read-only below, together with the rest of /etc, before anything runs here.
-        bind_plain(&host, &target, "bind /etc entry read-only")?;
     }
     Ok(())
+}
+
+/// Copy a host /etc file into the jail's /etc with its owner, mode (no set-id bits) and
+/// times. At most the size measured: a file growing meanwhile is copied as it was.
+fn copy_etc_file(file: fs::File, meta: &fs::Metadata, target: &Path) -> Res {
+    const STEP: &str = "copy /etc entry";
+    let mut out = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(target)
+        .map_err(io(STEP))?;
+    std::io::copy(&mut std::io::Read::take(file, meta.len()), &mut out).map_err(io(STEP))?;
+    let fd = out.as_raw_fd();
+    nix::unistd::fchown(
+        fd,
+        Some(nix::unistd::Uid::from_raw(meta.uid())),
+        Some(nix::unistd::Gid::from_raw(meta.gid())),
+    )
+    .map_err(sys(STEP))?;
+    // After the chown, which clears set-id bits anyway.
+    let mode = nix::sys::stat::Mode::from_bits_truncate(meta.mode() & 0o1777);
+    nix::sys::stat::fchmod(fd, mode).map_err(sys(STEP))?;
+    let time = |s: i64, ns: i64| nix::sys::time::TimeSpec::new(s, ns);
+    nix::sys::stat::futimens(
+        fd,
+        &time(meta.atime(), meta.atime_nsec()),
+        &time(meta.mtime(), meta.mtime_nsec()),
+    )
+    .map_err(sys(STEP))
 }
 
 /// The run's /etc files (accounts, host names, jail files), then /etc and every entry bound
@@ -596,9 +676,11 @@ fn etc_run(root: &Path, spec: &RunSpec) -> Res {
     jail_files(root, &spec.files)?;
     let flags = ro() | MsFlags::MS_NOEXEC;
     if !set_tree_flags(&etc, flags, "make /etc read-only")? {
+        // The bound entries: on another file system than /etc's tmpfs (the copies are on it).
+        let own = fs::metadata(&etc).map_err(io("make /etc read-only"))?.dev();
         for name in ETC_ALLOW {
             let target = etc.join(name);
-            if target.exists() {
+            if fs::metadata(&target).is_ok_and(|m| m.dev() != own) {
                 remount_bind(&target, flags, "bind /etc entry read-only")?;
             }
         }
@@ -779,6 +861,19 @@ mod tests {
                 "{d} is generated"
             );
         }
+    }
+
+    #[test]
+    fn small_etc_files_are_copied_and_folders_and_large_files_bound() {
+        assert_eq!(etc_way(true, false, 4096), Some(EtcWay::Bind));
+        assert_eq!(etc_way(false, true, 0), Some(EtcWay::Copy));
+        assert_eq!(etc_way(false, true, ETC_COPY_MAX), Some(EtcWay::Copy));
+        assert_eq!(etc_way(false, true, ETC_COPY_MAX + 1), Some(EtcWay::Bind));
+        assert_eq!(etc_way(false, false, 0), None);
+        // An empty file still takes a page; the room is whole 64 KiB pages.
+        assert_eq!(etc_copy_room(0), 64 << 10);
+        assert_eq!(etc_copy_room(64 << 10), 64 << 10);
+        assert_eq!(etc_copy_room((64 << 10) + 1), 128 << 10);
     }
 
     #[test]
