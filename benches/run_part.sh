@@ -26,7 +26,9 @@ for _ in $(seq 1 "$N"); do
 done >"$W/runs"
 sleep 1
 while read -r run; do
-  journalctl -q AIRLOCK_RUN="$run" AIRLOCK_EVENT=jail_report -o cat | grep 'setup: ' | head -n 1
+  journalctl -q AIRLOCK_RUN="$run" AIRLOCK_EVENT=jail_report -o cat >"$W/report"
+  # One line per run: the agent's setup line, then when the command side was ready.
+  echo "$(grep 'setup: ' "$W/report" | head -n 1) $(grep -o 'runner ready [0-9]* us.*confined at [0-9]* us' "$W/report" | head -n 1)"
 done <"$W/runs" >"$W/lines"
 
 python3 - "$W/lines" "$N" <<'PY'
@@ -46,4 +48,11 @@ for i, (name, _) in enumerate(rows[0][1]):
     end = [r[1][i][1] for r in rows]
     print(f"  {name:28} {statistics.median(own):8.0f} {statistics.median(end):8.0f}")
 print(f"  {'exec':28} {'':8} {statistics.median([r[0] for r in rows]):8.0f}")
+# The command side, in parallel from its fork: the agent's "go" waits for its readiness.
+side = [re.search(r"runner ready (\d+) us.*confined at (\d+) us", l) for l in open(sys.argv[1])]
+side = [(int(m.group(2)), int(m.group(1))) for m in side if m]
+if side:
+    print(f"  command side (its runner), in parallel:")
+    print(f"  {'  confined (uid, Landlock, seccomp)':28} {'':8} {statistics.median([c for c, _ in side]):8.0f}")
+    print(f"  {'  ready (noexec runner too)':28} {'':8} {statistics.median([r for _, r in side]):8.0f}")
 PY

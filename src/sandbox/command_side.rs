@@ -12,6 +12,7 @@
 
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Instant;
 
 use nix::sys::socket::SockType;
 use nix::unistd::Pid;
@@ -53,18 +54,31 @@ impl Runner {
     }
 }
 
+/// What pid 1 gives the command side: the socket to the launcher, the side's cgroups for
+/// the launcher, and the image's tree when the side is rooted in one.
+pub struct Handed {
+    pub gateway: OwnedFd,
+    pub handover: CommandSideFds,
+    pub image: Option<OwnedFd>,
+}
+
 /// Listen on the gateway port, start the runner, and hand the listener and the runner's
-/// channel to the launcher over `gateway` (closed here: only pid 1 held it).
+/// channel to the launcher over `gateway` (closed here: only pid 1 held it). `spec_at`: when
+/// the spec arrived, for the runner's report of when it was ready.
 pub fn start(
     spec: &RunSpec,
     status: StatusFd,
-    gateway: OwnedFd,
     notify: RawFd,
     cgroups: &SideFds,
-    handover: CommandSideFds,
-    image: Option<OwnedFd>,
+    handed: Handed,
+    spec_at: Instant,
 ) -> Result<Runner, SandboxError> {
     const STEP: &str = "start the gateway";
+    let Handed {
+        gateway,
+        handover,
+        image,
+    } = handed;
     // std's listener: close-on-exec, and listening with a backlog of 128.
     let listener = OwnedFd::from(
         std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, GATEWAY_PORT))
@@ -86,7 +100,8 @@ pub fn start(
                     Some(tree) => super::image_root::enter(tree),
                     None => Ok(()),
                 });
-            let served = entered.and_then(|()| runner_child(spec, status, notify, theirs, ready_w));
+            let served =
+                entered.and_then(|()| runner_child(spec, status, notify, theirs, ready_w, spec_at));
             let code = match served {
                 Ok(code) => code,
                 Err(e) => {
@@ -124,6 +139,7 @@ fn runner_child(
     notify: RawFd,
     channel: OwnedFd,
     ready: OwnedFd,
+    spec_at: Instant,
 ) -> Result<i32, SandboxError> {
     init::reset_signals()?;
     nix::unistd::setsid().map_err(|e| SandboxError::errno("setsid runner", e))?;
@@ -145,6 +161,7 @@ fn runner_child(
         userns.as_raw_fd(),
     ])?;
     let (envp, report) = become_runner(spec, notify, userns)?;
+    let confined = spec_at.elapsed().as_micros();
     let mut b = [0u8; 1];
     std::fs::File::from(noexec.ready)
         .read_exact(&mut b)
@@ -152,8 +169,11 @@ fn runner_child(
             step: "start the noexec runner",
             why: "it did not finish its setup".into(),
         })?;
+    // When in the run's setup (benches/run_part.sh reads it): the agent's start waits for
+    // this, and the runner for the noexec runner.
+    let at = spec_at.elapsed().as_micros();
     status.info(&format!(
-        "command side: runner ready, {report}; its own user (per-user counts apart), pid, mount and IPC namespaces, /tmp and /dev/shm; commands with an exec limit run where every writable mount is noexec"
+        "command side: runner ready {at} us after the spec's arrival (confined at {confined} us), {report}; its own user (per-user counts apart), pid, mount and IPC namespaces, /tmp and /dev/shm; commands with an exec limit run where every writable mount is noexec"
     ));
     nix::unistd::write(&ready, b"r").map_err(|e| SandboxError::errno("runner ready", e))?;
     drop(ready);

@@ -631,14 +631,17 @@ fn pid1(status: StatusFd, fds: Pid1Fds, start: Instant) -> Result<i32, Pid1Error
     } = sides;
     let runner = match (spec.gateway, gateway) {
         (false, _) => None,
-        (true, Some(gw)) => Some(command_side::start(
+        (true, Some(gateway)) => Some(command_side::start(
             spec,
             status,
-            gw,
             notify.as_raw_fd(),
             &command_fds,
-            handover,
-            image_command,
+            command_side::Handed {
+                gateway,
+                handover,
+                image: image_command,
+            },
+            marks.spec_at(),
         )?),
         (true, None) => {
             return Err(SandboxError::Invalid {

@@ -25,6 +25,12 @@ impl SetupMarks {
         }
     }
 
+    /// When the spec arrived: a process forked after it (the command side) times its own
+    /// steps from here.
+    pub fn spec_at(&self) -> Instant {
+        self.spec_at
+    }
+
     /// `step` has just ended.
     pub fn mark(&mut self, step: &'static str) {
         self.steps.push((step, Instant::now()));
