@@ -216,6 +216,9 @@ fn run_inner(status: StatusFd, mut launch: Launch) -> Result<i32, SandboxError> 
             // Not born there (an old kernel): moved while the spec is on its way, so the
             // move's wait for the kernel's cgroup lock is off the run's path.
             c.join_v2(child)?;
+            // The sides' cgroups too (and a v1 memory one): after the spec only their limits
+            // are written.
+            c.make_ahead()?;
         }
         // Handed to pid 1 as read (it is building the common root meanwhile), then checked
         // here; pid 1 parses the same bytes.

@@ -133,6 +133,14 @@ pub struct RunCgroups {
     pub(super) v2_memory: bool,
     pub(super) v1_pids: Option<PathBuf>,
     pub(super) v1_memory: Option<PathBuf>,
+    /// Made before the spec ([`RunCgroups::make_ahead`]): the sides' cgroups, which
+    /// [`RunCgroups::split`] then only limits.
+    pub(super) sides_ahead: Vec<PathBuf>,
+    /// The v2 cgroup hands its controllers down already (made ahead).
+    pub(super) handed_down: bool,
+    /// A v1 memory cgroup made before the spec, the run's once a memory limit asks for it;
+    /// unused (and removed with the rest) otherwise.
+    pub(super) v1_memory_ahead: Option<PathBuf>,
 }
 
 impl RunCgroups {
@@ -231,11 +239,31 @@ impl RunCgroups {
                     .to_string(),
             });
         };
-        let run_id = self.run_id.clone();
-        let dir = self.make_v1(&parent, &run_id, "create run memory cgroup (v1)")?;
+        let dir = match self.v1_memory_ahead.take() {
+            Some(dir) => dir,
+            None => {
+                let run_id = self.run_id.clone();
+                self.make_v1(&parent, &run_id, "create run memory cgroup (v1)")?
+            }
+        };
         let has_memsw = limit_memory_v1(&dir, &m)?;
         self.v1_memory = Some(dir);
         Ok(MemLimit::CgroupV1 { memsw: has_memsw })
+    }
+
+    /// Ahead of the spec, where a memory limit would be a v1 one: the run's v1 memory
+    /// cgroup, which [`RunCgroups::limit`] takes if the spec asks for a limit.
+    pub(super) fn make_v1_memory_ahead(&mut self) -> Result<Option<PathBuf>, SandboxError> {
+        if self.v2_memory || self.v1_memory.is_some() || self.v1_memory_ahead.is_some() {
+            return Ok(None);
+        }
+        let Some(parent) = v1_parents().memory.clone() else {
+            return Ok(None);
+        };
+        let run_id = self.run_id.clone();
+        let dir = self.make_v1(&parent, &run_id, "create run memory cgroup (v1)")?;
+        self.v1_memory_ahead = Some(dir.clone());
+        Ok(Some(dir))
     }
 
     /// Where the run's memory limit is: (the cgroup, cgroup v2).
@@ -479,6 +507,8 @@ impl RunCgroups {
             .iter()
             .filter(move |d| !v2.as_ref().is_some_and(|v| d.starts_with(v)))
             .filter(move |d| d.file_name().is_some_and(|n| n == self.run_id.as_str()))
+            // A memory cgroup made ahead that no limit took is not the run's.
+            .filter(move |d| self.v1_memory_ahead.as_ref() != Some(*d))
     }
 
     /// Kill every process in the run's cgroups and remove them. Safe to call more than

@@ -73,18 +73,7 @@ impl RunCgroups {
         let procs = [limits.max_procs, limits.command_procs()];
         let memory = limits.memory_bytes.map(|m| [m, limits.command_memory(m)]);
         if let Some(run) = self.v2.clone() {
-            if self.v2_init.is_some() {
-                // Hand the controllers down: the run's own processes live in `init`.
-                for (has, c) in [(self.v2_pids, "+pids"), (self.v2_memory, "+memory")] {
-                    if has {
-                        write_file(
-                            &run.join("cgroup.subtree_control"),
-                            c,
-                            "cgroup subtree_control",
-                        )?;
-                    }
-                }
-            }
+            self.hand_down(&run)?;
             for (i, side) in [&mut sides.agent, &mut sides.command]
                 .into_iter()
                 .enumerate()
@@ -143,8 +132,54 @@ impl RunCgroups {
         Ok((sides, report))
     }
 
+    /// Before the spec, in a helper told its run ahead: make every cgroup [`split`] and a
+    /// v1 memory limit would make, so that after the spec only their limits are written
+    /// (each mkdir takes the kernel's cgroup lock; a memory cgroup's costs the most). Those
+    /// the run does not use (no memory limit, no command side) stay empty and are removed
+    /// with the rest.
+    ///
+    /// [`split`]: RunCgroups::split
+    pub fn make_ahead(&mut self) -> Result<(), SandboxError> {
+        let mut parents = Vec::new();
+        if let Some(run) = self.v2.clone() {
+            self.hand_down(&run)?;
+            parents.push(run);
+        }
+        parents.extend(self.v1_pids.clone().filter(|_| !self.v2_pids));
+        parents.extend(self.make_v1_memory_ahead()?);
+        for run in parents {
+            for side in 0..2 {
+                let dir = self.make_side(&run, side)?;
+                self.sides_ahead.push(dir);
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the run's own processes live in `init`, let the v2 cgroup's controllers reach
+    /// the sides' cgroups below it.
+    fn hand_down(&mut self, run: &Path) -> Result<(), SandboxError> {
+        if self.v2_init.is_none() || self.handed_down {
+            return Ok(());
+        }
+        for (has, c) in [(self.v2_pids, "+pids"), (self.v2_memory, "+memory")] {
+            if has {
+                write_file(
+                    &run.join("cgroup.subtree_control"),
+                    c,
+                    "cgroup subtree_control",
+                )?;
+            }
+        }
+        self.handed_down = true;
+        Ok(())
+    }
+
     fn make_side(&mut self, run: &Path, side: usize) -> Result<PathBuf, SandboxError> {
         let dir = run.join([AGENT, COMMAND][side]);
+        if self.sides_ahead.contains(&dir) {
+            return Ok(dir);
+        }
         fs::create_dir(&dir).map_err(|e| SandboxError::sys("create side cgroup", e))?;
         self.dirs.push(dir.clone());
         Ok(dir)
