@@ -1,8 +1,9 @@
 //! Jails built ahead of launches (warm jails). Each is a jail helper that has built the
 //! part of the jail that is the same for every run (pid, mount, ipc, uts and network
 //! namespaces, system directories, /etc, /dev, /proc) and the cgroups of the run it was
-//! started for (the sides' too, limited once the spec comes), and waits for a spec. A launch takes one, so only the run's own part of
-//! the jail is left between its record and its agent's start.
+//! started for (the sides' too, limited once the spec comes), and waits for a spec. A
+//! launch takes one, so only the run's own part of the jail is left between its record and
+//! its agent's start.
 //!
 //! The pool keeps `warm: {ROLE: N}` jails for each named role's launches and one shared
 //! jail for a launch of any role, `warm_max` at most in all (see [`crate::config::warm`]).

@@ -556,30 +556,54 @@ fn etc_copy_room(len: u64) -> u64 {
     len.div_ceil(PAGE).max(1).saturating_mul(PAGE)
 }
 
+/// A host /etc entry the jail gets, and how.
+struct EtcEntry {
+    name: &'static str,
+    meta: fs::Metadata,
+    /// Open for a copy: what is copied is the file that was measured.
+    copy: Option<fs::File>,
+}
+
+/// The host's entry `name`, if the jail may get it: a folder or a file, links followed.
+fn etc_entry(name: &'static str) -> Option<EtcEntry> {
+    let host = Path::new("/etc").join(name);
+    let meta = fs::metadata(&host).ok()?;
+    match etc_way(meta.is_dir(), meta.is_file(), meta.len())? {
+        EtcWay::Bind => Some(EtcEntry {
+            name,
+            meta,
+            copy: None,
+        }),
+        EtcWay::Copy => {
+            // Non-blocking: an entry swapped for a FIFO meanwhile must not hang the build.
+            let file = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(&host)
+                .ok()?;
+            let meta = file.metadata().ok()?;
+            (etc_way(meta.is_dir(), meta.is_file(), meta.len()) == Some(EtcWay::Copy)).then_some(
+                EtcEntry {
+                    name,
+                    meta,
+                    copy: Some(file),
+                },
+            )
+        }
+    }
+}
+
 /// The jail's /etc as a tmpfs with the host entries it may see, copied or bound in (still
 /// writable: [`etc_run`] adds the run's files and makes all of it read-only). The jail gets
 /// what each host entry names (links followed), as its owner and mode on the host show it.
 fn etc_host(root: &Path) -> Res {
     let etc = root.join("etc");
     mkdir_p(&etc, "create /etc")?;
-    // Each entry opened once: what is copied is the file that was measured.
-    let mut plan = Vec::new();
-    for name in ETC_ALLOW {
-        let host = Path::new("/etc").join(name);
-        let Ok(file) = fs::File::open(&host) else {
-            continue;
-        };
-        let Ok(meta) = file.metadata() else {
-            continue;
-        };
-        if let Some(way) = etc_way(meta.is_dir(), meta.is_file(), meta.len()) {
-            plan.push((name, host, file, meta, way));
-        }
-    }
-    let copies: u64 = plan
+    let entries: Vec<EtcEntry> = ETC_ALLOW.iter().filter_map(|n| etc_entry(n)).collect();
+    let copies: u64 = entries
         .iter()
-        .filter(|p| p.4 == EtcWay::Copy)
-        .map(|p| etc_copy_room(p.3.len()))
+        .filter(|e| e.copy.is_some())
+        .map(|e| etc_copy_room(e.meta.len()))
         .sum();
     tmpfs(
         &etc,
@@ -587,19 +611,23 @@ fn etc_host(root: &Path) -> Res {
         &format!("mode=0755,size={}", etc_tmpfs_max_bytes() + copies),
         "mount /etc",
     )?;
-    for (name, host, file, meta, way) in plan {
-        let target = etc.join(name);
-        match way {
-            EtcWay::Copy => copy_etc_file(file, &meta, &target)?,
-            EtcWay::Bind => {
-                if meta.is_dir() {
+    for e in entries {
+        let target = etc.join(e.name);
+        match e.copy {
+            Some(file) => copy_etc_file(file, &e.meta, &target)?,
+            None => {
+                if e.meta.is_dir() {
                     mkdir_p(&target, "create /etc entry")?;
                 } else {
                     touch(&target, "create /etc entry")?;
                 }
                 // Made read-only below, together with the rest of /etc, before anything
                 // runs here.
-                bind_plain(&host, &target, "bind /etc entry read-only")?;
+                bind_plain(
+                    &Path::new("/etc").join(e.name),
+                    &target,
+                    "bind /etc entry read-only",
+                )?;
             }
         }
     }
