@@ -23,18 +23,25 @@ fn read(p: &Path) -> String {
         .to_string()
 }
 
+/// The run's cgroups, removed when the test ends, whether it passed or not.
+struct Removed(RunCgroups);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = self.0.kill_and_remove();
+    }
+}
+
 /// Provision as a helper told its run ahead does, make the rest ahead, then limit and split
 /// for `limits`. Returns the cgroups and every directory that existed before the spec.
-fn ahead_then(
-    case: &str,
-    l: &Limits,
-) -> (RunCgroups, Vec<PathBuf>, airlock::sandbox::sides::Sides) {
+fn ahead_then(case: &str, l: &Limits) -> (Removed, Vec<PathBuf>, airlock::sandbox::sides::Sides) {
     let parent = limits::prepare_parent();
-    let mut c = RunCgroups::provision(parent.as_deref(), &run_id(case)).expect("provision");
-    c.make_ahead().expect("make ahead");
-    let before = c.dirs.clone();
-    c.limit(l).expect("limit");
-    let (sides, _) = c.split(l).expect("split");
+    let c = RunCgroups::provision(parent.as_deref(), &run_id(case)).expect("provision");
+    let mut c = Removed(c);
+    c.0.make_ahead().expect("make ahead");
+    let before = c.0.dirs.clone();
+    c.0.limit(l).expect("limit");
+    let (sides, _) = c.0.split(l).expect("split");
     (c, before, sides)
 }
 
@@ -73,7 +80,7 @@ fn the_sides_are_made_ahead_and_only_limited_after_the_spec() {
     match limits::v1_parent("memory").filter(|p| run_memory.starts_with(p)) {
         Some(_) => {
             assert!(before.contains(&run_memory), "{}", run_memory.display());
-            assert!(c.v1_dirs().any(|d| *d == run_memory), "not joined");
+            assert!(c.0.v1_dirs().any(|d| *d == run_memory), "not joined");
             assert_eq!(read(&run_memory.join("memory.limit_in_bytes")), "268435456");
             assert_ne!(
                 read(&memory.join("memory.limit_in_bytes")),
@@ -85,8 +92,8 @@ fn the_sides_are_made_ahead_and_only_limited_after_the_spec() {
             assert_ne!(read(&memory.join("memory.max")), "max");
         }
     }
-    let all = c.dirs.clone();
-    c.kill_and_remove().expect("remove");
+    let all = c.0.dirs.clone();
+    c.0.kill_and_remove().expect("remove");
     for d in all {
         assert!(!d.exists(), "{} left behind", d.display());
     }
@@ -108,12 +115,12 @@ fn a_memory_cgroup_made_ahead_that_no_limit_takes_is_never_joined() {
             "no memory cgroup made ahead on this v1 host"
         );
         assert!(
-            !c.v1_dirs().any(|d| d.starts_with(&v1)),
+            !c.0.v1_dirs().any(|d| d.starts_with(&v1)),
             "pid 1 would join a memory cgroup without a limit"
         );
     }
-    let all = c.dirs.clone();
-    c.kill_and_remove().expect("remove");
+    let all = c.0.dirs.clone();
+    c.0.kill_and_remove().expect("remove");
     for d in all {
         assert!(!d.exists(), "{} left behind", d.display());
     }
