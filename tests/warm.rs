@@ -309,6 +309,49 @@ fn killing_airlockd_leaves_nothing_of_its_warm_jails() {
     assert_ok(&o);
 }
 
+/// Killed together with its waiting helpers (systemd's SIGKILL to the whole unit), airlockd
+/// leaves their runs' cgroups behind, which no helper lives to remove and no ledger record
+/// names: the next start removes them, from the state directory's notes of the helpers.
+#[test]
+fn killing_airlockd_with_its_helpers_leaves_no_cgroup_after_the_next_start() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let _mounts = no_host_mounts_meanwhile();
+    let h = probe_host(&["k1"], "warm: {probe: 2}\n");
+    let d = Airlockd::start(&h);
+    let old = wait_warm(&d, 3);
+    let built = poll(30, || {
+        old.iter()
+            .all(|(_, run)| !cgroups_of(run).is_empty())
+            .then_some(())
+    });
+    assert!(built.is_some(), "the warm jails {old:?} made no cgroups");
+    // Stopped first, so airlockd cannot clean up after the helpers it sees die.
+    let dpid = Pid::from_raw(d.pid() as i32);
+    kill(dpid, Signal::SIGSTOP).unwrap();
+    for (pid, _) in &old {
+        let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+    }
+    d.kill9();
+    // Nothing removes them meanwhile: the helpers are gone, their cgroups stay.
+    let gone = poll(20, || {
+        old.iter()
+            .all(|(p, _)| !Path::new(&format!("/proc/{p}")).exists())
+            .then_some(())
+    });
+    assert!(gone.is_some(), "the helpers {old:?} did not die");
+    assert!(
+        old.iter().all(|(_, run)| !cgroups_of(run).is_empty()),
+        "the killed helpers' cgroups went without a new start: the test sees nothing"
+    );
+    let d = Airlockd::start(&h);
+    wait_warm(&d, 3);
+    let left: Vec<String> = old.iter().flat_map(|(p, r)| leftovers(*p, r)).collect();
+    assert!(left.is_empty(), "left after the next start: {left:?}");
+    let o = sh(&h, "k1", "true");
+    assert_ok(&o);
+}
+
 /// What is left on the host of a warm jail: its helper, mounts, loop devices, cgroups.
 fn leftovers(pid: u32, run: &str) -> Vec<String> {
     let mut left = Vec::new();

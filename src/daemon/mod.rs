@@ -301,6 +301,20 @@ pub fn main(config_path: &Path) -> i32 {
         }
         Err(e) => return fail(&[format!("crash recovery failed, refusing to start: {e}")]),
     }
+    // Helpers started ahead of a record (warm jails) that died with the last airlockd:
+    // their cgroups, which no ledger record names.
+    let swept = crate::supervisor::ahead_marks::sweep(&cfg.state_dir);
+    if !swept.is_empty() {
+        events.log(
+            EventKind::DaemonStarted,
+            &format!(
+                "crash recovery: the cgroups of {} jail(s) built ahead of a run and killed with the last airlockd were removed: {}",
+                swept.len(),
+                swept.join(", ")
+            ),
+            &[],
+        );
+    }
     // Leases a crash left active: every run not still supervised by a standalone launch
     // is over, so its leases are revoked now (completing a fire the crash interrupted).
     {

@@ -24,6 +24,7 @@ use super::Daemon;
 use crate::control::protocol::WarmStatus;
 use crate::sandbox::helper::Ahead;
 use crate::sandbox::host_mounts::MountWatch;
+use crate::supervisor::ahead_marks;
 use crate::supervisor::launch::{self, LaunchError};
 use crate::supervisor::process::{self, Spawned};
 
@@ -151,6 +152,20 @@ pub struct WarmPool {
     inner: Mutex<Inner>,
 }
 
+/// Start a helper ahead of its run with the state directory's note of it, made first: the
+/// helper makes the run's cgroups at once, and if it is killed with airlockd, the next
+/// start removes them ([`ahead_marks`]).
+fn spawn_marked(
+    d: &Daemon,
+    slot: &Ahead,
+    spawn: impl FnOnce(&Ahead) -> Result<Spawned, LaunchError>,
+) -> Result<Spawned, LaunchError> {
+    let mark = ahead_marks::Mark::make(&d.set().config.state_dir, slot);
+    let mut helper = spawn(slot)?;
+    helper.keep_mark(mark);
+    Ok(helper)
+}
+
 /// Kill and reap each helper, removing the cgroups it made. Blocking.
 fn abandon_all(jails: Vec<Ready>) {
     for r in jails {
@@ -214,7 +229,7 @@ impl WarmPool {
             }
             None => {
                 let slot = launch::new_slot(d.cgroup_parent.clone());
-                let helper = process::spawn_helper(Some(&slot), None);
+                let helper = spawn_marked(d, &slot, |s| process::spawn_helper(Some(s), None));
                 Taken {
                     slot,
                     helper,
@@ -228,7 +243,7 @@ impl WarmPool {
     /// pty's master comes back on (a warm jail has none). Blocking (a spawn).
     pub fn take_with_stdio(d: &Arc<Daemon>, stdio: &std::os::fd::OwnedFd) -> Taken {
         let slot = launch::new_slot(d.cgroup_parent.clone());
-        let helper = process::spawn_helper(Some(&slot), Some(stdio));
+        let helper = spawn_marked(d, &slot, |s| process::spawn_helper(Some(s), Some(stdio)));
         Taken {
             slot,
             helper,
@@ -302,7 +317,7 @@ impl WarmPool {
                 return;
             };
             let slot = launch::new_slot(d.cgroup_parent.clone());
-            let Ok(helper) = process::spawn_warm_helper(&slot) else {
+            let Ok(helper) = spawn_marked(d, &slot, process::spawn_warm_helper) else {
                 d.warm.lock().refilling = false;
                 return;
             };

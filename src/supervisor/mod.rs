@@ -1,6 +1,7 @@
 //! The service around the jail: instances, launches, the ledger, systemd notifications.
 
 pub mod agent_files;
+pub mod ahead_marks;
 pub mod alive;
 pub mod as_user;
 pub mod connector;

@@ -251,9 +251,21 @@ pub struct Spawned {
     /// The run's spec, encoded ahead by [`Spawned::encode_spec`]; else it is encoded when
     /// it is sent.
     encoded: Option<Vec<u8>>,
+    /// The state directory's note of this helper, removed with it ([`ahead_marks`]).
+    ///
+    /// [`ahead_marks`]: super::ahead_marks
+    mark: Option<super::ahead_marks::Mark>,
 }
 
 impl Spawned {
+    /// Keep the state directory's note of this helper ([`ahead_marks::Mark`], made before
+    /// it started) until the helper is done with.
+    ///
+    /// [`ahead_marks::Mark`]: super::ahead_marks::Mark
+    pub fn keep_mark(&mut self, mark: super::ahead_marks::Mark) {
+        self.mark = Some(mark);
+    }
+
     /// Whether the helper is still running (it may wait a while for its spec).
     pub fn alive(&mut self) -> bool {
         match &self.pidfd {
@@ -292,6 +304,7 @@ impl Spawned {
             mut child,
             pidfd,
             ahead,
+            mark,
             ..
         } = self;
         match &pidfd {
@@ -305,6 +318,7 @@ impl Spawned {
             let _ = limits::RunCgroups::existing(a.cgroup_parent.as_deref(), &a.run_id)
                 .kill_and_remove();
         }
+        drop(mark);
     }
 }
 
@@ -431,6 +445,7 @@ fn spawn(
         gateway: gw_ours,
         end: fs::File::from(end_r),
         encoded: None,
+        mark: None,
     })
 }
 
@@ -683,6 +698,8 @@ pub async fn supervise_until_end(
         gateway,
         end,
         encoded,
+        // Until the run has ended: by then its ledger record is there for crash recovery.
+        mark: _mark,
     } = sp;
     let spec_json = match encoded.map_or_else(|| serde_json::to_vec(spec), Ok) {
         Ok(j) => j,
