@@ -403,7 +403,9 @@ fn battery_in(warm: &str, jails: usize, kind: &str) {
     common::battery_into(&ws, h.uids[0]);
     let port_holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = port_holder.local_addr().unwrap().port().to_string();
-    let marker = format!("w{}", std::process::id());
+    // Apart for each test: the two battery tests run at once in this binary, and each must
+    // not find the other's daemon alive.
+    let marker = format!("w{}{}", std::process::id(), kind.replace('-', ""));
     let state = h.state.display().to_string();
     let cfg = h.cfg.display().to_string();
     let mut args = vec!["--workspace", ws.to_str().unwrap(), "--"];
