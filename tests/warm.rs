@@ -281,15 +281,7 @@ fn killing_airlockd_leaves_nothing_of_its_warm_jails() {
     let _mounts = no_host_mounts_meanwhile();
     let h = probe_host(&["k0"], "warm: {probe: 3}\n");
     let d = Airlockd::start(&h);
-    let old = wait_warm(&d, 4);
-    // Built under SCHED_IDLE, a jail on a busy host makes its cgroups a while after its
-    // helper starts; without them the test would see nothing.
-    let built = poll(30, || {
-        old.iter()
-            .all(|(_, run)| !cgroups_of(run).is_empty())
-            .then_some(())
-    });
-    assert!(built.is_some(), "the warm jails {old:?} made no cgroups");
+    let old = wait_warm_with_cgroups(&d, 4);
     d.kill9();
     let d = Airlockd::start(&h);
     let new = wait_warm(&d, 4);
@@ -319,13 +311,7 @@ fn killing_airlockd_with_its_helpers_leaves_no_cgroup_after_the_next_start() {
     let _mounts = no_host_mounts_meanwhile();
     let h = probe_host(&["k1"], "warm: {probe: 2}\n");
     let d = Airlockd::start(&h);
-    let old = wait_warm(&d, 3);
-    let built = poll(30, || {
-        old.iter()
-            .all(|(_, run)| !cgroups_of(run).is_empty())
-            .then_some(())
-    });
-    assert!(built.is_some(), "the warm jails {old:?} made no cgroups");
+    let old = wait_warm_with_cgroups(&d, 3);
     // Stopped first, so airlockd cannot clean up after the helpers it sees die.
     let dpid = Pid::from_raw(d.pid() as i32);
     kill(dpid, Signal::SIGSTOP).unwrap();
@@ -350,6 +336,21 @@ fn killing_airlockd_with_its_helpers_leaves_no_cgroup_after_the_next_start() {
     assert!(left.is_empty(), "left after the next start: {left:?}");
     let o = sh(&h, "k1", "true");
     assert_ok(&o);
+}
+
+/// [`wait_warm`], then until each jail has made its cgroups: built under SCHED_IDLE, a jail
+/// on a busy host makes them a while after its helper starts, and a test of what is left
+/// would otherwise see nothing.
+fn wait_warm_with_cgroups(d: &Airlockd, n: usize) -> BTreeSet<(u32, String)> {
+    let jails = wait_warm(d, n);
+    let built = poll(30, || {
+        jails
+            .iter()
+            .all(|(_, run)| !cgroups_of(run).is_empty())
+            .then_some(())
+    });
+    assert!(built.is_some(), "the warm jails {jails:?} made no cgroups");
+    jails
 }
 
 /// What is left on the host of a warm jail: its helper, mounts, loop devices, cgroups.

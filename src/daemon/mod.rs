@@ -304,16 +304,26 @@ pub fn main(config_path: &Path) -> i32 {
     // Helpers started ahead of a record (warm jails) that died with the last airlockd:
     // their cgroups, which no ledger record names.
     let swept = crate::supervisor::ahead_marks::sweep(&cfg.state_dir);
-    if !swept.is_empty() {
+    let (removed, failed): (Vec<_>, Vec<_>) = swept.into_iter().partition(|(_, e)| e.is_none());
+    if !removed.is_empty() {
+        let runs: Vec<String> = removed.into_iter().map(|(r, _)| r).collect();
         events.log(
             EventKind::DaemonStarted,
             &format!(
                 "crash recovery: the cgroups of {} jail(s) built ahead of a run and killed with the last airlockd were removed: {}",
-                swept.len(),
-                swept.join(", ")
+                runs.len(),
+                runs.join(", ")
             ),
             &[],
         );
+    }
+    for (run, why) in failed {
+        let line = format!(
+            "crash recovery: the cgroups of {run}, a jail built ahead and killed with the last airlockd, could not all be removed: {}",
+            why.unwrap_or_default()
+        );
+        eprintln!("airlockd: {line}");
+        events.log(EventKind::DaemonStarted, &line, &[]);
     }
     // Leases a crash left active: every run not still supervised by a standalone launch
     // is over, so its leases are revoked now (completing a fire the crash interrupted).

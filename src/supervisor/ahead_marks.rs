@@ -57,10 +57,13 @@ impl Drop for Mark {
     }
 }
 
+/// What a [`sweep`] found: runs whose cgroups were still there, each with why they could
+/// not all be removed (`None`: removed).
+pub type Swept = Vec<(String, Option<String>)>;
+
 /// At airlockd's start, before any helper of its own: kill and remove the cgroups of every
-/// run a marked helper was started for, and the marks. Returns the runs whose cgroups were
-/// still there.
-pub fn sweep(state_dir: &Path) -> Vec<String> {
+/// run a marked helper was started for, and the marks.
+pub fn sweep(state_dir: &Path) -> Swept {
     let Ok(entries) = fs::read_dir(state_dir.join(DIR)) else {
         return Vec::new();
     };
@@ -73,8 +76,8 @@ pub fn sweep(state_dir: &Path) -> Vec<String> {
             let parent = read_parent(&path);
             let cgroups = RunCgroups::existing(parent.as_deref(), &run);
             if !cgroups.dirs.is_empty() {
-                let _ = cgroups.kill_and_remove();
-                found.push(run);
+                let failed = cgroups.kill_and_remove().err().map(|e| e.to_string());
+                found.push((run, failed));
             }
         }
         let _ = fs::remove_file(&path);
